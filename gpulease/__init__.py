@@ -1,0 +1,3 @@
+"""gpulease: a self-hostable GPU compute rental platform."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,39 @@
+"""The FastAPI application: REST under /api/v1, OpenAPI at /api/v1/openapi.json."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, FastAPI
+from sqlalchemy import text
+
+from gpulease import __version__
+from gpulease.api import problems
+from gpulease.api.deps import PlatformDep
+from gpulease.api.routers import accounts, catalog, instances, nodes
+from gpulease.platform import Platform
+
+API = "/api/v1"
+
+
+def create_app(platform: Platform) -> FastAPI:
+    app = FastAPI(
+        title="gpulease",
+        version=__version__,
+        description="GPU compute rental: bare-metal servers, clusters and container instances.",
+        openapi_url=f"{API}/openapi.json",
+        docs_url=f"{API}/docs",
+        redoc_url=None,
+    )
+    app.state.platform = platform
+    problems.install(app)
+    api = APIRouter(prefix=API)
+    for module in (catalog, instances, nodes, accounts):
+        api.include_router(module.router)
+    app.include_router(api)
+
+    @app.get("/healthz", tags=["health"])
+    def healthz(p: PlatformDep) -> dict[str, str]:
+        with p.db.read() as s:
+            s.execute(text("SELECT 1"))
+        return {"status": "ok", "database": p.db.dialect, "version": __version__}
+
+    return app

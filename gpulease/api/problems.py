@@ -1,0 +1,67 @@
+"""Errors as application/problem+json (RFC 9457) with a sentence that says what to do."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from gpulease.domain.errors import DomainError, InvalidInput
+from gpulease.domain.states import InvalidTransition
+
+log = logging.getLogger("gpulease.api")
+PROBLEM = "application/problem+json"
+
+
+def problem(status: int, title: str, detail: str, **extra: Any) -> JSONResponse:
+    body = {"type": "about:blank", "title": title, "status": status, "detail": detail, **extra}
+    return JSONResponse(body, status_code=status, media_type=PROBLEM)
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(DomainError)
+    async def _domain(_: Request, exc: DomainError) -> JSONResponse:
+        extra: dict[str, Any] = {}
+        if isinstance(exc, InvalidInput):
+            extra = {"field": exc.field, "accepted": exc.accepted}
+        return problem(exc.status, exc.title, exc.detail, **extra)
+
+    @app.exception_handler(InvalidTransition)
+    async def _transition(_: Request, exc: InvalidTransition) -> JSONResponse:
+        return problem(409, "Conflict", f"The {exc.kind} is {exc.current}; it cannot become "
+                       f"{exc.target} from there. Check its status and retry.")
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        parts, fields = [], []
+        for err in errors:
+            loc = [str(x) for x in err.get("loc", ()) if x not in ("body", "query", "path")]
+            field = ".".join(loc) or "body"
+            fields.append(field)
+            parts.append(f"{field}: {err.get('msg')}")
+        return problem(
+            422, "Invalid input", "Fix these fields and resend: " + "; ".join(parts) + ".",
+            field=fields[0] if fields else None, errors=[
+                {"field": f, "message": e.get("msg")} for f, e in zip(fields, errors, strict=True)
+            ],
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        detail = str(exc.detail)
+        if exc.status_code == 404 and detail == "Not Found":
+            detail = "No such endpoint; the API is under /api/v1 (see /api/v1/docs)."
+        elif exc.status_code == 405:
+            detail = "This endpoint does not take that method; see /api/v1/docs."
+        return problem(exc.status_code, "HTTP error", detail)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error")
+        return problem(500, "Internal error",
+                       "Something failed on our side; retry, and report it if it persists.")

@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from gpulease.api.deps import PlatformDep, PrincipalDep
+from gpulease.domain.accounts import Role
+from gpulease.schemas import (
+    TenantCreate,
+    TenantCreated,
+    TokenCreate,
+    TokenCreated,
+    TokenView,
+    UserCreate,
+    UserView,
+)
+from gpulease.services import accounts
+
+router = APIRouter(tags=["accounts"])
+
+
+@router.get("/me")
+def me(actor: PrincipalDep) -> dict[str, str | None]:
+    return {"user_id": actor.user_id, "role": actor.role.value, "tenant_id": actor.tenant_id}
+
+
+@router.post("/tenants", response_model=TenantCreated, status_code=201)
+def create_tenant(body: TenantCreate, p: PlatformDep, actor: PrincipalDep) -> TenantCreated:
+    """Operator: a new tenant with its first admin and that admin's token (shown once)."""
+    actor.require_operator()
+    return accounts.create_tenant(p, body.name, body.admin_email, body.admin_name)
+
+
+@router.post("/users", response_model=UserView, status_code=201)
+def create_user(body: UserCreate, p: PlatformDep, actor: PrincipalDep) -> UserView:
+    """Tenant admin: add a user (admin, member or reader) to the tenant."""
+    return accounts.add_user(p, actor, body.email, body.name, Role(body.role), body.password)
+
+
+@router.get("/tokens", response_model=list[TokenView])
+def list_tokens(p: PlatformDep, actor: PrincipalDep) -> list[TokenView]:
+    return accounts.list_tokens(p, actor)
+
+
+@router.post("/tokens", response_model=TokenCreated, status_code=201)
+def create_token(body: TokenCreate, p: PlatformDep, actor: PrincipalDep) -> TokenCreated:
+    return accounts.issue_token(p, actor, body.name, body.user_id, body.expires_in_days)
+
+
+@router.delete("/tokens/{token_id}", response_model=TokenView)
+def revoke_token(token_id: str, p: PlatformDep, actor: PrincipalDep) -> TokenView:
+    return accounts.revoke_token(p, actor, token_id)

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from gpulease.api.deps import Limit, Offset, PlatformDep, PrincipalDep
+from gpulease.schemas import NodeActionRequest, NodeView, Page
+from gpulease.services import inventory
+
+router = APIRouter(prefix="/nodes", tags=["nodes (operator)"])
+
+
+@router.get("", response_model=Page[NodeView])
+def list_nodes(
+    p: PlatformDep, actor: PrincipalDep, limit: Limit = 100, offset: Offset = 0,
+    status: Annotated[str | None, Query()] = None,
+    region: Annotated[str | None, Query()] = None,
+    sku: Annotated[str | None, Query()] = None,
+) -> Page[NodeView]:
+    return inventory.list_nodes(p, actor, status=status, region=region, sku=sku, limit=limit,
+                                offset=offset)
+
+
+@router.get("/{node_id}", response_model=NodeView)
+def show(node_id: str, p: PlatformDep, actor: PrincipalDep) -> NodeView:
+    return inventory.get_node(p, actor, node_id)
+
+
+@router.post("/{node_id}/drain", response_model=NodeView)
+def drain(node_id: str, p: PlatformDep, actor: PrincipalDep,
+          body: NodeActionRequest | None = None) -> NodeView:
+    return inventory.drain_node(p, actor, node_id, body.reason if body else None)
+
+
+@router.post("/{node_id}/maintenance", response_model=NodeView)
+def maintenance(node_id: str, p: PlatformDep, actor: PrincipalDep,
+                body: NodeActionRequest | None = None) -> NodeView:
+    return inventory.maintenance_node(p, actor, node_id, body.reason if body else None)
+
+
+@router.post("/{node_id}/resume", response_model=NodeView)
+def resume(node_id: str, p: PlatformDep, actor: PrincipalDep) -> NodeView:
+    return inventory.resume_node(p, actor, node_id)

@@ -1,0 +1,112 @@
+"""A typed HTTP client for the gpulease API (used by the CLI and the tests)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from gpulease.schemas import (
+    CatalogView,
+    CredentialsView,
+    ImageView,
+    InstanceView,
+    NodeView,
+    OrderRequest,
+    Page,
+    TenantCreated,
+    TokenCreated,
+    TokenView,
+)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, title: str, detail: str, body: dict[str, Any]) -> None:
+        super().__init__(f"{status} {title}: {detail}")
+        self.status, self.title, self.detail, self.body = status, title, detail, body
+
+
+class Client:
+    def __init__(self, url: str, token: str | None, timeout: float = 30.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout,
+                                  transport=transport)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _call(self, method: str, path: str, **kw: Any) -> Any:
+        try:
+            r = self._http.request(method, path, **kw)
+        except httpx.TransportError as exc:
+            raise ApiError(0, "Unreachable", f"cannot reach {self._http.base_url}: {exc}. "
+                           "Is `gpulease up` running, and is GPULEASE_URL right?", {}) from None
+        if r.status_code >= 400:
+            try:
+                body = r.json()
+            except ValueError:
+                body = {"detail": r.text}
+            raise ApiError(r.status_code, body.get("title", "Error"),
+                           body.get("detail", r.text), body)
+        return r.json()
+
+    # catalog
+    def catalog(self) -> CatalogView:
+        return CatalogView.model_validate(self._call("GET", "/api/v1/catalog"))
+
+    def images(self) -> list[ImageView]:
+        return [ImageView.model_validate(i) for i in self._call("GET", "/api/v1/images")]
+
+    # instances
+    def order(self, req: OrderRequest, idempotency_key: str | None = None) -> InstanceView:
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        return InstanceView.model_validate(self._call(
+            "POST", "/api/v1/instances", json=req.model_dump(mode="json", exclude_none=True),
+            headers=headers))
+
+    def instances(self, status: str | None = None, limit: int = 50,
+                  offset: int = 0) -> Page[InstanceView]:
+        params: dict[str, Any] = {"limit": limit, "offset": offset}
+        if status:
+            params["status"] = status
+        return Page[InstanceView].model_validate(
+            self._call("GET", "/api/v1/instances", params=params))
+
+    def instance(self, instance_id: str) -> InstanceView:
+        return InstanceView.model_validate(self._call("GET", f"/api/v1/instances/{instance_id}"))
+
+    def release(self, instance_id: str) -> InstanceView:
+        return InstanceView.model_validate(
+            self._call("POST", f"/api/v1/instances/{instance_id}/release"))
+
+    def credentials(self, instance_id: str) -> CredentialsView:
+        return CredentialsView.model_validate(
+            self._call("POST", f"/api/v1/instances/{instance_id}/credentials"))
+
+    # nodes (operator)
+    def nodes(self, status: str | None = None, region: str | None = None,
+              sku: str | None = None, limit: int = 500, offset: int = 0) -> Page[NodeView]:
+        params = {k: v for k, v in {"status": status, "region": region, "sku": sku,
+                                    "limit": limit, "offset": offset}.items() if v is not None}
+        return Page[NodeView].model_validate(self._call("GET", "/api/v1/nodes", params=params))
+
+    def node_action(self, node_id: str, action: str, reason: str | None = None) -> NodeView:
+        body = {"reason": reason} if reason else None
+        return NodeView.model_validate(
+            self._call("POST", f"/api/v1/nodes/{node_id}/{action}", json=body))
+
+    # accounts
+    def create_tenant(self, name: str, admin_email: str, admin_name: str) -> TenantCreated:
+        return TenantCreated.model_validate(self._call("POST", "/api/v1/tenants", json={
+            "name": name, "admin_email": admin_email, "admin_name": admin_name}))
+
+    def create_token(self, name: str, expires_in_days: int | None = 90) -> TokenCreated:
+        return TokenCreated.model_validate(self._call("POST", "/api/v1/tokens", json={
+            "name": name, "expires_in_days": expires_in_days}))
+
+    def tokens(self) -> list[TokenView]:
+        return [TokenView.model_validate(t) for t in self._call("GET", "/api/v1/tokens")]
+
+    def revoke_token(self, token_id: str) -> TokenView:
+        return TokenView.model_validate(self._call("DELETE", f"/api/v1/tokens/{token_id}"))

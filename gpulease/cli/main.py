@@ -1,0 +1,484 @@
+"""The gpulease command line. Talks to a server through GPULEASE_URL / GPULEASE_TOKEN,
+except `up`, `serve`, `worker` and `migrate`, which run the platform itself."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from pydantic import BaseModel
+from rich.console import Console
+from rich.table import Table
+
+from gpulease.cli.client import ApiError, Client
+from gpulease.schemas import InstanceView, OrderRequest
+
+app = typer.Typer(help="gpulease: rent out and rent GPU servers.", no_args_is_help=True)
+order_app = typer.Typer(help="Order bare metal, a cluster or a container.", no_args_is_help=True)
+node_app = typer.Typer(help="Operator actions on one node.", no_args_is_help=True)
+app.add_typer(order_app, name="order")
+app.add_typer(node_app, name="node")
+
+out = Console()
+err = Console(stderr=True)
+
+UrlOpt = Annotated[str, typer.Option("--url", envvar="GPULEASE_URL", help="server URL")]
+TokenOpt = Annotated[str, typer.Option("--token", envvar="GPULEASE_TOKEN", help="API token")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON")]
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def _client(url: str, token: str) -> Client:
+    return Client(url or DEFAULT_URL, token or None)
+
+
+def _fail(exc: ApiError) -> NoReturn:
+    err.print(f"[red]error[/red] ({exc.status} {exc.title}): {exc.detail}")
+    if exc.body.get("accepted"):
+        err.print(f"accepted: {', '.join(exc.body['accepted'])}")
+    raise typer.Exit(1)
+
+
+def _json(data: Any) -> None:
+    if isinstance(data, BaseModel):
+        data = data.model_dump(mode="json")
+    elif isinstance(data, list):
+        data = [d.model_dump(mode="json") if isinstance(d, BaseModel) else d for d in data]
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+# ----------------------------------------------------------------------- platform
+def _settings(**overrides: Any) -> Any:
+    from gpulease.settings import Settings
+
+    return Settings(**{k: v for k, v in overrides.items() if v is not None})
+
+
+@app.command()
+def up(
+    data_dir: Annotated[Path, typer.Option(help="where SQLite, keys and tokens live")] = Path(
+        ".gpulease"),
+    port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 8000,
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    demo_delay: Annotated[float, typer.Option(help="simulated seconds per stage")] = 2.0,
+    nodes_per_offer: Annotated[int, typer.Option(help="demo nodes per offer")] = 2,
+    database_url: Annotated[str | None, typer.Option(envvar="GPULEASE_DATABASE_URL")] = None,
+) -> None:
+    """Start the API, the worker and a demo fleet of simulated servers."""
+    from gpulease.server import up as run_up
+
+    run_up(_settings(data_dir=data_dir, port=port, host=host, demo_delay_s=demo_delay,
+                     demo_nodes_per_offer=nodes_per_offer, database_url=database_url),
+           say=out.print)
+
+
+@app.command()
+def serve(
+    data_dir: Annotated[Path, typer.Option()] = Path(".gpulease"),
+    port: Annotated[int, typer.Option()] = 8000,
+    host: Annotated[str, typer.Option()] = "127.0.0.1",
+) -> None:
+    """Start the API only (run workers separately with `gpulease worker`)."""
+    from gpulease.server import serve as run_serve
+
+    run_serve(_settings(data_dir=data_dir, port=port, host=host))
+
+
+@app.command()
+def worker(
+    data_dir: Annotated[Path, typer.Option()] = Path(".gpulease"),
+    threads: Annotated[int | None, typer.Option(help="worker threads")] = None,
+    demo_delay: Annotated[float | None, typer.Option(help="simulated seconds per stage")] = None,
+) -> None:
+    """Run a provisioning worker; any number may share one PostgreSQL database."""
+    import logging
+
+    from gpulease.server import run_worker
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    run_worker(_settings(data_dir=data_dir, demo_delay_s=demo_delay), threads)
+
+
+@app.command()
+def migrate(data_dir: Annotated[Path, typer.Option()] = Path(".gpulease")) -> None:
+    """Apply database migrations (also done at every start)."""
+    from gpulease.server import prepare
+
+    prepare(_settings(data_dir=data_dir)).db.dispose()
+    out.print("database is at the latest migration")
+
+
+# ----------------------------------------------------------------------- catalog
+@app.command()
+def catalog(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Every offer: GPUs, host, interconnect, prices and stock; and container prices."""
+    try:
+        c = _client(url, token).catalog()
+    except ApiError as exc:
+        _fail(exc)
+    if as_json:
+        return _json(c)
+    t = Table(title="Bare-metal offers (CNY)")
+    for col in ("offer", "GPUs", "host", "interconnect", "¥/month", "¥/day", "stock"):
+        t.add_column(col, overflow="fold")
+    for o in c.offers:
+        gpu = o.gpu.replace("NVIDIA ", "").replace("GeForce ", "").replace("Huawei ", "")
+        link = o.gpu_interconnect.split(";")[0] + (
+            f"\n[yellow]advertised: {o.advertised_interconnect}[/yellow]"
+            if o.advertised_interconnect else "") + ("\n+ InfiniBand" if o.infiniband else "")
+        t.add_row(f"{o.sku}\n{o.region} {o.region_name_zh}" + ("\n[dim]example data[/dim]"
+                                                                if o.example else ""),
+                  f"{o.gpu_count} × {gpu}", f"{o.cpu}\n{o.memory}\n{o.disks}", link,
+                  f"{o.monthly_price:,.2f}\n[dim]list {o.list_monthly_price:,.0f}, "
+                  f"-{o.discount_percent:.0f}%[/dim]", f"{o.day_price:,.2f}", str(o.stock))
+    out.print(t)
+    ct = Table(title="Container instances (per GPU-hour)")
+    for col in ("offer", "GPU", "region", "¥/GPU-hour", "max GPUs", "free GPUs"):
+        ct.add_column(col)
+    for co in c.container_offers:
+        ct.add_row(co.id, co.gpu, co.region, f"{co.price_per_gpu_hour:.2f}", str(co.max_gpus),
+                   str(co.free_gpus))
+    out.print(ct)
+    out.print(f"Derived prices: {c.pricing_rule}")
+
+
+@app.command()
+def images(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """OS images; each offer has a default, so --image may be left out."""
+    try:
+        items = _client(url, token).images()
+    except ApiError as exc:
+        _fail(exc)
+    if as_json:
+        return _json(items)
+    t = Table()
+    for col in ("id", "name", "GPUs", "software"):
+        t.add_column(col)
+    for i in items:
+        t.add_row(i.id, i.name, i.gpu_vendor, ", ".join(i.software))
+    out.print(t)
+
+
+# ----------------------------------------------------------------------- ordering
+def _read_keys(files: list[Path]) -> list[str]:
+    keys = []
+    for f in files:
+        try:
+            keys += [ln.strip() for ln in f.read_text().splitlines() if ln.strip()]
+        except OSError as exc:
+            err.print(f"[red]error[/red]: cannot read SSH key file {f}: {exc.strerror}")
+            raise typer.Exit(2) from None
+    return keys
+
+
+def _place_and_follow(url: str, token: str, req: OrderRequest, wait: bool, as_json: bool,
+                      timeout: float) -> None:
+    client = _client(url, token)
+    try:
+        inst = client.order(req, idempotency_key=str(uuid.uuid4()))
+    except ApiError as exc:
+        _fail(exc)
+    if as_json and not wait:
+        return _json(inst)
+    if not as_json:
+        out.print(f"ordered [bold]{inst.id}[/bold] ({inst.kind}, {inst.sku} in {inst.region}, "
+                  f"{inst.node_count} node(s), {inst.gpu_count} GPUs)")
+    inst = _follow(client, inst, quiet=as_json, timeout=timeout)
+    creds = None
+    if inst.status == "ready" and inst.credentials_available:
+        try:
+            creds = client.credentials(inst.id)
+        except ApiError as exc:
+            _fail(exc)
+    if as_json:
+        data = inst.model_dump(mode="json")
+        data["credentials"] = creds.model_dump(mode="json") if creds else None
+        _json(data)
+    elif inst.status == "ready":
+        out.print(f"[green]ready[/green] in {inst.delivery_seconds:.1f} s "
+                  f"(SLA {inst.delivery_sla_seconds:.0f} s)"
+                  + ("  [yellow]simulated hardware[/yellow]" if inst.simulated else ""))
+        out.print(f"IP:       {inst.ip_address}")
+        out.print(f"SSH:      {inst.ssh_command}")
+        if creds:
+            out.print(f"password: {creds.root_password}   [dim]({creds.note})[/dim]")
+    if inst.status != "ready":
+        err.print(f"[red]{inst.status}[/red]: {inst.status_reason or 'not ready in time'}")
+        raise typer.Exit(1)
+
+
+def _follow(client: Client, inst: InstanceView, quiet: bool, timeout: float,
+            until: tuple[str, ...] = ("ready", "failed", "released")) -> InstanceView:
+    seen = 0
+    deadline = time.monotonic() + timeout
+    with out.status("waiting…", spinner="dots") as status:
+        while True:
+            try:
+                inst = client.instance(inst.id)
+            except ApiError as exc:
+                _fail(exc)
+            if not quiet:
+                for st in inst.stages[seen:]:
+                    where = f" [dim]{st.node}[/dim]" if st.node else ""
+                    msg = f" — {st.message}" if st.message else ""
+                    out.print(f"  {st.at:%H:%M:%S}  {st.stage}{where}{msg}")
+                status.update(f"{inst.status}: {inst.stage or ''}")
+            seen = len(inst.stages)
+            if inst.status in until or time.monotonic() > deadline:
+                return inst
+            time.sleep(0.5)
+
+
+KeyOpt = Annotated[list[Path], typer.Option("--ssh-key", help="public key file (repeatable)")]
+WaitOpt = Annotated[bool, typer.Option("--wait", help="with --json: wait until ready")]
+TimeoutOpt = Annotated[float, typer.Option(help="seconds to wait for delivery")]
+
+
+@order_app.command("bare-metal")
+def order_bare_metal(
+    sku: Annotated[str, typer.Option(help="e.g. h100-80g-x8")],
+    region: Annotated[str, typer.Option(help="e.g. ningxia-1")],
+    ssh_key: KeyOpt,
+    term: Annotated[str, typer.Option(help="day, month or year")] = "month",
+    image: Annotated[str | None, typer.Option(help="image id (default: the offer's)")] = None,
+    name: Annotated[str | None, typer.Option()] = None,
+    wait: WaitOpt = False, as_json: JsonOpt = False, timeout: TimeoutOpt = 1800.0,
+    url: UrlOpt = "", token: TokenOpt = "",
+) -> None:
+    """Order one whole 8-GPU server and follow its delivery."""
+    req = OrderRequest(kind="bare_metal", sku=sku, region=region, term=term, image=image,
+                       ssh_keys=_read_keys(ssh_key), name=name)
+    _place_and_follow(url, token, req, wait or not as_json, as_json, timeout)
+
+
+@order_app.command("cluster")
+def order_cluster(
+    nodes: Annotated[int, typer.Option(help="number of servers on one fabric")],
+    sku: Annotated[str, typer.Option()],
+    region: Annotated[str, typer.Option()],
+    ssh_key: KeyOpt,
+    term: Annotated[str, typer.Option()] = "month",
+    image: Annotated[str | None, typer.Option()] = None,
+    name: Annotated[str | None, typer.Option()] = None,
+    wait: WaitOpt = False, as_json: JsonOpt = False, timeout: TimeoutOpt = 1800.0,
+    url: UrlOpt = "", token: TokenOpt = "",
+) -> None:
+    """Order N servers placed on one InfiniBand fabric (or be told what is free where)."""
+    req = OrderRequest(kind="cluster", nodes=nodes, sku=sku, region=region, term=term,
+                       image=image, ssh_keys=_read_keys(ssh_key), name=name)
+    _place_and_follow(url, token, req, wait or not as_json, as_json, timeout)
+
+
+@order_app.command("container")
+def order_container(
+    gpus: Annotated[int, typer.Option(help="GPUs (1-8)")],
+    ssh_key: KeyOpt,
+    offer: Annotated[str, typer.Option()] = "rtx4090-24g-container",
+    image: Annotated[str | None, typer.Option()] = None,
+    name: Annotated[str | None, typer.Option()] = None,
+    wait: WaitOpt = False, as_json: JsonOpt = False, timeout: TimeoutOpt = 600.0,
+    url: UrlOpt = "", token: TokenOpt = "",
+) -> None:
+    """Order GPUs of a shared server, billed by the hour."""
+    req = OrderRequest(kind="container", offer=offer, gpus=gpus, term="hour", image=image,
+                       ssh_keys=_read_keys(ssh_key), name=name)
+    _place_and_follow(url, token, req, wait or not as_json, as_json, timeout)
+
+
+# ----------------------------------------------------------------------- instances
+@app.command()
+def instances(
+    status: Annotated[str | None, typer.Option()] = None,
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+) -> None:
+    """Your instances."""
+    try:
+        page = _client(url, token).instances(status=status, limit=500)
+    except ApiError as exc:
+        _fail(exc)
+    if as_json:
+        return _json(page.items)
+    t = Table()
+    for col in ("id", "kind", "SKU", "region", "nodes", "GPUs", "status", "stage", "IP",
+                "delivery"):
+        t.add_column(col)
+    for i in page.items:
+        t.add_row(i.id, i.kind, i.sku, i.region, str(i.node_count), str(i.gpu_count), i.status,
+                  i.stage or "", i.ip_address or "",
+                  f"{i.delivery_seconds:.1f} s" if i.delivery_seconds is not None else "")
+    out.print(t)
+
+
+@app.command()
+def show(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
+         as_json: JsonOpt = False) -> None:
+    """One instance with its nodes and the time of every stage."""
+    try:
+        inst = _client(url, token).instance(instance_id)
+    except ApiError as exc:
+        _fail(exc)
+    if as_json:
+        return _json(inst)
+    out.print(f"[bold]{inst.id}[/bold] {inst.kind} {inst.sku} {inst.region} term={inst.term} "
+              f"image={inst.image}  status=[bold]{inst.status}[/bold]"
+              + (f" ({inst.status_reason})" if inst.status_reason else ""))
+    if inst.ssh_command:
+        out.print(f"SSH: {inst.ssh_command}")
+    for n in inst.nodes:
+        out.print(f"  node {n.name}: {n.status} {n.stage or ''} GPUs {n.gpus} {n.ip_address or ''}")
+    for st in inst.stages:
+        out.print(f"  {st.at:%Y-%m-%d %H:%M:%S}  {st.stage} {st.node or ''} {st.message or ''}")
+
+
+@app.command()
+def release(
+    instance_id: str,
+    wait: Annotated[bool, typer.Option(help="wait until erased and free again")] = False,
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+    timeout: TimeoutOpt = 1800.0,
+) -> None:
+    """Hand an instance back; its disks are erased before anyone else gets the node."""
+    client = _client(url, token)
+    try:
+        inst = client.release(instance_id)
+    except ApiError as exc:
+        _fail(exc)
+    if wait:
+        inst = _follow(client, inst, quiet=as_json, timeout=timeout, until=("released",))
+    if as_json:
+        return _json(inst)
+    out.print(f"{inst.id}: {inst.status}")
+
+
+# ----------------------------------------------------------------------- operator
+@app.command()
+def nodes(
+    status: Annotated[str | None, typer.Option()] = None,
+    region: Annotated[str | None, typer.Option()] = None,
+    sku: Annotated[str | None, typer.Option()] = None,
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+) -> None:
+    """Operator: the fleet, with status, stage and reason."""
+    try:
+        page = _client(url, token).nodes(status=status, region=region, sku=sku)
+    except ApiError as exc:
+        _fail(exc)
+    if as_json:
+        return _json(page.items)
+    t = Table(title=f"{page.total} nodes")
+    for col in ("id", "name", "SKU", "region", "pool", "fabric", "status", "stage", "GPUs free",
+                "instance", "reason"):
+        t.add_column(col, overflow="fold")
+    for n in page.items:
+        t.add_row(n.id, n.name + (" (sim)" if n.simulated else ""), n.sku, n.region, n.pool,
+                  n.fabric or "", n.status + (" draining" if n.drain_requested else ""),
+                  n.stage or "", f"{n.free_gpus}/{n.gpu_count}", n.instance_id or "",
+                  n.status_reason or n.last_error or "")
+    out.print(t)
+
+
+def _node_action(action: str, node_id: str, reason: str | None, url: str, token: str,
+                 as_json: bool) -> None:
+    try:
+        node = _client(url, token).node_action(node_id, action, reason)
+    except ApiError as exc:
+        _fail(exc)
+    if as_json:
+        return _json(node)
+    out.print(f"{node.name}: {node.status}" + (" (draining)" if node.drain_requested else "")
+              + (f" — {node.status_reason}" if node.status_reason else ""))
+
+
+ReasonOpt = Annotated[str | None, typer.Option(help="why (shown to operators)")]
+
+
+@node_app.command("drain")
+def node_drain(node_id: str, reason: ReasonOpt = None, url: UrlOpt = "", token: TokenOpt = "",
+               as_json: JsonOpt = False) -> None:
+    """No new tenants; maintenance once the current one is gone."""
+    _node_action("drain", node_id, reason, url, token, as_json)
+
+
+@node_app.command("maintenance")
+def node_maintenance(node_id: str, reason: ReasonOpt = None, url: UrlOpt = "",
+                     token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Take a free node out of service now."""
+    _node_action("maintenance", node_id, reason, url, token, as_json)
+
+
+@node_app.command("resume")
+def node_resume(node_id: str, url: UrlOpt = "", token: TokenOpt = "",
+                as_json: JsonOpt = False) -> None:
+    """Put a node back in service."""
+    _node_action("resume", node_id, None, url, token, as_json)
+
+
+@app.command("tenant-create")
+def tenant_create(
+    name: str, admin_email: Annotated[str, typer.Option()],
+    admin_name: Annotated[str, typer.Option()] = "Tenant admin",
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+) -> None:
+    """Operator: create a tenant and its first admin; prints the admin's token once."""
+    try:
+        created = _client(url, token).create_tenant(name, admin_email, admin_name)
+    except ApiError as exc:
+        _fail(exc)
+    if as_json:
+        return _json(created)
+    out.print(f"tenant {created.tenant.id} ({created.tenant.name}); admin {created.admin.email}")
+    out.print(f"token: {created.token.token}   [dim]({created.token.note})[/dim]")
+
+
+@app.command("token-create")
+def token_create(
+    name: Annotated[str, typer.Option()] = "cli",
+    days: Annotated[int, typer.Option(help="valid for this many days")] = 90,
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+) -> None:
+    """A new API token for yourself (shown once)."""
+    try:
+        created = _client(url, token).create_token(name, days)
+    except ApiError as exc:
+        _fail(exc)
+    if as_json:
+        return _json(created)
+    out.print(f"{created.token}   [dim]({created.note})[/dim]")
+
+
+@app.command("tokens")
+def tokens(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """API tokens you may see (prefixes only)."""
+    try:
+        items = _client(url, token).tokens()
+    except ApiError as exc:
+        _fail(exc)
+    if as_json:
+        return _json(items)
+    t = Table()
+    for col in ("id", "name", "prefix", "user", "expires", "revoked"):
+        t.add_column(col)
+    for tk in items:
+        t.add_row(tk.id, tk.name, tk.prefix + "…", tk.user_id,
+                  f"{tk.expires_at:%Y-%m-%d}" if tk.expires_at else "never",
+                  f"{tk.revoked_at:%Y-%m-%d}" if tk.revoked_at else "")
+    out.print(t)
+
+
+@app.command("token-revoke")
+def token_revoke(token_id: str, url: UrlOpt = "", token: TokenOpt = "") -> None:
+    """Revoke an API token."""
+    try:
+        tk = _client(url, token).revoke_token(token_id)
+    except ApiError as exc:
+        _fail(exc)
+    out.print(f"{tk.id} revoked")
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,85 @@
+"""Engine and transactions for SQLite and PostgreSQL.
+
+SQLite has no row locks, so write transactions start with BEGIN IMMEDIATE: the writer
+takes the database's write lock up front and concurrent writers queue on busy_timeout
+instead of failing half-way. Reads use a plain deferred BEGIN under WAL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import NullPool
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+
+
+def make_engine(url: str, pool_size: int = 20) -> Engine:
+    if url.startswith("sqlite"):
+        engine = create_engine(
+            url, connect_args={"check_same_thread": False, "timeout": 60}, poolclass=NullPool
+        )
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=60000")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Any) -> None:
+            immediate = conn.get_execution_options().get("sqlite_immediate", False)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+        return engine
+    return create_engine(url, pool_size=pool_size, max_overflow=20, pool_pre_ping=True)
+
+
+class Database:
+    """Hands out short transactions: `with db.write() as s:` / `with db.read() as s:`."""
+
+    def __init__(self, url: str, pool_size: int = 20) -> None:
+        self.url = url
+        self.engine = make_engine(url, pool_size)
+        self.dialect = self.engine.dialect.name
+        writer = self.engine.execution_options(sqlite_immediate=True)
+        self._write = sessionmaker(writer, expire_on_commit=False)
+        self._read = sessionmaker(self.engine, expire_on_commit=False)
+
+    @contextmanager
+    def write(self) -> Iterator[Session]:
+        with self._write.begin() as session:
+            yield session
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        with self._read() as session, session.begin():
+            yield session
+
+    def migrate(self) -> None:
+        """Apply every Alembic migration (idempotent; run at start-up)."""
+        with self.engine.begin() as conn:
+            cfg = alembic_config(self.url)
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def alembic_config(url: str) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg

@@ -1,0 +1,237 @@
+"""SQLAlchemy 2 tables. Times are timezone-aware UTC; money is Numeric."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Stores aware datetimes; SQLite drops the zone, so it is put back on read."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None:
+            if value.tzinfo is None:
+                raise ValueError("naive datetime given; use datetime.now(UTC)")
+            value = value.astimezone(UTC)
+            if dialect.name == "sqlite":
+                value = value.replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value
+
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class LockedRow:
+    """Columns of a row the worker pipeline drives (see worker/pipeline.py)."""
+
+    lock_token: Mapped[str | None] = mapped_column(String(32))
+    lock_owner: Mapped[str | None] = mapped_column(String(80))
+    lock_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), index=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    stage: Mapped[str | None] = mapped_column(String(32))
+    stage_started_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    stage_deadline: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    # Set while a step's I/O is under way; found set by a new owner = the old one died.
+    step_in_progress: Mapped[str | None] = mapped_column(String(32))
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+
+class Tenant(Base):
+    __tablename__ = "tenants"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class User(Base):
+    __tablename__ = "users"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tenant_id: Mapped[str | None] = mapped_column(ForeignKey("tenants.id"), index=True)
+    email: Mapped[str] = mapped_column(String(254), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
+    role: Mapped[str] = mapped_column(String(16))
+    password_hash: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    disabled_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class ApiToken(Base):
+    __tablename__ = "api_tokens"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    prefix: Mapped[str] = mapped_column(String(16))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class Fabric(Base):
+    """One InfiniBand (or RoCE v2) fabric: nodes on it can form a cluster."""
+
+    __tablename__ = "fabrics"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    region: Mapped[str] = mapped_column(String(64), index=True)
+    kind: Mapped[str] = mapped_column(String(16))  # infiniband | roce
+    rate_gbps: Mapped[int] = mapped_column(Integer)
+
+
+class Rack(Base):
+    __tablename__ = "racks"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    region: Mapped[str] = mapped_column(String(64), index=True)
+    zone: Mapped[str] = mapped_column(String(64))
+    fabric_id: Mapped[str | None] = mapped_column(ForeignKey("fabrics.id"))
+    leaf_switch: Mapped[str | None] = mapped_column(String(64))
+
+
+class Node(LockedRow, Base):
+    __tablename__ = "nodes"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    sku: Mapped[str] = mapped_column(String(64))
+    region: Mapped[str] = mapped_column(String(64))
+    pool: Mapped[str] = mapped_column(String(16))  # bare_metal | container
+    serial: Mapped[str] = mapped_column(String(100))
+    rack_id: Mapped[str | None] = mapped_column(ForeignKey("racks.id"))
+    fabric_id: Mapped[str | None] = mapped_column(ForeignKey("fabrics.id"), index=True)
+    bmc_driver: Mapped[str] = mapped_column(String(16))  # simulated | redfish
+    bmc_address: Mapped[str] = mapped_column(String(300))
+    bmc_username: Mapped[str] = mapped_column(String(100))
+    bmc_password_enc: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16))
+    status_reason: Mapped[str | None] = mapped_column(Text)
+    # Bumped by every claim: a claim that read an older generation updates nothing.
+    generation: Mapped[int] = mapped_column(Integer, default=0)
+    instance_id: Mapped[str | None] = mapped_column(ForeignKey("instances.id"), index=True)
+    ip_address: Mapped[str | None] = mapped_column(String(64))
+    # Set by `node drain`: the node goes to maintenance instead of available once freed.
+    drain_requested_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+    __table_args__ = (Index("ix_nodes_sku_region_status", "sku", "region", "status"),)
+
+
+class Gpu(Base):
+    __tablename__ = "gpus"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id"))
+    index: Mapped[int] = mapped_column(Integer)
+    model: Mapped[str] = mapped_column(String(64))
+    uuid: Mapped[str] = mapped_column(String(64))
+    __table_args__ = (UniqueConstraint("node_id", "index", name="uq_gpus_node_index"),)
+
+
+class GpuAllocation(Base):
+    """A GPU held by an instance. The partial unique index lets the database itself
+    refuse a second active allocation of one GPU."""
+
+    __tablename__ = "gpu_allocations"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    gpu_id: Mapped[str] = mapped_column(ForeignKey("gpus.id"))
+    node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id"), index=True)
+    instance_id: Mapped[str] = mapped_column(ForeignKey("instances.id"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    released_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+    __table_args__ = (
+        Index(
+            "uq_gpu_allocations_active_gpu",
+            "gpu_id",
+            unique=True,
+            sqlite_where=text("released_at IS NULL"),
+            postgresql_where=text("released_at IS NULL"),
+        ),
+    )
+
+
+class Instance(LockedRow, Base):
+    __tablename__ = "instances"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    created_by: Mapped[str] = mapped_column(ForeignKey("users.id"))
+    kind: Mapped[str] = mapped_column(String(16))  # bare_metal | cluster | container
+    sku: Mapped[str] = mapped_column(String(64))
+    region: Mapped[str] = mapped_column(String(64))
+    container_offer: Mapped[str | None] = mapped_column(String(64))
+    term: Mapped[str] = mapped_column(String(8))
+    image_id: Mapped[str] = mapped_column(String(100))
+    node_count: Mapped[int] = mapped_column(Integer)
+    gpu_count: Mapped[int] = mapped_column(Integer)
+    fabric_id: Mapped[str | None] = mapped_column(String(64))
+    ssh_keys: Mapped[str] = mapped_column(Text)
+    name: Mapped[str | None] = mapped_column(String(100))
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    status_reason: Mapped[str | None] = mapped_column(Text)
+    ip_address: Mapped[str | None] = mapped_column(String(64))
+    ssh_port: Mapped[int | None] = mapped_column(Integer)
+    root_password_enc: Mapped[str | None] = mapped_column(Text)
+    credentials_revealed_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    ordered_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    ready_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    release_requested_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    released_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class Event(Base):
+    """Append-only history: every status change and stage of nodes and instances."""
+
+    __tablename__ = "events"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(UtcDateTime())
+    resource: Mapped[str] = mapped_column(String(16))  # node | instance
+    resource_id: Mapped[str] = mapped_column(String(32))
+    instance_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    kind: Mapped[str] = mapped_column(String(16))  # status | stage | error
+    from_value: Mapped[str | None] = mapped_column(String(32))
+    to_value: Mapped[str | None] = mapped_column(String(32))
+    message: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (Index("ix_events_resource", "resource", "resource_id"),)
+
+
+class IdempotencyKey(Base):
+    __tablename__ = "idempotency_keys"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id"))
+    key: Mapped[str] = mapped_column(String(200))
+    request_hash: Mapped[str] = mapped_column(String(64))
+    status_code: Mapped[int] = mapped_column(Integer)
+    response_json: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    __table_args__ = (UniqueConstraint("user_id", "key", name="uq_idempotency_user_key"),)

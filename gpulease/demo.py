@@ -1,0 +1,86 @@
+"""The demo: a fleet of simulated servers and ready-made operator and tenant tokens."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import func, select
+
+from gpulease.db.tables import Node
+from gpulease.domain.errors import Unauthorized
+from gpulease.platform import Platform
+from gpulease.services import accounts
+from gpulease.services.inventory import NodeSpec, add_node, ensure_fabric, ensure_rack
+
+OPERATOR_TOKEN_FILE = "operator.token"
+TENANT_TOKEN_FILE = "demo-tenant.token"
+
+
+def seed_demo_fleet(p: Platform, nodes_per_offer: int) -> int:
+    """Add `nodes_per_offer` simulated nodes per offer (and per container offer), each
+    region on one InfiniBand fabric. Does nothing when the fleet already has nodes."""
+    with p.db.write() as s:
+        if s.scalar(select(func.count()).select_from(Node)):
+            return 0
+        added = 0
+        regions = {o.region for o in p.catalog.offers} | {
+            c.region for c in p.catalog.container_offers}
+        for region in sorted(regions):
+            fabric = f"ib-{region}-1"
+            ensure_fabric(s, fabric, region)
+            ensure_rack(s, f"{region}-r01", region, f"{region}-a", fabric, f"leaf-{region}-01")
+        s.flush()
+        for offer in p.catalog.offers:
+            for i in range(1, nodes_per_offer + 1):
+                name = f"sim-{offer.sku}-{offer.region}-{i:02d}"
+                add_node(s, p, NodeSpec(name=name, sku=offer.sku, region=offer.region,
+                                        rack_id=f"{offer.region}-r01",
+                                        fabric_id=f"ib-{offer.region}-1",
+                                        bmc_password="simulated"))
+                added += 1
+        for co in p.catalog.container_offers:
+            for i in range(1, nodes_per_offer + 1):
+                name = f"sim-{co.host_sku}-{co.region}-shared-{i:02d}"
+                add_node(s, p, NodeSpec(name=name, sku=co.host_sku, region=co.region,
+                                        pool="container", rack_id=f"{co.region}-r01",
+                                        fabric_id=f"ib-{co.region}-1",
+                                        bmc_password="simulated"))
+                added += 1
+        return added
+
+
+def _valid(p: Platform, path: Path) -> bool:
+    if not path.exists():
+        return False
+    try:
+        accounts.authenticate(p, path.read_text().strip())
+        return True
+    except Unauthorized:
+        return False
+
+
+def ensure_demo_tokens(p: Platform, data_dir: Path) -> tuple[Path, Path]:
+    """Write an operator token and a demo tenant admin's token, unless valid ones exist."""
+    op_path, tenant_path = data_dir / OPERATOR_TOKEN_FILE, data_dir / TENANT_TOKEN_FILE
+    if not _valid(p, op_path):
+        n = _count_users(p)
+        _, token = accounts.create_operator(p, f"operator{n}@gpulease.local", "Operator")
+        _write_secret(op_path, token.token)
+    if not _valid(p, tenant_path):
+        n = _count_users(p)
+        created = accounts.create_tenant(p, f"demo-{n}", f"demo{n}@gpulease.local",
+                                         "Demo tenant admin", token_days=None)
+        _write_secret(tenant_path, created.token.token)
+    return op_path, tenant_path
+
+
+def _count_users(p: Platform) -> int:
+    from gpulease.db.tables import User
+
+    with p.db.read() as s:
+        return s.scalar(select(func.count()).select_from(User)) or 0
+
+
+def _write_secret(path: Path, value: str) -> None:
+    path.write_text(value + "\n")
+    path.chmod(0o600)

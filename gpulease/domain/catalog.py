@@ -1,0 +1,276 @@
+"""The catalog: GPU spec sheet, regions, server SKUs, offers, images and container offers.
+
+Loaded from a TOML file the operator owns (the default ships in gpulease/data). Loading
+validates every entry and cross-reference, and an error names the file, the entry and the
+field, so a typo is found at start-up rather than at the first order.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from decimal import Decimal
+from enum import StrEnum
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gpulease.domain.money import Money, to_fen
+
+DEFAULT_CATALOG = Path(__file__).resolve().parent.parent / "data" / "catalog.toml"
+
+
+class CatalogError(Exception):
+    """The catalog file is unreadable or inconsistent; the message says where and why."""
+
+
+class Term(StrEnum):
+    HOUR = "hour"
+    DAY = "day"
+    MONTH = "month"
+    YEAR = "year"
+
+
+BARE_METAL_TERMS = (Term.DAY, Term.MONTH, Term.YEAR)
+
+
+class _Entry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Region(_Entry):
+    id: str = Field(pattern=r"^[a-z0-9-]+$")
+    name_zh: str
+    name_en: str
+
+
+class Gpu(_Entry):
+    id: str = Field(pattern=r"^[a-z0-9-]+$")
+    name: str
+    vendor: str = Field(pattern=r"^(nvidia|huawei)$")
+    memory_gb: int = Field(gt=0)
+    memory_type: str
+    memory_bandwidth_tbps: Decimal = Field(gt=0)
+    bf16_dense_tflops: Decimal = Field(gt=0)
+    fp16_tflops_advertised: Decimal | None = None
+    gpu_link: str
+    nvlink: bool
+    host_link: str
+    pcie_gen: int = Field(ge=3, le=6)
+    measured_bf16_matmul_tflops: Decimal | None = None
+
+
+class Disk(_Entry):
+    count: int = Field(gt=0)
+    size_tb: Decimal = Field(gt=0)
+    kind: str = "NVMe"
+
+
+class Sku(_Entry):
+    id: str = Field(pattern=r"^[a-z0-9-]+$")
+    gpu: str
+    gpu_count: int = Field(gt=0, le=16)
+    gpu_interconnect: str
+    gpu_interconnect_gbps: Decimal = Field(gt=0, description="GPU-GPU bandwidth, GB/s")
+    advertised_interconnect: str | None = None
+    network: str
+    infiniband: bool
+
+
+class Offer(_Entry):
+    """A SKU in one region, with that region's host configuration and monthly price."""
+
+    sku: str
+    region: str
+    cpu: str
+    cpu_logical_cores: int = Field(gt=0)
+    memory: str
+    memory_gb: int = Field(gt=0)
+    disks: tuple[Disk, ...]
+    monthly_price: Money = Field(gt=0)
+    list_monthly_price: Money | None = None
+    default_image: str
+    example: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"{self.sku}@{self.region}"
+
+    @property
+    def list_price(self) -> Decimal:
+        return self.list_monthly_price if self.list_monthly_price is not None else (
+            self.monthly_price
+        )
+
+    @property
+    def discount_percent(self) -> Decimal:
+        return to_fen((1 - self.monthly_price / self.list_price) * 100)
+
+    @model_validator(mode="after")
+    def _list_not_below_price(self) -> Offer:
+        if self.list_monthly_price is not None and self.list_monthly_price < self.monthly_price:
+            raise ValueError("list_monthly_price must not be below monthly_price")
+        return self
+
+
+class Image(_Entry):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
+    name: str
+    os: str
+    gpu_vendor: str = Field(pattern=r"^(nvidia|huawei|any)$")
+    software: tuple[str, ...] = ()
+    url: str | None = None
+    checksum: str | None = Field(default=None, pattern=r"^sha256:[0-9a-f]{64}$")
+    custom: bool = False
+
+
+class ContainerOffer(_Entry):
+    id: str = Field(pattern=r"^[a-z0-9-]+$")
+    gpu: str
+    region: str
+    host_sku: str
+    price_per_gpu_hour: Money = Field(gt=0)
+    max_gpus: int = Field(gt=0, le=16)
+    default_image: str
+
+
+class PricingRules(_Entry):
+    """Prices the seeds do not give are derived: day = month / 30 * day_factor,
+    year = month * 12 * year_factor. Shown to the tenant as such."""
+
+    day_factor: Decimal = Field(default=Decimal("1.3"), gt=0)
+    year_factor: Decimal = Field(default=Decimal("0.85"), gt=0)
+    note: str = "day = month ÷ 30 × 1.3; year = month × 12 × 0.85"
+
+
+class Catalog(_Entry):
+    source: str = ""
+    pricing: PricingRules = PricingRules()
+    regions: tuple[Region, ...]
+    gpus: tuple[Gpu, ...]
+    skus: tuple[Sku, ...]
+    offers: tuple[Offer, ...]
+    images: tuple[Image, ...]
+    container_offers: tuple[ContainerOffer, ...] = ()
+
+    @cached_property
+    def region_by_id(self) -> dict[str, Region]:
+        return {r.id: r for r in self.regions}
+
+    @cached_property
+    def gpu_by_id(self) -> dict[str, Gpu]:
+        return {g.id: g for g in self.gpus}
+
+    @cached_property
+    def sku_by_id(self) -> dict[str, Sku]:
+        return {s.id: s for s in self.skus}
+
+    @cached_property
+    def offer_by_id(self) -> dict[str, Offer]:
+        return {o.id: o for o in self.offers}
+
+    @cached_property
+    def image_by_id(self) -> dict[str, Image]:
+        return {i.id: i for i in self.images}
+
+    @cached_property
+    def container_offer_by_id(self) -> dict[str, ContainerOffer]:
+        return {c.id: c for c in self.container_offers}
+
+    def offer(self, sku: str, region: str) -> Offer | None:
+        return self.offer_by_id.get(f"{sku}@{region}")
+
+    def gpu_of(self, offer: Offer) -> Gpu:
+        return self.gpu_by_id[self.sku_by_id[offer.sku].gpu]
+
+
+def _where(section: str, index: int, entry: dict[str, Any]) -> str:
+    name = entry.get("id") or (
+        f"{entry.get('sku')}@{entry.get('region')}" if "sku" in entry else None
+    )
+    return f"[[{section}]] #{index + 1}" + (f" ({name})" if name else "")
+
+
+def _check_references(catalog: Catalog, where: str) -> None:
+    problems: list[str] = []
+
+    def unique(section: str, ids: list[str]) -> None:
+        seen: set[str] = set()
+        for i in ids:
+            if i in seen:
+                problems.append(f"[[{section}]]: id {i!r} appears twice")
+            seen.add(i)
+
+    unique("regions", [r.id for r in catalog.regions])
+    unique("gpus", [g.id for g in catalog.gpus])
+    unique("skus", [s.id for s in catalog.skus])
+    unique("offers", [o.id for o in catalog.offers])
+    unique("images", [i.id for i in catalog.images])
+    unique("container_offers", [c.id for c in catalog.container_offers])
+    for n, sku in enumerate(catalog.skus):
+        if sku.gpu not in catalog.gpu_by_id:
+            problems.append(f"[[skus]] #{n + 1} ({sku.id}): field 'gpu': unknown GPU {sku.gpu!r}")
+    for n, offer in enumerate(catalog.offers):
+        at = f"[[offers]] #{n + 1} ({offer.id})"
+        if offer.sku not in catalog.sku_by_id:
+            problems.append(f"{at}: field 'sku': unknown SKU {offer.sku!r}")
+        if offer.region not in catalog.region_by_id:
+            problems.append(f"{at}: field 'region': unknown region {offer.region!r}")
+        if offer.default_image not in catalog.image_by_id:
+            problems.append(f"{at}: field 'default_image': unknown image {offer.default_image!r}")
+    for n, c in enumerate(catalog.container_offers):
+        at = f"[[container_offers]] #{n + 1} ({c.id})"
+        if c.gpu not in catalog.gpu_by_id:
+            problems.append(f"{at}: field 'gpu': unknown GPU {c.gpu!r}")
+        if c.region not in catalog.region_by_id:
+            problems.append(f"{at}: field 'region': unknown region {c.region!r}")
+        if c.host_sku not in catalog.sku_by_id:
+            problems.append(f"{at}: field 'host_sku': unknown SKU {c.host_sku!r}")
+        if c.default_image not in catalog.image_by_id:
+            problems.append(f"{at}: field 'default_image': unknown image {c.default_image!r}")
+    for n, image in enumerate(catalog.images):
+        if image.custom and not (image.url and image.checksum):
+            problems.append(
+                f"[[images]] #{n + 1} ({image.id}): a custom image needs 'url' and 'checksum'"
+            )
+    if problems:
+        raise CatalogError(f"{where}: " + "; ".join(problems))
+
+
+def parse_catalog(data: dict[str, Any], where: str = "<catalog>") -> Catalog:
+    """Validate a parsed catalog document; errors name `where`, the entry and the field."""
+    for section in ("regions", "gpus", "skus", "offers", "images"):
+        if section not in data:
+            raise CatalogError(f"{where}: missing section [[{section}]]")
+    try:
+        catalog = Catalog.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = list(err["loc"])
+            section = str(loc[0]) if loc else ""
+            if len(loc) >= 2 and isinstance(loc[1], int) and isinstance(data.get(section), list):
+                entry = data[section][loc[1]]
+                head = _where(section, loc[1], entry if isinstance(entry, dict) else {})
+                field = ".".join(str(p) for p in loc[2:]) or "(entry)"
+            else:
+                head, field = "top level", ".".join(str(p) for p in loc)
+            lines.append(f"{head}: field '{field}': {err['msg']}")
+        raise CatalogError(f"{where}: " + "; ".join(lines)) from None
+    _check_references(catalog, where)
+    return catalog
+
+
+def load_catalog(path: Path | None = None) -> Catalog:
+    path = path or DEFAULT_CATALOG
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise CatalogError(f"{path}: cannot read catalog file: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise CatalogError(f"{path}: not valid TOML: {exc}") from None
+    data.setdefault("source", str(path))
+    return parse_catalog(data, str(path))

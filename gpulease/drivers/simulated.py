@@ -1,0 +1,228 @@
+"""Simulated servers for the demo fleet and for fault injection.
+
+Each simulated server keeps its state in a small JSON file, like a real BMC keeps its own:
+a worker killed mid-deploy finds the server as it left it. Power changes land after
+`delay_s`; an agent phones home `delay_s` after a boot from inserted media. Faults are
+injected per operation (transient, permanent or hang) for a number of calls.
+Everything this module reports is labelled simulated.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from gpulease.ports.agent import AgentError, ConfigureResult, EraseResult, NodeConfig
+from gpulease.ports.bmc import (
+    BmcEndpoint,
+    BmcPermanentError,
+    BmcTransientError,
+    BootDevice,
+    PowerState,
+)
+from gpulease.ports.runtime import ContainerHandle, ContainerSpec, RuntimeError_
+
+FAULT_KINDS = ("transient", "permanent", "hang")
+
+
+class SimulatedFleet:
+    def __init__(
+        self, state_dir: Path, delay_s: float = 0.0, now: Callable[[], float] = time.time
+    ) -> None:
+        self.state_dir = Path(state_dir)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.delay_s = delay_s
+        self._now = now
+
+    # -- state files -------------------------------------------------------------
+    def _path(self, node: str) -> Path:
+        return self.state_dir / f"{node}.json"
+
+    @contextmanager
+    def _state(self, node: str) -> Iterator[dict[str, Any]]:
+        path = self._path(node)
+        with open(self.state_dir / f"{node}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            state: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {
+                "power": "off", "power_target": "off", "power_lands_at": 0.0,
+                "boot_override": None, "media": None, "booted_media": None,
+                "booted_at": 0.0, "faults": {}, "erase_count": 0, "config": None,
+                "containers": {},
+            }
+            self._land_power(state)
+            yield state
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(state))
+            tmp.replace(path)
+
+    def _land_power(self, state: dict[str, Any]) -> None:
+        if state["power"] != state["power_target"] and self._now() >= state["power_lands_at"]:
+            state["power"] = state["power_target"]
+            if state["power"] == "on":
+                boot_cd = state["boot_override"] == BootDevice.VIRTUAL_CD.value
+                state["booted_media"] = state["media"] if boot_cd else None
+                state["booted_at"] = state["power_lands_at"]
+                state["boot_override"] = None  # one-time override is consumed by the boot
+            else:
+                state["booted_media"] = None
+
+    def _fault(self, state: dict[str, Any], op: str) -> str | None:
+        fault = state["faults"].get(op)
+        if not fault:
+            return None
+        fault["remaining"] -= 1
+        if fault["remaining"] <= 0:
+            del state["faults"][op]
+        return str(fault["kind"])
+
+    def _raise_bmc_fault(self, state: dict[str, Any], op: str) -> None:
+        kind = self._fault(state, op)
+        if kind == "transient":
+            raise BmcTransientError(f"simulated BMC: 503 Service Unavailable during {op}")
+        if kind == "permanent":
+            raise BmcPermanentError(f"simulated BMC: 401 Unauthorized during {op}")
+
+    # -- operator / test controls -----------------------------------------------
+    def inject_fault(self, node: str, op: str, kind: str, times: int = 1) -> None:
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"fault kind must be one of {FAULT_KINDS}")
+        with self._state(node) as state:
+            state["faults"][op] = {"kind": kind, "remaining": times}
+
+    def snapshot(self, node: str) -> dict[str, Any]:
+        with self._state(node) as state:
+            return dict(state)
+
+    def bmc(self, endpoint: BmcEndpoint) -> SimulatedBmc:
+        return SimulatedBmc(self, endpoint.node_name)
+
+    # -- used by the drivers ------------------------------------------------------
+    def request_power(self, node: str, target: str, op: str) -> None:
+        with self._state(node) as state:
+            self._raise_bmc_fault(state, op)
+            if state["power_target"] != target:
+                state["power_target"] = target
+                state["power_lands_at"] = self._now() + self.delay_s
+                self._land_power(state)
+
+
+class SimulatedBmc:
+    simulated = True
+
+    def __init__(self, fleet: SimulatedFleet, node: str) -> None:
+        self._fleet, self._node = fleet, node
+
+    def power_state(self) -> PowerState:
+        with self._fleet._state(self._node) as state:
+            self._fleet._raise_bmc_fault(state, "power_state")
+            return PowerState(state["power"])
+
+    def power_on(self) -> None:
+        self._fleet.request_power(self._node, "on", "power_on")
+
+    def power_off(self) -> None:
+        self._fleet.request_power(self._node, "off", "power_off")
+
+    def force_restart(self) -> None:
+        with self._fleet._state(self._node) as state:
+            self._fleet._raise_bmc_fault(state, "force_restart")
+            state["power"] = "off"
+            state["power_target"] = "on"
+            state["power_lands_at"] = self._fleet._now() + self._fleet.delay_s
+            self._fleet._land_power(state)
+
+    def set_one_time_boot(self, device: BootDevice) -> None:
+        with self._fleet._state(self._node) as state:
+            self._fleet._raise_bmc_fault(state, "set_one_time_boot")
+            state["boot_override"] = device.value
+
+    def insert_media(self, image_url: str) -> None:
+        with self._fleet._state(self._node) as state:
+            kind = self._fleet._fault(state, "insert_media")
+            if kind == "permanent":
+                raise BmcPermanentError(f"simulated BMC: image {image_url} answered 404")
+            if kind == "transient":
+                raise BmcTransientError("simulated BMC: 500 during InsertMedia")
+            state["media"] = image_url
+
+    def eject_media(self) -> None:
+        with self._fleet._state(self._node) as state:
+            self._fleet._raise_bmc_fault(state, "eject_media")
+            state["media"] = None
+
+
+class SimulatedAgent:
+    simulated = True
+
+    def __init__(self, fleet: SimulatedFleet) -> None:
+        self._fleet = fleet
+
+    def is_up(self, node_name: str) -> bool:
+        with self._fleet._state(node_name) as state:
+            if state["faults"].get("agent_up", {}).get("kind") == "hang":
+                return False
+            return bool(
+                state["power"] == "on"
+                and state["booted_media"]
+                and self._fleet._now() >= state["booted_at"] + self._fleet.delay_s
+            )
+
+    def _check(self, state: dict[str, Any], op: str) -> None:
+        kind = self._fleet._fault(state, op)
+        if kind == "transient":
+            raise AgentError(f"simulated agent: {op} interrupted, connection reset")
+        if kind == "permanent":
+            err = AgentError(f"simulated agent: {op} failed: device error")
+            err.retryable = False
+            raise err
+        if not (state["power"] == "on" and state["booted_media"]):
+            raise AgentError(f"simulated agent on {state.get('name', 'node')} is not running")
+
+    def configure(self, node_name: str, config: NodeConfig) -> ConfigureResult:
+        with self._fleet._state(node_name) as state:
+            self._check(state, "agent_configure")
+            state["config"] = {"hostname": config.hostname, "keys": len(config.ssh_keys)}
+            octet = sum(node_name.encode()) % 250 + 2
+            return ConfigureResult(ip_address=f"10.{len(node_name) % 250}.0.{octet}")
+
+    def erase(self, node_name: str) -> EraseResult:
+        with self._fleet._state(node_name) as state:
+            self._check(state, "agent_erase")
+            state["erase_count"] += 1
+            state["config"] = None
+            return EraseResult(
+                devices=("/dev/nvme0n1", "/dev/nvme1n1"), method="simulated", simulated=True
+            )
+
+
+class SimulatedRuntime:
+    simulated = True
+
+    def __init__(self, fleet: SimulatedFleet) -> None:
+        self._fleet = fleet
+
+    def start(self, spec: ContainerSpec) -> ContainerHandle:
+        with self._fleet._state(spec.node_name) as state:
+            kind = self._fleet._fault(state, "runtime_start")
+            if kind:
+                err = RuntimeError_(f"simulated runtime: start failed ({kind})")
+                err.retryable = kind == "transient"
+                raise err
+            entry = state["containers"].setdefault(
+                spec.instance_id,
+                {"gpus": list(spec.gpu_indices), "port": 20000 + len(state["containers"])},
+            )
+            return ContainerHandle(
+                container_id=f"sim-{spec.instance_id}",
+                ip_address="127.0.0.1",
+                ssh_port=int(entry["port"]),
+            )
+
+    def stop(self, instance_id: str, node_name: str) -> None:
+        with self._fleet._state(node_name) as state:
+            state["containers"].pop(instance_id, None)

@@ -1,0 +1,74 @@
+"""The composition root: settings, database, catalog, clock, secrets and drivers."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpulease.db.session import Database
+from gpulease.domain.catalog import Catalog, load_catalog
+from gpulease.drivers.simulated import SimulatedAgent, SimulatedFleet, SimulatedRuntime
+from gpulease.ports.agent import Agent
+from gpulease.ports.bmc import Bmc, BmcEndpoint
+from gpulease.ports.clock import Clock, SystemClock
+from gpulease.ports.runtime import ContainerRuntime
+from gpulease.security import SecretBox, load_or_create_key
+from gpulease.settings import Settings
+
+BmcFactory = Callable[[BmcEndpoint], Bmc]
+
+
+@dataclass
+class Drivers:
+    """Drivers by interface; BMC drivers in a typed registry keyed by the node's bmc_driver."""
+
+    bmc: dict[str, BmcFactory]
+    agent: Agent
+    runtime: ContainerRuntime
+    fleet: SimulatedFleet | None = None
+
+    def bmc_for(self, driver: str, endpoint: BmcEndpoint) -> Bmc:
+        try:
+            factory = self.bmc[driver]
+        except KeyError:
+            raise LookupError(
+                f"no BMC driver {driver!r} configured; known: {', '.join(sorted(self.bmc))}"
+            ) from None
+        return factory(endpoint)
+
+
+def simulated_drivers(state_dir: Path, delay_s: float) -> Drivers:
+    fleet = SimulatedFleet(state_dir, delay_s)
+    return Drivers(
+        bmc={"simulated": fleet.bmc},
+        agent=SimulatedAgent(fleet),
+        runtime=SimulatedRuntime(fleet),
+        fleet=fleet,
+    )
+
+
+@dataclass
+class Platform:
+    settings: Settings
+    db: Database
+    catalog: Catalog
+    box: SecretBox
+    drivers: Drivers
+    clock: Clock = field(default_factory=SystemClock)
+    wake_event: threading.Event = field(default_factory=threading.Event)
+
+    def wake(self) -> None:
+        """Hint the in-process worker that there is work (others poll)."""
+        self.wake_event.set()
+
+    @classmethod
+    def from_settings(cls, settings: Settings, drivers: Drivers | None = None) -> Platform:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        db = Database(settings.resolved_database_url())
+        catalog = load_catalog(settings.catalog_file)
+        box = SecretBox(load_or_create_key(settings.secret_key, settings.data_dir))
+        if drivers is None:
+            drivers = simulated_drivers(settings.data_dir / "simulated", settings.demo_delay_s)
+        return cls(settings=settings, db=db, catalog=catalog, box=box, drivers=drivers)

@@ -1,0 +1,229 @@
+"""Request and response shapes of the REST API (also used by the CLI's client)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gpulease.domain.money import Money
+
+T = TypeVar("T")
+
+
+class Page(BaseModel, Generic[T]):
+    items: list[T]
+    total: int
+    limit: int
+    offset: int
+
+
+class OfferView(BaseModel):
+    id: str
+    sku: str
+    region: str
+    region_name_zh: str
+    region_name_en: str
+    gpu: str
+    gpu_count: int
+    gpu_memory_gb: int
+    gpu_interconnect: str
+    advertised_interconnect: str | None
+    nvlink: bool
+    infiniband: bool
+    network: str
+    cpu: str
+    memory: str
+    disks: str
+    monthly_price: Money
+    list_monthly_price: Money
+    discount_percent: Decimal
+    day_price: Money
+    year_price: Money
+    stock: int
+    default_image: str
+    example: bool
+
+
+class ContainerOfferView(BaseModel):
+    id: str
+    gpu: str
+    region: str
+    price_per_gpu_hour: Money
+    max_gpus: int
+    free_gpus: int
+    default_image: str
+
+
+class CatalogView(BaseModel):
+    currency: Literal["CNY"] = "CNY"
+    pricing_rule: str
+    offers: list[OfferView]
+    container_offers: list[ContainerOfferView]
+
+
+class ImageView(BaseModel):
+    id: str
+    name: str
+    os: str
+    gpu_vendor: str
+    software: list[str]
+    custom: bool
+    url: str | None = None
+    checksum: str | None = None
+
+
+class OrderRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["bare_metal", "cluster", "container"] = "bare_metal"
+    sku: str | None = Field(default=None, description="bare metal / cluster: SKU id")
+    region: str | None = None
+    offer: str | None = Field(default=None, description="container: container offer id")
+    term: str | None = Field(default=None, description="day, month or year; hour for containers")
+    image: str | None = Field(default=None, description="OS image id; the offer's default if empty")
+    nodes: int = Field(default=1, description="cluster: node count")
+    gpus: int | None = Field(default=None, description="container: GPU count")
+    ssh_keys: list[str] = Field(default_factory=list)
+    name: str | None = Field(default=None, max_length=100)
+
+
+class StageView(BaseModel):
+    stage: str
+    at: datetime
+    node: str | None = None
+    message: str | None = None
+
+
+class InstanceNodeView(BaseModel):
+    id: str
+    name: str
+    status: str
+    stage: str | None
+    ip_address: str | None
+    gpus: list[int]
+
+
+class InstanceView(BaseModel):
+    id: str
+    tenant_id: str
+    name: str | None
+    kind: str
+    status: str
+    status_reason: str | None
+    stage: str | None
+    sku: str
+    region: str
+    container_offer: str | None
+    term: str
+    image: str
+    node_count: int
+    gpu_count: int
+    fabric_id: str | None
+    nodes: list[InstanceNodeView]
+    ip_address: str | None
+    ssh_command: str | None
+    ordered_at: datetime
+    ready_at: datetime | None
+    released_at: datetime | None
+    delivery_seconds: float | None
+    delivery_sla_seconds: float
+    stages: list[StageView]
+    credentials_available: bool
+    simulated: bool
+
+
+class CredentialsView(BaseModel):
+    instance_id: str
+    username: str = "root"
+    root_password: str
+    ip_address: str | None
+    ssh_command: str | None
+    note: str = "Shown once. Store it now; it cannot be shown again."
+
+
+class NodeView(BaseModel):
+    id: str
+    name: str
+    sku: str
+    region: str
+    pool: str
+    serial: str
+    status: str
+    status_reason: str | None
+    stage: str | None
+    rack: str | None
+    fabric: str | None
+    leaf_switch: str | None
+    bmc_driver: str
+    bmc_address: str
+    instance_id: str | None
+    gpu_count: int
+    free_gpus: int
+    drain_requested: bool
+    simulated: bool
+    last_error: str | None
+    updated_at: datetime
+
+
+class NodeActionRequest(BaseModel):
+    reason: str | None = Field(default=None, max_length=500)
+
+
+class TenantCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=200)
+    admin_email: str = Field(pattern=r"^[^@\s]+@[^@\s]+$")
+    admin_name: str = Field(min_length=1, max_length=200)
+
+
+class UserCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    email: str = Field(pattern=r"^[^@\s]+@[^@\s]+$")
+    name: str = Field(min_length=1, max_length=200)
+    role: Literal["admin", "member", "reader"]
+    password: str | None = Field(default=None, min_length=12)
+
+
+class TokenCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(default="cli", min_length=1, max_length=200)
+    user_id: str | None = None
+    expires_in_days: int | None = Field(default=90, ge=1, le=3650)
+
+
+class TenantView(BaseModel):
+    id: str
+    name: str
+    created_at: datetime
+
+
+class UserView(BaseModel):
+    id: str
+    tenant_id: str | None
+    email: str
+    name: str
+    role: str
+
+
+class TokenView(BaseModel):
+    id: str
+    name: str
+    prefix: str
+    user_id: str
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+
+class TokenCreated(TokenView):
+    token: str
+    note: str = "Shown once. Store it now; only its hash is kept."
+
+
+class TenantCreated(BaseModel):
+    tenant: TenantView
+    admin: UserView
+    token: TokenCreated

@@ -1,0 +1,159 @@
+"""Tenants, users and API tokens; turning a bearer token into a Principal."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from gpulease.db.tables import ApiToken, Tenant, User
+from gpulease.domain.accounts import Principal, Role
+from gpulease.domain.errors import Conflict, NotFound, Unauthorized
+from gpulease.platform import Platform
+from gpulease.schemas import TenantCreated, TenantView, TokenCreated, TokenView, UserView
+from gpulease.security import TOKEN_PREFIX, hash_password, hash_token, new_api_token, new_id
+
+
+def user_view(u: User) -> UserView:
+    return UserView(id=u.id, tenant_id=u.tenant_id, email=u.email, name=u.name, role=u.role)
+
+
+def token_view(t: ApiToken) -> TokenView:
+    return TokenView(
+        id=t.id, name=t.name, prefix=t.prefix, user_id=t.user_id, created_at=t.created_at,
+        expires_at=t.expires_at, revoked_at=t.revoked_at,
+    )
+
+
+def _issue(s: Session, p: Platform, user: User, name: str, days: int | None) -> TokenCreated:
+    now = p.clock.now()
+    raw = new_api_token()
+    tok = ApiToken(
+        id=new_id("tok"), user_id=user.id, name=name, prefix=raw[: len(TOKEN_PREFIX) + 6],
+        token_hash=hash_token(raw), created_at=now,
+        expires_at=now + timedelta(days=days) if days else None,
+    )
+    s.add(tok)
+    s.flush()
+    return TokenCreated(token=raw, **token_view(tok).model_dump())
+
+
+def create_user(
+    s: Session, p: Platform, tenant_id: str | None, email: str, name: str, role: Role,
+    password: str | None = None,
+) -> User:
+    if s.scalar(select(User.id).where(User.email == email)):
+        raise Conflict(f"A user with e-mail {email} exists already; pick another address.")
+    user = User(
+        id=new_id("usr"), tenant_id=tenant_id, email=email, name=name, role=role.value,
+        password_hash=hash_password(password) if password else None, created_at=p.clock.now(),
+    )
+    s.add(user)
+    s.flush()
+    return user
+
+
+def create_operator(p: Platform, email: str, name: str) -> tuple[User, TokenCreated]:
+    with p.db.write() as s:
+        user = create_user(s, p, None, email, name, Role.OPERATOR)
+        return user, _issue(s, p, user, "operator", None)
+
+
+def create_tenant(
+    p: Platform, name: str, admin_email: str, admin_name: str, token_days: int | None = 90
+) -> TenantCreated:
+    try:
+        with p.db.write() as s:
+            if s.scalar(select(Tenant.id).where(Tenant.name == name)):
+                raise Conflict(f"A tenant named {name!r} exists already; pick another name.")
+            tenant = Tenant(id=new_id("ten"), name=name, created_at=p.clock.now())
+            s.add(tenant)
+            s.flush()
+            admin = create_user(s, p, tenant.id, admin_email, admin_name, Role.ADMIN)
+            token = _issue(s, p, admin, "admin", token_days)
+            return TenantCreated(
+                tenant=TenantView(id=tenant.id, name=tenant.name, created_at=tenant.created_at),
+                admin=user_view(admin), token=token,
+            )
+    except IntegrityError:
+        raise Conflict("That tenant or e-mail was taken at the same moment; retry.") from None
+
+
+def add_user(
+    p: Platform, actor: Principal, email: str, name: str, role: Role, password: str | None
+) -> UserView:
+    tenant = actor.require_tenant_admin()
+    with p.db.write() as s:
+        return user_view(create_user(s, p, tenant, email, name, role, password))
+
+
+def issue_token(
+    p: Platform, actor: Principal, name: str, user_id: str | None, days: int | None
+) -> TokenCreated:
+    with p.db.write() as s:
+        target_id = user_id or actor.user_id
+        user = s.get(User, target_id)
+        same_tenant = user is not None and user.tenant_id == actor.tenant_id
+        if user is None or (target_id != actor.user_id and not (
+            actor.is_operator or (actor.role is Role.ADMIN and same_tenant)
+        )):
+            raise NotFound(f"No user {target_id} in your tenant; list users to find the id.")
+        return _issue(s, p, user, name, days)
+
+
+def list_tokens(p: Platform, actor: Principal) -> list[TokenView]:
+    with p.db.read() as s:
+        q = select(ApiToken).join(User, User.id == ApiToken.user_id)
+        if actor.role is Role.ADMIN:
+            q = q.where(User.tenant_id == actor.tenant_id)
+        elif not actor.is_operator:
+            q = q.where(ApiToken.user_id == actor.user_id)
+        return [token_view(t) for t in s.scalars(q.order_by(ApiToken.created_at))]
+
+
+def revoke_token(p: Platform, actor: Principal, token_id: str) -> TokenView:
+    with p.db.write() as s:
+        row = s.execute(
+            select(ApiToken, User).join(User, User.id == ApiToken.user_id)
+            .where(ApiToken.id == token_id)
+        ).first()
+        if row is None:
+            raise NotFound(f"No token {token_id}; `gpulease tokens` lists yours.")
+        tok, owner = row
+        allowed = (
+            actor.is_operator
+            or tok.user_id == actor.user_id
+            or (actor.role is Role.ADMIN and owner.tenant_id == actor.tenant_id)
+        )
+        if not allowed:
+            raise NotFound(f"No token {token_id}; `gpulease tokens` lists yours.")
+        if tok.revoked_at is None:
+            tok.revoked_at = p.clock.now()
+        return token_view(tok)
+
+
+def authenticate(p: Platform, raw_token: str | None) -> Principal:
+    if not raw_token:
+        raise Unauthorized(
+            "No API token given. Send 'Authorization: Bearer glp_...' or set GPULEASE_TOKEN."
+        )
+    if not raw_token.startswith(TOKEN_PREFIX):
+        raise Unauthorized("That is not a gpulease token (they start with 'glp_').")
+    now = p.clock.now()
+    with p.db.read() as s:
+        row = s.execute(
+            select(ApiToken, User).join(User, User.id == ApiToken.user_id)
+            .where(ApiToken.token_hash == hash_token(raw_token))
+        ).first()
+        if row is None:
+            raise Unauthorized("Unknown API token; create a new one or check for a typo.")
+        tok, user = row
+        if tok.revoked_at is not None:
+            raise Unauthorized("This API token was revoked; create a new one.")
+        if tok.expires_at is not None and tok.expires_at <= now:
+            raise Unauthorized("This API token has expired; create a new one.")
+        if user.disabled_at is not None:
+            raise Unauthorized("This user is disabled; ask your tenant admin.")
+        return Principal(user_id=user.id, role=Role(user.role), tenant_id=user.tenant_id)

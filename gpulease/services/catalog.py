@@ -1,0 +1,109 @@
+"""The catalog as tenants see it: offers with derived prices and live stock."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from gpulease.db.tables import Gpu, GpuAllocation, Node
+from gpulease.domain.catalog import Catalog, Image, Offer
+from gpulease.domain.money import to_fen
+from gpulease.domain.states import NodeStatus
+from gpulease.platform import Platform
+from gpulease.schemas import CatalogView, ContainerOfferView, ImageView, OfferView
+
+
+def day_price(catalog: Catalog, offer: Offer) -> Decimal:
+    return to_fen(offer.monthly_price / 30 * catalog.pricing.day_factor)
+
+
+def year_price(catalog: Catalog, offer: Offer) -> Decimal:
+    return to_fen(offer.monthly_price * 12 * catalog.pricing.year_factor)
+
+
+def bare_metal_stock(s: Session) -> dict[tuple[str, str], int]:
+    rows = s.execute(
+        select(Node.sku, Node.region, func.count())
+        .where(Node.pool == "bare_metal", Node.status == NodeStatus.AVAILABLE.value,
+               Node.drain_requested_at.is_(None))
+        .group_by(Node.sku, Node.region)
+    )
+    return {(sku, region): n for sku, region, n in rows}
+
+
+def free_gpus_by_node(s: Session, pool: str = "container") -> dict[str, int]:
+    """Free GPUs per available node of a pool (GPUs without an active allocation)."""
+    active = (
+        select(GpuAllocation.gpu_id).where(GpuAllocation.released_at.is_(None)).scalar_subquery()
+    )
+    rows = s.execute(
+        select(Node.id, func.count(Gpu.id))
+        .join(Gpu, Gpu.node_id == Node.id)
+        .where(Node.pool == pool, Node.status == NodeStatus.AVAILABLE.value,
+               Node.drain_requested_at.is_(None), Gpu.id.not_in(active))
+        .group_by(Node.id)
+    )
+    return {node_id: n for node_id, n in rows}
+
+
+def container_stock(s: Session) -> dict[tuple[str, str], int]:
+    free = free_gpus_by_node(s)
+    out: dict[tuple[str, str], int] = {}
+    if not free:
+        return out
+    for node_id, sku, region in s.execute(
+        select(Node.id, Node.sku, Node.region).where(Node.id.in_(list(free)))
+    ):
+        out[(sku, region)] = out.get((sku, region), 0) + free[node_id]
+    return out
+
+
+def offer_view(catalog: Catalog, offer: Offer, stock: int) -> OfferView:
+    sku = catalog.sku_by_id[offer.sku]
+    gpu = catalog.gpu_by_id[sku.gpu]
+    region = catalog.region_by_id[offer.region]
+    return OfferView(
+        id=offer.id, sku=offer.sku, region=offer.region, region_name_zh=region.name_zh,
+        region_name_en=region.name_en, gpu=gpu.name, gpu_count=sku.gpu_count,
+        gpu_memory_gb=gpu.memory_gb, gpu_interconnect=sku.gpu_interconnect,
+        advertised_interconnect=sku.advertised_interconnect, nvlink=gpu.nvlink,
+        infiniband=sku.infiniband, network=sku.network, cpu=offer.cpu, memory=offer.memory,
+        disks=", ".join(f"{d.count} × {d.size_tb} TB {d.kind}" for d in offer.disks),
+        monthly_price=offer.monthly_price, list_monthly_price=offer.list_price,
+        discount_percent=offer.discount_percent, day_price=day_price(catalog, offer),
+        year_price=year_price(catalog, offer), stock=stock,
+        default_image=offer.default_image, example=offer.example,
+    )
+
+
+def catalog_view(p: Platform) -> CatalogView:
+    with p.db.read() as s:
+        stock = bare_metal_stock(s)
+        cstock = container_stock(s)
+    c = p.catalog
+    return CatalogView(
+        pricing_rule=c.pricing.note,
+        offers=[offer_view(c, o, stock.get((o.sku, o.region), 0)) for o in c.offers],
+        container_offers=[
+            ContainerOfferView(
+                id=co.id, gpu=c.gpu_by_id[co.gpu].name, region=co.region,
+                price_per_gpu_hour=co.price_per_gpu_hour, max_gpus=co.max_gpus,
+                free_gpus=cstock.get((co.host_sku, co.region), 0),
+                default_image=co.default_image,
+            )
+            for co in c.container_offers
+        ],
+    )
+
+
+def image_view(i: Image) -> ImageView:
+    return ImageView(
+        id=i.id, name=i.name, os=i.os, gpu_vendor=i.gpu_vendor, software=list(i.software),
+        custom=i.custom, url=i.url, checksum=i.checksum,
+    )
+
+
+def images(p: Platform) -> list[ImageView]:
+    return [image_view(i) for i in p.catalog.images]

@@ -1,0 +1,143 @@
+"""A tenant's instances: view, list, release, and the root password shown once."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from gpulease.db.repositories import (
+    get_instance,
+    instance_allocations,
+    instance_events,
+    instances_query,
+)
+from gpulease.db.tables import Instance
+from gpulease.domain.accounts import Principal
+from gpulease.domain.errors import Conflict, Gone, InvalidInput
+from gpulease.domain.states import DEPLOY_ORDER, InstanceStatus
+from gpulease.platform import Platform
+from gpulease.schemas import CredentialsView, InstanceNodeView, InstanceView, Page, StageView
+from gpulease.services.status import switch_instance_status
+
+
+def _ssh_command(inst: Instance) -> str | None:
+    if not inst.ip_address:
+        return None
+    port = f"-p {inst.ssh_port} " if inst.ssh_port and inst.ssh_port != 22 else ""
+    return f"ssh {port}root@{inst.ip_address}"
+
+
+def _current_stage(inst: Instance, node_stages: list[str | None]) -> str | None:
+    if inst.status == InstanceStatus.DEPLOYING.value and node_stages:
+        # The instance is as far along as its slowest node.
+        order = {st.value: i for i, st in enumerate(DEPLOY_ORDER)}
+        known = [st for st in node_stages if st in order]
+        if known:
+            return min(known, key=lambda st: order[st])
+    return inst.stage
+
+
+def instance_view(s: Session, p: Platform, inst: Instance) -> InstanceView:
+    allocations = instance_allocations(s, inst.id)
+    names = {node.id: node.name for node, _, _ in allocations}
+    nodes = [
+        InstanceNodeView(
+            id=node.id, name=node.name, status=node.status if held else "released",
+            stage=node.stage if held and node.instance_id == inst.id else None,
+            ip_address=node.ip_address if held and node.instance_id == inst.id else None,
+            gpus=gpus,
+        )
+        for node, gpus, held in allocations
+    ]
+    # Stages, errors along the way, and a failure with its reason.
+    stages = [
+        StageView(
+            stage=e.to_value or e.kind if e.kind != "error" else f"{e.to_value} (retry)",
+            at=e.at, message=e.message,
+            node=names.get(e.resource_id) if e.resource == "node" else None,
+        )
+        for e in instance_events(s, inst.id)
+        if e.kind in ("stage", "error") or (
+            e.resource == "instance" and e.to_value == InstanceStatus.FAILED.value)
+    ]
+    delivery = (inst.ready_at - inst.ordered_at).total_seconds() if inst.ready_at else None
+    return InstanceView(
+        id=inst.id, tenant_id=inst.tenant_id, name=inst.name, kind=inst.kind,
+        status=inst.status, status_reason=inst.status_reason,
+        stage=_current_stage(inst, [n.stage for n in nodes if n.status != "released"]),
+        sku=inst.sku, region=inst.region, container_offer=inst.container_offer,
+        term=inst.term, image=inst.image_id, node_count=inst.node_count,
+        gpu_count=inst.gpu_count, fabric_id=inst.fabric_id, nodes=nodes,
+        ip_address=inst.ip_address, ssh_command=_ssh_command(inst),
+        ordered_at=inst.ordered_at, ready_at=inst.ready_at, released_at=inst.released_at,
+        delivery_seconds=delivery, delivery_sla_seconds=p.settings.delivery_sla_s,
+        stages=stages,
+        credentials_available=(
+            inst.status == InstanceStatus.READY.value
+            and inst.credentials_revealed_at is None and inst.root_password_enc is not None
+        ),
+        simulated=any(node.bmc_driver == "simulated" for node, _, _ in allocations),
+    )
+
+
+def list_instances(
+    p: Platform, actor: Principal, *, status: str | None = None, limit: int = 50,
+    offset: int = 0,
+) -> Page[InstanceView]:
+    if status is not None and status not in {st.value for st in InstanceStatus}:
+        raise InvalidInput("status", f"Unknown instance status {status!r}.",
+                           [st.value for st in InstanceStatus])
+    with p.db.read() as s:
+        q = instances_query(actor)
+        if status:
+            q = q.where(Instance.status == status)
+        total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
+        rows = s.scalars(q.order_by(Instance.ordered_at.desc(), Instance.id)
+                         .limit(limit).offset(offset))
+        items = [instance_view(s, p, inst) for inst in rows]
+    return Page(items=items, total=total, limit=limit, offset=offset)
+
+
+def show_instance(p: Platform, actor: Principal, instance_id: str) -> InstanceView:
+    with p.db.read() as s:
+        return instance_view(s, p, get_instance(s, actor, instance_id))
+
+
+def release_instance(p: Platform, actor: Principal, instance_id: str) -> InstanceView:
+    """Hand an instance back: its nodes are erased, then free again. Repeating is harmless."""
+    actor.require_order_rights()
+    with p.db.write() as s:
+        inst = get_instance(s, actor, instance_id, lock=True)
+        if inst.status not in (InstanceStatus.RELEASING.value, InstanceStatus.RELEASED.value):
+            now = p.clock.now()
+            switch_instance_status(s, inst, InstanceStatus.RELEASING, now, "released by tenant")
+            inst.release_requested_at = now
+            inst.next_attempt_at = now
+            inst.lock_token = None  # a worker mid-step on this row must not overwrite this
+            inst.lock_expires_at = None
+        view = instance_view(s, p, inst)
+    p.wake()
+    return view
+
+
+def reveal_credentials(p: Platform, actor: Principal, instance_id: str) -> CredentialsView:
+    actor.require_order_rights()
+    with p.db.write() as s:
+        inst = get_instance(s, actor, instance_id, lock=True)
+        if inst.status != InstanceStatus.READY.value:
+            raise Conflict(
+                f"Instance {inst.id} is {inst.status}; credentials are shown once it is ready."
+            )
+        if inst.credentials_revealed_at is not None or inst.root_password_enc is None:
+            raise Gone(
+                f"The root password of {inst.id} was already shown "
+                f"({inst.credentials_revealed_at:%Y-%m-%d %H:%M} UTC). Log in with your SSH key "
+                "and run `passwd` to set a new one."
+            )
+        password = p.box.open(inst.root_password_enc)
+        inst.credentials_revealed_at = p.clock.now()
+        inst.root_password_enc = None  # shown once: not kept after that
+        return CredentialsView(
+            instance_id=inst.id, root_password=password, ip_address=inst.ip_address,
+            ssh_command=_ssh_command(inst),
+        )

@@ -1,0 +1,205 @@
+"""Fleet inventory: fabrics, racks, nodes and their GPUs; operator actions on nodes."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from gpulease.db.tables import Fabric, Gpu, GpuAllocation, Node, Rack
+from gpulease.domain.accounts import Principal
+from gpulease.domain.errors import Conflict, InvalidInput, NotFound
+from gpulease.domain.states import NODE_BUSY, NodeStatus
+from gpulease.platform import Platform
+from gpulease.schemas import NodeView, Page
+from gpulease.security import new_id
+from gpulease.services.status import switch_node_status
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    sku: str
+    region: str
+    pool: str = "bare_metal"
+    serial: str = ""
+    rack_id: str | None = None
+    fabric_id: str | None = None
+    bmc_driver: str = "simulated"
+    bmc_address: str = ""
+    bmc_username: str = "admin"
+    bmc_password: str = ""
+    status: NodeStatus = NodeStatus.AVAILABLE
+
+
+def ensure_fabric(s: Session, fabric_id: str, region: str, kind: str = "infiniband",
+                  rate_gbps: int = 400) -> Fabric:
+    fabric = s.get(Fabric, fabric_id)
+    if fabric is None:
+        fabric = Fabric(id=fabric_id, region=region, kind=kind, rate_gbps=rate_gbps)
+        s.add(fabric)
+    return fabric
+
+
+def ensure_rack(s: Session, rack_id: str, region: str, zone: str, fabric_id: str | None,
+                leaf_switch: str | None) -> Rack:
+    rack = s.get(Rack, rack_id)
+    if rack is None:
+        rack = Rack(id=rack_id, region=region, zone=zone, fabric_id=fabric_id,
+                    leaf_switch=leaf_switch)
+        s.add(rack)
+    return rack
+
+
+def add_node(s: Session, p: Platform, spec: NodeSpec) -> Node:
+    sku = p.catalog.sku_by_id.get(spec.sku)
+    if sku is None:
+        raise InvalidInput("sku", f"Unknown SKU {spec.sku!r}.", sorted(p.catalog.sku_by_id))
+    now = p.clock.now()
+    node = Node(
+        id=new_id("node"), name=spec.name, sku=spec.sku, region=spec.region, pool=spec.pool,
+        serial=spec.serial or f"SIM-{uuid.uuid4().hex[:10].upper()}", rack_id=spec.rack_id,
+        fabric_id=spec.fabric_id, bmc_driver=spec.bmc_driver,
+        bmc_address=spec.bmc_address or f"simulated://{spec.name}",
+        bmc_username=spec.bmc_username, bmc_password_enc=p.box.seal(spec.bmc_password),
+        status=spec.status.value, generation=0, attempts=0, created_at=now, updated_at=now,
+    )
+    s.add(node)
+    s.flush()  # the GPUs reference the node
+    gpu_model = p.catalog.gpu_by_id[sku.gpu].name
+    for index in range(sku.gpu_count):
+        s.add(Gpu(id=new_id("gpu"), node_id=node.id, index=index, model=gpu_model,
+                  uuid=f"GPU-{uuid.uuid4()}"))
+    return node
+
+
+def _free_gpu_counts(s: Session, node_ids: list[str]) -> dict[str, tuple[int, int]]:
+    """(GPUs, free GPUs) per node."""
+    if not node_ids:
+        return {}
+    total = dict(
+        s.execute(select(Gpu.node_id, func.count()).where(Gpu.node_id.in_(node_ids))
+                  .group_by(Gpu.node_id)).tuples()
+    )
+    used = dict(
+        s.execute(select(GpuAllocation.node_id, func.count())
+                  .where(GpuAllocation.node_id.in_(node_ids),
+                         GpuAllocation.released_at.is_(None))
+                  .group_by(GpuAllocation.node_id)).tuples()
+    )
+    return {n: (total.get(n, 0), total.get(n, 0) - used.get(n, 0)) for n in node_ids}
+
+
+def node_view(node: Node, rack: Rack | None, counts: tuple[int, int]) -> NodeView:
+    return NodeView(
+        id=node.id, name=node.name, sku=node.sku, region=node.region, pool=node.pool,
+        serial=node.serial, status=node.status, status_reason=node.status_reason,
+        stage=node.stage, rack=node.rack_id, fabric=node.fabric_id,
+        leaf_switch=rack.leaf_switch if rack else None, bmc_driver=node.bmc_driver,
+        bmc_address=node.bmc_address, instance_id=node.instance_id, gpu_count=counts[0],
+        free_gpus=counts[1], drain_requested=node.drain_requested_at is not None,
+        simulated=node.bmc_driver == "simulated", last_error=node.last_error,
+        updated_at=node.updated_at,
+    )
+
+
+def list_nodes(
+    p: Platform, actor: Principal, *, status: str | None = None, region: str | None = None,
+    sku: str | None = None, limit: int = 100, offset: int = 0,
+) -> Page[NodeView]:
+    actor.require_operator()
+    if status is not None and status not in {s.value for s in NodeStatus}:
+        raise InvalidInput("status", f"Unknown node status {status!r}.",
+                           [s.value for s in NodeStatus])
+    with p.db.read() as s:
+        q = select(Node)
+        if status:
+            q = q.where(Node.status == status)
+        if region:
+            q = q.where(Node.region == region)
+        if sku:
+            q = q.where(Node.sku == sku)
+        total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
+        nodes = list(s.scalars(q.order_by(Node.name).limit(limit).offset(offset)))
+        counts = _free_gpu_counts(s, [n.id for n in nodes])
+        racks = {r.id: r for r in s.scalars(select(Rack))}
+        items = [node_view(n, racks.get(n.rack_id or ""), counts[n.id]) for n in nodes]
+    return Page(items=items, total=total, limit=limit, offset=offset)
+
+
+def _load(s: Session, node_id: str) -> Node:
+    node = s.scalar(select(Node).where((Node.id == node_id) | (Node.name == node_id))
+                    .with_for_update())
+    if node is None:
+        raise NotFound(f"No node {node_id}; `gpulease nodes` lists them.")
+    return node
+
+
+def get_node(p: Platform, actor: Principal, node_id: str) -> NodeView:
+    actor.require_operator()
+    with p.db.read() as s:
+        node = _load(s, node_id)
+        rack = s.get(Rack, node.rack_id) if node.rack_id else None
+        return node_view(node, rack, _free_gpu_counts(s, [node.id])[node.id])
+
+
+def drain_node(p: Platform, actor: Principal, node_id: str, reason: str | None) -> NodeView:
+    """No new allocations; a free node goes to maintenance now, a busy one once freed."""
+    actor.require_operator()
+    with p.db.write() as s:
+        node = _load(s, node_id)
+        now = p.clock.now()
+        node.drain_requested_at = now
+        node.generation += 1  # a claim that read the node before the drain now fails
+        has_slices = bool(s.scalar(select(func.count()).where(
+            GpuAllocation.node_id == node.id, GpuAllocation.released_at.is_(None))))
+        if node.status == NodeStatus.AVAILABLE.value and not has_slices:
+            switch_node_status(s, node, NodeStatus.MAINTENANCE, now,
+                               reason or "drained by operator")
+        else:
+            node.status_reason = reason or "drain requested: maintenance once freed"
+            node.updated_at = now
+    return get_node(p, actor, node_id)
+
+
+def maintenance_node(p: Platform, actor: Principal, node_id: str, reason: str | None) -> NodeView:
+    actor.require_operator()
+    with p.db.write() as s:
+        node = _load(s, node_id)
+        busy = node.status in NODE_BUSY or node.instance_id is not None or bool(
+            s.scalar(select(func.count()).where(GpuAllocation.node_id == node.id,
+                                                GpuAllocation.released_at.is_(None))))
+        if busy:
+            raise Conflict(
+                f"Node {node.name} holds instance {node.instance_id or '(container slices)'}; "
+                "use `gpulease node drain` to take it out once the tenant releases it."
+            )
+        if node.status == NodeStatus.CLEANING.value:
+            raise Conflict(f"Node {node.name} is being cleaned; drain it instead.")
+        node.generation += 1
+        switch_node_status(s, node, NodeStatus.MAINTENANCE, p.clock.now(),
+                           reason or "maintenance by operator")
+    return get_node(p, actor, node_id)
+
+
+def resume_node(p: Platform, actor: Principal, node_id: str) -> NodeView:
+    actor.require_operator()
+    with p.db.write() as s:
+        node = _load(s, node_id)
+        now = p.clock.now()
+        node.drain_requested_at = None
+        if node.status in (NodeStatus.MAINTENANCE.value, NodeStatus.FAILED.value):
+            if node.instance_id is not None:
+                raise Conflict(f"Node {node.name} is still tied to instance {node.instance_id}.")
+            if node.status == NodeStatus.FAILED.value:
+                switch_node_status(s, node, NodeStatus.MAINTENANCE, now, "resumed by operator")
+            node.generation += 1
+            node.last_error = None
+            switch_node_status(s, node, NodeStatus.AVAILABLE, now, None)
+        elif node.status != NodeStatus.AVAILABLE.value:
+            node.status_reason = None
+            node.updated_at = now
+    p.wake()
+    return get_node(p, actor, node_id)

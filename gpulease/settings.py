@@ -1,0 +1,55 @@
+"""One validated settings object, read from GPULEASE_* environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="GPULEASE_", extra="ignore")
+
+    data_dir: Path = Path(".gpulease")
+    # Empty means SQLite in data_dir; PostgreSQL: postgresql+psycopg://user@host/db
+    database_url: str = ""
+    # Fernet key for secrets at rest (BMC and root passwords). Empty: a key file in data_dir.
+    secret_key: str = ""
+    catalog_file: Path | None = None
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+
+    # Where nodes fetch OS images and the agent ramdisk (served by the control plane)
+    media_base_url: str = "http://127.0.0.1:8000/media"
+
+    # Provisioning engine
+    worker_threads: int = Field(default=4, ge=1, le=64)
+    lock_ttl_s: float = Field(default=30.0, gt=0)
+    poll_interval_s: float = Field(default=0.5, gt=0)
+    max_attempts: int = Field(default=5, ge=1)
+    backoff_base_s: float = Field(default=1.0, ge=0)
+    backoff_max_s: float = Field(default=60.0, ge=0)
+    stage_timeout_s: float = Field(default=900.0, gt=0)
+    delivery_sla_s: float = Field(default=900.0, gt=0)
+
+    # Demo fleet (simulated hardware)
+    demo_delay_s: float = Field(default=2.0, ge=0)
+    demo_nodes_per_offer: int = Field(default=2, ge=0)
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_scheme(cls, value: str) -> str:
+        if value and not value.startswith(("sqlite", "postgresql")):
+            raise ValueError(
+                "GPULEASE_DATABASE_URL must start with sqlite:// or postgresql+psycopg://"
+            )
+        return value
+
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            if self.database_url.startswith("postgresql://"):
+                return "postgresql+psycopg://" + self.database_url.removeprefix("postgresql://")
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'gpulease.db').resolve()}"

@@ -1,0 +1,129 @@
+"""What each deploy and clean stage asks of the hardware. Pure I/O through the ports:
+no database here. Each step returns ADVANCE (stage done) or WAIT (poll again)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+
+from gpulease.domain.states import CleanStage, DeployStage
+from gpulease.platform import Platform
+from gpulease.ports.agent import NodeConfig
+from gpulease.ports.bmc import Bmc, BmcEndpoint, BootDevice, PowerState
+
+
+class Outcome(Enum):
+    ADVANCE = "advance"
+    WAIT = "wait"
+
+
+@dataclass(frozen=True)
+class NodeJob:
+    """A snapshot of what a step needs, read before the I/O starts."""
+
+    node_id: str
+    node_name: str
+    stage: str
+    bmc_driver: str
+    endpoint: BmcEndpoint
+    instance_id: str | None
+    image_url: str
+    agent_media_url: str
+    ssh_keys: tuple[str, ...]
+    root_password: str
+    hostname: str
+
+
+@dataclass
+class StepResult:
+    outcome: Outcome
+    ip_address: str | None = None
+    note: str | None = None
+
+
+def _bmc(p: Platform, job: NodeJob) -> Bmc:
+    return p.drivers.bmc_for(job.bmc_driver, job.endpoint)
+
+
+def _power(p: Platform, job: NodeJob, target: PowerState) -> StepResult:
+    bmc = _bmc(p, job)
+    if bmc.power_state() == target:
+        return StepResult(Outcome.ADVANCE)
+    # Requests are idempotent; real BMCs take seconds, so the next attempt polls.
+    bmc.power_on() if target == PowerState.ON else bmc.power_off()
+    return StepResult(Outcome.ADVANCE if bmc.power_state() == target else Outcome.WAIT)
+
+
+def power_off(p: Platform, job: NodeJob) -> StepResult:
+    return _power(p, job, PowerState.OFF)
+
+
+def power_on(p: Platform, job: NodeJob) -> StepResult:
+    return _power(p, job, PowerState.ON)
+
+
+def attach_media(p: Platform, job: NodeJob) -> StepResult:
+    bmc = _bmc(p, job)
+    bmc.eject_media()
+    bmc.insert_media(job.image_url)
+    bmc.set_one_time_boot(BootDevice.VIRTUAL_CD)
+    return StepResult(Outcome.ADVANCE)
+
+
+def wait_agent(p: Platform, job: NodeJob) -> StepResult:
+    return StepResult(Outcome.ADVANCE if p.drivers.agent.is_up(job.node_name) else Outcome.WAIT)
+
+
+def configure(p: Platform, job: NodeJob) -> StepResult:
+    result = p.drivers.agent.configure(
+        job.node_name,
+        NodeConfig(hostname=job.hostname, ssh_keys=job.ssh_keys,
+                   root_password=job.root_password),
+    )
+    return StepResult(Outcome.ADVANCE, ip_address=result.ip_address)
+
+
+def detach_media(p: Platform, job: NodeJob) -> StepResult:
+    _bmc(p, job).eject_media()
+    return StepResult(Outcome.ADVANCE)
+
+
+def clean_boot(p: Platform, job: NodeJob) -> StepResult:
+    if p.drivers.agent.is_up(job.node_name):
+        return StepResult(Outcome.ADVANCE, note="agent already running")
+    bmc = _bmc(p, job)
+    bmc.eject_media()
+    bmc.insert_media(job.agent_media_url)
+    bmc.set_one_time_boot(BootDevice.VIRTUAL_CD)
+    if bmc.power_state() == PowerState.ON:
+        bmc.force_restart()
+    else:
+        bmc.power_on()
+    return StepResult(Outcome.ADVANCE)
+
+
+def erase(p: Platform, job: NodeJob) -> StepResult:
+    result = p.drivers.agent.erase(job.node_name)
+    label = " (simulated)" if result.simulated else ""
+    return StepResult(Outcome.ADVANCE,
+                      note=f"erased {', '.join(result.devices)} by {result.method}{label}")
+
+
+def clean_power_off(p: Platform, job: NodeJob) -> StepResult:
+    _bmc(p, job).eject_media()
+    return _power(p, job, PowerState.OFF)
+
+
+STEPS: dict[str, Callable[[Platform, NodeJob], StepResult]] = {
+    DeployStage.POWER_OFF.value: power_off,
+    DeployStage.ATTACH_MEDIA.value: attach_media,
+    DeployStage.POWER_ON.value: power_on,
+    DeployStage.WAIT_AGENT.value: wait_agent,
+    DeployStage.CONFIGURE.value: configure,
+    DeployStage.DETACH_MEDIA.value: detach_media,
+    CleanStage.BOOT.value: clean_boot,
+    CleanStage.WAIT_AGENT.value: wait_agent,
+    CleanStage.ERASE.value: erase,
+    CleanStage.POWER_OFF.value: clean_power_off,
+}

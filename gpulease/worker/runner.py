@@ -1,0 +1,112 @@
+"""The worker: threads that claim due rows and drive them, a heartbeat for held locks,
+and the periodic timeout sweep. Runs inside `gpulease up` or alone as `gpulease worker`;
+any number of workers may share one PostgreSQL database."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+
+from gpulease.db.tables import Instance, Node
+from gpulease.domain.states import NodeStatus
+from gpulease.platform import Platform
+from gpulease.worker.pipeline import LockRegistry, claim_due, heartbeat
+from gpulease.worker.reconcilers import process_instance, process_node, sweep_timeouts
+
+log = logging.getLogger("gpulease.worker")
+
+
+class Worker:
+    def __init__(self, p: Platform, owner: str | None = None, sweep_every_s: float = 5.0) -> None:
+        self.p = p
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
+        self.locks = LockRegistry()
+        self.sweep_every_s = sweep_every_s
+        self._last_sweep = 0.0
+        self._sweep_mutex = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    # -- one unit of work ------------------------------------------------------------
+    def step(self) -> bool:
+        """Claim and drive at most one node and one instance. True if anything was due."""
+        did = False
+        for table, process in ((Node, process_node), (Instance, process_instance)):
+            extra = [Node.status.in_([NodeStatus.DEPLOYING.value, NodeStatus.CLEANING.value])] \
+                if table is Node else None
+            for claim in claim_due(self.p, table, self.owner, limit=1, extra=extra):
+                did = True
+                self.locks.add(claim)
+                try:
+                    process(self.p, claim)
+                except Exception:  # never let one row kill the thread; its lock expires
+                    log.exception("processing %s %s failed", table.__name__, claim.id)
+                finally:
+                    self.locks.discard(claim)
+        self._maybe_sweep()
+        return did
+
+    def _maybe_sweep(self) -> None:
+        now = time.monotonic()
+        if now - self._last_sweep < self.sweep_every_s or not self._sweep_mutex.acquire(False):
+            return
+        try:
+            self._last_sweep = now
+            sweep_timeouts(self.p, self.owner)
+        finally:
+            self._sweep_mutex.release()
+
+    def run_until_idle(self, timeout_s: float = 30.0, settle_s: float = 0.0) -> None:
+        """For tests: work until nothing is due (waiting out short polls), or time out."""
+        deadline = time.monotonic() + timeout_s
+        idle_since: float | None = None
+        while time.monotonic() < deadline:
+            if self.step():
+                idle_since = None
+                continue
+            idle_since = idle_since or time.monotonic()
+            if time.monotonic() - idle_since >= settle_s:
+                return
+            time.sleep(0.01)
+        raise TimeoutError(f"worker still busy after {timeout_s} s")
+
+    # -- threads -----------------------------------------------------------------------
+    def start(self, threads: int | None = None) -> None:
+        count = threads or self.p.settings.worker_threads
+        for i in range(count):
+            t = threading.Thread(target=self._loop, name=f"gpulease-worker-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        hb = threading.Thread(target=self._heartbeat_loop, name="gpulease-heartbeat", daemon=True)
+        hb.start()
+        self._threads.append(hb)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                did = self.step()
+            except Exception:  # database away: back off and try again
+                log.exception("worker step failed")
+                did = False
+                self._stop.wait(1.0)
+            if not did:
+                self.p.wake_event.wait(self.p.settings.poll_interval_s)
+                self.p.wake_event.clear()
+
+    def _heartbeat_loop(self) -> None:
+        interval = self.p.settings.lock_ttl_s / 3
+        while not self._stop.wait(interval):
+            try:
+                heartbeat(self.p, self.locks)
+            except Exception:
+                log.exception("heartbeat failed")
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self._stop.set()
+        self.p.wake_event.set()
+        for t in self._threads:
+            t.join(timeout_s)
+        self._threads.clear()
