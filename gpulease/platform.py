@@ -39,8 +39,8 @@ class Drivers:
         return factory(endpoint)
 
 
-def simulated_drivers(state_dir: Path, delay_s: float) -> Drivers:
-    fleet = SimulatedFleet(state_dir, delay_s)
+def simulated_drivers(state_dir: Path, delay_s: float, latency_s: float = 0.0) -> Drivers:
+    fleet = SimulatedFleet(state_dir, delay_s, latency_s=latency_s)
     return Drivers(
         bmc={"simulated": fleet.bmc},
         agent=SimulatedAgent(fleet),
@@ -70,5 +70,6 @@ class Platform:
         catalog = load_catalog(settings.catalog_file)
         box = SecretBox(load_or_create_key(settings.secret_key, settings.data_dir))
         if drivers is None:
-            drivers = simulated_drivers(settings.data_dir / "simulated", settings.demo_delay_s)
+            drivers = simulated_drivers(settings.data_dir / "simulated", settings.demo_delay_s,
+                                        settings.demo_call_latency_s)
         return cls(settings=settings, db=db, catalog=catalog, box=box, drivers=drivers)

@@ -36,6 +36,8 @@ class Settings(BaseSettings):
 
     # Demo fleet (simulated hardware)
     demo_delay_s: float = Field(default=2.0, ge=0)
+    # Round-trip time of every simulated BMC/agent call (real BMCs answer in 0.1-2 s).
+    demo_call_latency_s: float = Field(default=0.0, ge=0)
     demo_nodes_per_offer: int = Field(default=2, ge=0)
 
     @field_validator("database_url")

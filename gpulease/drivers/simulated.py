@@ -32,11 +32,13 @@ FAULT_KINDS = ("transient", "permanent", "hang")
 
 class SimulatedFleet:
     def __init__(
-        self, state_dir: Path, delay_s: float = 0.0, now: Callable[[], float] = time.time
+        self, state_dir: Path, delay_s: float = 0.0, now: Callable[[], float] = time.time,
+        latency_s: float = 0.0,
     ) -> None:
         self.state_dir = Path(state_dir)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.delay_s = delay_s
+        self.latency_s = latency_s
         self._now = now
 
     # -- state files -------------------------------------------------------------
@@ -45,6 +47,8 @@ class SimulatedFleet:
 
     @contextmanager
     def _state(self, node: str) -> Iterator[dict[str, Any]]:
+        if self.latency_s:
+            time.sleep(self.latency_s)
         path = self._path(node)
         with open(self.state_dir / f"{node}.lock", "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -55,10 +59,12 @@ class SimulatedFleet:
                 "containers": {},
             }
             self._land_power(state)
-            yield state
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(state))
-            tmp.replace(path)
+            try:
+                yield state
+            finally:  # a call that raised (an injected fault) still used up the fault
+                tmp = path.with_suffix(".tmp")
+                tmp.write_text(json.dumps(state))
+                tmp.replace(path)
 
     def _land_power(self, state: dict[str, Any]) -> None:
         if state["power"] != state["power_target"] and self._now() >= state["power_lands_at"]:

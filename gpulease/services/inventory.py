@@ -79,16 +79,16 @@ def _free_gpu_counts(s: Session, node_ids: list[str]) -> dict[str, tuple[int, in
     """(GPUs, free GPUs) per node."""
     if not node_ids:
         return {}
-    total = dict(
-        s.execute(select(Gpu.node_id, func.count()).where(Gpu.node_id.in_(node_ids))
-                  .group_by(Gpu.node_id)).tuples()
-    )
-    used = dict(
-        s.execute(select(GpuAllocation.node_id, func.count())
-                  .where(GpuAllocation.node_id.in_(node_ids),
-                         GpuAllocation.released_at.is_(None))
-                  .group_by(GpuAllocation.node_id)).tuples()
-    )
+    total: dict[str, int] = {
+        n: c for n, c in s.execute(select(Gpu.node_id, func.count())
+                                   .where(Gpu.node_id.in_(node_ids)).group_by(Gpu.node_id))
+    }
+    used: dict[str, int] = {
+        n: c for n, c in s.execute(select(GpuAllocation.node_id, func.count())
+                                   .where(GpuAllocation.node_id.in_(node_ids),
+                                          GpuAllocation.released_at.is_(None))
+                                   .group_by(GpuAllocation.node_id))
+    }
     return {n: (total.get(n, 0), total.get(n, 0) - used.get(n, 0)) for n in node_ids}
 
 

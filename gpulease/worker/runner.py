@@ -10,6 +10,8 @@ import socket
 import threading
 import time
 
+from sqlalchemy import select
+
 from gpulease.db.tables import Instance, Node
 from gpulease.domain.states import NodeStatus
 from gpulease.platform import Platform
@@ -59,18 +61,29 @@ class Worker:
         finally:
             self._sweep_mutex.release()
 
+    def has_work(self) -> bool:
+        """A node mid-deploy/clean (even if waiting on backoff or a poll), or a due instance."""
+        now = self.p.clock.now()
+        with self.p.db.read() as s:
+            node = s.scalar(select(Node.id).where(
+                Node.status.in_([NodeStatus.DEPLOYING.value, NodeStatus.CLEANING.value]),
+                Node.next_attempt_at.is_not(None)).limit(1))
+            inst = s.scalar(select(Instance.id).where(Instance.next_attempt_at <= now).limit(1))
+        return node is not None or inst is not None
+
     def run_until_idle(self, timeout_s: float = 30.0, settle_s: float = 0.0) -> None:
-        """For tests: work until nothing is due (waiting out short polls), or time out."""
+        """For tests and benches: work until no row has work left, or time out."""
         deadline = time.monotonic() + timeout_s
-        idle_since: float | None = None
         while time.monotonic() < deadline:
             if self.step():
-                idle_since = None
                 continue
-            idle_since = idle_since or time.monotonic()
-            if time.monotonic() - idle_since >= settle_s:
+            if not self.has_work():
+                if settle_s:
+                    time.sleep(settle_s)
+                    if self.has_work():
+                        continue
                 return
-            time.sleep(0.01)
+            time.sleep(0.005)
         raise TimeoutError(f"worker still busy after {timeout_s} s")
 
     # -- threads -----------------------------------------------------------------------

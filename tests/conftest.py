@@ -1,0 +1,154 @@
+"""Fixtures: every database test runs on SQLite and on the local PostgreSQL (a fresh
+schema per test). Set GPULEASE_TEST_PG to point elsewhere."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+import uvicorn
+from cryptography.fernet import Fernet
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from gpulease.api.app import create_app
+from gpulease.cli.client import Client
+from gpulease.demo import seed_demo_fleet
+from gpulease.domain.accounts import Principal
+from gpulease.platform import Platform
+from gpulease.services import accounts
+from gpulease.settings import Settings
+from gpulease.worker.runner import Worker
+
+PG_URL = os.environ.get("GPULEASE_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+SECRET = Fernet.generate_key().decode()
+
+
+def _pg_dsn() -> str:
+    return PG_URL.replace("postgresql+psycopg://", "postgresql://")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'gpulease.db'}"
+        return
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    try:
+        with psycopg.connect(_pg_dsn(), autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+    except psycopg.OperationalError as exc:
+        pytest.fail(f"PostgreSQL at {PG_URL} is not reachable ({exc}); start it or set "
+                    "GPULEASE_TEST_PG")
+    yield f"{PG_URL}?options=-csearch_path%3D{schema}"
+    with psycopg.connect(_pg_dsn(), autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def make_settings(db_url: str, data_dir: Path, **overrides: object) -> Settings:
+    values: dict[str, object] = dict(
+        data_dir=data_dir, database_url=db_url, secret_key=SECRET, demo_delay_s=0.0,
+        poll_interval_s=0.01, backoff_base_s=0.01, backoff_max_s=0.05, lock_ttl_s=10.0,
+        stage_timeout_s=60.0, max_attempts=4,
+    )
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def platform(db_url: str, tmp_path: Path) -> Iterator[Platform]:
+    p = Platform.from_settings(make_settings(db_url, tmp_path / "data"))
+    p.db.migrate()
+    yield p
+    p.db.dispose()
+
+
+@pytest.fixture
+def fleet(platform: Platform) -> Platform:
+    """The platform with the demo fleet: two simulated nodes per offer."""
+    seed_demo_fleet(platform, 2)
+    return platform
+
+
+@pytest.fixture
+def worker(platform: Platform) -> Worker:
+    return Worker(platform, owner="test-worker")
+
+
+class TenantCtx:
+    def __init__(self, principal: Principal, token: str, tenant_id: str) -> None:
+        self.principal, self.token, self.tenant_id = principal, token, tenant_id
+
+
+def new_tenant(p: Platform, name: str | None = None) -> TenantCtx:
+    name = name or f"t-{uuid.uuid4().hex[:8]}"
+    created = accounts.create_tenant(p, name, f"{name}@example.com", "Admin")
+    principal = accounts.authenticate(p, created.token.token)
+    return TenantCtx(principal, created.token.token, created.tenant.id)
+
+
+@pytest.fixture
+def tenant(platform: Platform) -> TenantCtx:
+    return new_tenant(platform)
+
+
+@pytest.fixture
+def operator(platform: Platform) -> TenantCtx:
+    _, token = accounts.create_operator(platform, f"op-{uuid.uuid4().hex[:6]}@example.com", "Op")
+    return TenantCtx(accounts.authenticate(platform, token.token), token.token, "")
+
+
+def ssh_key(comment: str = "test") -> str:
+    key = ed25519.Ed25519PrivateKey.generate().public_key()
+    blob = key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+    return f"{blob.decode()} {comment}"
+
+
+@pytest.fixture
+def key() -> str:
+    return ssh_key()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LiveServer:
+    def __init__(self, p: Platform) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(create_app(p), host="127.0.0.1", port=self.port,
+                                log_level="warning", access_log=False)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("test server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+    def client(self, token: str | None) -> Client:
+        return Client(self.url, token)
+
+
+@pytest.fixture
+def server(platform: Platform) -> Iterator[LiveServer]:
+    with LiveServer(platform) as live:
+        yield live

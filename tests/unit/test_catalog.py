@@ -1,0 +1,147 @@
+from __future__ import annotations
+
+import tomllib
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from gpulease.domain.catalog import DEFAULT_CATALOG, CatalogError, load_catalog, parse_catalog
+from gpulease.services.catalog import day_price, year_price
+
+
+def raw() -> dict:
+    return tomllib.loads(DEFAULT_CATALOG.read_text())
+
+
+def test_default_catalog_has_the_products_offers_and_prices() -> None:
+    c = load_catalog()
+    expected = {
+        ("rtx4090-24g-x8", "sichuan-2"): ("7920", "9900"),
+        ("rtx4090-48g-x8", "sichuan-3"): ("9600", "12000"),
+        ("h100-80g-x8", "ningxia-1"): ("84480", "105600"),
+        ("ascend910b-64g-x8", "huawei-zone"): ("15600", "19500"),
+        ("ascend910b-64g-x8", "sichuan-1"): ("17040", "21300"),
+    }
+    for (sku, region), (price, list_price) in expected.items():
+        offer = c.offer(sku, region)
+        assert offer is not None, (sku, region)
+        assert offer.monthly_price == Decimal(price)
+        assert offer.list_price == Decimal(list_price)
+        assert offer.discount_percent == Decimal("20.00")
+        assert not offer.example
+    # H100 is only in Ningxia-1; A100/A800 are example data at mid-range.
+    assert [o.region for o in c.offers if o.sku == "h100-80g-x8"] == ["ningxia-1"]
+    a100, a800 = c.offer("a100-80g-x8", "sichuan-1"), c.offer("a800-80g-x8", "sichuan-1")
+    assert a100 and a100.example and a100.monthly_price == Decimal("60000")
+    assert a800 and a800.example and a800.monthly_price == Decimal("52000")
+    (container,) = c.container_offers
+    assert container.price_per_gpu_hour == Decimal("1.96")
+    assert {r.id for r in c.regions} == {
+        "sichuan-1", "sichuan-2", "sichuan-3", "ningxia-1", "huawei-zone"}
+
+
+def test_seeds_check_figures_hold() -> None:
+    c = load_catalog()
+    three_months = {
+        ("rtx4090-24g-x8", "sichuan-2"): Decimal("23760"),
+        ("rtx4090-48g-x8", "sichuan-3"): Decimal("28800"),
+        ("h100-80g-x8", "ningxia-1"): Decimal("253440"),
+        ("ascend910b-64g-x8", "huawei-zone"): Decimal("46800"),
+    }
+    for (sku, region), total in three_months.items():
+        offer = c.offer(sku, region)
+        assert offer is not None and offer.monthly_price * 3 == total
+    h100, rtx = c.offer("h100-80g-x8", "ningxia-1"), c.offer("rtx4090-24g-x8", "sichuan-2")
+    assert h100 and rtx and round(h100.monthly_price / rtx.monthly_price, 1) == Decimal("10.7")
+    huawei, sichuan = c.offer("ascend910b-64g-x8", "huawei-zone"), c.offer(
+        "ascend910b-64g-x8", "sichuan-1")
+    assert huawei and sichuan and huawei.monthly_price < sichuan.monthly_price
+
+
+def test_derived_day_and_year_prices_follow_the_documented_rule() -> None:
+    c = load_catalog()
+    h100 = c.offer("h100-80g-x8", "ningxia-1")
+    assert h100 is not None
+    assert day_price(c, h100) == Decimal("3660.80")  # 84480 / 30 * 1.3
+    assert year_price(c, h100) == Decimal("861696.00")  # 84480 * 12 * 0.85
+    assert "÷ 30 × 1.3" in c.pricing.note
+
+
+def test_interconnect_is_a_catalog_fact() -> None:
+    c = load_catalog()
+    assert c.gpu_by_id["rtx4090-24g"].nvlink is False
+    assert "no NVLink" in c.sku_by_id["rtx4090-24g-x8"].gpu_interconnect
+    assert c.sku_by_id["rtx4090-24g-x8"].advertised_interconnect == "NVLink + IB"
+    assert c.sku_by_id["h100-80g-x8"].gpu_interconnect_gbps == Decimal("900")
+    assert c.gpu_by_id["ascend910b-64g"].vendor == "huawei"
+
+
+def test_each_offer_default_image_fits_its_gpu_vendor() -> None:
+    c = load_catalog()
+    for offer in c.offers:
+        image = c.image_by_id[offer.default_image]
+        assert image.gpu_vendor in ("any", c.gpu_of(offer).vendor), offer.id
+
+
+def test_unreadable_or_malformed_file_names_the_file(tmp_path: Path) -> None:
+    with pytest.raises(CatalogError, match="missing.toml: cannot read"):
+        load_catalog(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[[offers]\n")
+    with pytest.raises(CatalogError, match="bad.toml: not valid TOML"):
+        load_catalog(bad)
+
+
+def test_wrong_field_names_file_entry_and_field() -> None:
+    data = raw()
+    data["offers"][2]["monthly_price"] = "-5"
+    with pytest.raises(CatalogError) as exc:
+        parse_catalog(data, "my.toml")
+    msg = str(exc.value)
+    assert msg.startswith("my.toml: ")
+    assert "[[offers]] #3 (h100-80g-x8@ningxia-1)" in msg
+    assert "field 'monthly_price'" in msg
+
+
+def test_unknown_field_and_references_are_refused() -> None:
+    data = raw()
+    data["offers"][0]["colour"] = "blue"
+    with pytest.raises(CatalogError, match=r"\[\[offers\]\] #1 .*field 'colour'"):
+        parse_catalog(data, "c.toml")
+    data = raw()
+    data["offers"][0]["region"] = "mars-1"
+    with pytest.raises(CatalogError, match=r"field 'region': unknown region 'mars-1'"):
+        parse_catalog(data, "c.toml")
+    data = raw()
+    data["skus"][0]["gpu"] = "nope"
+    with pytest.raises(CatalogError, match=r"\[\[skus\]\] #1 \(rtx4090-24g-x8\): field 'gpu'"):
+        parse_catalog(data, "c.toml")
+
+
+def test_duplicates_missing_sections_and_custom_images() -> None:
+    data = raw()
+    data["regions"].append(dict(data["regions"][0]))
+    with pytest.raises(CatalogError, match="id 'sichuan-1' appears twice"):
+        parse_catalog(data, "c.toml")
+    data = raw()
+    del data["images"]
+    with pytest.raises(CatalogError, match=r"missing section \[\[images\]\]"):
+        parse_catalog(data, "c.toml")
+    data = raw()
+    data["images"].append({"id": "my-image", "name": "Mine", "os": "Ubuntu",
+                           "gpu_vendor": "nvidia", "custom": True})
+    with pytest.raises(CatalogError, match="custom image needs 'url' and 'checksum'"):
+        parse_catalog(data, "c.toml")
+    data["images"][-1] |= {"url": "https://images.example.com/mine.iso",
+                           "checksum": "sha256:" + "ab" * 32}
+    assert parse_catalog(data, "c.toml").image_by_id["my-image"].custom
+
+
+def test_operator_catalog_file_is_used(tmp_path: Path) -> None:
+    text = DEFAULT_CATALOG.read_text().replace('monthly_price = "84480"',
+                                               'monthly_price = "80000"')
+    path = tmp_path / "ops.toml"
+    path.write_text(text)
+    offer = load_catalog(path).offer("h100-80g-x8", "ningxia-1")
+    assert offer is not None and offer.monthly_price == Decimal("80000")
