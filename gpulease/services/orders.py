@@ -15,7 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from gpulease.db.tables import Gpu, GpuAllocation, IdempotencyKey, Instance, Node
@@ -173,6 +173,10 @@ def place_order(
             return view, True
         except _Raced:
             continue
+        except OperationalError as exc:
+            if "deadlock" not in str(exc).lower():
+                raise
+            continue  # PostgreSQL broke a lock cycle; retry with fresh data
         except IntegrityError:
             if idempotency_key:
                 stored = _stored_response(p, actor, idempotency_key, req_hash)
@@ -239,7 +243,9 @@ def _claim_nodes(s: Session, p: Platform, plan: Plan, inst: Instance) -> None:
         picked = [(n, g, fabric) for n, g in random.sample(by_fabric[fabric], plan.nodes)]
         inst.fabric_id = fabric
     now = p.clock.now()
-    for node_id, gen, _fabric in picked:
+    # Claim in id order: two transactions wanting overlapping nodes then lock them in the
+    # same order and one simply waits for the other (no deadlock on PostgreSQL).
+    for node_id, gen, _fabric in sorted(picked):
         if not claim_node(s, node_id, gen, now, to=NodeStatus.ALLOCATED, instance_id=inst.id):
             raise _Raced()
         _allocate_gpus(s, p, node_id, inst, None)

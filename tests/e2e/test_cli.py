@@ -1,0 +1,116 @@
+"""The README's path: `gpulease up` in a subprocess, then the CLI against it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import free_port, ssh_key
+
+pytestmark = pytest.mark.slow
+
+
+class Up:
+    def __init__(self, data_dir: Path, port: int, proc: subprocess.Popen[str]) -> None:
+        self.data_dir, self.port, self.proc = data_dir, port, proc
+        self.url = f"http://127.0.0.1:{port}"
+
+    def env(self, token_file: str) -> dict[str, str]:
+        token = (self.data_dir / token_file).read_text().strip()
+        return os.environ | {"GPULEASE_URL": self.url, "GPULEASE_TOKEN": token,
+                             "COLUMNS": "200"}
+
+
+@pytest.fixture
+def up(tmp_path: Path) -> Iterator[Up]:
+    port = free_port()
+    data = tmp_path / "gl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpulease.cli.main", "up", "--data-dir", str(data), "--port",
+         str(port), "--demo-delay", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=os.environ | {"GPULEASE_POLL_INTERVAL_S": "0.05", "COLUMNS": "200"},
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                break
+        except httpx.TransportError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail("gpulease up did not start: " + (proc.stdout.read() if proc.stdout else ""))
+    yield Up(data, port, proc)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(15)
+
+
+def cli(up: Up, *args: str, token: str = "demo-tenant.token") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gpulease.cli.main", *args],
+                          env=up.env(token), capture_output=True, text=True, timeout=60)
+
+
+def test_up_prints_where_it_listens_and_writes_tokens(up: Up) -> None:
+    assert (up.data_dir / "operator.token").read_text().startswith("glp_")
+    assert (up.data_dir / "demo-tenant.token").read_text().startswith("glp_")
+    assert (up.data_dir / "gpulease.db").exists()
+    assert oct((up.data_dir / "operator.token").stat().st_mode)[-3:] == "600"
+
+
+def test_the_tenant_journey_through_the_cli(up: Up, tmp_path: Path) -> None:
+    key_file = tmp_path / "id.pub"
+    key_file.write_text(ssh_key() + "\n")
+
+    catalog = json.loads(cli(up, "catalog", "--json").stdout)
+    assert {o["id"] for o in catalog["offers"]} >= {"h100-80g-x8@ningxia-1",
+                                                   "ascend910b-64g-x8@huawei-zone"}
+    assert catalog["container_offers"][0]["price_per_gpu_hour"] == "1.96"
+    table = cli(up, "catalog").stdout
+    assert "84,480.00" in table and "宁夏一区" in table and "advertised: NVLink + IB" in table
+    assert "ubuntu22.04-cann8-mindspore2.4" in cli(up, "images").stdout
+
+    human = cli(up, "order", "bare-metal", "--sku", "h100-80g-x8", "--region", "ningxia-1",
+                "--ssh-key", str(key_file))
+    assert human.returncode == 0, human.stderr
+    for line in ("power_off", "wait_agent", "ready in", "SSH:      ssh root@", "password: "):
+        assert line in human.stdout, human.stdout
+
+    done = cli(up, "order", "bare-metal", "--sku", "h100-80g-x8", "--region", "ningxia-1",
+               "--ssh-key", str(key_file), "--wait", "--json")
+    inst = json.loads(done.stdout)
+    assert inst["status"] == "ready" and inst["credentials"]["root_password"]
+
+    refused = cli(up, "order", "cluster", "--nodes", "4", "--sku", "h100-80g-x8", "--region",
+                  "ningxia-1", "--ssh-key", str(key_file))
+    assert refused.returncode == 1 and "Need 4 free h100-80g-x8 nodes" in refused.stderr
+
+    bad = cli(up, "order", "bare-metal", "--sku", "h100-80g-x8", "--region", "mars",
+              "--ssh-key", str(key_file))
+    assert bad.returncode == 1 and "accepted: ningxia-1" in bad.stderr
+
+    listed = json.loads(cli(up, "instances", "--json").stdout)
+    assert len(listed) == 2 and all(i["status"] == "ready" for i in listed)
+    shown = json.loads(cli(up, "show", inst["id"], "--json").stdout)
+    assert shown["id"] == inst["id"] and shown["credentials_available"] is False
+
+    released = cli(up, "release", inst["id"], "--wait", "--json")
+    assert json.loads(released.stdout)["status"] == "released"
+
+    nodes = json.loads(cli(up, "nodes", "--json", token="operator.token").stdout)
+    assert len(nodes) == 16 and all(n["simulated"] for n in nodes)
+    assert cli(up, "nodes", "--json").returncode == 1  # a tenant is not an operator
+    name = next(n["name"] for n in nodes if n["status"] == "available")
+    drained = cli(up, "node", "drain", name, "--json", token="operator.token")
+    assert json.loads(drained.stdout)["status"] == "maintenance"
+    resumed = cli(up, "node", "resume", name, "--json", token="operator.token")
+    assert json.loads(resumed.stdout)["status"] == "available"

@@ -1,0 +1,134 @@
+"""SIGKILL a real worker process inside each deploy stage in turn, restart it, and check
+that nothing is left stuck (both databases)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from gpulease.db.tables import Instance, Node
+from gpulease.domain.states import DEPLOY_ORDER, UNSAFE_TO_REPEAT, NodeStatus
+from gpulease.platform import Platform
+from gpulease.schemas import OrderRequest
+from gpulease.services import orders
+from tests.conftest import SECRET, TenantCtx
+
+pytestmark = pytest.mark.slow
+
+LOCK_TTL = 1.0
+STAGE_TIMEOUT = 20.0
+
+
+def start_worker(p: Platform) -> subprocess.Popen[bytes]:
+    env = os.environ | {
+        "GPULEASE_DATABASE_URL": p.settings.database_url,
+        "GPULEASE_SECRET_KEY": SECRET,
+        "GPULEASE_LOCK_TTL_S": str(LOCK_TTL),
+        "GPULEASE_POLL_INTERVAL_S": "0.02",
+        "GPULEASE_STAGE_TIMEOUT_S": str(STAGE_TIMEOUT),
+        "GPULEASE_DEMO_DELAY_S": "0.2",
+        # every simulated BMC/agent call takes this long, so the kill lands inside a step
+        "GPULEASE_DEMO_CALL_LATENCY_S": "0.25",
+        "GPULEASE_BACKOFF_BASE_S": "0.05",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "gpulease.cli.main", "worker", "--data-dir",
+         str(p.settings.data_dir), "--threads", "2"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def node_of(p: Platform, iid: str) -> Node | None:
+    with p.db.read() as s:
+        return s.scalar(select(Node).where(Node.instance_id == iid))
+
+
+def instance(p: Platform, iid: str) -> Instance:
+    with p.db.read() as s:
+        inst = s.get(Instance, iid)
+        assert inst is not None
+        return inst
+
+
+def test_sigkill_in_every_deploy_stage_leaves_nothing_stuck(
+    fleet: Platform, tenant: TenantCtx, key: str
+) -> None:
+    offers = list(fleet.catalog.offers)
+    results: dict[str, tuple[str, str, str | None]] = {}
+    worker = start_worker(fleet)
+    try:
+        for n, stage in enumerate(st.value for st in DEPLOY_ORDER):
+            offer = offers[n % len(offers)]
+            req = OrderRequest(sku=offer.sku, region=offer.region, ssh_keys=[key])
+            iid = orders.place_order(fleet, tenant.principal, req)[0].id
+
+            def in_stage(iid: str = iid, stage: str = stage) -> bool:
+                node = node_of(fleet, iid)
+                return node is not None and node.step_in_progress == stage
+
+            wait_for(in_stage, 30, f"{iid} inside {stage}")
+            worker.send_signal(signal.SIGKILL)
+            worker.wait(10)
+            worker = start_worker(fleet)
+            wait_for(lambda iid=iid: instance(fleet, iid).status in ("ready", "failed"),
+                     LOCK_TTL + STAGE_TIMEOUT + 10, f"{iid} to settle after kill in {stage}")
+            inst = instance(fleet, iid)
+            results[stage] = (iid, inst.status, inst.status_reason)
+        # cleaning of failed deploys finishes too
+        wait_for(lambda: not _nodes_in(fleet, NodeStatus.CLEANING), 30, "cleaning to finish")
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(10)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+
+    for stage, (_iid, status, reason) in results.items():
+        if stage in UNSAFE_TO_REPEAT:
+            assert status == "failed", (stage, status)
+            assert reason and "not safe to repeat" in reason, reason
+        else:
+            assert status == "ready", (stage, status, reason)
+    with fleet.db.read() as s:
+        for node in s.scalars(select(Node)):
+            if node.status in (NodeStatus.ALLOCATED, NodeStatus.DEPLOYING, NodeStatus.ACTIVE):
+                assert node.instance_id is not None, node.name
+                inst = s.get(Instance, node.instance_id)
+                assert inst is not None and inst.status == "ready", (node.name, inst)
+            else:
+                assert node.instance_id is None, (node.name, node.status)
+            assert node.lock_token is None or node.lock_expires_at is not None
+
+
+def _nodes_in(p: Platform, status: NodeStatus) -> list[str]:
+    with p.db.read() as s:
+        return list(s.scalars(select(Node.name).where(Node.status == status.value)))
+
+
+def test_worker_process_runs_an_order_to_ready(
+    fleet: Platform, tenant: TenantCtx, key: str, tmp_path: Path
+) -> None:
+    worker = start_worker(fleet)
+    try:
+        req = OrderRequest(sku="h100-80g-x8", region="ningxia-1", ssh_keys=[key])
+        iid = orders.place_order(fleet, tenant.principal, req)[0].id
+        wait_for(lambda: instance(fleet, iid).status == "ready", 30, "ready")
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(10) == 0  # a clean stop on SIGTERM
