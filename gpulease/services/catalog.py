@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from functools import lru_cache
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -49,15 +50,18 @@ def free_gpus_by_node(s: Session, pool: str = "container") -> dict[str, int]:
 
 
 def container_stock(s: Session) -> dict[tuple[str, str], int]:
-    free = free_gpus_by_node(s)
-    out: dict[tuple[str, str], int] = {}
-    if not free:
-        return out
-    for node_id, sku, region in s.execute(
-        select(Node.id, Node.sku, Node.region).where(Node.id.in_(list(free)))
-    ):
-        out[(sku, region)] = out.get((sku, region), 0) + free[node_id]
-    return out
+    """Free GPUs per (host SKU, region) in the container pool, in one query."""
+    active = (
+        select(GpuAllocation.gpu_id).where(GpuAllocation.released_at.is_(None)).scalar_subquery()
+    )
+    rows = s.execute(
+        select(Node.sku, Node.region, func.count(Gpu.id))
+        .join(Gpu, Gpu.node_id == Node.id)
+        .where(Node.pool == "container", Node.status == NodeStatus.AVAILABLE.value,
+               Node.drain_requested_at.is_(None), Gpu.id.not_in(active))
+        .group_by(Node.sku, Node.region)
+    )
+    return {(sku, region): n for sku, region, n in rows}
 
 
 def offer_view(catalog: Catalog, offer: Offer, stock: int) -> OfferView:
@@ -78,22 +82,36 @@ def offer_view(catalog: Catalog, offer: Offer, stock: int) -> OfferView:
     )
 
 
-def catalog_view(p: Platform) -> CatalogView:
-    with p.db.read() as s:
-        stock = bare_metal_stock(s)
-        cstock = container_stock(s)
-    c = p.catalog
+@lru_cache(maxsize=4)
+def _static_view(c: Catalog) -> CatalogView:
+    """Everything but stock, built once per catalog (the catalog is immutable)."""
     return CatalogView(
         pricing_rule=c.pricing.note,
-        offers=[offer_view(c, o, stock.get((o.sku, o.region), 0)) for o in c.offers],
+        offers=[offer_view(c, o, 0) for o in c.offers],
         container_offers=[
             ContainerOfferView(
                 id=co.id, gpu=c.gpu_by_id[co.gpu].name, region=co.region,
                 price_per_gpu_hour=co.price_per_gpu_hour, max_gpus=co.max_gpus,
-                free_gpus=cstock.get((co.host_sku, co.region), 0),
-                default_image=co.default_image,
+                free_gpus=0, default_image=co.default_image,
             )
             for co in c.container_offers
+        ],
+    )
+
+
+def catalog_view(p: Platform) -> CatalogView:
+    with p.db.read() as s:
+        stock = bare_metal_stock(s)
+        cstock = container_stock(s)
+    static = _static_view(p.catalog)
+    hosts = {co.id: (co.host_sku, co.region) for co in p.catalog.container_offers}
+    return CatalogView(
+        pricing_rule=static.pricing_rule,
+        offers=[o.model_copy(update={"stock": stock.get((o.sku, o.region), 0)})
+                for o in static.offers],
+        container_offers=[
+            c.model_copy(update={"free_gpus": cstock.get(hosts[c.id], 0)})
+            for c in static.container_offers
         ],
     )
 

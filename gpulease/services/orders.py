@@ -11,14 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections import defaultdict
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, Select, func, insert, literal, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
-from gpulease.db.tables import Gpu, GpuAllocation, IdempotencyKey, Instance, Node
+from gpulease.db.tables import Gpu, GpuAllocation, IdempotencyKey, Instance, Node, UtcDateTime
 from gpulease.domain.accounts import Principal
 from gpulease.domain.catalog import BARE_METAL_TERMS, Term
 from gpulease.domain.errors import InvalidInput, OutOfStock
@@ -208,47 +207,69 @@ def _new_instance(s: Session, p: Platform, actor: Principal, tenant: str, plan: 
 def _allocate_gpus(
     s: Session, p: Platform, node_id: str, inst: Instance, count: int | None
 ) -> None:
-    active = select(GpuAllocation.gpu_id).where(GpuAllocation.released_at.is_(None))
-    q = select(Gpu.id).where(Gpu.node_id == node_id, Gpu.id.not_in(active)).order_by(Gpu.index)
-    gpu_ids = list(s.scalars(q.limit(count) if count else q))
-    if count and len(gpu_ids) < count:
+    """Hold `count` free GPUs of the node (all of them when None) in one INSERT … SELECT.
+    The partial unique index refuses here if a GPU is already held."""
+    active = select(GpuAllocation.gpu_id).where(GpuAllocation.node_id == node_id,
+                                                GpuAllocation.released_at.is_(None))
+    free = (
+        select(Gpu.id, Gpu.node_id, literal(inst.id), literal(p.clock.now(), UtcDateTime()))
+        .where(Gpu.node_id == node_id, Gpu.id.not_in(active)).order_by(Gpu.index)
+    )
+    if count:
+        free = free.limit(count)
+    held = s.scalars(
+        insert(GpuAllocation)
+        .from_select(["gpu_id", "node_id", "instance_id", "created_at"], free)
+        .returning(GpuAllocation.gpu_id)
+    ).all()
+    if count and len(held) != count:
         raise _Raced()
-    now = p.clock.now()
-    for gpu_id in gpu_ids:
-        s.add(GpuAllocation(gpu_id=gpu_id, node_id=node_id, instance_id=inst.id, created_at=now))
-    s.flush()  # the unique index speaks here if a GPU is already held
+
+
+CANDIDATES = 64  # free nodes read per claim; concurrent orders spread over them at random
+
+
+def _free(plan: Plan) -> list[ColumnElement[bool]]:
+    return [Node.sku == plan.sku, Node.region == plan.region, Node.pool == "bare_metal",
+            Node.status == NodeStatus.AVAILABLE.value, Node.drain_requested_at.is_(None)]
+
+
+def _free_nodes_query(plan: Plan) -> Select[tuple[str, int]]:
+    return select(Node.id, Node.generation).where(*_free(plan))
 
 
 def _claim_nodes(s: Session, p: Platform, plan: Plan, inst: Instance) -> None:
-    rows = s.execute(
-        select(Node.id, Node.generation, Node.fabric_id)
-        .where(Node.sku == plan.sku, Node.region == plan.region, Node.pool == "bare_metal",
-               Node.status == NodeStatus.AVAILABLE.value, Node.drain_requested_at.is_(None))
-    ).all()
     if plan.kind == "bare_metal":
+        # Any 64 free nodes will do (no sort over the whole free pool).
+        rows = s.execute(_free_nodes_query(plan).limit(CANDIDATES)).all()
         if not rows:
             raise OutOfStock(_bare_metal_shortage(s, p, plan))
-        picked = [random.choice(rows)]  # spread concurrent orders over the free nodes
+        picked = [tuple(random.choice(rows))]
     else:
-        by_fabric: dict[str, list[tuple[str, int]]] = defaultdict(list)
-        for node_id, gen, fabric in rows:
-            if fabric:
-                by_fabric[fabric].append((node_id, gen))
-        fitting = [f for f, nodes in by_fabric.items() if len(nodes) >= plan.nodes]
+        groups = _free_per_fabric(s, plan)
+        fitting = [f for f, n in groups.items() if n >= plan.nodes]
         if not fitting:
-            raise OutOfStock(_cluster_shortage(s, p, plan, by_fabric))
+            raise OutOfStock(_cluster_shortage(plan, groups))
         # Best fit: the smallest fabric group that holds the cluster keeps big groups whole.
-        smallest = min(len(by_fabric[f]) for f in fitting)
-        fabric = random.choice([f for f in fitting if len(by_fabric[f]) == smallest])
-        picked = [(n, g, fabric) for n, g in random.sample(by_fabric[fabric], plan.nodes)]
+        smallest = min(groups[f] for f in fitting)
+        fabric = random.choice([f for f in fitting if groups[f] == smallest])
+        rows = s.execute(_free_nodes_query(plan).where(Node.fabric_id == fabric)
+                         .limit(plan.nodes + CANDIDATES)).all()
+        picked = [tuple(r) for r in random.sample(rows, plan.nodes)]
         inst.fabric_id = fabric
     now = p.clock.now()
     # Claim in id order: two transactions wanting overlapping nodes then lock them in the
     # same order and one simply waits for the other (no deadlock on PostgreSQL).
-    for node_id, gen, _fabric in sorted(picked):
+    for node_id, gen in sorted(picked):
         if not claim_node(s, node_id, gen, now, to=NodeStatus.ALLOCATED, instance_id=inst.id):
             raise _Raced()
         _allocate_gpus(s, p, node_id, inst, None)
+
+
+def _free_per_fabric(s: Session, plan: Plan) -> dict[str, int]:
+    rows = s.execute(select(Node.fabric_id, func.count())
+                     .where(*_free(plan), Node.fabric_id.is_not(None)).group_by(Node.fabric_id))
+    return {fabric: n for fabric, n in rows if fabric}
 
 
 def _claim_container(s: Session, p: Platform, plan: Plan, inst: Instance) -> None:
@@ -288,11 +309,9 @@ def _bare_metal_shortage(s: Session, p: Platform, plan: Plan) -> str:
     )
 
 
-def _cluster_shortage(
-    s: Session, p: Platform, plan: Plan, by_fabric: dict[str, list[tuple[str, int]]]
-) -> str:
-    groups = ", ".join(f"{f}: {len(n)}" for f, n in sorted(by_fabric.items())) or "none"
-    largest = max((len(n) for n in by_fabric.values()), default=0)
+def _cluster_shortage(plan: Plan, by_fabric: dict[str, int]) -> str:
+    groups = ", ".join(f"{f}: {n}" for f, n in sorted(by_fabric.items())) or "none"
+    largest = max(by_fabric.values(), default=0)
     return (
         f"Need {plan.nodes} free {plan.sku} nodes on one InfiniBand fabric in {plan.region}; "
         f"free nodes per fabric: {groups} (largest group {largest}). Order at most {largest} "

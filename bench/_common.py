@@ -1,0 +1,89 @@
+"""Shared bench helpers: a platform on SQLite or a fresh PostgreSQL schema, percentiles."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+from cryptography.fernet import Fernet
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+from sqlalchemy import text
+
+from gpulease.platform import Platform
+from gpulease.settings import Settings
+
+PG_URL = os.environ.get("GPULEASE_BENCH_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+@contextmanager
+def bench_platform(db: str, **overrides: object) -> Iterator[Platform]:
+    data = Path(tempfile.mkdtemp(prefix="gpulease-bench-"))
+    schema = None
+    if db == "sqlite":
+        url = f"sqlite:///{data / 'bench.db'}"
+    else:
+        schema = f"bench_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(PG_URL.replace("+psycopg", ""), autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+        url = f"{PG_URL}?options=-csearch_path%3D{schema}"
+    values: dict[str, object] = dict(
+        data_dir=data, database_url=url, secret_key=Fernet.generate_key().decode(),
+        demo_delay_s=0.0, poll_interval_s=0.01, lock_ttl_s=30.0,
+    )
+    values.update(overrides)
+    p = Platform.from_settings(Settings(**values))  # type: ignore[arg-type]
+    p.db.migrate()
+    try:
+        yield p
+    finally:
+        p.db.dispose()
+        if schema:
+            with psycopg.connect(PG_URL.replace("+psycopg", ""), autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+def summary_ms(samples_s: list[float]) -> dict[str, float]:
+    ms = [v * 1000 for v in samples_s]
+    return {"p50_ms": round(pct(ms, 50), 3), "p99_ms": round(pct(ms, 99), 3),
+            "mean_ms": round(statistics.fmean(ms), 3), "n": len(ms)}
+
+
+def raw_write_txn_s(p: Platform, rounds: int = 200) -> list[float]:
+    """The database's own cost of one small write transaction, through the same engine."""
+    with p.db.write() as s:
+        s.execute(text(
+            "CREATE TABLE IF NOT EXISTS bench_counter (id INTEGER PRIMARY KEY, n INTEGER)"))
+        s.execute(text("DELETE FROM bench_counter"))
+        s.execute(text("INSERT INTO bench_counter (id, n) VALUES (1, 0)"))
+    out = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        with p.db.write() as s:
+            s.execute(text("UPDATE bench_counter SET n = n + 1 WHERE id = 1"))
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def ssh_key() -> str:
+    key = ed25519.Ed25519PrivateKey.generate().public_key()
+    return key.public_bytes(serialization.Encoding.OpenSSH,
+                            serialization.PublicFormat.OpenSSH).decode() + " bench"

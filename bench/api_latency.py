@@ -1,0 +1,81 @@
+"""GET /api/v1/catalog and GET /api/v1/instances/{id} latency over real HTTP (uvicorn on
+127.0.0.1, keep-alive client), beside a bare endpoint added to the same app: the
+difference is what gpulease itself costs per request. Prints JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import httpx  # noqa: E402
+import uvicorn  # noqa: E402
+
+from bench._common import bench_platform, ssh_key, summary_ms  # noqa: E402
+from gpulease.api.app import create_app  # noqa: E402
+from gpulease.demo import seed_demo_fleet  # noqa: E402
+from gpulease.schemas import OrderRequest  # noqa: E402
+from gpulease.services import accounts, orders  # noqa: E402
+from gpulease.worker.runner import Worker  # noqa: E402
+
+ROUNDS = 400
+
+
+def run(db: str) -> dict[str, object]:
+    with bench_platform(db) as p:
+        seed_demo_fleet(p, 2)
+        created = accounts.create_tenant(p, "bench", "bench@example.com", "Bench")
+        who = accounts.authenticate(p, created.token.token)
+        iid = orders.place_order(p, who, OrderRequest(
+            sku="h100-80g-x8", region="ningxia-1", ssh_keys=[ssh_key()]))[0].id
+        Worker(p).run_until_idle()
+        app = create_app(p)
+
+        @app.get("/bench/bare")
+        def bare() -> dict[str, str]:
+            return {"ok": "yes"}
+
+        import socket
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
+                                               log_level="warning", access_log=False))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        while not server.started:
+            time.sleep(0.01)
+        headers = {"Authorization": f"Bearer {created.token.token}"}
+        results: dict[str, object] = {"db": db}
+        try:
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=headers) as client:
+                for name, path in (("bare", "/bench/bare"), ("catalog", "/api/v1/catalog"),
+                                   ("instance", f"/api/v1/instances/{iid}")):
+                    for _ in range(20):
+                        client.get(path).raise_for_status()
+                    samples = []
+                    for _ in range(ROUNDS):
+                        t = time.perf_counter()
+                        client.get(path).raise_for_status()
+                        samples.append(time.perf_counter() - t)
+                    results[name] = summary_ms(samples)
+        finally:
+            server.should_exit = True
+            thread.join(5)
+        bare_p50 = results["bare"]["p50_ms"]  # type: ignore[index]
+        for name in ("catalog", "instance"):
+            results[f"{name}_over_bare_p50"] = round(
+                results[name]["p50_ms"] / bare_p50, 1)  # type: ignore[index]
+        results["aim_catalog_p50_ms"] = 5
+        return results
+
+
+if __name__ == "__main__":
+    dbs = sys.argv[1:] or ["sqlite", "postgresql"]
+    print(json.dumps({"bench": "api_latency", "rounds": ROUNDS,
+                      "results": [run(db) for db in dbs]}, indent=2))
