@@ -75,6 +75,17 @@ class ImageView(BaseModel):
     checksum: str | None = None
 
 
+class ImageCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]{1,98}$")
+    name: str = Field(min_length=1, max_length=200)
+    os: str = Field(min_length=1, max_length=200)
+    gpu_vendor: Literal["nvidia", "huawei", "any"]
+    url: str = Field(pattern=r"^https?://\S+$", max_length=2000)
+    checksum: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    software: list[str] = Field(default_factory=list)
+
+
 class OrderRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

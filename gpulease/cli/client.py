@@ -9,6 +9,7 @@ import httpx
 from gpulease.schemas import (
     CatalogView,
     CredentialsView,
+    ImageCreate,
     ImageView,
     InstanceView,
     NodeView,
@@ -57,6 +58,23 @@ class Client:
 
     def images(self) -> list[ImageView]:
         return [ImageView.model_validate(i) for i in self._call("GET", "/api/v1/images")]
+
+    def add_image(self, body: ImageCreate) -> ImageView:
+        return ImageView.model_validate(
+            self._call("POST", "/api/v1/images", json=body.model_dump(mode="json")))
+
+    def remove_image(self, image_id: str) -> None:
+        self._call_empty("DELETE", f"/api/v1/images/{image_id}")
+
+    def _call_empty(self, method: str, path: str) -> None:
+        try:
+            r = self._http.request(method, path)
+        except httpx.TransportError as exc:
+            raise ApiError(0, "Unreachable", f"cannot reach {self._http.base_url}: {exc}", {}) \
+                from None
+        if r.status_code >= 400:
+            body = r.json()
+            raise ApiError(r.status_code, body.get("title", "Error"), body.get("detail", ""), body)
 
     # instances
     def order(self, req: OrderRequest, idempotency_key: str | None = None) -> InstanceView:

@@ -7,8 +7,9 @@ import json
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from pydantic import BaseModel
@@ -18,11 +19,15 @@ from rich.table import Table
 from gpulease.cli.client import ApiError, Client
 from gpulease.schemas import InstanceView, OrderRequest
 
+T = TypeVar("T")
+
 app = typer.Typer(help="gpulease: rent out and rent GPU servers.", no_args_is_help=True)
 order_app = typer.Typer(help="Order bare metal, a cluster or a container.", no_args_is_help=True)
 node_app = typer.Typer(help="Operator actions on one node.", no_args_is_help=True)
 app.add_typer(order_app, name="order")
 app.add_typer(node_app, name="node")
+image_app = typer.Typer(help="Operator: custom OS images.", no_args_is_help=True)
+app.add_typer(image_app, name="image")
 
 out = Console()
 err = Console(stderr=True)
@@ -42,6 +47,14 @@ def _fail(exc: ApiError) -> NoReturn:
     if exc.body.get("accepted"):
         err.print(f"accepted: {', '.join(exc.body['accepted'])}")
     raise typer.Exit(1)
+
+
+def _api(call: Callable[[], T]) -> T:
+    """Run one API call; an API error is printed as the server's sentence, exit code 1."""
+    try:
+        return call()
+    except ApiError as exc:
+        _fail(exc)
 
 
 def _json(data: Any) -> None:
@@ -117,10 +130,7 @@ def migrate(data_dir: Annotated[Path, typer.Option()] = Path(".gpulease")) -> No
 @app.command()
 def catalog(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
     """Every offer: GPUs, host, interconnect, prices and stock; and container prices."""
-    try:
-        c = _client(url, token).catalog()
-    except ApiError as exc:
-        _fail(exc)
+    c = _api(lambda: _client(url, token).catalog())
     if as_json:
         return _json(c)
     t = Table(title="Bare-metal offers (CNY)")
@@ -150,10 +160,7 @@ def catalog(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) ->
 @app.command()
 def images(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
     """OS images; each offer has a default, so --image may be left out."""
-    try:
-        items = _client(url, token).images()
-    except ApiError as exc:
-        _fail(exc)
+    items = _api(lambda: _client(url, token).images())
     if as_json:
         return _json(items)
     t = Table()
@@ -162,6 +169,39 @@ def images(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> 
     for i in items:
         t.add_row(i.id, i.name, i.gpu_vendor, ", ".join(i.software))
     out.print(t)
+
+
+@image_app.command("add")
+def image_add(
+    image_id: Annotated[str, typer.Option("--id", help="e.g. ubuntu24.04-cuda12.8")],
+    name: Annotated[str, typer.Option()],
+    image_url: Annotated[str, typer.Option("--image-url", help="http(s) URL of the image")],
+    checksum: Annotated[str, typer.Option(help="sha256:<64 hex digits>")],
+    os_name: Annotated[str, typer.Option("--os", help="e.g. Ubuntu 24.04 LTS")],
+    gpu_vendor: Annotated[str, typer.Option(help="nvidia, huawei or any")] = "nvidia",
+    software: Annotated[list[str] | None, typer.Option(help="preinstalled (repeatable)")] = None,
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+) -> None:
+    """Add a custom OS image by URL and checksum."""
+    from gpulease.schemas import ImageCreate
+
+    try:
+        body = ImageCreate(id=image_id, name=name, os=os_name, gpu_vendor=gpu_vendor,  # type: ignore[arg-type]
+                           url=image_url, checksum=checksum, software=software or [])
+    except ValueError as exc:
+        err.print(f"[red]error[/red]: {exc}")
+        raise typer.Exit(2) from None
+    image = _api(lambda: _client(url, token).add_image(body))
+    if as_json:
+        return _json(image)
+    out.print(f"added image {image.id}")
+
+
+@image_app.command("remove")
+def image_remove(image_id: str, url: UrlOpt = "", token: TokenOpt = "") -> None:
+    """Remove a custom OS image that no live instance uses."""
+    _api(lambda: _client(url, token).remove_image(image_id))
+    out.print(f"removed image {image_id}")
 
 
 # ----------------------------------------------------------------------- ordering
@@ -179,10 +219,7 @@ def _read_keys(files: list[Path]) -> list[str]:
 def _place_and_follow(url: str, token: str, req: OrderRequest, wait: bool, as_json: bool,
                       timeout: float) -> None:
     client = _client(url, token)
-    try:
-        inst = client.order(req, idempotency_key=str(uuid.uuid4()))
-    except ApiError as exc:
-        _fail(exc)
+    inst = _api(lambda: client.order(req, idempotency_key=str(uuid.uuid4())))
     if as_json and not wait:
         return _json(inst)
     if not as_json:
@@ -191,10 +228,7 @@ def _place_and_follow(url: str, token: str, req: OrderRequest, wait: bool, as_js
     inst = _follow(client, inst, quiet=as_json, timeout=timeout)
     creds = None
     if inst.status == "ready" and inst.credentials_available:
-        try:
-            creds = client.credentials(inst.id)
-        except ApiError as exc:
-            _fail(exc)
+        creds = _api(lambda: client.credentials(inst.id))
     if as_json:
         data = inst.model_dump(mode="json")
         data["credentials"] = creds.model_dump(mode="json") if creds else None
@@ -216,12 +250,10 @@ def _follow(client: Client, inst: InstanceView, quiet: bool, timeout: float,
             until: tuple[str, ...] = ("ready", "failed", "released")) -> InstanceView:
     seen = 0
     deadline = time.monotonic() + timeout
+    instance_id = inst.id
     with out.status("waiting…", spinner="dots") as status:
         while True:
-            try:
-                inst = client.instance(inst.id)
-            except ApiError as exc:
-                _fail(exc)
+            inst = _api(lambda: client.instance(instance_id))
             if not quiet:
                 for st in inst.stages[seen:]:
                     where = f" [dim]{st.node}[/dim]" if st.node else ""
@@ -297,10 +329,7 @@ def instances(
     url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
 ) -> None:
     """Your instances."""
-    try:
-        page = _client(url, token).instances(status=status, limit=500)
-    except ApiError as exc:
-        _fail(exc)
+    page = _api(lambda: _client(url, token).instances(status=status, limit=500))
     if as_json:
         return _json(page.items)
     t = Table()
@@ -318,10 +347,7 @@ def instances(
 def show(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
          as_json: JsonOpt = False) -> None:
     """One instance with its nodes and the time of every stage."""
-    try:
-        inst = _client(url, token).instance(instance_id)
-    except ApiError as exc:
-        _fail(exc)
+    inst = _api(lambda: _client(url, token).instance(instance_id))
     if as_json:
         return _json(inst)
     out.print(f"[bold]{inst.id}[/bold] {inst.kind} {inst.sku} {inst.region} term={inst.term} "
@@ -344,10 +370,7 @@ def release(
 ) -> None:
     """Hand an instance back; its disks are erased before anyone else gets the node."""
     client = _client(url, token)
-    try:
-        inst = client.release(instance_id)
-    except ApiError as exc:
-        _fail(exc)
+    inst = _api(lambda: client.release(instance_id))
     if wait:
         inst = _follow(client, inst, quiet=as_json, timeout=timeout, until=("released",))
     if as_json:
@@ -364,10 +387,7 @@ def nodes(
     url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
 ) -> None:
     """Operator: the fleet, with status, stage and reason."""
-    try:
-        page = _client(url, token).nodes(status=status, region=region, sku=sku)
-    except ApiError as exc:
-        _fail(exc)
+    page = _api(lambda: _client(url, token).nodes(status=status, region=region, sku=sku))
     if as_json:
         return _json(page.items)
     t = Table(title=f"{page.total} nodes")
@@ -384,10 +404,7 @@ def nodes(
 
 def _node_action(action: str, node_id: str, reason: str | None, url: str, token: str,
                  as_json: bool) -> None:
-    try:
-        node = _client(url, token).node_action(node_id, action, reason)
-    except ApiError as exc:
-        _fail(exc)
+    node = _api(lambda: _client(url, token).node_action(node_id, action, reason))
     if as_json:
         return _json(node)
     out.print(f"{node.name}: {node.status}" + (" (draining)" if node.drain_requested else "")
@@ -425,10 +442,7 @@ def tenant_create(
     url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
 ) -> None:
     """Operator: create a tenant and its first admin; prints the admin's token once."""
-    try:
-        created = _client(url, token).create_tenant(name, admin_email, admin_name)
-    except ApiError as exc:
-        _fail(exc)
+    created = _api(lambda: _client(url, token).create_tenant(name, admin_email, admin_name))
     if as_json:
         return _json(created)
     out.print(f"tenant {created.tenant.id} ({created.tenant.name}); admin {created.admin.email}")
@@ -442,10 +456,7 @@ def token_create(
     url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
 ) -> None:
     """A new API token for yourself (shown once)."""
-    try:
-        created = _client(url, token).create_token(name, days)
-    except ApiError as exc:
-        _fail(exc)
+    created = _api(lambda: _client(url, token).create_token(name, days))
     if as_json:
         return _json(created)
     out.print(f"{created.token}   [dim]({created.note})[/dim]")
@@ -454,10 +465,7 @@ def token_create(
 @app.command("tokens")
 def tokens(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
     """API tokens you may see (prefixes only)."""
-    try:
-        items = _client(url, token).tokens()
-    except ApiError as exc:
-        _fail(exc)
+    items = _api(lambda: _client(url, token).tokens())
     if as_json:
         return _json(items)
     t = Table()
@@ -473,10 +481,7 @@ def tokens(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> 
 @app.command("token-revoke")
 def token_revoke(token_id: str, url: UrlOpt = "", token: TokenOpt = "") -> None:
     """Revoke an API token."""
-    try:
-        tk = _client(url, token).revoke_token(token_id)
-    except ApiError as exc:
-        _fail(exc)
+    tk = _api(lambda: _client(url, token).revoke_token(token_id))
     out.print(f"{tk.id} revoked")
 
 

@@ -235,3 +235,18 @@ class IdempotencyKey(Base):
     response_json: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     __table_args__ = (UniqueConstraint("user_id", "key", name="uq_idempotency_user_key"),)
+
+
+class CustomImage(Base):
+    """An OS image an operator added at run time (the catalog file holds the built-in ones)."""
+
+    __tablename__ = "custom_images"
+    id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    os: Mapped[str] = mapped_column(String(200))
+    gpu_vendor: Mapped[str] = mapped_column(String(16))
+    software: Mapped[str] = mapped_column(Text, default="")  # one item per line
+    url: Mapped[str] = mapped_column(Text)
+    checksum: Mapped[str] = mapped_column(String(80))
+    created_by: Mapped[str] = mapped_column(ForeignKey("users.id"))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())

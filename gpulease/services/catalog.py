@@ -9,11 +9,11 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gpulease.db.tables import Gpu, GpuAllocation, Node
-from gpulease.domain.catalog import Catalog, Image, Offer
+from gpulease.domain.catalog import Catalog, Offer
 from gpulease.domain.money import to_fen
 from gpulease.domain.states import NodeStatus
 from gpulease.platform import Platform
-from gpulease.schemas import CatalogView, ContainerOfferView, ImageView, OfferView
+from gpulease.schemas import CatalogView, ContainerOfferView, OfferView
 
 
 def day_price(catalog: Catalog, offer: Offer) -> Decimal:
@@ -114,14 +114,3 @@ def catalog_view(p: Platform) -> CatalogView:
             for c in static.container_offers
         ],
     )
-
-
-def image_view(i: Image) -> ImageView:
-    return ImageView(
-        id=i.id, name=i.name, os=i.os, gpu_vendor=i.gpu_vendor, software=list(i.software),
-        custom=i.custom, url=i.url, checksum=i.checksum,
-    )
-
-
-def images(p: Platform) -> list[ImageView]:
-    return [image_view(i) for i in p.catalog.images]

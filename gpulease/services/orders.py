@@ -27,6 +27,7 @@ from gpulease.platform import Platform
 from gpulease.schemas import InstanceView, OrderRequest
 from gpulease.security import new_id, new_root_password
 from gpulease.services.catalog import bare_metal_stock, free_gpus_by_node
+from gpulease.services.images import all_images
 from gpulease.services.instances import instance_view
 from gpulease.services.status import claim_node, record_event
 
@@ -112,8 +113,10 @@ def plan_order(p: Platform, req: OrderRequest) -> Plan:
 
 
 def _image(p: Platform, image_id: str, vendor: str) -> str:
-    fitting = sorted(i.id for i in p.catalog.images if i.gpu_vendor in ("any", vendor))
-    image = p.catalog.image_by_id.get(image_id)
+    with p.db.read() as s:
+        known = all_images(s, p)
+    fitting = sorted(i.id for i in known if i.gpu_vendor in ("any", vendor))
+    image = next((i for i in known if i.id == image_id), None)
     if image is None:
         raise InvalidInput("image", f"Unknown image {image_id!r}.", fitting)
     if image.id not in fitting:

@@ -25,6 +25,7 @@ from gpulease.domain.states import (
 from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint
 from gpulease.ports.runtime import ContainerSpec
+from gpulease.services.images import find_image
 from gpulease.services.status import (
     enter_stage,
     record_event,
@@ -83,14 +84,14 @@ def wake_instance(s: Session, instance_id: str | None, now: datetime) -> None:
 
 
 # --------------------------------------------------------------------------- nodes
-def _image_url(p: Platform, image_id: str) -> str:
-    image = p.catalog.image_by_id.get(image_id)
+def _image_url(s: Session, p: Platform, image_id: str) -> str:
+    image = find_image(s, p, image_id)
     if image and image.url:
         return image.url
     return f"{p.settings.media_base_url.rstrip('/')}/{image_id}.iso"
 
 
-def _node_job(p: Platform, node: Node, inst: Instance | None) -> NodeJob:
+def _node_job(s: Session, p: Platform, node: Node, inst: Instance | None) -> NodeJob:
     password = ""
     if inst is not None and inst.root_password_enc and node.stage == DeployStage.CONFIGURE.value:
         password = p.box.open(inst.root_password_enc)
@@ -100,7 +101,7 @@ def _node_job(p: Platform, node: Node, inst: Instance | None) -> NodeJob:
         endpoint=BmcEndpoint(node.name, node.bmc_address, node.bmc_username,
                              p.box.open(node.bmc_password_enc)),
         instance_id=node.instance_id,
-        image_url=_image_url(p, inst.image_id) if inst else "",
+        image_url=_image_url(s, p, inst.image_id) if inst else "",
         agent_media_url=f"{p.settings.media_base_url.rstrip('/')}/agent-ramdisk.iso",
         ssh_keys=tuple(inst.ssh_keys.splitlines()) if inst else (),
         root_password=password,
@@ -125,7 +126,7 @@ def process_node(p: Platform, claim: Claim) -> None:
             _interrupted_unsafe(s, p, node, step)
             return
         inst = s.get(Instance, node.instance_id) if node.instance_id else None
-        job = _node_job(p, node, inst)
+        job = _node_job(s, p, node, inst)
         node.step_in_progress = node.stage
 
     try:

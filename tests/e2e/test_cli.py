@@ -114,3 +114,15 @@ def test_the_tenant_journey_through_the_cli(up: Up, tmp_path: Path) -> None:
     assert json.loads(drained.stdout)["status"] == "maintenance"
     resumed = cli(up, "node", "resume", name, "--json", token="operator.token")
     assert json.loads(resumed.stdout)["status"] == "available"
+
+    added = cli(up, "image", "add", "--id", "ubuntu24.04-cuda12.8", "--name", "Ubuntu 24.04",
+                "--os", "Ubuntu 24.04 LTS", "--image-url", "https://images.example.com/u.iso",
+                "--checksum", "sha256:" + "ab" * 32, token="operator.token")
+    assert added.returncode == 0, added.stderr
+    listed_images = json.loads(cli(up, "images", "--json").stdout)
+    assert "ubuntu24.04-cuda12.8" in {i["id"] for i in listed_images}
+    bad = cli(up, "image", "add", "--id", "x1", "--name", "X", "--os", "X", "--image-url",
+              "https://e/x.iso", "--checksum", "md5:1", token="operator.token")
+    assert bad.returncode == 2 and "checksum" in bad.stderr
+    removed = cli(up, "image", "remove", "ubuntu24.04-cuda12.8", token="operator.token")
+    assert removed.returncode == 0, removed.stderr

@@ -3,8 +3,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from gpulease.api.deps import PlatformDep, PrincipalDep
-from gpulease.schemas import CatalogView, ImageView
-from gpulease.services import catalog
+from gpulease.schemas import CatalogView, ImageCreate, ImageView
+from gpulease.services import catalog, images
 
 router = APIRouter(tags=["catalog"])
 
@@ -18,4 +18,18 @@ def get_catalog(p: PlatformDep, _: PrincipalDep) -> Response:
 
 @router.get("/images", response_model=list[ImageView])
 def list_images(p: PlatformDep, _: PrincipalDep) -> list[ImageView]:
-    return catalog.images(p)
+    """Catalog images and operator-added custom images."""
+    return images.list_images(p)
+
+
+@router.post("/images", response_model=ImageView, status_code=201)
+def add_image(body: ImageCreate, p: PlatformDep, actor: PrincipalDep) -> ImageView:
+    """Operator: add a custom OS image by URL and SHA-256 checksum."""
+    return images.add_image(p, actor, body)
+
+
+@router.delete("/images/{image_id}", status_code=204)
+def remove_image(image_id: str, p: PlatformDep, actor: PrincipalDep) -> Response:
+    """Operator: remove a custom image no live instance uses."""
+    images.remove_image(p, actor, image_id)
+    return Response(status_code=204)
