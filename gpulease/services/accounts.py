@@ -14,6 +14,7 @@ from gpulease.domain.errors import Conflict, NotFound, Unauthorized
 from gpulease.platform import Platform
 from gpulease.schemas import TenantCreated, TenantView, TokenCreated, TokenView, UserView
 from gpulease.security import TOKEN_PREFIX, hash_password, hash_token, new_api_token, new_id
+from gpulease.services.idempotency import Idem, run_once
 
 
 def user_view(u: User) -> UserView:
@@ -62,45 +63,59 @@ def create_operator(p: Platform, email: str, name: str) -> tuple[User, TokenCrea
 
 
 def create_tenant(
-    p: Platform, name: str, admin_email: str, admin_name: str, token_days: int | None = 90
+    p: Platform, name: str, admin_email: str, admin_name: str, token_days: int | None = 90,
+    *, actor: Principal | None = None, idem: Idem | None = None,
 ) -> TenantCreated:
+    def create(s: Session) -> TenantCreated:
+        if s.scalar(select(Tenant.id).where(Tenant.name == name)):
+            raise Conflict(f"A tenant named {name!r} exists already; pick another name.")
+        tenant = Tenant(id=new_id("ten"), name=name, created_at=p.clock.now())
+        s.add(tenant)
+        s.flush()
+        admin = create_user(s, p, tenant.id, admin_email, admin_name, Role.ADMIN)
+        token = _issue(s, p, admin, "admin", token_days)
+        return TenantCreated(
+            tenant=TenantView(id=tenant.id, name=tenant.name, created_at=tenant.created_at),
+            admin=user_view(admin), token=token,
+        )
+
     try:
-        with p.db.write() as s:
-            if s.scalar(select(Tenant.id).where(Tenant.name == name)):
-                raise Conflict(f"A tenant named {name!r} exists already; pick another name.")
-            tenant = Tenant(id=new_id("ten"), name=name, created_at=p.clock.now())
-            s.add(tenant)
-            s.flush()
-            admin = create_user(s, p, tenant.id, admin_email, admin_name, Role.ADMIN)
-            token = _issue(s, p, admin, "admin", token_days)
-            return TenantCreated(
-                tenant=TenantView(id=tenant.id, name=tenant.name, created_at=tenant.created_at),
-                admin=user_view(admin), token=token,
-            )
+        return run_once(p, actor, idem, TenantCreated, create)[0]
     except IntegrityError:
         raise Conflict("That tenant or e-mail was taken at the same moment; retry.") from None
 
 
 def add_user(
-    p: Platform, actor: Principal, email: str, name: str, role: Role, password: str | None
+    p: Platform, actor: Principal, email: str, name: str, role: Role, password: str | None,
+    idem: Idem | None = None,
 ) -> UserView:
     tenant = actor.require_tenant_admin()
-    with p.db.write() as s:
-        return user_view(create_user(s, p, tenant, email, name, role, password))
+    try:
+        return run_once(p, actor, idem, UserView, lambda s: user_view(
+            create_user(s, p, tenant, email, name, role, password)))[0]
+    except IntegrityError:
+        raise Conflict(f"A user with e-mail {email} was created at the same moment.") from None
 
 
 def issue_token(
-    p: Platform, actor: Principal, name: str, user_id: str | None, days: int | None
+    p: Platform, actor: Principal, name: str, user_id: str | None, days: int | None,
+    idem: Idem | None = None,
 ) -> TokenCreated:
-    with p.db.write() as s:
-        target_id = user_id or actor.user_id
-        user = s.get(User, target_id)
-        same_tenant = user is not None and user.tenant_id == actor.tenant_id
-        if user is None or (target_id != actor.user_id and not (
-            actor.is_operator or (actor.role is Role.ADMIN and same_tenant)
-        )):
-            raise NotFound(f"No user {target_id} in your tenant; list users to find the id.")
-        return _issue(s, p, user, name, days)
+    return run_once(p, actor, idem, TokenCreated,
+                    lambda s: _issue_for(s, p, actor, name, user_id, days))[0]
+
+
+def _issue_for(
+    s: Session, p: Platform, actor: Principal, name: str, user_id: str | None, days: int | None
+) -> TokenCreated:
+    target_id = user_id or actor.user_id
+    user = s.get(User, target_id)
+    same_tenant = user is not None and user.tenant_id == actor.tenant_id
+    if user is None or (target_id != actor.user_id and not (
+        actor.is_operator or (actor.role is Role.ADMIN and same_tenant)
+    )):
+        raise NotFound(f"No user {target_id} in your tenant; list users to find the id.")
+    return _issue(s, p, user, name, days)
 
 
 def list_tokens(p: Platform, actor: Principal) -> list[TokenView]:

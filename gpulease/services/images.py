@@ -12,6 +12,7 @@ from gpulease.domain.errors import Conflict, InvalidInput, NotFound
 from gpulease.domain.states import INSTANCE_LIVE
 from gpulease.platform import Platform
 from gpulease.schemas import ImageCreate, ImageView
+from gpulease.services.idempotency import Idem, run_once
 
 
 def _image(row: CustomImage) -> Image:
@@ -42,18 +43,23 @@ def list_images(p: Platform) -> list[ImageView]:
         return [view(i) for i in all_images(s, p)]
 
 
-def add_image(p: Platform, actor: Principal, body: ImageCreate) -> ImageView:
+def add_image(
+    p: Platform, actor: Principal, body: ImageCreate, idem: Idem | None = None
+) -> ImageView:
     actor.require_operator()
-    with p.db.write() as s:
-        if find_image(s, p, body.id) is not None:
-            raise Conflict(f"An image {body.id!r} exists already; pick another id.")
-        row = CustomImage(
-            id=body.id, name=body.name, os=body.os, gpu_vendor=body.gpu_vendor,
-            software="\n".join(body.software), url=body.url, checksum=body.checksum,
-            created_by=actor.user_id, created_at=p.clock.now(),
-        )
-        s.add(row)
-        return view(_image(row))
+    return run_once(p, actor, idem, ImageView, lambda s: _add(s, p, actor, body))[0]
+
+
+def _add(s: Session, p: Platform, actor: Principal, body: ImageCreate) -> ImageView:
+    if find_image(s, p, body.id) is not None:
+        raise Conflict(f"An image {body.id!r} exists already; pick another id.")
+    row = CustomImage(
+        id=body.id, name=body.name, os=body.os, gpu_vendor=body.gpu_vendor,
+        software="\n".join(body.software), url=body.url, checksum=body.checksum,
+        created_by=actor.user_id, created_at=p.clock.now(),
+    )
+    s.add(row)
+    return view(_image(row))
 
 
 def remove_image(p: Platform, actor: Principal, image_id: str) -> None:

@@ -8,8 +8,6 @@ held twice. A cluster is claimed in one transaction: all its nodes or none.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import random
 from dataclasses import dataclass
 
@@ -17,7 +15,7 @@ from sqlalchemy import ColumnElement, Select, func, insert, literal, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
-from gpulease.db.tables import Gpu, GpuAllocation, IdempotencyKey, Instance, Node, UtcDateTime
+from gpulease.db.tables import Gpu, GpuAllocation, Instance, Node, UtcDateTime
 from gpulease.domain.accounts import Principal
 from gpulease.domain.catalog import BARE_METAL_TERMS, Term
 from gpulease.domain.errors import InvalidInput, OutOfStock
@@ -27,6 +25,7 @@ from gpulease.platform import Platform
 from gpulease.schemas import InstanceView, OrderRequest
 from gpulease.security import new_id, new_root_password
 from gpulease.services.catalog import bare_metal_stock, free_gpus_by_node
+from gpulease.services.idempotency import idem_for, remember, replay
 from gpulease.services.images import all_images
 from gpulease.services.instances import instance_view
 from gpulease.services.status import claim_node, record_event
@@ -124,36 +123,15 @@ def _image(p: Platform, image_id: str, vendor: str) -> str:
     return image.id
 
 
-def _request_hash(req: OrderRequest) -> str:
-    return hashlib.sha256(
-        json.dumps(req.model_dump(mode="json"), sort_keys=True).encode()
-    ).hexdigest()
-
-
-def _stored_response(p: Platform, actor: Principal, key: str, req_hash: str) -> InstanceView | None:
-    with p.db.read() as s:
-        row = s.scalar(select(IdempotencyKey).where(
-            IdempotencyKey.user_id == actor.user_id, IdempotencyKey.key == key))
-        if row is None:
-            return None
-        if row.request_hash != req_hash:
-            raise InvalidInput(
-                "Idempotency-Key",
-                f"Idempotency-Key {key!r} was used with a different order; use a new key "
-                "for a new order.",
-            )
-        return InstanceView.model_validate_json(row.response_json)
-
-
 def place_order(
     p: Platform, actor: Principal, req: OrderRequest, idempotency_key: str | None = None
 ) -> tuple[InstanceView, bool]:
     """Returns (instance, created). A repeated Idempotency-Key returns the first answer."""
     tenant = actor.require_order_rights()
     plan = plan_order(p, req)
-    req_hash = _request_hash(req)
-    if idempotency_key:
-        stored = _stored_response(p, actor, idempotency_key, req_hash)
+    idem = idem_for(idempotency_key, "order", req)
+    if idem is not None:
+        stored = replay(p, actor, idem, InstanceView)
         if stored is not None:
             return stored, False
     for _ in range(CLAIM_RETRIES):
@@ -165,12 +143,8 @@ def place_order(
                 else:
                     _claim_nodes(s, p, plan, inst)
                 view = instance_view(s, p, inst)
-                if idempotency_key:
-                    s.add(IdempotencyKey(
-                        user_id=actor.user_id, key=idempotency_key, request_hash=req_hash,
-                        status_code=201, response_json=view.model_dump_json(),
-                        created_at=p.clock.now()))
-                    s.flush()
+                if idem is not None:
+                    remember(s, p, actor, idem, view)
             p.wake()
             return view, True
         except _Raced:
@@ -180,8 +154,8 @@ def place_order(
                 raise
             continue  # PostgreSQL broke a lock cycle; retry with fresh data
         except IntegrityError:
-            if idempotency_key:
-                stored = _stored_response(p, actor, idempotency_key, req_hash)
+            if idem is not None:
+                stored = replay(p, actor, idem, InstanceView)
                 if stored is not None:
                     return stored, False
             continue  # a GPU was taken under us: the unique index said no; retry

@@ -108,7 +108,7 @@ def test_idempotency_over_http(
     assert first.json()["id"] == again.json()["id"]
     assert again.headers.get("idempotent-replayed") == "true"
     other = httpx.post(url, json={**body, "term": "day"}, headers=headers)
-    assert other.status_code == 422 and "different order" in other.json()["detail"]
+    assert other.status_code == 422 and "different request" in other.json()["detail"]
 
 
 def test_cross_tenant_is_404_reader_is_403_operator_only_nodes(
@@ -215,3 +215,36 @@ def test_node_actions_over_http(
     expected = {"drain": "maintenance", "maintenance": "maintenance", "resume": "available"}
     assert result.status == expected[action]
     assert inventory.get_node(fleet, operator.principal, node.id).status == expected[action]
+
+
+def test_every_creating_post_honours_idempotency_keys(
+    fleet: Platform, server: LiveServer, operator: TenantCtx, tenant: TenantCtx
+) -> None:
+    op, ten = auth(operator.token), auth(tenant.token)
+    cases = [
+        ("/api/v1/tenants", op, {"name": "acme", "admin_email": "a@acme.io", "admin_name": "A"},
+         {"name": "acme2", "admin_email": "b@acme.io", "admin_name": "B"}),
+        ("/api/v1/users", ten, {"email": "m@t.io", "name": "M", "role": "member"},
+         {"email": "n@t.io", "name": "N", "role": "member"}),
+        ("/api/v1/tokens", ten, {"name": "ci"}, {"name": "other"}),
+        ("/api/v1/images", op, {"id": "img-1", "name": "I", "os": "Ubuntu", "gpu_vendor": "any",
+                                "url": "https://e.io/i.iso", "checksum": "sha256:" + "1" * 64},
+         {"id": "img-2", "name": "I", "os": "Ubuntu", "gpu_vendor": "any",
+          "url": "https://e.io/i.iso", "checksum": "sha256:" + "1" * 64}),
+    ]
+    for path, headers, body, other in cases:
+        h = headers | {"Idempotency-Key": f"key-{path}"}
+        first = httpx.post(f"{server.url}{path}", json=body, headers=h)
+        again = httpx.post(f"{server.url}{path}", json=body, headers=h)
+        assert first.status_code == again.status_code == 201, (path, first.text, again.text)
+        assert first.json() == again.json(), path  # same answer, same secret token if any
+        refused = httpx.post(f"{server.url}{path}", json=other, headers=h)
+        assert refused.status_code == 422 and refused.json()["field"] == "Idempotency-Key"
+    # nothing was created twice
+    assert len([t for t in server.client(tenant.token).tokens() if t.name == "ci"]) == 1
+    with fleet.db.read() as s:
+        from gpulease.db.tables import IdempotencyKey, Tenant
+
+        assert len(list(s.scalars(select(Tenant).where(Tenant.name == "acme")))) == 1
+        stored = list(s.scalars(select(IdempotencyKey.response_json)))
+        assert stored and all("glp_" not in r for r in stored)  # sealed at rest

@@ -212,7 +212,7 @@ def test_idempotency_key_replays_or_refuses(fleet: Platform, tenant: TenantCtx, 
     assert created and not created_again and again.id == first.id
     assert counts(fleet)["instances"] == 1
     other = OrderRequest(ssh_keys=[key], kind="cluster", nodes=1, **H100)
-    with pytest.raises(InvalidInput, match="different order") as exc:
+    with pytest.raises(InvalidInput, match="different request") as exc:
         orders.place_order(fleet, tenant.principal, other, "order-1")
     assert exc.value.field == "Idempotency-Key"
     # keys are per user: another tenant's same key is a new order

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from gpulease.api.deps import PlatformDep, PrincipalDep
+from gpulease.api.deps import IdempotencyKey, PlatformDep, PrincipalDep
 from gpulease.domain.accounts import Role
 from gpulease.schemas import (
     TenantCreate,
@@ -14,6 +14,7 @@ from gpulease.schemas import (
     UserView,
 )
 from gpulease.services import accounts
+from gpulease.services.idempotency import idem_for
 
 router = APIRouter(tags=["accounts"])
 
@@ -24,16 +25,20 @@ def me(actor: PrincipalDep) -> dict[str, str | None]:
 
 
 @router.post("/tenants", response_model=TenantCreated, status_code=201)
-def create_tenant(body: TenantCreate, p: PlatformDep, actor: PrincipalDep) -> TenantCreated:
+def create_tenant(body: TenantCreate, p: PlatformDep, actor: PrincipalDep,
+                  key: IdempotencyKey = None) -> TenantCreated:
     """Operator: a new tenant with its first admin and that admin's token (shown once)."""
     actor.require_operator()
-    return accounts.create_tenant(p, body.name, body.admin_email, body.admin_name)
+    return accounts.create_tenant(p, body.name, body.admin_email, body.admin_name,
+                                  actor=actor, idem=idem_for(key, "tenant", body))
 
 
 @router.post("/users", response_model=UserView, status_code=201)
-def create_user(body: UserCreate, p: PlatformDep, actor: PrincipalDep) -> UserView:
+def create_user(body: UserCreate, p: PlatformDep, actor: PrincipalDep,
+                key: IdempotencyKey = None) -> UserView:
     """Tenant admin: add a user (admin, member or reader) to the tenant."""
-    return accounts.add_user(p, actor, body.email, body.name, Role(body.role), body.password)
+    return accounts.add_user(p, actor, body.email, body.name, Role(body.role), body.password,
+                             idem_for(key, "user", body))
 
 
 @router.get("/tokens", response_model=list[TokenView])
@@ -42,8 +47,10 @@ def list_tokens(p: PlatformDep, actor: PrincipalDep) -> list[TokenView]:
 
 
 @router.post("/tokens", response_model=TokenCreated, status_code=201)
-def create_token(body: TokenCreate, p: PlatformDep, actor: PrincipalDep) -> TokenCreated:
-    return accounts.issue_token(p, actor, body.name, body.user_id, body.expires_in_days)
+def create_token(body: TokenCreate, p: PlatformDep, actor: PrincipalDep,
+                 key: IdempotencyKey = None) -> TokenCreated:
+    return accounts.issue_token(p, actor, body.name, body.user_id, body.expires_in_days,
+                                idem_for(key, "token", body))
 
 
 @router.delete("/tokens/{token_id}", response_model=TokenView)

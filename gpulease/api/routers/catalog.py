@@ -2,9 +2,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from gpulease.api.deps import PlatformDep, PrincipalDep
+from gpulease.api.deps import IdempotencyKey, PlatformDep, PrincipalDep
 from gpulease.schemas import CatalogView, ImageCreate, ImageView
 from gpulease.services import catalog, images
+from gpulease.services.idempotency import idem_for
 
 router = APIRouter(tags=["catalog"])
 
@@ -23,9 +24,10 @@ def list_images(p: PlatformDep, _: PrincipalDep) -> list[ImageView]:
 
 
 @router.post("/images", response_model=ImageView, status_code=201)
-def add_image(body: ImageCreate, p: PlatformDep, actor: PrincipalDep) -> ImageView:
+def add_image(body: ImageCreate, p: PlatformDep, actor: PrincipalDep,
+              key: IdempotencyKey = None) -> ImageView:
     """Operator: add a custom OS image by URL and SHA-256 checksum."""
-    return images.add_image(p, actor, body)
+    return images.add_image(p, actor, body, idem_for(key, "image", body))
 
 
 @router.delete("/images/{image_id}", status_code=204)

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Query, Response
 
-from gpulease.api.deps import Limit, Offset, PlatformDep, PrincipalDep
+from gpulease.api.deps import IdempotencyKey, Limit, Offset, PlatformDep, PrincipalDep
 from gpulease.schemas import CredentialsView, InstanceView, OrderRequest, Page
 from gpulease.services import instances, orders
 
@@ -14,13 +14,12 @@ router = APIRouter(prefix="/instances", tags=["instances"])
 @router.post("", response_model=InstanceView, status_code=201)
 def order(
     body: OrderRequest, p: PlatformDep, actor: PrincipalDep, response: Response,
-    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+    idempotency_key: IdempotencyKey = None,
 ) -> InstanceView:
     """Order bare metal, a cluster on one fabric, or a container. Nodes are claimed at once
     (409 with what is free where when out of stock); delivery then runs in the worker."""
     view, created = orders.place_order(p, actor, body, idempotency_key)
     if not created:
-        response.status_code = 201
         response.headers["Idempotent-Replayed"] = "true"
     return view
 
