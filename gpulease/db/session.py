@@ -16,15 +16,16 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
-from sqlalchemy.pool import NullPool
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 
 def make_engine(url: str, pool_size: int = 20) -> Engine:
     if url.startswith("sqlite"):
+        # Pooled: a connection's PRAGMAs run once, not per transaction.
         engine = create_engine(
-            url, connect_args={"check_same_thread": False, "timeout": 60}, poolclass=NullPool
+            url, connect_args={"check_same_thread": False, "timeout": 60},
+            pool_size=pool_size, max_overflow=20,
         )
 
         @event.listens_for(engine, "connect")

@@ -157,18 +157,21 @@ def authenticate(p: Platform, raw_token: str | None) -> Principal:
     if not raw_token.startswith(TOKEN_PREFIX):
         raise Unauthorized("That is not a gpulease token (they start with 'glp_').")
     now = p.clock.now()
-    with p.db.read() as s:
-        row = s.execute(
-            select(ApiToken, User).join(User, User.id == ApiToken.user_id)
+    # Columns only (no ORM entities): this runs on every request.
+    with p.db.engine.connect() as conn:
+        row = conn.execute(
+            select(ApiToken.revoked_at, ApiToken.expires_at, User.id, User.role,
+                   User.tenant_id, User.disabled_at)
+            .join(User, User.id == ApiToken.user_id)
             .where(ApiToken.token_hash == hash_token(raw_token))
         ).first()
-        if row is None:
-            raise Unauthorized("Unknown API token; create a new one or check for a typo.")
-        tok, user = row
-        if tok.revoked_at is not None:
-            raise Unauthorized("This API token was revoked; create a new one.")
-        if tok.expires_at is not None and tok.expires_at <= now:
-            raise Unauthorized("This API token has expired; create a new one.")
-        if user.disabled_at is not None:
-            raise Unauthorized("This user is disabled; ask your tenant admin.")
-        return Principal(user_id=user.id, role=Role(user.role), tenant_id=user.tenant_id)
+    if row is None:
+        raise Unauthorized("Unknown API token; create a new one or check for a typo.")
+    revoked_at, expires_at, user_id, role, tenant_id, disabled_at = row
+    if revoked_at is not None:
+        raise Unauthorized("This API token was revoked; create a new one.")
+    if expires_at is not None and expires_at <= now:
+        raise Unauthorized("This API token has expired; create a new one.")
+    if disabled_at is not None:
+        raise Unauthorized("This user is disabled; ask your tenant admin.")
+    return Principal(user_id=user_id, role=Role(role), tenant_id=tenant_id)

@@ -26,7 +26,7 @@ from gpulease.schemas import InstanceView, OrderRequest
 from gpulease.security import new_id, new_root_password
 from gpulease.services.catalog import bare_metal_stock, free_gpus_by_node
 from gpulease.services.idempotency import idem_for, remember, replay
-from gpulease.services.images import all_images
+from gpulease.services.images import all_images, find_image
 from gpulease.services.instances import instance_view
 from gpulease.services.status import claim_node, record_event
 
@@ -112,14 +112,16 @@ def plan_order(p: Platform, req: OrderRequest) -> Plan:
 
 
 def _image(p: Platform, image_id: str, vendor: str) -> str:
-    with p.db.read() as s:
-        known = all_images(s, p)
-    fitting = sorted(i.id for i in known if i.gpu_vendor in ("any", vendor))
-    image = next((i for i in known if i.id == image_id), None)
-    if image is None:
-        raise InvalidInput("image", f"Unknown image {image_id!r}.", fitting)
-    if image.id not in fitting:
-        raise InvalidInput("image", f"Image {image_id!r} does not run on {vendor} GPUs.", fitting)
+    image = p.catalog.image_by_id.get(image_id)  # the common case needs no query
+    if image is None or image.gpu_vendor not in ("any", vendor):
+        with p.db.read() as s:
+            image = find_image(s, p, image_id)
+            fitting = sorted(i.id for i in all_images(s, p) if i.gpu_vendor in ("any", vendor))
+        if image is None:
+            raise InvalidInput("image", f"Unknown image {image_id!r}.", fitting)
+        if image.id not in fitting:
+            raise InvalidInput("image", f"Image {image_id!r} does not run on {vendor} GPUs.",
+                               fitting)
     return image.id
 
 
@@ -232,6 +234,8 @@ def _claim_nodes(s: Session, p: Platform, plan: Plan, inst: Instance) -> None:
         fabric = random.choice([f for f in fitting if groups[f] == smallest])
         rows = s.execute(_free_nodes_query(plan).where(Node.fabric_id == fabric)
                          .limit(plan.nodes + CANDIDATES)).all()
+        if len(rows) < plan.nodes:  # claimed by others since the count (READ COMMITTED)
+            raise _Raced()
         picked = [tuple(r) for r in random.sample(rows, plan.nodes)]
         inst.fabric_id = fabric
     now = p.clock.now()
