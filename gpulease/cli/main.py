@@ -144,8 +144,9 @@ def catalog(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) ->
         t.add_row(f"{o.sku}\n{o.region} {o.region_name_zh}" + ("\n[dim]example data[/dim]"
                                                                 if o.example else ""),
                   f"{o.gpu_count} × {gpu}", f"{o.cpu}\n{o.memory}\n{o.disks}", link,
-                  f"{o.monthly_price:,.2f}\n[dim]list {o.list_monthly_price:,.0f}, "
-                  f"-{o.discount_percent:.0f}%[/dim]", f"{o.day_price:,.2f}", str(o.stock))
+                  f"{o.monthly_price:,.2f}" + (
+                      f"\n[dim]list {o.list_monthly_price:,.0f}, -{o.discount_percent:.0f}%[/dim]"
+                      if o.discount_percent else ""), f"{o.day_price:,.2f}", str(o.stock))
     out.print(t)
     ct = Table(title="Container instances (per GPU-hour)")
     for col in ("offer", "GPU", "region", "¥/GPU-hour", "max GPUs", "free GPUs"):
@@ -239,6 +240,9 @@ def _place_and_follow(url: str, token: str, req: OrderRequest, wait: bool, as_js
                   + ("  [yellow]simulated hardware[/yellow]" if inst.simulated else ""))
         out.print(f"IP:       {inst.ip_address}")
         out.print(f"SSH:      {inst.ssh_command}")
+        if len(inst.nodes) > 1:
+            for n in inst.nodes:
+                out.print(f"  node {n.name}: {n.ip_address}  GPUs {len(n.gpus)}")
         if creds:
             out.print(f"password: {creds.root_password}   [dim]({creds.note})[/dim]")
     if inst.status != "ready":

@@ -136,7 +136,7 @@ class ContainerOffer(_Entry):
 
 
 class PricingRules(_Entry):
-    """Prices the seeds do not give are derived: day = month / 30 * day_factor,
+    """Day and year prices are derived from the monthly one: day = month / 30 * day_factor,
     year = month * 12 * year_factor. Shown to the tenant as such."""
 
     day_factor: Decimal = Field(default=Decimal("1.3"), gt=0)

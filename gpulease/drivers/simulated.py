@@ -10,6 +10,7 @@ Everything this module reports is labelled simulated.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -193,8 +194,8 @@ class SimulatedAgent:
         with self._fleet._state(node_name) as state:
             self._check(state, "agent_configure")
             state["config"] = {"hostname": config.hostname, "keys": len(config.ssh_keys)}
-            octet = sum(node_name.encode()) % 250 + 2
-            return ConfigureResult(ip_address=f"10.{len(node_name) % 250}.0.{octet}")
+            a, b, c = hashlib.sha256(node_name.encode()).digest()[:3]
+            return ConfigureResult(ip_address=f"10.{a}.{b}.{c % 250 + 2}")
 
     def erase(self, node_name: str) -> EraseResult:
         with self._fleet._state(node_name) as state:
