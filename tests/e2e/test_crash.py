@@ -132,3 +132,34 @@ def test_worker_process_runs_an_order_to_ready(
     finally:
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(10) == 0  # a clean stop on SIGTERM
+
+
+def test_two_worker_processes_share_the_work_without_stepping_on_each_other(
+    fleet: Platform, tenant: TenantCtx, key: str
+) -> None:
+    from gpulease.db.tables import Event
+
+    workers = [start_worker(fleet), start_worker(fleet)]
+    try:
+        ids = []
+        for offer in fleet.catalog.offers:
+            kind = "cluster" if offer.sku == "h100-80g-x8" else "bare_metal"
+            nodes = 2 if kind == "cluster" else 1
+            req = OrderRequest(kind=kind, nodes=nodes, sku=offer.sku, region=offer.region,
+                               ssh_keys=[key])
+            ids.append(orders.place_order(fleet, tenant.principal, req)[0].id)
+        wait_for(lambda: all(instance(fleet, i).status == "ready" for i in ids), 60,
+                 "all instances ready")
+    finally:
+        for w in workers:
+            w.send_signal(signal.SIGTERM)
+        for w in workers:
+            w.wait(10)
+    with fleet.db.read() as s:
+        for node in s.scalars(select(Node).where(Node.instance_id.is_not(None))):
+            stages = [e.to_value for e in s.scalars(
+                select(Event).where(Event.resource == "node", Event.resource_id == node.id,
+                                    Event.kind == "stage").order_by(Event.id))]
+            # each stage entered exactly once, in order: no step applied by two workers
+            assert stages == [st.value for st in DEPLOY_ORDER], (node.name, stages)
+    assert len(ids) == len(fleet.catalog.offers)
