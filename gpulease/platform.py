@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gpulease.db.session import Database
 from gpulease.domain.catalog import Catalog, load_catalog
+from gpulease.drivers.redfish import RedfishDriver
 from gpulease.drivers.simulated import SimulatedAgent, SimulatedFleet, SimulatedRuntime
 from gpulease.ports.agent import Agent
 from gpulease.ports.bmc import Bmc, BmcEndpoint
@@ -39,10 +40,14 @@ class Drivers:
         return factory(endpoint)
 
 
-def simulated_drivers(state_dir: Path, delay_s: float, latency_s: float = 0.0) -> Drivers:
+def simulated_drivers(state_dir: Path, delay_s: float, latency_s: float = 0.0,
+                      redfish: RedfishDriver | None = None) -> Drivers:
+    """The demo's drivers: simulated BMC, agent and runtime; real Redfish BMCs work beside
+    them (a node's bmc_driver picks which)."""
     fleet = SimulatedFleet(state_dir, delay_s, latency_s=latency_s)
+    redfish = redfish or RedfishDriver()
     return Drivers(
-        bmc={"simulated": fleet.bmc},
+        bmc={"simulated": fleet.bmc, "redfish": redfish.bmc},
         agent=SimulatedAgent(fleet),
         runtime=SimulatedRuntime(fleet),
         fleet=fleet,
@@ -70,6 +75,8 @@ class Platform:
         catalog = load_catalog(settings.catalog_file)
         box = SecretBox(load_or_create_key(settings.secret_key, settings.data_dir))
         if drivers is None:
-            drivers = simulated_drivers(settings.data_dir / "simulated", settings.demo_delay_s,
-                                        settings.demo_call_latency_s)
+            drivers = simulated_drivers(
+                settings.data_dir / "simulated", settings.demo_delay_s,
+                settings.demo_call_latency_s,
+                RedfishDriver(settings.bmc_timeout_s, settings.bmc_verify_tls))
         return cls(settings=settings, db=db, catalog=catalog, box=box, drivers=drivers)

@@ -24,6 +24,10 @@ class Settings(BaseSettings):
     # Where nodes fetch OS images and the agent ramdisk (served by the control plane)
     media_base_url: str = "http://127.0.0.1:8000/media"
 
+    # Redfish BMCs
+    bmc_timeout_s: float = Field(default=10.0, gt=0)
+    bmc_verify_tls: bool = True
+
     # Provisioning engine
     worker_threads: int = Field(default=4, ge=1, le=64)
     lock_ttl_s: float = Field(default=30.0, gt=0)

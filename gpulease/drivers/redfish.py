@@ -1,0 +1,262 @@
+"""The BMC port over Redfish, built on sushy (Dell iDRAC, HPE iLO, Supermicro, Inspur,
+Huawei iBMC and the sushy-tools emulator all speak it).
+
+Vendor values are translated through lookup tables; a resource the BMC does not offer is
+reported as unknown (None), never as an error. sushy's own retries are off: the
+provisioning engine retries with backoff and jitter and decides when to give up.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+import sushy
+from sushy import auth as sushy_auth
+from sushy import exceptions as sx
+
+from gpulease.ports.bmc import (
+    BmcEndpoint,
+    BmcError,
+    BmcPermanentError,
+    BmcTransientError,
+    BootDevice,
+    PowerState,
+)
+
+# Redfish power states, as sushy reports them, to what the engine waits for. A state in
+# transition counts as the one it is leaving, so the engine keeps polling.
+POWER_STATES: dict[Any, PowerState] = {
+    sushy.PowerState.ON: PowerState.ON,
+    sushy.PowerState.OFF: PowerState.OFF,
+    sushy.PowerState.POWERING_ON: PowerState.OFF,
+    sushy.PowerState.POWERING_OFF: PowerState.ON,
+}
+
+BOOT_SOURCES: dict[BootDevice, Any] = {
+    BootDevice.VIRTUAL_CD: sushy.BootSource.CD,
+    BootDevice.PXE: sushy.BootSource.PXE,
+    BootDevice.UEFI_HTTP: sushy.BootSource.UEFI_HTTP,
+    BootDevice.DISK: sushy.BootSource.HDD,
+}
+
+CD_MEDIA = (sushy.VirtualMediaType.CD, sushy.VirtualMediaType.DVD)
+
+
+@dataclass(frozen=True)
+class Drive:
+    name: str | None
+    capacity_bytes: int | None
+    serial: str | None
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """What the BMC says about the server; None where it does not say."""
+
+    system_id: str
+    manufacturer: str | None
+    model: str | None
+    serial: str | None
+    memory_gib: float | None
+    processor_count: int | None
+    processor_model: str | None
+    drives: tuple[Drive, ...] | None
+    nic_macs: tuple[str, ...] | None
+    gpus: tuple[str, ...] | None = None
+    unknown: tuple[str, ...] = field(default=())
+
+
+def split_address(address: str) -> tuple[str, str | None]:
+    """'http://bmc:8000/redfish/v1/Systems/abc' -> ('http://bmc:8000/redfish/v1', path)."""
+    parts = urlsplit(address)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise BmcPermanentError(
+            f"BMC address {address!r} is not an http(s) URL; give e.g. "
+            "https://10.0.0.5/redfish/v1/Systems/1"
+        )
+    root = f"{parts.scheme}://{parts.netloc}/redfish/v1"
+    path = parts.path.rstrip("/")
+    return root, (path if "/Systems/" in path else None)
+
+
+def _translate(exc: Exception, address: str) -> BmcError:
+    """sushy / requests errors -> the port's transient or permanent errors."""
+    message = str(exc)
+    if isinstance(exc, sx.AccessError):
+        return BmcPermanentError(f"BMC at {address} refused the credentials: {message}")
+    if isinstance(exc, sx.ServerSideError):
+        return BmcTransientError(f"BMC at {address} answered {exc.status_code}: {message}")
+    if isinstance(exc, (sx.BadRequestError, sx.ResourceNotFoundError, sx.MissingActionError,
+                        sx.InvalidParameterValueError)):
+        return BmcPermanentError(f"BMC at {address}: {message}")
+    if isinstance(exc, sx.HTTPError):
+        retry = exc.status_code in (408, 429) or exc.status_code >= 500
+        cls = BmcTransientError if retry else BmcPermanentError
+        return cls(f"BMC at {address} answered {exc.status_code}: {message}")
+    if isinstance(exc, (sx.ConnectionError, requests.RequestException, OSError)):
+        return BmcTransientError(f"BMC at {address} unreachable: {message}")
+    return BmcTransientError(f"BMC at {address}: {type(exc).__name__}: {message}")
+
+
+class RedfishDriver:
+    """Holds one sushy connection per BMC endpoint (its service root is read once)."""
+
+    def __init__(self, timeout_s: float = 10.0, verify_tls: bool = True) -> None:
+        self.timeout_s = timeout_s
+        self.verify_tls = verify_tls
+        self._connections: dict[tuple[str, str, str], sushy.Sushy] = {}
+        self._mutex = threading.Lock()
+
+    def bmc(self, endpoint: BmcEndpoint) -> RedfishBmc:
+        return RedfishBmc(self, endpoint)
+
+    def connection(self, root: str, username: str, password: str) -> sushy.Sushy:
+        key = (root, username, password)
+        with self._mutex:
+            conn = self._connections.get(key)
+        if conn is None:
+            conn = sushy.Sushy(
+                root, auth=sushy_auth.SessionOrBasicAuth(username=username, password=password),
+                verify=self.verify_tls, server_side_retries=0, read_timeout=self.timeout_s,
+                connect_timeout=min(self.timeout_s, 5.0),
+            )
+            with self._mutex:
+                self._connections[key] = conn
+        return conn
+
+    def forget(self, root: str, username: str, password: str) -> None:
+        with self._mutex:
+            self._connections.pop((root, username, password), None)
+
+
+class RedfishBmc:
+    def __init__(self, driver: RedfishDriver, endpoint: BmcEndpoint) -> None:
+        self._driver = driver
+        self._endpoint = endpoint
+        self._root, self._system_path = split_address(endpoint.address)
+
+    # -- plumbing -------------------------------------------------------------------
+    def _call(self, what: Any) -> Any:
+        try:
+            return what()
+        except BmcError:
+            raise
+        except Exception as exc:
+            if isinstance(exc, (sx.AccessError, sx.ConnectionError)):
+                # a stale session or a restarted BMC: log in afresh next time
+                self._driver.forget(self._root, self._endpoint.username,
+                                    self._endpoint.password)
+            raise _translate(exc, self._endpoint.address) from None
+
+    def _conn(self) -> sushy.Sushy:
+        return self._driver.connection(self._root, self._endpoint.username,
+                                       self._endpoint.password)
+
+    def _system(self) -> Any:
+        conn = self._conn()
+        if self._system_path:
+            return conn.get_system(self._system_path)
+        members = conn.get_system_collection().get_members()
+        if len(members) != 1:
+            raise BmcPermanentError(
+                f"BMC at {self._endpoint.address} has {len(members)} systems; add the system's "
+                "path to the address, e.g. …/redfish/v1/Systems/<id>"
+            )
+        return members[0]
+
+    def _cd(self, system: Any) -> Any:
+        for manager in system.managers:
+            for media in manager.virtual_media.get_members():
+                if any(t in CD_MEDIA for t in media.media_types):
+                    return media
+        raise BmcPermanentError(
+            f"BMC at {self._endpoint.address} offers no virtual CD; use network boot for "
+            "this offer"
+        )
+
+    # -- the port -------------------------------------------------------------------
+    def power_state(self) -> PowerState:
+        return self._call(lambda: POWER_STATES.get(self._system().power_state,
+                                                   PowerState.UNKNOWN))
+
+    def power_on(self) -> None:
+        def on() -> None:
+            system = self._system()
+            if system.power_state != sushy.PowerState.ON:
+                system.reset_system(sushy.ResetType.ON)
+        self._call(on)
+
+    def power_off(self) -> None:
+        def off() -> None:
+            system = self._system()
+            if system.power_state != sushy.PowerState.OFF:
+                system.reset_system(sushy.ResetType.FORCE_OFF)
+        self._call(off)
+
+    def force_restart(self) -> None:
+        self._call(lambda: self._system().reset_system(sushy.ResetType.FORCE_RESTART))
+
+    def set_one_time_boot(self, device: BootDevice) -> None:
+        self._call(lambda: self._system().set_system_boot_options(
+            target=BOOT_SOURCES[device], enabled=sushy.BootSourceOverrideEnabled.ONCE))
+
+    def insert_media(self, image_url: str) -> None:
+        def insert() -> None:
+            cd = self._cd(self._system())
+            if cd.inserted:
+                cd.eject_media()
+            cd.insert_media(image_url, inserted=True, write_protected=True)
+        self._call(insert)
+
+    def eject_media(self) -> None:
+        def eject() -> None:
+            cd = self._cd(self._system())
+            if cd.inserted:
+                cd.eject_media()
+        self._call(eject)
+
+    def inserted_media(self) -> str | None:
+        def read() -> str | None:
+            cd = self._cd(self._system())
+            cd.refresh()
+            return str(cd.image) if cd.inserted and cd.image else None
+        result: str | None = self._call(read)
+        return result
+
+    def inventory(self) -> Inventory:
+        return self._call(self._inventory)
+
+    def _inventory(self) -> Inventory:
+        system = self._system()
+        unknown: list[str] = []
+
+        def optional(name: str, read: Any) -> Any:
+            try:
+                return read()
+            except (sx.MissingAttributeError, sx.ResourceNotFoundError, sx.ServerSideError,
+                    sx.MissingActionError):
+                unknown.append(name)
+                return None
+
+        memory = system.memory_summary
+        memory_gib = getattr(memory, "size_gib", None) if memory else None
+        if memory_gib is None:
+            unknown.append("memory")
+        processors = optional("processors", lambda: system.processors.summary)
+        drives = optional("storage", lambda: tuple(
+            Drive(d.name, d.capacity_bytes, d.serial_number)
+            for storage in system.storage.get_members() for d in storage.drives))
+        macs = optional("nics", lambda: tuple(
+            str(n.mac_address) for n in system.ethernet_interfaces.get_members()))
+        return Inventory(
+            system_id=system.identity, manufacturer=system.manufacturer, model=system.model,
+            serial=system.serial_number, memory_gib=float(memory_gib) if memory_gib else None,
+            processor_count=processors.count if processors else None,
+            processor_model=(processors.architecture.value if processors and
+                             processors.architecture else None),
+            drives=drives, nic_macs=macs, unknown=tuple(unknown),
+        )
