@@ -10,7 +10,12 @@ from pathlib import Path
 from gpulease.db.session import Database
 from gpulease.domain.catalog import Catalog, load_catalog
 from gpulease.drivers.redfish import RedfishDriver
-from gpulease.drivers.simulated import SimulatedAgent, SimulatedFleet, SimulatedRuntime
+from gpulease.drivers.simulated import (
+    BmcWatchingAgent,
+    SimulatedAgent,
+    SimulatedFleet,
+    SimulatedRuntime,
+)
 from gpulease.ports.agent import Agent
 from gpulease.ports.bmc import Bmc, BmcEndpoint
 from gpulease.ports.clock import Clock, SystemClock
@@ -26,9 +31,15 @@ class Drivers:
     """Drivers by interface; BMC drivers in a typed registry keyed by the node's bmc_driver."""
 
     bmc: dict[str, BmcFactory]
-    agent: Agent
+    agents: dict[str, Agent]  # by the node's bmc_driver, until the real agent (issue 4)
     runtime: ContainerRuntime
     fleet: SimulatedFleet | None = None
+
+    def agent_for(self, driver: str) -> Agent:
+        try:
+            return self.agents[driver]
+        except KeyError:
+            raise LookupError(f"no node agent for BMC driver {driver!r}") from None
 
     def bmc_for(self, driver: str, endpoint: BmcEndpoint) -> Bmc:
         try:
@@ -48,7 +59,8 @@ def simulated_drivers(state_dir: Path, delay_s: float, latency_s: float = 0.0,
     redfish = redfish or RedfishDriver()
     return Drivers(
         bmc={"simulated": fleet.bmc, "redfish": redfish.bmc},
-        agent=SimulatedAgent(fleet),
+        agents={"simulated": SimulatedAgent(fleet),
+                "redfish": BmcWatchingAgent(redfish.bmc, boot_delay_s=delay_s)},
         runtime=SimulatedRuntime(fleet),
         fleet=fleet,
     )

@@ -86,9 +86,12 @@ class DeployStage(StrEnum):
 
 
 class CleanStage(StrEnum):
-    """Per-node steps of cleaning after release: boot the agent, erase, power off."""
+    """Per-node steps of cleaning after release or a failed deploy. Erasure always runs
+    from a freshly booted agent ramdisk, never from the tenant's system."""
 
-    BOOT = "clean_boot"
+    SHUTDOWN = "clean_shutdown"
+    ATTACH_MEDIA = "clean_attach_media"
+    POWER_ON = "clean_power_on"
     WAIT_AGENT = "clean_wait_agent"
     ERASE = "erase"
     POWER_OFF = "clean_power_off"

@@ -12,13 +12,14 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gpulease.ports.agent import AgentError, ConfigureResult, EraseResult, NodeConfig
+from gpulease.ports.agent import AgentError, ConfigureResult, EraseResult, NodeConfig, NodeRef
 from gpulease.ports.bmc import (
     BmcEndpoint,
     BmcPermanentError,
@@ -29,6 +30,12 @@ from gpulease.ports.bmc import (
 from gpulease.ports.runtime import ContainerHandle, ContainerSpec, RuntimeError_
 
 FAULT_KINDS = ("transient", "permanent", "hang")
+
+
+def simulated_ip(node_name: str) -> str:
+    """A stable, distinct private address per simulated node."""
+    a, b, c = hashlib.sha256(node_name.encode()).digest()[:3]
+    return f"10.{a}.{b}.{c % 250 + 2}"
 
 
 class SimulatedFleet:
@@ -162,6 +169,11 @@ class SimulatedBmc:
             self._fleet._raise_bmc_fault(state, "eject_media")
             state["media"] = None
 
+    def inserted_media(self) -> str | None:
+        with self._fleet._state(self._node) as state:
+            media: str | None = state["media"]
+            return media
+
 
 class SimulatedAgent:
     simulated = True
@@ -169,8 +181,8 @@ class SimulatedAgent:
     def __init__(self, fleet: SimulatedFleet) -> None:
         self._fleet = fleet
 
-    def is_up(self, node_name: str) -> bool:
-        with self._fleet._state(node_name) as state:
+    def is_up(self, node: NodeRef) -> bool:
+        with self._fleet._state(node.name) as state:
             if state["faults"].get("agent_up", {}).get("kind") == "hang":
                 return False
             return bool(
@@ -190,15 +202,14 @@ class SimulatedAgent:
         if not (state["power"] == "on" and state["booted_media"]):
             raise AgentError(f"simulated agent on {state.get('name', 'node')} is not running")
 
-    def configure(self, node_name: str, config: NodeConfig) -> ConfigureResult:
-        with self._fleet._state(node_name) as state:
+    def configure(self, node: NodeRef, config: NodeConfig) -> ConfigureResult:
+        with self._fleet._state(node.name) as state:
             self._check(state, "agent_configure")
             state["config"] = {"hostname": config.hostname, "keys": len(config.ssh_keys)}
-            a, b, c = hashlib.sha256(node_name.encode()).digest()[:3]
-            return ConfigureResult(ip_address=f"10.{a}.{b}.{c % 250 + 2}")
+            return ConfigureResult(ip_address=simulated_ip(node.name))
 
-    def erase(self, node_name: str) -> EraseResult:
-        with self._fleet._state(node_name) as state:
+    def erase(self, node: NodeRef) -> EraseResult:
+        with self._fleet._state(node.name) as state:
             self._check(state, "agent_erase")
             state["erase_count"] += 1
             state["config"] = None
@@ -233,3 +244,57 @@ class SimulatedRuntime:
     def stop(self, instance_id: str, node_name: str) -> None:
         with self._fleet._state(node_name) as state:
             state["containers"].pop(instance_id, None)
+
+
+class BmcWatchingAgent:
+    """A simulated node agent for servers behind a real BMC (the demo behind Redfish
+    emulators, and tests), until the real agent runs on them. It reads the server's state
+    from its BMC: the agent is up `boot_delay_s` after the BMC first shows the server on
+    with virtual media inserted, and down once it shows it off. Its reports say simulated.
+    """
+
+    simulated = True
+
+    def __init__(self, bmc_for: Callable[[BmcEndpoint], Any], boot_delay_s: float = 0.0,
+                 now: Callable[[], float] = time.time) -> None:
+        self._bmc_for = bmc_for
+        self.boot_delay_s = boot_delay_s
+        self._now = now
+        self._booted: dict[str, tuple[str, float]] = {}
+        self.boots: dict[str, list[str]] = {}  # every boot seen per node: the media URL
+        self.erased: dict[str, int] = {}
+        self._mutex = threading.Lock()
+
+    def is_up(self, node: NodeRef) -> bool:
+        bmc = self._bmc_for(node.endpoint)
+        if bmc.power_state() != PowerState.ON:
+            with self._mutex:
+                self._booted.pop(node.name, None)
+            return False
+        with self._mutex:
+            booted = self._booted.get(node.name)
+        media = bmc.inserted_media()
+        # Other media than the last boot's means the server was rebooted from it (the
+        # engine may power-cycle it without this agent seeing the off state).
+        if media and (booted is None or booted[0] != media):
+            with self._mutex:
+                self._booted[node.name] = booted = (media, self._now())
+                self.boots.setdefault(node.name, []).append(media)
+        if booted is None:
+            return False
+        return self._now() >= booted[1] + self.boot_delay_s
+
+    def _require_up(self, node: NodeRef, op: str) -> None:
+        if not self.is_up(node):
+            raise AgentError(f"simulated agent on {node.name} is not running ({op})")
+
+    def configure(self, node: NodeRef, config: NodeConfig) -> ConfigureResult:
+        self._require_up(node, "configure")
+        return ConfigureResult(ip_address=simulated_ip(node.name))
+
+    def erase(self, node: NodeRef) -> EraseResult:
+        self._require_up(node, "erase")
+        with self._mutex:
+            self.erased[node.name] = self.erased.get(node.name, 0) + 1
+        return EraseResult(devices=("/dev/nvme0n1", "/dev/nvme1n1"), method="simulated",
+                           simulated=True)

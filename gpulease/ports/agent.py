@@ -5,9 +5,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from gpulease.ports.bmc import BmcEndpoint
+
 
 class AgentError(Exception):
     retryable = True
+
+
+@dataclass(frozen=True)
+class NodeRef:
+    """Which server an agent call is about (and its BMC, for agents that watch it)."""
+
+    name: str
+    bmc_driver: str
+    endpoint: BmcEndpoint
 
 
 @dataclass(frozen=True)
@@ -32,14 +43,14 @@ class EraseResult:
 
 
 class Agent(Protocol):
-    def is_up(self, node_name: str) -> bool:
+    def is_up(self, node: NodeRef) -> bool:
         """True once the node's agent has phoned home since its last boot."""
         ...
 
-    def configure(self, node_name: str, config: NodeConfig) -> ConfigureResult:
+    def configure(self, node: NodeRef, config: NodeConfig) -> ConfigureResult:
         """Format and mount the data disk, write keys and password. Raises AgentError."""
         ...
 
-    def erase(self, node_name: str) -> EraseResult:
+    def erase(self, node: NodeRef) -> EraseResult:
         """Erase every tenant-writable disk. Raises AgentError."""
         ...

@@ -74,3 +74,7 @@ class Bmc(Protocol):
     def eject_media(self) -> None:
         """Eject virtual media (a no-op when empty). Raises BmcError."""
         ...
+
+    def inserted_media(self) -> str | None:
+        """The image URL in the virtual CD, or None. Raises BmcError."""
+        ...

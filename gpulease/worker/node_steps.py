@@ -9,7 +9,7 @@ from enum import Enum
 
 from gpulease.domain.states import CleanStage, DeployStage
 from gpulease.platform import Platform
-from gpulease.ports.agent import NodeConfig
+from gpulease.ports.agent import Agent, NodeConfig, NodeRef
 from gpulease.ports.bmc import Bmc, BmcEndpoint, BootDevice, PowerState
 
 
@@ -71,13 +71,21 @@ def attach_media(p: Platform, job: NodeJob) -> StepResult:
     return StepResult(Outcome.ADVANCE)
 
 
+def _agent(p: Platform, job: NodeJob) -> Agent:
+    return p.drivers.agent_for(job.bmc_driver)
+
+
+def _ref(job: NodeJob) -> NodeRef:
+    return NodeRef(job.node_name, job.bmc_driver, job.endpoint)
+
+
 def wait_agent(p: Platform, job: NodeJob) -> StepResult:
-    return StepResult(Outcome.ADVANCE if p.drivers.agent.is_up(job.node_name) else Outcome.WAIT)
+    return StepResult(Outcome.ADVANCE if _agent(p, job).is_up(_ref(job)) else Outcome.WAIT)
 
 
 def configure(p: Platform, job: NodeJob) -> StepResult:
-    result = p.drivers.agent.configure(
-        job.node_name,
+    result = _agent(p, job).configure(
+        _ref(job),
         NodeConfig(hostname=job.hostname, ssh_keys=job.ssh_keys,
                    root_password=job.root_password),
     )
@@ -89,22 +97,16 @@ def detach_media(p: Platform, job: NodeJob) -> StepResult:
     return StepResult(Outcome.ADVANCE)
 
 
-def clean_boot(p: Platform, job: NodeJob) -> StepResult:
-    if p.drivers.agent.is_up(job.node_name):
-        return StepResult(Outcome.ADVANCE, note="agent already running")
+def attach_agent_media(p: Platform, job: NodeJob) -> StepResult:
     bmc = _bmc(p, job)
     bmc.eject_media()
     bmc.insert_media(job.agent_media_url)
     bmc.set_one_time_boot(BootDevice.VIRTUAL_CD)
-    if bmc.power_state() == PowerState.ON:
-        bmc.force_restart()
-    else:
-        bmc.power_on()
     return StepResult(Outcome.ADVANCE)
 
 
 def erase(p: Platform, job: NodeJob) -> StepResult:
-    result = p.drivers.agent.erase(job.node_name)
+    result = _agent(p, job).erase(_ref(job))
     label = " (simulated)" if result.simulated else ""
     return StepResult(Outcome.ADVANCE,
                       note=f"erased {', '.join(result.devices)} by {result.method}{label}")
@@ -122,7 +124,9 @@ STEPS: dict[str, Callable[[Platform, NodeJob], StepResult]] = {
     DeployStage.WAIT_AGENT.value: wait_agent,
     DeployStage.CONFIGURE.value: configure,
     DeployStage.DETACH_MEDIA.value: detach_media,
-    CleanStage.BOOT.value: clean_boot,
+    CleanStage.SHUTDOWN.value: power_off,
+    CleanStage.ATTACH_MEDIA.value: attach_agent_media,
+    CleanStage.POWER_ON.value: power_on,
     CleanStage.WAIT_AGENT.value: wait_agent,
     CleanStage.ERASE.value: erase,
     CleanStage.POWER_OFF.value: clean_power_off,

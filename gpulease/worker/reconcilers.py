@@ -233,7 +233,8 @@ def _interrupted_unsafe(s: Session, p: Platform, node: Node, step: str | None) -
                  to_value=step, message=reason)
     inst = s.get(Instance, node.instance_id) if node.instance_id else None
     switch_node_status(s, node, NodeStatus.CLEANING, now, reason)
-    enter_stage(s, node, CleanStage.BOOT.value, now, p.settings.stage_timeout_s, node.instance_id)
+    enter_stage(s, node, CleanStage.SHUTDOWN.value, now, p.settings.stage_timeout_s,
+                node.instance_id)
     node.next_attempt_at = now
     if inst is not None and inst.status in (InstanceStatus.PENDING.value,
                                             InstanceStatus.DEPLOYING.value):
@@ -247,7 +248,8 @@ def start_cleaning(s: Session, p: Platform, node: Node, now: datetime, reason: s
     from any worker mid-step (its guarded write will then match nothing)."""
     release_lock(node)
     switch_node_status(s, node, NodeStatus.CLEANING, now, reason)
-    enter_stage(s, node, CleanStage.BOOT.value, now, p.settings.stage_timeout_s, node.instance_id)
+    enter_stage(s, node, CleanStage.SHUTDOWN.value, now, p.settings.stage_timeout_s,
+                node.instance_id)
     node.next_attempt_at = now
 
 

@@ -76,9 +76,12 @@ def test_release_erases_and_frees_the_node(
     worker.run_until_idle()
     view = instances.show_instance(fleet, tenant.principal, iid)
     assert view.status == "released" and view.released_at is not None
-    assert [st.stage for st in view.stages][-5:] == [
-        "cleaning", "clean_boot", "clean_wait_agent", "erase", "clean_power_off"] or (
-        "released" in [st.stage for st in view.stages])
+    node_stages = [st.stage for st in view.stages if st.node and st.stage.startswith(
+        ("clean", "erase"))]
+    assert node_stages == ["clean_shutdown", "clean_attach_media", "clean_power_on",
+                           "clean_wait_agent", "erase", "erase", "clean_power_off"]
+    assert [st.stage for st in view.stages][-1] == "released"
+    assert "cleaning" in [st.stage for st in view.stages]
     snap = fleet.drivers.fleet.snapshot(node_name)  # type: ignore[union-attr]
     assert snap["erase_count"] == 1 and snap["power"] == "off" and snap["config"] is None
     stock = {o.id: o.stock for o in catalog.catalog_view(fleet).offers}
