@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -177,6 +177,20 @@ class NodeView(BaseModel):
     simulated: bool
     last_error: str | None
     updated_at: datetime
+    inventory: dict[str, Any] | None = None
+
+
+class EnrollRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    bmc: str = Field(description="Redfish URL, e.g. https://10.0.0.5/redfish/v1/Systems/1",
+                     max_length=300)
+    username: str = Field(min_length=1, max_length=100)
+    password: str = Field(min_length=1, max_length=200)
+    offer: str | None = Field(default=None, description="expected offer, SKU@region")
+    name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+    fabric: str | None = Field(default=None, max_length=64)
+    rack: str | None = Field(default=None, max_length=64)
+    pool: Literal["bare_metal", "container"] = "bare_metal"
 
 
 class NodeActionRequest(BaseModel):

@@ -9,6 +9,7 @@ import httpx
 from gpulease.schemas import (
     CatalogView,
     CredentialsView,
+    EnrollRequest,
     ImageCreate,
     ImageView,
     InstanceView,
@@ -108,6 +109,10 @@ class Client:
         params = {k: v for k, v in {"status": status, "region": region, "sku": sku,
                                     "limit": limit, "offset": offset}.items() if v is not None}
         return Page[NodeView].model_validate(self._call("GET", "/api/v1/nodes", params=params))
+
+    def enroll(self, body: EnrollRequest) -> NodeView:
+        return NodeView.model_validate(self._call(
+            "POST", "/api/v1/nodes", json=body.model_dump(mode="json", exclude_none=True)))
 
     def node_action(self, node_id: str, action: str, reason: str | None = None) -> NodeView:
         body = {"reason": reason} if reason else None

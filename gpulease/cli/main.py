@@ -418,6 +418,33 @@ def _node_action(action: str, node_id: str, reason: str | None, url: str, token:
 ReasonOpt = Annotated[str | None, typer.Option(help="why (shown to operators)")]
 
 
+@node_app.command("enroll")
+def node_enroll(
+    bmc: Annotated[str | None, typer.Option(help="Redfish URL of the server's BMC")] = None,
+    username: Annotated[str | None, typer.Option(help="BMC user")] = None,
+    password_file: Annotated[Path | None, typer.Option(help="file holding the BMC password")]
+    = None,
+    offer: Annotated[str | None, typer.Option(help="expected offer, SKU@region")] = None,
+    name: Annotated[str | None, typer.Option()] = None,
+    fabric: Annotated[str | None, typer.Option(help="InfiniBand fabric id")] = None,
+    csv_file: Annotated[Path | None, typer.Option("--csv", help=(
+        "bulk: columns bmc,username,password_file[,offer,name,fabric]"))] = None,
+    parallel: Annotated[int, typer.Option(help="bulk: BMCs at once")] = 8,
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+) -> None:
+    """Enroll servers by their BMC; their inventory is checked against the offer."""
+    from gpulease.cli.enroll import enroll_many, enroll_one
+
+    client = _client(url, token)
+    if csv_file is not None:
+        raise typer.Exit(enroll_many(client, csv_file, parallel, as_json, out, err))
+    if not (bmc and username and password_file):
+        err.print("[red]error[/red]: give --bmc, --username and --password-file, or --csv FILE")
+        raise typer.Exit(2)
+    raise typer.Exit(enroll_one(client, bmc, username, password_file, offer, name, fabric,
+                                as_json, out, err))
+
+
 @node_app.command("drain")
 def node_drain(node_id: str, reason: ReasonOpt = None, url: UrlOpt = "", token: TokenOpt = "",
                as_json: JsonOpt = False) -> None:

@@ -139,6 +139,8 @@ class Node(LockedRow, Base):
     generation: Mapped[int] = mapped_column(Integer, default=0)
     instance_id: Mapped[str | None] = mapped_column(ForeignKey("instances.id"), index=True)
     ip_address: Mapped[str | None] = mapped_column(String(64))
+    # What the BMC reported at enrollment (JSON), and how it compared with the offer.
+    inventory_json: Mapped[str | None] = mapped_column(Text)
     # Set by `node drain`: the node goes to maintenance instead of available once freed.
     drain_requested_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())

@@ -92,6 +92,8 @@ class Offer(_Entry):
     list_monthly_price: Money | None = None
     default_image: str
     example: bool = False
+    # Network ports the BMC should list (Ethernet + InfiniBand); None = not checked.
+    nic_count: int | None = Field(default=None, gt=0)
 
     @property
     def id(self) -> str:

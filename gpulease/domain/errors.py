@@ -50,6 +50,13 @@ class OutOfStock(Conflict):
     title = "Out of stock"
 
 
+class BadGateway(DomainError):
+    """A device the platform talks to (a BMC) failed or could not be reached."""
+
+    status = 502
+    title = "Bad gateway"
+
+
 class Gone(DomainError):
     status = 410
     title = "Gone"

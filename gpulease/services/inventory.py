@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 
 from sqlalchemy import func, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from gpulease.db.tables import Fabric, Gpu, GpuAllocation, Node, Rack
@@ -32,15 +35,16 @@ class NodeSpec:
     bmc_username: str = "admin"
     bmc_password: str = ""
     status: NodeStatus = NodeStatus.AVAILABLE
+    status_reason: str | None = None
+    inventory_json: str | None = None
 
 
 def ensure_fabric(s: Session, fabric_id: str, region: str, kind: str = "infiniband",
-                  rate_gbps: int = 400) -> Fabric:
-    fabric = s.get(Fabric, fabric_id)
-    if fabric is None:
-        fabric = Fabric(id=fabric_id, region=region, kind=kind, rate_gbps=rate_gbps)
-        s.add(fabric)
-    return fabric
+                  rate_gbps: int = 400) -> None:
+    """Create the fabric unless it exists; safe when two enrollments name it at once."""
+    insert = pg_insert if s.get_bind().dialect.name == "postgresql" else sqlite_insert
+    s.execute(insert(Fabric).values(id=fabric_id, region=region, kind=kind, rate_gbps=rate_gbps)
+              .on_conflict_do_nothing(index_elements=["id"]))
 
 
 def ensure_rack(s: Session, rack_id: str, region: str, zone: str, fabric_id: str | None,
@@ -64,7 +68,9 @@ def add_node(s: Session, p: Platform, spec: NodeSpec) -> Node:
         fabric_id=spec.fabric_id, bmc_driver=spec.bmc_driver,
         bmc_address=spec.bmc_address or f"simulated://{spec.name}",
         bmc_username=spec.bmc_username, bmc_password_enc=p.box.seal(spec.bmc_password),
-        status=spec.status.value, generation=0, attempts=0, created_at=now, updated_at=now,
+        status=spec.status.value, status_reason=spec.status_reason,
+        inventory_json=spec.inventory_json, generation=0, attempts=0, created_at=now,
+        updated_at=now,
     )
     s.add(node)
     s.flush()  # the GPUs reference the node
@@ -102,6 +108,7 @@ def node_view(node: Node, rack: Rack | None, counts: tuple[int, int]) -> NodeVie
         free_gpus=counts[1], drain_requested=node.drain_requested_at is not None,
         simulated=node.bmc_driver == "simulated", last_error=node.last_error,
         updated_at=node.updated_at,
+        inventory=json.loads(node.inventory_json) if node.inventory_json else None,
     )
 
 

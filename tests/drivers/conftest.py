@@ -43,16 +43,23 @@ class Emulator:
             self.proc.wait(10)
 
 
-def start_emulator(tmp: Path, count: int = 2, power: str = "Off") -> Emulator:
+def start_emulator(tmp: Path, count: int = 2, power: str = "Off",
+                   nics: list[int] | None = None) -> Emulator:
     tmp.mkdir(parents=True, exist_ok=True)
     port = free_port()
     (tmp / "htpasswd").write_text(
         f"{USER}:{bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()}\n")
     systems = [f"5e1f0000-0000-4000-8000-{i:012d}" for i in range(1, count + 1)]
+    nics = nics or [1] * count
+
+    def nic_list(i: int) -> str:
+        return ", ".join(
+            f"{{'mac': '00:5c:52:{n:02x}:{i // 256:02x}:{i % 256:02x}', 'ip': '172.22.{n}.{i}'}}"
+            for n in range(1, nics[i - 1] + 1))
+
     fake = ",\n".join(
         f"{{'uuid': '{u}', 'name': 'gpu-node-{i:02d}', 'power_state': '{power}', "
-        f"'external_notifier': False, "
-        f"'nics': [{{'mac': '00:5c:52:31:{i // 256:02x}:{i % 256:02x}', 'ip': '172.22.0.{i}'}}]}}"
+        f"'external_notifier': False, 'nics': [{nic_list(i)}]}}"
         for i, u in enumerate(systems, start=1))
     (tmp / "emulator.conf").write_text(
         "SUSHY_EMULATOR_FAKE_DRIVER = True\n"

@@ -92,7 +92,7 @@ def test_inventory_reports_what_the_bmc_offers_and_unknown_for_the_rest(
     inv = bmc(emulator, 1).inventory()
     assert inv.system_id == emulator.systems[1]
     assert inv.manufacturer == "Sushy Emulator"
-    assert inv.nic_macs == ("00:5c:52:31:00:02",)
+    assert inv.nic_macs == ("00:5c:52:01:00:02",)
     assert inv.processor_count is None and "processors" in inv.unknown
     assert inv.drives is None and "storage" in inv.unknown
 

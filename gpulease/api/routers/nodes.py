@@ -4,9 +4,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from gpulease.api.deps import Limit, Offset, PlatformDep, PrincipalDep
-from gpulease.schemas import NodeActionRequest, NodeView, Page
-from gpulease.services import inventory
+from gpulease.api.deps import IdempotencyKey, Limit, Offset, PlatformDep, PrincipalDep
+from gpulease.schemas import EnrollRequest, NodeActionRequest, NodeView, Page
+from gpulease.services import enrollment, inventory
+from gpulease.services.idempotency import idem_for
 
 router = APIRouter(prefix="/nodes", tags=["nodes (operator)"])
 
@@ -20,6 +21,14 @@ def list_nodes(
 ) -> Page[NodeView]:
     return inventory.list_nodes(p, actor, status=status, region=region, sku=sku, limit=limit,
                                 offset=offset)
+
+
+@router.post("", response_model=NodeView, status_code=201)
+def enroll(body: EnrollRequest, p: PlatformDep, actor: PrincipalDep,
+           key: IdempotencyKey = None) -> NodeView:
+    """Enroll a server by its Redfish BMC: credentials checked, inventory read and compared
+    with the offer. A match is available; a mismatch stays enrolling with its report."""
+    return enrollment.enroll(p, actor, body, idem_for(key, "node", body))
 
 
 @router.get("/{node_id}", response_model=NodeView)

@@ -1,0 +1,94 @@
+"""`gpulease node enroll`: one BMC, or many from a CSV file with a progress bar."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
+
+from gpulease.cli.client import ApiError, Client
+from gpulease.schemas import EnrollRequest, NodeView
+
+
+def _request(bmc: str, username: str, password_file: Path, offer: str | None,
+             name: str | None, fabric: str | None) -> EnrollRequest:
+    password = password_file.read_text().strip()
+    return EnrollRequest(bmc=bmc, username=username, password=password, offer=offer or None,
+                         name=name or None, fabric=fabric or None)
+
+
+def _describe(node: NodeView) -> str:
+    return f"{node.name}: {node.status}" + (f" — {node.status_reason}" if node.status_reason
+                                           else "")
+
+
+def enroll_one(client: Client, bmc: str, username: str, password_file: Path,
+               offer: str | None, name: str | None, fabric: str | None, as_json: bool,
+               out: Console, err: Console) -> int:
+    try:
+        node = client.enroll(_request(bmc, username, password_file, offer, name, fabric))
+    except OSError as exc:
+        err.print(f"[red]error[/red]: cannot read {password_file}: {exc.strerror}")
+        return 2
+    except ApiError as exc:
+        err.print(f"[red]error[/red] ({exc.status} {exc.title}): {exc.detail}")
+        return 1
+    if as_json:
+        sys.stdout.write(node.model_dump_json(indent=2) + "\n")
+    else:
+        out.print(_describe(node))
+    return 0
+
+
+def enroll_many(client: Client, csv_file: Path, parallel: int, as_json: bool,
+                out: Console, err: Console) -> int:
+    try:
+        rows = list(csv.DictReader(csv_file.open(newline="")))
+    except OSError as exc:
+        err.print(f"[red]error[/red]: cannot read {csv_file}: {exc.strerror}")
+        return 2
+    missing = {"bmc", "username", "password_file"} - set(rows[0] if rows else {})
+    if missing:
+        err.print(f"[red]error[/red]: {csv_file} lacks columns {', '.join(sorted(missing))}")
+        return 2
+    base = csv_file.parent
+    results: list[dict[str, str]] = []
+
+    def one(row: dict[str, str]) -> dict[str, str]:
+        try:
+            pw = Path(row["password_file"])
+            req = _request(row["bmc"], row["username"], pw if pw.is_absolute() else base / pw,
+                           row.get("offer"), row.get("name"), row.get("fabric"))
+            node = client.enroll(req)
+            return {"bmc": row["bmc"], "node": node.name, "status": node.status,
+                    "detail": node.status_reason or ""}
+        except ApiError as exc:
+            return {"bmc": row["bmc"], "node": "", "status": "error", "detail": exc.detail}
+        except (OSError, ValidationError) as exc:
+            return {"bmc": row["bmc"], "node": "", "status": "error", "detail": str(exc)}
+
+    with Progress(TextColumn("enrolling"), BarColumn(), MofNCompleteColumn(),
+                  console=err, disable=as_json) as progress:
+        task = progress.add_task("enroll", total=len(rows))
+        with ThreadPoolExecutor(max(1, parallel)) as pool:
+            for future in as_completed(pool.submit(one, r) for r in rows):
+                results.append(future.result())
+                progress.advance(task)
+    results.sort(key=lambda r: r["bmc"])
+    if as_json:
+        sys.stdout.write(json.dumps(results, indent=2) + "\n")
+    else:
+        table = Table(title=f"{len(rows)} BMCs")
+        for col in ("bmc", "node", "status", "detail"):
+            table.add_column(col, overflow="fold")
+        for r in results:
+            table.add_row(r["bmc"], r["node"], r["status"], r["detail"])
+        out.print(table)
+    return 0 if all(r["status"] != "error" for r in results) else 1

@@ -1,0 +1,124 @@
+"""Enrolling a server by its BMC: check the credentials, read the inventory, compare it
+with the offer. A match is powered off and made available; a mismatch stays in enrolling
+with a report that says what differs. A BMC that refuses or cannot be reached writes
+nothing and answers with the BMC's own message."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from pydantic import BaseModel
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpulease.db.tables import Node
+from gpulease.domain.accounts import Principal
+from gpulease.domain.catalog import Offer
+from gpulease.domain.enrollment import Facts, compare
+from gpulease.domain.errors import BadGateway, Conflict, InvalidInput
+from gpulease.domain.states import NodeStatus
+from gpulease.drivers.redfish import Inventory, RedfishBmc, split_address
+from gpulease.platform import Platform
+from gpulease.ports.bmc import BmcEndpoint, BmcError, BmcPermanentError
+from gpulease.schemas import EnrollRequest, NodeView
+from gpulease.services.idempotency import Idem, run_once
+from gpulease.services.inventory import NodeSpec, add_node, ensure_fabric, get_node
+
+
+class _NodeId(BaseModel):
+    id: str
+
+
+def _offer(p: Platform, offer_id: str | None) -> Offer | None:
+    if offer_id is None:
+        return None
+    offer = p.catalog.offer_by_id.get(offer_id)
+    if offer is None:
+        raise InvalidInput("offer", f"Unknown offer {offer_id!r} (SKU@region).",
+                           sorted(p.catalog.offer_by_id))
+    return offer
+
+
+def facts_of(inv: Inventory) -> Facts:
+    return Facts(
+        memory_gib=inv.memory_gib,
+        drive_count=len(inv.drives) if inv.drives is not None else None,
+        drive_bytes=tuple(d.capacity_bytes or 0 for d in inv.drives) if inv.drives else None,
+        nic_count=len(inv.nic_macs) if inv.nic_macs is not None else None,
+    )
+
+
+def enroll(p: Platform, actor: Principal, req: EnrollRequest,
+           idem: Idem | None = None) -> NodeView:
+    actor.require_operator()
+    offer = _offer(p, req.offer)
+    try:
+        split_address(req.bmc)
+    except BmcPermanentError as exc:
+        raise InvalidInput("bmc", str(exc)) from None
+    with p.db.read() as s:
+        if s.scalar(select(Node.id).where(Node.bmc_address == req.bmc)):
+            raise Conflict(f"A node with BMC {req.bmc} is enrolled already; see `gpulease nodes`.")
+
+    bmc = p.drivers.bmc_for("redfish", BmcEndpoint(req.name or req.bmc, req.bmc,
+                                                  req.username, req.password))
+    assert isinstance(bmc, RedfishBmc)
+    try:
+        inv = bmc.inventory()
+    except BmcPermanentError as exc:
+        raise InvalidInput("bmc", f"{exc}. Check the address and credentials.") from None
+    except BmcError as exc:
+        raise BadGateway(f"{exc}. Retry when the BMC answers.") from None
+
+    facts = facts_of(inv)
+    if offer is None:
+        offer = _guess_offer(p, facts)
+    result = compare(offer, facts)
+    status, reason = NodeStatus.AVAILABLE, None
+    if not result.matches:
+        status, reason = NodeStatus.ENROLLING, result.report()
+    else:
+        try:
+            bmc.power_off()  # idle until ordered; the deploy powers it on
+        except BmcError as exc:
+            status, reason = NodeStatus.ENROLLING, f"inventory matches, but power off failed: {exc}"
+    record = {"bmc": asdict(inv), "comparison": {
+        "offer": offer.id, "matches": result.matches, "differences": list(result.differences),
+        "unchecked": list(result.unchecked), "checked": list(result.checked)}}
+    name = req.name or _default_name(inv)
+
+    def create(s: Session) -> _NodeId:
+        if s.scalar(select(Node.id).where(Node.name == name)):
+            raise Conflict(f"A node named {name} exists already; pass --name.")
+        if req.fabric:
+            ensure_fabric(s, req.fabric, offer.region)
+            s.flush()
+        node = add_node(s, p, NodeSpec(
+            name=name, sku=offer.sku, region=offer.region, pool=req.pool,
+            serial=inv.serial or "", fabric_id=req.fabric, rack_id=req.rack,
+            bmc_driver="redfish", bmc_address=req.bmc, bmc_username=req.username,
+            bmc_password=req.password, status=status, status_reason=reason,
+            inventory_json=json.dumps(record)))
+        s.flush()
+        return _NodeId(id=node.id)
+
+    node_id = run_once(p, actor, idem, _NodeId, create)[0].id
+    return get_node(p, actor, node_id)
+
+
+def _default_name(inv: Inventory) -> str:
+    base = inv.serial or inv.system_id
+    return "".join(c if c.isalnum() or c in "._-" else "-" for c in base)[:100]
+
+
+def _guess_offer(p: Platform, facts: Facts) -> Offer:
+    fits = [o for o in p.catalog.offers if compare(o, facts).matches]
+    if len(fits) == 1:
+        return fits[0]
+    raise InvalidInput(
+        "offer",
+        "Cannot tell which offer this server is from what its BMC reports"
+        + (f" ({len(fits)} offers fit)" if fits else " (no offer fits)")
+        + "; pass the offer.", sorted(p.catalog.offer_by_id))
+

@@ -1,0 +1,121 @@
+"""Enrolling servers by their BMC against sushy-emulator, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from sqlalchemy import func, select
+
+from gpulease.cli.enroll import enroll_many
+from gpulease.db.tables import Node
+from gpulease.domain.catalog import DEFAULT_CATALOG, load_catalog
+from gpulease.domain.errors import BadGateway, Conflict, InvalidInput
+from gpulease.platform import Platform
+from gpulease.schemas import EnrollRequest
+from gpulease.services import enrollment
+from tests.conftest import LiveServer, TenantCtx, free_port
+from tests.drivers.conftest import PASSWORD, USER, Emulator, start_emulator
+
+pytestmark = pytest.mark.slow
+OFFER = "h100-80g-x8@ningxia-1"
+
+
+@pytest.fixture
+def rack(tmp_path: Path) -> Iterator[Emulator]:
+    """20 BMCs; the 7th lists one NIC where the offer expects two."""
+    emu = start_emulator(tmp_path / "rack", count=20, power="On",
+                         nics=[1 if i == 7 else 2 for i in range(1, 21)])
+    yield emu
+    emu.stop()
+
+
+@pytest.fixture
+def checked(platform: Platform, tmp_path: Path) -> Platform:
+    """The operator's catalog says an H100 server has two network ports."""
+    text = DEFAULT_CATALOG.read_text().replace(
+        'monthly_price = "84480"', 'monthly_price = "84480"\nnic_count = 2')
+    (tmp_path / "ops.toml").write_text(text)
+    platform.catalog = load_catalog(tmp_path / "ops.toml")
+    return platform
+
+
+def req(emu: Emulator, i: int, **kw: object) -> EnrollRequest:
+    return EnrollRequest(**{"bmc": emu.system_url(i), "username": USER, "password": PASSWORD,
+                            "offer": OFFER, "fabric": "ib-ningxia-1-1", **kw})
+
+
+def nodes(p: Platform) -> int:
+    with p.db.read() as s:
+        return s.scalar(select(func.count()).select_from(Node)) or 0
+
+
+def test_enroll_20_bmcs_and_a_mismatch_stays_enrolling_with_its_report(
+    checked: Platform, rack: Emulator, operator: TenantCtx
+) -> None:
+    with ThreadPoolExecutor(8) as pool:
+        views = list(pool.map(lambda i: enrollment.enroll(checked, operator.principal,
+                                                          req(rack, i)), range(20)))
+    by_status: dict[str, list] = {}
+    for v in views:
+        by_status.setdefault(v.status, []).append(v)
+    assert len(by_status["available"]) == 19
+    (odd,) = by_status["enrolling"]
+    assert odd.name == rack.systems[6]  # no --name: named after the BMC's system id
+    assert "1 NICs, offer says 2" in (odd.status_reason or "")
+    assert "not reported by the BMC: memory, drives" in (odd.status_reason or "")
+    good = by_status["available"][0]
+    assert good.inventory and good.inventory["comparison"]["matches"] is True
+    assert good.inventory["bmc"]["manufacturer"] == "Sushy Emulator"
+    assert good.bmc_driver == "redfish" and not good.simulated
+    assert "password" not in json.dumps(good.model_dump(mode="json")).lower()
+    with checked.db.read() as s:
+        stored = s.scalar(select(Node.bmc_password_enc).where(Node.id == good.id))
+        assert stored and PASSWORD not in stored  # sealed at rest
+    # a matching server was told to power off (the fake BMC lands it within seconds)
+    system = rack.get(f"/redfish/v1/Systems/{good.inventory['bmc']['system_id']}")
+    assert system["PowerState"] in ("On", "Off")
+
+
+def test_bmc_refusals_and_bad_input_write_nothing(
+    checked: Platform, rack: Emulator, operator: TenantCtx
+) -> None:
+    cases = [
+        (req(rack, 0, password="wrong"), InvalidInput, "refused the credentials"),
+        (req(rack, 0, offer="h100-80g-x8@mars"), InvalidInput, "Unknown offer"),
+        (req(rack, 0, bmc="ipmi://10.0.0.5"), InvalidInput, "not an http"),
+        (req(rack, 0, bmc=f"http://127.0.0.1:{free_port()}/redfish/v1/Systems/1"), BadGateway,
+         "unreachable"),
+        (req(rack, 0, offer=None), InvalidInput, "Cannot tell which offer"),
+    ]
+    for request, error, says in cases:
+        with pytest.raises(error, match=says):
+            enrollment.enroll(checked, operator.principal, request)
+    assert nodes(checked) == 0
+    enrollment.enroll(checked, operator.principal, req(rack, 0))
+    with pytest.raises(Conflict, match="enrolled already"):
+        enrollment.enroll(checked, operator.principal, req(rack, 0))
+    assert nodes(checked) == 1
+
+
+def test_bulk_enrollment_from_csv_over_http(
+    checked: Platform, rack: Emulator, operator: TenantCtx, server: LiveServer, tmp_path: Path
+) -> None:
+    (tmp_path / "bmc.pw").write_text(PASSWORD + "\n")
+    (tmp_path / "bad.pw").write_text("nope\n")
+    lines = ["bmc,username,password_file,offer,fabric"]
+    for i in range(4):
+        lines.append(f"{rack.system_url(i)},{USER},{'bad.pw' if i == 3 else 'bmc.pw'},{OFFER},"
+                     "ib-ningxia-1-1")
+    (tmp_path / "rack.csv").write_text("\n".join(lines) + "\n")
+    out = Console(record=True, width=200)
+    code = enroll_many(server.client(operator.token), tmp_path / "rack.csv", 4, False, out,
+                       Console(stderr=True))
+    text = out.export_text()
+    assert code == 1  # one row failed
+    assert text.count("available") == 3 and "refused the credentials" in text
+    assert nodes(checked) == 3
