@@ -208,7 +208,7 @@ def _allocate_gpus(
 CANDIDATES = 64  # free nodes read per claim; concurrent orders spread over them at random
 
 
-def _free(plan: Plan) -> list[ColumnElement[bool]]:
+def _free(plan: Plan | Instance) -> list[ColumnElement[bool]]:
     return [Node.sku == plan.sku, Node.region == plan.region, Node.pool == "bare_metal",
             Node.status == NodeStatus.AVAILABLE.value, Node.drain_requested_at.is_(None)]
 
@@ -251,6 +251,22 @@ def _free_per_fabric(s: Session, plan: Plan) -> dict[str, int]:
     rows = s.execute(select(Node.fabric_id, func.count())
                      .where(*_free(plan), Node.fabric_id.is_not(None)).group_by(Node.fabric_id))
     return {fabric: n for fabric, n in rows if fabric}
+
+
+def claim_replacement(s: Session, p: Platform, inst: Instance, failed: Node) -> Node | None:
+    """In the caller's transaction, claim a free node of the instance's offer (on its fabric
+    for a cluster) to replace one that failed during delivery; None when none is free."""
+    q = select(Node.id, Node.generation).where(*_free(inst), Node.id != failed.id)
+    if inst.kind == "cluster":
+        q = q.where(Node.fabric_id == inst.fabric_id)
+    rows = list(s.execute(q.limit(CANDIDATES)).all())
+    random.shuffle(rows)
+    now = p.clock.now()
+    for node_id, gen in rows:
+        if claim_node(s, node_id, gen, now, to=NodeStatus.ALLOCATED, instance_id=inst.id):
+            _allocate_gpus(s, p, node_id, inst, None)
+            return s.get(Node, node_id, populate_existing=True)
+    return None
 
 
 def _claim_container(s: Session, p: Platform, plan: Plan, inst: Instance) -> None:

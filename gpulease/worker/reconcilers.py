@@ -7,12 +7,12 @@ import logging
 import random
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from gpulease.db.repositories import bound_nodes
-from gpulease.db.tables import GpuAllocation, Instance, Node
+from gpulease.db.tables import Event, GpuAllocation, Instance, Node
 from gpulease.domain.states import (
     CLEAN_ORDER,
     DEPLOY_ORDER,
@@ -201,7 +201,9 @@ def _finish_node(s: Session, p: Platform, node: Node, now: datetime) -> None:
 
 def fail_node(s: Session, p: Platform, node: Node, reason: str, now: datetime) -> None:
     """A step failed for good: the node needs an operator. It goes to maintenance with the
-    reason, lets go of its instance, and the instance fails with that reason."""
+    reason and lets go of its instance. During delivery the order moves to a free node of
+    the same offer (same fabric for a cluster) when there is one; else it fails with the
+    reason."""
     instance_id = node.instance_id
     was_cleaning = node.status == NodeStatus.CLEANING.value
     enter_stage(s, node, None, now, 0)
@@ -212,14 +214,34 @@ def fail_node(s: Session, p: Platform, node: Node, reason: str, now: datetime) -
     release_allocations(s, node.id, now)
     node.instance_id = None
     node.generation += 1
-    if instance_id and not was_cleaning:
-        inst = s.get(Instance, instance_id)
-        if inst is not None and inst.status in (InstanceStatus.PENDING.value,
-                                                InstanceStatus.DEPLOYING.value):
-            switch_instance_status(s, inst, InstanceStatus.FAILED, now,
-                                   f"node {node.name}: {reason}")
-            inst.stage = "failed"
+    inst = s.get(Instance, instance_id) if instance_id and not was_cleaning else None
+    delivering = inst is not None and inst.status in (InstanceStatus.PENDING.value,
+                                                      InstanceStatus.DEPLOYING.value)
+    if inst is not None and delivering and not _move_to_spare(s, p, inst, node, reason, now):
+        switch_instance_status(s, inst, InstanceStatus.FAILED, now, f"node {node.name}: {reason}")
+        inst.stage = "failed"
     wake_instance(s, instance_id, now)
+
+
+def _move_to_spare(s: Session, p: Platform, inst: Instance, failed: Node, reason: str,
+                   now: datetime) -> bool:
+    from gpulease.services.orders import claim_replacement
+
+    moves = s.scalar(select(func.count()).select_from(Event).where(
+        Event.resource == "instance", Event.resource_id == inst.id, Event.to_value == "moved"))
+    if (moves or 0) >= p.settings.max_node_moves:
+        return False
+    spare = claim_replacement(s, p, inst, failed)
+    if spare is None:
+        return False
+    record_event(s, now, "instance", inst.id, "stage", instance_id=inst.id, to_value="moved",
+                 message=f"node {failed.name} failed ({reason}); continuing on {spare.name}")
+    if inst.status == InstanceStatus.DEPLOYING.value:
+        switch_node_status(s, spare, NodeStatus.DEPLOYING, now)
+        enter_stage(s, spare, DeployStage.POWER_OFF.value, now, p.settings.stage_timeout_s,
+                    inst.id)
+        spare.next_attempt_at = now
+    return True
 
 
 def _interrupted_unsafe(s: Session, p: Platform, node: Node, step: str | None) -> None:

@@ -49,10 +49,32 @@ def test_transient_bmc_errors_are_retried(
     assert len(retries) == 2 and "503" in (retries[0].message or "")
 
 
+def test_a_failed_node_is_replaced_by_a_free_one(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str
+) -> None:
+    iid = place(fleet, tenant, key)
+    name = node_name_of(fleet, tenant, iid)
+    sim(fleet).inject_fault(name, "insert_media", "permanent")
+    worker.run_until_idle()
+    view = instances.show_instance(fleet, tenant.principal, iid)
+    assert view.status == "ready", view.status_reason
+    (moved,) = [st for st in view.stages if st.stage == "moved"]
+    assert f"node {name} failed" in (moved.message or "") and "answered 404" in moved.message
+    assert [n.status for n in view.nodes if n.name == name] == ["released"]
+    assert [n.status for n in view.nodes if n.name != name] == ["active"]
+    assert node_by_name(fleet, name).status == "maintenance"
+    assert double_allocated_gpus(fleet) == []
+
+
+def occupy_spare(p: Platform, t: TenantCtx, key: str) -> None:
+    place(p, t, key)  # the offer's other node: no spare left
+
+
 def test_permanent_fault_sends_node_to_maintenance_with_the_bmc_message(
     fleet: Platform, tenant: TenantCtx, worker: Worker, key: str
 ) -> None:
     iid = place(fleet, tenant, key)
+    occupy_spare(fleet, tenant, key)
     name = node_name_of(fleet, tenant, iid)
     sim(fleet).inject_fault(name, "insert_media", "permanent")
     worker.run_until_idle()
@@ -70,6 +92,7 @@ def test_retries_are_bounded(
     fleet: Platform, tenant: TenantCtx, worker: Worker, key: str
 ) -> None:
     iid = place(fleet, tenant, key)
+    occupy_spare(fleet, tenant, key)
     name = node_name_of(fleet, tenant, iid)
     sim(fleet).inject_fault(name, "power_state", "transient", times=50)
     worker.run_until_idle()
@@ -83,6 +106,7 @@ def test_stage_timeout_is_swept(fleet: Platform, tenant: TenantCtx, key: str) ->
     fleet.settings.stage_timeout_s = 0.3
     worker = Worker(fleet, owner="sweeper", sweep_every_s=0.05)
     iid = place(fleet, tenant, key)
+    occupy_spare(fleet, tenant, key)
     name = node_name_of(fleet, tenant, iid)
     sim(fleet).inject_fault(name, "agent_up", "hang", times=1000)
     worker.run_until_idle(timeout_s=10, settle_s=0.5)
