@@ -64,6 +64,8 @@ class LockedRow:
     stage: Mapped[str | None] = mapped_column(String(32))
     stage_started_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     stage_deadline: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    # Polls of the current stage so far: a power request is sent once, then only polled.
+    stage_polls: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # Set while a step's I/O is under way; found set by a new owner = the old one died.
     step_in_progress: Mapped[str | None] = mapped_column(String(32))
     last_error: Mapped[str | None] = mapped_column(Text)

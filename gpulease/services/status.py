@@ -79,6 +79,7 @@ def enter_stage(
     row.stage_started_at = now if stage else None
     row.stage_deadline = now + timedelta(seconds=timeout_s) if stage else None
     row.attempts = 0
+    row.stage_polls = 0
     row.last_error = None
     if stage:
         kind = "node" if isinstance(row, Node) else "instance"

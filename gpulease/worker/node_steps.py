@@ -33,6 +33,7 @@ class NodeJob:
     ssh_keys: tuple[str, ...]
     root_password: str
     hostname: str
+    polls: int = 0  # how often this stage has polled already
 
 
 @dataclass
@@ -46,12 +47,17 @@ def _bmc(p: Platform, job: NodeJob) -> Bmc:
     return p.drivers.bmc_for(job.bmc_driver, job.endpoint)
 
 
+# A power request is sent once per stage and then only polled (some BMCs restart the
+# transition on every request); it is sent again only after this many silent polls.
+REREQUEST_EVERY_POLLS = 120
+
+
 def _power(p: Platform, job: NodeJob, target: PowerState) -> StepResult:
     bmc = _bmc(p, job)
     if bmc.power_state() == target:
         return StepResult(Outcome.ADVANCE)
-    # Requests are idempotent; real BMCs take seconds, so the next attempt polls.
-    bmc.power_on() if target == PowerState.ON else bmc.power_off()
+    if job.polls % REREQUEST_EVERY_POLLS == 0:
+        bmc.power_on() if target == PowerState.ON else bmc.power_off()
     return StepResult(Outcome.ADVANCE if bmc.power_state() == target else Outcome.WAIT)
 
 

@@ -106,6 +106,7 @@ def _node_job(s: Session, p: Platform, node: Node, inst: Instance | None) -> Nod
         ssh_keys=tuple(inst.ssh_keys.splitlines()) if inst else (),
         root_password=password,
         hostname=(inst.name or inst.id) if inst else node.name,
+        polls=node.stage_polls or 0,
     )
 
 
@@ -165,6 +166,7 @@ def _apply_node(p: Platform, claim: Claim, job: NodeJob, result: StepResult | St
         if result.ip_address:
             node.ip_address = result.ip_address
         if result.outcome is Outcome.WAIT:
+            node.stage_polls = (node.stage_polls or 0) + 1
             node.next_attempt_at = now + timedelta(seconds=p.settings.poll_interval_s)
             return
         if result.note:

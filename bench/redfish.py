@@ -1,0 +1,146 @@
+"""Redfish figures against sushy-tools' emulator (fake driver), printed as JSON:
+
+- enrollment throughput: 40 BMCs enrolled with 8 at once (credentials, inventory, offer
+  comparison, power off, database write), beside the emulator's own rate for plain
+  authenticated GETs of a system resource at the same concurrency;
+- the control plane's share of a deploy and release: wall time, time inside BMC calls,
+  and the rest of the worker's own time (claims, transactions, decisions). Waiting for
+  power changes to land is waiting on the BMC, not control-plane time.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import socket
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import httpx  # noqa: E402
+
+from bench._common import bench_platform, ssh_key  # noqa: E402
+from gpulease.drivers import redfish as redfish_driver  # noqa: E402
+from gpulease.drivers.redfish_emulator import start_emulator  # noqa: E402
+from gpulease.schemas import EnrollRequest, OrderRequest  # noqa: E402
+from gpulease.services import accounts, enrollment, instances, orders  # noqa: E402
+from gpulease.worker import runner  # noqa: E402
+
+BMCS, PARALLEL = 40, 8
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def enrollment_throughput(db: str) -> dict[str, object]:
+    emu = start_emulator(Path(tempfile.mkdtemp()), _port(), count=BMCS, power="Off")
+    try:
+        with bench_platform(db) as p:
+            _, tok = accounts.create_operator(p, "op@bench.io", "Op")
+            op = accounts.authenticate(p, tok.token)
+            reqs = [EnrollRequest(bmc=emu.system_url(i), username="admin", password="admin",
+                                  offer="h100-80g-x8@ningxia-1") for i in range(BMCS)]
+            t = time.perf_counter()
+            with ThreadPoolExecutor(PARALLEL) as pool:
+                views = list(pool.map(lambda r: enrollment.enroll(p, op, r), reqs))
+            enroll_s = time.perf_counter() - t
+        with httpx.Client(auth=("admin", "admin")) as client:
+            def get(i: int) -> None:
+                client.get(emu.system_url(i % BMCS)).raise_for_status()
+            t = time.perf_counter()
+            with ThreadPoolExecutor(PARALLEL) as pool:
+                list(pool.map(get, range(BMCS * 5)))
+            get_s = time.perf_counter() - t
+    finally:
+        emu.stop()
+    return {"db": db, "bmcs": BMCS, "parallel": PARALLEL,
+            "available": sum(v.status == "available" for v in views),
+            "enroll_bmcs_per_s": round(BMCS / enroll_s, 1),
+            "emulator_get_per_s": round(BMCS * 5 / get_s, 1),
+            "gets_per_enrollment_time": round((BMCS * 5 / get_s) / (BMCS / enroll_s), 1)}
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def deploy_share(db: str) -> dict[str, object]:
+    images = Path(tempfile.mkdtemp())
+    for name in ("ubuntu22.04-cuda12.4-pytorch2.5.iso", "agent-ramdisk.iso"):
+        (images / name).write_bytes(b"x" * 1024)
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(images)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    emu = start_emulator(Path(tempfile.mkdtemp()), _port(), count=1, power="Off")
+    spent = {"bmc": 0.0, "worker": 0.0}
+    original_call = redfish_driver.RedfishBmc._call
+    original = (runner.process_node, runner.process_instance)
+
+    def timed_call(self, what):  # type: ignore[no-untyped-def]
+        t = time.perf_counter()
+        try:
+            return original_call(self, what)
+        finally:
+            spent["bmc"] += time.perf_counter() - t
+
+    def timed(fn):  # type: ignore[no-untyped-def]
+        def wrapper(*a, **k):  # type: ignore[no-untyped-def]
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent["worker"] += time.perf_counter() - t
+        return wrapper
+
+    redfish_driver.RedfishBmc._call = timed_call  # type: ignore[method-assign]
+    runner.process_node, runner.process_instance = timed(original[0]), timed(original[1])
+    try:
+        with bench_platform(db, poll_interval_s=0.25) as p:
+            p.settings.media_base_url = f"http://127.0.0.1:{server.server_address[1]}"
+            _, tok = accounts.create_operator(p, "op@bench.io", "Op")
+            op = accounts.authenticate(p, tok.token)
+            enrollment.enroll(p, op, EnrollRequest(
+                bmc=emu.system_url(0), username="admin", password="admin",
+                offer="h100-80g-x8@ningxia-1"))
+            created = accounts.create_tenant(p, "bench", "b@bench.io", "B")
+            who = accounts.authenticate(p, created.token.token)
+            worker = runner.Worker(p)
+            spent.update(bmc=0.0, worker=0.0)
+            t = time.perf_counter()
+            iid = orders.place_order(p, who, OrderRequest(
+                sku="h100-80g-x8", region="ningxia-1", ssh_keys=[ssh_key()]))[0].id
+            worker.run_until_idle(timeout_s=120)
+            deploy_s = time.perf_counter() - t
+            ready = instances.show_instance(p, who, iid).status
+            instances.release_instance(p, who, iid)
+            worker.run_until_idle(timeout_s=120)
+            total_s = time.perf_counter() - t
+    finally:
+        redfish_driver.RedfishBmc._call = original_call  # type: ignore[method-assign]
+        runner.process_node, runner.process_instance = original
+        emu.stop()
+        server.shutdown()
+    control = spent["worker"] - spent["bmc"]
+    return {"db": db, "status_after_deploy": ready, "deploy_wall_s": round(deploy_s, 2),
+            "deploy_and_release_wall_s": round(total_s, 2),
+            "inside_bmc_calls_s": round(spent["bmc"], 3),
+            "control_plane_s": round(control, 3),
+            "control_plane_share": round(control / total_s, 4),
+            "note": "the fake BMC lands each power change after a random 1-11 s"}
+
+
+if __name__ == "__main__":
+    dbs = sys.argv[1:] or ["sqlite", "postgresql"]
+    print(json.dumps({"bench": "redfish",
+                      "enrollment": [enrollment_throughput(db) for db in dbs],
+                      "deploy": [deploy_share(db) for db in dbs]}, indent=2))
