@@ -24,6 +24,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/order_overhead.py
 	$(BIN)/python bench/placement_throughput.py
 	$(BIN)/python bench/api_latency.py
+	$(BIN)/python bench/redfish.py
 
 clean:
 	rm -rf $(VENV) .gpulease .pytest_cache .mypy_cache .ruff_cache
