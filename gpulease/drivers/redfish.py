@@ -119,10 +119,12 @@ class RedfishDriver:
         with self._mutex:
             conn = self._connections.get(key)
         if conn is None:
+            # One attempt per call: sushy reads 0 retries as "3, two seconds apart", and
+            # the engine already retries with backoff and jitter.
             conn = sushy.Sushy(
                 root, auth=sushy_auth.SessionOrBasicAuth(username=username, password=password),
-                verify=self.verify_tls, server_side_retries=0, read_timeout=self.timeout_s,
-                connect_timeout=min(self.timeout_s, 5.0),
+                verify=self.verify_tls, server_side_retries=1, server_side_retries_delay=0.01,
+                read_timeout=self.timeout_s, connect_timeout=min(self.timeout_s, 5.0),
             )
             with self._mutex:
                 self._connections[key] = conn
