@@ -21,6 +21,8 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
 
+    # How servers and their BMCs reach this control plane (config drives, the agent)
+    public_url: str = "http://127.0.0.1:8000"
     # Where nodes fetch OS images and the agent ramdisk (served by the control plane)
     media_base_url: str = "http://127.0.0.1:8000/media"
 

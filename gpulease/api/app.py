@@ -8,7 +8,7 @@ from sqlalchemy import text
 from gpulease import __version__
 from gpulease.api import problems
 from gpulease.api.deps import PlatformDep
-from gpulease.api.routers import accounts, catalog, instances, nodes
+from gpulease.api.routers import accounts, catalog, instances, media, nodes
 from gpulease.platform import Platform
 
 API = "/api/v1"
@@ -29,6 +29,7 @@ def create_app(platform: Platform) -> FastAPI:
     for module in (catalog, instances, nodes, accounts):
         api.include_router(module.router)
     app.include_router(api)
+    app.include_router(media.router)
 
     @app.get("/healthz", tags=["health"])
     def healthz(p: PlatformDep) -> dict[str, str]:

@@ -9,6 +9,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -253,4 +254,17 @@ class CustomImage(Base):
     url: Mapped[str] = mapped_column(Text)
     checksum: Mapped[str] = mapped_column(String(80))
     created_by: Mapped[str] = mapped_column(ForeignKey("users.id"))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class ConfigDrive(Base):
+    """A deploy's config drive, served once to the server's BMC, deleted after install.
+    The id is a random capability (the URL the BMC fetches)."""
+
+    __tablename__ = "config_drives"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id"), index=True)
+    instance_id: Mapped[str] = mapped_column(ForeignKey("instances.id"))
+    agent_token_hash: Mapped[str] = mapped_column(String(64))
+    iso: Mapped[bytes] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())

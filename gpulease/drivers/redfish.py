@@ -24,6 +24,7 @@ from gpulease.ports.bmc import (
     BmcPermanentError,
     BmcTransientError,
     BootDevice,
+    MediaSlot,
     PowerState,
 )
 
@@ -43,7 +44,10 @@ BOOT_SOURCES: dict[BootDevice, Any] = {
     BootDevice.DISK: sushy.BootSource.HDD,
 }
 
-CD_MEDIA = (sushy.VirtualMediaType.CD, sushy.VirtualMediaType.DVD)
+SLOT_TYPES: dict[MediaSlot, tuple[Any, ...]] = {
+    MediaSlot.CD: (sushy.VirtualMediaType.CD, sushy.VirtualMediaType.DVD),
+    MediaSlot.USB: (sushy.VirtualMediaType.USB_STICK, sushy.VirtualMediaType.FLOPPY),
+}
 
 
 @dataclass(frozen=True)
@@ -170,14 +174,14 @@ class RedfishBmc:
             )
         return members[0]
 
-    def _cd(self, system: Any) -> Any:
+    def _slot(self, system: Any, slot: MediaSlot) -> Any:
         for manager in system.managers:
             for media in manager.virtual_media.get_members():
-                if any(t in CD_MEDIA for t in media.media_types):
+                if any(t in SLOT_TYPES[slot] for t in media.media_types):
                     return media
         raise BmcPermanentError(
-            f"BMC at {self._endpoint.address} offers no virtual CD; use network boot for "
-            "this offer"
+            f"BMC at {self._endpoint.address} offers no virtual {slot.value} drive; use "
+            "network boot for this offer"
         )
 
     # -- the port -------------------------------------------------------------------
@@ -206,26 +210,28 @@ class RedfishBmc:
         self._call(lambda: self._system().set_system_boot_options(
             target=BOOT_SOURCES[device], enabled=sushy.BootSourceOverrideEnabled.ONCE))
 
-    def insert_media(self, image_url: str) -> None:
+    def insert_media(self, image_url: str, slot: MediaSlot = MediaSlot.CD) -> None:
         def insert() -> None:
-            cd = self._cd(self._system())
-            if cd.inserted:
-                cd.eject_media()
-            cd.insert_media(image_url, inserted=True, write_protected=True)
+            drive = self._slot(self._system(), slot)
+            if drive.inserted:
+                drive.eject_media()
+            drive.insert_media(image_url, inserted=True, write_protected=True)
         self._call(insert)
 
     def eject_media(self) -> None:
         def eject() -> None:
-            cd = self._cd(self._system())
-            if cd.inserted:
-                cd.eject_media()
+            system = self._system()
+            for manager in system.managers:
+                for drive in manager.virtual_media.get_members():
+                    if drive.inserted:
+                        drive.eject_media()
         self._call(eject)
 
-    def inserted_media(self) -> str | None:
+    def inserted_media(self, slot: MediaSlot = MediaSlot.CD) -> str | None:
         def read() -> str | None:
-            cd = self._cd(self._system())
-            cd.refresh()
-            return str(cd.image) if cd.inserted and cd.image else None
+            drive = self._slot(self._system(), slot)
+            drive.refresh()
+            return str(drive.image) if drive.inserted and drive.image else None
         result: str | None = self._call(read)
         return result
 

@@ -25,6 +25,7 @@ from gpulease.ports.bmc import (
     BmcPermanentError,
     BmcTransientError,
     BootDevice,
+    MediaSlot,
     PowerState,
 )
 from gpulease.ports.runtime import ContainerHandle, ContainerSpec, RuntimeError_
@@ -155,23 +156,24 @@ class SimulatedBmc:
             self._fleet._raise_bmc_fault(state, "set_one_time_boot")
             state["boot_override"] = device.value
 
-    def insert_media(self, image_url: str) -> None:
+    def insert_media(self, image_url: str, slot: MediaSlot = MediaSlot.CD) -> None:
         with self._fleet._state(self._node) as state:
             kind = self._fleet._fault(state, "insert_media")
             if kind == "permanent":
                 raise BmcPermanentError(f"simulated BMC: image {image_url} answered 404")
             if kind == "transient":
                 raise BmcTransientError("simulated BMC: 500 during InsertMedia")
-            state["media"] = image_url
+            state["media" if slot == MediaSlot.CD else "usb"] = image_url
 
     def eject_media(self) -> None:
         with self._fleet._state(self._node) as state:
             self._fleet._raise_bmc_fault(state, "eject_media")
             state["media"] = None
+            state["usb"] = None
 
-    def inserted_media(self) -> str | None:
+    def inserted_media(self, slot: MediaSlot = MediaSlot.CD) -> str | None:
         with self._fleet._state(self._node) as state:
-            media: str | None = state["media"]
+            media: str | None = state.get("media" if slot == MediaSlot.CD else "usb")
             return media
 
 
@@ -262,6 +264,7 @@ class BmcWatchingAgent:
         self._now = now
         self._booted: dict[str, tuple[str, float]] = {}
         self.boots: dict[str, list[str]] = {}  # every boot seen per node: the media URL
+        self.config_drives: dict[str, list[str | None]] = {}  # the config drive at each boot
         self.erased: dict[str, int] = {}
         self._mutex = threading.Lock()
 
@@ -277,9 +280,11 @@ class BmcWatchingAgent:
         # Other media than the last boot's means the server was rebooted from it (the
         # engine may power-cycle it without this agent seeing the off state).
         if media and (booted is None or booted[0] != media):
+            drive = bmc.inserted_media(MediaSlot.USB)
             with self._mutex:
                 self._booted[node.name] = booted = (media, self._now())
                 self.boots.setdefault(node.name, []).append(media)
+                self.config_drives.setdefault(node.name, []).append(drive)
         if booted is None:
             return False
         return self._now() >= booted[1] + self.boot_delay_s

@@ -36,6 +36,11 @@ class BootDevice(StrEnum):
     DISK = "hdd"
 
 
+class MediaSlot(StrEnum):
+    CD = "cd"  # the OS image or the agent ramdisk
+    USB = "usb"  # the config drive
+
+
 @dataclass(frozen=True)
 class BmcEndpoint:
     node_name: str
@@ -67,14 +72,15 @@ class Bmc(Protocol):
         """Boot once from `device` at the next power on. Raises BmcError."""
         ...
 
-    def insert_media(self, image_url: str) -> None:
-        """Insert virtual media (replacing any). Raises BmcPermanentError for a bad URL."""
+    def insert_media(self, image_url: str, slot: MediaSlot = MediaSlot.CD) -> None:
+        """Insert virtual media in a slot (replacing any). Raises BmcPermanentError for a
+        URL the BMC cannot fetch."""
         ...
 
     def eject_media(self) -> None:
-        """Eject virtual media (a no-op when empty). Raises BmcError."""
+        """Eject the virtual media of every slot (a no-op when empty). Raises BmcError."""
         ...
 
-    def inserted_media(self) -> str | None:
-        """The image URL in the virtual CD, or None. Raises BmcError."""
+    def inserted_media(self, slot: MediaSlot = MediaSlot.CD) -> str | None:
+        """The image URL in a slot, or None. Raises BmcError."""
         ...

@@ -10,7 +10,7 @@ from enum import Enum
 from gpulease.domain.states import CleanStage, DeployStage
 from gpulease.platform import Platform
 from gpulease.ports.agent import Agent, NodeConfig, NodeRef
-from gpulease.ports.bmc import Bmc, BmcEndpoint, BootDevice, PowerState
+from gpulease.ports.bmc import Bmc, BmcEndpoint, BootDevice, MediaSlot, PowerState
 
 
 class Outcome(Enum):
@@ -34,6 +34,7 @@ class NodeJob:
     root_password: str
     hostname: str
     polls: int = 0  # how often this stage has polled already
+    config_drive_url: str | None = None
 
 
 @dataclass
@@ -73,6 +74,8 @@ def attach_media(p: Platform, job: NodeJob) -> StepResult:
     bmc = _bmc(p, job)
     bmc.eject_media()
     bmc.insert_media(job.image_url)
+    if job.config_drive_url:
+        bmc.insert_media(job.config_drive_url, MediaSlot.USB)
     bmc.set_one_time_boot(BootDevice.VIRTUAL_CD)
     return StepResult(Outcome.ADVANCE)
 

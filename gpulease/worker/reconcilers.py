@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import logging
 import random
+import secrets
+from dataclasses import replace
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
+from gpulease.configdrive import ConfigDriveSpec, build_iso
 from gpulease.db.repositories import bound_nodes
-from gpulease.db.tables import Event, GpuAllocation, Instance, Node
+from gpulease.db.tables import ConfigDrive, Event, GpuAllocation, Instance, Node
 from gpulease.domain.states import (
     CLEAN_ORDER,
     DEPLOY_ORDER,
@@ -25,6 +28,7 @@ from gpulease.domain.states import (
 from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint
 from gpulease.ports.runtime import ContainerSpec
+from gpulease.security import hash_token
 from gpulease.services.images import find_image
 from gpulease.services.status import (
     enter_stage,
@@ -93,7 +97,8 @@ def _image_url(s: Session, p: Platform, image_id: str) -> str:
 
 def _node_job(s: Session, p: Platform, node: Node, inst: Instance | None) -> NodeJob:
     password = ""
-    if inst is not None and inst.root_password_enc and node.stage == DeployStage.CONFIGURE.value:
+    needs_password = (DeployStage.CONFIGURE.value, DeployStage.ATTACH_MEDIA.value)
+    if inst is not None and inst.root_password_enc and node.stage in needs_password:
         password = p.box.open(inst.root_password_enc)
     return NodeJob(
         node_id=node.id, node_name=node.name, stage=node.stage or "",
@@ -107,7 +112,41 @@ def _node_job(s: Session, p: Platform, node: Node, inst: Instance | None) -> Nod
         root_password=password,
         hostname=(inst.name or inst.id) if inst else node.name,
         polls=node.stage_polls or 0,
+        config_drive_url=_existing_drive_url(s, p, node, inst),
     )
+
+
+def _drive_url(p: Platform, drive_id: str) -> str:
+    return f"{p.settings.public_url.rstrip('/')}/media/config/{drive_id}.iso"
+
+
+def _existing_drive_url(s: Session, p: Platform, node: Node, inst: Instance | None) -> str | None:
+    if inst is None or node.stage != DeployStage.ATTACH_MEDIA.value:
+        return None
+    drive_id = s.scalar(select(ConfigDrive.id).where(ConfigDrive.node_id == node.id,
+                                                     ConfigDrive.instance_id == inst.id))
+    return _drive_url(p, drive_id) if drive_id else None
+
+
+def _make_config_drive(p: Platform, job: NodeJob) -> NodeJob:
+    """Build the deploy's config drive outside any transaction, store it, and return the
+    job with the URL the BMC will fetch it from."""
+    assert job.instance_id is not None
+    agent_token = "glat_" + secrets.token_urlsafe(32)
+    iso = build_iso(ConfigDriveSpec(
+        instance_id=job.instance_id, hostname=job.hostname, ssh_keys=job.ssh_keys,
+        root_password=job.root_password, agent_url=p.settings.public_url,
+        agent_token=agent_token))
+    drive_id = secrets.token_urlsafe(32)
+    with p.db.write() as s:
+        s.add(ConfigDrive(id=drive_id, node_id=job.node_id, instance_id=job.instance_id,
+                          agent_token_hash=hash_token(agent_token), iso=iso,
+                          created_at=p.clock.now()))
+    return replace(job, config_drive_url=_drive_url(p, drive_id))
+
+
+def drop_config_drives(s: Session, node_id: str) -> None:
+    s.execute(delete(ConfigDrive).where(ConfigDrive.node_id == node_id))
 
 
 def process_node(p: Platform, claim: Claim) -> None:
@@ -130,6 +169,9 @@ def process_node(p: Platform, claim: Claim) -> None:
         job = _node_job(s, p, node, inst)
         node.step_in_progress = node.stage
 
+    if job.stage == DeployStage.ATTACH_MEDIA.value and job.instance_id and not (
+            job.config_drive_url):
+        job = _make_config_drive(p, job)
     try:
         result: StepResult | StepFailed = STEPS[job.stage](p, job)
     except Exception as exc:  # drivers raise their own errors; classify by `retryable`
@@ -185,6 +227,7 @@ def _apply_node(p: Platform, claim: Claim, job: NodeJob, result: StepResult | St
 
 def _finish_node(s: Session, p: Platform, node: Node, now: datetime) -> None:
     instance_id = node.instance_id
+    drop_config_drives(s, node.id)  # installed (or cleaned): the secrets in it are spent
     enter_stage(s, node, None, now, 0)
     node.next_attempt_at = None
     if node.status == NodeStatus.DEPLOYING.value:
@@ -208,6 +251,7 @@ def fail_node(s: Session, p: Platform, node: Node, reason: str, now: datetime) -
     reason."""
     instance_id = node.instance_id
     was_cleaning = node.status == NodeStatus.CLEANING.value
+    drop_config_drives(s, node.id)
     enter_stage(s, node, None, now, 0)
     node.next_attempt_at = None
     if was_cleaning:
@@ -256,6 +300,7 @@ def _interrupted_unsafe(s: Session, p: Platform, node: Node, step: str | None) -
     record_event(s, now, "node", node.id, "error", instance_id=node.instance_id,
                  to_value=step, message=reason)
     inst = s.get(Instance, node.instance_id) if node.instance_id else None
+    drop_config_drives(s, node.id)
     switch_node_status(s, node, NodeStatus.CLEANING, now, reason)
     enter_stage(s, node, CleanStage.SHUTDOWN.value, now, p.settings.stage_timeout_s,
                 node.instance_id)
@@ -271,6 +316,7 @@ def start_cleaning(s: Session, p: Platform, node: Node, now: datetime, reason: s
     """Called by the instance reconciler (which holds the instance lock): takes the node
     from any worker mid-step (its guarded write will then match nothing)."""
     release_lock(node)
+    drop_config_drives(s, node.id)
     switch_node_status(s, node, NodeStatus.CLEANING, now, reason)
     enter_stage(s, node, CleanStage.SHUTDOWN.value, now, p.settings.stage_timeout_s,
                 node.instance_id)

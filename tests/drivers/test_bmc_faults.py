@@ -16,7 +16,7 @@ from gpulease.schemas import OrderRequest
 from gpulease.services import instances, inventory, orders
 from gpulease.services.inventory import NodeSpec, add_node
 from gpulease.worker.runner import Worker
-from tests.conftest import TenantCtx
+from tests.conftest import LiveServer, TenantCtx
 from tests.drivers.conftest import PASSWORD, USER, Emulator
 from tests.drivers.proxy import FaultProxy
 
@@ -64,7 +64,8 @@ def enroll_via_proxy(p: Platform, proxy: FaultProxy, emu: Emulator) -> None:
 
 @pytest.fixture
 def faulty(platform: Platform, emulator: Emulator, proxy: FaultProxy,
-           image_server: str) -> Platform:
+           image_server: str, server: LiveServer) -> Platform:
+    platform.settings.public_url = server.url
     platform.settings.media_base_url = image_server
     platform.settings.poll_interval_s = 0.2
     platform.settings.backoff_base_s = 0.05

@@ -12,7 +12,7 @@ from gpulease.schemas import OrderRequest
 from gpulease.services import instances, inventory, orders
 from gpulease.services.inventory import NodeSpec, add_node
 from gpulease.worker.runner import Worker
-from tests.conftest import TenantCtx
+from tests.conftest import LiveServer, TenantCtx
 from tests.drivers.conftest import PASSWORD, USER, Emulator
 
 pytestmark = pytest.mark.slow
@@ -34,8 +34,10 @@ def enroll_emulated(p: Platform, emu: Emulator) -> list[str]:
 
 
 def test_deploy_and_release_over_redfish(
-    platform: Platform, emulator: Emulator, image_server: str, tenant: TenantCtx, key: str
+    platform: Platform, emulator: Emulator, image_server: str, tenant: TenantCtx, key: str,
+    server: LiveServer,
 ) -> None:
+    platform.settings.public_url = server.url
     platform.settings.media_base_url = image_server
     platform.settings.poll_interval_s = 0.25
     enroll_emulated(platform, emulator)
@@ -57,6 +59,8 @@ def test_deploy_and_release_over_redfish(
     assert cd["Inserted"] is False  # ejected after the install
     image = f"{image_server}/ubuntu22.04-cuda12.4-pytorch2.5.iso"
     assert agent.boots[node.name] == [image]  # the server booted the tenant's image
+    (drive,) = agent.config_drives[node.name]  # with its config drive beside it
+    assert drive and drive.startswith(f"{platform.settings.public_url}/media/config/")
 
     instances.release_instance(platform, tenant.principal, view.id)
     worker.run_until_idle(timeout_s=90)
@@ -71,8 +75,10 @@ def test_deploy_and_release_over_redfish(
 
 
 def test_wrong_bmc_password_sends_the_node_to_maintenance_with_the_bmcs_word(
-    platform: Platform, emulator: Emulator, image_server: str, tenant: TenantCtx, key: str
+    platform: Platform, emulator: Emulator, image_server: str, tenant: TenantCtx, key: str,
+    server: LiveServer,
 ) -> None:
+    platform.settings.public_url = server.url
     platform.settings.media_base_url = image_server
     names = enroll_emulated(platform, emulator)
     with platform.db.write() as s:
@@ -91,8 +97,10 @@ def test_wrong_bmc_password_sends_the_node_to_maintenance_with_the_bmcs_word(
 
 
 def test_an_unreachable_image_fails_with_the_bmcs_message(
-    platform: Platform, emulator: Emulator, image_server: str, tenant: TenantCtx, key: str
+    platform: Platform, emulator: Emulator, image_server: str, tenant: TenantCtx, key: str,
+    server: LiveServer,
 ) -> None:
+    platform.settings.public_url = server.url
     platform.settings.media_base_url = image_server + "/missing"
     enroll_emulated(platform, emulator)
     view, _ = orders.place_order(platform, tenant.principal, OrderRequest(

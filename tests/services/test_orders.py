@@ -11,7 +11,7 @@ from gpulease.schemas import OrderRequest
 from gpulease.services import catalog, instances, inventory, orders
 from gpulease.services.inventory import NodeSpec, add_node
 from gpulease.worker.runner import Worker
-from tests.conftest import TenantCtx, new_tenant
+from tests.conftest import LiveServer, TenantCtx, new_tenant
 from tests.services.helpers import counts, double_allocated_gpus, nodes_of
 
 H100 = dict(sku="h100-80g-x8", region="ningxia-1")
@@ -271,3 +271,30 @@ def test_drain_maintenance_and_resume(
     assert inventory.resume_node(fleet, op, free).status == "available"
     order(fleet, tenant, key)
     order(fleet, tenant, key)
+
+
+def test_the_config_drive_is_served_during_install_and_deleted_after(
+    fleet: Platform, tenant: TenantCtx, key: str, server: LiveServer
+) -> None:
+    import httpx
+
+    from gpulease.configdrive import read_iso
+
+    fleet.settings.public_url = server.url
+    iid = order(fleet, tenant, key, name="train-01")
+    name = instances.show_instance(fleet, tenant.principal, iid).nodes[0].name
+    worker = Worker(fleet, owner="t")
+    url = None
+    for _ in range(50):
+        worker.step()
+        url = fleet.drivers.fleet.snapshot(name).get("usb")  # type: ignore[union-attr]
+        if url:
+            break
+    assert url and url.startswith(f"{server.url}/media/config/")
+    files = read_iso(httpx.get(url).raise_for_status().content)
+    assert '"hostname": "train-01"' in files["user-data"]
+    assert key in files["user-data"] and "GPULEASE_AGENT_TOKEN=glat_" in files["user-data"]
+    worker.run_until_idle()
+    assert instances.show_instance(fleet, tenant.principal, iid).status == "ready"
+    gone = httpx.get(url)
+    assert gone.status_code == 404 and "deleted once" in gone.json()["detail"]

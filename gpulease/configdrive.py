@@ -1,0 +1,94 @@
+"""The cloud-init NoCloud config drive a server boots with: an ISO 9660 image labelled
+`cidata` with user-data, meta-data and network-config, built in Python (pycdlib).
+
+user-data is JSON, which is valid YAML, under the `#cloud-config` header: no YAML writer
+needed and no quoting surprises in keys or hostnames."""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+
+import bcrypt
+import pycdlib
+
+
+@dataclass(frozen=True)
+class ConfigDriveSpec:
+    instance_id: str
+    hostname: str
+    ssh_keys: tuple[str, ...]
+    root_password: str  # hashed into the drive, never written in clear
+    agent_url: str
+    agent_token: str  # one-time: the agent trades it for a per-node credential
+    data_disk_mount: str = "/data"
+
+
+def hash_root_password(password: str) -> str:
+    # bcrypt ($2b$) is understood by libxcrypt, the crypt() of current Ubuntu and Debian.
+    return bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=10)).decode()
+
+
+def user_data(spec: ConfigDriveSpec) -> str:
+    config = {
+        "hostname": spec.hostname,
+        "fqdn": spec.hostname,
+        "disable_root": False,
+        "ssh_pwauth": False,
+        "users": [{"name": "root", "lock_passwd": False,
+                   "hashed_passwd": hash_root_password(spec.root_password),
+                   "ssh_authorized_keys": list(spec.ssh_keys)}],
+        "disk_setup": {"/dev/nvme1n1": {"table_type": "gpt", "layout": True,
+                                        "overwrite": False}},
+        "fs_setup": [{"label": "data", "filesystem": "ext4", "device": "/dev/nvme1n1",
+                      "partition": "auto"}],
+        "mounts": [["LABEL=data", spec.data_disk_mount, "ext4", "defaults,nofail", "0", "2"]],
+        "write_files": [{"path": "/etc/gpulease/agent.env", "permissions": "0600",
+                         "content": f"GPULEASE_URL={spec.agent_url}\n"
+                                    f"GPULEASE_AGENT_TOKEN={spec.agent_token}\n"
+                                    f"GPULEASE_INSTANCE={spec.instance_id}\n"}],
+        "runcmd": [["systemctl", "enable", "--now", "gpulease-agent.service"]],
+    }
+    return "#cloud-config\n" + json.dumps(config, indent=2) + "\n"
+
+
+def meta_data(spec: ConfigDriveSpec) -> str:
+    return json.dumps({"instance-id": spec.instance_id, "local-hostname": spec.hostname}) + "\n"
+
+
+def network_config() -> str:
+    return json.dumps({"version": 2, "ethernets": {"all": {
+        "match": {"name": "e*"}, "dhcp4": True, "dhcp6": False}}}) + "\n"
+
+
+def build_iso(spec: ConfigDriveSpec) -> bytes:
+    iso = pycdlib.PyCdlib()
+    iso.new(interchange_level=3, joliet=3, rock_ridge="1.09", vol_ident="cidata")
+    files = {"user-data": user_data(spec), "meta-data": meta_data(spec),
+             "network-config": network_config()}
+    for n, (name, text) in enumerate(files.items()):
+        data = text.encode()
+        iso.add_fp(io.BytesIO(data), len(data), f"/FILE{n}.;1", rr_name=name,
+                   joliet_path=f"/{name}")
+    out = io.BytesIO()
+    iso.write_fp(out)
+    iso.close()
+    return out.getvalue()
+
+
+def read_iso(data: bytes) -> dict[str, str]:
+    """The files of a config drive by name (for tests and the operator's inspection)."""
+    iso = pycdlib.PyCdlib()
+    iso.open_fp(io.BytesIO(data))
+    try:
+        if iso.pvd.volume_identifier.decode().strip() != "cidata":
+            raise ValueError("not a NoCloud config drive (volume label is not 'cidata')")
+        out = {}
+        for name in ("user-data", "meta-data", "network-config"):
+            buf = io.BytesIO()
+            iso.get_file_from_iso_fp(buf, joliet_path=f"/{name}")
+            out[name] = buf.getvalue().decode()
+        return out
+    finally:
+        iso.close()
