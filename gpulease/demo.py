@@ -16,9 +16,21 @@ OPERATOR_TOKEN_FILE = "operator.token"
 TENANT_TOKEN_FILE = "demo-tenant.token"
 
 
-def seed_demo_fleet(p: Platform, nodes_per_offer: int) -> int:
+def demo_node_names(p: Platform, nodes_per_offer: int) -> list[tuple[str, str, str, str]]:
+    """(name, sku, region, pool) of every demo node, in a fixed order."""
+    out = [(f"sim-{o.sku}-{o.region}-{i:02d}", o.sku, o.region, "bare_metal")
+           for o in p.catalog.offers for i in range(1, nodes_per_offer + 1)]
+    out += [(f"sim-{c.host_sku}-{c.region}-shared-{i:02d}", c.host_sku, c.region, "container")
+            for c in p.catalog.container_offers for i in range(1, nodes_per_offer + 1)]
+    return out
+
+
+def seed_demo_fleet(p: Platform, nodes_per_offer: int,
+                    redfish: tuple[list[str], str, str] | None = None) -> int:
     """Add `nodes_per_offer` simulated nodes per offer (and per container offer), each
-    region on one InfiniBand fabric. Does nothing when the fleet already has nodes."""
+    region on one InfiniBand fabric. With `redfish` = (system URLs, user, password) the
+    nodes sit behind those Redfish systems (an emulator) instead of the simulated BMC.
+    Does nothing when the fleet already has nodes."""
     with p.db.write() as s:
         if s.scalar(select(func.count()).select_from(Node)):
             return 0
@@ -30,22 +42,16 @@ def seed_demo_fleet(p: Platform, nodes_per_offer: int) -> int:
             ensure_fabric(s, fabric, region)
             ensure_rack(s, f"{region}-r01", region, f"{region}-a", fabric, f"leaf-{region}-01")
         s.flush()
-        for offer in p.catalog.offers:
-            for i in range(1, nodes_per_offer + 1):
-                name = f"sim-{offer.sku}-{offer.region}-{i:02d}"
-                add_node(s, p, NodeSpec(name=name, sku=offer.sku, region=offer.region,
-                                        rack_id=f"{offer.region}-r01",
-                                        fabric_id=f"ib-{offer.region}-1",
-                                        bmc_password="simulated"))
-                added += 1
-        for co in p.catalog.container_offers:
-            for i in range(1, nodes_per_offer + 1):
-                name = f"sim-{co.host_sku}-{co.region}-shared-{i:02d}"
-                add_node(s, p, NodeSpec(name=name, sku=co.host_sku, region=co.region,
-                                        pool="container", rack_id=f"{co.region}-r01",
-                                        fabric_id=f"ib-{co.region}-1",
-                                        bmc_password="simulated"))
-                added += 1
+        for n, (name, sku, region, pool) in enumerate(demo_node_names(p, nodes_per_offer)):
+            bmc = {"bmc_password": "simulated"}
+            if redfish is not None:
+                urls, user, password = redfish
+                bmc = {"bmc_driver": "redfish", "bmc_address": urls[n], "bmc_username": user,
+                       "bmc_password": password}
+            add_node(s, p, NodeSpec(name=name, sku=sku, region=region, pool=pool,
+                                    rack_id=f"{region}-r01", fabric_id=f"ib-{region}-1",
+                                    **bmc))  # type: ignore[arg-type]
+            added += 1
         return added
 
 

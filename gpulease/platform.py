@@ -35,6 +35,11 @@ class Drivers:
     runtime: ContainerRuntime
     fleet: SimulatedFleet | None = None
 
+    def simulated(self, driver: str) -> bool:
+        """True when a node on this BMC driver has simulated hardware or a simulated agent."""
+        agent = self.agents.get(driver)
+        return driver == "simulated" or bool(getattr(agent, "simulated", False))
+
     def agent_for(self, driver: str) -> Agent:
         try:
             return self.agents[driver]

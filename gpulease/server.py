@@ -6,6 +6,7 @@ import logging
 import signal
 import threading
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
@@ -24,18 +25,35 @@ def prepare(settings: Settings) -> Platform:
     return platform
 
 
-def up(settings: Settings, say: callable = print) -> None:  # type: ignore[valid-type]
-    """The embedded default: SQLite in the data dir, a built-in worker, a demo fleet."""
+def up(settings: Settings, say: callable = print,  # type: ignore[valid-type]
+       bmc: str = "simulated", emulator_port: int | None = None) -> None:
+    """The embedded default: SQLite in the data dir, a built-in worker, a demo fleet. With
+    bmc="redfish" the demo servers sit behind a sushy-tools Redfish emulator, so the demo
+    drives the same Redfish code as production."""
+    url = f"http://{settings.host}:{settings.port}"
+    emulator = None
+    if bmc == "redfish":
+        settings.public_url = url
+        settings.media_base_url = f"{url}/media/images"
+        write_demo_images(settings)
     platform = prepare(settings)
-    added = seed_demo_fleet(platform, settings.demo_nodes_per_offer)
+    if bmc == "redfish":
+        emulator, redfish = start_demo_emulator(platform, emulator_port or settings.port + 1)
+        added = seed_demo_fleet(platform, settings.demo_nodes_per_offer, redfish)
+    else:
+        added = seed_demo_fleet(platform, settings.demo_nodes_per_offer)
     op_token, tenant_token = ensure_demo_tokens(platform, settings.data_dir)
     worker = Worker(platform)
     worker.start()
-    url = f"http://{settings.host}:{settings.port}"
     say(f"gpulease listening on {url}  (API {url}/api/v1, docs {url}/api/v1/docs)")
     say(f"database: {platform.db.dialect} ({_safe_url(platform.db.url)})")
-    say(f"demo fleet: {added or 'existing'} simulated nodes, {settings.demo_delay_s:g} s per stage"
-        " (SIMULATED hardware)")
+    if emulator is not None:
+        say(f"demo fleet: {added or 'existing'} servers behind a Redfish emulator at "
+            f"{emulator.url} (SIMULATED hardware, real Redfish; power changes land after "
+            "1-11 s)")
+    else:
+        say(f"demo fleet: {added or 'existing'} simulated nodes, {settings.demo_delay_s:g} s "
+            "per stage (SIMULATED hardware)")
     say(f"operator token:    {op_token}")
     say(f"demo tenant token: {tenant_token}")
     say(f"try:  export GPULEASE_URL={url} GPULEASE_TOKEN=$(cat {tenant_token.resolve()})")
@@ -45,6 +63,46 @@ def up(settings: Settings, say: callable = print) -> None:  # type: ignore[valid
     finally:
         worker.stop()
         platform.db.dispose()
+        if emulator is not None:
+            emulator.stop()
+
+
+DEMO_IMAGE_NOTE = b"gpulease demo: a placeholder image for simulated servers\n"
+
+
+def write_demo_images(settings: Settings) -> None:
+    """Placeholder image files the demo's emulated BMCs fetch (they download what they
+    insert); served at /media/images/. Real images come from the operator's image server."""
+    from gpulease.domain.catalog import load_catalog
+
+    folder = settings.data_dir / "media" / "images"
+    folder.mkdir(parents=True, exist_ok=True)
+    names = [f"{i.id}.iso" for i in load_catalog(settings.catalog_file).images]
+    for name in [*names, "agent-ramdisk.iso"]:
+        if not (folder / name).exists():
+            (folder / name).write_bytes(DEMO_IMAGE_NOTE)
+
+
+def start_demo_emulator(platform: Platform, port: int) -> tuple[Any, tuple[list[str], str, str]]:
+    """One sushy-tools emulator serving a Redfish system per demo node."""
+    import secrets
+
+    from gpulease.demo import demo_node_names
+    from gpulease.drivers.redfish_emulator import start_emulator
+
+    settings = platform.settings
+    folder = settings.data_dir / "emulator"
+    folder.mkdir(parents=True, exist_ok=True)
+    secret_file = folder / "bmc.password"
+    if not secret_file.exists():
+        secret_file.write_text(secrets.token_urlsafe(16))
+        secret_file.chmod(0o600)
+    password = secret_file.read_text().strip()
+    count = len(demo_node_names(platform, settings.demo_nodes_per_offer))
+    emulator = start_emulator(folder, port, count=count, power="Off", nics=[2] * count,
+                              username="admin", password=password)
+    urls = [emulator.system_url(i) for i in range(count)]
+    return emulator, (urls, "admin", password)
 
 
 def serve(settings: Settings) -> None:

@@ -81,13 +81,21 @@ def up(
     demo_delay: Annotated[float, typer.Option(help="simulated seconds per stage")] = 2.0,
     nodes_per_offer: Annotated[int, typer.Option(help="demo nodes per offer")] = 2,
     database_url: Annotated[str | None, typer.Option(envvar="GPULEASE_DATABASE_URL")] = None,
+    bmc: Annotated[str, typer.Option(help=(
+        "demo servers' BMCs: 'simulated', or 'redfish' (behind a sushy-tools emulator)"))]
+    = "simulated",
+    emulator_port: Annotated[int | None, typer.Option(help="with --bmc redfish; default port+1")]
+    = None,
 ) -> None:
     """Start the API, the worker and a demo fleet of simulated servers."""
     from gpulease.server import up as run_up
 
+    if bmc not in ("simulated", "redfish"):
+        err.print("[red]error[/red]: --bmc takes 'simulated' or 'redfish'")
+        raise typer.Exit(2)
     run_up(_settings(data_dir=data_dir, port=port, host=host, demo_delay_s=demo_delay,
                      demo_nodes_per_offer=nodes_per_offer, database_url=database_url),
-           say=out.print)
+           say=out.print, bmc=bmc, emulator_port=emulator_port)
 
 
 @app.command()

@@ -98,7 +98,8 @@ def _free_gpu_counts(s: Session, node_ids: list[str]) -> dict[str, tuple[int, in
     return {n: (total.get(n, 0), total.get(n, 0) - used.get(n, 0)) for n in node_ids}
 
 
-def node_view(node: Node, rack: Rack | None, counts: tuple[int, int]) -> NodeView:
+def node_view(node: Node, rack: Rack | None, counts: tuple[int, int],
+              simulated: bool) -> NodeView:
     return NodeView(
         id=node.id, name=node.name, sku=node.sku, region=node.region, pool=node.pool,
         serial=node.serial, status=node.status, status_reason=node.status_reason,
@@ -106,7 +107,7 @@ def node_view(node: Node, rack: Rack | None, counts: tuple[int, int]) -> NodeVie
         leaf_switch=rack.leaf_switch if rack else None, bmc_driver=node.bmc_driver,
         bmc_address=node.bmc_address, instance_id=node.instance_id, gpu_count=counts[0],
         free_gpus=counts[1], drain_requested=node.drain_requested_at is not None,
-        simulated=node.bmc_driver == "simulated", last_error=node.last_error,
+        simulated=simulated, last_error=node.last_error,
         updated_at=node.updated_at,
         inventory=json.loads(node.inventory_json) if node.inventory_json else None,
     )
@@ -132,7 +133,8 @@ def list_nodes(
         nodes = list(s.scalars(q.order_by(Node.name).limit(limit).offset(offset)))
         counts = _free_gpu_counts(s, [n.id for n in nodes])
         racks = {r.id: r for r in s.scalars(select(Rack))}
-        items = [node_view(n, racks.get(n.rack_id or ""), counts[n.id]) for n in nodes]
+        items = [node_view(n, racks.get(n.rack_id or ""), counts[n.id],
+                           p.drivers.simulated(n.bmc_driver)) for n in nodes]
     return Page(items=items, total=total, limit=limit, offset=offset)
 
 
@@ -149,7 +151,8 @@ def get_node(p: Platform, actor: Principal, node_id: str) -> NodeView:
     with p.db.read() as s:
         node = _load(s, node_id)
         rack = s.get(Rack, node.rack_id) if node.rack_id else None
-        return node_view(node, rack, _free_gpu_counts(s, [node.id])[node.id])
+        return node_view(node, rack, _free_gpu_counts(s, [node.id])[node.id],
+                         p.drivers.simulated(node.bmc_driver))
 
 
 def drain_node(p: Platform, actor: Principal, node_id: str, reason: str | None) -> NodeView:

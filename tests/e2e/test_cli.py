@@ -126,3 +126,43 @@ def test_the_tenant_journey_through_the_cli(up: Up, tmp_path: Path) -> None:
     assert bad.returncode == 2 and "checksum" in bad.stderr
     removed = cli(up, "image", "remove", "ubuntu24.04-cuda12.8", token="operator.token")
     assert removed.returncode == 0, removed.stderr
+
+
+def test_demo_behind_a_redfish_emulator(tmp_path: Path) -> None:
+    port = free_port()
+    data = tmp_path / "gl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpulease.cli.main", "up", "--bmc", "redfish", "--data-dir",
+         str(data), "--port", str(port), "--emulator-port", str(free_port()),
+         "--demo-delay", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=os.environ | {"GPULEASE_POLL_INTERVAL_S": "0.25", "COLUMNS": "200"})
+    try:
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        else:
+            pytest.fail("gpulease up --bmc redfish did not start")
+        up = Up(data, port, proc)
+        key_file = tmp_path / "id.pub"
+        key_file.write_text(ssh_key() + "\n")
+        done = cli(up, "order", "bare-metal", "--sku", "ascend910b-64g-x8", "--region",
+                   "huawei-zone", "--ssh-key", str(key_file), "--wait", "--json")
+        inst = json.loads(done.stdout)
+        assert inst["status"] == "ready", done.stderr
+        assert inst["simulated"] is True and inst["credentials"]["root_password"]
+        nodes = json.loads(cli(up, "nodes", "--json", token="operator.token").stdout)
+        assert {n["bmc_driver"] for n in nodes} == {"redfish"}
+        assert all(n["bmc_address"].startswith("http://127.0.0.1:") for n in nodes)
+        released = cli(up, "release", inst["id"], "--wait", "--json")
+        assert json.loads(released.stdout)["status"] == "released"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(20)
+    # the emulator went down with the platform
+    with pytest.raises(httpx.TransportError):
+        httpx.get(nodes[0]["bmc_address"], timeout=2)

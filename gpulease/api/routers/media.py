@@ -3,6 +3,8 @@ token: the random id in the URL is the capability, and a drive is deleted once u
 
 from __future__ import annotations
 
+import re
+
 from fastapi import APIRouter, Response
 
 from gpulease.api.deps import PlatformDep
@@ -10,6 +12,17 @@ from gpulease.db.tables import ConfigDrive
 from gpulease.domain.errors import NotFound
 
 router = APIRouter(prefix="/media", tags=["media (for BMCs)"])
+
+
+@router.get("/images/{name}")
+def demo_image(name: str, p: PlatformDep) -> Response:
+    """The demo's placeholder images (written by `gpulease up --bmc redfish`)."""
+    folder = p.settings.data_dir / "media" / "images"
+    path = folder / name
+    if not re.fullmatch(r"[a-z0-9][a-z0-9.-]*\.iso", name) or not path.is_file():
+        raise NotFound(f"No image {name} here; real images live on your image server "
+                       "(GPULEASE_MEDIA_BASE_URL).")
+    return Response(path.read_bytes(), media_type="application/octet-stream")
 
 
 @router.get("/config/{drive_id}.iso")
