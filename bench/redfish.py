@@ -24,8 +24,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx  # noqa: E402
+import uvicorn  # noqa: E402
 
 from bench._common import bench_platform, ssh_key  # noqa: E402
+from gpulease.api.app import create_app  # noqa: E402
 from gpulease.drivers import redfish as redfish_driver  # noqa: E402
 from gpulease.drivers.redfish_emulator import start_emulator  # noqa: E402
 from gpulease.schemas import EnrollRequest, OrderRequest  # noqa: E402
@@ -107,6 +109,14 @@ def deploy_share(db: str) -> dict[str, object]:
     try:
         with bench_platform(db, poll_interval_s=0.25) as p:
             p.settings.media_base_url = f"http://127.0.0.1:{server.server_address[1]}"
+            # the emulator downloads each deploy's config drive from the control plane
+            api_port = _port()
+            api = uvicorn.Server(uvicorn.Config(create_app(p), host="127.0.0.1",
+                                                port=api_port, log_level="warning"))
+            threading.Thread(target=api.run, daemon=True).start()
+            while not api.started:
+                time.sleep(0.01)
+            p.settings.public_url = f"http://127.0.0.1:{api_port}"
             _, tok = accounts.create_operator(p, "op@bench.io", "Op")
             op = accounts.authenticate(p, tok.token)
             enrollment.enroll(p, op, EnrollRequest(
@@ -125,6 +135,7 @@ def deploy_share(db: str) -> dict[str, object]:
             instances.release_instance(p, who, iid)
             worker.run_until_idle(timeout_s=120)
             total_s = time.perf_counter() - t
+            api.should_exit = True
     finally:
         redfish_driver.RedfishBmc._call = original_call  # type: ignore[method-assign]
         runner.process_node, runner.process_instance = original
