@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import bench_platform, raw_write_txn_s, ssh_key, summary_ms  # noqa: E402
 from gpulease.db.tables import Instance  # noqa: E402

@@ -59,12 +59,11 @@ def compare(offer: Offer, facts: Facts) -> Comparison:
         differences.append(f"{facts.drive_count} drives, offer says {wanted_drives}")
     else:
         checked.append("drives")
-    if offer.nic_count is None:
-        pass
-    elif facts.nic_count is None:
-        unchecked.append("NICs")
-    elif facts.nic_count != offer.nic_count:
-        differences.append(f"{facts.nic_count} NICs, offer says {offer.nic_count}")
-    else:
-        checked.append("NICs")
+    if offer.nic_count is not None:  # the offer may leave NICs unchecked
+        if facts.nic_count is None:
+            unchecked.append("NICs")
+        elif facts.nic_count != offer.nic_count:
+            differences.append(f"{facts.nic_count} NICs, offer says {offer.nic_count}")
+        else:
+            checked.append("NICs")
     return Comparison(tuple(differences), tuple(unchecked), tuple(checked))

@@ -10,7 +10,8 @@ from sqlalchemy import select
 
 from gpulease.db.tables import GpuAllocation, Instance, Node
 from gpulease.platform import Platform
-from gpulease.services import inventory
+from gpulease.schemas import OrderRequest
+from gpulease.services import accounts, inventory
 from gpulease.services.inventory import NodeSpec, add_node
 from tests.conftest import LiveServer, TenantCtx, new_tenant
 from tests.services.helpers import counts, double_allocated_gpus
@@ -114,9 +115,7 @@ def test_idempotency_over_http(
 def test_cross_tenant_is_404_reader_is_403_operator_only_nodes(
     fleet: Platform, server: LiveServer, tenant: TenantCtx, operator: TenantCtx, key: str
 ) -> None:
-    iid = server.client(tenant.token).order(
-        __import__("gpulease.schemas", fromlist=["OrderRequest"]).OrderRequest(
-            ssh_keys=[key], **H100)).id
+    iid = server.client(tenant.token).order(OrderRequest(ssh_keys=[key], **H100)).id
     stranger = new_tenant(fleet)
     r = httpx.get(f"{server.url}/api/v1/instances/{iid}", headers=auth(stranger.token))
     assert r.status_code == 404
@@ -125,9 +124,6 @@ def test_cross_tenant_is_404_reader_is_403_operator_only_nodes(
     r = httpx.post(f"{server.url}/api/v1/users", headers=auth(tenant.token),
                    json={"email": "reader@example.com", "name": "R", "role": "reader"})
     assert r.status_code == 201
-    with fleet.db.read():
-        pass
-    from gpulease.services import accounts
 
     reader_token = accounts.issue_token(fleet, tenant.principal, "r", r.json()["id"], 1).token
     r = httpx.post(f"{server.url}/api/v1/instances", headers=auth(reader_token),
