@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import statistics
 import tempfile
 import time
@@ -48,6 +49,12 @@ def bench_platform(db: str, **overrides: object) -> Iterator[Platform]:
         if schema:
             with psycopg.connect(PG_URL.replace("+psycopg", ""), autocommit=True) as conn:
                 conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def pct(values: list[float], q: float) -> float:

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import httpx  # noqa: E402
 import uvicorn  # noqa: E402
 
-from bench._common import bench_platform, ssh_key, summary_ms  # noqa: E402
+from bench._common import bench_platform, free_port, ssh_key, summary_ms  # noqa: E402
 from gpulease.api.app import create_app  # noqa: E402
 from gpulease.demo import seed_demo_fleet  # noqa: E402
 from gpulease.schemas import OrderRequest  # noqa: E402
@@ -39,11 +39,7 @@ def run(db: str) -> dict[str, object]:
         def bare() -> dict[str, str]:
             return {"ok": "yes"}
 
-        import socket
-
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
+        port = free_port()
         server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
                                                log_level="warning", access_log=False))
         thread = threading.Thread(target=server.run, daemon=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import http.server
 import json
-import socket
 import sys
 import tempfile
 import threading
@@ -26,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import httpx  # noqa: E402
 import uvicorn  # noqa: E402
 
-from bench._common import bench_platform, ssh_key  # noqa: E402
+from bench._common import bench_platform, free_port, ssh_key  # noqa: E402
 from gpulease.api.app import create_app  # noqa: E402
 from gpulease.drivers import redfish as redfish_driver  # noqa: E402
 from gpulease.drivers.redfish_emulator import start_emulator  # noqa: E402
@@ -37,14 +36,8 @@ from gpulease.worker import runner  # noqa: E402
 BMCS, PARALLEL = 40, 8
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def enrollment_throughput(db: str) -> dict[str, object]:
-    emu = start_emulator(Path(tempfile.mkdtemp()), _port(), count=BMCS, power="Off")
+    emu = start_emulator(Path(tempfile.mkdtemp()), free_port(), count=BMCS, power="Off")
     try:
         with bench_platform(db) as p:
             _, tok = accounts.create_operator(p, "op@bench.io", "Op")
@@ -83,7 +76,7 @@ def deploy_share(db: str) -> dict[str, object]:
     server = http.server.ThreadingHTTPServer(
         ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(images)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    emu = start_emulator(Path(tempfile.mkdtemp()), _port(), count=1, power="Off")
+    emu = start_emulator(Path(tempfile.mkdtemp()), free_port(), count=1, power="Off")
     spent = {"bmc": 0.0, "worker": 0.0}
     original_call = redfish_driver.RedfishBmc._call
     original = (runner.process_node, runner.process_instance)
@@ -110,7 +103,7 @@ def deploy_share(db: str) -> dict[str, object]:
         with bench_platform(db, poll_interval_s=0.25) as p:
             p.settings.media_base_url = f"http://127.0.0.1:{server.server_address[1]}"
             # the emulator downloads each deploy's config drive from the control plane
-            api_port = _port()
+            api_port = free_port()
             api = uvicorn.Server(uvicorn.Config(create_app(p), host="127.0.0.1",
                                                 port=api_port, log_level="warning"))
             threading.Thread(target=api.run, daemon=True).start()

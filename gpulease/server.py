@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ def prepare(settings: Settings) -> Platform:
     return platform
 
 
-def up(settings: Settings, say: callable = print,  # type: ignore[valid-type]
+def up(settings: Settings, say: Callable[[str], object] = print,
        bmc: str = "simulated", emulator_port: int | None = None) -> None:
     """The embedded default: SQLite in the data dir, a built-in worker, a demo fleet. With
     bmc="redfish" the demo servers sit behind a sushy-tools Redfish emulator, so the demo
