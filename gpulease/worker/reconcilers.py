@@ -330,12 +330,19 @@ def process_instance(p: Platform, claim: Claim) -> None:
         if inst is None:
             return
         assert isinstance(inst, Instance)
+        ending = inst.status in (InstanceStatus.RELEASING.value, InstanceStatus.FAILED.value)
+        held = _held_container_nodes(s, inst) if inst.kind == "container" and ending else []
         if inst.kind == "container" and inst.status == InstanceStatus.PENDING.value:
             spec = _container_spec(s, inst)
             inst.step_in_progress = "container_start"
+        elif held:
+            inst.step_in_progress = "container_stop"
         else:
             _reconcile_instance(s, p, inst)
             return
+    if held:
+        _stop_containers(p, claim, held)
+        return
     try:
         handle = p.drivers.runtime.start(spec)
         error: StepFailed | None = None
@@ -410,8 +417,7 @@ def _reconcile_instance(s: Session, p: Platform, inst: Instance) -> None:
         reason = "released by tenant" if status is InstanceStatus.RELEASING else (
             "instance failed: erasing before reuse")
         if inst.kind == "container":
-            _release_container(s, p, inst, now)
-            nodes = []
+            nodes = []  # its GPUs were freed once its container stopped
         for node in nodes:
             if node.status in (NodeStatus.ALLOCATED.value, NodeStatus.DEPLOYING.value,
                                NodeStatus.ACTIVE.value):
@@ -433,14 +439,39 @@ def _reconcile_instance(s: Session, p: Platform, inst: Instance) -> None:
         inst.next_attempt_at = None
 
 
-def _release_container(s: Session, p: Platform, inst: Instance, now: datetime) -> None:
-    rows = s.execute(select(GpuAllocation.node_id, Node.name)
+def _held_container_nodes(s: Session, inst: Instance) -> list[tuple[str, str]]:
+    """(node id, node name) of the shared nodes where the instance still holds GPUs."""
+    rows = s.execute(select(GpuAllocation.node_id, Node.name).distinct()
                      .join(Node, Node.id == GpuAllocation.node_id)
                      .where(GpuAllocation.instance_id == inst.id,
-                            GpuAllocation.released_at.is_(None))).all()
-    for node_id, node_name in set(rows):
-        p.drivers.runtime.stop(inst.id, node_name)  # simulated runtime: local and idempotent
-        release_allocations(s, node_id, now, inst.id)
+                            GpuAllocation.released_at.is_(None)))
+    return [(node_id, name) for node_id, name in rows]
+
+
+def _stop_containers(p: Platform, claim: Claim, held: list[tuple[str, str]]) -> None:
+    """Stop the instance's container outside any transaction, then free its GPUs and
+    finish the release. A runtime that fails keeps the GPUs held and is retried."""
+    error: StepFailed | None = None
+    try:
+        for _node_id, name in held:
+            p.drivers.runtime.stop(claim.id, name)
+    except Exception as exc:
+        error = StepFailed(f"{type(exc).__name__}: {exc}", True)
+    now = p.clock.now()
+    with p.db.write() as s:
+        inst = _guarded(s, Instance, claim)
+        if inst is None:
+            return
+        assert isinstance(inst, Instance)
+        if error is not None:
+            release_lock(inst)
+            inst.attempts += 1
+            inst.last_error = f"container stop failed: {error}"
+            inst.next_attempt_at = now + timedelta(seconds=backoff(p, inst.attempts))
+            return
+        for node_id, _name in held:
+            release_allocations(s, node_id, now, inst.id)
+        _reconcile_instance(s, p, inst)
 
 
 # --------------------------------------------------------------------------- periodics
