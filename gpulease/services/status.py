@@ -3,8 +3,9 @@ table and appends an event in the same transaction."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from gpulease.db.tables import Event, Instance, Node
@@ -73,8 +74,6 @@ def enter_stage(
     instance_id: str | None = None,
 ) -> None:
     """Move a pipeline row to `stage` with a fresh deadline and attempt count."""
-    from datetime import timedelta
-
     row.stage = stage
     row.stage_started_at = now if stage else None
     row.stage_deadline = now + timedelta(seconds=timeout_s) if stage else None
@@ -96,8 +95,6 @@ def claim_node(
     generation moved): the caller retries with fresh data. `to=None` keeps the status
     (a shared container node stays available while it hosts GPU slices).
     """
-    from sqlalchemy import update
-
     values: dict[str, object] = {"generation": generation + 1, "updated_at": now}
     if to is not None:
         check_node_transition(expect, to)

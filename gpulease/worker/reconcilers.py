@@ -14,7 +14,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from gpulease.configdrive import ConfigDriveSpec, build_iso
-from gpulease.db.repositories import bound_nodes
+from gpulease.db.repositories import bound_nodes, instance_allocations
 from gpulease.db.tables import ConfigDrive, Event, GpuAllocation, Instance, Node
 from gpulease.domain.states import (
     CLEAN_ORDER,
@@ -37,7 +37,7 @@ from gpulease.services.status import (
     switch_node_status,
 )
 from gpulease.worker.node_steps import STEPS, NodeJob, Outcome, StepResult
-from gpulease.worker.pipeline import Claim, release_lock
+from gpulease.worker.pipeline import Claim, claim_due, release_lock
 
 log = logging.getLogger("gpulease.worker")
 
@@ -371,8 +371,6 @@ def process_instance(p: Platform, claim: Claim) -> None:
 
 
 def _container_spec(s: Session, inst: Instance) -> ContainerSpec:
-    from gpulease.db.repositories import instance_allocations
-
     (node, gpus, _held), = instance_allocations(s, inst.id)
     return ContainerSpec(instance_id=inst.id, node_name=node.name, gpu_indices=tuple(gpus),
                          image_id=inst.image_id, ssh_keys=tuple(inst.ssh_keys.splitlines()))
@@ -477,8 +475,6 @@ def _stop_containers(p: Platform, claim: Claim, held: list[tuple[str, str]]) -> 
 # --------------------------------------------------------------------------- periodics
 def sweep_timeouts(p: Platform, owner: str) -> int:
     """Fail rows whose stage outlived its deadline (only unlocked or expired rows)."""
-    from gpulease.worker.pipeline import claim_due
-
     now = p.clock.now()
     claims = claim_due(
         p, Node, owner, limit=50, due=False,
