@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from gpulease.domain.acceptance import GpuSpec, Thresholds
 from gpulease.domain.money import Money, to_fen
 
 DEFAULT_CATALOG = Path(__file__).resolve().parent.parent / "data" / "catalog.toml"
@@ -67,6 +68,20 @@ class Disk(_Entry):
     kind: str = "NVMe"
 
 
+class AcceptanceMarks(_Entry):
+    """Pass marks for the acceptance suite (domain/acceptance.Thresholds); unset = default."""
+
+    allreduce_busbw_gbps: Decimal | None = Field(default=None, gt=0)
+    fio_randread_iops: Decimal | None = Field(default=None, gt=0)
+    fio_seqread_mbps: Decimal | None = Field(default=None, gt=0)
+    matmul_ceiling_fraction: Decimal | None = Field(default=None, gt=0, le=1)
+    matmul_node_spread: Decimal | None = Field(default=None, gt=0, le=1)
+    hbm_fraction: Decimal | None = Field(default=None, gt=0, le=1)
+    h2d_gbps: Decimal | None = Field(default=None, gt=0)
+    p2p_gbps: Decimal | None = Field(default=None, gt=0)
+    burnin_s: Decimal | None = Field(default=None, ge=0)
+
+
 class Sku(_Entry):
     id: str = Field(pattern=r"^[a-z0-9-]+$")
     gpu: str
@@ -76,6 +91,7 @@ class Sku(_Entry):
     advertised_interconnect: str | None = None
     network: str
     infiniband: bool
+    acceptance: AcceptanceMarks = AcceptanceMarks()
 
 
 class Offer(_Entry):
@@ -94,6 +110,8 @@ class Offer(_Entry):
     example: bool = False
     # Network ports the BMC should list (Ethernet + InfiniBand); None = not checked.
     nic_count: int | None = Field(default=None, gt=0)
+    # Overrides the SKU's acceptance marks for this region's hosts (e.g. slower disks).
+    acceptance: AcceptanceMarks = AcceptanceMarks()
 
     @property
     def id(self) -> str:
@@ -185,6 +203,21 @@ class Catalog(_Entry):
 
     def gpu_of(self, offer: Offer) -> Gpu:
         return self.gpu_by_id[self.sku_by_id[offer.sku].gpu]
+
+    def acceptance_for(self, offer: Offer) -> tuple[Thresholds, GpuSpec]:
+        """The acceptance suite's pass marks and the promised GPU figures for an offer:
+        defaults, then the SKU's marks, then the offer's."""
+        marks: dict[str, float] = {}
+        for layer in (self.sku_by_id[offer.sku].acceptance, offer.acceptance):
+            marks.update({k: float(v) for k, v in layer.model_dump().items() if v is not None})
+        gpu = self.gpu_of(offer)
+        ceiling = gpu.measured_bf16_matmul_tflops or gpu.bf16_dense_tflops * Decimal("0.8")
+        spec = GpuSpec(name=gpu.name, bf16_dense_tflops=float(gpu.bf16_dense_tflops),
+                       matmul_ceiling_tflops=float(ceiling),
+                       memory_bandwidth_gbps=float(gpu.memory_bandwidth_tbps) * 1000,
+                       pcie_gen=gpu.pcie_gen, gpu_id=gpu.id,
+                       count=self.sku_by_id[offer.sku].gpu_count)
+        return Thresholds(**marks), spec
 
 
 def _where(section: str, index: int, entry: dict[str, Any]) -> str:

@@ -145,3 +145,30 @@ def test_operator_catalog_file_is_used(tmp_path: Path) -> None:
     path.write_text(text)
     offer = load_catalog(path).offer("h100-80g-x8", "ningxia-1")
     assert offer is not None and offer.monthly_price == Decimal("80000")
+
+
+def test_acceptance_marks_come_from_the_sku_and_the_offer_overrides() -> None:
+    catalog = load_catalog()
+    h100 = catalog.offer("h100-80g-x8", "ningxia-1")
+    assert h100 is not None
+    marks, spec = catalog.acceptance_for(h100)
+    assert marks.allreduce_busbw_gbps == 360 and marks.fio_randread_iops == 100_000
+    assert spec.count == 8 and spec.matmul_ceiling_tflops == 795 and spec.pcie_gen == 5
+    assert spec.memory_bandwidth_gbps == 3350
+    busbw = {o.sku: catalog.acceptance_for(o)[0].allreduce_busbw_gbps for o in catalog.offers}
+    assert busbw["a100-80g-x8"] == 200 and busbw["a800-80g-x8"] == 140
+    assert busbw["rtx4090-24g-x8"] == 10
+    data = raw()
+    data["offers"][2]["acceptance"] = {"fio_randread_iops": "50000"}
+    override = parse_catalog(data, "c.toml")
+    offer = override.offer("h100-80g-x8", "ningxia-1")
+    assert offer is not None
+    marks, _ = override.acceptance_for(offer)
+    assert marks.fio_randread_iops == 50_000 and marks.allreduce_busbw_gbps == 360
+
+
+def test_bad_acceptance_mark_names_the_field() -> None:
+    data = raw()
+    data["skus"][2]["acceptance"] = {"hbm_fraction": "1.5"}
+    with pytest.raises(CatalogError, match=r"\[\[skus\]\] #3 .*acceptance.hbm_fraction"):
+        parse_catalog(data, "c.toml")

@@ -1,0 +1,118 @@
+"""Prometheus text exposition with dcgm-exporter's metric names and labels, so a provider's
+existing Prometheus rules and Grafana dashboards work unchanged.
+
+Written out by hand rather than through prometheus_client's registry: that library appends
+`_total` to every counter's name, and dcgm-exporter's counters (e.g.
+DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION) carry no such suffix. The tests parse the output
+with prometheus_client's own parser."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from gpulease.domain.telemetry import GpuSample
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    kind: str  # gauge | counter
+    help: str
+    value: Callable[[GpuSample], float | int | bool | None]
+
+
+FIELDS: tuple[Field, ...] = (
+    Field("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).",
+          lambda s: s.sm_clock_mhz),
+    Field("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).",
+          lambda s: s.mem_clock_mhz),
+    Field("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C).",
+          lambda s: s.memory_temp_c),
+    Field("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", lambda s: s.gpu_temp_c),
+    Field("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", lambda s: s.power_w),
+    Field("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter",
+          "Total energy consumption since boot (in mJ).", lambda s: s.energy_mj),
+    Field("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).",
+          lambda s: s.gpu_util_pct),
+    Field("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).",
+          lambda s: s.mem_copy_util_pct),
+    Field("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).",
+          lambda s: s.fb_free_mib),
+    Field("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).",
+          lambda s: s.fb_used_mib),
+    Field("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "gauge",
+          "Current clock event (throttle) reasons, NVML bitmask.",
+          lambda s: s.clocks_event_reasons),
+    Field("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.",
+          lambda s: s.last_xid),
+    Field("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter",
+          "Total number of single-bit volatile ECC errors.", lambda s: s.ecc_sbe_volatile),
+    Field("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter",
+          "Total number of double-bit volatile ECC errors.", lambda s: s.ecc_dbe_volatile),
+    Field("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter",
+          "Number of remapped rows for correctable errors",
+          lambda s: s.remapped_rows_correctable),
+    Field("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter",
+          "Number of remapped rows for uncorrectable errors",
+          lambda s: s.remapped_rows_uncorrectable),
+    Field("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed",
+          lambda s: s.row_remap_failure),
+    Field("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.",
+          lambda s: s.pcie_replays),
+    Field("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "counter",
+          "Total number of NVLink flow-control CRC errors.", lambda s: s.nvlink_crc_errors),
+    Field("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter",
+          "Total number of NVLink bandwidth counters for all lanes",
+          lambda s: s.nvlink_bytes_total),
+)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+
+
+def _labels(pairs: dict[str, str]) -> str:
+    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in pairs.items()) + "}"
+
+
+def _number(value: float | int | bool) -> str:
+    return repr(float(value))
+
+
+def render(samples: Sequence[GpuSample], hostname: str, backend: str,
+           driver_version: str | None = None, cuda_version: str | None = None,
+           sweep_seconds: float | None = None) -> str:
+    """The /metrics page for the latest sample of each GPU."""
+    base = [{"gpu": str(s.index), "UUID": s.uuid, "device": f"nvidia{s.index}",
+             "modelName": s.name, "Hostname": hostname} for s in samples]
+    lines: list[str] = []
+    for f in FIELDS:
+        rows = [(labels, v) for labels, s in zip(base, samples, strict=True)
+                if (v := f.value(s)) is not None]
+        if not rows:
+            continue  # a field no GPU reports is left out, as dcgm-exporter does
+        lines += [f"# HELP {f.name} {f.help}", f"# TYPE {f.name} {f.kind}"]
+        lines += [f"{f.name}{_labels(labels)} {_number(v)}" for labels, v in rows]
+    links = [(labels, k, up) for labels, s in zip(base, samples, strict=True)
+             for k, up in enumerate(s.nvlink_up)]
+    if links:
+        lines += ["# HELP DCGM_FI_DEV_NVLINK_LINK_STATUS NVLink link state (1 = up).",
+                  "# TYPE DCGM_FI_DEV_NVLINK_LINK_STATUS gauge"]
+        lines += [f"DCGM_FI_DEV_NVLINK_LINK_STATUS{_labels({**labels, 'link': str(k)})} "
+                  f"{_number(up)}" for labels, k, up in links]
+    simulated = any(s.simulated for s in samples) or backend == "simulated"
+    info = {"Hostname": hostname, "backend": backend, "simulated": str(simulated).lower(),
+            "driver_version": driver_version or "", "cuda_version": cuda_version or ""}
+    lines += ["# HELP gpulease_agent_info The agent and its GPU backend; "
+              "simulated=\"true\" means no real GPU was read.",
+              "# TYPE gpulease_agent_info gauge", f"gpulease_agent_info{_labels(info)} 1.0",
+              "# HELP gpulease_agent_gpus GPUs the agent reads.",
+              "# TYPE gpulease_agent_gpus gauge", f"gpulease_agent_gpus {_number(len(samples))}"]
+    if sweep_seconds is not None:
+        lines += ["# HELP gpulease_agent_sweep_seconds Time the last sample sweep took.",
+                  "# TYPE gpulease_agent_sweep_seconds gauge",
+                  f"gpulease_agent_sweep_seconds {_number(sweep_seconds)}"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,187 @@
+"""The NVML backend (nvidia-ml-py). A query the GPU or driver does not support reads as
+None, never as an error: an RTX 4090 has no ECC and no NVLink, and that is not a fault."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from gpulease.agent.backend import BackendUnavailable, GpuInfo
+from gpulease.domain.telemetry import GpuSample
+
+T = TypeVar("T")
+
+try:  # the control plane never needs NVML; the agent's nvml backend does
+    import pynvml as nv
+except ImportError:  # pragma: no cover - nvidia-ml-py is a dependency
+    nv = None
+
+
+def _maybe(call: Callable[[], T]) -> T | None:
+    try:
+        return call()
+    except nv.NVMLError:
+        return None
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class NvmlBackend:
+    simulated = False
+
+    def __init__(self) -> None:
+        if nv is None:
+            raise BackendUnavailable("nvidia-ml-py is not installed")
+        try:
+            nv.nvmlInit()
+        except nv.NVMLError as exc:
+            raise BackendUnavailable(f"NVML did not load ({exc}); is the NVIDIA driver "
+                                     "installed and a GPU present?") from exc
+        count = nv.nvmlDeviceGetCount()
+        self._handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+        self._uuids = [_text(nv.nvmlDeviceGetUUID(h)) for h in self._handles]
+        self._names = [_text(nv.nvmlDeviceGetName(h)) for h in self._handles]
+        self._events = self._register_xids()
+        self._last_xid = [0] * count
+        self._nvlinks = [self._link_count(h) for h in self._handles]
+
+    def _register_xids(self) -> Any:
+        """An event set for XID (critical error) events; None where unsupported."""
+        try:
+            events = nv.nvmlEventSetCreate()
+        except nv.NVMLError:
+            return None
+        for h in self._handles:
+            _maybe(lambda h=h: nv.nvmlDeviceRegisterEvents(
+                h, nv.nvmlEventTypeXidCriticalError, events))
+        return events
+
+    @staticmethod
+    def _link_count(handle: Any) -> int:
+        links = 0
+        for link in range(nv.NVML_NVLINK_MAX_LINKS):
+            if _maybe(lambda link=link: nv.nvmlDeviceGetNvLinkState(handle, link)) is None:
+                break
+            links += 1
+        return links
+
+    def devices(self) -> list[GpuInfo]:
+        out = []
+        for i, h in enumerate(self._handles):
+            mem = nv.nvmlDeviceGetMemoryInfo(h)
+            pci = _maybe(lambda h=h: nv.nvmlDeviceGetPciInfo(h))
+            links = self._nvlinks[i]
+            up = sum(1 for link in range(links)
+                     if _maybe(lambda h=h, link=link: nv.nvmlDeviceGetNvLinkState(h, link)))
+            out.append(GpuInfo(
+                index=i, name=self._names[i], uuid=self._uuids[i],
+                memory_mib=int(mem.total // 2**20),
+                pci_bus_id=_text(pci.busId) if pci is not None else None,
+                pcie_gen=_maybe(lambda h=h: nv.nvmlDeviceGetCurrPcieLinkGeneration(h)),
+                pcie_gen_max=_maybe(lambda h=h: nv.nvmlDeviceGetMaxPcieLinkGeneration(h)),
+                pcie_width=_maybe(lambda h=h: nv.nvmlDeviceGetCurrPcieLinkWidth(h)),
+                pcie_width_max=_maybe(lambda h=h: nv.nvmlDeviceGetMaxPcieLinkWidth(h)),
+                nvlink_links=links, nvlink_up=up,
+                serial=_maybe(lambda h=h: _text(nv.nvmlDeviceGetSerial(h)))))
+        return out
+
+    def _drain_xids(self) -> dict[int, list[int]]:
+        found: dict[int, list[int]] = {}
+        if self._events is None:
+            return found
+        for _ in range(1000):  # bounded: a storm of events must not stall the sweep
+            try:
+                event = nv.nvmlEventSetWait(self._events, 0)
+            except nv.NVMLError:
+                break
+            uuid = _text(nv.nvmlDeviceGetUUID(event.device))
+            if uuid in self._uuids:
+                found.setdefault(self._uuids.index(uuid), []).append(int(event.eventData))
+        return found
+
+    def sample(self) -> list[GpuSample]:
+        now = time.time()
+        xids = self._drain_xids()
+        out = []
+        for i, h in enumerate(self._handles):
+            mem = _maybe(lambda h=h: nv.nvmlDeviceGetMemoryInfo(h))
+            util = _maybe(lambda h=h: nv.nvmlDeviceGetUtilizationRates(h))
+            power = _maybe(lambda h=h: nv.nvmlDeviceGetPowerUsage(h))  # mW
+            remap = _maybe(lambda h=h: nv.nvmlDeviceGetRemappedRows(h))
+            mem_temp = _maybe(lambda h=h: nv.nvmlDeviceGetFieldValues(
+                h, [nv.NVML_FI_DEV_MEMORY_TEMP]))
+            links = self._nvlinks[i]
+            nvlink_up = tuple(bool(_maybe(lambda h=h, k=k: nv.nvmlDeviceGetNvLinkState(h, k)))
+                              for k in range(links))
+            crc = sum(_maybe(lambda h=h, k=k: nv.nvmlDeviceGetNvLinkErrorCounter(
+                h, k, nv.NVML_NVLINK_ERROR_DL_CRC_FLIT)) or 0 for k in range(links))
+            throughput = _maybe(lambda h=h: nv.nvmlDeviceGetFieldValues(
+                h, [nv.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
+                    nv.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX]))
+            new_xids = tuple(xids.get(i, ()))
+            if new_xids:
+                self._last_xid[i] = new_xids[-1]
+            out.append(GpuSample(
+                index=i, uuid=self._uuids[i], name=self._names[i], at=now,
+                gpu_temp_c=_maybe(lambda h=h: float(nv.nvmlDeviceGetTemperature(
+                    h, nv.NVML_TEMPERATURE_GPU))),
+                memory_temp_c=_field(mem_temp, 0),
+                power_w=power / 1000 if power is not None else None,
+                energy_mj=_maybe(lambda h=h: float(nv.nvmlDeviceGetTotalEnergyConsumption(h))),
+                sm_clock_mhz=_maybe(lambda h=h: float(nv.nvmlDeviceGetClockInfo(
+                    h, nv.NVML_CLOCK_SM))),
+                mem_clock_mhz=_maybe(lambda h=h: float(nv.nvmlDeviceGetClockInfo(
+                    h, nv.NVML_CLOCK_MEM))),
+                gpu_util_pct=float(util.gpu) if util is not None else None,
+                mem_copy_util_pct=float(util.memory) if util is not None else None,
+                fb_used_mib=mem.used / 2**20 if mem is not None else None,
+                fb_free_mib=mem.free / 2**20 if mem is not None else None,
+                clocks_event_reasons=int(_maybe(
+                    lambda h=h: nv.nvmlDeviceGetCurrentClocksEventReasons(h)) or 0),
+                ecc_sbe_volatile=_maybe(lambda h=h: int(nv.nvmlDeviceGetTotalEccErrors(
+                    h, nv.NVML_MEMORY_ERROR_TYPE_CORRECTED, nv.NVML_VOLATILE_ECC))),
+                ecc_dbe_volatile=_maybe(lambda h=h: int(nv.nvmlDeviceGetTotalEccErrors(
+                    h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC))),
+                remapped_rows_correctable=int(remap[0]) if remap else None,
+                remapped_rows_uncorrectable=int(remap[1]) if remap else None,
+                row_remap_failure=bool(remap[3]) if remap else False,
+                pcie_replays=_maybe(lambda h=h: int(nv.nvmlDeviceGetPcieReplayCounter(h))),
+                nvlink_up=nvlink_up,
+                nvlink_crc_errors=crc if links else None,
+                nvlink_bytes_total=_total_kib(throughput),
+                xids=new_xids, last_xid=self._last_xid[i]))
+        return out
+
+    def driver_version(self) -> str | None:
+        return _maybe(lambda: _text(nv.nvmlSystemGetDriverVersion()))
+
+    def cuda_version(self) -> str | None:
+        v = _maybe(nv.nvmlSystemGetCudaDriverVersion)
+        return f"{v // 1000}.{v % 1000 // 10}" if v else None
+
+    def close(self) -> None:
+        if self._events is not None:
+            _maybe(lambda: nv.nvmlEventSetFree(self._events))
+        _maybe(nv.nvmlShutdown)
+
+
+def _field(values: Any, i: int) -> float | None:
+    """One value of nvmlDeviceGetFieldValues, or None where the field failed."""
+    if not values or values[i].nvmlReturn != 0:
+        return None
+    v = values[i]
+    return float(getattr(v.value, {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal",
+                                     4: "sllVal", 5: "siVal"}.get(v.valueType, "ullVal")))
+
+
+def _total_kib(values: Any) -> int | None:
+    """NVLink data TX+RX counters (KiB) as bytes."""
+    if not values:
+        return None
+    parts = [_field(values, i) for i in range(len(values))]
+    if all(p is None for p in parts):
+        return None
+    return int(sum(p or 0 for p in parts) * 1024)

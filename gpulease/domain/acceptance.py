@@ -1,0 +1,223 @@
+"""The acceptance suite's judgement: measured figures against the offer's thresholds.
+
+The agent measures (agent/checks.py); this module decides, so the same rules judge a real
+run, a simulated one and a report re-read by the control plane."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gpulease.domain.telemetry import GpuSummary
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Pass marks for one offer. Defaults are PRODUCT.md's."""
+
+    allreduce_busbw_gbps: float | None = None  # None: no multi-GPU check for this offer
+    fio_randread_iops: float = 100_000
+    fio_seqread_mbps: float | None = None
+    matmul_ceiling_fraction: float = 0.90  # of the GPU's measured bf16 matmul ceiling
+    matmul_node_spread: float = 0.05  # every GPU within this of the node median
+    hbm_fraction: float = 0.80  # of the spec memory bandwidth
+    h2d_gbps: float | None = None  # per GPU host→device; from PCIe generation by default
+    p2p_gbps: float | None = None  # pairwise GPU↔GPU floor, where the offer promises one
+    burnin_s: float = 60.0
+    burnin_max_clock_drop: float = 0.10  # SM clock may sag this much under load
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def h2d_floor_gbps(pcie_gen: int) -> float:
+    """Host→device floor per GPU: ≥ 20 GB/s on Gen4 ×16, ≥ 40 on Gen5 (PRODUCT.md measures
+    ~25 and ~50), halved per older generation."""
+    return {3: 10.0, 4: 20.0, 5: 40.0, 6: 80.0}.get(pcie_gen, 20.0)
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """What the catalog promises per GPU (the report is judged against it)."""
+
+    name: str
+    bf16_dense_tflops: float
+    matmul_ceiling_tflops: float  # measured ceiling; the spec × 0.8 where none is known
+    memory_bandwidth_gbps: float
+    pcie_gen: int
+    gpu_id: str = ""  # the catalog's GPU id
+    count: int = 0  # GPUs per node the offer promises; 0 = not checked
+
+
+@dataclass(frozen=True)
+class Measurements:
+    """Raw figures from one run; a missing figure (None or empty) is reported as not run."""
+
+    gpu_count: int
+    matmul_tflops: Sequence[float] = ()
+    matmul_checksums_consistent: Sequence[bool] = ()
+    hbm_gbps: Sequence[float] = ()
+    h2d_gbps: Sequence[float] = ()
+    d2h_gbps: Sequence[float] = ()
+    h2d_all_gbps: float | None = None
+    p2p_gbps: Sequence[Sequence[float | None]] = ()  # [src][dst], None on the diagonal
+    allreduce_busbw_gbps: float | None = None
+    allreduce_bytes: int | None = None
+    fio_randread_iops: float | None = None
+    fio_seqread_mbps: float | None = None
+    fio_target: str | None = None
+    burnin: Sequence[GpuSummary] = ()
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    simulated: bool = False
+    notes: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    passed: bool | None  # None: not run (no GPU, no tool, not offered)
+    value: float | None = None
+    unit: str = ""
+    threshold: str = ""
+    gpu: int | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Report:
+    passed: bool
+    checks: tuple[Check, ...]
+    simulated: bool
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if c.passed is False]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"passed": self.passed, "simulated": self.simulated,
+                "driver_version": self.driver_version, "cuda_version": self.cuda_version,
+                "checks": [asdict(c) for c in self.checks], "notes": list(self.notes),
+                "summary": self.summary()}
+
+    def summary(self) -> str:
+        """A readable text version for the tenant and the operator."""
+        head = "PASSED" if self.passed else "FAILED"
+        lines = [f"Acceptance {head}" + (" (SIMULATED hardware)" if self.simulated else "")]
+        if self.driver_version or self.cuda_version:
+            lines.append(f"driver {self.driver_version or '?'}, CUDA {self.cuda_version or '?'}")
+        for c in self.checks:
+            mark = {True: "ok  ", False: "FAIL", None: "skip"}[c.passed]
+            where = f" gpu{c.gpu}" if c.gpu is not None else ""
+            value = f"{c.value:,.1f} {c.unit}" if c.value is not None else "-"
+            lines.append(f"  [{mark}] {c.name}{where}: {value}"
+                         + (f" (need {c.threshold})" if c.threshold else "")
+                         + (f" - {c.detail}" if c.detail else ""))
+        lines.extend(f"  note: {n}" for n in self.notes)
+        return "\n".join(lines)
+
+
+def _at_least(name: str, value: float | None, floor: float | None, unit: str,
+              gpu: int | None = None, detail: str = "") -> Check:
+    if value is None:
+        return Check(name, None, None, unit, "", gpu, detail or "not measured")
+    if floor is None:
+        return Check(name, None, value, unit, "", gpu, detail or "no threshold for this offer")
+    return Check(name, value >= floor, value, unit, f"≥ {floor:,.1f} {unit}", gpu, detail)
+
+
+def _matmul(m: Measurements, t: Thresholds, spec: GpuSpec) -> list[Check]:
+    if not m.matmul_tflops:
+        return [Check("matmul_bf16", None, detail="needs CUDA and PyTorch")]
+    floor = t.matmul_ceiling_fraction * spec.matmul_ceiling_tflops
+    median = statistics.median(m.matmul_tflops)
+    checks = []
+    for gpu, tflops in enumerate(m.matmul_tflops):
+        spread = abs(tflops - median) / median if median else 1.0
+        ok = tflops >= floor and spread <= t.matmul_node_spread
+        why = f"{spread:.1%} from the node median {median:,.1f}"
+        checks.append(Check("matmul_bf16", ok, tflops, "TFLOP/s",
+                            f"≥ {floor:,.1f} and within {t.matmul_node_spread:.0%} of median",
+                            gpu, why))
+    for gpu, same in enumerate(m.matmul_checksums_consistent):
+        checks.append(Check("matmul_checksum", bool(same), None, "", "identical every iteration",
+                            gpu, "" if same else "results differed between identical runs: "
+                            "silent data corruption"))
+    return checks
+
+
+def _burnin(m: Measurements, t: Thresholds) -> list[Check]:
+    if not m.burnin:
+        return [Check("burnin", None, detail="not run")]
+    checks = []
+    for g in m.burnin:
+        problems = []
+        if g.thermal_throttle_s > 0:
+            problems.append(f"thermal throttling {g.thermal_throttle_s:.0f} s")
+        if g.power_throttle_s > 0.5 * max(g.end - g.start, 1.0):
+            problems.append(f"power capped {g.power_throttle_s:.0f} s")
+        if g.xids:
+            problems.append(f"XIDs {sorted(set(g.xids))}")
+        if g.ecc_dbe_delta:
+            problems.append(f"{g.ecc_dbe_delta} new double-bit ECC errors")
+        if g.row_remap_failure:
+            problems.append("row remap failure")
+        if g.nvlink_down:
+            problems.append(f"NVLink down on link(s) {list(g.nvlink_down)}")
+        drop = None
+        if g.sm_clock_max_mhz and g.sm_clock_min_mhz is not None:
+            drop = 1 - g.sm_clock_min_mhz / g.sm_clock_max_mhz
+            if drop > t.burnin_max_clock_drop:
+                problems.append(f"SM clock fell {drop:.0%} (saw-tooth)")
+        checks.append(Check("burnin", not problems, g.temp_max_c, "°C max",
+                            f"no throttling, XID, ECC growth; clock drop ≤ "
+                            f"{t.burnin_max_clock_drop:.0%}", g.index,
+                            "; ".join(problems) or f"{g.samples} samples, "
+                            f"{g.end - g.start:.0f} s"))
+    return checks
+
+
+def judge(m: Measurements, t: Thresholds, spec: GpuSpec) -> Report:
+    """Judge one run. A check that could not run does not fail the report, except on a
+    real GPU node where the GPU checks themselves are missing."""
+    checks: list[Check] = []
+    if spec.count:
+        checks.append(Check("gpu_count", m.gpu_count == spec.count, m.gpu_count, "GPUs",
+                            f"= {spec.count}", detail="" if m.gpu_count == spec.count
+                            else "a GPU is missing from the bus or the driver"))
+    checks += _matmul(m, t, spec)
+    hbm_floor = t.hbm_fraction * spec.memory_bandwidth_gbps
+    checks += [_at_least("hbm_bandwidth", v, hbm_floor, "GB/s", gpu)
+               for gpu, v in enumerate(m.hbm_gbps)] or [
+        Check("hbm_bandwidth", None, detail="needs CUDA and PyTorch")]
+    h2d_floor = t.h2d_gbps if t.h2d_gbps is not None else h2d_floor_gbps(spec.pcie_gen)
+    checks += [_at_least("host_to_device", v, h2d_floor, "GB/s", gpu)
+               for gpu, v in enumerate(m.h2d_gbps)]
+    checks += [_at_least("device_to_host", v, h2d_floor, "GB/s", gpu)
+               for gpu, v in enumerate(m.d2h_gbps)]
+    if m.h2d_all_gbps is not None:
+        checks.append(_at_least("host_to_device_all", m.h2d_all_gbps, None, "GB/s",
+                                detail="all GPUs at once; reported, not judged"))
+    for src, row in enumerate(m.p2p_gbps):
+        for dst, v in enumerate(row):
+            if v is not None and src != dst:
+                checks.append(_at_least(f"p2p_gpu{src}_to_gpu{dst}", v, t.p2p_gbps, "GB/s",
+                                        src))
+    if m.gpu_count > 1:
+        size = f"{m.allreduce_bytes / 2**30:.0f} GiB messages" if m.allreduce_bytes else ""
+        checks.append(_at_least("allreduce_busbw", m.allreduce_busbw_gbps,
+                                t.allreduce_busbw_gbps, "GB/s", detail=size))
+    checks.append(_at_least("fio_randread_4k", m.fio_randread_iops, t.fio_randread_iops,
+                            "IOPS", detail=m.fio_target or ""))
+    checks.append(_at_least("fio_seqread", m.fio_seqread_mbps, t.fio_seqread_mbps, "MB/s",
+                            detail=m.fio_target or ""))
+    checks += _burnin(m, t)
+    passed = all(c.passed is not False for c in checks)
+    return Report(passed=passed, checks=tuple(checks), simulated=m.simulated,
+                  driver_version=m.driver_version, cuda_version=m.cuda_version,
+                  notes=tuple(m.notes))

@@ -1,0 +1,259 @@
+"""GPU telemetry: one sample per GPU per sweep, summaries over a window, and the alerts a
+provider acts on. Shared by the node agent (which samples) and the control plane (which
+keeps summaries per instance); no I/O here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from enum import IntFlag, StrEnum
+from typing import Any
+
+
+class ClockEvent(IntFlag):
+    """NVML clocks-event (throttle) reason bits, as DCGM_FI_DEV_CLOCKS_EVENT_REASONS reports."""
+
+    GPU_IDLE = 0x1
+    APPLICATIONS_CLOCKS_SETTING = 0x2
+    SW_POWER_CAP = 0x4
+    HW_SLOWDOWN = 0x8
+    SYNC_BOOST = 0x10
+    SW_THERMAL_SLOWDOWN = 0x20
+    HW_THERMAL_SLOWDOWN = 0x40
+    HW_POWER_BRAKE_SLOWDOWN = 0x80
+    DISPLAY_CLOCK_SETTING = 0x100
+
+
+THERMAL_BITS = ClockEvent.SW_THERMAL_SLOWDOWN | ClockEvent.HW_THERMAL_SLOWDOWN
+POWER_BITS = ClockEvent.SW_POWER_CAP | ClockEvent.HW_POWER_BRAKE_SLOWDOWN
+
+# XID codes that mean hardware trouble (NVIDIA's XID catalogue).
+XID_FELL_OFF_BUS = 79
+XID_ECC = frozenset({48, 94, 95})
+XID_ROW_REMAP = frozenset({63, 64})
+XID_NVLINK = frozenset({74})
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One GPU at one instant. None = the GPU or driver does not report it."""
+
+    index: int
+    uuid: str
+    name: str
+    at: float  # seconds since the epoch
+    gpu_temp_c: float | None = None
+    memory_temp_c: float | None = None
+    power_w: float | None = None
+    energy_mj: float | None = None  # since driver load
+    sm_clock_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    gpu_util_pct: float | None = None
+    mem_copy_util_pct: float | None = None
+    fb_used_mib: float | None = None
+    fb_free_mib: float | None = None
+    clocks_event_reasons: int = 0
+    ecc_sbe_volatile: int | None = None
+    ecc_dbe_volatile: int | None = None
+    remapped_rows_correctable: int | None = None
+    remapped_rows_uncorrectable: int | None = None
+    row_remap_failure: bool = False
+    pcie_replays: int | None = None
+    nvlink_up: tuple[bool, ...] = ()  # one entry per link the GPU has
+    nvlink_crc_errors: int | None = None
+    nvlink_bytes_total: int | None = None
+    xids: tuple[int, ...] = ()  # XID events seen since the previous sample
+    last_xid: int = 0
+    simulated: bool = False
+
+
+@dataclass(frozen=True)
+class GpuSummary:
+    """What a window of samples says about one GPU: the form pushed to the control plane."""
+
+    index: int
+    uuid: str
+    name: str
+    samples: int
+    start: float
+    end: float
+    temp_max_c: float | None
+    temp_avg_c: float | None
+    power_avg_w: float | None
+    power_max_w: float | None
+    util_avg_pct: float | None
+    sm_clock_min_mhz: float | None
+    sm_clock_max_mhz: float | None
+    fb_used_max_mib: float | None
+    thermal_throttle_s: float
+    power_throttle_s: float
+    xids: tuple[int, ...]
+    ecc_sbe_delta: int
+    ecc_dbe_delta: int
+    ecc_dbe_total: int
+    remapped_rows_uncorrectable: int
+    row_remap_failure: bool
+    pcie_replay_delta: int
+    nvlink_links: int
+    nvlink_down: tuple[int, ...]  # link numbers down at the window's end
+    energy_j: float | None
+    simulated: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GpuSummary:
+        data = dict(data)
+        data["xids"] = tuple(data.get("xids", ()))
+        data["nvlink_down"] = tuple(data.get("nvlink_down", ()))
+        return cls(**data)
+
+
+def _values(samples: Sequence[GpuSample], attr: str) -> list[float]:
+    return [float(v) for s in samples if (v := getattr(s, attr)) is not None]
+
+
+def _delta(samples: Sequence[GpuSample], attr: str) -> int:
+    vals = [int(v) for s in samples if (v := getattr(s, attr)) is not None]
+    return max(0, vals[-1] - vals[0]) if len(vals) > 1 else 0
+
+
+def _time_with(samples: Sequence[GpuSample], bits: int) -> float:
+    """Seconds during which any of `bits` was set: each sample stands for the time until
+    the next one (the last one for the median interval)."""
+    if not samples:
+        return 0.0
+    gaps = [b.at - a.at for a, b in zip(samples, samples[1:], strict=False)]
+    typical = sorted(gaps)[len(gaps) // 2] if gaps else 1.0
+    total = 0.0
+    for i, s in enumerate(samples):
+        if s.clocks_event_reasons & bits:
+            total += gaps[i] if i < len(gaps) else typical
+    return total
+
+
+def summarize(samples: Iterable[GpuSample]) -> list[GpuSummary]:
+    """One summary per GPU over the given samples (any order, any mix of GPUs)."""
+    by_gpu: dict[int, list[GpuSample]] = {}
+    for s in samples:
+        by_gpu.setdefault(s.index, []).append(s)
+    out = []
+    for index in sorted(by_gpu):
+        ss = sorted(by_gpu[index], key=lambda s: s.at)
+        last = ss[-1]
+        temps, power = _values(ss, "gpu_temp_c"), _values(ss, "power_w")
+        clocks, util = _values(ss, "sm_clock_mhz"), _values(ss, "gpu_util_pct")
+        fb, energy = _values(ss, "fb_used_mib"), _values(ss, "energy_mj")
+        xids = tuple(x for s in ss for x in s.xids)
+        out.append(GpuSummary(
+            index=index, uuid=last.uuid, name=last.name, samples=len(ss),
+            start=ss[0].at, end=last.at,
+            temp_max_c=max(temps, default=None),
+            temp_avg_c=round(sum(temps) / len(temps), 2) if temps else None,
+            power_avg_w=round(sum(power) / len(power), 2) if power else None,
+            power_max_w=max(power, default=None),
+            util_avg_pct=round(sum(util) / len(util), 2) if util else None,
+            sm_clock_min_mhz=min(clocks, default=None),
+            sm_clock_max_mhz=max(clocks, default=None),
+            fb_used_max_mib=max(fb, default=None),
+            thermal_throttle_s=round(_time_with(ss, THERMAL_BITS), 3),
+            power_throttle_s=round(_time_with(ss, POWER_BITS), 3),
+            xids=xids,
+            ecc_sbe_delta=_delta(ss, "ecc_sbe_volatile"),
+            ecc_dbe_delta=_delta(ss, "ecc_dbe_volatile"),
+            ecc_dbe_total=int(last.ecc_dbe_volatile or 0),
+            remapped_rows_uncorrectable=int(last.remapped_rows_uncorrectable or 0),
+            row_remap_failure=any(s.row_remap_failure for s in ss),
+            pcie_replay_delta=_delta(ss, "pcie_replays"),
+            nvlink_links=len(last.nvlink_up),
+            nvlink_down=tuple(i for i, up in enumerate(last.nvlink_up) if not up),
+            energy_j=round((energy[-1] - energy[0]) / 1000, 3) if len(energy) > 1 else None,
+            simulated=any(s.simulated for s in ss),
+        ))
+    return out
+
+
+class AlertKind(StrEnum):
+    THERMAL_THROTTLING = "thermal_throttling"
+    GPU_FELL_OFF_BUS = "gpu_fell_off_bus"  # XID 79
+    DOUBLE_BIT_ECC = "double_bit_ecc"
+    NVLINK_DOWN = "nvlink_down"
+    ROW_REMAP_FAILURE = "row_remap_failure"
+
+
+@dataclass(frozen=True)
+class AlertRules:
+    # Thermal throttling counts as sustained once it covers this share of the window and
+    # at least `thermal_min_s` seconds (one hot second under full load is normal).
+    thermal_share: float = 0.2
+    thermal_min_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class Alert:
+    kind: AlertKind
+    gpu: int
+    uuid: str
+    message: str
+    severity: str = "critical"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind.value, "gpu": self.gpu, "uuid": self.uuid,
+                "message": self.message, "severity": self.severity}
+
+
+def alerts_for(summaries: Iterable[GpuSummary],
+               rules: AlertRules = AlertRules()) -> list[Alert]:
+    """The hardware problems a window shows, one alert per kind per GPU."""
+    alerts: list[Alert] = []
+    for g in summaries:
+        label = f"GPU {g.index} ({g.uuid})"
+        span = max(g.end - g.start, 0.0)
+        if g.thermal_throttle_s >= rules.thermal_min_s and (
+                span == 0 or g.thermal_throttle_s >= rules.thermal_share * span):
+            alerts.append(Alert(
+                AlertKind.THERMAL_THROTTLING, g.index, g.uuid,
+                f"{label} thermally throttled for {g.thermal_throttle_s:.0f} s of "
+                f"{span:.0f} s (max {g.temp_max_c} °C); check cooling and airflow",
+                severity="warning"))
+        if XID_FELL_OFF_BUS in g.xids:
+            alerts.append(Alert(AlertKind.GPU_FELL_OFF_BUS, g.index, g.uuid,
+                                f"{label} reported XID 79: it fell off the bus; "
+                                "the node needs a hardware check"))
+        if g.ecc_dbe_delta > 0 or any(x in XID_ECC for x in g.xids):
+            alerts.append(Alert(AlertKind.DOUBLE_BIT_ECC, g.index, g.uuid,
+                                f"{label}: {g.ecc_dbe_delta} new double-bit ECC error(s) "
+                                f"(total {g.ecc_dbe_total}); XIDs {list(g.xids) or 'none'}"))
+        if g.nvlink_down or any(x in XID_NVLINK for x in g.xids):
+            links = ", ".join(str(i) for i in g.nvlink_down) or "see XID 74"
+            alerts.append(Alert(AlertKind.NVLINK_DOWN, g.index, g.uuid,
+                                f"{label}: NVLink link(s) down: {links} "
+                                f"of {g.nvlink_links}"))
+        if g.row_remap_failure:
+            alerts.append(Alert(AlertKind.ROW_REMAP_FAILURE, g.index, g.uuid,
+                                f"{label}: row remapping failed "
+                                f"({g.remapped_rows_uncorrectable} uncorrectable rows "
+                                "remapped); the GPU needs replacement"))
+    return alerts
+
+
+@dataclass
+class SampleWindow:
+    """The last `seconds` of samples (the agent keeps one per process)."""
+
+    seconds: float
+    samples: list[GpuSample] = field(default_factory=list)
+
+    def add(self, batch: Iterable[GpuSample]) -> None:
+        self.samples.extend(batch)
+        if self.samples:
+            cutoff = self.samples[-1].at - self.seconds
+            if self.samples[0].at < cutoff:
+                self.samples = [s for s in self.samples if s.at >= cutoff]
+
+    def latest(self) -> list[GpuSample]:
+        newest: dict[int, GpuSample] = {}
+        for s in self.samples:
+            newest[s.index] = s
+        return [newest[i] for i in sorted(newest)]
