@@ -13,6 +13,7 @@ import uvicorn
 
 from gpulease.api.app import create_app
 from gpulease.demo import ensure_demo_tokens, seed_demo_fleet
+from gpulease.demo_agents import DemoAgents
 from gpulease.platform import Platform
 from gpulease.settings import Settings
 from gpulease.worker.runner import Worker
@@ -46,6 +47,8 @@ def up(settings: Settings, say: Callable[[str], object] = print,
     op_token, tenant_token = ensure_demo_tokens(platform, settings.data_dir)
     worker = Worker(platform)
     worker.start()
+    telemetry = DemoAgents(platform)
+    telemetry.start()
     say(f"gpulease listening on {url}  (API {url}/api/v1, docs {url}/api/v1/docs)")
     say(f"database: {platform.db.dialect} ({_safe_url(platform.db.url)})")
     if emulator is not None:
@@ -62,6 +65,7 @@ def up(settings: Settings, say: Callable[[str], object] = print,
     try:
         _serve(platform, settings)
     finally:
+        telemetry.stop()
         worker.stop()
         platform.db.dispose()
         if emulator is not None:

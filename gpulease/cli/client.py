@@ -131,5 +131,12 @@ class Client:
     def tokens(self) -> list[TokenView]:
         return [TokenView.model_validate(t) for t in self._call("GET", "/api/v1/tokens")]
 
+    def get_json(self, path: str) -> Any:
+        """A JSON document from the API as is (telemetry, reports, certificates)."""
+        return self._call("GET", f"/api/v1{path}")
+
+    def post_json(self, path: str) -> Any:
+        return self._call("POST", f"/api/v1{path}")
+
     def revoke_token(self, token_id: str) -> TokenView:
         return TokenView.model_validate(self._call("DELETE", f"/api/v1/tokens/{token_id}"))

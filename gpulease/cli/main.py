@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
+from gpulease.cli.agent import agent_app
 from gpulease.cli.client import ApiError, Client
 from gpulease.schemas import InstanceView, OrderRequest
 
@@ -28,6 +29,7 @@ app.add_typer(order_app, name="order")
 app.add_typer(node_app, name="node")
 image_app = typer.Typer(help="Operator: custom OS images.", no_args_is_help=True)
 app.add_typer(image_app, name="image")
+app.add_typer(agent_app, name="agent")
 
 out = Console()
 err = Console(stderr=True)
@@ -522,6 +524,84 @@ def token_revoke(token_id: str, url: UrlOpt = "", token: TokenOpt = "") -> None:
     """Revoke an API token."""
     tk = _api(lambda: _client(url, token).revoke_token(token_id))
     out.print(f"{tk.id} revoked")
+
+
+# --- telemetry, acceptance reports, erase certificates -----------------------------------
+
+@app.command()
+def metrics(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
+            as_json: JsonOpt = False) -> None:
+    """Latest GPU telemetry of an instance (per GPU) and its open hardware alerts."""
+    data = _api(lambda: _client(url, token).get_json(f"/instances/{instance_id}/metrics"))
+    if as_json:
+        return _json(data)
+    for node in data["nodes"]:
+        label = " (SIMULATED)" if node["simulated"] else ""
+        out.print(f"[bold]{node['node']}[/bold]{label}  received {node['received_at'] or '-'}")
+        table = Table("GPU", "temp max °C", "power avg W", "util avg %", "SM MHz min-max",
+                      "thermal throttle s", "XIDs", "ECC DBE", "NVLink down")
+        for g in node["gpus"]:
+            table.add_row(str(g["index"]), str(g["temp_max_c"]), str(g["power_avg_w"]),
+                          str(g["util_avg_pct"]),
+                          f"{g['sm_clock_min_mhz']}-{g['sm_clock_max_mhz']}",
+                          str(g["thermal_throttle_s"]), ",".join(map(str, g["xids"])) or "-",
+                          str(g["ecc_dbe_total"]),
+                          ",".join(map(str, g["nvlink_down"])) or "-")
+        out.print(table)
+        for a in node["alerts"]:
+            out.print(f"  [red]{a['severity']}[/red] {a['kind']}: {a['message']}")
+        if not node["gpus"]:
+            out.print("  no telemetry yet: the node's agent pushes a summary every minute")
+
+
+@app.command()
+def acceptance(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
+               as_json: JsonOpt = False) -> None:
+    """The acceptance reports of an instance's nodes, run before delivery."""
+    data = _api(lambda: _client(url, token).get_json(f"/instances/{instance_id}/acceptance"))
+    if as_json:
+        return _json(data)
+    if not data:
+        out.print("no acceptance report yet")
+    for r in data:
+        out.print(f"[bold]{r['node']}[/bold] {r['created_at']} ({r['trigger']})")
+        print(r["report"]["summary"])
+
+
+@app.command()
+def certificates(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
+                 as_json: JsonOpt = False) -> None:
+    """The erase certificates (NIST SP 800-88) of the disks an instance used."""
+    data = _api(lambda: _client(url, token).get_json(
+        f"/instances/{instance_id}/erase-certificates"))
+    if as_json:
+        return _json(data)
+    table = Table("certificate", "node", "device", "serial", "method", "NIST level", "verified")
+    for c in data:
+        table.add_row(c["id"], c["node"], c["device"], c["serial"] or "-", c["method"],
+                      c["nist_level"], "yes" if c["passed"] else "[red]NO[/red]")
+    out.print(table)
+
+
+@app.command()
+def certificate(certificate_id: str,
+                output: Annotated[Path | None, typer.Option(help="write JSON here")] = None,
+                url: UrlOpt = "", token: TokenOpt = "") -> None:
+    """Download one erase certificate (JSON, with its SHA-256 digest)."""
+    data = _api(lambda: _client(url, token).get_json(f"/erase-certificates/{certificate_id}"))
+    text = json.dumps(data["certificate"], indent=2)
+    if output:
+        output.write_text(text)
+        out.print(f"certificate {certificate_id} written to {output}")
+    else:
+        print(text)
+
+
+@node_app.command("agent-token")
+def node_agent_token(node_id: str, url: UrlOpt = "", token: TokenOpt = "") -> None:
+    """Operator: a one-time enrollment token for the node's agent (24 hours)."""
+    data = _api(lambda: _client(url, token).post_json(f"/nodes/{node_id}/agent-token"))
+    print(data["token"])
 
 
 if __name__ == "__main__":

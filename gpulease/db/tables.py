@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from sqlalchemy import (
+    Boolean,
     DateTime,
     ForeignKey,
     Index,
@@ -222,7 +223,7 @@ class Event(Base):
     resource: Mapped[str] = mapped_column(String(16))  # node | instance
     resource_id: Mapped[str] = mapped_column(String(32))
     instance_id: Mapped[str | None] = mapped_column(String(32), index=True)
-    kind: Mapped[str] = mapped_column(String(16))  # status | stage | error
+    kind: Mapped[str] = mapped_column(String(16))  # status | stage | error | result
     from_value: Mapped[str | None] = mapped_column(String(32))
     to_value: Mapped[str | None] = mapped_column(String(32))
     message: Mapped[str | None] = mapped_column(Text)
@@ -268,3 +269,92 @@ class ConfigDrive(Base):
     agent_token_hash: Mapped[str] = mapped_column(String(64))
     iso: Mapped[bytes] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class AgentEnrollment(Base):
+    """A one-time token a node agent trades for its credential (from the config drive, or
+    minted by an operator to re-enroll an agent)."""
+
+    __tablename__ = "agent_enrollments"
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id"), index=True)
+    instance_id: Mapped[str | None] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    used_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class NodeAgent(Base):
+    """The agent running on a node: its credential (hashed) and what it last reported."""
+
+    __tablename__ = "node_agents"
+    node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id"), primary_key=True)
+    credential_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    hostname: Mapped[str] = mapped_column(String(200))
+    address: Mapped[str | None] = mapped_column(String(300))  # where its /metrics listens
+    simulated: Mapped[bool] = mapped_column(Boolean, default=False)
+    registered_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    last_seen_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    inventory_json: Mapped[str | None] = mapped_column(Text)
+
+
+class TelemetrySummary(Base):
+    """One GPU's summary over one pushed window (domain/telemetry.GpuSummary as JSON)."""
+
+    __tablename__ = "telemetry_summaries"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id"), index=True)
+    instance_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    received_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    gpu_index: Mapped[int] = mapped_column(Integer)
+    gpu_uuid: Mapped[str] = mapped_column(String(80))
+    summary_json: Mapped[str] = mapped_column(Text)
+
+
+class HardwareAlert(Base):
+    """An alert raised from telemetry; open until a window no longer shows it."""
+
+    __tablename__ = "hardware_alerts"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id"), index=True)
+    instance_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    gpu_index: Mapped[int] = mapped_column(Integer)
+    gpu_uuid: Mapped[str] = mapped_column(String(80))
+    kind: Mapped[str] = mapped_column(String(32))
+    severity: Mapped[str] = mapped_column(String(16))
+    message: Mapped[str] = mapped_column(Text)
+    opened_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    last_seen_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    closed_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class AcceptanceReport(Base):
+    """One run of the acceptance suite (domain/acceptance.Report as JSON)."""
+
+    __tablename__ = "acceptance_reports"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id"), index=True)
+    instance_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    trigger: Mapped[str] = mapped_column(String(16))  # delivery | on_demand
+    passed: Mapped[bool] = mapped_column(Boolean)
+    simulated: Mapped[bool] = mapped_column(Boolean)
+    report_json: Mapped[str] = mapped_column(Text)
+
+
+class EraseCertificate(Base):
+    """One device's erase certificate (agent/erase.Certificate as JSON, digest sealed)."""
+
+    __tablename__ = "erase_certificates"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id"), index=True)
+    instance_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    device: Mapped[str] = mapped_column(String(200))
+    serial: Mapped[str | None] = mapped_column(String(200))
+    method: Mapped[str] = mapped_column(String(64))
+    nist_level: Mapped[str] = mapped_column(String(64))
+    passed: Mapped[bool] = mapped_column(Boolean)
+    simulated: Mapped[bool] = mapped_column(Boolean)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    digest: Mapped[str] = mapped_column(String(64))
+    certificate_json: Mapped[str] = mapped_column(Text)

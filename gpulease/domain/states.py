@@ -82,6 +82,7 @@ class DeployStage(StrEnum):
     POWER_ON = "power_on"
     WAIT_AGENT = "wait_agent"
     CONFIGURE = "configure"
+    VERIFY = "verify"  # the acceptance suite: a failing node never reaches the tenant
     DETACH_MEDIA = "detach_media"
 
 

@@ -19,6 +19,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from gpulease.agent.checks import simulated_node_report
+from gpulease.agent.erase import simulated_certificates
+from gpulease.agent.simulated import parse_faults
+from gpulease.domain.acceptance import GpuSpec, Report, Thresholds
 from gpulease.ports.agent import AgentError, ConfigureResult, EraseResult, NodeConfig, NodeRef
 from gpulease.ports.bmc import (
     BmcEndpoint,
@@ -108,6 +112,12 @@ class SimulatedFleet:
             raise ValueError(f"fault kind must be one of {FAULT_KINDS}")
         with self._state(node) as state:
             state["faults"][op] = {"kind": kind, "remaining": times}
+
+    def set_gpu_faults(self, node: str, faults: list[str]) -> None:
+        """GPU faults (agent/simulated.py's KIND[:GPU[:ARG]]) the node's acceptance sees."""
+        parse_faults(faults)  # refuse a typo now, not at the next delivery
+        with self._state(node) as state:
+            state["gpu_faults"] = list(faults)
 
     def snapshot(self, node: str) -> dict[str, Any]:
         with self._state(node) as state:
@@ -210,14 +220,18 @@ class SimulatedAgent:
             state["config"] = {"hostname": config.hostname, "keys": len(config.ssh_keys)}
             return ConfigureResult(ip_address=simulated_ip(node.name))
 
-    def erase(self, node: NodeRef) -> EraseResult:
+    def erase(self, node: NodeRef, lease: str | None = None) -> EraseResult:
         with self._fleet._state(node.name) as state:
             self._check(state, "agent_erase")
             state["erase_count"] += 1
             state["config"] = None
-            return EraseResult(
-                devices=("/dev/nvme0n1", "/dev/nvme1n1"), method="simulated", simulated=True
-            )
+        return _simulated_erase(node.name, lease)
+
+    def verify(self, node: NodeRef, thresholds: Thresholds, spec: GpuSpec) -> Report:
+        with self._fleet._state(node.name) as state:
+            self._check(state, "agent_verify")
+            faults = list(state.get("gpu_faults", []))
+        return simulated_node_report(node.name, faults, thresholds, spec)
 
 
 class SimulatedRuntime:
@@ -266,6 +280,7 @@ class BmcWatchingAgent:
         self.boots: dict[str, list[str]] = {}  # every boot seen per node: the media URL
         self.config_drives: dict[str, list[str | None]] = {}  # the config drive at each boot
         self.erased: dict[str, int] = {}
+        self.gpu_faults: dict[str, list[str]] = {}  # injected GPU faults per node
         self._mutex = threading.Lock()
 
     def is_up(self, node: NodeRef) -> bool:
@@ -297,9 +312,19 @@ class BmcWatchingAgent:
         self._require_up(node, "configure")
         return ConfigureResult(ip_address=simulated_ip(node.name))
 
-    def erase(self, node: NodeRef) -> EraseResult:
+    def erase(self, node: NodeRef, lease: str | None = None) -> EraseResult:
         self._require_up(node, "erase")
         with self._mutex:
             self.erased[node.name] = self.erased.get(node.name, 0) + 1
-        return EraseResult(devices=("/dev/nvme0n1", "/dev/nvme1n1"), method="simulated",
-                           simulated=True)
+        return _simulated_erase(node.name, lease)
+
+    def verify(self, node: NodeRef, thresholds: Thresholds, spec: GpuSpec) -> Report:
+        self._require_up(node, "verify")
+        return simulated_node_report(node.name, self.gpu_faults.get(node.name, []),
+                                     thresholds, spec)
+
+
+def _simulated_erase(node: str, lease: str | None) -> EraseResult:
+    certs = simulated_certificates(node, lease)
+    return EraseResult(devices=tuple(c.device for c in certs), method="simulated",
+                       simulated=True, certificates=tuple(c.as_dict() for c in certs))

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
+from gpulease.domain.acceptance import GpuSpec, Report, Thresholds
 from gpulease.ports.bmc import BmcEndpoint
 
 
@@ -40,6 +41,8 @@ class EraseResult:
     method: str
     simulated: bool = False
     details: dict[str, str] = field(default_factory=dict)
+    # One certificate per device (agent/erase.Certificate.as_dict()); stored and served.
+    certificates: tuple[dict[str, Any], ...] = ()
 
 
 class Agent(Protocol):
@@ -51,6 +54,10 @@ class Agent(Protocol):
         """Format and mount the data disk, write keys and password. Raises AgentError."""
         ...
 
-    def erase(self, node: NodeRef) -> EraseResult:
-        """Erase every tenant-writable disk. Raises AgentError."""
+    def erase(self, node: NodeRef, lease: str | None = None) -> EraseResult:
+        """Erase every tenant-writable disk and certify each. Raises AgentError."""
+        ...
+
+    def verify(self, node: NodeRef, thresholds: Thresholds, spec: GpuSpec) -> Report:
+        """Run the acceptance suite on the node and return its judged report."""
         ...

@@ -52,12 +52,13 @@ def instance_view(s: Session, p: Platform, inst: Instance) -> InstanceView:
     # Stages, errors along the way, and a failure with its reason.
     stages = [
         StageView(
-            stage=e.to_value or e.kind if e.kind != "error" else f"{e.to_value} (retry)",
+            stage={"error": f"{e.to_value} (retry)", "result": f"{e.to_value} result"}.get(
+                e.kind, e.to_value or e.kind),
             at=e.at, message=e.message,
             node=names.get(e.resource_id) if e.resource == "node" else None,
         )
         for e in instance_events(s, inst.id)
-        if e.kind in ("stage", "error") or (
+        if e.kind in ("stage", "error", "result") or (
             e.resource == "instance" and e.to_value == InstanceStatus.FAILED.value)
     ]
     delivery = (inst.ready_at - inst.ordered_at).total_seconds() if inst.ready_at else None

@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
+from gpulease.domain.acceptance import GpuSpec, Report, Thresholds
 from gpulease.domain.states import CleanStage, DeployStage
 from gpulease.platform import Platform
 from gpulease.ports.agent import Agent, NodeConfig, NodeRef
@@ -35,6 +37,7 @@ class NodeJob:
     hostname: str
     polls: int = 0  # how often this stage has polled already
     config_drive_url: str | None = None
+    acceptance: tuple[Thresholds, GpuSpec] | None = None  # the offer's pass marks
 
 
 @dataclass
@@ -42,6 +45,8 @@ class StepResult:
     outcome: Outcome
     ip_address: str | None = None
     note: str | None = None
+    report: Report | None = None  # the acceptance suite's (VERIFY)
+    certificates: tuple[dict[str, Any], ...] = ()  # erase certificates (ERASE)
 
 
 def _bmc(p: Platform, job: NodeJob) -> Bmc:
@@ -101,6 +106,17 @@ def configure(p: Platform, job: NodeJob) -> StepResult:
     return StepResult(Outcome.ADVANCE, ip_address=result.ip_address)
 
 
+def verify(p: Platform, job: NodeJob) -> StepResult:
+    if job.acceptance is None:
+        return StepResult(Outcome.ADVANCE, note="no acceptance marks for this node's offer")
+    report = _agent(p, job).verify(_ref(job), *job.acceptance)
+    verdict = "passed" if report.passed else "FAILED"
+    label = " (simulated)" if report.simulated else ""
+    return StepResult(Outcome.ADVANCE, report=report,
+                      note=f"acceptance {verdict}{label}: {len(report.checks)} checks, "
+                           f"{len(report.failures)} failed")
+
+
 def detach_media(p: Platform, job: NodeJob) -> StepResult:
     _bmc(p, job).eject_media()
     return StepResult(Outcome.ADVANCE)
@@ -115,9 +131,9 @@ def attach_agent_media(p: Platform, job: NodeJob) -> StepResult:
 
 
 def erase(p: Platform, job: NodeJob) -> StepResult:
-    result = _agent(p, job).erase(_ref(job))
+    result = _agent(p, job).erase(_ref(job), lease=job.instance_id)
     label = " (simulated)" if result.simulated else ""
-    return StepResult(Outcome.ADVANCE,
+    return StepResult(Outcome.ADVANCE, certificates=result.certificates,
                       note=f"erased {', '.join(result.devices)} by {result.method}{label}")
 
 
@@ -132,6 +148,7 @@ STEPS: dict[str, Callable[[Platform, NodeJob], StepResult]] = {
     DeployStage.POWER_ON.value: power_on,
     DeployStage.WAIT_AGENT.value: wait_agent,
     DeployStage.CONFIGURE.value: configure,
+    DeployStage.VERIFY.value: verify,
     DeployStage.DETACH_MEDIA.value: detach_media,
     CleanStage.SHUTDOWN.value: power_off,
     CleanStage.ATTACH_MEDIA.value: attach_agent_media,

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from gpulease.configdrive import ConfigDriveSpec, build_iso
 from gpulease.db.repositories import bound_nodes, instance_allocations
 from gpulease.db.tables import ConfigDrive, Event, GpuAllocation, Instance, Node
+from gpulease.domain.acceptance import GpuSpec, Thresholds
 from gpulease.domain.states import (
     CLEAN_ORDER,
     DEPLOY_ORDER,
@@ -29,6 +30,12 @@ from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint
 from gpulease.ports.runtime import ContainerSpec
 from gpulease.security import hash_token
+from gpulease.services.agents import (
+    failure_reason,
+    mint_enrollment,
+    record_acceptance,
+    record_certificates,
+)
 from gpulease.services.images import find_image
 from gpulease.services.status import (
     enter_stage,
@@ -113,7 +120,14 @@ def _node_job(s: Session, p: Platform, node: Node, inst: Instance | None) -> Nod
         hostname=(inst.name or inst.id) if inst else node.name,
         polls=node.stage_polls or 0,
         config_drive_url=_existing_drive_url(s, p, node, inst),
+        acceptance=_acceptance_marks(p, node) if node.stage == DeployStage.VERIFY.value
+        else None,
     )
+
+
+def _acceptance_marks(p: Platform, node: Node) -> tuple[Thresholds, GpuSpec] | None:
+    offer = p.catalog.offer(node.sku, node.region)
+    return p.catalog.acceptance_for(offer) if offer is not None else None
 
 
 def _drive_url(p: Platform, drive_id: str) -> str:
@@ -142,6 +156,7 @@ def _make_config_drive(p: Platform, job: NodeJob) -> NodeJob:
         s.add(ConfigDrive(id=drive_id, node_id=job.node_id, instance_id=job.instance_id,
                           agent_token_hash=hash_token(agent_token), iso=iso,
                           created_at=p.clock.now()))
+        mint_enrollment(s, job.node_id, job.instance_id, p.clock.now(), token=agent_token)
     return replace(job, config_drive_url=_drive_url(p, drive_id))
 
 
@@ -207,12 +222,27 @@ def _apply_node(p: Platform, claim: Claim, job: NodeJob, result: StepResult | St
             return
         if result.ip_address:
             node.ip_address = result.ip_address
+        if result.report is not None:
+            report_id = record_acceptance(s, node, node.instance_id, result.report,
+                                          "delivery", now)
+            if not result.report.passed:
+                fail_node(s, p, node, failure_reason(result.report, report_id), now)
+                p.wake()
+                return
+        if result.certificates:
+            unverified = record_certificates(s, node.id, node.instance_id,
+                                             result.certificates, now)
+            if unverified:
+                fail_node(s, p, node, f"erase verification failed on "
+                                      f"{', '.join(unverified)}", now)
+                p.wake()
+                return
         if result.outcome is Outcome.WAIT:
             node.stage_polls = (node.stage_polls or 0) + 1
             node.next_attempt_at = now + timedelta(seconds=p.settings.poll_interval_s)
             return
         if result.note:
-            record_event(s, now, "node", node.id, "stage", instance_id=node.instance_id,
+            record_event(s, now, "node", node.id, "result", instance_id=node.instance_id,
                          to_value=job.stage, message=result.note)
         order = DEPLOY_STAGES if node.status == NodeStatus.DEPLOYING.value else CLEAN_STAGES
         position = order.index(job.stage)

@@ -8,7 +8,7 @@ from gpulease.domain.errors import Conflict, Forbidden, Gone, InvalidInput, NotF
 from gpulease.domain.states import DEPLOY_ORDER
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.services import catalog, instances, inventory, orders
+from gpulease.services import agents, catalog, instances, inventory, orders
 from gpulease.services.inventory import NodeSpec, add_node
 from gpulease.worker.runner import Worker
 from tests.conftest import LiveServer, TenantCtx, new_tenant
@@ -79,8 +79,14 @@ def test_release_erases_and_frees_the_node(
     node_stages = [st.stage for st in view.stages if st.node and st.stage.startswith(
         ("clean", "erase"))]
     assert node_stages == ["clean_shutdown", "clean_attach_media", "clean_power_on",
-                           "clean_wait_agent", "erase", "erase", "clean_power_off"]
+                           "clean_wait_agent", "erase", "erase result", "clean_power_off"]
     assert [st.stage for st in view.stages][-1] == "released"
+    # one sealed certificate per disk, for the tenant to download
+    certs = agents.instance_certificates(fleet, tenant.principal, iid)
+    assert [c["device"] for c in certs] == ["/dev/nvme0n1", "/dev/nvme1n1"]
+    assert all(c["passed"] and c["simulated"] and len(c["digest"]) == 64 for c in certs)
+    assert certs[0]["certificate"]["lease"] == iid
+    assert agents.certificate(fleet, tenant.principal, certs[0]["id"])["id"] == certs[0]["id"]
     assert "cleaning" in [st.stage for st in view.stages]
     snap = fleet.drivers.fleet.snapshot(node_name)  # type: ignore[union-attr]
     assert snap["erase_count"] == 1 and snap["power"] == "off" and snap["config"] is None

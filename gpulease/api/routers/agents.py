@@ -1,0 +1,88 @@
+"""Node agents phone home here; tenants read telemetry, acceptance reports and erase
+certificates of their instances."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, Field
+
+from gpulease.api.deps import PlatformDep, PrincipalDep
+from gpulease.services import agents
+
+router = APIRouter(tags=["node agents"])
+
+
+class RegisterRequest(BaseModel):
+    token: str = Field(description="one-time enrollment token (glat_...)")
+    hostname: str = Field(min_length=1, max_length=200)
+    address: str | None = Field(default=None, max_length=300,
+                                description="HOST:PORT where the agent's /metrics listens")
+    inventory: dict[str, Any] | None = None
+
+
+class RegisterResponse(BaseModel):
+    node_id: str
+    credential: str = Field(description="the agent's credential (glan_...); shown once")
+
+
+class TelemetryPush(BaseModel):
+    gpus: list[dict[str, Any]] = Field(description="GPU summaries, as the agent's "
+                                       "/v1/summary returns them")
+
+
+def _bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    return header[7:].strip() if header.lower().startswith("bearer ") else None
+
+
+@router.post("/agent/register", response_model=RegisterResponse, status_code=201)
+def register(body: RegisterRequest, p: PlatformDep) -> RegisterResponse:
+    """Trade the one-time token from the config drive for the agent's own credential."""
+    node_id, credential = agents.register(p, body.token, body.hostname, body.address,
+                                          body.inventory)
+    return RegisterResponse(node_id=node_id, credential=credential)
+
+
+@router.post("/agent/telemetry", status_code=202)
+def push_telemetry(body: TelemetryPush, request: Request, p: PlatformDep) -> dict[str, Any]:
+    """A window of GPU summaries from an agent; answers with the alerts it raises."""
+    return {"alerts": agents.ingest(p, _bearer(request), body.gpus)}
+
+
+@router.get("/instances/{instance_id}/metrics")
+def instance_metrics(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> dict[str, Any]:
+    """Latest GPU telemetry summary per GPU of the instance, and its open hardware alerts."""
+    return agents.instance_metrics(p, actor, instance_id)
+
+
+@router.get("/instances/{instance_id}/acceptance")
+def instance_acceptance(instance_id: str, p: PlatformDep, actor: PrincipalDep
+                        ) -> list[dict[str, Any]]:
+    """Every acceptance report run for the instance's nodes (JSON and readable summary)."""
+    return agents.acceptance_reports(p, actor, instance_id)
+
+
+@router.get("/instances/{instance_id}/erase-certificates")
+def instance_certificates(instance_id: str, p: PlatformDep, actor: PrincipalDep
+                          ) -> list[dict[str, Any]]:
+    """One NIST SP 800-88 erase certificate per disk the instance's nodes held."""
+    return agents.instance_certificates(p, actor, instance_id)
+
+
+@router.get("/erase-certificates/{certificate_id}")
+def certificate(certificate_id: str, p: PlatformDep, actor: PrincipalDep) -> dict[str, Any]:
+    return agents.certificate(p, actor, certificate_id)
+
+
+@router.get("/nodes/{node_id}/erase-certificates", tags=["nodes (operator)"])
+def node_certificates(node_id: str, p: PlatformDep, actor: PrincipalDep
+                      ) -> list[dict[str, Any]]:
+    return agents.node_certificates(p, actor, node_id)
+
+
+@router.post("/nodes/{node_id}/agent-token", status_code=201, tags=["nodes (operator)"])
+def agent_token(node_id: str, p: PlatformDep, actor: PrincipalDep) -> dict[str, str]:
+    """A one-time enrollment token for the node's agent (valid 24 hours), shown once."""
+    return {"token": agents.operator_enrollment(p, actor, node_id)}

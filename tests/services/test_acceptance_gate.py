@@ -1,0 +1,152 @@
+"""Acceptance gates delivery; agents enroll once and push telemetry that raises and closes
+alerts; on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from gpulease.agent.sampler import Sampler
+from gpulease.agent.simulated import SimulatedGpus, VirtualClock, parse_faults
+from gpulease.db.tables import HardwareAlert, Node
+from gpulease.domain.errors import Forbidden, InvalidInput, NotFound, Unauthorized
+from gpulease.platform import Platform
+from gpulease.services import agents, instances
+from gpulease.worker.runner import Worker
+from tests.conftest import TenantCtx, new_tenant
+from tests.services.helpers import double_allocated_gpus, node_by_name
+from tests.services.test_engine import node_name_of, place, sim
+
+
+def offer_nodes(p: Platform) -> list[str]:
+    with p.db.read() as s:
+        return list(s.scalars(select(Node.name).where(Node.sku == "h100-80g-x8",
+                                                      Node.region == "ningxia-1")))
+
+
+def test_failed_acceptance_moves_the_order_and_keeps_the_report(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str
+) -> None:
+    iid = place(fleet, tenant, key)
+    bad = node_name_of(fleet, tenant, iid)
+    sim(fleet).set_gpu_faults(bad, ["slow-gpu:2"])
+    worker.run_until_idle()
+    view = instances.show_instance(fleet, tenant.principal, iid)
+    assert view.status == "ready", view.status_reason
+    assert [n.name for n in view.nodes if n.status == "active"] != [bad]
+    node = node_by_name(fleet, bad)
+    assert node.status == "maintenance"
+    assert "acceptance failed" in (node.status_reason or "")
+    assert "matmul_bf16 gpu2" in (node.status_reason or "")
+    reports = agents.acceptance_reports(fleet, tenant.principal, iid)
+    assert [(r["node"], r["passed"]) for r in reports] == [
+        (bad, False), (next(n.name for n in view.nodes if n.status == "active"), True)]
+    assert reports[0]["report"]["simulated"] and "FAIL" in reports[0]["report"]["summary"]
+    assert "verify result" in [st.stage for st in view.stages]
+    assert double_allocated_gpus(fleet) == []
+
+
+def test_no_good_node_left_fails_the_order_with_the_reason(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str
+) -> None:
+    for name in offer_nodes(fleet):
+        sim(fleet).set_gpu_faults(name, ["nvlink-down:0:3"])
+    iid = place(fleet, tenant, key)
+    worker.run_until_idle()
+    view = instances.show_instance(fleet, tenant.principal, iid)
+    assert view.status == "failed"
+    assert "acceptance failed" in (view.status_reason or "")
+    assert "allreduce_busbw" in (view.status_reason or "")
+    assert all(node_by_name(fleet, n).status == "maintenance" for n in offer_nodes(fleet))
+
+
+def test_bad_gpu_fault_spec_is_refused_at_injection(fleet: Platform) -> None:
+    with pytest.raises(ValueError, match="unknown fault"):
+        sim(fleet).set_gpu_faults(offer_nodes(fleet)[0], ["melted"])
+
+
+def window(*faults: str) -> list[dict[str, object]]:
+    gpus = SimulatedGpus(8, faults=parse_faults(faults), clock=VirtualClock())
+    gpus.load = 1.0
+    sampler = Sampler(gpus)
+    for _ in range(60):
+        sampler.sweep()
+        gpus.clock.advance(1.0)  # type: ignore[attr-defined]
+    return [g.as_dict() for g in sampler.summaries()]
+
+
+def test_enroll_push_alerts_and_scoping(
+    fleet: Platform, tenant: TenantCtx, operator: TenantCtx, worker: Worker, key: str
+) -> None:
+    iid = place(fleet, tenant, key)
+    worker.run_until_idle()
+    name = node_name_of(fleet, tenant, iid)
+    with pytest.raises(Forbidden):
+        agents.operator_enrollment(fleet, tenant.principal, name)
+    token = agents.operator_enrollment(fleet, operator.principal, name)
+    node_id, credential = agents.register(fleet, token, "gpu-host", "10.0.0.5:9400",
+                                          {"simulated_gpus": True})
+    assert node_id == node_by_name(fleet, name).id
+    with pytest.raises(Unauthorized, match="used or expired"):
+        agents.register(fleet, token, "gpu-host", None, None)  # one-time
+    with pytest.raises(Unauthorized):
+        agents.ingest(fleet, "glan_wrong", window())
+    with pytest.raises(InvalidInput, match="GPU summary"):
+        agents.ingest(fleet, credential, [{"index": 0}])
+
+    raised = agents.ingest(fleet, credential, window("xid79:4"))
+    assert [(a["gpu"], a["kind"]) for a in raised] == [(4, "gpu_fell_off_bus")]
+    metrics = agents.instance_metrics(fleet, tenant.principal, iid)
+    (node,) = metrics["nodes"]
+    assert len(node["gpus"]) == 8 and node["simulated"] is True
+    assert [a["kind"] for a in node["alerts"]] == ["gpu_fell_off_bus"]
+    # a window without the fault closes the alert
+    assert agents.ingest(fleet, credential, window()) == []
+    assert agents.instance_metrics(fleet, tenant.principal, iid)["nodes"][0]["alerts"] == []
+    with fleet.db.read() as s:
+        rows = s.scalars(select(HardwareAlert)).all()
+        assert [(r.kind, r.closed_at is not None) for r in rows] == [("gpu_fell_off_bus", True)]
+    other = new_tenant(fleet, "other")
+    with pytest.raises(NotFound):
+        agents.instance_metrics(fleet, other.principal, iid)
+    # re-enrolling replaces the credential
+    _, second = agents.register(fleet, agents.operator_enrollment(
+        fleet, operator.principal, name), "gpu-host", None, None)
+    with pytest.raises(Unauthorized):
+        agents.ingest(fleet, credential, window())
+    assert agents.ingest(fleet, second, window()) == []
+
+
+def test_certificates_are_scoped_to_the_lease(
+    fleet: Platform, tenant: TenantCtx, operator: TenantCtx, worker: Worker, key: str
+) -> None:
+    iid = place(fleet, tenant, key)
+    worker.run_until_idle()
+    name = node_name_of(fleet, tenant, iid)
+    instances.release_instance(fleet, tenant.principal, iid)
+    worker.run_until_idle()
+    (first, _) = agents.instance_certificates(fleet, tenant.principal, iid)
+    other = new_tenant(fleet, "other")
+    with pytest.raises(NotFound):
+        agents.certificate(fleet, other.principal, first["id"])
+    assert agents.certificate(fleet, operator.principal, first["id"])["node"] == name
+    assert len(agents.node_certificates(fleet, operator.principal, name)) == 2
+    with pytest.raises(Forbidden):
+        agents.node_certificates(fleet, tenant.principal, name)
+
+
+def test_demo_stand_in_agents_push_through_the_real_ingest_path(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str
+) -> None:
+    from gpulease.demo_agents import DemoAgents
+
+    iid = place(fleet, tenant, key)
+    worker.run_until_idle()
+    name = node_name_of(fleet, tenant, iid)
+    sim(fleet).set_gpu_faults(name, ["row-remap:7"])
+    demo = DemoAgents(fleet, interval_s=5)
+    assert demo.tick() == 1 and demo.tick() == 1  # enrolls once, pushes twice
+    (node,) = agents.instance_metrics(fleet, tenant.principal, iid)["nodes"]
+    assert node["simulated"] is True and len(node["gpus"]) == 8
+    assert all(g["simulated"] and g["samples"] == 5 for g in node["gpus"])
+    assert [(a["gpu"], a["kind"]) for a in node["alerts"]] == [(7, "row_remap_failure")]
