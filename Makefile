@@ -25,6 +25,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/placement_throughput.py
 	$(BIN)/python bench/api_latency.py
 	$(BIN)/python bench/redfish.py
+	$(BIN)/python bench/agent_telemetry.py
 
 clean:
 	rm -rf $(VENV) .gpulease .pytest_cache .mypy_cache .ruff_cache
