@@ -46,7 +46,7 @@ class DemoAgents:
         """One push per active simulated node; returns how many were pushed."""
         with self.p.db.read() as s:
             nodes = [n for n in s.scalars(select(Node).where(Node.status == "active"))
-                     if self.p.drivers.simulated(n.bmc_driver)]
+                     if n.agent_kind == "builtin" and self.p.drivers.simulated(n.bmc_driver)]
             s.expunge_all()
         for node in nodes:
             sku = self.p.catalog.sku_by_id.get(node.sku)

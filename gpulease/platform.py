@@ -35,10 +35,12 @@ class Drivers:
     runtime: ContainerRuntime
     fleet: SimulatedFleet | None = None
 
-    def simulated(self, driver: str) -> bool:
-        """True when a node on this BMC driver has simulated hardware or a simulated agent."""
+    def simulated(self, driver: str, agent_kind: str = "builtin") -> bool:
+        """True when a node on this BMC driver has simulated hardware or a simulated agent
+        (a node with agent_kind "gpulease" runs the real agent)."""
         agent = self.agents.get(driver)
-        return driver == "simulated" or bool(getattr(agent, "simulated", False))
+        return driver == "simulated" or (
+            agent_kind == "builtin" and bool(getattr(agent, "simulated", False)))
 
     def agent_for(self, driver: str) -> Agent:
         try:

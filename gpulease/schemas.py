@@ -175,9 +175,13 @@ class NodeView(BaseModel):
     free_gpus: int
     drain_requested: bool
     simulated: bool
+    agent: str = "builtin"  # builtin (simulated stand-in) | gpulease (the node agent)
     last_error: str | None
     updated_at: datetime
     inventory: dict[str, Any] | None = None
+    # The node agent's own report (one node's detail only): hostname, last call, and its
+    # inventory (GPUs with PCIe and NVLink, CPUs, memory, disks, NICs, driver, CUDA).
+    agent_report: dict[str, Any] | None = None
 
 
 class EnrollRequest(BaseModel):
@@ -191,6 +195,9 @@ class EnrollRequest(BaseModel):
     fabric: str | None = Field(default=None, max_length=64)
     rack: str | None = Field(default=None, max_length=64)
     pool: Literal["bare_metal", "container"] = "bare_metal"
+    agent: Literal["gpulease", "builtin"] = Field(
+        default="gpulease", description="gpulease: the node agent runs on the server and is "
+        "driven by commands; builtin: a simulated stand-in (demo and test servers only)")
 
 
 class NodeActionRequest(BaseModel):

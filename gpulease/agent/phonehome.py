@@ -1,46 +1,82 @@
-"""Phone home: trade the one-time token for a node credential, then push a summary of the
-last window at a fixed interval. A control plane that is down is retried at the next
-interval; telemetry at /metrics never depends on it."""
+"""Phone home: trade the one-time token for a node credential, push a summary of the last
+window at a fixed interval, and carry out the control plane's commands (configure, verify,
+erase), fetched over this outbound connection. A control plane that is down is retried at
+the next interval; telemetry at /metrics never depends on it."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import socket
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import httpx
 
+from gpulease.agent.checks import SuiteOptions, run_suite
+from gpulease.agent.erase import erase_device, tenant_disks
 from gpulease.agent.server import AgentState
+from gpulease.domain.acceptance import GpuSpec, Thresholds
 
 log = logging.getLogger("gpulease.agent")
+
+
+def read_token(path: Path) -> str:
+    """The token alone, or the config drive's /etc/gpulease/agent.env
+    (GPULEASE_AGENT_TOKEN=...)."""
+    text = path.read_text()
+    for line in text.splitlines():
+        if line.startswith("GPULEASE_AGENT_TOKEN="):
+            return line.split("=", 1)[1].strip()
+    return text.strip()
+
+
+@dataclass(frozen=True)
+class NodeOptions:
+    """What this node's commands act on."""
+
+    fio_target: str | None = None  # the data disk for the acceptance suite's fio checks
+    erase_devices: tuple[str, ...] = ()  # empty: every disk but the one holding /
+    allow_erase: bool = False  # only the cleaning ramdisk's agent erases
+    burnin_s: float | None = None  # None: the offer's pass mark
+    fio_runtime_s: float = 10.0  # per fio job
 
 
 class PhoneHome:
     def __init__(self, url: str, state: AgentState, credential_file: Path,
                  enroll_token_file: Path | None, interval_s: float = 60.0,
-                 listen_port: int | None = None, timeout_s: float = 10.0) -> None:
+                 listen_port: int | None = None, timeout_s: float = 10.0,
+                 command_poll_s: float = 5.0, options: NodeOptions = NodeOptions()) -> None:
         self.url = url.rstrip("/")
         self.state, self.interval_s = state, interval_s
+        self.command_poll_s, self.options = command_poll_s, options
+        self.commands_done = 0
+        self._register_lock = threading.Lock()
         self.credential_file, self.enroll_token_file = credential_file, enroll_token_file
         self.listen_port = listen_port
         self.client = httpx.Client(timeout=timeout_s)
         self.pushes = 0
         self.last_alerts: list[dict[str, Any]] = []
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def credential(self) -> str | None:
         if self.credential_file.exists():
             return self.credential_file.read_text().strip() or None
         return None
 
+    def _credential_or_register(self) -> str:
+        with self._register_lock:  # two threads, one enrollment
+            return self.credential() or self.register()
+
     def register(self) -> str:
         if self.enroll_token_file is None or not self.enroll_token_file.exists():
             raise RuntimeError("no credential yet and no enrollment token file; pass "
                                "--enroll-token-file (the config drive's agent token)")
-        token = self.enroll_token_file.read_text().strip()
+        token = read_token(self.enroll_token_file)
         address = f"{self.state.hostname}:{self.listen_port}" if self.listen_port else None
         resp = self.client.post(f"{self.url}/api/v1/agent/register", json={
             "token": token, "hostname": self.state.hostname, "address": address,
@@ -56,7 +92,7 @@ class PhoneHome:
         return credential
 
     def push(self) -> list[dict[str, Any]]:
-        credential = self.credential() or self.register()
+        credential = self._credential_or_register()
         summary = self.state.summary(self.interval_s)
         resp = self.client.post(f"{self.url}/api/v1/agent/telemetry",
                                 json={"gpus": summary["gpus"]},
@@ -68,19 +104,99 @@ class PhoneHome:
         self.last_alerts = resp.json()["alerts"]
         return self.last_alerts
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
+    # --- commands ------------------------------------------------------------------------
+    def poll_commands(self) -> int:
+        """Fetch and carry out pending commands; returns how many ran."""
+        credential = self._credential_or_register()
+        headers = {"Authorization": f"Bearer {credential}"}
+        resp = self.client.get(f"{self.url}/api/v1/agent/commands", headers=headers)
+        if resp.status_code != 200:
+            raise RuntimeError(f"commands refused ({resp.status_code}): "
+                               f"{resp.json().get('detail', resp.text)}")
+        for command in resp.json():
+            self._execute(command, headers)
+        return len(resp.json())
+
+    def _execute(self, command: dict[str, Any], headers: dict[str, str]) -> None:
+        handler = {"configure": self.configure, "verify": self.verify,
+                   "erase": self.erase}.get(command["kind"])
+        try:
+            if handler is None:
+                raise RuntimeError(f"unknown command {command['kind']!r}; upgrade the agent")
+            body: dict[str, Any] = {"ok": True, "result": handler(command["payload"])}
+        except Exception as exc:  # reported to the control plane, which decides
+            log.warning("command %s failed: %s", command["kind"], exc)
+            body = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        for _ in range(5):  # the result must not be lost to one dropped connection
             try:
-                self.push()
-            except (httpx.HTTPError, RuntimeError, OSError) as exc:
-                log.warning("phone home to %s failed: %s", self.url, exc)
+                resp = self.client.post(
+                    f"{self.url}/api/v1/agent/commands/{command['id']}/result",
+                    content=json.dumps(body, default=str),
+                    headers={**headers, "Content-Type": "application/json"})
+                if resp.status_code < 500:
+                    break
+            except httpx.HTTPError as exc:
+                log.warning("posting the result of %s: %s", command["id"], exc)
+            self._stop.wait(2)
+        self.commands_done += 1
+
+    def _address(self) -> str:
+        """The address this server reaches the control plane from (its routable IP)."""
+        target = urlparse(self.url)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((target.hostname or "127.0.0.1", target.port or 443))
+            return str(s.getsockname()[0])
+
+    def configure(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """cloud-init applied the config drive at first boot; confirm it did, without
+        errors, and report the address."""
+        status = Path("/run/cloud-init/result.json")
+        cloud_init: Any = "not present (image without cloud-init)"
+        if status.exists():
+            result = json.loads(status.read_text()).get("v1", {})
+            if result.get("errors"):
+                raise RuntimeError(f"cloud-init reported errors: {result['errors']}")
+            cloud_init = "done"
+        return {"ip_address": self._address(), "hostname": socket.gethostname(),
+                "requested_hostname": payload.get("hostname"), "cloud_init": cloud_init}
+
+    def verify(self, payload: dict[str, Any]) -> dict[str, Any]:
+        report = run_suite(self.state.backend, Thresholds(**payload["thresholds"]),
+                           GpuSpec(**payload["spec"]),
+                           SuiteOptions(fio_target=self.options.fio_target,
+                                        fio_runtime_s=self.options.fio_runtime_s,
+                                        burnin_s=self.options.burnin_s))
+        return report.as_dict()
+
+    def erase(self, payload: dict[str, Any]) -> dict[str, Any]:
+        if not self.options.allow_erase:
+            raise RuntimeError("this agent was started without --allow-erase: only the "
+                               "cleaning ramdisk's agent erases disks")
+        devices = list(self.options.erase_devices) or tenant_disks()
+        certificates = [erase_device(d, node=self.state.hostname, lease=payload.get("lease"))
+                        .as_dict() for d in devices]
+        return {"certificates": certificates}
+
+    # --- loops ---------------------------------------------------------------------------
+    def _loop(self, every: float, work: Any, what: str) -> None:
+        while not self._stop.wait(every):
+            try:
+                work()
+            except (httpx.HTTPError, RuntimeError, OSError, ValueError) as exc:
+                log.warning("%s with %s failed: %s", what, self.url, exc)
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="phone-home", daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._loop, args=(self.interval_s, self.push, "push"),
+                             name="phone-home", daemon=True),
+            threading.Thread(target=self._loop, args=(self.command_poll_s,
+                                                      self.poll_commands, "commands"),
+                             name="agent-commands", daemon=True)]
+        for t in self._threads:
+            t.start()
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=5)
+        for t in getattr(self, "_threads", []):
+            t.join(timeout=5)
         self.client.close()

@@ -51,11 +51,23 @@ def run(
         "--control-plane", envvar="GPULEASE_CONTROL_PLANE",
         help="control plane URL to phone home to and push summaries")] = None,
     enroll_token_file: Annotated[Path | None, typer.Option(
-        help="one-time enrollment token (from the config drive)")] = None,
+        help="one-time enrollment token: the config drive's agent.env, or a file holding "
+        "the token")] = Path("/etc/gpulease/agent.env"),
     credential_file: Annotated[Path, typer.Option(
         help="where the per-node credential is kept after enrollment")] = Path(
         "/var/lib/gpulease-agent/credential"),
     push_interval: Annotated[float, typer.Option(help="seconds between pushes")] = 60.0,
+    command_poll: Annotated[float, typer.Option(
+        help="seconds between polls for the control plane's commands")] = 5.0,
+    fio_target: Annotated[str | None, typer.Option(
+        help="data disk for the acceptance suite's read-only fio checks")] = None,
+    erase_device: Annotated[list[str] | None, typer.Option(
+        help="disk an erase command erases (repeatable; default: every disk but /'s)")] = None,
+    allow_erase: Annotated[bool, typer.Option(
+        help="carry out erase commands (the cleaning ramdisk's agent only)")] = False,
+    burnin: Annotated[float | None, typer.Option(
+        help="burn-in seconds for verify commands (default: the offer's)")] = None,
+    fio_runtime: Annotated[float, typer.Option(help="seconds per fio job in verify")] = 10,
 ) -> None:
     """Run the agent: sample every GPU, serve /metrics, phone home when told where."""
     if ctx.invoked_subcommand is not None:
@@ -82,10 +94,14 @@ def run(
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     phone = None
     if control_plane:
-        from gpulease.agent.phonehome import PhoneHome
+        from gpulease.agent.phonehome import NodeOptions, PhoneHome
 
         phone = PhoneHome(control_plane, state, credential_file, enroll_token_file,
-                          push_interval, listen_port=server.port)
+                          push_interval, listen_port=server.port,
+                          command_poll_s=command_poll, options=NodeOptions(
+                              fio_target=fio_target, erase_devices=tuple(erase_device or ()),
+                              allow_erase=allow_erase, burnin_s=burnin,
+                              fio_runtime_s=fio_runtime))
         phone.start()
     try:
         stop.wait()

@@ -569,6 +569,35 @@ def acceptance(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
 
 
 @app.command()
+def verify(instance_id: str,
+           wait: Annotated[bool, typer.Option(help="wait for every node's report")] = False,
+           timeout: Annotated[float, typer.Option(help="seconds to wait")] = 1800,
+           url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Run the acceptance suite again on a ready instance's nodes."""
+    client = _client(url, token)
+    before = len(_api(lambda: client.get_json(f"/instances/{instance_id}/acceptance")))
+    runs = _api(lambda: client.post_json(f"/instances/{instance_id}/verify"))
+    deadline = time.monotonic() + timeout
+    reports = []
+    while True:
+        reports = _api(lambda: client.get_json(f"/instances/{instance_id}/acceptance"))[before:]
+        if not wait or len(reports) >= len(runs) or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    if as_json:
+        return _json({"runs": runs, "reports": reports})
+    for r in runs:
+        out.print(f"{r['node']}: {r['status']}", highlight=False)
+    for r in reports:
+        print(r["report"]["summary"])
+    if wait and len(reports) < len(runs):
+        err.print("[red]timed out[/red] waiting for the node agent's report")
+        raise typer.Exit(1)
+    if any(not r["passed"] for r in reports):
+        raise typer.Exit(1)
+
+
+@app.command()
 def certificates(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
                  as_json: JsonOpt = False) -> None:
     """The erase certificates (NIST SP 800-88) of the disks an instance used."""

@@ -134,6 +134,10 @@ class Node(LockedRow, Base):
     rack_id: Mapped[str | None] = mapped_column(ForeignKey("racks.id"))
     fabric_id: Mapped[str | None] = mapped_column(ForeignKey("fabrics.id"), index=True)
     bmc_driver: Mapped[str] = mapped_column(String(16))  # simulated | redfish
+    # builtin: the BMC driver's stand-in agent (simulated servers, the demo);
+    # gpulease: the real `gpulease agent` on the server, driven by commands it polls for.
+    agent_kind: Mapped[str] = mapped_column(String(16), default="builtin",
+                                            server_default="builtin")
     bmc_address: Mapped[str] = mapped_column(String(300))
     bmc_username: Mapped[str] = mapped_column(String(100))
     bmc_password_enc: Mapped[str] = mapped_column(Text)
@@ -358,3 +362,23 @@ class EraseCertificate(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     digest: Mapped[str] = mapped_column(String(64))
     certificate_json: Mapped[str] = mapped_column(Text)
+
+
+class AgentCommand(Base):
+    """Work for a node's agent (configure, verify, erase). The agent polls for it over its
+    own outbound connection (no inbound port on the server needed) and posts the result;
+    the worker's step waits for that result."""
+
+    __tablename__ = "agent_commands"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id"), index=True)
+    instance_id: Mapped[str | None] = mapped_column(String(32))
+    kind: Mapped[str] = mapped_column(String(16))  # configure | verify | erase
+    trigger: Mapped[str] = mapped_column(String(16))  # a stage name, or on_demand
+    payload_enc: Mapped[str] = mapped_column(Text)  # sealed: it may carry a root password
+    status: Mapped[str] = mapped_column(String(16))  # pending | running | done | failed
+    result_json: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    claimed_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())

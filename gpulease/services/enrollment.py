@@ -99,7 +99,7 @@ def enroll(p: Platform, actor: Principal, req: EnrollRequest,
             serial=inv.serial or "", fabric_id=req.fabric, rack_id=req.rack,
             bmc_driver="redfish", bmc_address=req.bmc, bmc_username=req.username,
             bmc_password=req.password, status=status, status_reason=reason,
-            inventory_json=json.dumps(record)))
+            inventory_json=json.dumps(record), agent_kind=req.agent))
         s.flush()
         return _NodeId(id=node.id)
 

@@ -77,7 +77,8 @@ def instance_view(s: Session, p: Platform, inst: Instance) -> InstanceView:
             inst.status == InstanceStatus.READY.value
             and inst.credentials_revealed_at is None and inst.root_password_enc is not None
         ),
-        simulated=any(p.drivers.simulated(node.bmc_driver) for node, _, _ in allocations),
+        simulated=any(p.drivers.simulated(node.bmc_driver, node.agent_kind)
+                      for node, _, _ in allocations),
     )
 
 

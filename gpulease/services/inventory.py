@@ -11,7 +11,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from gpulease.db.tables import Fabric, Gpu, GpuAllocation, Node, Rack
+from gpulease.db.tables import Fabric, Gpu, GpuAllocation, Node, NodeAgent, Rack
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
 from gpulease.domain.states import NODE_BUSY, NodeStatus
@@ -37,6 +37,7 @@ class NodeSpec:
     status: NodeStatus = NodeStatus.AVAILABLE
     status_reason: str | None = None
     inventory_json: str | None = None
+    agent_kind: str = "builtin"  # builtin (simulated stand-in) | gpulease (the real agent)
 
 
 def ensure_fabric(s: Session, fabric_id: str, region: str, kind: str = "infiniband",
@@ -69,7 +70,8 @@ def add_node(s: Session, p: Platform, spec: NodeSpec) -> Node:
         bmc_address=spec.bmc_address or f"simulated://{spec.name}",
         bmc_username=spec.bmc_username, bmc_password_enc=p.box.seal(spec.bmc_password),
         status=spec.status.value, status_reason=spec.status_reason,
-        inventory_json=spec.inventory_json, generation=0, attempts=0, created_at=now,
+        inventory_json=spec.inventory_json, agent_kind=spec.agent_kind, generation=0,
+        attempts=0, created_at=now,
         updated_at=now,
     )
     s.add(node)
@@ -107,7 +109,7 @@ def node_view(node: Node, rack: Rack | None, counts: tuple[int, int],
         leaf_switch=rack.leaf_switch if rack else None, bmc_driver=node.bmc_driver,
         bmc_address=node.bmc_address, instance_id=node.instance_id, gpu_count=counts[0],
         free_gpus=counts[1], drain_requested=node.drain_requested_at is not None,
-        simulated=simulated, last_error=node.last_error,
+        simulated=simulated, agent=node.agent_kind, last_error=node.last_error,
         updated_at=node.updated_at,
         inventory=json.loads(node.inventory_json) if node.inventory_json else None,
     )
@@ -134,7 +136,7 @@ def list_nodes(
         counts = _free_gpu_counts(s, [n.id for n in nodes])
         racks = {r.id: r for r in s.scalars(select(Rack))}
         items = [node_view(n, racks.get(n.rack_id or ""), counts[n.id],
-                           p.drivers.simulated(n.bmc_driver)) for n in nodes]
+                           p.drivers.simulated(n.bmc_driver, n.agent_kind)) for n in nodes]
     return Page(items=items, total=total, limit=limit, offset=offset)
 
 
@@ -151,8 +153,16 @@ def get_node(p: Platform, actor: Principal, node_id: str) -> NodeView:
     with p.db.read() as s:
         node = _load(s, node_id)
         rack = s.get(Rack, node.rack_id) if node.rack_id else None
-        return node_view(node, rack, _free_gpu_counts(s, [node.id])[node.id],
-                         p.drivers.simulated(node.bmc_driver))
+        view = node_view(node, rack, _free_gpu_counts(s, [node.id])[node.id],
+                         p.drivers.simulated(node.bmc_driver, node.agent_kind))
+        agent = s.get(NodeAgent, node.id)
+        if agent is not None:  # what the node's agent last reported about the server
+            view.agent_report = {
+                "hostname": agent.hostname, "address": agent.address,
+                "simulated": agent.simulated, "registered_at": agent.registered_at,
+                "last_seen_at": agent.last_seen_at,
+                "inventory": json.loads(agent.inventory_json) if agent.inventory_json else None}
+        return view
 
 
 def drain_node(p: Platform, actor: Principal, node_id: str, reason: str | None) -> NodeView:

@@ -3,16 +3,19 @@ no database here. Each step returns ADVANCE (stage done) or WAIT (poll again).""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from datetime import datetime
 from enum import Enum
 from typing import Any
 
 from gpulease.domain.acceptance import GpuSpec, Report, Thresholds
 from gpulease.domain.states import CleanStage, DeployStage
 from gpulease.platform import Platform
-from gpulease.ports.agent import Agent, NodeConfig, NodeRef
+from gpulease.ports.agent import Agent, AgentError, NodeConfig, NodeRef
 from gpulease.ports.bmc import Bmc, BmcEndpoint, BootDevice, MediaSlot, PowerState
+from gpulease.services import agent_commands
 
 
 class Outcome(Enum):
@@ -38,6 +41,8 @@ class NodeJob:
     polls: int = 0  # how often this stage has polled already
     config_drive_url: str | None = None
     acceptance: tuple[Thresholds, GpuSpec] | None = None  # the offer's pass marks
+    agent_kind: str = "builtin"  # builtin: the driver registry's agent; gpulease: commands
+    stage_started_at: datetime | None = None
 
 
 @dataclass
@@ -93,11 +98,44 @@ def _ref(job: NodeJob) -> NodeRef:
     return NodeRef(job.node_name, job.bmc_driver, job.endpoint)
 
 
+# --- the real node agent: a command filed once per stage, its result awaited -----------
+
+def _command(p: Platform, job: NodeJob, kind: str, payload: dict[str, Any]
+             ) -> dict[str, Any] | None:
+    """The command's result once the agent posted it; None while it is pending. Raises
+    AgentError (not retryable: the agent already tried) when the agent reports failure."""
+    cmd = agent_commands.latest(p, job.node_id, kind, job.stage, job.stage_started_at)
+    if cmd is None:
+        with p.db.write() as s:
+            agent_commands.submit(s, p, job.node_id, job.instance_id, kind, job.stage, payload,
+                                  p.clock.now())
+        return None
+    if cmd.status == "failed":
+        err = AgentError(f"node agent {kind} failed: {cmd.error}")
+        err.retryable = False
+        raise err
+    if cmd.status != "done":
+        return None
+    result: dict[str, Any] = json.loads(cmd.result_json or "{}")
+    return result
+
+
 def wait_agent(p: Platform, job: NodeJob) -> StepResult:
+    if job.agent_kind == "gpulease":
+        up = agent_commands.agent_seen_since(p, job.node_id, job.stage_started_at)
+        return StepResult(Outcome.ADVANCE if up else Outcome.WAIT)
     return StepResult(Outcome.ADVANCE if _agent(p, job).is_up(_ref(job)) else Outcome.WAIT)
 
 
 def configure(p: Platform, job: NodeJob) -> StepResult:
+    if job.agent_kind == "gpulease":
+        # cloud-init applied the config drive (hostname, keys, password hash, data disk);
+        # the agent confirms it and reports the address the tenant will use.
+        done = _command(p, job, "configure", {"hostname": job.hostname,
+                                              "ssh_keys": list(job.ssh_keys)})
+        if done is None:
+            return StepResult(Outcome.WAIT)
+        return StepResult(Outcome.ADVANCE, ip_address=str(done["ip_address"]))
     result = _agent(p, job).configure(
         _ref(job),
         NodeConfig(hostname=job.hostname, ssh_keys=job.ssh_keys,
@@ -109,7 +147,15 @@ def configure(p: Platform, job: NodeJob) -> StepResult:
 def verify(p: Platform, job: NodeJob) -> StepResult:
     if job.acceptance is None:
         return StepResult(Outcome.ADVANCE, note="no acceptance marks for this node's offer")
-    report = _agent(p, job).verify(_ref(job), *job.acceptance)
+    if job.agent_kind == "gpulease":
+        thresholds, spec = job.acceptance
+        done = _command(p, job, "verify", {"thresholds": thresholds.as_dict(),
+                                           "spec": asdict(spec)})
+        if done is None:
+            return StepResult(Outcome.WAIT)
+        report = agent_commands.report_from(done)
+    else:
+        report = _agent(p, job).verify(_ref(job), *job.acceptance)
     verdict = "passed" if report.passed else "FAILED"
     label = " (simulated)" if report.simulated else ""
     return StepResult(Outcome.ADVANCE, report=report,
@@ -126,11 +172,21 @@ def attach_agent_media(p: Platform, job: NodeJob) -> StepResult:
     bmc = _bmc(p, job)
     bmc.eject_media()
     bmc.insert_media(job.agent_media_url)
+    if job.config_drive_url:  # the ramdisk agent's enrollment token
+        bmc.insert_media(job.config_drive_url, MediaSlot.USB)
     bmc.set_one_time_boot(BootDevice.VIRTUAL_CD)
     return StepResult(Outcome.ADVANCE)
 
 
 def erase(p: Platform, job: NodeJob) -> StepResult:
+    if job.agent_kind == "gpulease":
+        done = _command(p, job, "erase", {"lease": job.instance_id})
+        if done is None:
+            return StepResult(Outcome.WAIT)
+        certs = tuple(done.get("certificates", ()))
+        return StepResult(Outcome.ADVANCE, certificates=certs,
+                          note=f"erased {', '.join(c['device'] for c in certs) or 'no disk'} "
+                               "by the node agent")
     result = _agent(p, job).erase(_ref(job), lease=job.instance_id)
     label = " (simulated)" if result.simulated else ""
     return StepResult(Outcome.ADVANCE, certificates=result.certificates,

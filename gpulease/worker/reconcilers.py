@@ -122,6 +122,8 @@ def _node_job(s: Session, p: Platform, node: Node, inst: Instance | None) -> Nod
         config_drive_url=_existing_drive_url(s, p, node, inst),
         acceptance=_acceptance_marks(p, node) if node.stage == DeployStage.VERIFY.value
         else None,
+        agent_kind=node.agent_kind,
+        stage_started_at=node.stage_started_at,
     )
 
 
@@ -134,8 +136,15 @@ def _drive_url(p: Platform, drive_id: str) -> str:
     return f"{p.settings.public_url.rstrip('/')}/media/config/{drive_id}.iso"
 
 
+def _needs_drive(node: Node) -> bool:
+    """Deploys carry a config drive; so does a real agent's ramdisk boot for cleaning (its
+    one-time enrollment token)."""
+    return node.stage == DeployStage.ATTACH_MEDIA.value or (
+        node.stage == CleanStage.ATTACH_MEDIA.value and node.agent_kind == "gpulease")
+
+
 def _existing_drive_url(s: Session, p: Platform, node: Node, inst: Instance | None) -> str | None:
-    if inst is None or node.stage != DeployStage.ATTACH_MEDIA.value:
+    if inst is None or not _needs_drive(node):
         return None
     drive_id = s.scalar(select(ConfigDrive.id).where(ConfigDrive.node_id == node.id,
                                                      ConfigDrive.instance_id == inst.id))
@@ -149,7 +158,9 @@ def _make_config_drive(p: Platform, job: NodeJob) -> NodeJob:
     agent_token = "glat_" + secrets.token_urlsafe(32)
     iso = build_iso(ConfigDriveSpec(
         instance_id=job.instance_id, hostname=job.hostname, ssh_keys=job.ssh_keys,
-        root_password=job.root_password, agent_url=p.settings.public_url,
+        # a cleaning ramdisk's drive gets a random, never shown password, not an empty one
+        root_password=job.root_password or secrets.token_urlsafe(24),
+        agent_url=p.settings.public_url,
         agent_token=agent_token))
     drive_id = secrets.token_urlsafe(32)
     with p.db.write() as s:
@@ -184,8 +195,9 @@ def process_node(p: Platform, claim: Claim) -> None:
         job = _node_job(s, p, node, inst)
         node.step_in_progress = node.stage
 
-    if job.stage == DeployStage.ATTACH_MEDIA.value and job.instance_id and not (
-            job.config_drive_url):
+    needs_drive = job.stage == DeployStage.ATTACH_MEDIA.value or (
+        job.stage == CleanStage.ATTACH_MEDIA.value and job.agent_kind == "gpulease")
+    if needs_drive and job.instance_id and not job.config_drive_url:
         job = _make_config_drive(p, job)
     try:
         result: StepResult | StepFailed = STEPS[job.stage](p, job)

@@ -73,7 +73,8 @@ def test_enroll_20_bmcs_and_a_mismatch_stays_enrolling_with_its_report(
     assert good.inventory and good.inventory["comparison"]["matches"] is True
     assert good.inventory["bmc"]["manufacturer"] == "Sushy Emulator"
     assert good.bmc_driver == "redfish"
-    assert good.simulated  # a real Redfish BMC, but the node agent is still simulated
+    # a real Redfish BMC, driven through the real node agent by default
+    assert good.agent == "gpulease" and not good.simulated
     assert "password" not in json.dumps(good.model_dump(mode="json")).lower()
     with checked.db.read() as s:
         stored = s.scalar(select(Node.bmc_password_enc).where(Node.id == good.id))

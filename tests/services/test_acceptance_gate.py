@@ -11,7 +11,7 @@ from gpulease.agent.simulated import SimulatedGpus, VirtualClock, parse_faults
 from gpulease.db.tables import HardwareAlert, Node
 from gpulease.domain.errors import Forbidden, InvalidInput, NotFound, Unauthorized
 from gpulease.platform import Platform
-from gpulease.services import agents, instances
+from gpulease.services import agents, instances, inventory
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, new_tenant
 from tests.services.helpers import double_allocated_gpus, node_by_name
@@ -87,6 +87,8 @@ def test_enroll_push_alerts_and_scoping(
     node_id, credential = agents.register(fleet, token, "gpu-host", "10.0.0.5:9400",
                                           {"simulated_gpus": True})
     assert node_id == node_by_name(fleet, name).id
+    report = inventory.get_node(fleet, operator.principal, name).agent_report
+    assert report and report["hostname"] == "gpu-host" and report["address"] == "10.0.0.5:9400"
     with pytest.raises(Unauthorized, match="used or expired"):
         agents.register(fleet, token, "gpu-host", None, None)  # one-time
     with pytest.raises(Unauthorized):
@@ -150,3 +152,23 @@ def test_demo_stand_in_agents_push_through_the_real_ingest_path(
     assert node["simulated"] is True and len(node["gpus"]) == 8
     assert all(g["simulated"] and g["samples"] == 5 for g in node["gpus"])
     assert [(a["gpu"], a["kind"]) for a in node["alerts"]] == [(7, "row_remap_failure")]
+
+
+def test_on_demand_verify_with_a_stand_in_agent(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str
+) -> None:
+    from gpulease.domain.errors import Conflict
+    from gpulease.services import agent_commands
+
+    iid = place(fleet, tenant, key)
+    with pytest.raises(Conflict, match="ready instance"):
+        agent_commands.verify_now(fleet, tenant.principal, iid)
+    worker.run_until_idle()
+    sim(fleet).set_gpu_faults(node_name_of(fleet, tenant, iid), ["thermal:1"])
+    (run,) = agent_commands.verify_now(fleet, tenant.principal, iid)
+    assert run["status"] == "done" and run["passed"] is False  # the burn-in saw throttling
+    reports = agents.acceptance_reports(fleet, tenant.principal, iid)
+    assert [(r["trigger"], r["passed"]) for r in reports] == [("delivery", True),
+                                                              ("on_demand", False)]
+    # an on-demand failure is reported; the tenant's machine is not taken away
+    assert instances.show_instance(fleet, tenant.principal, iid).status == "ready"

@@ -1,0 +1,154 @@
+"""Commands to a real node agent, with the agent played by the test through the same
+service calls its HTTP endpoints make. SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from sqlalchemy import update
+
+from gpulease.agent.checks import simulated_node_report
+from gpulease.db.tables import Node
+from gpulease.domain.errors import InvalidInput, NotFound
+from gpulease.platform import Platform
+from gpulease.schemas import OrderRequest
+from gpulease.services import agent_commands, agents, instances, orders
+from gpulease.services.inventory import NodeSpec, add_node
+from gpulease.worker.runner import Worker
+from tests.conftest import TenantCtx
+from tests.services.helpers import node_by_name
+
+Handler = Callable[[dict[str, Any]], tuple[bool, dict[str, Any] | None, str | None]]
+
+
+def healthy(cmd: dict[str, Any]) -> tuple[bool, dict[str, Any] | None, str | None]:
+    if cmd["kind"] == "configure":
+        return True, {"ip_address": "10.1.2.3"}, None
+    if cmd["kind"] == "verify":
+        t, spec = cmd["payload"]["thresholds"], cmd["payload"]["spec"]
+        from gpulease.domain.acceptance import GpuSpec, Thresholds
+
+        report = simulated_node_report("real-01", [], Thresholds(**t), GpuSpec(**spec))
+        return True, report.as_dict(), None
+    return True, {"certificates": []}, None
+
+
+def drive(p: Platform, worker: Worker, credential: str, handler: Handler,
+          done: Callable[[], bool], timeout: float = 60) -> list[str]:
+    """Run the worker and answer the agent's commands until `done()`."""
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"stuck; commands so far {seen}"
+        worker.step()
+        for cmd in agent_commands.fetch(p, credential):
+            seen.append(cmd["kind"])
+            ok, result, error = handler(cmd)
+            agent_commands.post_result(p, credential, cmd["id"], ok, result, error)
+        time.sleep(0.01)
+    return seen
+
+
+@pytest.fixture
+def real(fleet: Platform, operator: TenantCtx) -> tuple[str, str]:
+    with fleet.db.write() as s:
+        s.execute(update(Node).where(Node.sku == "h100-80g-x8").values(status="maintenance"))
+        add_node(s, fleet, NodeSpec(name="real-01", sku="h100-80g-x8", region="ningxia-1",
+                                    agent_kind="gpulease"))
+    token = agents.operator_enrollment(fleet, operator.principal, "real-01")
+    _, credential = agents.register(fleet, token, "real-01", None, {})
+    return "real-01", credential
+
+
+def order(p: Platform, t: TenantCtx, key: str) -> str:
+    return orders.place_order(p, t.principal, OrderRequest(
+        sku="h100-80g-x8", region="ningxia-1", ssh_keys=[key]))[0].id
+
+
+def status(p: Platform, t: TenantCtx, iid: str) -> str:
+    return instances.show_instance(p, t.principal, iid).status
+
+
+def test_delivery_and_release_through_commands(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str, real: tuple[str, str]
+) -> None:
+    name, credential = real
+    iid = order(fleet, tenant, key)
+    seen = drive(fleet, worker, credential, healthy,
+                 lambda: status(fleet, tenant, iid) in ("ready", "failed"))
+    view = instances.show_instance(fleet, tenant.principal, iid)
+    assert view.status == "ready" and view.ip_address == "10.1.2.3"
+    assert seen == ["configure", "verify"]
+    assert not view.simulated or node_by_name(fleet, name).agent_kind == "gpulease"
+    instances.release_instance(fleet, tenant.principal, iid)
+    seen = drive(fleet, worker, credential, healthy,
+                 lambda: status(fleet, tenant, iid) == "released")
+    assert seen == ["erase"]
+    assert node_by_name(fleet, name).status == "available"
+
+
+def test_agent_refusing_to_erase_keeps_the_node_out_of_stock(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str, real: tuple[str, str]
+) -> None:
+    name, credential = real
+    iid = order(fleet, tenant, key)
+    drive(fleet, worker, credential, healthy, lambda: status(fleet, tenant, iid) == "ready")
+    instances.release_instance(fleet, tenant.principal, iid)
+
+    def refuse(cmd: dict[str, Any]) -> tuple[bool, dict[str, Any] | None, str | None]:
+        return False, None, "RuntimeError: started without --allow-erase"
+
+    drive(fleet, worker, credential, refuse,
+          lambda: node_by_name(fleet, name).status == "maintenance")
+    reason = node_by_name(fleet, name).status_reason or ""
+    assert "disks not certified erased" in reason and "--allow-erase" in reason
+
+
+def test_failed_verification_report_moves_nothing_when_no_spare(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str, real: tuple[str, str]
+) -> None:
+    name, credential = real
+    iid = order(fleet, tenant, key)
+
+    def slow_gpu(cmd: dict[str, Any]) -> tuple[bool, dict[str, Any] | None, str | None]:
+        if cmd["kind"] != "verify":
+            return healthy(cmd)
+        from gpulease.domain.acceptance import GpuSpec, Thresholds
+
+        report = simulated_node_report(name, ["slow-gpu:4"],
+                                       Thresholds(**cmd["payload"]["thresholds"]),
+                                       GpuSpec(**cmd["payload"]["spec"]))
+        return True, report.as_dict(), None
+
+    drive(fleet, worker, credential, slow_gpu, lambda: status(fleet, tenant, iid) == "failed")
+    view = instances.show_instance(fleet, tenant.principal, iid)
+    assert "acceptance failed" in (view.status_reason or "")
+    assert node_by_name(fleet, name).status == "maintenance"
+
+
+def test_results_are_checked(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str, real: tuple[str, str],
+    operator: TenantCtx,
+) -> None:
+    name, credential = real
+    iid = order(fleet, tenant, key)
+    drive(fleet, worker, credential, healthy, lambda: status(fleet, tenant, iid) == "ready")
+    (run,) = agent_commands.verify_now(fleet, tenant.principal, iid)
+    assert run["status"] == "queued"
+    (cmd,) = agent_commands.fetch(fleet, credential)
+    other_token = agents.operator_enrollment(fleet, operator.principal,
+                                             "sim-h100-80g-x8-ningxia-1-01")
+    _, other = agents.register(fleet, other_token, "x", None, None)
+    with pytest.raises(NotFound):
+        agent_commands.post_result(fleet, other, cmd["id"], True, {}, None)
+    with pytest.raises(InvalidInput, match="report not understood"):
+        agent_commands.post_result(fleet, credential, cmd["id"], True, {"checks": 1}, None)
+    ok, result, _ = healthy(cmd)
+    agent_commands.post_result(fleet, credential, cmd["id"], ok, result, None)
+    agent_commands.post_result(fleet, credential, cmd["id"], False, None, "late")  # ignored
+    reports = agents.acceptance_reports(fleet, tenant.principal, iid)
+    assert [(r["trigger"], r["passed"]) for r in reports] == [("delivery", True),
+                                                              ("on_demand", True)]
