@@ -94,3 +94,14 @@ def ssh_key() -> str:
     key = ed25519.Ed25519PrivateKey.generate().public_key()
     return key.public_bytes(serialization.Encoding.OpenSSH,
                             serialization.PublicFormat.OpenSSH).decode() + " bench"
+
+
+def fund(p: Platform, tenant_id: str) -> None:
+    """A credit limit large enough that no bench order waits on money."""
+    from decimal import Decimal
+
+    from gpulease.domain.accounts import Principal, Role
+    from gpulease.services import wallet
+
+    operator = Principal(user_id="bench", tenant_id=None, role=Role.OPERATOR)
+    wallet.set_credit_limit(p, operator, tenant_id, Decimal("100000000000"))

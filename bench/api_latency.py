@@ -1,4 +1,4 @@
-"""GET /api/v1/catalog and GET /api/v1/instances/{id} latency over real HTTP (uvicorn on
+"""GET /api/v1/catalog, GET /api/v1/instances/{id} and POST /api/v1/quotes latency over real HTTP (uvicorn on
 127.0.0.1, keep-alive client), beside a bare endpoint added to the same app: the
 difference is what gpulease itself costs per request. Prints JSON."""
 
@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import httpx  # noqa: E402
 import uvicorn  # noqa: E402
 
-from bench._common import bench_platform, free_port, ssh_key, summary_ms  # noqa: E402
+from bench._common import bench_platform, free_port, fund, ssh_key, summary_ms  # noqa: E402
 from gpulease.api.app import create_app  # noqa: E402
 from gpulease.demo import seed_demo_fleet  # noqa: E402
 from gpulease.schemas import OrderRequest  # noqa: E402
@@ -29,6 +29,7 @@ def run(db: str) -> dict[str, object]:
     with bench_platform(db) as p:
         seed_demo_fleet(p, 2)
         created = accounts.create_tenant(p, "bench", "bench@example.com", "Bench")
+        fund(p, created.tenant.id)  # orders hold their first period
         who = accounts.authenticate(p, created.token.token)
         iid = orders.place_order(p, who, OrderRequest(
             sku="h100-80g-x8", region="ningxia-1", ssh_keys=[ssh_key()]))[0].id
@@ -60,11 +61,23 @@ def run(db: str) -> dict[str, object]:
                         client.get(path).raise_for_status()
                         samples.append(time.perf_counter() - t)
                     results[name] = summary_ms(samples)
+                # a quote with the full fee list (POST, no database write)
+                body = {"sku": "h100-80g-x8", "region": "ningxia-1", "term": "month",
+                        "count": 3, "add": {"public-bandwidth": "100", "egress": "500"},
+                        "days_per_week": "1"}
+                for _ in range(20):
+                    client.post("/api/v1/quotes", json=body).raise_for_status()
+                samples = []
+                for _ in range(ROUNDS):
+                    t = time.perf_counter()
+                    client.post("/api/v1/quotes", json=body).raise_for_status()
+                    samples.append(time.perf_counter() - t)
+                results["quote"] = summary_ms(samples)
         finally:
             server.should_exit = True
             thread.join(5)
         bare_p50 = results["bare"]["p50_ms"]  # type: ignore[index]
-        for name in ("catalog", "instance"):
+        for name in ("catalog", "instance", "quote"):
             results[f"{name}_over_bare_p50"] = round(
                 results[name]["p50_ms"] / bare_p50, 1)  # type: ignore[index]
         results["aim_catalog_p50_ms"] = 5

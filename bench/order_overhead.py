@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import bench_platform, raw_write_txn_s, ssh_key, summary_ms  # noqa: E402
+from bench._common import bench_platform, fund, raw_write_txn_s, ssh_key, summary_ms  # noqa: E402
 from gpulease.db.tables import Instance  # noqa: E402
 from gpulease.demo import seed_demo_fleet  # noqa: E402
 from gpulease.schemas import OrderRequest  # noqa: E402
@@ -29,6 +29,7 @@ def run(db: str) -> dict[str, object]:
     with bench_platform(db, poll_interval_s=0.05) as p:
         seed_demo_fleet(p, 1)
         created = accounts.create_tenant(p, "bench", "bench@example.com", "Bench")
+        fund(p, created.tenant.id)  # orders hold their first period
         who = accounts.authenticate(p, created.token.token)
         worker = Worker(p)
         worker.start(threads=4)

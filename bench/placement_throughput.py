@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sqlalchemy import insert, text  # noqa: E402
 
-from bench._common import bench_platform, ssh_key  # noqa: E402
+from bench._common import bench_platform, fund, ssh_key  # noqa: E402
 from gpulease.db.tables import Fabric, Gpu, Node  # noqa: E402
 from gpulease.domain.errors import OutOfStock  # noqa: E402
 from gpulease.platform import Platform  # noqa: E402
@@ -75,6 +75,7 @@ def run(db: str) -> dict[str, object]:
     with bench_platform(db) as p:
         build_fleet(p)
         created = accounts.create_tenant(p, "bench", "bench@example.com", "Bench")
+        fund(p, created.tenant.id)  # orders hold their first period
         who = accounts.authenticate(p, created.token.token)
         req = OrderRequest(sku="h100-80g-x8", region="ningxia-1", ssh_keys=[ssh_key()])
         refused = []

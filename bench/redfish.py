@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import httpx  # noqa: E402
 import uvicorn  # noqa: E402
 
-from bench._common import bench_platform, free_port, ssh_key  # noqa: E402
+from bench._common import bench_platform, free_port, fund, ssh_key  # noqa: E402
 from gpulease.api.app import create_app  # noqa: E402
 from gpulease.drivers import redfish as redfish_driver  # noqa: E402
 from gpulease.drivers.redfish_emulator import start_emulator  # noqa: E402
@@ -116,6 +116,7 @@ def deploy_share(db: str) -> dict[str, object]:
                 bmc=emu.system_url(0), username="admin", password="admin",
                 offer="h100-80g-x8@ningxia-1"))
             created = accounts.create_tenant(p, "bench", "b@bench.io", "B")
+            fund(p, created.tenant.id)  # orders hold their first period
             who = accounts.authenticate(p, created.token.token)
             worker = runner.Worker(p)
             spent.update(bmc=0.0, worker=0.0)

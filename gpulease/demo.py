@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 from sqlalchemy import func, select
@@ -76,6 +77,7 @@ def ensure_demo_tokens(p: Platform, data_dir: Path) -> tuple[Path, Path]:
         n = _count_users(p)
         created = accounts.create_tenant(p, f"demo-{n}", f"demo{n}@gpulease.local",
                                          "Demo tenant admin", token_days=None)
+        fund_demo_tenant(p, created.tenant.id)
         _write_secret(tenant_path, created.token.token)
     return op_path, tenant_path
 
@@ -90,3 +92,15 @@ def _count_users(p: Platform) -> int:
 def _write_secret(path: Path, value: str) -> None:
     path.write_text(value + "\n")
     path.chmod(0o600)
+
+
+DEMO_FUNDS = Decimal("2000000.00")
+
+
+def fund_demo_tenant(p: Platform, tenant_id: str) -> None:
+    """The demo account is funded (¥2,000,000), as by an operator's top-up."""
+    from gpulease.domain.accounts import Principal, Role
+    from gpulease.services import wallet
+
+    system = Principal(user_id="demo-setup", tenant_id=None, role=Role.OPERATOR)
+    wallet.top_up(p, system, tenant_id, DEMO_FUNDS, "demo account funding")

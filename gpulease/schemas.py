@@ -259,3 +259,86 @@ class TenantCreated(BaseModel):
     tenant: TenantView
     admin: UserView
     token: TokenCreated
+
+
+# --- money -----------------------------------------------------------------------------
+
+class WalletView(BaseModel):
+    tenant_id: str
+    balance: Money
+    credit_limit: Money
+    held: Money = Field(description="held by orders not yet delivered (part of the balance)")
+    available: Money = Field(description="balance + credit limit: what the next order may hold")
+    updated_at: datetime
+
+
+class LedgerEntryView(BaseModel):
+    id: int
+    at: datetime
+    kind: str
+    amount: Money
+    balance_after: Money
+    reference: str | None
+    instance_id: str | None
+
+
+class TopUpRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    amount: Decimal = Field(description="yuan, at most two decimals")
+    reference: str = Field(max_length=200, description="the payment's reference")
+
+
+class CreditLimitRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    credit_limit: Decimal
+
+
+class QuoteRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sku: str
+    region: str
+    term: str = "month"
+    count: int = Field(default=1, description="periods of the term (e.g. 3 months)")
+    servers: int = Field(default=1, description="servers (a cluster's nodes)")
+    add: dict[str, Decimal] = Field(default_factory=dict, description=(
+        "add-ons and quantities: public-bandwidth (Mbps), extra-storage (GB), "
+        "egress (GB), support-standard / support-premium (1)"))
+    days_per_week: Decimal | None = Field(default=None, description=(
+        "optional usage pattern: also price it by the day and by the month"))
+
+
+class QuoteLineView(BaseModel):
+    item: str
+    description: str
+    unit: str
+    quantity: Decimal
+    unit_price: Money
+    amount: Money
+    example_price: bool
+
+
+class BreakEvenView(BaseModel):
+    days_per_week: Decimal
+    by_day_per_month: Money
+    by_month: Money
+    cheaper: str
+    break_even_days_per_month: Decimal
+
+
+class QuoteView(BaseModel):
+    sku: str
+    region: str
+    term: str
+    count: int
+    servers: int
+    lines: list[QuoteLineView]
+    total: Money
+    net: Money
+    vat: Money
+    vat_rate: Decimal
+    prices_include_vat: bool
+    early_termination: str
+    regions: list[dict[str, str]] = Field(description="every region offering the SKU, "
+                                                     "cheapest monthly price first")
+    break_even: BreakEvenView | None = None
+    notes: list[str]

@@ -90,6 +90,7 @@ class TenantCtx:
 def new_tenant(p: Platform, name: str | None = None) -> TenantCtx:
     name = name or f"t-{uuid.uuid4().hex[:8]}"
     created = accounts.create_tenant(p, name, f"{name}@example.com", "Admin")
+    fund(p, created.tenant.id)
     principal = accounts.authenticate(p, created.token.token)
     return TenantCtx(principal, created.token.token, created.tenant.id)
 
@@ -152,3 +153,14 @@ class LiveServer:
 def server(platform: Platform) -> Iterator[LiveServer]:
     with LiveServer(platform) as live:
         yield live
+
+
+def fund(p: Platform, tenant_id: str, amount: str = "100000000") -> None:
+    """Put money in a tenant's wallet (an operator's top-up), so orders can hold it."""
+    from decimal import Decimal
+
+    from gpulease.domain.accounts import Principal, Role
+    from gpulease.services import wallet
+
+    operator = Principal(user_id="test-operator", tenant_id=None, role=Role.OPERATOR)
+    wallet.top_up(p, operator, tenant_id, Decimal(amount), f"test funding {tenant_id}")

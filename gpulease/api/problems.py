@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gpulease.domain.errors import DomainError, InvalidInput
+from gpulease.domain.errors import DomainError, InvalidInput, PaymentRequired
 from gpulease.domain.states import InvalidTransition
 
 log = logging.getLogger("gpulease.api")
@@ -28,6 +28,8 @@ def install(app: FastAPI) -> None:
         extra: dict[str, Any] = {}
         if isinstance(exc, InvalidInput):
             extra = {"field": exc.field, "accepted": exc.accepted}
+        elif isinstance(exc, PaymentRequired):
+            extra = {"missing": f"{exc.missing:.2f}", "currency": "CNY"}
         return problem(exc.status, exc.title, exc.detail, **extra)
 
     @app.exception_handler(InvalidTransition)

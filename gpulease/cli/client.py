@@ -135,8 +135,12 @@ class Client:
         """A JSON document from the API as is (telemetry, reports, certificates)."""
         return self._call("GET", f"/api/v1{path}")
 
-    def post_json(self, path: str) -> Any:
-        return self._call("POST", f"/api/v1{path}")
+    def post_json(self, path: str, body: Any = None) -> Any:
+        return self._call("POST", f"/api/v1{path}", **({"json": body} if body is not None
+                                                         else {}))
+
+    def put_json(self, path: str, body: Any) -> Any:
+        return self._call("PUT", f"/api/v1{path}", json=body)
 
     def revoke_token(self, token_id: str) -> TokenView:
         return TokenView.model_validate(self._call("DELETE", f"/api/v1/tokens/{token_id}"))

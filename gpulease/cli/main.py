@@ -8,6 +8,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
@@ -595,6 +596,114 @@ def verify(instance_id: str,
         raise typer.Exit(1)
     if any(not r["passed"] for r in reports):
         raise typer.Exit(1)
+
+
+def _addons(specs: list[str] | None) -> dict[str, str]:
+    found = {}
+    for spec in specs or []:
+        name, sep, qty = spec.partition("=")
+        if not sep:
+            err.print(f"[red]error[/red]: --add {spec!r}: expected NAME=QUANTITY, "
+                      "e.g. public-bandwidth=100")
+            raise typer.Exit(2)
+        found[name.strip()] = qty.strip()
+    return found
+
+
+@app.command()
+def quote(
+    sku: Annotated[str, typer.Option(help="SKU id, e.g. h100-80g-x8")],
+    region: Annotated[str, typer.Option(help="region id, e.g. ningxia-1")],
+    term: Annotated[str, typer.Option(help="day, month or year")] = "month",
+    count: Annotated[int, typer.Option(help="periods of the term, e.g. 3 (months)")] = 1,
+    servers: Annotated[int, typer.Option(help="servers (a cluster's nodes)")] = 1,
+    add: Annotated[list[str] | None, typer.Option(
+        help="add-on NAME=QUANTITY, repeatable: public-bandwidth=100 (Mbps), "
+        "extra-storage=2000 (GB), egress=500 (GB), support-standard=1")] = None,
+    days_per_week: Annotated[float | None, typer.Option(
+        help="usage pattern: compare paying by the day with the month")] = None,
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+) -> None:
+    """The full fee list of a lease before ordering it."""
+    body: dict[str, Any] = {"sku": sku, "region": region, "term": term, "count": count,
+                            "servers": servers, "add": _addons(add)}
+    if days_per_week is not None:
+        body["days_per_week"] = str(days_per_week)
+    q = _api(lambda: _client(url, token).post_json("/quotes", body))
+    if as_json:
+        return _json(q)
+    table = Table("item", "quantity", "unit", "unit price ¥", "amount ¥",
+                  title=f"Quote: {q['sku']} in {q['region']}, {q['count']} {q['term']}(s)"
+                        f" × {q['servers']} server(s)")
+    for line in q["lines"]:
+        mark = " (example price)" if line["example_price"] else ""
+        table.add_row(line["description"] + mark, str(line["quantity"]), line["unit"],
+                      f"{Decimal(line['unit_price']):,.2f}", f"{Decimal(line['amount']):,.2f}")
+    out.print(table)
+    vat = "included" if q["prices_include_vat"] else "added"
+    out.print(f"[bold]total ¥{Decimal(q['total']):,.2f}[/bold]  (VAT {Decimal(q['vat_rate']):.0%} "
+              f"{vat}: ¥{Decimal(q['vat']):,.2f}; net ¥{Decimal(q['net']):,.2f})", highlight=False)
+    out.print(f"early termination: {q['early_termination']}", highlight=False)
+    cheapest = ", ".join(f"{r['region']} ¥{Decimal(r['monthly_price']):,.2f}/month"
+                         for r in q["regions"])
+    out.print(f"regions for {q['sku']}, cheapest first: {cheapest}", highlight=False)
+    if q["break_even"]:
+        b = q["break_even"]
+        out.print(f"{b['days_per_week']} day(s) a week: by the day ¥"
+                  f"{Decimal(b['by_day_per_month']):,.2f}/month vs by the month ¥"
+                  f"{Decimal(b['by_month']):,.2f}: the {b['cheaper']} term is cheaper "
+                  f"(break-even {b['break_even_days_per_month']} days a month)", highlight=False)
+    for note in q["notes"]:
+        out.print(f"note: {note}", highlight=False)
+
+
+@app.command()
+def wallet(tenant: Annotated[str | None, typer.Option(help="operator: which tenant")] = None,
+           url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """The prepaid balance, credit limit and what open orders hold."""
+    suffix = f"?tenant={tenant}" if tenant else ""
+    w = _api(lambda: _client(url, token).get_json(f"/wallet{suffix}"))
+    if as_json:
+        return _json(w)
+    out.print(f"balance ¥{Decimal(w['balance']):,.2f}  credit limit "
+              f"¥{Decimal(w['credit_limit']):,.2f}  held by undelivered orders "
+              f"¥{Decimal(w['held']):,.2f}  available ¥{Decimal(w['available']):,.2f}",
+              highlight=False)
+
+
+@app.command()
+def ledger(tenant: Annotated[str | None, typer.Option(help="operator: which tenant")] = None,
+           limit: Annotated[int, typer.Option()] = 50,
+           url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Every movement of the wallet, newest first."""
+    query = f"?limit={limit}" + (f"&tenant={tenant}" if tenant else "")
+    page = _api(lambda: _client(url, token).get_json(f"/wallet/ledger{query}"))
+    if as_json:
+        return _json(page["items"])
+    table = Table("at", "kind", "amount ¥", "balance ¥", "reference", "instance")
+    for e in page["items"]:
+        table.add_row(e["at"][:19], e["kind"], f"{Decimal(e['amount']):,.2f}",
+                      f"{Decimal(e['balance_after']):,.2f}", e["reference"] or "",
+                      e["instance_id"] or "")
+    out.print(table)
+
+
+@app.command("top-up")
+def top_up(tenant_id: str, amount: str,
+           reference: Annotated[str, typer.Option(help="the payment's reference")],
+           url: UrlOpt = "", token: TokenOpt = "") -> None:
+    """Operator: record money a tenant paid in."""
+    w = _api(lambda: _client(url, token).post_json(
+        f"/tenants/{tenant_id}/top-ups", {"amount": amount, "reference": reference}))
+    out.print(f"{tenant_id}: balance ¥{Decimal(w['balance']):,.2f}", highlight=False)
+
+
+@app.command("credit-limit")
+def credit_limit(tenant_id: str, amount: str, url: UrlOpt = "", token: TokenOpt = "") -> None:
+    """Operator: let a tenant's orders hold up to this much beyond its balance."""
+    w = _api(lambda: _client(url, token).put_json(
+        f"/tenants/{tenant_id}/credit-limit", {"credit_limit": amount}))
+    out.print(f"{tenant_id}: credit limit ¥{Decimal(w['credit_limit']):,.2f}", highlight=False)
 
 
 @app.command()

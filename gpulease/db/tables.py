@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from decimal import Decimal
 
 from sqlalchemy import (
     Boolean,
@@ -12,6 +13,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     MetaData,
+    Numeric,
     String,
     Text,
     TypeDecorator,
@@ -382,3 +384,32 @@ class AgentCommand(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     claimed_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+MONEY = Numeric(14, 2)
+
+
+class Wallet(Base):
+    """A tenant's prepaid balance. Moves only together with a ledger entry."""
+
+    __tablename__ = "wallets"
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
+    balance: Mapped[Decimal] = mapped_column(MONEY)
+    credit_limit: Mapped[Decimal] = mapped_column(MONEY)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class LedgerEntry(Base):
+    """Append-only: every movement of a wallet (topup, hold, hold_release, charge, refund,
+    credit). Amounts are signed (money in is positive) and always sum to the balance."""
+
+    __tablename__ = "ledger_entries"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    at: Mapped[datetime] = mapped_column(UtcDateTime())
+    kind: Mapped[str] = mapped_column(String(16))
+    amount: Mapped[Decimal] = mapped_column(MONEY)
+    balance_after: Mapped[Decimal] = mapped_column(MONEY)
+    reference: Mapped[str | None] = mapped_column(String(200))
+    instance_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    created_by: Mapped[str | None] = mapped_column(String(32))

@@ -162,6 +162,22 @@ class PricingRules(_Entry):
     day_factor: Decimal = Field(default=Decimal("1.3"), gt=0)
     year_factor: Decimal = Field(default=Decimal("0.85"), gt=0)
     note: str = "day = month ÷ 30 × 1.3; year = month × 12 × 0.85"
+    # Prices in the catalog include VAT (含税价) at this rate; quotes and invoices show it.
+    vat_rate: Decimal = Field(default=Decimal("0.06"), ge=0, lt=1)
+    prices_include_vat: bool = True
+    # Ending a term early: the unused whole periods are refunded less this share.
+    early_termination_fee_percent: Decimal = Field(default=Decimal("20"), ge=0, le=100)
+
+
+class AddOn(_Entry):
+    """A fee beyond the server price, itemized in every quote and invoice."""
+
+    id: str = Field(pattern=r"^[a-z0-9-]+$")
+    name: str
+    unit: str = Field(pattern=r"^(mbps-month|gb-month|gb|month)$")
+    price: Money = Field(gt=0)
+    note: str = ""
+    example: bool = False
 
 
 class Catalog(_Entry):
@@ -173,6 +189,11 @@ class Catalog(_Entry):
     offers: tuple[Offer, ...]
     images: tuple[Image, ...]
     container_offers: tuple[ContainerOffer, ...] = ()
+    addons: tuple[AddOn, ...] = ()
+
+    @cached_property
+    def addon_by_id(self) -> dict[str, AddOn]:
+        return {a.id: a for a in self.addons}
 
     @cached_property
     def region_by_id(self) -> dict[str, Region]:

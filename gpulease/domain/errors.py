@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import Decimal
 
 
 class DomainError(Exception):
@@ -60,3 +61,14 @@ class BadGateway(DomainError):
 class Gone(DomainError):
     status = 410
     title = "Gone"
+
+
+class PaymentRequired(DomainError):
+    """The balance (with any credit limit) does not cover what the request holds."""
+
+    status = 402
+    title = "Payment required"
+
+    def __init__(self, detail: str, missing: Decimal) -> None:
+        super().__init__(detail)
+        self.missing = missing

@@ -29,6 +29,7 @@ from gpulease.services.idempotency import idem_for, remember, replay
 from gpulease.services.images import all_images, find_image
 from gpulease.services.instances import instance_view
 from gpulease.services.status import claim_node, record_event
+from gpulease.services.wallet import hold_first_period
 
 MAX_CLUSTER_NODES = 256
 CLAIM_RETRIES = 12
@@ -144,6 +145,7 @@ def place_order(
                     _claim_container(s, p, plan, inst)
                 else:
                     _claim_nodes(s, p, plan, inst)
+                hold_first_period(s, p, inst, inst.ordered_at)  # 402 rolls all of it back
                 view = instance_view(s, p, inst)
                 if idem is not None:
                     remember(s, p, actor, idem, view)

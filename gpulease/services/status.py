@@ -58,6 +58,10 @@ def switch_instance_status(
 ) -> None:
     current = InstanceStatus(inst.status)
     check_instance_transition(current, target)
+    if current != target:
+        from gpulease.services.wallet import on_instance_status
+
+        on_instance_status(s, inst, target, now)  # holds become charges, or come back
     if current == target:
         return
     inst.status = target.value

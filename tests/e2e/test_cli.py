@@ -166,3 +166,20 @@ def test_demo_behind_a_redfish_emulator(tmp_path: Path) -> None:
     # the emulator went down with the platform
     with pytest.raises(httpx.TransportError):
         httpx.get(nodes[0]["bmc_address"], timeout=2)
+
+
+def test_quote_and_funded_demo_wallet_through_the_cli(up: Up) -> None:
+    q = cli(up, "quote", "--sku", "h100-80g-x8", "--region", "ningxia-1", "--count", "3",
+            "--add", "public-bandwidth=100", "--days-per-week", "1")
+    assert q.returncode == 0, q.stderr
+    assert "253,440.00" in q.stdout and "7,500.00" in q.stdout and "260,940.00" in q.stdout
+    assert "the day term is cheaper" in q.stdout
+    data = json.loads(cli(up, "quote", "--sku", "ascend910b-64g-x8", "--region",
+                          "huawei-zone", "--count", "3", "--json").stdout)
+    assert data["total"] == "46800.00"
+    bad = cli(up, "quote", "--sku", "h100-80g-x8", "--region", "ningxia-1", "--add", "gold")
+    assert bad.returncode == 2 and "NAME=QUANTITY" in bad.stderr
+    wallet = json.loads(cli(up, "wallet", "--json").stdout)
+    assert wallet["balance"] == "2000000.00"  # the demo account is funded
+    tenant_id = json.loads(cli(up, "ledger", "--json").stdout)[0]
+    assert tenant_id["kind"] == "topup"

@@ -1,11 +1,14 @@
-"""Hypothesis drives random orders, releases, drains, resumes and worker steps (with
-injected BMC faults) and checks after every step that the fleet stays consistent:
-no GPU held twice, nodes and instances agree, stock matches inventory. Both databases."""
+"""Hypothesis drives random orders (by a funded tenant and a short one), top-ups (some
+with a repeated reference), releases, drains, resumes and worker steps (with injected BMC
+faults) and checks after every step that the fleet and the money stay consistent: no GPU
+held twice, nodes and instances agree, stock matches inventory, each ledger sums to its
+balance, and only undelivered orders hold money. Both databases."""
 
 from __future__ import annotations
 
 import tempfile
 import uuid
+from decimal import Decimal
 from pathlib import Path
 
 import psycopg
@@ -14,13 +17,14 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from sqlalchemy import func, select
 
-from gpulease.db.tables import GpuAllocation, Instance, Node
+from gpulease.db.tables import GpuAllocation, Instance, LedgerEntry, Node
 from gpulease.demo import seed_demo_fleet
-from gpulease.domain.errors import Conflict, OutOfStock
+from gpulease.domain.errors import Conflict, OutOfStock, PaymentRequired
 from gpulease.domain.states import INSTANCE_LIVE, NODE_BUSY
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.services import catalog, instances, inventory, orders
+from gpulease.services import catalog, instances, inventory, orders, wallet
+from gpulease.services.wallet import ledger_sums_to_balance
 from gpulease.worker.runner import Worker
 from tests.conftest import PG_URL, make_settings, new_tenant, ssh_key
 from tests.services.helpers import double_allocated_gpus
@@ -61,6 +65,11 @@ class FleetMachine(RuleBasedStateMachine):
         self.op = TenantCtx(accounts.authenticate(self.p, tok.token), tok.token, "")
         self.worker = Worker(self.p, owner="hypothesis")
         self.ids: list[str] = []
+        created = accounts.create_tenant(self.p, f"short-{uuid.uuid4().hex[:6]}",
+                                         f"s{uuid.uuid4().hex[:6]}@e.io", "Short")
+        self.short = TenantCtx(accounts.authenticate(self.p, created.token.token),
+                               created.token.token, created.tenant.id)
+        self.short_ids: list[str] = []
 
     def teardown(self) -> None:
         self.p.db.dispose()
@@ -68,14 +77,25 @@ class FleetMachine(RuleBasedStateMachine):
             with psycopg.connect(PG_URL.replace("+psycopg", ""), autocommit=True) as c:
                 c.execute(f'DROP SCHEMA "{self.schema}" CASCADE')
 
-    @rule(spec=ORDERS)
-    def order(self, spec: dict) -> None:
+    @rule(spec=ORDERS, short=st.booleans())
+    def order(self, spec: dict, short: bool) -> None:
+        who = self.short if short else self.tenant
         try:
-            view, _ = orders.place_order(self.p, self.tenant.principal,
+            view, _ = orders.place_order(self.p, who.principal,
                                          OrderRequest(ssh_keys=[KEY], **spec))
-            self.ids.append(view.id)
-        except OutOfStock:
+            (self.short_ids if short else self.ids).append(view.id)
+        except (OutOfStock, PaymentRequired):
             pass
+
+    @rule(amount=st.integers(1, 120_000), ref=st.sampled_from(["a", "b", "c", "d", "e"]))
+    def top_up(self, amount: int, ref: str) -> None:
+        before = wallet.show_wallet(self.p, self.short.principal).balance
+        try:
+            after = wallet.top_up(self.p, self.op.principal, self.short.tenant_id,
+                                  Decimal(amount), f"wire-{ref}").balance
+        except Conflict:  # the reference was used already: nothing added
+            after = before
+        assert wallet.show_wallet(self.p, self.short.principal).balance == after
 
     @rule(data=st.data())
     def release(self, data: st.DataObject) -> None:
@@ -113,6 +133,25 @@ class FleetMachine(RuleBasedStateMachine):
                 inventory.resume_node(self.p, self.op.principal, name)
         except Conflict:
             pass
+
+    @invariant()
+    def ledgers_sum_to_balances(self) -> None:
+        with self.p.db.read() as s:
+            for t in (self.tenant, self.short):
+                assert ledger_sums_to_balance(s, t.tenant_id), t.tenant_id
+
+    @invariant()
+    def only_undelivered_orders_hold_money(self) -> None:
+        with self.p.db.read() as s:
+            held = s.execute(select(LedgerEntry.instance_id, func.sum(LedgerEntry.amount))
+                             .where(LedgerEntry.kind.in_(("hold", "hold_release")))
+                             .group_by(LedgerEntry.instance_id)).all()
+            for iid, total in held:
+                inst = s.get(Instance, iid)
+                assert inst is not None
+                if Decimal(str(total)) != 0:
+                    assert inst.ready_at is None and inst.status in (
+                        "pending", "deploying", "releasing"), (iid, inst.status, total)
 
     @invariant()
     def no_gpu_held_twice(self) -> None:

@@ -1,0 +1,54 @@
+"""Quotes, the prepaid wallet and its ledger, operator top-ups."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from gpulease.api.deps import Limit, Offset, PlatformDep, PrincipalDep
+from gpulease.schemas import (
+    CreditLimitRequest,
+    LedgerEntryView,
+    Page,
+    QuoteRequest,
+    QuoteView,
+    TopUpRequest,
+    WalletView,
+)
+from gpulease.services import quotes, wallet
+
+router = APIRouter(tags=["money"])
+TenantQuery = Annotated[str | None, Query(alias="tenant", description="operator: which tenant")]
+
+
+@router.post("/quotes", response_model=QuoteView)
+def quote(body: QuoteRequest, p: PlatformDep, actor: PrincipalDep) -> QuoteView:
+    """The full fee list of a lease: server price, every add-on, VAT, early-termination
+    terms, the regions offering the SKU, and optionally day-vs-month for a usage pattern."""
+    return quotes.make_quote(p, body)
+
+
+@router.get("/wallet", response_model=WalletView)
+def show_wallet(p: PlatformDep, actor: PrincipalDep, tenant: TenantQuery = None) -> WalletView:
+    return wallet.show_wallet(p, actor, tenant)
+
+
+@router.get("/wallet/ledger", response_model=Page[LedgerEntryView])
+def ledger(p: PlatformDep, actor: PrincipalDep, tenant: TenantQuery = None,
+           limit: Limit = 50, offset: Offset = 0) -> Page[LedgerEntryView]:
+    """Every movement, newest first; the amounts sum to the balance."""
+    return wallet.ledger(p, actor, tenant, limit, offset)
+
+
+@router.post("/tenants/{tenant_id}/top-ups", response_model=WalletView, status_code=201)
+def top_up(tenant_id: str, body: TopUpRequest, p: PlatformDep, actor: PrincipalDep
+           ) -> WalletView:
+    """Operator: record money received, with its payment reference (unique per tenant)."""
+    return wallet.top_up(p, actor, tenant_id, body.amount, body.reference)
+
+
+@router.put("/tenants/{tenant_id}/credit-limit", response_model=WalletView)
+def credit_limit(tenant_id: str, body: CreditLimitRequest, p: PlatformDep,
+                 actor: PrincipalDep) -> WalletView:
+    return wallet.set_credit_limit(p, actor, tenant_id, body.credit_limit)

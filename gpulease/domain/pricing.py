@@ -1,0 +1,175 @@
+"""The price book and quotes: every fee itemized, Decimal amounts rounded half-up to the
+fen once per line, VAT shown. Pure: the catalog in, a quote out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from gpulease.domain.catalog import AddOn, Catalog, Offer, Term
+from gpulease.domain.money import to_fen
+
+DAYS_PER_MONTH = Decimal(30)
+WEEKS_PER_MONTH = Decimal(52) / Decimal(12)
+
+
+class PricingError(ValueError):
+    """Bad quote input; `field` names what to fix, `accepted` lists valid values."""
+
+    def __init__(self, field_name: str, message: str, accepted: list[str] | None = None
+                 ) -> None:
+        super().__init__(message)
+        self.field, self.accepted = field_name, accepted
+
+
+def unit_price(catalog: Catalog, offer: Offer, term: str) -> Decimal:
+    """The price of one server for one period of `term` (the rule in [pricing])."""
+    if term == Term.MONTH.value:
+        return offer.monthly_price
+    if term == Term.DAY.value:
+        return to_fen(offer.monthly_price / DAYS_PER_MONTH * catalog.pricing.day_factor)
+    if term == Term.YEAR.value:
+        return to_fen(offer.monthly_price * 12 * catalog.pricing.year_factor)
+    raise PricingError("term", f"Bare metal is not leased by the {term!r}.",
+                       [Term.DAY.value, Term.MONTH.value, Term.YEAR.value])
+
+
+def months_in(term: str, count: int) -> Decimal:
+    return {Term.DAY.value: Decimal(count) / DAYS_PER_MONTH, Term.MONTH.value: Decimal(count),
+            Term.YEAR.value: Decimal(count) * 12}[term]
+
+
+@dataclass(frozen=True)
+class QuoteLine:
+    item: str
+    description: str
+    unit: str
+    quantity: Decimal
+    unit_price: Decimal
+    amount: Decimal
+    example_price: bool = False  # a price the operator has not set (catalog example data)
+
+
+@dataclass(frozen=True)
+class Quote:
+    sku: str
+    region: str
+    term: str
+    count: int  # periods
+    servers: int
+    lines: tuple[QuoteLine, ...]
+    total: Decimal  # what the tenant pays
+    vat_rate: Decimal
+    vat: Decimal  # of which VAT (prices include it) / on top (they do not)
+    net: Decimal
+    prices_include_vat: bool
+    early_termination: str
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def plain(value: Decimal, places: str = "0.0001") -> Decimal:
+    """A quantity without exponent notation or trailing zeros (500, 3.3333, 0.5)."""
+    q = value.quantize(Decimal(places))
+    return q.to_integral() if q == q.to_integral() else q.normalize()
+
+
+def _addon_quantity(addon: AddOn, qty: Decimal, months: Decimal, servers: int) -> Decimal:
+    """Quantity billed: per-month units scale with the lease length (and, for bandwidth and
+    storage, per server); a per-GB fee is the GB given."""
+    if addon.unit == "gb":
+        return qty
+    per_server = servers if addon.unit in ("mbps-month", "gb-month") else 1
+    return qty * months * per_server
+
+
+def quote(catalog: Catalog, sku: str, region: str, term: str, count: int = 1,
+          servers: int = 1, addons: Mapping[str, Decimal] | None = None) -> Quote:
+    offer = catalog.offer(sku, region)
+    if offer is None:
+        known = sorted(o.id for o in catalog.offers if o.sku == sku)
+        if known:
+            raise PricingError("region", f"{sku} is not offered in {region!r}.",
+                               [k.split("@")[1] for k in known])
+        raise PricingError("sku", f"Unknown SKU {sku!r}.", sorted(catalog.sku_by_id))
+    if count < 1:
+        raise PricingError("count", f"count must be a positive whole number of {term}s, "
+                                    f"not {count}.")
+    if servers < 1:
+        raise PricingError("servers", f"servers must be at least 1, not {servers}.")
+    price = unit_price(catalog, offer, term)
+    months = months_in(term, count)
+    lines = [QuoteLine(
+        item=f"{sku}@{region}", description=f"{catalog.sku_by_id[sku].gpu_count}× "
+        f"{catalog.gpu_of(offer).name} bare-metal server, per {term}",
+        unit=term, quantity=Decimal(count * servers), unit_price=price,
+        amount=to_fen(price * count * servers))]
+    for addon_id, qty in sorted((addons or {}).items()):
+        addon = catalog.addon_by_id.get(addon_id)
+        if addon is None:
+            raise PricingError("add", f"Unknown add-on {addon_id!r}.",
+                               sorted(catalog.addon_by_id))
+        if qty <= 0:
+            raise PricingError("add", f"Add-on {addon_id} needs a positive quantity, "
+                                      f"not {qty}.")
+        billed = _addon_quantity(addon, qty, months, servers)
+        lines.append(QuoteLine(item=addon.id, description=addon.name, unit=addon.unit,
+                               quantity=plain(billed), unit_price=addon.price,
+                               amount=to_fen(addon.price * billed),
+                               example_price=addon.example))
+    total_lines = sum((line.amount for line in lines), Decimal(0))
+    rate = catalog.pricing.vat_rate
+    if catalog.pricing.prices_include_vat:
+        net = to_fen(total_lines / (1 + rate))
+        total, vat = total_lines, total_lines - net
+    else:
+        vat = to_fen(total_lines * rate)
+        net, total = total_lines, total_lines + vat
+    fee = catalog.pricing.early_termination_fee_percent
+    notes = [catalog.pricing.note] if term != Term.MONTH.value else []
+    if any(line.example_price for line in lines):
+        notes.append("add-on prices marked example are the catalog's example data")
+    return Quote(
+        sku=sku, region=region, term=term, count=count, servers=servers, lines=tuple(lines),
+        total=total, vat_rate=rate, vat=vat, net=net,
+        prices_include_vat=catalog.pricing.prices_include_vat,
+        early_termination=(f"ending early refunds the unused whole {term}s less "
+                           f"{plain(fee)}% of their price; a started {term} is not "
+                           "refunded"),
+        notes=tuple(notes))
+
+
+@dataclass(frozen=True)
+class BreakEven:
+    days_per_week: Decimal
+    by_day_per_month: Decimal
+    by_month: Decimal
+    cheaper: str  # day | month
+    break_even_days_per_month: Decimal  # above this many days a month, the month term wins
+
+
+def day_vs_month(catalog: Catalog, sku: str, region: str, days_per_week: Decimal
+                 ) -> BreakEven:
+    """A usage pattern (days of use per week) priced by the day and by the month."""
+    offer = catalog.offer(sku, region)
+    if offer is None:
+        raise PricingError("region", f"No offer {sku}@{region}.",
+                           sorted(catalog.offer_by_id))
+    if not 0 < days_per_week <= 7:
+        raise PricingError("days_per_week", "days per week must be more than 0 and at most 7")
+    day = unit_price(catalog, offer, Term.DAY.value)
+    per_month = to_fen(day * days_per_week * WEEKS_PER_MONTH)
+    return BreakEven(days_per_week=days_per_week, by_day_per_month=per_month,
+                     by_month=offer.monthly_price,
+                     cheaper="day" if per_month < offer.monthly_price else "month",
+                     break_even_days_per_month=(offer.monthly_price / day).quantize(
+                         Decimal("0.1")))
+
+
+def cheapest_regions(catalog: Catalog, sku: str) -> list[tuple[str, Decimal]]:
+    """Every region offering the SKU, cheapest monthly price first."""
+    found = sorted(((o.region, o.monthly_price) for o in catalog.offers if o.sku == sku),
+                   key=lambda r: (r[1], r[0]))
+    if not found:
+        raise PricingError("sku", f"Unknown SKU {sku!r}.", sorted(catalog.sku_by_id))
+    return found

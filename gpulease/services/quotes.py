@@ -1,0 +1,27 @@
+"""Quotes over the price book (domain/pricing.py), with its errors as API errors."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from gpulease.domain.errors import InvalidInput
+from gpulease.domain.pricing import PricingError, cheapest_regions, day_vs_month, quote
+from gpulease.platform import Platform
+from gpulease.schemas import BreakEvenView, QuoteLineView, QuoteRequest, QuoteView
+
+
+def make_quote(p: Platform, req: QuoteRequest) -> QuoteView:
+    try:
+        q = quote(p.catalog, req.sku, req.region, req.term, req.count, req.servers, req.add)
+        regions = cheapest_regions(p.catalog, req.sku)
+        even = (day_vs_month(p.catalog, req.sku, req.region, req.days_per_week)
+                if req.days_per_week is not None else None)
+    except PricingError as exc:
+        raise InvalidInput(exc.field, str(exc), exc.accepted) from None
+    return QuoteView(
+        sku=q.sku, region=q.region, term=q.term, count=q.count, servers=q.servers,
+        lines=[QuoteLineView(**asdict(line)) for line in q.lines], total=q.total, net=q.net,
+        vat=q.vat, vat_rate=q.vat_rate, prices_include_vat=q.prices_include_vat,
+        early_termination=q.early_termination,
+        regions=[{"region": r, "monthly_price": f"{price:.2f}"} for r, price in regions],
+        break_even=BreakEvenView(**asdict(even)) if even else None, notes=list(q.notes))

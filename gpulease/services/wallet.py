@@ -1,0 +1,194 @@
+"""The prepaid wallet: a balance per tenant, an optional credit limit, and an append-only
+ledger whose amounts always sum to the balance. An order holds its first period; delivery
+turns the hold into a charge; an order that never reaches the tenant gets it back."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from gpulease.db.tables import Instance, LedgerEntry, Tenant, Wallet
+from gpulease.domain.accounts import Principal
+from gpulease.domain.errors import Conflict, InvalidInput, NotFound, PaymentRequired
+from gpulease.domain.money import to_fen
+from gpulease.domain.pricing import unit_price
+from gpulease.domain.states import InstanceStatus
+from gpulease.platform import Platform
+from gpulease.schemas import LedgerEntryView, Page, WalletView
+
+MAX_TOP_UP = Decimal("100000000")  # ¥100M in one top-up: beyond that it is a typo
+
+
+def _wallet(s: Session, tenant_id: str, now: datetime) -> Wallet:
+    """The tenant's wallet, locked for this transaction (created on first use)."""
+    wallet = s.get(Wallet, tenant_id, with_for_update=True)
+    if wallet is None:
+        if s.get(Tenant, tenant_id) is None:
+            raise NotFound(f"No tenant {tenant_id}.")
+        wallet = Wallet(tenant_id=tenant_id, balance=Decimal("0.00"),
+                        credit_limit=Decimal("0.00"), updated_at=now)
+        s.add(wallet)
+        s.flush()
+    return wallet
+
+
+def _post(s: Session, wallet: Wallet, kind: str, amount: Decimal, now: datetime, *,
+          reference: str | None = None, instance_id: str | None = None,
+          user_id: str | None = None) -> LedgerEntry:
+    """Append one entry; the balance moves by exactly its amount in the same transaction."""
+    amount = to_fen(amount)
+    wallet.balance = to_fen(wallet.balance + amount)
+    wallet.updated_at = now
+    entry = LedgerEntry(tenant_id=wallet.tenant_id, at=now, kind=kind, amount=amount,
+                        balance_after=wallet.balance, reference=reference,
+                        instance_id=instance_id, created_by=user_id)
+    s.add(entry)
+    return entry
+
+
+def first_period_amount(p: Platform, inst: Instance) -> Decimal:
+    """What an order holds: one period of its term for every server (bare metal), or one
+    hour of its GPUs (containers)."""
+    if inst.kind == "container":
+        offer = p.catalog.container_offer_by_id[inst.container_offer or ""]
+        return to_fen(offer.price_per_gpu_hour * inst.gpu_count)
+    offer = p.catalog.offer(inst.sku, inst.region)
+    assert offer is not None
+    return to_fen(unit_price(p.catalog, offer, inst.term) * inst.node_count)
+
+
+def hold_first_period(s: Session, p: Platform, inst: Instance, now: datetime) -> Decimal:
+    """Hold the order's first period, or refuse with 402 and the amount missing. Called in
+    the order's own transaction: a refusal writes nothing."""
+    amount = first_period_amount(p, inst)
+    wallet = _wallet(s, inst.tenant_id, now)
+    available = wallet.balance + wallet.credit_limit
+    if amount > available:
+        missing = to_fen(amount - available)
+        raise PaymentRequired(
+            f"This order holds ¥{amount:,.2f} (its first {inst.term}); your balance "
+            f"¥{wallet.balance:,.2f} with credit limit ¥{wallet.credit_limit:,.2f} leaves "
+            f"¥{missing:,.2f} missing. Top up your account, then order again.", missing)
+    _post(s, wallet, "hold", -amount, now, instance_id=inst.id,
+          reference=f"first {inst.term} of {inst.id}")
+    return amount
+
+
+def _held(s: Session, instance_id: str) -> Decimal:
+    total = s.scalar(select(func.coalesce(func.sum(LedgerEntry.amount), 0)).where(
+        LedgerEntry.instance_id == instance_id,
+        LedgerEntry.kind.in_(("hold", "hold_release"))))
+    return -to_fen(Decimal(str(total or 0)))
+
+
+def on_instance_status(s: Session, inst: Instance, target: InstanceStatus, now: datetime
+                       ) -> None:
+    """Delivery turns the hold into a charge; an order that ends without being delivered
+    gets its hold back."""
+    if target == InstanceStatus.READY:
+        held = _held(s, inst.id)
+        if held > 0:
+            wallet = _wallet(s, inst.tenant_id, now)
+            _post(s, wallet, "hold_release", held, now, instance_id=inst.id,
+                  reference=f"delivered {inst.id}")
+            _post(s, wallet, "charge", -held, now, instance_id=inst.id,
+                  reference=f"first {inst.term} of {inst.id} ({inst.sku})")
+    elif target in (InstanceStatus.FAILED, InstanceStatus.RELEASED) and inst.ready_at is None:
+        held = _held(s, inst.id)
+        if held > 0:
+            _post(s, _wallet(s, inst.tenant_id, now), "hold_release", held, now,
+                  instance_id=inst.id, reference=f"not delivered: {inst.id}")
+
+
+def top_up(p: Platform, actor: Principal, tenant_id: str, amount: Decimal, reference: str
+           ) -> WalletView:
+    """An operator records money received (bank transfer, invoice payment) with its
+    reference; the same reference twice is refused, so a retried request cannot double it."""
+    actor.require_operator()
+    if amount <= 0 or amount != to_fen(amount):
+        raise InvalidInput("amount", f"A top-up is a positive amount in yuan with at most two "
+                                     f"decimals, not {amount}.")
+    if amount > MAX_TOP_UP:
+        raise InvalidInput("amount", f"A top-up above ¥{MAX_TOP_UP:,.0f} is refused as a "
+                                     "likely typo; split it into several.")
+    reference = reference.strip()
+    if not reference:
+        raise InvalidInput("reference", "A top-up needs the payment's reference (bank "
+                                        "transfer id, receipt number).")
+    now = p.clock.now()
+    with p.db.write() as s:
+        wallet = _wallet(s, tenant_id, now)
+        dup = s.scalar(select(LedgerEntry.id).where(
+            LedgerEntry.tenant_id == tenant_id, LedgerEntry.kind == "topup",
+            LedgerEntry.reference == reference))
+        if dup is not None:
+            raise Conflict(f"A top-up with reference {reference!r} is already recorded for "
+                           "this tenant; nothing was added.")
+        _post(s, wallet, "topup", amount, now, reference=reference, user_id=actor.user_id)
+        return _view(s, wallet)
+
+
+def set_credit_limit(p: Platform, actor: Principal, tenant_id: str, limit: Decimal
+                     ) -> WalletView:
+    actor.require_operator()
+    if limit < 0 or limit != to_fen(limit):
+        raise InvalidInput("credit_limit", f"A credit limit is zero or a positive amount with "
+                                           f"at most two decimals, not {limit}.")
+    now = p.clock.now()
+    with p.db.write() as s:
+        wallet = _wallet(s, tenant_id, now)
+        wallet.credit_limit, wallet.updated_at = limit, now
+        return _view(s, wallet)
+
+
+def _view(s: Session, wallet: Wallet) -> WalletView:
+    held = -Decimal(str(s.scalar(select(func.coalesce(func.sum(LedgerEntry.amount), 0)).where(
+        LedgerEntry.tenant_id == wallet.tenant_id,
+        LedgerEntry.kind.in_(("hold", "hold_release")))) or 0))
+    return WalletView(tenant_id=wallet.tenant_id, balance=wallet.balance,
+                      credit_limit=wallet.credit_limit, held=to_fen(held),
+                      available=to_fen(wallet.balance + wallet.credit_limit),
+                      updated_at=wallet.updated_at)
+
+
+def _tenant_of(actor: Principal, tenant_id: str | None) -> str:
+    if actor.is_operator:
+        if not tenant_id:
+            raise InvalidInput("tenant", "An operator names the tenant (?tenant=ID).")
+        return tenant_id
+    own = actor.require_tenant()
+    if tenant_id and tenant_id != own:
+        raise NotFound(f"No tenant {tenant_id} in your account.")
+    return own
+
+
+def show_wallet(p: Platform, actor: Principal, tenant_id: str | None = None) -> WalletView:
+    tenant = _tenant_of(actor, tenant_id)
+    with p.db.write() as s:  # creates the empty wallet on first look
+        return _view(s, _wallet(s, tenant, p.clock.now()))
+
+
+def ledger(p: Platform, actor: Principal, tenant_id: str | None = None, limit: int = 50,
+           offset: int = 0) -> Page[LedgerEntryView]:
+    tenant = _tenant_of(actor, tenant_id)
+    with p.db.read() as s:
+        total = s.scalar(select(func.count()).select_from(LedgerEntry).where(
+            LedgerEntry.tenant_id == tenant)) or 0
+        rows = s.scalars(select(LedgerEntry).where(LedgerEntry.tenant_id == tenant)
+                         .order_by(LedgerEntry.id.desc()).limit(limit).offset(offset))
+        items = [LedgerEntryView(id=r.id, at=r.at, kind=r.kind, amount=r.amount,
+                                 balance_after=r.balance_after, reference=r.reference,
+                                 instance_id=r.instance_id) for r in rows]
+    return Page(items=items, total=total, limit=limit, offset=offset)
+
+
+def ledger_sums_to_balance(s: Session, tenant_id: str) -> bool:
+    """The invariant: the append-only ledger always sums to the balance."""
+    wallet = s.get(Wallet, tenant_id)
+    total = s.scalar(select(func.coalesce(func.sum(LedgerEntry.amount), 0)).where(
+        LedgerEntry.tenant_id == tenant_id)) or 0
+    return (wallet.balance if wallet else Decimal(0)) == to_fen(Decimal(str(total)))
+
