@@ -1,6 +1,6 @@
-"""GET /api/v1/catalog, GET /api/v1/instances/{id} and POST /api/v1/quotes latency over real HTTP (uvicorn on
-127.0.0.1, keep-alive client), beside a bare endpoint added to the same app: the
-difference is what gpulease itself costs per request. Prints JSON."""
+"""GET /api/v1/catalog, GET /api/v1/instances/{id} and POST /api/v1/quotes latency over
+real HTTP (uvicorn on 127.0.0.1, keep-alive client), beside a bare endpoint added to the
+same app: the difference is what gpulease itself costs per request. Prints JSON."""
 
 from __future__ import annotations
 
