@@ -342,3 +342,33 @@ class QuoteView(BaseModel):
                                                      "cheapest monthly price first")
     break_even: BreakEvenView | None = None
     notes: list[str]
+
+
+class LeaseView(BaseModel):
+    instance_id: str
+    term: str
+    unit_price: Money = Field(description="per period, fixed when the lease started")
+    periods: int
+    starts_at: datetime = Field(description="delivery, not the order")
+    ends_at: datetime
+    grace_until: datetime | None
+    status: str = Field(description="active | grace (expired, machine kept) | ended")
+    auto_renew: bool
+    grace_days: float
+    reminders_sent: list[str]
+
+
+class RenewRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    periods: int = 1
+    term: str | None = Field(default=None, description="switch between day and month terms")
+
+
+class AutoRenewRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    auto_renew: bool
+
+
+class WebhookRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    url: str = Field(max_length=500)

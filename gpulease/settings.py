@@ -41,6 +41,15 @@ class Settings(BaseSettings):
     # A node that fails during delivery is replaced by a free one this many times per order.
     max_node_moves: int = Field(default=2, ge=0)
     delivery_sla_s: float = Field(default=900.0, gt=0)
+    # After a lease ends the machine stays this long (flagged) before it is erased.
+    lease_grace_days: float = Field(default=3.0, ge=0)
+    # Lease reminders by e-mail to the tenant's admins; empty host: e-mail is not sent.
+    smtp_host: str = ""
+    smtp_port: int = Field(default=25, ge=1, le=65535)
+    smtp_from: str = "gpulease@localhost"
+    smtp_starttls: bool = False
+    smtp_username: str = ""
+    smtp_password: str = ""
 
     # Demo fleet (simulated hardware)
     demo_delay_s: float = Field(default=2.0, ge=0)

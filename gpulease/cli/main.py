@@ -688,6 +688,61 @@ def ledger(tenant: Annotated[str | None, typer.Option(help="operator: which tena
     out.print(table)
 
 
+def _show_lease(data: dict[str, Any]) -> None:
+    grace = f", grace until {data['grace_until'][:16]}" if data["grace_until"] else ""
+    out.print(f"{data['instance_id']}: {data['status']}, {data['periods']} {data['term']}(s) "
+              f"at ¥{Decimal(data['unit_price']):,.2f}, from {data['starts_at'][:16]} to "
+              f"{data['ends_at'][:16]} UTC{grace}; auto-renew "
+              f"{'on' if data['auto_renew'] else 'off'}", highlight=False)
+
+
+@app.command("lease")
+def lease_show(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
+               as_json: JsonOpt = False) -> None:
+    """A bare-metal instance's term, its end and grace, and auto-renew."""
+    data = _api(lambda: _client(url, token).get_json(f"/instances/{instance_id}/lease"))
+    return _json(data) if as_json else _show_lease(data)
+
+
+@app.command()
+def renew(instance_id: str,
+          periods: Annotated[int, typer.Option(help="periods to add")] = 1,
+          term: Annotated[str | None, typer.Option(help="switch to day or month")] = None,
+          url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Extend a lease (charged from the wallet now); during grace it cancels the erase."""
+    body: dict[str, Any] = {"periods": periods}
+    if term:
+        body["term"] = term
+    data = _api(lambda: _client(url, token).post_json(f"/instances/{instance_id}/renew", body))
+    return _json(data) if as_json else _show_lease(data)
+
+
+@app.command("auto-renew")
+def auto_renew(instance_id: str, state: Annotated[str, typer.Argument(help="on or off")],
+               url: UrlOpt = "", token: TokenOpt = "") -> None:
+    """Renew automatically at expiry when the balance allows (else remind, then grace)."""
+    if state not in ("on", "off"):
+        err.print("[red]error[/red]: say on or off")
+        raise typer.Exit(2)
+    data = _api(lambda: _client(url, token).put_json(
+        f"/instances/{instance_id}/auto-renew", {"auto_renew": state == "on"}))
+    _show_lease(data)
+
+
+@app.command()
+def webhook(url: Annotated[str, typer.Argument(help="https URL, or 'remove'")],
+            api_url: UrlOpt = "", token: TokenOpt = "") -> None:
+    """Tenant admin: receive lease reminders as signed webhooks (the secret is shown once)."""
+    client = _client(api_url, token)
+    if url == "remove":
+        _api(lambda: client._call_empty("DELETE", "/api/v1/webhook"))
+        out.print("webhook removed")
+        return
+    data = _api(lambda: client.put_json("/webhook", {"url": url}))
+    out.print(f"webhook {data['url']}\nsigning secret (shown once): {data['secret']}",
+              highlight=False)
+
+
 @app.command("top-up")
 def top_up(tenant_id: str, amount: str,
            reference: Annotated[str, typer.Option(help="the payment's reference")],

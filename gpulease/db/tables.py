@@ -413,3 +413,51 @@ class LedgerEntry(Base):
     reference: Mapped[str | None] = mapped_column(String(200))
     instance_id: Mapped[str | None] = mapped_column(String(32), index=True)
     created_by: Mapped[str | None] = mapped_column(String(32))
+
+
+class Lease(Base):
+    """A bare-metal instance's term: from delivery to ends_at, then grace, then erase."""
+
+    __tablename__ = "leases"
+    id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    instance_id: Mapped[str] = mapped_column(ForeignKey("instances.id"), unique=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    term: Mapped[str] = mapped_column(String(8))
+    unit_price: Mapped[Decimal] = mapped_column(MONEY)  # fixed at the start; kept on renewal
+    periods: Mapped[int] = mapped_column(Integer)
+    starts_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    ends_at: Mapped[datetime] = mapped_column(UtcDateTime(), index=True)
+    grace_until: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    status: Mapped[str] = mapped_column(String(16), index=True)  # active | grace | ended
+    auto_renew: Mapped[bool] = mapped_column(Boolean)
+    reminders_sent: Mapped[str] = mapped_column(String(100))  # "7d,3d,1d,expiry"
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class LeaseNotice(Base):
+    """The outbox of lease reminders (7, 3, 1 days before, at expiry, at erase)."""
+
+    __tablename__ = "lease_notices"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    lease_id: Mapped[str] = mapped_column(ForeignKey("leases.id"), index=True)
+    tenant_id: Mapped[str] = mapped_column(String(32), index=True)
+    instance_id: Mapped[str] = mapped_column(String(32))
+    kind: Mapped[str] = mapped_column(String(16))
+    text: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    # Each channel is marked on success: a failed webhook is retried without mailing twice.
+    email_sent_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    webhook_sent_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    sent_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), index=True)
+
+
+class TenantWebhook(Base):
+    """Where a tenant receives signed event notifications (HMAC-SHA256 with its secret)."""
+
+    __tablename__ = "tenant_webhooks"
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
+    url: Mapped[str] = mapped_column(String(500))
+    secret_enc: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())

@@ -62,6 +62,12 @@ def switch_instance_status(
         from gpulease.services.wallet import on_instance_status
 
         on_instance_status(s, inst, target, now)  # holds become charges, or come back
+        from gpulease.services import leases
+
+        if target == InstanceStatus.READY:
+            leases.on_delivered(s, inst, now)  # the term starts at delivery
+        elif target in (InstanceStatus.RELEASED, InstanceStatus.FAILED):
+            leases.on_released(s, inst, now)
     if current == target:
         return
     inst.status = target.value

@@ -77,6 +77,20 @@ def hold_first_period(s: Session, p: Platform, inst: Instance, now: datetime) ->
     return amount
 
 
+def charge(s: Session, tenant_id: str, amount: Decimal, now: datetime, *,
+           instance_id: str | None, reference: str) -> None:
+    """Take `amount` now (a renewal), or refuse with 402 and the amount missing."""
+    wallet = _wallet(s, tenant_id, now)
+    available = wallet.balance + wallet.credit_limit
+    if amount > available:
+        missing = to_fen(amount - available)
+        raise PaymentRequired(
+            f"This costs ¥{amount:,.2f}; your balance ¥{wallet.balance:,.2f} with credit "
+            f"limit ¥{wallet.credit_limit:,.2f} leaves ¥{missing:,.2f} missing. Top up your "
+            "account, then try again.", missing)
+    _post(s, wallet, "charge", -amount, now, instance_id=instance_id, reference=reference)
+
+
 def _held(s: Session, instance_id: str) -> Decimal:
     total = s.scalar(select(func.coalesce(func.sum(LedgerEntry.amount), 0)).where(
         LedgerEntry.instance_id == instance_id,

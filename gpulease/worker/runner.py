@@ -15,6 +15,8 @@ from sqlalchemy import select
 from gpulease.db.tables import Instance, Node
 from gpulease.domain.states import NodeStatus
 from gpulease.platform import Platform
+from gpulease.services.leases import sweep_leases
+from gpulease.services.notify import deliver_notices
 from gpulease.worker.pipeline import LockRegistry, claim_due, heartbeat
 from gpulease.worker.reconcilers import process_instance, process_node, sweep_timeouts
 
@@ -58,6 +60,8 @@ class Worker:
         try:
             self._last_sweep = now
             sweep_timeouts(self.p, self.owner)
+            sweep_leases(self.p)  # reminders, renewals, grace, erase after grace
+            deliver_notices(self.p)  # the reminders' e-mails and webhooks
         finally:
             self._sweep_mutex.release()
 

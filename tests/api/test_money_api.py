@@ -64,3 +64,24 @@ def test_402_top_up_and_ledger_over_http(
                      headers=auth(other.token)).status_code == 404
     assert httpx.get(f"{api}/wallet?tenant={tid}",
                      headers=auth(operator.token)).json()["balance"] == "2080.00"
+
+
+def test_lease_renew_and_auto_renew_over_http(
+    fleet: Platform, server: LiveServer, tenant: TenantCtx
+) -> None:
+    from gpulease.worker.runner import Worker
+
+    api, h = f"{server.url}/api/v1", auth(tenant.token)
+    iid = httpx.post(f"{api}/instances", headers=h, json={
+        "kind": "bare_metal", "sku": "rtx4090-24g-x8", "region": "sichuan-2",
+        "ssh_keys": [ssh_key()]}).json()["id"]
+    assert httpx.get(f"{api}/instances/{iid}/lease", headers=h).status_code == 409  # not yet
+    Worker(fleet).run_until_idle()
+    lease = httpx.get(f"{api}/instances/{iid}/lease", headers=h).json()
+    assert lease["status"] == "active" and lease["unit_price"] == "7920.00"
+    renewed = httpx.post(f"{api}/instances/{iid}/renew", headers=h, json={"periods": 2})
+    assert renewed.status_code == 200 and renewed.json()["periods"] == 3
+    bad = httpx.post(f"{api}/instances/{iid}/renew", headers=h, json={"term": "week"})
+    assert bad.status_code == 422 and bad.json()["field"] == "term"
+    on = httpx.put(f"{api}/instances/{iid}/auto-renew", headers=h, json={"auto_renew": True})
+    assert on.json()["auto_renew"] is True

@@ -8,15 +8,19 @@ from fastapi import APIRouter, Query
 
 from gpulease.api.deps import Limit, Offset, PlatformDep, PrincipalDep
 from gpulease.schemas import (
+    AutoRenewRequest,
     CreditLimitRequest,
+    LeaseView,
     LedgerEntryView,
     Page,
     QuoteRequest,
     QuoteView,
+    RenewRequest,
     TopUpRequest,
     WalletView,
+    WebhookRequest,
 )
-from gpulease.services import quotes, wallet
+from gpulease.services import leases, notify, quotes, wallet
 
 router = APIRouter(tags=["money"])
 TenantQuery = Annotated[str | None, Query(alias="tenant", description="operator: which tenant")]
@@ -52,3 +56,35 @@ def top_up(tenant_id: str, body: TopUpRequest, p: PlatformDep, actor: PrincipalD
 def credit_limit(tenant_id: str, body: CreditLimitRequest, p: PlatformDep,
                  actor: PrincipalDep) -> WalletView:
     return wallet.set_credit_limit(p, actor, tenant_id, body.credit_limit)
+
+
+@router.get("/instances/{instance_id}/lease", response_model=LeaseView)
+def lease(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> LeaseView:
+    """The bare-metal term: from delivery to its end, the grace after it, auto-renew."""
+    return leases.show_lease(p, actor, instance_id)
+
+
+@router.post("/instances/{instance_id}/renew", response_model=LeaseView)
+def renew(instance_id: str, body: RenewRequest, p: PlatformDep, actor: PrincipalDep
+          ) -> LeaseView:
+    """Extend by N periods (charged now; 402 when the balance is short). During grace it
+    cancels the erase. `term` switches between day and month."""
+    return leases.renew(p, actor, instance_id, body.periods, body.term)
+
+
+@router.put("/instances/{instance_id}/auto-renew", response_model=LeaseView)
+def auto_renew(instance_id: str, body: AutoRenewRequest, p: PlatformDep,
+               actor: PrincipalDep) -> LeaseView:
+    return leases.set_auto_renew(p, actor, instance_id, body.auto_renew)
+
+
+@router.put("/webhook")
+def set_webhook(body: WebhookRequest, p: PlatformDep, actor: PrincipalDep) -> dict[str, str]:
+    """Tenant admin: receive lease reminders as signed POSTs. The secret is shown once; each
+    POST carries X-Gpulease-Signature: t=<unix time>,v1=<hex HMAC-SHA256 of "t." + body>."""
+    return notify.set_webhook(p, actor, body.url)
+
+
+@router.delete("/webhook", status_code=204)
+def remove_webhook(p: PlatformDep, actor: PrincipalDep) -> None:
+    notify.remove_webhook(p, actor)

@@ -1,0 +1,154 @@
+"""Lease reminders leave the outbox by e-mail (SMTP, to the tenant's admins) and by a
+webhook signed with the tenant's secret. Each channel is marked when it succeeds, so a
+failed webhook is retried without mailing twice; after MAX_ATTEMPTS a notice is given up
+with its last error (visible to the operator)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import secrets
+import smtplib
+import time
+from datetime import datetime
+from email.message import EmailMessage
+from typing import Any
+
+import httpx
+from sqlalchemy import select
+
+from gpulease.db.tables import LeaseNotice, TenantWebhook, User
+from gpulease.domain.accounts import Principal, Role
+from gpulease.domain.errors import InvalidInput, NotFound
+from gpulease.platform import Platform
+
+log = logging.getLogger("gpulease.notify")
+MAX_ATTEMPTS = 8
+SIGNATURE_HEADER = "X-Gpulease-Signature"
+SUBJECTS = {"7d": "ends in 7 days", "3d": "ends in 3 days", "1d": "ends tomorrow",
+            "expiry": "has expired: grace period started", "erased": "grace ended: erasing"}
+
+
+def sign(secret: str, timestamp: int, body: bytes) -> str:
+    """`t=<unix time>,v1=<hex HMAC-SHA256 of "<t>." + body>`."""
+    mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256)
+    return f"t={timestamp},v1={mac.hexdigest()}"
+
+
+def verify_signature(secret: str, header: str, body: bytes, tolerance_s: float = 300,
+                     now: float | None = None) -> bool:
+    """What a receiver does: recompute, compare in constant time, refuse stale messages."""
+    try:
+        parts = dict(item.split("=", 1) for item in header.split(","))
+        timestamp = int(parts["t"])
+    except (ValueError, KeyError):
+        return False
+    if abs((now if now is not None else time.time()) - timestamp) > tolerance_s:
+        return False
+    return hmac.compare_digest(sign(secret, timestamp, body), header)
+
+
+# --- a tenant's webhook ---------------------------------------------------------------------
+
+def set_webhook(p: Platform, actor: Principal, url: str) -> dict[str, str]:
+    """Register (or replace) the tenant's webhook; the signing secret is shown once."""
+    tenant = actor.require_tenant_admin()
+    if not url.startswith(("https://", "http://")) or len(url) > 500:
+        raise InvalidInput("url", "A webhook URL starts with https:// (or http://) and has at "
+                                  "most 500 characters.")
+    secret = "whsec_" + secrets.token_urlsafe(32)
+    with p.db.write() as s:
+        hook = s.get(TenantWebhook, tenant)
+        if hook is None:
+            hook = TenantWebhook(tenant_id=tenant)
+            s.add(hook)
+        hook.url, hook.secret_enc, hook.created_at = url, p.box.seal(secret), p.clock.now()
+    return {"url": url, "secret": secret}
+
+
+def remove_webhook(p: Platform, actor: Principal) -> None:
+    tenant = actor.require_tenant_admin()
+    with p.db.write() as s:
+        hook = s.get(TenantWebhook, tenant)
+        if hook is None:
+            raise NotFound("No webhook is registered for your account.")
+        s.delete(hook)
+
+
+# --- delivery -------------------------------------------------------------------------------
+
+def _email(p: Platform, to: list[str], subject: str, text: str) -> None:
+    st = p.settings
+    msg = EmailMessage()
+    msg["From"], msg["To"], msg["Subject"] = st.smtp_from, ", ".join(to), subject
+    msg.set_content(text)
+    with smtplib.SMTP(st.smtp_host, st.smtp_port, timeout=10) as smtp:
+        if st.smtp_starttls:
+            smtp.starttls()
+        if st.smtp_username:
+            smtp.login(st.smtp_username, st.smtp_password)
+        smtp.send_message(msg)
+
+
+def _webhook(url: str, secret: str, payload: dict[str, Any]) -> None:
+    body = json.dumps(payload, sort_keys=True).encode()
+    resp = httpx.post(url, content=body, timeout=10, headers={
+        "Content-Type": "application/json", SIGNATURE_HEADER: sign(secret, int(time.time()),
+                                                                   body)})
+    if resp.status_code >= 300:
+        raise RuntimeError(f"webhook answered {resp.status_code}")
+
+
+def deliver_notices(p: Platform, limit: int = 50) -> int:
+    """Send what the outbox holds; returns how many notices were completed."""
+    with p.db.read() as s:
+        pending = s.scalars(select(LeaseNotice).where(
+            LeaseNotice.sent_at.is_(None), LeaseNotice.attempts < MAX_ATTEMPTS)
+            .order_by(LeaseNotice.id).limit(limit)).all()
+        jobs = []
+        for n in pending:
+            admins = list(s.scalars(select(User.email).where(
+                User.tenant_id == n.tenant_id, User.role == Role.ADMIN.value,
+                User.disabled_at.is_(None))))
+            hook = s.get(TenantWebhook, n.tenant_id)
+            jobs.append((n.id, n.kind, n.instance_id, n.text, n.created_at, admins,
+                         n.email_sent_at, n.webhook_sent_at,
+                         (hook.url, p.box.open(hook.secret_enc)) if hook else None))
+    done = 0
+    for nid, kind, iid, text, created, admins, mailed, hooked, hook in jobs:
+        errors: list[str] = []
+        mail_ok = hook_ok = None
+        if mailed is None and admins and p.settings.smtp_host:
+            try:
+                _email(p, admins, f"[gpulease] Lease of {iid} {SUBJECTS.get(kind, kind)}",
+                       text)
+                mail_ok = p.clock.now()
+            except (OSError, smtplib.SMTPException) as exc:
+                errors.append(f"e-mail: {exc}")
+        if hooked is None and hook is not None:
+            try:
+                _webhook(hook[0], hook[1], {"event": f"lease.{kind}", "instance_id": iid,
+                                            "text": text, "notice_id": nid,
+                                            "created_at": _iso(created)})
+                hook_ok = p.clock.now()
+            except (httpx.HTTPError, RuntimeError) as exc:
+                errors.append(f"webhook: {exc}")
+        with p.db.write() as s:
+            n = s.get(LeaseNotice, nid)
+            assert n is not None
+            n.email_sent_at = n.email_sent_at or mail_ok
+            n.webhook_sent_at = n.webhook_sent_at or hook_ok
+            if errors:
+                n.attempts += 1
+                n.last_error = "; ".join(errors)[:1000]
+                log.warning("notice %s: %s", nid, n.last_error)
+            else:
+                n.sent_at = p.clock.now()
+                done += 1
+    return done
+
+
+def _iso(at: datetime) -> str:
+    return at.isoformat()

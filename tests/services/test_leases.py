@@ -1,0 +1,203 @@
+"""Leases in moving time: the term starts at delivery; reminders 7/3/1 days before and at
+expiry; grace; renewal during grace cancels the erase; after grace the disks are erased;
+auto-renew; prices fixed for a running lease. SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import tomllib
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from sqlalchemy import select
+
+from gpulease.db.tables import LeaseNotice
+from gpulease.domain.catalog import DEFAULT_CATALOG, parse_catalog
+from gpulease.domain.errors import Conflict, InvalidInput, PaymentRequired
+from gpulease.domain.leases import add_months, reminder_due, term_end
+from gpulease.platform import Platform
+from gpulease.schemas import OrderRequest
+from gpulease.services import agents, instances, leases, orders, wallet
+from gpulease.services.wallet import ledger_sums_to_balance
+from gpulease.worker.runner import Worker
+from tests.conftest import TenantCtx, fund
+from tests.services.helpers import node_by_name
+
+
+class MovableClock:
+    def __init__(self, start: datetime) -> None:
+        self.at = start
+
+    def now(self) -> datetime:
+        return self.at
+
+    def move(self, **delta: float) -> None:
+        self.at += timedelta(**delta)
+
+
+@pytest.fixture
+def clock(fleet: Platform) -> MovableClock:
+    c = MovableClock(datetime(2026, 12, 1, 9, 0, tzinfo=UTC))
+    fleet.clock = c
+    return c
+
+
+def deliver(p: Platform, t: TenantCtx, worker: Worker, key: str, term: str = "month",
+            **kw: str) -> str:
+    req = {"sku": "h100-80g-x8", "region": "ningxia-1", "term": term, **kw}
+    iid = orders.place_order(p, t.principal, OrderRequest(ssh_keys=[key], **req))[0].id
+    worker.run_until_idle()
+    assert instances.show_instance(p, t.principal, iid).status == "ready"
+    return iid
+
+
+def notices(p: Platform, iid: str) -> list[str]:
+    with p.db.read() as s:
+        return list(s.scalars(select(LeaseNotice.kind).where(LeaseNotice.instance_id == iid)
+                              .order_by(LeaseNotice.id)))
+
+
+def test_calendar_terms() -> None:
+    jan31 = datetime(2027, 1, 31, 10, tzinfo=UTC)
+    assert add_months(jan31, 1) == datetime(2027, 2, 28, 10, tzinfo=UTC)
+    assert term_end(jan31, "year", 1) == datetime(2028, 1, 31, 10, tzinfo=UTC)
+    assert term_end(jan31, "day", 3) == datetime(2027, 2, 3, 10, tzinfo=UTC)
+    end = datetime(2027, 3, 1, tzinfo=UTC)
+    assert reminder_due(end, end - timedelta(days=8), frozenset()) is None
+    assert reminder_due(end, end - timedelta(days=2), frozenset()) == "3d"
+    # a late sweep sends the latest reminder due, not a burst of stale ones
+    assert reminder_due(end, end - timedelta(hours=1), frozenset({"7d"})) == "1d"
+
+
+def test_lease_life_reminders_grace_renewal_and_erase(
+    fleet: Platform, clock: MovableClock, tenant: TenantCtx, worker: Worker, key: str
+) -> None:
+    iid = deliver(fleet, tenant, worker, key)
+    inst = instances.show_instance(fleet, tenant.principal, iid)
+    lease = leases.show_lease(fleet, tenant.principal, iid)
+    assert lease.starts_at == inst.ready_at and lease.status == "active"
+    assert lease.ends_at == add_months(lease.starts_at, 1) and not lease.auto_renew
+    assert lease.unit_price == Decimal("84480.00")
+
+    clock.move(days=25)  # 6 days left
+    leases.sweep_leases(fleet)
+    leases.sweep_leases(fleet)  # once only
+    assert notices(fleet, iid) == ["7d"]
+    clock.at = lease.ends_at - timedelta(hours=12)
+    leases.sweep_leases(fleet)
+    assert notices(fleet, iid) == ["7d", "1d"]
+
+    clock.at = lease.ends_at + timedelta(minutes=1)
+    leases.sweep_leases(fleet)
+    now = leases.show_lease(fleet, tenant.principal, iid)
+    assert now.status == "grace" and now.grace_until == lease.ends_at + timedelta(days=3)
+    assert notices(fleet, iid)[-1] == "expiry"
+    assert instances.show_instance(fleet, tenant.principal, iid).status == "ready"  # kept
+
+    # renewing during grace cancels the erase; the term continues from the old end
+    balance = wallet.show_wallet(fleet, tenant.principal).balance
+    renewed = leases.renew(fleet, tenant.principal, iid)
+    assert renewed.status == "active" and renewed.grace_until is None
+    assert renewed.ends_at == add_months(lease.ends_at, 1) and renewed.periods == 2
+    assert wallet.show_wallet(fleet, tenant.principal).balance == balance - Decimal("84480")
+    clock.at = lease.ends_at + timedelta(days=3, minutes=1)  # the old grace would be over
+    leases.sweep_leases(fleet)
+    assert instances.show_instance(fleet, tenant.principal, iid).status == "ready"
+
+    # this time nobody renews: grace, then erase
+    clock.at = renewed.ends_at + timedelta(minutes=1)
+    leases.sweep_leases(fleet)
+    assert leases.show_lease(fleet, tenant.principal, iid).status == "grace"
+    clock.move(days=2)
+    leases.sweep_leases(fleet)
+    assert instances.show_instance(fleet, tenant.principal, iid).status == "ready"  # not yet
+    clock.move(days=1, minutes=1)
+    leases.sweep_leases(fleet)
+    worker.run_until_idle()
+    view = instances.show_instance(fleet, tenant.principal, iid)
+    assert view.status == "released" and "lease expired" in (view.status_reason or "")
+    assert leases.show_lease(fleet, tenant.principal, iid).status == "ended"
+    certs = agents.instance_certificates(fleet, tenant.principal, iid)
+    assert len(certs) == 2 and all(c["passed"] for c in certs)
+    assert node_by_name(fleet, view.nodes[0].name).status == "available"
+    assert notices(fleet, iid)[-1] == "erased"
+    with fleet.db.read() as s:
+        assert ledger_sums_to_balance(s, tenant.tenant_id)
+
+
+def test_auto_renew_with_and_without_money(
+    fleet: Platform, clock: MovableClock, tenant: TenantCtx, worker: Worker, key: str,
+    operator: TenantCtx,
+) -> None:
+    from gpulease.services import accounts
+
+    iid = deliver(fleet, tenant, worker, key)
+    leases.set_auto_renew(fleet, tenant.principal, iid, True)
+    end = leases.show_lease(fleet, tenant.principal, iid).ends_at
+    clock.at = end + timedelta(minutes=5)
+    leases.sweep_leases(fleet)
+    lease = leases.show_lease(fleet, tenant.principal, iid)
+    assert lease.status == "active" and lease.ends_at == add_months(end, 1)
+
+    created = accounts.create_tenant(fleet, "thin", "thin@example.com", "Thin")
+    thin = TenantCtx(accounts.authenticate(fleet, created.token.token), created.token.token,
+                     created.tenant.id)
+    fund(fleet, thin.tenant_id, "90000")  # one month, not two
+    other = deliver(fleet, thin, worker, key)
+    leases.set_auto_renew(fleet, thin.principal, other, True)
+    clock.at = leases.show_lease(fleet, thin.principal, other).ends_at + timedelta(minutes=1)
+    leases.sweep_leases(fleet)
+    short = leases.show_lease(fleet, thin.principal, other)
+    assert short.status == "grace"  # the renewal failed for money: remind, then grace
+    with fleet.db.read() as s:
+        text = s.scalars(select(LeaseNotice.text).where(LeaseNotice.instance_id == other)
+                         .order_by(LeaseNotice.id.desc())).first()
+    assert text and "automatic renewal failed" in text and "missing" in text
+
+
+def test_price_change_never_alters_a_running_lease(
+    fleet: Platform, clock: MovableClock, tenant: TenantCtx, worker: Worker, key: str
+) -> None:
+    iid = deliver(fleet, tenant, worker, key)
+    data = tomllib.loads(DEFAULT_CATALOG.read_text())
+    next(o for o in data["offers"] if o["sku"] == "h100-80g-x8")["monthly_price"] = "99000"
+    fleet.catalog = parse_catalog(data, "new prices")
+    before = wallet.show_wallet(fleet, tenant.principal).balance
+    lease = leases.renew(fleet, tenant.principal, iid, periods=2)
+    assert lease.unit_price == Decimal("84480.00")
+    assert wallet.show_wallet(fleet, tenant.principal).balance == before - Decimal("168960")
+    # switching to the day term takes today's day price: 99,000 ÷ 30 × 1.3
+    day = leases.renew(fleet, tenant.principal, iid, periods=1, term="day")
+    assert day.term == "day" and day.unit_price == Decimal("4290.00")
+
+
+def test_bad_renewals_are_refused_and_write_nothing(
+    fleet: Platform, clock: MovableClock, tenant: TenantCtx, worker: Worker, key: str,
+    operator: TenantCtx,
+) -> None:
+    iid = deliver(fleet, tenant, worker, key)
+    with pytest.raises(InvalidInput) as exc:
+        leases.renew(fleet, tenant.principal, iid, periods=0)
+    assert exc.value.field == "periods"
+    with pytest.raises(InvalidInput) as exc:
+        leases.renew(fleet, tenant.principal, iid, term="week")
+    assert exc.value.field == "term" and exc.value.accepted == ["day", "month", "year"]
+    container = orders.place_order(fleet, tenant.principal, OrderRequest(
+        kind="container", offer="rtx4090-24g-container", gpus=1, ssh_keys=[key]))[0].id
+    worker.run_until_idle()
+    with pytest.raises(Conflict, match="billed by the hour"):
+        leases.renew(fleet, tenant.principal, container)
+    wallet.set_credit_limit(fleet, operator.principal, tenant.tenant_id, Decimal(0))
+    with fleet.db.read() as s:
+        from gpulease.db.tables import Wallet
+        w = s.get(Wallet, tenant.tenant_id)
+        assert w is not None
+    # drain the account, then a renewal is 402 and the lease does not move
+    bal = wallet.show_wallet(fleet, tenant.principal).balance
+    with fleet.db.write() as s:
+        from gpulease.services.wallet import charge
+        charge(s, tenant.tenant_id, bal, fleet.clock.now(), instance_id=None, reference="spent")
+    end = leases.show_lease(fleet, tenant.principal, iid).ends_at
+    with pytest.raises(PaymentRequired):
+        leases.renew(fleet, tenant.principal, iid)
+    assert leases.show_lease(fleet, tenant.principal, iid).ends_at == end

@@ -1,0 +1,127 @@
+"""Lease reminders reach a real SMTP server (aiosmtpd) and a webhook receiver, each once,
+with signatures that verify; a failing webhook is retried without mailing twice.
+SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import email
+import json
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from email.policy import default as email_policy
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from aiosmtpd.controller import Controller
+
+from gpulease.db.tables import User
+from gpulease.domain.accounts import Principal, Role
+from gpulease.domain.errors import Forbidden, InvalidInput
+from gpulease.platform import Platform
+from gpulease.services import leases, notify
+from gpulease.worker.runner import Worker
+from tests.conftest import TenantCtx, free_port
+from tests.services.test_leases import MovableClock, clock, deliver  # noqa: F401
+
+
+class Inbox:
+    def __init__(self) -> None:
+        self.messages: list[email.message.EmailMessage] = []
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+        self.messages.append(email.message_from_bytes(envelope.content, policy=email_policy))
+        return "250 OK"
+
+
+@pytest.fixture
+def smtp(fleet: Platform) -> Iterator[Inbox]:
+    inbox = Inbox()
+    port = free_port()
+    controller = Controller(inbox, hostname="127.0.0.1", port=port)
+    controller.start()
+    fleet.settings.smtp_host, fleet.settings.smtp_port = "127.0.0.1", port
+    fleet.settings.smtp_from = "billing@provider.example"
+    yield inbox
+    controller.stop()
+
+
+class Receiver:
+    def __init__(self) -> None:
+        self.calls: list[tuple[dict[str, str], bytes]] = []
+        self.status = 200
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.calls.append((dict(self.headers), body))
+                self.send_response(receiver.status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks/gpulease"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.server.shutdown()
+
+
+def test_reminders_by_email_and_signed_webhook(
+    fleet: Platform, clock: MovableClock, tenant: TenantCtx, worker: Worker, key: str,  # noqa: F811
+    smtp: Inbox, receiver: Receiver,
+) -> None:
+    hook = notify.set_webhook(fleet, tenant.principal, receiver.url)
+    assert hook["secret"].startswith("whsec_")
+    iid = deliver(fleet, tenant, worker, key)
+    lease = leases.show_lease(fleet, tenant.principal, iid)
+    clock.at = lease.ends_at - timedelta(days=6)
+    leases.sweep_leases(fleet)
+    assert notify.deliver_notices(fleet) == 1
+    assert notify.deliver_notices(fleet) == 0  # sent once
+    (mail,) = smtp.messages
+    with fleet.db.read() as s:
+        admin = s.get(User, tenant.principal.user_id).email  # type: ignore[union-attr]
+    assert mail["To"] == admin and mail["From"] == "billing@provider.example"
+    assert mail["Subject"] == f"[gpulease] Lease of {iid} ends in 7 days"
+    assert lease.ends_at.strftime("%Y-%m-%d %H:%M") in mail.get_content()
+    ((headers, body),) = receiver.calls
+    assert notify.verify_signature(hook["secret"], headers["X-Gpulease-Signature"], body)
+    assert not notify.verify_signature(hook["secret"], headers["X-Gpulease-Signature"],
+                                       body.replace(b"7d", b"1d"))
+    assert not notify.verify_signature("whsec_other", headers["X-Gpulease-Signature"], body)
+    stale = time.time() + 3600
+    assert not notify.verify_signature(hook["secret"], headers["X-Gpulease-Signature"], body,
+                                       now=stale)
+    event = json.loads(body)
+    assert event["event"] == "lease.7d" and event["instance_id"] == iid
+
+    # the expiry reminder: the webhook fails first, the e-mail goes once, the webhook later
+    receiver.status = 500
+    clock.at = lease.ends_at + timedelta(minutes=1)
+    leases.sweep_leases(fleet)
+    assert notify.deliver_notices(fleet) == 0
+    assert len(smtp.messages) == 2 and "grace period started" in smtp.messages[1]["Subject"]
+    receiver.status = 204
+    assert notify.deliver_notices(fleet) == 1
+    assert len(smtp.messages) == 2 and len(receiver.calls) == 3
+    assert json.loads(receiver.calls[-1][1])["event"] == "lease.expiry"
+
+
+def test_webhook_registration_rules(fleet: Platform, tenant: TenantCtx) -> None:
+    with pytest.raises(InvalidInput) as exc:
+        notify.set_webhook(fleet, tenant.principal, "ftp://example.com")
+    assert exc.value.field == "url"
+    member = Principal(user_id="usr-member", role=Role.MEMBER, tenant_id=tenant.tenant_id)
+    with pytest.raises(Forbidden):
+        notify.set_webhook(fleet, member, "https://example.com/h")
