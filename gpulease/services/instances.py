@@ -112,6 +112,10 @@ def release_instance(p: Platform, actor: Principal, instance_id: str) -> Instanc
         inst = get_instance(s, actor, instance_id, lock=True)
         if inst.status not in (InstanceStatus.RELEASING.value, InstanceStatus.RELEASED.value):
             now = p.clock.now()
+            if inst.status == InstanceStatus.READY.value:
+                from gpulease.services.leases import end_early
+
+                end_early(s, p, inst, now)  # unused whole periods back, by the policy
             switch_instance_status(s, inst, InstanceStatus.RELEASING, now, "released by tenant")
             inst.release_requested_at = now
             inst.next_attempt_at = now

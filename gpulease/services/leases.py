@@ -25,7 +25,7 @@ from gpulease.domain.states import InstanceStatus
 from gpulease.platform import Platform
 from gpulease.schemas import LeaseView
 from gpulease.services.status import record_event, switch_instance_status
-from gpulease.services.wallet import charge
+from gpulease.services.wallet import charge, refund_early_end
 
 LEASED_KINDS = ("bare_metal", "cluster")
 
@@ -126,6 +126,18 @@ def renew(p: Platform, actor: Principal, instance_id: str, periods: int = 1,
                            "a new machine.")
         _extend(s, p, inst, lease, periods, term or lease.term, now, "renewed by tenant")
         return view(lease, p.settings.lease_grace_days)
+
+
+def end_early(s: Session, p: Platform, inst: Instance, now: datetime) -> None:
+    """The tenant hands the machine back before the lease ends: refund the unused whole
+    periods by the early-termination policy, and end the lease."""
+    lease = s.scalar(select(Lease).where(Lease.instance_id == inst.id).with_for_update())
+    if lease is None or lease.status == LeaseStatus.ENDED.value:
+        return
+    if lease.status == LeaseStatus.ACTIVE.value and now < lease.ends_at:
+        refund_early_end(s, inst, lease.term, lease.ends_at, lease.unit_price,
+                         p.catalog.pricing.early_termination_fee_percent, now)
+    lease.status, lease.updated_at = LeaseStatus.ENDED.value, now
 
 
 def on_released(s: Session, inst: Instance, now: datetime) -> None:

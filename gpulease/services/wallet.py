@@ -12,12 +12,14 @@ from sqlalchemy.orm import Session
 
 from gpulease.db.tables import Instance, LedgerEntry, Tenant, Wallet
 from gpulease.domain.accounts import Principal
+from gpulease.domain.credits import SlaRule, early_termination_refund, late_delivery_credit
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound, PaymentRequired
 from gpulease.domain.money import to_fen
 from gpulease.domain.pricing import unit_price
 from gpulease.domain.states import InstanceStatus
 from gpulease.platform import Platform
 from gpulease.schemas import LedgerEntryView, Page, WalletView
+from gpulease.services.status import record_event
 
 MAX_TOP_UP = Decimal("100000000")  # ¥100M in one top-up: beyond that it is a typo
 
@@ -89,6 +91,39 @@ def charge(s: Session, tenant_id: str, amount: Decimal, now: datetime, *,
             f"limit ¥{wallet.credit_limit:,.2f} leaves ¥{missing:,.2f} missing. Top up your "
             "account, then try again.", missing)
     _post(s, wallet, "charge", -amount, now, instance_id=instance_id, reference=reference)
+
+
+def credit_late_delivery(s: Session, inst: Instance, now: datetime, sla_s: float,
+                         rule: SlaRule = SlaRule()) -> Decimal:  # noqa: B008
+    """A delivery later than the SLA earns a credit on the first period, by the documented
+    rule, straight into the wallet (shown in the ledger and the instance's stages)."""
+    first = -Decimal(str(s.scalar(select(func.coalesce(func.sum(LedgerEntry.amount), 0)).where(
+        LedgerEntry.instance_id == inst.id, LedgerEntry.kind == "charge")) or 0))
+    took = (now - inst.ordered_at).total_seconds()
+    credit, percent = late_delivery_credit(took, sla_s, first, rule)
+    if credit > 0:
+        text = (f"SLA credit ¥{credit:,.2f} ({percent.normalize():f}%): delivered in "
+                f"{took / 60:.0f} min against {sla_s / 60:.0f} min; rule: {rule.describe()}")
+        _post(s, _wallet(s, inst.tenant_id, now), "credit", credit, now, instance_id=inst.id,
+              reference=text[:200])
+        record_event(s, now, "instance", inst.id, "stage", instance_id=inst.id,
+                     to_value="sla_credit", message=text)
+    return credit
+
+
+def refund_early_end(s: Session, inst: Instance, lease_term: str, ends_at: datetime,
+                     unit_price: Decimal, fee_percent: Decimal, now: datetime) -> Decimal:
+    """Ending a lease early refunds its unused whole periods less the fee."""
+    periods, refund = early_termination_refund(lease_term, ends_at, now, unit_price,
+                                               fee_percent)
+    if refund > 0:
+        text = (f"early end of {inst.id}: {periods} unused {lease_term}(s) at "
+                f"¥{unit_price:,.2f} less {fee_percent.normalize():f}%")
+        _post(s, _wallet(s, inst.tenant_id, now), "refund", refund, now, instance_id=inst.id,
+              reference=text[:200])
+        record_event(s, now, "instance", inst.id, "stage", instance_id=inst.id,
+                     to_value="refund", message=f"¥{refund:,.2f} refunded: {text}")
+    return refund
 
 
 def _held(s: Session, instance_id: str) -> Decimal:

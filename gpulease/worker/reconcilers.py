@@ -43,6 +43,7 @@ from gpulease.services.status import (
     switch_instance_status,
     switch_node_status,
 )
+from gpulease.services.wallet import credit_late_delivery
 from gpulease.worker.node_steps import STEPS, NodeJob, Outcome, StepResult
 from gpulease.worker.pipeline import Claim, claim_due, release_lock
 
@@ -399,7 +400,7 @@ def process_instance(p: Platform, claim: Claim) -> None:
         release_lock(inst)
         if error is None:
             inst.ip_address, inst.ssh_port = handle.ip_address, handle.ssh_port
-            _mark_ready(s, inst, now)
+            _mark_ready(s, p, inst, now)
         else:
             inst.attempts += 1
             inst.last_error = str(error)
@@ -418,9 +419,10 @@ def _container_spec(s: Session, inst: Instance) -> ContainerSpec:
                          image_id=inst.image_id, ssh_keys=tuple(inst.ssh_keys.splitlines()))
 
 
-def _mark_ready(s: Session, inst: Instance, now: datetime) -> None:
+def _mark_ready(s: Session, p: Platform, inst: Instance, now: datetime) -> None:
     switch_instance_status(s, inst, InstanceStatus.READY, now)
     inst.ready_at = now
+    credit_late_delivery(s, inst, now, p.settings.delivery_sla_s)
     enter_stage(s, inst, "ready", now, 0, inst.id)
     inst.stage_deadline = None
     inst.next_attempt_at = None
@@ -450,7 +452,7 @@ def _reconcile_instance(s: Session, p: Platform, inst: Instance) -> None:
         ):
             inst.ip_address = nodes[0].ip_address
             inst.ssh_port = 22
-            _mark_ready(s, inst, now)
+            _mark_ready(s, p, inst, now)
         else:
             inst.next_attempt_at = poll  # nodes wake us; this is the safety net
     elif status in (InstanceStatus.RELEASING, InstanceStatus.FAILED):

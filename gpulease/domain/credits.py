@@ -1,0 +1,55 @@
+"""Money back, by documented rules: an SLA credit for late delivery, and the refund of
+unused whole periods when a lease ends early. Pure functions of times and prices."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from gpulease.domain.leases import term_end
+from gpulease.domain.money import to_fen
+
+
+@dataclass(frozen=True)
+class SlaRule:
+    """Per started `step_minutes` of delivery beyond the SLA, `percent_per_step` of the
+    first period's price, up to `cap_percent`."""
+
+    step_minutes: int = 15
+    percent_per_step: Decimal = Decimal("5")
+    cap_percent: Decimal = Decimal("50")
+
+    def describe(self) -> str:
+        return (f"{self.percent_per_step.normalize():f}% of the first period per started "
+                f"{self.step_minutes} minutes beyond the delivery SLA, at most "
+                f"{self.cap_percent.normalize():f}%")
+
+
+def late_delivery_credit(delivery_s: float, sla_s: float, first_period: Decimal,
+                         rule: SlaRule = SlaRule()) -> tuple[Decimal, Decimal]:  # noqa: B008
+    """(credit, percent) for a delivery that took `delivery_s` against an SLA of `sla_s`."""
+    late = delivery_s - sla_s
+    if late <= 0 or first_period <= 0:
+        return Decimal("0.00"), Decimal(0)
+    steps = math.ceil(late / (rule.step_minutes * 60))
+    percent = min(rule.percent_per_step * steps, rule.cap_percent)
+    return to_fen(first_period * percent / 100), percent
+
+
+def unused_whole_periods(term: str, ends_at: datetime, now: datetime) -> int:
+    """Whole periods of the term that fit between now and the lease's end."""
+    k = 0
+    while k < 1200 and term_end(now, term, k + 1) <= ends_at:
+        k += 1
+    return k
+
+
+def early_termination_refund(term: str, ends_at: datetime, now: datetime,
+                             unit_price: Decimal, fee_percent: Decimal
+                             ) -> tuple[int, Decimal]:
+    """(unused whole periods, refund): their price less the fee; a started period is not
+    refunded."""
+    periods = unused_whole_periods(term, ends_at, now)
+    return periods, to_fen(unit_price * periods * (100 - fee_percent) / 100)

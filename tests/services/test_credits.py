@@ -1,0 +1,76 @@
+"""SLA credits for late delivery and refunds for an early end, into the wallet by the
+documented rules. SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+from gpulease.domain.credits import SlaRule, early_termination_refund, late_delivery_credit
+from gpulease.platform import Platform
+from gpulease.schemas import OrderRequest
+from gpulease.services import instances, leases, orders, wallet
+from gpulease.services.wallet import ledger_sums_to_balance
+from gpulease.worker.runner import Worker
+from tests.conftest import TenantCtx
+from tests.services.test_leases import MovableClock, clock, deliver  # noqa: F401
+
+
+def test_rules() -> None:
+    month = Decimal("84480")
+    assert late_delivery_credit(900, 900, month) == (Decimal("0.00"), 0)
+    assert late_delivery_credit(901, 900, month) == (Decimal("4224.00"), 5)  # one started step
+    assert late_delivery_credit(900 + 1800, 900, month)[0] == Decimal("8448.00")
+    assert late_delivery_credit(10**6, 900, month) == (Decimal("42240.00"), 50)  # the cap
+    assert "5% of the first period per started 15 minutes" in SlaRule().describe()
+    from datetime import UTC, datetime
+    start = datetime(2027, 1, 1, tzinfo=UTC)
+    ends = datetime(2027, 5, 1, tzinfo=UTC)
+    assert early_termination_refund("month", ends, start + timedelta(days=10),
+                                    month, Decimal(20)) == (3, Decimal("202752.00"))
+    assert early_termination_refund("month", ends, ends - timedelta(days=3), month,
+                                    Decimal(20)) == (0, Decimal("0.00"))
+
+
+def test_late_delivery_earns_a_credit(
+    fleet: Platform, clock: MovableClock, tenant: TenantCtx, worker: Worker, key: str,  # noqa: F811
+) -> None:
+    iid = orders.place_order(fleet, tenant.principal, OrderRequest(
+        sku="h100-80g-x8", region="ningxia-1", ssh_keys=[key]))[0].id
+    clock.move(minutes=40)  # delivery lands 40 minutes after the order: 25 beyond the SLA
+    worker.run_until_idle()
+    view = instances.show_instance(fleet, tenant.principal, iid)
+    assert view.status == "ready"
+    (credit,) = [e for e in wallet.ledger(fleet, tenant.principal).items if e.kind == "credit"]
+    assert credit.amount == Decimal("8448.00") and credit.instance_id == iid  # 2 steps × 5 %
+    (stage,) = [st for st in view.stages if st.stage == "sla_credit"]
+    assert "delivered in 40 min against 15 min" in (stage.message or "")
+    with fleet.db.read() as s:
+        assert ledger_sums_to_balance(s, tenant.tenant_id)
+
+
+def test_on_time_delivery_earns_nothing(
+    fleet: Platform, clock: MovableClock, tenant: TenantCtx, worker: Worker, key: str,  # noqa: F811
+) -> None:
+    deliver(fleet, tenant, worker, key)
+    assert not [e for e in wallet.ledger(fleet, tenant.principal).items if e.kind == "credit"]
+
+
+def test_early_end_refunds_unused_whole_periods(
+    fleet: Platform, clock: MovableClock, tenant: TenantCtx, worker: Worker, key: str,  # noqa: F811
+) -> None:
+    iid = deliver(fleet, tenant, worker, key)
+    leases.renew(fleet, tenant.principal, iid, periods=3)  # four months in all
+    clock.move(days=10)
+    before = wallet.show_wallet(fleet, tenant.principal).balance
+    instances.release_instance(fleet, tenant.principal, iid)
+    # three whole months unused, less the 20 % fee: 3 × 84,480 × 0.8
+    assert wallet.show_wallet(fleet, tenant.principal).balance == before + Decimal("202752.00")
+    assert leases.show_lease(fleet, tenant.principal, iid).status == "ended"
+    instances.release_instance(fleet, tenant.principal, iid)  # repeating refunds nothing more
+    assert wallet.show_wallet(fleet, tenant.principal).balance == before + Decimal("202752.00")
+    worker.run_until_idle()
+    stages = [st.stage for st in instances.show_instance(fleet, tenant.principal, iid).stages]
+    assert "refund" in stages and stages[-1] == "released"
+    with fleet.db.read() as s:
+        assert ledger_sums_to_balance(s, tenant.tenant_id)
