@@ -229,7 +229,7 @@ def _allreduce_worker(rank: int, world: int, port: int, nbytes: int, iters: int,
 def allreduce_busbw_gbps(world: int, nbytes: int = 2**30, iters: int = 10,
                          backend: str = "nccl") -> float:
     """All-reduce bus bandwidth across `world` local GPUs (one process each)."""
-    torch = _torch()
+    _torch()  # fail here, with the install hint, rather than in every child process
     import socket
 
     import torch.multiprocessing as mp
@@ -248,7 +248,6 @@ def allreduce_busbw_gbps(world: int, nbytes: int = 2**30, iters: int = 10,
         p.join(timeout=600)
     if any(p.exitcode != 0 for p in procs):
         raise CheckError(f"all-reduce failed: exit codes {[p.exitcode for p in procs]}")
-    del torch
     return float(result.value)
 
 

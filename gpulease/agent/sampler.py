@@ -17,21 +17,17 @@ class Sampler:
                  window_s: float = 300.0) -> None:
         self.backend, self.interval_s = backend, interval_s
         self.window = SampleWindow(window_s)
-        self.last_sweep_s: float | None = None  # wall time of the last sweep
-        self.sweep_cpu_s = 0.0  # CPU time of all sweeps so far
-        self.sweeps = 0
+        self.last_sweep_s: float | None = None  # wall time of the last sweep (on /metrics)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def sweep(self) -> list[GpuSample]:
-        wall, cpu = time.perf_counter(), time.thread_time()
+        wall = time.perf_counter()
         batch = self.backend.sample()
-        self.sweep_cpu_s += time.thread_time() - cpu
         self.last_sweep_s = time.perf_counter() - wall
         with self._lock:
             self.window.add(batch)
-            self.sweeps += 1
         return batch
 
     def latest(self) -> list[GpuSample]:

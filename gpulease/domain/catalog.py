@@ -225,6 +225,11 @@ class Catalog(_Entry):
     def gpu_of(self, offer: Offer) -> Gpu:
         return self.gpu_by_id[self.sku_by_id[offer.sku].gpu]
 
+    def marks(self, sku: str, region: str) -> tuple[Thresholds, GpuSpec] | None:
+        """The acceptance marks of a node's offer; None when the catalog lost the offer."""
+        offer = self.offer(sku, region)
+        return self.acceptance_for(offer) if offer is not None else None
+
     def acceptance_for(self, offer: Offer) -> tuple[Thresholds, GpuSpec]:
         """The acceptance suite's pass marks and the promised GPU figures for an offer:
         defaults, then the SKU's marks, then the offer's."""

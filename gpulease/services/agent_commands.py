@@ -122,7 +122,7 @@ def verify_now(p: Platform, actor: Principal, instance_id: str) -> list[dict[str
 
     actor.require_order_rights()
     now = p.clock.now()
-    runs: list[tuple[str, str, str, BmcEndpoint]] = []
+    runs: list[tuple[str, str, str, BmcEndpoint, tuple[Thresholds, GpuSpec]]] = []
     out: list[dict[str, Any]] = []
     with p.db.write() as s:
         inst = get_instance(s, actor, instance_id)
@@ -132,10 +132,10 @@ def verify_now(p: Platform, actor: Principal, instance_id: str) -> list[dict[str
         for node, _, held in instance_allocations(s, inst.id):
             if not held or node.pool != "bare_metal" or node.status != "active":
                 continue
-            offer = p.catalog.offer(node.sku, node.region)
-            if offer is None:
+            marks = p.catalog.marks(node.sku, node.region)
+            if marks is None:
                 continue
-            thresholds, spec = p.catalog.acceptance_for(offer)
+            thresholds, spec = marks
             if node.agent_kind == "gpulease":
                 cid = submit(s, p, node.id, inst.id, "verify", "on_demand",
                              {"thresholds": thresholds.as_dict(), "spec": asdict(spec)}, now)
@@ -143,14 +143,12 @@ def verify_now(p: Platform, actor: Principal, instance_id: str) -> list[dict[str
             else:
                 runs.append((node.id, node.name, node.bmc_driver, BmcEndpoint(
                     node.name, node.bmc_address, node.bmc_username,
-                    p.box.open(node.bmc_password_enc))))
+                    p.box.open(node.bmc_password_enc)), marks))
         if not out and not runs:
             raise Conflict(f"Instance {inst.id} holds no bare-metal node to verify "
                            "(containers share their host's delivery report).")
-    for node_id, name, driver, endpoint in runs:  # hardware I/O outside the transaction
-        offer_marks = _marks_of(p, node_id)
-        report = p.drivers.agent_for(driver).verify(NodeRef(name, driver, endpoint),
-                                                   *offer_marks)
+    for node_id, name, driver, endpoint, marks in runs:  # I/O outside the transaction
+        report = p.drivers.agent_for(driver).verify(NodeRef(name, driver, endpoint), *marks)
         with p.db.write() as s:
             node = s.get(Node, node_id)
             assert node is not None
@@ -159,11 +157,3 @@ def verify_now(p: Platform, actor: Principal, instance_id: str) -> list[dict[str
     p.wake()
     return out
 
-
-def _marks_of(p: Platform, node_id: str) -> tuple[Thresholds, GpuSpec]:
-    with p.db.read() as s:
-        node = s.get(Node, node_id)
-        assert node is not None
-        offer = p.catalog.offer(node.sku, node.region)
-    assert offer is not None
-    return p.catalog.acceptance_for(offer)

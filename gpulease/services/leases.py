@@ -17,15 +17,15 @@ from gpulease.db.repositories import get_instance
 from gpulease.db.tables import Instance, Lease, LeaseNotice, LedgerEntry
 from gpulease.domain.accounts import Principal
 from gpulease.domain.catalog import Term
-from gpulease.domain.errors import Conflict, InvalidInput
+from gpulease.domain.errors import Conflict, InvalidInput, PaymentRequired
 from gpulease.domain.leases import Action, LeaseStatus, next_action, term_end
 from gpulease.domain.money import to_fen
-from gpulease.domain.pricing import PricingError, unit_price
+from gpulease.domain.pricing import PricingError
 from gpulease.domain.states import InstanceStatus
 from gpulease.platform import Platform
 from gpulease.schemas import LeaseView
 from gpulease.services.status import record_event, switch_instance_status
-from gpulease.services.wallet import charge, refund_early_end
+from gpulease.services.wallet import charge, first_period_amount, refund_early_end
 
 LEASED_KINDS = ("bare_metal", "cluster")
 
@@ -48,10 +48,8 @@ def on_delivered(s: Session, inst: Instance, now: datetime) -> None:
 
 
 def _current_price(p: Platform, inst: Instance, term: str) -> Decimal:
-    offer = p.catalog.offer(inst.sku, inst.region)
-    assert offer is not None
     try:
-        return to_fen(unit_price(p.catalog, offer, term) * inst.node_count)
+        return first_period_amount(p, inst, term)
     except PricingError as exc:
         raise InvalidInput("term", str(exc), exc.accepted) from None
 
@@ -187,13 +185,11 @@ def sweep_leases(p: Platform, limit: int = 200) -> int:
                 try:
                     with s.begin_nested():
                         _extend(s, p, inst, lease, 1, lease.term, now, "automatic renewal")
-                except Exception as exc:  # short balance: remind, then grace as without it
+                except PaymentRequired as exc:  # remind, then grace as without it
                     _enter_grace(s, p, lease, inst, now, grace,
                                  f"automatic renewal failed: {exc}")
             elif due.action == Action.ENTER_GRACE:
                 _enter_grace(s, p, lease, inst, now, grace, None)
-                if due.reminder and due.reminder not in sent:
-                    lease.reminders_sent = ",".join(r for r in (*sent, due.reminder))
             elif due.action == Action.END:
                 lease.status, lease.updated_at = LeaseStatus.ENDED.value, now
                 _notice(s, lease, "erased", now,

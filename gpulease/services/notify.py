@@ -12,7 +12,6 @@ import logging
 import secrets
 import smtplib
 import time
-from datetime import datetime
 from email.message import EmailMessage
 from typing import Any
 
@@ -131,7 +130,7 @@ def deliver_notices(p: Platform, limit: int = 50) -> int:
             try:
                 _webhook(hook[0], hook[1], {"event": f"lease.{kind}", "instance_id": iid,
                                             "text": text, "notice_id": nid,
-                                            "created_at": _iso(created)})
+                                            "created_at": created.isoformat()})
                 hook_ok = p.clock.now()
             except (httpx.HTTPError, RuntimeError) as exc:
                 errors.append(f"webhook: {exc}")
@@ -148,7 +147,3 @@ def deliver_notices(p: Platform, limit: int = 50) -> int:
                 n.sent_at = p.clock.now()
                 done += 1
     return done
-
-
-def _iso(at: datetime) -> str:
-    return at.isoformat()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -51,15 +52,32 @@ def _post(s: Session, wallet: Wallet, kind: str, amount: Decimal, now: datetime,
     return entry
 
 
-def first_period_amount(p: Platform, inst: Instance) -> Decimal:
-    """What an order holds: one period of its term for every server (bare metal), or one
-    hour of its GPUs (containers)."""
+def _sum(s: Session, *where: Any) -> Decimal:
+    """The sum of ledger amounts matching `where`, exact to the fen (SQLite sums REALs)."""
+    total = s.scalar(select(func.coalesce(func.sum(LedgerEntry.amount), 0)).where(*where))
+    return to_fen(Decimal(str(total or 0)))
+
+
+def _require_cover(wallet: Wallet, amount: Decimal, what: str) -> None:
+    """Refuse with 402 and the amount missing when balance plus credit limit fall short."""
+    available = wallet.balance + wallet.credit_limit
+    if amount > available:
+        missing = to_fen(amount - available)
+        raise PaymentRequired(
+            f"{what} ¥{amount:,.2f}; your balance ¥{wallet.balance:,.2f} with credit limit "
+            f"¥{wallet.credit_limit:,.2f} leaves ¥{missing:,.2f} missing. Top up your "
+            "account, then try again.", missing)
+
+
+def first_period_amount(p: Platform, inst: Instance, term: str | None = None) -> Decimal:
+    """One period of `term` (default: the instance's) for every server at today's prices
+    (bare metal), or one hour of its GPUs (containers): what an order holds."""
     if inst.kind == "container":
         offer = p.catalog.container_offer_by_id[inst.container_offer or ""]
         return to_fen(offer.price_per_gpu_hour * inst.gpu_count)
     offer = p.catalog.offer(inst.sku, inst.region)
     assert offer is not None
-    return to_fen(unit_price(p.catalog, offer, inst.term) * inst.node_count)
+    return to_fen(unit_price(p.catalog, offer, term or inst.term) * inst.node_count)
 
 
 def hold_first_period(s: Session, p: Platform, inst: Instance, now: datetime) -> Decimal:
@@ -67,13 +85,7 @@ def hold_first_period(s: Session, p: Platform, inst: Instance, now: datetime) ->
     the order's own transaction: a refusal writes nothing."""
     amount = first_period_amount(p, inst)
     wallet = _wallet(s, inst.tenant_id, now)
-    available = wallet.balance + wallet.credit_limit
-    if amount > available:
-        missing = to_fen(amount - available)
-        raise PaymentRequired(
-            f"This order holds ¥{amount:,.2f} (its first {inst.term}); your balance "
-            f"¥{wallet.balance:,.2f} with credit limit ¥{wallet.credit_limit:,.2f} leaves "
-            f"¥{missing:,.2f} missing. Top up your account, then order again.", missing)
+    _require_cover(wallet, amount, f"This order holds its first {inst.term}:")
     _post(s, wallet, "hold", -amount, now, instance_id=inst.id,
           reference=f"first {inst.term} of {inst.id}")
     return amount
@@ -83,13 +95,7 @@ def charge(s: Session, tenant_id: str, amount: Decimal, now: datetime, *,
            instance_id: str | None, reference: str) -> None:
     """Take `amount` now (a renewal), or refuse with 402 and the amount missing."""
     wallet = _wallet(s, tenant_id, now)
-    available = wallet.balance + wallet.credit_limit
-    if amount > available:
-        missing = to_fen(amount - available)
-        raise PaymentRequired(
-            f"This costs ¥{amount:,.2f}; your balance ¥{wallet.balance:,.2f} with credit "
-            f"limit ¥{wallet.credit_limit:,.2f} leaves ¥{missing:,.2f} missing. Top up your "
-            "account, then try again.", missing)
+    _require_cover(wallet, amount, "This costs")
     _post(s, wallet, "charge", -amount, now, instance_id=instance_id, reference=reference)
 
 
@@ -97,8 +103,7 @@ def credit_late_delivery(s: Session, inst: Instance, now: datetime, sla_s: float
                          rule: SlaRule = SlaRule()) -> Decimal:  # noqa: B008
     """A delivery later than the SLA earns a credit on the first period, by the documented
     rule, straight into the wallet (shown in the ledger and the instance's stages)."""
-    first = -Decimal(str(s.scalar(select(func.coalesce(func.sum(LedgerEntry.amount), 0)).where(
-        LedgerEntry.instance_id == inst.id, LedgerEntry.kind == "charge")) or 0))
+    first = -_sum(s, LedgerEntry.instance_id == inst.id, LedgerEntry.kind == "charge")
     took = (now - inst.ordered_at).total_seconds()
     credit, percent = late_delivery_credit(took, sla_s, first, rule)
     if credit > 0:
@@ -127,10 +132,8 @@ def refund_early_end(s: Session, inst: Instance, lease_term: str, ends_at: datet
 
 
 def _held(s: Session, instance_id: str) -> Decimal:
-    total = s.scalar(select(func.coalesce(func.sum(LedgerEntry.amount), 0)).where(
-        LedgerEntry.instance_id == instance_id,
-        LedgerEntry.kind.in_(("hold", "hold_release"))))
-    return -to_fen(Decimal(str(total or 0)))
+    return -_sum(s, LedgerEntry.instance_id == instance_id,
+                 LedgerEntry.kind.in_(("hold", "hold_release")))
 
 
 def on_instance_status(s: Session, inst: Instance, target: InstanceStatus, now: datetime
@@ -194,9 +197,8 @@ def set_credit_limit(p: Platform, actor: Principal, tenant_id: str, limit: Decim
 
 
 def _view(s: Session, wallet: Wallet) -> WalletView:
-    held = -Decimal(str(s.scalar(select(func.coalesce(func.sum(LedgerEntry.amount), 0)).where(
-        LedgerEntry.tenant_id == wallet.tenant_id,
-        LedgerEntry.kind.in_(("hold", "hold_release")))) or 0))
+    held = -_sum(s, LedgerEntry.tenant_id == wallet.tenant_id,
+                 LedgerEntry.kind.in_(("hold", "hold_release")))
     return WalletView(tenant_id=wallet.tenant_id, balance=wallet.balance,
                       credit_limit=wallet.credit_limit, held=to_fen(held),
                       available=to_fen(wallet.balance + wallet.credit_limit),
@@ -237,7 +239,5 @@ def ledger(p: Platform, actor: Principal, tenant_id: str | None = None, limit: i
 def ledger_sums_to_balance(s: Session, tenant_id: str) -> bool:
     """The invariant: the append-only ledger always sums to the balance."""
     wallet = s.get(Wallet, tenant_id)
-    total = s.scalar(select(func.coalesce(func.sum(LedgerEntry.amount), 0)).where(
-        LedgerEntry.tenant_id == tenant_id)) or 0
-    return (wallet.balance if wallet else Decimal(0)) == to_fen(Decimal(str(total)))
+    return (wallet.balance if wallet else Decimal(0)) == _sum(s, LedgerEntry.tenant_id == tenant_id)
 

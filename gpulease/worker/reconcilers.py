@@ -16,7 +16,6 @@ from sqlalchemy.orm import Session
 from gpulease.configdrive import ConfigDriveSpec, build_iso
 from gpulease.db.repositories import bound_nodes, instance_allocations
 from gpulease.db.tables import ConfigDrive, Event, GpuAllocation, Instance, Node
-from gpulease.domain.acceptance import GpuSpec, Thresholds
 from gpulease.domain.states import (
     CLEAN_ORDER,
     DEPLOY_ORDER,
@@ -121,31 +120,26 @@ def _node_job(s: Session, p: Platform, node: Node, inst: Instance | None) -> Nod
         hostname=(inst.name or inst.id) if inst else node.name,
         polls=node.stage_polls or 0,
         config_drive_url=_existing_drive_url(s, p, node, inst),
-        acceptance=_acceptance_marks(p, node) if node.stage == DeployStage.VERIFY.value
-        else None,
+        acceptance=p.catalog.marks(node.sku, node.region)
+        if node.stage == DeployStage.VERIFY.value else None,
         agent_kind=node.agent_kind,
         stage_started_at=node.stage_started_at,
     )
-
-
-def _acceptance_marks(p: Platform, node: Node) -> tuple[Thresholds, GpuSpec] | None:
-    offer = p.catalog.offer(node.sku, node.region)
-    return p.catalog.acceptance_for(offer) if offer is not None else None
 
 
 def _drive_url(p: Platform, drive_id: str) -> str:
     return f"{p.settings.public_url.rstrip('/')}/media/config/{drive_id}.iso"
 
 
-def _needs_drive(node: Node) -> bool:
+def _needs_drive(stage: str | None, agent_kind: str) -> bool:
     """Deploys carry a config drive; so does a real agent's ramdisk boot for cleaning (its
     one-time enrollment token)."""
-    return node.stage == DeployStage.ATTACH_MEDIA.value or (
-        node.stage == CleanStage.ATTACH_MEDIA.value and node.agent_kind == "gpulease")
+    return stage == DeployStage.ATTACH_MEDIA.value or (
+        stage == CleanStage.ATTACH_MEDIA.value and agent_kind == "gpulease")
 
 
 def _existing_drive_url(s: Session, p: Platform, node: Node, inst: Instance | None) -> str | None:
-    if inst is None or not _needs_drive(node):
+    if inst is None or not _needs_drive(node.stage, node.agent_kind):
         return None
     drive_id = s.scalar(select(ConfigDrive.id).where(ConfigDrive.node_id == node.id,
                                                      ConfigDrive.instance_id == inst.id))
@@ -196,9 +190,8 @@ def process_node(p: Platform, claim: Claim) -> None:
         job = _node_job(s, p, node, inst)
         node.step_in_progress = node.stage
 
-    needs_drive = job.stage == DeployStage.ATTACH_MEDIA.value or (
-        job.stage == CleanStage.ATTACH_MEDIA.value and job.agent_kind == "gpulease")
-    if needs_drive and job.instance_id and not job.config_drive_url:
+    if _needs_drive(job.stage, job.agent_kind) and job.instance_id and not (
+            job.config_drive_url):
         job = _make_config_drive(p, job)
     try:
         result: StepResult | StepFailed = STEPS[job.stage](p, job)

@@ -113,7 +113,6 @@ def test_fio_output_with_a_notice_before_the_json_parses() -> None:
 
 
 def test_gpu_check_code_runs_on_the_cpu_build_of_torch() -> None:
-    pytest.importorskip("torch")
     tflops, consistent = checks.matmul_tflops("cpu", n=128, iters=2)
     assert tflops > 0 and consistent
     assert checks.hbm_gbps("cpu", mib=4, iters=2) > 0
@@ -125,7 +124,6 @@ def test_gpu_check_code_runs_on_the_cpu_build_of_torch() -> None:
 
 
 def test_allreduce_code_runs_across_processes_on_gloo() -> None:
-    pytest.importorskip("torch")
     busbw = checks.allreduce_busbw_gbps(2, nbytes=2**20, iters=2, backend="gloo")
     assert busbw > 0
 

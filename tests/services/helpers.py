@@ -1,9 +1,16 @@
 from __future__ import annotations
 
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psycopg
 from sqlalchemy import func, select
 
 from gpulease.db.tables import Event, GpuAllocation, IdempotencyKey, Instance, Node
 from gpulease.platform import Platform
+from tests.conftest import PG_URL, make_settings
 
 
 def counts(p: Platform) -> dict[str, int]:
@@ -34,3 +41,26 @@ def nodes_of(p: Platform, sku: str, region: str) -> list[Node]:
     with p.db.read() as s:
         return list(s.scalars(select(Node).where(Node.sku == sku, Node.region == region,
                                                  Node.pool == "bare_metal").order_by(Node.name)))
+
+
+def machine_platform(db: str, **overrides: Any) -> tuple[Platform, str | None]:
+    """A migrated platform for a hypothesis machine (one per example): SQLite in a temp
+    directory, or a fresh PostgreSQL schema (returned, for `drop_schema`)."""
+    data = Path(tempfile.mkdtemp())
+    schema = None
+    if db == "sqlite":
+        url = f"sqlite:///{data / 'm.db'}"
+    else:
+        schema = f"m_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(PG_URL.replace("+psycopg", ""), autocommit=True) as c:
+            c.execute(f'CREATE SCHEMA "{schema}"')
+        url = f"{PG_URL}?options=-csearch_path%3D{schema}"
+    p = Platform.from_settings(make_settings(url, data, **overrides))
+    return p, schema
+
+
+def drop_schema(p: Platform, schema: str | None) -> None:
+    p.db.dispose()
+    if schema:
+        with psycopg.connect(PG_URL.replace("+psycopg", ""), autocommit=True) as c:
+            c.execute(f'DROP SCHEMA "{schema}" CASCADE')

@@ -6,12 +6,9 @@ balance, and only undelivered orders hold money. Both databases."""
 
 from __future__ import annotations
 
-import tempfile
 import uuid
 from decimal import Decimal
-from pathlib import Path
 
-import psycopg
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -21,13 +18,12 @@ from gpulease.db.tables import GpuAllocation, Instance, LedgerEntry, Node
 from gpulease.demo import seed_demo_fleet
 from gpulease.domain.errors import Conflict, OutOfStock, PaymentRequired
 from gpulease.domain.states import INSTANCE_LIVE, NODE_BUSY
-from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.services import catalog, instances, inventory, orders, wallet
 from gpulease.services.wallet import ledger_sums_to_balance
 from gpulease.worker.runner import Worker
-from tests.conftest import PG_URL, make_settings, new_tenant, ssh_key
-from tests.services.helpers import double_allocated_gpus
+from tests.conftest import new_tenant, ssh_key
+from tests.services.helpers import double_allocated_gpus, drop_schema, machine_platform
 
 KEY = ssh_key()
 H100 = {"sku": "h100-80g-x8", "region": "ningxia-1"}
@@ -45,16 +41,7 @@ class FleetMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        data = Path(tempfile.mkdtemp())
-        self.schema = None
-        if self.db == "sqlite":
-            url = f"sqlite:///{data / 'h.db'}"
-        else:
-            self.schema = f"h_{uuid.uuid4().hex[:10]}"
-            with psycopg.connect(PG_URL.replace("+psycopg", ""), autocommit=True) as c:
-                c.execute(f'CREATE SCHEMA "{self.schema}"')
-            url = f"{PG_URL}?options=-csearch_path%3D{self.schema}"
-        self.p = Platform.from_settings(make_settings(url, data, max_attempts=2))
+        self.p, self.schema = machine_platform(self.db, max_attempts=2)
         self.p.db.migrate()
         seed_demo_fleet(self.p, 2)
         self.tenant = new_tenant(self.p)
@@ -72,10 +59,7 @@ class FleetMachine(RuleBasedStateMachine):
         self.short_ids: list[str] = []
 
     def teardown(self) -> None:
-        self.p.db.dispose()
-        if self.schema:
-            with psycopg.connect(PG_URL.replace("+psycopg", ""), autocommit=True) as c:
-                c.execute(f'DROP SCHEMA "{self.schema}" CASCADE')
+        drop_schema(self.p, self.schema)
 
     @rule(spec=ORDERS, short=st.booleans())
     def order(self, spec: dict, short: bool) -> None:

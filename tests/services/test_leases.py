@@ -18,7 +18,7 @@ from gpulease.domain.leases import add_months, reminder_due, term_end
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.services import agents, instances, leases, orders, wallet
-from gpulease.services.wallet import ledger_sums_to_balance
+from gpulease.services.wallet import charge, ledger_sums_to_balance
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, fund
 from tests.services.helpers import node_by_name
@@ -187,17 +187,13 @@ def test_bad_renewals_are_refused_and_write_nothing(
     worker.run_until_idle()
     with pytest.raises(Conflict, match="billed by the hour"):
         leases.renew(fleet, tenant.principal, container)
-    wallet.set_credit_limit(fleet, operator.principal, tenant.tenant_id, Decimal(0))
-    with fleet.db.read() as s:
-        from gpulease.db.tables import Wallet
-        w = s.get(Wallet, tenant.tenant_id)
-        assert w is not None
-    # drain the account, then a renewal is 402 and the lease does not move
+    # drain the account, then a renewal is 402: the lease and the ledger do not move
     bal = wallet.show_wallet(fleet, tenant.principal).balance
     with fleet.db.write() as s:
-        from gpulease.services.wallet import charge
         charge(s, tenant.tenant_id, bal, fleet.clock.now(), instance_id=None, reference="spent")
     end = leases.show_lease(fleet, tenant.principal, iid).ends_at
+    entries = wallet.ledger(fleet, tenant.principal).total
     with pytest.raises(PaymentRequired):
         leases.renew(fleet, tenant.principal, iid)
     assert leases.show_lease(fleet, tenant.principal, iid).ends_at == end
+    assert wallet.ledger(fleet, tenant.principal).total == entries

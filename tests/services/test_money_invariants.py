@@ -7,13 +7,10 @@ money. Both databases."""
 from __future__ import annotations
 
 import contextlib
-import tempfile
 import uuid
 from datetime import UTC, datetime
 from decimal import Decimal
-from pathlib import Path
 
-import psycopg
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -22,12 +19,12 @@ from sqlalchemy import select
 from gpulease.db.tables import Instance, Lease
 from gpulease.demo import seed_demo_fleet
 from gpulease.domain.errors import Conflict, OutOfStock, PaymentRequired
-from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.services import accounts, instances, leases, orders, wallet
 from gpulease.services.wallet import ledger_sums_to_balance
 from gpulease.worker.runner import Worker
-from tests.conftest import PG_URL, TenantCtx, make_settings, ssh_key
+from tests.conftest import TenantCtx, ssh_key
+from tests.services.helpers import drop_schema, machine_platform
 from tests.services.test_leases import MovableClock
 
 KEY = ssh_key()
@@ -39,16 +36,7 @@ class LeaseMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        data = Path(tempfile.mkdtemp())
-        self.schema = None
-        if self.db == "sqlite":
-            url = f"sqlite:///{data / 'l.db'}"
-        else:
-            self.schema = f"l_{uuid.uuid4().hex[:10]}"
-            with psycopg.connect(PG_URL.replace("+psycopg", ""), autocommit=True) as c:
-                c.execute(f'CREATE SCHEMA "{self.schema}"')
-            url = f"{PG_URL}?options=-csearch_path%3D{self.schema}"
-        self.p = Platform.from_settings(make_settings(url, data))
+        self.p, self.schema = machine_platform(self.db)
         self.clock = MovableClock(datetime(2027, 1, 28, 12, tzinfo=UTC))
         self.p.clock = self.clock
         self.p.db.migrate()
@@ -62,10 +50,7 @@ class LeaseMachine(RuleBasedStateMachine):
         self.ids: list[str] = []
 
     def teardown(self) -> None:
-        self.p.db.dispose()
-        if self.schema:
-            with psycopg.connect(PG_URL.replace("+psycopg", ""), autocommit=True) as c:
-                c.execute(f'DROP SCHEMA "{self.schema}" CASCADE')
+        drop_schema(self.p, self.schema)
 
     @rule(offer=OFFERS, term=st.sampled_from(["day", "month"]))
     def order(self, offer: tuple[str, str], term: str) -> None:
