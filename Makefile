@@ -26,6 +26,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/api_latency.py
 	$(BIN)/python bench/redfish.py
 	$(BIN)/python bench/agent_telemetry.py
+	$(BIN)/python bench/invoice_run.py
 
 clean:
 	rm -rf $(VENV) .gpulease .pytest_cache .mypy_cache .ruff_cache

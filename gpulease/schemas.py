@@ -372,3 +372,97 @@ class AutoRenewRequest(BaseModel):
 class WebhookRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     url: str = Field(max_length=500)
+
+
+class UsageIn(BaseModel):
+    """One metered quantity reported by a metering source (network collector, storage)."""
+
+    model_config = ConfigDict(extra="forbid")
+    key: str = Field(min_length=1, max_length=128,
+                     description="the reporter's idempotency key: the same key again is "
+                                 "ignored")
+    instance_id: str
+    kind: Literal["gpu_hours", "egress_gb", "storage_gb_days"]
+    quantity: Decimal = Field(gt=0, max_digits=18, decimal_places=6)
+    started_at: datetime
+    ended_at: datetime
+
+
+class UsageBatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    records: list[UsageIn] = Field(min_length=1, max_length=1000)
+
+
+class UsageView(BaseModel):
+    key: str
+    instance_id: str | None
+    kind: str
+    quantity: Decimal
+    unit: str
+    unit_price: Decimal
+    amount: Money
+    started_at: datetime
+    ended_at: datetime
+    recorded_at: datetime
+    source: str
+    duplicate: bool = Field(False, description="true: this key was recorded before; ignored")
+
+
+class InvoiceLineView(BaseModel):
+    seq: int
+    kind: str
+    instance_id: str | None
+    description: str
+    quantity: Decimal | None
+    unit: str | None
+    unit_price: Decimal | None
+    service_from: datetime | None
+    service_to: datetime | None
+    entries: int
+    net: Money
+    vat: Money
+    gross: Money
+
+
+class InvoiceView(BaseModel):
+    id: str
+    tenant_id: str
+    tenant_name: str
+    kind: Literal["invoice", "credit_note"]
+    period: str
+    status: Literal["draft", "final"]
+    number: str | None
+    corrects: str | None = Field(None, description="credit note: the invoice it corrects")
+    reason: str | None
+    currency: str
+    vat_rate: Decimal
+    prices_include_vat: bool
+    net: Money
+    vat: Money
+    total: Money
+    credited: Money = Field(description="invoice: the sum of credit notes against it")
+    created_at: datetime
+    finalized_at: datetime | None
+    digest: str | None
+    lines: list[InvoiceLineView] = []
+
+
+class InvoiceRunRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    period: str = Field(description="the month to invoice, YYYY-MM")
+    finalize: bool = False
+
+
+class InvoiceRunView(BaseModel):
+    period: str
+    drafted: int
+    finalized: int
+    tenants: int
+    seconds: float
+
+
+class CreditNoteRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reason: str = Field(min_length=1, max_length=500)
+    amount: Decimal | None = Field(None, description="yuan incl. VAT; omit to credit the "
+                                                     "whole remaining total")

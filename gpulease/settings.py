@@ -50,6 +50,11 @@ class Settings(BaseSettings):
     smtp_starttls: bool = False
     smtp_username: str = ""
     smtp_password: str = ""
+    # Invoices: drafted for the past month on its 1st, finalized on this day of the month
+    # (the days between leave time for usage reported late); the issuer printed on them.
+    invoice_finalize_day: int = Field(default=3, ge=1, le=28)
+    invoice_issuer: str = "gpulease operator"
+    invoice_issuer_tax_id: str = ""
 
     # Demo fleet (simulated hardware)
     demo_delay_s: float = Field(default=2.0, ge=0)

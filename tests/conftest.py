@@ -87,10 +87,10 @@ class TenantCtx:
         self.principal, self.token, self.tenant_id = principal, token, tenant_id
 
 
-def new_tenant(p: Platform, name: str | None = None) -> TenantCtx:
+def new_tenant(p: Platform, name: str | None = None, funds: str = "100000000") -> TenantCtx:
     name = name or f"t-{uuid.uuid4().hex[:8]}"
     created = accounts.create_tenant(p, name, f"{name}@example.com", "Admin")
-    fund(p, created.tenant.id)
+    fund(p, created.tenant.id, funds)
     principal = accounts.authenticate(p, created.token.token)
     return TenantCtx(principal, created.token.token, created.tenant.id)
 

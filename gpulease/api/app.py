@@ -8,7 +8,16 @@ from sqlalchemy import text
 from gpulease import __version__
 from gpulease.api import problems
 from gpulease.api.deps import PlatformDep
-from gpulease.api.routers import accounts, agents, catalog, instances, media, money, nodes
+from gpulease.api.routers import (
+    accounts,
+    agents,
+    billing,
+    catalog,
+    instances,
+    media,
+    money,
+    nodes,
+)
 from gpulease.platform import Platform
 
 API = "/api/v1"
@@ -26,7 +35,7 @@ def create_app(platform: Platform) -> FastAPI:
     app.state.platform = platform
     problems.install(app)
     api = APIRouter(prefix=API)
-    for module in (catalog, instances, nodes, accounts, agents, money):
+    for module in (catalog, instances, nodes, accounts, agents, money, billing):
         api.include_router(module.router)
     app.include_router(api)
     app.include_router(media.router)

@@ -38,7 +38,7 @@ class Client:
     def close(self) -> None:
         self._http.close()
 
-    def _call(self, method: str, path: str, **kw: Any) -> Any:
+    def _call(self, method: str, path: str, raw: bool = False, **kw: Any) -> Any:
         try:
             r = self._http.request(method, path, **kw)
         except httpx.TransportError as exc:
@@ -51,7 +51,7 @@ class Client:
                 body = {"detail": r.text}
             raise ApiError(r.status_code, body.get("title", "Error"),
                            body.get("detail", r.text), body)
-        return r.json()
+        return r.content if raw else r.json()
 
     # catalog
     def catalog(self) -> CatalogView:
@@ -134,6 +134,11 @@ class Client:
     def get_json(self, path: str) -> Any:
         """A JSON document from the API as is (telemetry, reports, certificates)."""
         return self._call("GET", f"/api/v1{path}")
+
+    def get_bytes(self, path: str) -> bytes:
+        """A document (an invoice's PDF or CSV) as is."""
+        data: bytes = self._call("GET", f"/api/v1{path}", raw=True)
+        return data
 
     def post_json(self, path: str, body: Any = None) -> Any:
         return self._call("POST", f"/api/v1{path}", **({"json": body} if body is not None

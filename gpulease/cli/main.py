@@ -762,6 +762,105 @@ def credit_limit(tenant_id: str, amount: str, url: UrlOpt = "", token: TokenOpt 
 
 
 @app.command()
+def invoices(tenant: Annotated[str | None, typer.Option(help="operator: which tenant")] = None,
+             period: Annotated[str | None, typer.Option(help="YYYY-MM")] = None,
+             status: Annotated[str | None, typer.Option(help="draft or final")] = None,
+             url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Monthly invoices and credit notes, newest first."""
+    query = "&".join(f"{k}={v}" for k, v in (("tenant", tenant), ("period", period),
+                                               ("status", status)) if v)
+    page = _api(lambda: _client(url, token).get_json(f"/invoices?{query}"))
+    if as_json:
+        return _json(page["items"])
+    table = Table("number", "id", "kind", "period", "status", "tenant", "net ¥", "VAT ¥",
+                  "total ¥", "credited ¥")
+    for i in page["items"]:
+        table.add_row(i["number"] or "(draft)", i["id"], i["kind"], i["period"], i["status"],
+                      i["tenant_name"], f"{Decimal(i['net']):,.2f}", f"{Decimal(i['vat']):,.2f}",
+                      f"{Decimal(i['total']):,.2f}", f"{Decimal(i['credited']):,.2f}")
+    out.print(table)
+
+
+@app.command()
+def invoice(invoice_id: Annotated[str, typer.Argument(help="id or number (GL2026-000001)")],
+            pdf: Annotated[Path | None, typer.Option(help="write the PDF here")] = None,
+            csv: Annotated[Path | None, typer.Option(help="write the CSV here")] = None,
+            url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """One invoice with its lines; --pdf / --csv save the document."""
+    client = _client(url, token)
+    for path, fmt in ((pdf, "pdf"), (csv, "csv")):
+        if path is not None:
+            path.write_bytes(_api(lambda f=fmt: client.get_bytes(  # type: ignore[misc]
+                f"/invoices/{invoice_id}?format={f}")))
+            out.print(f"wrote {path}", highlight=False)
+    if pdf is not None or csv is not None:
+        return None
+    inv = _api(lambda: client.get_json(f"/invoices/{invoice_id}"))
+    if as_json:
+        return _json(inv)
+    kind = "Credit note" if inv["kind"] == "credit_note" else "Invoice"
+    out.print(f"{kind} {inv['number'] or '(draft)'} · {inv['tenant_name']} · {inv['period']} · "
+              f"{inv['status']}" + (f" · corrects {inv['corrects']}: {inv['reason']}"
+                                    if inv["corrects"] else ""), highlight=False)
+    table = Table("#", "description", "qty", "unit price ¥", "net ¥", "VAT ¥", "amount ¥")
+    for ln in inv["lines"]:
+        qty = f"{ln['quantity']} {ln['unit'] or ''}" if ln["quantity"] is not None else ""
+        table.add_row(str(ln["seq"]), ln["description"], qty, ln["unit_price"] or "",
+                      f"{Decimal(ln['net']):,.2f}", f"{Decimal(ln['vat']):,.2f}",
+                      f"{Decimal(ln['gross']):,.2f}")
+    table.add_row("", f"total (VAT {Decimal(inv['vat_rate']) * 100:g}%)", "", "",
+                  f"{Decimal(inv['net']):,.2f}", f"{Decimal(inv['vat']):,.2f}",
+                  f"{Decimal(inv['total']):,.2f}")
+    out.print(table)
+
+
+@app.command("invoice-run")
+def invoice_run(period: Annotated[str, typer.Argument(help="YYYY-MM")],
+                finalize: Annotated[bool, typer.Option(help="seal them (month ended)")] = False,
+                url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Operator: draft (or refresh) every tenant's invoice of a month; --finalize seals."""
+    r = _api(lambda: _client(url, token).post_json(
+        "/invoices/run", {"period": period, "finalize": finalize}))
+    if as_json:
+        return _json(r)
+    out.print(f"{r['period']}: {r['drafted']} drafted, {r['finalized']} finalized in "
+              f"{r['seconds']} s", highlight=False)
+
+
+@app.command("credit-note")
+def credit_note_cmd(invoice_id: str,
+                    reason: Annotated[str, typer.Option(help="printed on the note")],
+                    amount: Annotated[str | None, typer.Option(
+                        help="yuan incl. VAT; default: all that is left")] = None,
+                    url: UrlOpt = "", token: TokenOpt = "") -> None:
+    """Operator: correct a final invoice; the amount goes back to the tenant's wallet."""
+    body: dict[str, str] = {"reason": reason, **({"amount": amount} if amount else {})}
+    n = _api(lambda: _client(url, token).post_json(f"/invoices/{invoice_id}/credit-notes",
+                                                   body))
+    out.print(f"{n['number']}: ¥{-Decimal(n['total']):,.2f} credited against "
+              f"{n['corrects']}", highlight=False)
+
+
+@app.command()
+def usage(instance: Annotated[str | None, typer.Option(help="one instance")] = None,
+          tenant: Annotated[str | None, typer.Option(help="operator: which tenant")] = None,
+          url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Metered usage (container GPU-hours, egress, extra storage), newest first."""
+    query = "&".join(f"{k}={v}" for k, v in (("instance", instance), ("tenant", tenant)) if v)
+    page = _api(lambda: _client(url, token).get_json(f"/usage?{query}"))
+    if as_json:
+        return _json(page["items"])
+    table = Table("recorded", "instance", "kind", "quantity", "unit price ¥", "amount ¥",
+                  "from", "to", "key")
+    for u in page["items"]:
+        table.add_row(u["recorded_at"][:16], u["instance_id"] or "", u["kind"],
+                      f"{u['quantity']} {u['unit']}", u["unit_price"],
+                      f"{Decimal(u['amount']):,.2f}", u["started_at"][:16],
+                      u["ended_at"][:16], u["key"])
+    out.print(table)
+
+
+@app.command()
 def certificates(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
                  as_json: JsonOpt = False) -> None:
     """The erase certificates (NIST SP 800-88) of the disks an instance used."""

@@ -53,3 +53,47 @@ def early_termination_refund(term: str, ends_at: datetime, now: datetime,
     refunded."""
     periods = unused_whole_periods(term, ends_at, now)
     return periods, to_fen(unit_price * periods * (100 - fee_percent) / 100)
+
+
+@dataclass(frozen=True)
+class OutageRule:
+    """A hardware fault that keeps a GPU out of service longer than `sla_minutes` earns
+    `multiplier` × the price of the outage's duration (pro rata of the period it falls in),
+    at most `cap_percent` of that period's price."""
+
+    sla_minutes: int = 60
+    multiplier: Decimal = Decimal("10")
+    cap_percent: Decimal = Decimal("100")
+
+    def describe(self) -> str:
+        return (f"{self.multiplier.normalize():f}× the prorated price of an outage longer "
+                f"than {self.sla_minutes} minutes, at most "
+                f"{self.cap_percent.normalize():f}% of the period")
+
+
+def outage_credit(outage_s: float, period_price: Decimal, period_s: float,
+                  rule: OutageRule = OutageRule()) -> Decimal:  # noqa: B008
+    """The credit for one outage of `outage_s` on a period of `period_s` costing
+    `period_price`; nothing within the SLA."""
+    if outage_s <= rule.sla_minutes * 60 or period_price <= 0 or period_s <= 0:
+        return Decimal("0.00")
+    prorated = period_price * Decimal(str(outage_s)) / Decimal(str(period_s))
+    cap = period_price * rule.cap_percent / 100
+    return to_fen(min(prorated * rule.multiplier, cap))
+
+
+@dataclass(frozen=True)
+class AcceptanceRule:
+    """A delivered machine that fails the acceptance suite on the tenant's request earns
+    `percent` of its current period's price, once per period."""
+
+    percent: Decimal = Decimal("10")
+
+    def describe(self) -> str:
+        return (f"{self.percent.normalize():f}% of the current period when a delivered "
+                "machine fails acceptance, once per period")
+
+
+def acceptance_credit(period_price: Decimal, rule: AcceptanceRule = AcceptanceRule()  # noqa: B008
+                      ) -> Decimal:
+    return to_fen(period_price * rule.percent / 100) if period_price > 0 else Decimal("0.00")

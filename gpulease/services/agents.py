@@ -29,6 +29,7 @@ from gpulease.domain.errors import Forbidden, InvalidInput, NotFound, Unauthoriz
 from gpulease.domain.telemetry import GpuSummary, alerts_for
 from gpulease.platform import Platform
 from gpulease.security import hash_token
+from gpulease.services import sla
 
 ENROLL_PREFIX = "glat_"  # one-time, from the config drive or an operator
 CREDENTIAL_PREFIX = "glan_"  # the agent's own credential afterwards
@@ -108,6 +109,7 @@ def _sync_alerts(s: Session, node: Node, summaries: Sequence[GpuSummary], now: d
             seen.add(key)
         elif row.gpu_index in reported:
             row.closed_at = now
+            sla.credit_outage(s, row)  # a fault beyond the outage SLA earns a credit
     for key, alert in raised.items():
         if key not in seen:
             s.add(HardwareAlert(node_id=node.id, instance_id=node.instance_id,
@@ -183,6 +185,8 @@ def record_acceptance(s: Session, node: Node, instance_id: str | None, report: R
                            created_at=now, trigger=trigger, passed=report.passed,
                            simulated=report.simulated,
                            report_json=json.dumps(report.as_dict())))
+    if trigger == "on_demand" and not report.passed and instance_id is not None:
+        sla.credit_failed_acceptance(s, instance_id, now)
     return report_id
 
 

@@ -40,14 +40,20 @@ def _wallet(s: Session, tenant_id: str, now: datetime) -> Wallet:
 
 def _post(s: Session, wallet: Wallet, kind: str, amount: Decimal, now: datetime, *,
           reference: str | None = None, instance_id: str | None = None,
-          user_id: str | None = None) -> LedgerEntry:
-    """Append one entry; the balance moves by exactly its amount in the same transaction."""
+          user_id: str | None = None, item: str | None = None,
+          quantity: Decimal | None = None, unit: str | None = None,
+          unit_price: Decimal | None = None, service_at: datetime | None = None,
+          invoice_id: str | None = None) -> LedgerEntry:
+    """Append one entry; the balance moves by exactly its amount in the same transaction.
+    `item`…`service_at` say what an invoice line shows for it."""
     amount = to_fen(amount)
     wallet.balance = to_fen(wallet.balance + amount)
     wallet.updated_at = now
     entry = LedgerEntry(tenant_id=wallet.tenant_id, at=now, kind=kind, amount=amount,
                         balance_after=wallet.balance, reference=reference,
-                        instance_id=instance_id, created_by=user_id)
+                        instance_id=instance_id, created_by=user_id, item=item,
+                        quantity=quantity, unit=unit, unit_price=unit_price,
+                        service_at=service_at, invoice_id=invoice_id)
     s.add(entry)
     return entry
 
@@ -69,6 +75,11 @@ def _require_cover(wallet: Wallet, amount: Decimal, what: str) -> None:
             "account, then try again.", missing)
 
 
+post = _post  # for the metering and invoice services
+wallet_for_update = _wallet
+require_cover = _require_cover
+
+
 def first_period_amount(p: Platform, inst: Instance, term: str | None = None) -> Decimal:
     """One period of `term` (default: the instance's) for every server at today's prices
     (bare metal), or one hour of its GPUs (containers): what an order holds."""
@@ -78,6 +89,13 @@ def first_period_amount(p: Platform, inst: Instance, term: str | None = None) ->
     offer = p.catalog.offer(inst.sku, inst.region)
     assert offer is not None
     return to_fen(unit_price(p.catalog, offer, term or inst.term) * inst.node_count)
+
+
+def first_period_item(inst: Instance) -> str:
+    """The invoice label of an order's first period."""
+    if inst.kind == "container":
+        return f"{inst.container_offer} · {inst.region} · first hour of {inst.id}"
+    return f"{inst.sku} · {inst.region} · first {inst.term} of {inst.id}"
 
 
 def hold_first_period(s: Session, p: Platform, inst: Instance, now: datetime) -> Decimal:
@@ -96,7 +114,8 @@ def charge(s: Session, tenant_id: str, amount: Decimal, now: datetime, *,
     """Take `amount` now (a renewal), or refuse with 402 and the amount missing."""
     wallet = _wallet(s, tenant_id, now)
     _require_cover(wallet, amount, "This costs")
-    _post(s, wallet, "charge", -amount, now, instance_id=instance_id, reference=reference)
+    _post(s, wallet, "charge", -amount, now, instance_id=instance_id, reference=reference,
+          item=reference)
 
 
 def credit_late_delivery(s: Session, inst: Instance, now: datetime, sla_s: float,
@@ -110,10 +129,28 @@ def credit_late_delivery(s: Session, inst: Instance, now: datetime, sla_s: float
         text = (f"SLA credit ¥{credit:,.2f} ({percent.normalize():f}%): delivered in "
                 f"{took / 60:.0f} min against {sla_s / 60:.0f} min; rule: {rule.describe()}")
         _post(s, _wallet(s, inst.tenant_id, now), "credit", credit, now, instance_id=inst.id,
-              reference=text[:200])
+              reference=text[:200], item=f"SLA credit: late delivery of {inst.id}")
         record_event(s, now, "instance", inst.id, "stage", instance_id=inst.id,
                      to_value="sla_credit", message=text)
     return credit
+
+
+def credit_sla(s: Session, inst: Instance, credit: Decimal, now: datetime, item: str,
+               text: str) -> None:
+    """Post an SLA credit (outage, failed acceptance): into the wallet at once, onto the
+    next invoice as a negative line, and into the instance's history."""
+    if credit <= 0:
+        return
+    _post(s, _wallet(s, inst.tenant_id, now), "credit", credit, now, instance_id=inst.id,
+          reference=text[:200], item=item)
+    record_event(s, now, "instance", inst.id, "stage", instance_id=inst.id,
+                 to_value="sla_credit", message=f"SLA credit ¥{credit:,.2f}: {text}")
+
+
+def has_credit(s: Session, instance_id: str, item: str) -> bool:
+    return s.scalar(select(LedgerEntry.id).where(
+        LedgerEntry.instance_id == instance_id, LedgerEntry.kind == "credit",
+        LedgerEntry.item == item).limit(1)) is not None
 
 
 def refund_early_end(s: Session, inst: Instance, lease_term: str, ends_at: datetime,
@@ -125,7 +162,7 @@ def refund_early_end(s: Session, inst: Instance, lease_term: str, ends_at: datet
         text = (f"early end of {inst.id}: {periods} unused {lease_term}(s) at "
                 f"¥{unit_price:,.2f} less {fee_percent.normalize():f}%")
         _post(s, _wallet(s, inst.tenant_id, now), "refund", refund, now, instance_id=inst.id,
-              reference=text[:200])
+              reference=text[:200], item=f"Early termination refund: {inst.id}")
         record_event(s, now, "instance", inst.id, "stage", instance_id=inst.id,
                      to_value="refund", message=f"¥{refund:,.2f} refunded: {text}")
     return refund
@@ -147,7 +184,10 @@ def on_instance_status(s: Session, inst: Instance, target: InstanceStatus, now: 
             _post(s, wallet, "hold_release", held, now, instance_id=inst.id,
                   reference=f"delivered {inst.id}")
             _post(s, wallet, "charge", -held, now, instance_id=inst.id,
-                  reference=f"first {inst.term} of {inst.id} ({inst.sku})")
+                  reference=f"first {inst.term} of {inst.id} ({inst.sku})",
+                  item=first_period_item(inst), quantity=Decimal(inst.node_count
+                  if inst.kind != "container" else inst.gpu_count),
+                  unit="server" if inst.kind != "container" else "GPU-hour")
     elif target in (InstanceStatus.FAILED, InstanceStatus.RELEASED) and inst.ready_at is None:
         held = _held(s, inst.id)
         if held > 0:
@@ -205,7 +245,7 @@ def _view(s: Session, wallet: Wallet) -> WalletView:
                       updated_at=wallet.updated_at)
 
 
-def _tenant_of(actor: Principal, tenant_id: str | None) -> str:
+def tenant_of(actor: Principal, tenant_id: str | None) -> str:
     if actor.is_operator:
         if not tenant_id:
             raise InvalidInput("tenant", "An operator names the tenant (?tenant=ID).")
@@ -217,14 +257,14 @@ def _tenant_of(actor: Principal, tenant_id: str | None) -> str:
 
 
 def show_wallet(p: Platform, actor: Principal, tenant_id: str | None = None) -> WalletView:
-    tenant = _tenant_of(actor, tenant_id)
+    tenant = tenant_of(actor, tenant_id)
     with p.db.write() as s:  # creates the empty wallet on first look
         return _view(s, _wallet(s, tenant, p.clock.now()))
 
 
 def ledger(p: Platform, actor: Principal, tenant_id: str | None = None, limit: int = 50,
            offset: int = 0) -> Page[LedgerEntryView]:
-    tenant = _tenant_of(actor, tenant_id)
+    tenant = tenant_of(actor, tenant_id)
     with p.db.read() as s:
         total = s.scalar(select(func.count()).select_from(LedgerEntry).where(
             LedgerEntry.tenant_id == tenant)) or 0

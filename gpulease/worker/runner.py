@@ -15,7 +15,9 @@ from sqlalchemy import select
 from gpulease.db.tables import Instance, Node
 from gpulease.domain.states import NodeStatus
 from gpulease.platform import Platform
+from gpulease.services.invoices import sweep_invoices
 from gpulease.services.leases import sweep_leases
+from gpulease.services.metering import meter_containers
 from gpulease.services.notify import deliver_notices
 from gpulease.worker.pipeline import LockRegistry, claim_due, heartbeat
 from gpulease.worker.reconcilers import process_instance, process_node, sweep_timeouts
@@ -61,6 +63,8 @@ class Worker:
             self._last_sweep = now
             sweep_timeouts(self.p, self.owner)
             sweep_leases(self.p)  # reminders, renewals, grace, erase after grace
+            meter_containers(self.p)  # each started container GPU-hour, charged once
+            sweep_invoices(self.p)  # the month's invoices: drafted on the 1st, then final
             deliver_notices(self.p)  # the reminders' e-mails and webhooks
         finally:
             self._sweep_mutex.release()

@@ -1,14 +1,17 @@
-"""Hypothesis drives orders, top-ups, renewals, auto-renew, releases and clock jumps of up
-to three weeks through the lease sweep and the worker, and checks after every step: each
-ledger sums to its balance; no lease's machine is released for expiry before its grace
-ended; a renewed (active) lease's machine is never taken; only undelivered orders hold
-money. Both databases."""
+"""Hypothesis drives orders (bare metal and containers), top-ups, renewals, auto-renew,
+releases, usage reports with repeated keys, invoice runs and clock jumps of up to three
+weeks through the lease sweep, the container meter, the monthly invoice sweep and the
+worker, and checks after every step: each ledger sums to its balance; no lease's machine is
+released for expiry before its grace ended; a renewed (active) lease's machine is never
+taken; finalized invoices never change; every invoice equals the entries it claimed and
+billed plus unbilled equals all billable money; no usage is counted twice and its prorated
+parts sum to it. Both databases."""
 
 from __future__ import annotations
 
 import contextlib
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from hypothesis import HealthCheck, settings
@@ -16,11 +19,14 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from sqlalchemy import select
 
-from gpulease.db.tables import Instance, Lease
+from gpulease.db.tables import Instance, Invoice, InvoiceLine, Lease, LedgerEntry, UsageRecord
 from gpulease.demo import seed_demo_fleet
-from gpulease.domain.errors import Conflict, OutOfStock, PaymentRequired
-from gpulease.schemas import OrderRequest
-from gpulease.services import accounts, instances, leases, orders, wallet
+from gpulease.domain.errors import Conflict, InvalidInput, OutOfStock, PaymentRequired
+from gpulease.domain.invoicing import BILLABLE_KINDS
+from gpulease.domain.money import to_fen
+from gpulease.domain.proration import month_start, period_of
+from gpulease.schemas import OrderRequest, UsageIn
+from gpulease.services import accounts, instances, invoices, leases, metering, orders, wallet
 from gpulease.services.wallet import ledger_sums_to_balance
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, ssh_key
@@ -48,6 +54,8 @@ class LeaseMachine(RuleBasedStateMachine):
                            created.token.token, created.tenant.id)
         self.worker = Worker(self.p, owner="hypothesis")
         self.ids: list[str] = []
+        self.usage: dict[str, UsageIn] = {}  # key → the record first sent under it
+        self.sealed: dict[str, tuple[object, ...]] = {}  # final invoice → its content
 
     def teardown(self) -> None:
         drop_schema(self.p, self.schema)
@@ -60,6 +68,34 @@ class LeaseMachine(RuleBasedStateMachine):
             self.ids.append(view.id)
         except (OutOfStock, PaymentRequired):
             pass
+
+    @rule(gpus=st.integers(1, 4))
+    def order_container(self, gpus: int) -> None:
+        with contextlib.suppress(OutOfStock, PaymentRequired):
+            view, _ = orders.place_order(self.p, self.t.principal, OrderRequest(
+                kind="container", offer="rtx4090-24g-container", gpus=gpus, ssh_keys=[KEY]))
+            self.ids.append(view.id)
+
+    @rule(data=st.data(), key=st.integers(0, 5), gb=st.integers(1, 5000))
+    def report_usage(self, data: st.DataObject, key: int, gb: int) -> None:
+        """Egress under a small set of keys: a repeated key is sent again as it was first."""
+        if not self.ids:
+            return
+        name = f"egress-{key}"
+        now = self.clock.now()
+        record = self.usage.get(name) or UsageIn(
+            key=name, instance_id=data.draw(st.sampled_from(self.ids)), kind="egress_gb",
+            quantity=Decimal(gb), started_at=now - timedelta(minutes=90),
+            ended_at=now - timedelta(minutes=30))
+        with contextlib.suppress(InvalidInput):  # e.g. usage before the order: refused
+            out = metering.report_usage(self.p, self.op, [record])
+            assert out[0].duplicate == (name in self.usage)
+            self.usage[name] = record
+
+    @rule(finalize=st.booleans())
+    def invoice_run(self, finalize: bool) -> None:
+        period = period_of(month_start(self.clock.now()) - timedelta(days=1))
+        invoices.run_invoices(self.p, self.op, period, finalize)
 
     @rule(amount=st.integers(1_000, 60_000), ref=st.integers(0, 6))
     def top_up(self, amount: int, ref: int) -> None:
@@ -98,6 +134,9 @@ class LeaseMachine(RuleBasedStateMachine):
         self.clock.move(hours=hours)
         leases.sweep_leases(self.p)
         self.worker.run_until_idle(timeout_s=60)
+        metering.meter_containers(self.p)
+        invoices.sweep_invoices(self.p)
+        self.worker.run_until_idle(timeout_s=60)
 
     @invariant()
     def ledger_sums_to_balance(self) -> None:
@@ -121,7 +160,44 @@ class LeaseMachine(RuleBasedStateMachine):
                     assert lease.grace_until is None
 
 
-RUN = settings(max_examples=8, stateful_step_count=20, deadline=None,
+    @invariant()
+    def finalized_invoices_never_change(self) -> None:
+        with self.p.db.read() as s:
+            for inv in s.scalars(select(Invoice).where(Invoice.status == "final")):
+                lines = tuple((ln.seq, ln.description, ln.gross) for ln in s.scalars(
+                    select(InvoiceLine).where(InvoiceLine.invoice_id == inv.id)))
+                content = (inv.number, inv.digest, inv.total, inv.net, inv.vat, lines)
+                assert self.sealed.setdefault(inv.id, content) == content, inv.id
+
+    @invariant()
+    def invoices_bill_each_entry_once(self) -> None:
+        with self.p.db.read() as s:
+            billable = [e for e in s.scalars(select(LedgerEntry).where(
+                LedgerEntry.tenant_id == self.t.tenant_id)) if e.kind in BILLABLE_KINDS]
+            invoiced = Decimal(0)
+            for inv in s.scalars(select(Invoice).where(Invoice.kind == "invoice")):
+                claimed = [e for e in billable if e.invoice_id == inv.id]
+                lines = list(s.scalars(select(InvoiceLine.gross).where(
+                    InvoiceLine.invoice_id == inv.id)))
+                assert inv.total == sum(lines, Decimal(0)) == -sum(
+                    (e.amount for e in claimed), Decimal(0)), inv.id
+                invoiced += inv.total
+            unbilled = -sum((e.amount for e in billable if e.invoice_id is None), Decimal(0))
+            assert invoiced + unbilled == -sum((e.amount for e in billable), Decimal(0))
+
+    @invariant()
+    def no_usage_counted_twice_and_parts_sum_to_it(self) -> None:
+        with self.p.db.read() as s:
+            rows = list(s.scalars(select(UsageRecord)))
+            assert len({(u.tenant_id, u.key) for u in rows}) == len(rows)
+            for u in rows:
+                parts = list(s.scalars(select(LedgerEntry.amount).where(
+                    LedgerEntry.kind == "usage", LedgerEntry.reference == f"usage {u.key}",
+                    LedgerEntry.instance_id == u.instance_id)))
+                assert 1 <= len(parts) <= 2 and -sum(parts, Decimal(0)) == to_fen(u.amount)
+
+
+RUN = settings(max_examples=20, stateful_step_count=30, deadline=None,
                suppress_health_check=list(HealthCheck))
 
 

@@ -1,0 +1,84 @@
+"""Metered usage and invoices: reported usage under idempotency keys, monthly invoices
+(JSON, CSV, PDF), the operator's invoice run and credit notes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query
+from fastapi.responses import Response
+
+from gpulease.api.deps import Limit, Offset, PlatformDep, PrincipalDep
+from gpulease.schemas import (
+    CreditNoteRequest,
+    InvoiceRunRequest,
+    InvoiceRunView,
+    InvoiceView,
+    Page,
+    UsageBatch,
+    UsageView,
+)
+from gpulease.services import invoices, metering
+from gpulease.services.invoice_documents import render_csv, render_pdf
+
+router = APIRouter(tags=["billing"])
+TenantQuery = Annotated[str | None, Query(alias="tenant", description="operator: which tenant")]
+
+
+@router.post("/usage", response_model=list[UsageView])
+def report_usage(body: UsageBatch, p: PlatformDep, actor: PrincipalDep) -> list[UsageView]:
+    """Operator (a metering source): record usage, all records or none. A key recorded
+    before is answered with `duplicate: true` and billed nothing; the same key with other
+    content is 409."""
+    return metering.report_usage(p, actor, body.records)
+
+
+@router.get("/usage", response_model=Page[UsageView])
+def list_usage(p: PlatformDep, actor: PrincipalDep, instance: str | None = None,
+               tenant: TenantQuery = None, limit: Limit = 100, offset: Offset = 0
+               ) -> Page[UsageView]:
+    return metering.list_usage(p, actor, instance, tenant, limit, offset)
+
+
+@router.get("/invoices", response_model=Page[InvoiceView])
+def list_invoices(p: PlatformDep, actor: PrincipalDep, tenant: TenantQuery = None,
+                  period: str | None = None, status: str | None = None, limit: Limit = 50,
+                  offset: Offset = 0) -> Page[InvoiceView]:
+    return invoices.list_invoices(p, actor, tenant, period, status, limit, offset)
+
+
+@router.get("/invoices/{invoice_id}", response_model=InvoiceView,
+            responses={200: {"content": {"text/csv": {}, "application/pdf": {}}}})
+def show_invoice(invoice_id: str, p: PlatformDep, actor: PrincipalDep,
+                 format: Literal["json", "csv", "pdf"] = "json") -> InvoiceView | Response:
+    """By id or number. `?format=csv` or `?format=pdf` for the document."""
+    inv = invoices.show_invoice(p, actor, invoice_id)
+    name = inv.number or inv.id
+    if format == "csv":
+        return Response(render_csv(inv), media_type="text/csv; charset=utf-8", headers={
+            "Content-Disposition": f'attachment; filename="{name}.csv"'})
+    if format == "pdf":
+        pdf = render_pdf(inv, p.settings.invoice_issuer, p.settings.invoice_issuer_tax_id)
+        return Response(pdf, media_type="application/pdf", headers={
+            "Content-Disposition": f'attachment; filename="{name}.pdf"'})
+    return inv
+
+
+@router.post("/invoices/run", response_model=InvoiceRunView)
+def run(body: InvoiceRunRequest, p: PlatformDep, actor: PrincipalDep) -> InvoiceRunView:
+    """Operator: draft (or refresh) every tenant's invoice of a month; `finalize` seals
+    them (only once the month has ended). The worker does this by itself each month."""
+    return invoices.run_invoices(p, actor, body.period, body.finalize)
+
+
+@router.post("/invoices/{invoice_id}/finalize", response_model=InvoiceView)
+def finalize(invoice_id: str, p: PlatformDep, actor: PrincipalDep) -> InvoiceView:
+    return invoices.finalize_invoice(p, actor, invoice_id)
+
+
+@router.post("/invoices/{invoice_id}/credit-notes", response_model=InvoiceView,
+             status_code=201)
+def credit_note(invoice_id: str, body: CreditNoteRequest, p: PlatformDep,
+                actor: PrincipalDep) -> InvoiceView:
+    """Operator: correct a final invoice; the amount goes back to the tenant's wallet."""
+    return invoices.credit_note(p, actor, invoice_id, body.reason, body.amount)

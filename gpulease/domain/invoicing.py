@@ -1,0 +1,65 @@
+"""Invoice arithmetic: each line's VAT split rounded half-up to the fen once, totals summed
+from the lines (never rounded again), and the labels of what a ledger entry bills."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+
+from gpulease.domain.money import to_fen
+
+# Ledger kinds an invoice bills (money out is a charge line, money back a negative line).
+# Holds, their releases and top-ups are not sales; a credit note's own entry is billed by
+# the credit note itself.
+BILLABLE_KINDS = ("charge", "usage", "credit", "refund")
+
+
+@dataclass(frozen=True)
+class VatSplit:
+    net: Decimal
+    vat: Decimal
+    gross: Decimal
+
+
+def vat_split(amount: Decimal, rate: Decimal, included: bool) -> VatSplit:
+    """Split one line. Prices that include VAT (含税价): net = amount ÷ (1 + rate), rounded
+    once; VAT is the rest. Otherwise VAT = amount × rate, rounded once, added on top."""
+    amount = to_fen(amount)
+    if included:
+        net = to_fen(amount / (1 + rate))
+        return VatSplit(net=net, vat=amount - net, gross=amount)
+    vat = to_fen(amount * rate)
+    return VatSplit(net=amount, vat=vat, gross=amount + vat)
+
+
+@dataclass(frozen=True)
+class Totals:
+    net: Decimal
+    vat: Decimal
+    gross: Decimal
+
+
+def totals(lines: Iterable[VatSplit]) -> Totals:
+    net = vat = gross = Decimal("0.00")
+    for line in lines:
+        net, vat, gross = net + line.net, vat + line.vat, gross + line.gross
+    return Totals(net=net, vat=vat, gross=gross)
+
+
+@dataclass(frozen=True)
+class UsageUnit:
+    """A metered kind: its unit and how its price comes from the price book."""
+
+    kind: str
+    unit: str
+    addon: str | None  # the add-on priced per this unit (None: the container's GPU-hour)
+    divisor: Decimal  # the add-on's price ÷ this = the price per unit
+
+
+USAGE_KINDS: dict[str, UsageUnit] = {
+    "gpu_hours": UsageUnit("gpu_hours", "GPU-hour", None, Decimal(1)),
+    "egress_gb": UsageUnit("egress_gb", "GB", "egress", Decimal(1)),
+    # Extra storage is priced per GB-month; a GB-day is a thirtieth of it.
+    "storage_gb_days": UsageUnit("storage_gb_days", "GB-day", "extra-storage", Decimal(30)),
+}

@@ -1,0 +1,90 @@
+"""An invoice as CSV (one row per line, then the totals) and as PDF (reportlab; its built-in
+STSong-Light CID font prints Chinese tenant names without shipping a font file)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from decimal import Decimal
+
+from reportlab.lib import colors
+from reportlab.lib.pagesizes import A4
+from reportlab.lib.styles import ParagraphStyle
+from reportlab.lib.units import mm
+from reportlab.pdfbase import pdfmetrics
+from reportlab.pdfbase.cidfonts import UnicodeCIDFont
+from reportlab.platypus import Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
+
+from gpulease.schemas import InvoiceView
+
+FONT = "STSong-Light"
+CSV_COLUMNS = ("seq", "kind", "instance_id", "description", "quantity", "unit",
+               "unit_price", "service_from", "service_to", "net", "vat", "gross")
+
+
+def _title(inv: InvoiceView) -> str:
+    what = "Credit note" if inv.kind == "credit_note" else "Invoice"
+    return f"{what} {inv.number or '(draft)'}"
+
+
+def render_csv(inv: InvoiceView) -> str:
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(("invoice", inv.number or inv.id, "tenant", inv.tenant_name or inv.tenant_id,
+                "period", inv.period, "status", inv.status, "currency", inv.currency))
+    w.writerow(CSV_COLUMNS)
+    for ln in inv.lines:
+        w.writerow((ln.seq, ln.kind, ln.instance_id or "", ln.description,
+                    "" if ln.quantity is None else f"{ln.quantity:f}", ln.unit or "",
+                    "" if ln.unit_price is None else f"{ln.unit_price:f}",
+                    ln.service_from.isoformat() if ln.service_from else "",
+                    ln.service_to.isoformat() if ln.service_to else "",
+                    f"{ln.net:.2f}", f"{ln.vat:.2f}", f"{ln.gross:.2f}"))
+    w.writerow(("", "total", "", f"VAT {inv.vat_rate * 100:g}%", "", "", "", "", "",
+                f"{inv.net:.2f}", f"{inv.vat:.2f}", f"{inv.total:.2f}"))
+    return out.getvalue()
+
+
+def _yuan(v: Decimal) -> str:
+    return f"¥{v:,.2f}"
+
+
+def render_pdf(inv: InvoiceView, issuer: str, issuer_tax_id: str = "") -> bytes:
+    if FONT not in pdfmetrics.getRegisteredFontNames():
+        pdfmetrics.registerFont(UnicodeCIDFont(FONT))
+    body = ParagraphStyle("body", fontName=FONT, fontSize=9, leading=12)
+    head = ParagraphStyle("head", parent=body, fontSize=15, leading=19)
+    buf = io.BytesIO()
+    doc = SimpleDocTemplate(buf, pagesize=A4, leftMargin=15 * mm, rightMargin=15 * mm,
+                            topMargin=15 * mm, bottomMargin=15 * mm, title=_title(inv),
+                            author=issuer)
+    facts = [f"Issuer: {issuer}" + (f" (tax id {issuer_tax_id})" if issuer_tax_id else ""),
+             f"Customer: {inv.tenant_name} ({inv.tenant_id})", f"Period: {inv.period}",
+             f"Status: {inv.status}"
+             + (f", finalized {inv.finalized_at:%Y-%m-%d %H:%M} UTC" if inv.finalized_at
+                else " (not an invoice until finalized)")]
+    if inv.corrects:
+        facts.append(f"Corrects: {inv.corrects}. Reason: {inv.reason}")
+    vat_note = "prices include VAT" if inv.prices_include_vat else "VAT added to prices"
+    rows: list[list[object]] = [["#", "Description", "Qty", "Unit price", "Net", "VAT",
+                                 "Amount"]]
+    for ln in inv.lines:
+        qty = "" if ln.quantity is None else f"{ln.quantity:f} {ln.unit or ''}"
+        price = "" if ln.unit_price is None else f"¥{ln.unit_price:f}"
+        rows.append([str(ln.seq), Paragraph(ln.description, body), qty, price,
+                     _yuan(ln.net), _yuan(ln.vat), _yuan(ln.gross)])
+    rows.append(["", f"Total ({inv.currency}, VAT {inv.vat_rate * 100:g}%, {vat_note})", "",
+                 "", _yuan(inv.net), _yuan(inv.vat), _yuan(inv.total)])
+    table = Table(rows, colWidths=[8 * mm, 70 * mm, 22 * mm, 22 * mm, 22 * mm, 18 * mm,
+                                   24 * mm], repeatRows=1)
+    table.setStyle(TableStyle([
+        ("FONT", (0, 0), (-1, -1), FONT, 8), ("ALIGN", (2, 0), (-1, -1), "RIGHT"),
+        ("LINEBELOW", (0, 0), (-1, 0), 0.5, colors.black),
+        ("LINEABOVE", (0, -1), (-1, -1), 0.5, colors.black),
+        ("VALIGN", (0, 0), (-1, -1), "TOP")]))
+    story = [Paragraph(_title(inv), head), Spacer(1, 4 * mm),
+             *[Paragraph(f, body) for f in facts], Spacer(1, 6 * mm), table]
+    if inv.digest:
+        story += [Spacer(1, 6 * mm), Paragraph(f"Seal (sha256): {inv.digest}", body)]
+    doc.build(story)
+    return buf.getvalue()

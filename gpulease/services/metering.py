@@ -1,0 +1,232 @@
+"""Metering: usage records under idempotency keys, rated at the price book and charged to
+the wallet in the same transaction. Containers are metered by the worker: each started
+GPU-hour after the first (which the order held) is charged as it starts, under a key made
+from the instance and the hour, so a worker that dies mid-write loses nothing and a rerun
+bills nothing twice. Other usage (egress, extra storage) is reported through the API."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from gpulease.db.repositories import get_instance
+from gpulease.db.tables import Instance, LedgerEntry, UsageRecord
+from gpulease.domain.accounts import Principal
+from gpulease.domain.errors import Conflict, InvalidInput, PaymentRequired
+from gpulease.domain.invoicing import USAGE_KINDS
+from gpulease.domain.money import to_fen
+from gpulease.domain.proration import prorate_by_month
+from gpulease.domain.states import InstanceStatus
+from gpulease.platform import Platform
+from gpulease.schemas import Page, UsageIn, UsageView
+from gpulease.services.status import record_event, switch_instance_status
+from gpulease.services.wallet import post, require_cover, wallet_for_update
+
+HOUR = timedelta(hours=1)
+MAX_SPAN = timedelta(days=62)  # one report covers at most two months
+MAX_HOURS_PER_SWEEP = 168  # a worker back from a long stop catches up a week per sweep
+QUANTUM = Decimal("0.000001")
+
+
+def _gpu_hour_price(s: Session, inst: Instance) -> Decimal:
+    """A container's GPU-hour at the price its order held (a price change never alters a
+    running instance); the catalog's price when it held nothing."""
+    held = s.scalar(select(LedgerEntry.amount).where(
+        LedgerEntry.instance_id == inst.id, LedgerEntry.kind == "hold").limit(1))
+    if held is not None and inst.gpu_count:
+        return -Decimal(str(held)) / inst.gpu_count
+    raise InvalidInput("instance_id", f"{inst.id} holds no GPU-hour price.")
+
+
+def unit_price(s: Session, p: Platform, inst: Instance, kind: str) -> Decimal:
+    unit = USAGE_KINDS[kind]
+    if unit.addon is None:
+        if inst.kind != "container":
+            raise InvalidInput("kind", f"{inst.id} is {inst.kind.replace('_', ' ')}: its "
+                                       "GPUs are leased by the term, not metered by the hour.",
+                               ["egress_gb", "storage_gb_days"])
+        return _gpu_hour_price(s, inst)
+    addon = p.catalog.addon_by_id.get(unit.addon)
+    if addon is None:
+        raise InvalidInput("kind", f"The price book has no add-on {unit.addon!r} to price "
+                                   f"{kind}; the operator adds it to the catalog.")
+    return addon.price / unit.divisor
+
+
+def _item(inst: Instance, kind: str) -> str:
+    what = {"gpu_hours": f"GPU-hours of {inst.container_offer}",
+            "egress_gb": "Data egress", "storage_gb_days": "Extra storage"}[kind]
+    return f"{what} · {inst.id}"
+
+
+def _same(row: UsageRecord, inst_id: str, kind: str, quantity: Decimal, start: datetime,
+          end: datetime) -> bool:
+    return (row.instance_id == inst_id and row.kind == kind
+            and Decimal(str(row.quantity)).quantize(QUANTUM) == quantity.quantize(QUANTUM)
+            and row.started_at == start and row.ended_at == end)
+
+
+def _view(row: UsageRecord, duplicate: bool = False) -> UsageView:
+    return UsageView(key=row.key, instance_id=row.instance_id, kind=row.kind,
+                     quantity=Decimal(str(row.quantity)).quantize(QUANTUM).normalize(),
+                     unit=USAGE_KINDS[row.kind].unit,
+                     unit_price=Decimal(str(row.unit_price)).quantize(QUANTUM).normalize(),
+                     amount=row.amount, started_at=row.started_at, ended_at=row.ended_at,
+                     recorded_at=row.recorded_at, source=row.source, duplicate=duplicate)
+
+
+def record(s: Session, p: Platform, inst: Instance, key: str, kind: str, quantity: Decimal,
+           start: datetime, end: datetime, now: datetime, source: str,
+           cover: bool = False) -> tuple[UsageRecord, bool]:
+    """Rate and charge one usage record; (row, duplicate). The same key with the same
+    content is a duplicate and changes nothing; with other content it is a conflict. With
+    `cover`, a balance that cannot pay raises PaymentRequired (nothing written)."""
+    wallet = wallet_for_update(s, inst.tenant_id, now)  # serializes one tenant's postings
+    old = s.scalar(select(UsageRecord).where(UsageRecord.tenant_id == inst.tenant_id,
+                                             UsageRecord.key == key))
+    if old is not None:
+        if not _same(old, inst.id, kind, quantity, start, end):
+            raise Conflict(f"Usage key {key!r} was recorded before with other content "
+                           f"({old.kind} {old.quantity} of {old.instance_id}, "
+                           f"{old.started_at:%Y-%m-%d %H:%M}–{old.ended_at:%H:%M}); nothing "
+                           "was recorded. Use a new key for new usage.")
+        return old, True
+    price = unit_price(s, p, inst, kind)
+    amount = to_fen(quantity * price)
+    if cover:
+        require_cover(wallet, amount, f"The next {USAGE_KINDS[kind].unit} costs")
+    row = UsageRecord(tenant_id=inst.tenant_id, key=key, instance_id=inst.id, kind=kind,
+                      quantity=quantity, unit_price=price.quantize(QUANTUM), amount=amount,
+                      started_at=start, ended_at=end, recorded_at=now, source=source)
+    s.add(row)
+    # Usage that crosses a month's end is billed in both months, pro rata by time.
+    span = (end - start).total_seconds()
+    for a, b, part in prorate_by_month(amount, start, end):
+        share = Decimal(str((b - a).total_seconds() / span)) if span > 0 else Decimal(1)
+        post(s, wallet, "usage", -part, now, instance_id=inst.id,
+             reference=f"usage {key}"[:200], item=_item(inst, kind),
+             quantity=(quantity * share).quantize(QUANTUM), unit=USAGE_KINDS[kind].unit,
+             unit_price=price.quantize(QUANTUM), service_at=a)
+    return row, False
+
+
+def report_usage(p: Platform, actor: Principal, records: Sequence[UsageIn]
+                 ) -> list[UsageView]:
+    """The API's batch: all records or none (a bad one names itself; nothing is written)."""
+    actor.require_operator()
+    now = p.clock.now()
+    keys = [r.key for r in records]
+    if len(set(keys)) != len(keys):
+        dup = next(k for k in keys if keys.count(k) > 1)
+        raise InvalidInput("records", f"Key {dup!r} appears twice in one batch.")
+    out: list[UsageView] = []
+    with p.db.write() as s:
+        for i, r in enumerate(records):
+            where = f"records[{i}] (key {r.key!r})"
+            if r.started_at.tzinfo is None or r.ended_at.tzinfo is None:
+                raise InvalidInput("started_at", f"{where}: times need a zone "
+                                                 "(e.g. 2026-11-30T10:00:00Z).")
+            if not r.started_at < r.ended_at <= now + timedelta(minutes=5):
+                raise InvalidInput("ended_at", f"{where}: usage ends after it starts and not "
+                                               "in the future.")
+            if r.ended_at - r.started_at > MAX_SPAN:
+                raise InvalidInput("started_at", f"{where}: one record covers at most 62 "
+                                                 "days; split it.")
+            inst = get_instance(s, actor, r.instance_id)
+            if r.started_at < inst.ordered_at - HOUR:
+                raise InvalidInput("started_at", f"{where}: {inst.id} was ordered "
+                                                 f"{inst.ordered_at:%Y-%m-%d %H:%M} UTC; "
+                                                 "usage cannot start before.")
+            row, duplicate = record(s, p, inst, r.key, r.kind, r.quantity, r.started_at,
+                                    r.ended_at, now, f"api:{actor.user_id}"[:32])
+            out.append(_view(row, duplicate))
+    return out
+
+
+def list_usage(p: Platform, actor: Principal, instance_id: str | None = None,
+               tenant_id: str | None = None, limit: int = 100, offset: int = 0
+               ) -> Page[UsageView]:
+    from gpulease.services.wallet import tenant_of
+
+    tenant = tenant_of(actor, tenant_id)
+    with p.db.read() as s:
+        where = [UsageRecord.tenant_id == tenant]
+        if instance_id:
+            where.append(UsageRecord.instance_id == get_instance(s, actor, instance_id).id)
+        total = s.scalar(select(func.count()).select_from(UsageRecord).where(*where)) or 0
+        rows = s.scalars(select(UsageRecord).where(*where)
+                         .order_by(UsageRecord.id.desc()).limit(limit).offset(offset))
+        return Page(items=[_view(r) for r in rows], total=total, limit=limit, offset=offset)
+
+
+# --- the worker's container meter ------------------------------------------------------------
+
+def hour_key(instance_id: str, k: int) -> str:
+    return f"{instance_id}:gpu-hour:{k}"
+
+
+def _hours_due(ready_at: datetime, released: datetime | None, now: datetime) -> int:
+    """How many hours of the container have started (hour 0 is the order's held hour)."""
+    end = released or now
+    if end <= ready_at:
+        return 1
+    started = math.ceil((end - ready_at) / HOUR)  # hours that began before `end`
+    if released is None and (end - ready_at) % HOUR == timedelta(0):
+        started += 1  # still running: the hour starting now has started too
+    return max(started, 1)
+
+
+def meter_containers(p: Platform, limit: int = 500) -> int:
+    """Charge every started GPU-hour not yet charged; returns how many were recorded. A
+    running container whose balance cannot pay its next hour is stopped, with the reason.
+    The hours charged so far are counted on the instance, in the same transaction as the
+    records, so a sweep reads one row per container, however long it has run."""
+    now = p.clock.now()
+    with p.db.read() as s:
+        rows = s.execute(
+            select(Instance.id, Instance.ready_at, Instance.release_requested_at,
+                   Instance.metered_hours)
+            .where(Instance.kind == "container", Instance.ready_at.is_not(None),
+                   (Instance.status == InstanceStatus.READY.value)
+                   | (Instance.release_requested_at >= now - timedelta(days=7)))
+            .order_by(Instance.ready_at)).all()
+    # Only containers with an hour to charge take a write transaction.
+    ids = [i for i, ready, released, metered in rows
+           if ready is not None and _hours_due(ready, released, now) - 1 > metered][:limit]
+    recorded = 0
+    for instance_id in ids:
+        with p.db.write() as s:
+            inst = s.get(Instance, instance_id, with_for_update=True)
+            assert inst is not None and inst.ready_at is not None
+            due = _hours_due(inst.ready_at, inst.release_requested_at, now)
+            for k in range(inst.metered_hours + 1,
+                           min(due, inst.metered_hours + 1 + MAX_HOURS_PER_SWEEP)):
+                start = inst.ready_at + k * HOUR
+                running = inst.status == InstanceStatus.READY.value
+                try:
+                    with s.begin_nested():
+                        _, dup = record(s, p, inst, hour_key(inst.id, k), "gpu_hours",
+                                        Decimal(inst.gpu_count), start, start + HOUR, now,
+                                        "worker", cover=running)
+                except PaymentRequired as exc:
+                    _stop_unpaid(s, p, inst, now, str(exc))
+                    break
+                inst.metered_hours = k
+                recorded += 0 if dup else 1
+    return recorded
+
+
+def _stop_unpaid(s: Session, p: Platform, inst: Instance, now: datetime, why: str) -> None:
+    reason = f"stopped: the balance cannot pay the next GPU-hour. {why}"
+    record_event(s, now, "instance", inst.id, "stage", instance_id=inst.id,
+                 to_value="unpaid", message=reason)
+    switch_instance_status(s, inst, InstanceStatus.RELEASING, now, reason[:500])
+    inst.release_requested_at = now
+    inst.next_attempt_at = now
+    inst.lock_token, inst.lock_expires_at = None, None
+    p.wake()
