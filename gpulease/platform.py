@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 
 from gpulease.db.session import Database
@@ -82,6 +83,17 @@ class Platform:
     drivers: Drivers
     clock: Clock = field(default_factory=SystemClock)
     wake_event: threading.Event = field(default_factory=threading.Event)
+    _price_book: tuple[date, Catalog, Catalog] | None = field(default=None, repr=False)
+
+    def price_book(self) -> Catalog:
+        """The catalog at the prices in effect now (a price change takes effect on its
+        date; leases already running keep theirs). Cached per day."""
+        today = self.clock.now().date()
+        cached = self._price_book
+        if cached is None or cached[0] != today or cached[1] is not self.catalog:
+            cached = (today, self.catalog, self.catalog.priced_at(self.clock.now()))
+            self._price_book = cached
+        return cached[2]
 
     def wake(self) -> None:
         """Hint the in-process worker that there is work (others poll)."""

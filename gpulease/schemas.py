@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Generic, Literal, TypeVar
 
@@ -18,6 +18,11 @@ class Page(BaseModel, Generic[T]):
     total: int
     limit: int
     offset: int
+
+
+class PriceChangeView(BaseModel):
+    effective_from: date
+    monthly_price: Money
 
 
 class OfferView(BaseModel):
@@ -45,6 +50,8 @@ class OfferView(BaseModel):
     stock: int
     default_image: str
     example: bool
+    price_changes: list[PriceChangeView] = Field(
+        default_factory=list, description="announced monthly prices ahead, by date")
 
 
 class ContainerOfferView(BaseModel):

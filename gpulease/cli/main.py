@@ -157,7 +157,9 @@ def catalog(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) ->
                   f"{o.gpu_count} × {gpu}", f"{o.cpu}\n{o.memory}\n{o.disks}", link,
                   f"{o.monthly_price:,.2f}" + (
                       f"\n[dim]list {o.list_monthly_price:,.0f}, -{o.discount_percent:.0f}%[/dim]"
-                      if o.discount_percent else ""), f"{o.day_price:,.2f}", str(o.stock))
+                      if o.discount_percent else "") + "".join(
+                      f"\n[yellow]from {ch.effective_from}: {ch.monthly_price:,.2f}[/yellow]"
+                      for ch in o.price_changes), f"{o.day_price:,.2f}", str(o.stock))
     out.print(t)
     ct = Table(title="Container instances (per GPU-hour)")
     for col in ("offer", "GPU", "region", "¥/GPU-hour", "max GPUs", "free GPUs"):

@@ -8,6 +8,7 @@ field, so a typo is found at start-up rather than at the first order.
 from __future__ import annotations
 
 import tomllib
+from datetime import date, datetime
 from decimal import Decimal
 from enum import StrEnum
 from functools import cached_property
@@ -94,6 +95,29 @@ class Sku(_Entry):
     acceptance: AcceptanceMarks = AcceptanceMarks()
 
 
+class PriceChange(_Entry):
+    """A price that takes effect on a date (UTC). Orders and quotes from then on use it; a
+    running lease keeps the price it started with."""
+
+    effective_from: date
+    monthly_price: Money | None = Field(default=None, gt=0)  # bare-metal offers
+    list_monthly_price: Money | None = None
+    price_per_gpu_hour: Money | None = Field(default=None, gt=0)  # container offers
+
+
+def _due(changes: tuple[PriceChange, ...], at: datetime) -> PriceChange | None:
+    due = [c for c in changes if c.effective_from <= at.date()]
+    return due[-1] if due else None
+
+
+def _check_changes(changes: tuple[PriceChange, ...], field: str) -> None:
+    dates = [c.effective_from for c in changes]
+    if dates != sorted(set(dates)):
+        raise ValueError("price_changes must be in order of effective_from, one per date")
+    if any(getattr(c, field) is None for c in changes):
+        raise ValueError(f"each of price_changes needs {field}")
+
+
 class Offer(_Entry):
     """A SKU in one region, with that region's host configuration and monthly price."""
 
@@ -112,6 +136,19 @@ class Offer(_Entry):
     nic_count: int | None = Field(default=None, gt=0)
     # Overrides the SKU's acceptance marks for this region's hosts (e.g. slower disks).
     acceptance: AcceptanceMarks = AcceptanceMarks()
+    price_changes: tuple[PriceChange, ...] = ()
+
+    def priced_at(self, at: datetime) -> Offer:
+        """This offer at the prices in effect at `at`."""
+        change = _due(self.price_changes, at)
+        if change is None:
+            return self
+        assert change.monthly_price is not None
+        listed = change.list_monthly_price or self.list_monthly_price
+        return self.model_copy(update={
+            "monthly_price": change.monthly_price,
+            "list_monthly_price": listed if listed and listed >= change.monthly_price
+            else None})
 
     @property
     def id(self) -> str:
@@ -131,6 +168,7 @@ class Offer(_Entry):
     def _list_not_below_price(self) -> Offer:
         if self.list_monthly_price is not None and self.list_monthly_price < self.monthly_price:
             raise ValueError("list_monthly_price must not be below monthly_price")
+        _check_changes(self.price_changes, "monthly_price")
         return self
 
 
@@ -153,6 +191,18 @@ class ContainerOffer(_Entry):
     price_per_gpu_hour: Money = Field(gt=0)
     max_gpus: int = Field(gt=0, le=16)
     default_image: str
+    price_changes: tuple[PriceChange, ...] = ()
+
+    def priced_at(self, at: datetime) -> ContainerOffer:
+        change = _due(self.price_changes, at)
+        if change is None:
+            return self
+        return self.model_copy(update={"price_per_gpu_hour": change.price_per_gpu_hour})
+
+    @model_validator(mode="after")
+    def _changes_in_order(self) -> ContainerOffer:
+        _check_changes(self.price_changes, "price_per_gpu_hour")
+        return self
 
 
 class PricingRules(_Entry):
@@ -218,6 +268,18 @@ class Catalog(_Entry):
     @cached_property
     def container_offer_by_id(self) -> dict[str, ContainerOffer]:
         return {c.id: c for c in self.container_offers}
+
+    def priced_at(self, at: datetime) -> Catalog:
+        """The catalog at the prices in effect at `at` (the same catalog when no change is
+        due); built without re-validation, with fresh lookups."""
+        offers = tuple(o.priced_at(at) for o in self.offers)
+        containers = tuple(c.priced_at(at) for c in self.container_offers)
+        if all(a is b for a, b in zip(offers, self.offers, strict=True)) and all(
+                a is b for a, b in zip(containers, self.container_offers, strict=True)):
+            return self
+        fields = {name: getattr(self, name) for name in type(self).model_fields}
+        return Catalog.model_construct(**{**fields, "offers": offers,
+                                          "container_offers": containers})
 
     def offer(self, sku: str, region: str) -> Offer | None:
         return self.offer_by_id.get(f"{sku}@{region}")

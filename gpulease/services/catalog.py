@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import date
 from decimal import Decimal
 from functools import lru_cache
 
@@ -13,7 +14,7 @@ from gpulease.domain.catalog import Catalog, Offer
 from gpulease.domain.money import to_fen
 from gpulease.domain.states import NodeStatus
 from gpulease.platform import Platform
-from gpulease.schemas import CatalogView, ContainerOfferView, OfferView
+from gpulease.schemas import CatalogView, ContainerOfferView, OfferView, PriceChangeView
 
 
 def day_price(catalog: Catalog, offer: Offer) -> Decimal:
@@ -64,7 +65,8 @@ def container_stock(s: Session) -> dict[tuple[str, str], int]:
     return {(sku, region): n for sku, region, n in rows}
 
 
-def offer_view(catalog: Catalog, offer: Offer, stock: int) -> OfferView:
+def offer_view(catalog: Catalog, offer: Offer, stock: int, today: date | None = None
+               ) -> OfferView:
     sku = catalog.sku_by_id[offer.sku]
     gpu = catalog.gpu_by_id[sku.gpu]
     region = catalog.region_by_id[offer.region]
@@ -79,15 +81,20 @@ def offer_view(catalog: Catalog, offer: Offer, stock: int) -> OfferView:
         discount_percent=offer.discount_percent, day_price=day_price(catalog, offer),
         year_price=year_price(catalog, offer), stock=stock,
         default_image=offer.default_image, example=offer.example,
+        price_changes=[PriceChangeView(effective_from=c.effective_from,
+                                       monthly_price=c.monthly_price or Decimal(0))
+                       for c in offer.price_changes
+                       if today is not None and c.effective_from > today],
     )
 
 
 @lru_cache(maxsize=4)
-def _static_view(c: Catalog) -> CatalogView:
-    """Everything but stock, built once per catalog (the catalog is immutable)."""
+def _static_view(c: Catalog, today: date) -> CatalogView:
+    """Everything but stock, built once per catalog and day (the catalog is immutable;
+    today's prices and the changes ahead move with the date)."""
     return CatalogView(
         pricing_rule=c.pricing.note,
-        offers=[offer_view(c, o, 0) for o in c.offers],
+        offers=[offer_view(c, o, 0, today) for o in c.offers],
         container_offers=[
             ContainerOfferView(
                 id=co.id, gpu=c.gpu_by_id[co.gpu].name, region=co.region,
@@ -103,7 +110,7 @@ def catalog_view(p: Platform) -> CatalogView:
     with p.db.read() as s:
         stock = bare_metal_stock(s)
         cstock = container_stock(s)
-    static = _static_view(p.catalog)
+    static = _static_view(p.price_book(), p.clock.now().date())
     hosts = {co.id: (co.host_sku, co.region) for co in p.catalog.container_offers}
     return CatalogView(
         pricing_rule=static.pricing_rule,

@@ -11,10 +11,11 @@ from gpulease.schemas import BreakEvenView, QuoteLineView, QuoteRequest, QuoteVi
 
 
 def make_quote(p: Platform, req: QuoteRequest) -> QuoteView:
+    book = p.price_book()  # today's prices
     try:
-        q = quote(p.catalog, req.sku, req.region, req.term, req.count, req.servers, req.add)
-        regions = cheapest_regions(p.catalog, req.sku)
-        even = (day_vs_month(p.catalog, req.sku, req.region, req.days_per_week)
+        q = quote(book, req.sku, req.region, req.term, req.count, req.servers, req.add)
+        regions = cheapest_regions(book, req.sku)
+        even = (day_vs_month(book, req.sku, req.region, req.days_per_week)
                 if req.days_per_week is not None else None)
     except PricingError as exc:
         raise InvalidInput(exc.field, str(exc), exc.accepted) from None

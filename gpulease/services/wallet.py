@@ -83,12 +83,13 @@ require_cover = _require_cover
 def first_period_amount(p: Platform, inst: Instance, term: str | None = None) -> Decimal:
     """One period of `term` (default: the instance's) for every server at today's prices
     (bare metal), or one hour of its GPUs (containers): what an order holds."""
+    book = p.price_book()
     if inst.kind == "container":
-        offer = p.catalog.container_offer_by_id[inst.container_offer or ""]
+        offer = book.container_offer_by_id[inst.container_offer or ""]
         return to_fen(offer.price_per_gpu_hour * inst.gpu_count)
-    offer = p.catalog.offer(inst.sku, inst.region)
-    assert offer is not None
-    return to_fen(unit_price(p.catalog, offer, term or inst.term) * inst.node_count)
+    bare = book.offer(inst.sku, inst.region)
+    assert bare is not None
+    return to_fen(unit_price(book, bare, term or inst.term) * inst.node_count)
 
 
 def first_period_item(inst: Instance) -> str:

@@ -171,6 +171,52 @@ def test_price_change_never_alters_a_running_lease(
     assert day.term == "day" and day.unit_price == Decimal("4290.00")
 
 
+def test_a_scheduled_price_takes_effect_on_its_date_and_spares_running_leases(
+    fleet: Platform, clock: MovableClock, tenant: TenantCtx, worker: Worker, key: str
+) -> None:
+    from gpulease.schemas import QuoteRequest
+    from gpulease.services import catalog, quotes
+
+    data = tomllib.loads(DEFAULT_CATALOG.read_text())
+    h100 = next(o for o in data["offers"] if o["sku"] == "h100-80g-x8")
+    h100["price_changes"] = [{"effective_from": "2026-12-15", "monthly_price": "79000"}]
+    container = data["container_offers"][0]
+    container["price_changes"] = [{"effective_from": "2026-12-15",
+                                   "price_per_gpu_hour": "1.80"}]
+    fleet.catalog = parse_catalog(data, "announced prices")
+    req = QuoteRequest(sku="h100-80g-x8", region="ningxia-1", term="month")
+    assert quotes.make_quote(fleet, req).total == Decimal("84480.00")  # Dec 1: not yet
+    view = next(o for o in catalog.catalog_view(fleet).offers if o.id == "h100-80g-x8@ningxia-1")
+    assert view.monthly_price == Decimal("84480.00")
+    assert [(str(c.effective_from), c.monthly_price) for c in view.price_changes] == [
+        ("2026-12-15", Decimal("79000.00"))]
+    iid = deliver(fleet, tenant, worker, key)  # ordered at the old price
+
+    clock.at = datetime(2026, 12, 15, 0, 0, tzinfo=UTC)
+    assert quotes.make_quote(fleet, req).total == Decimal("79000.00")
+    now = next(o for o in catalog.catalog_view(fleet).offers if o.id == view.id)
+    assert now.monthly_price == Decimal("79000.00") and now.price_changes == []
+    assert catalog.catalog_view(fleet).container_offers[0].price_per_gpu_hour == Decimal("1.80")
+    lease = leases.renew(fleet, tenant.principal, iid)
+    assert lease.unit_price == Decimal("84480.00")  # the running lease keeps its price
+    second = deliver(fleet, tenant, worker, key)
+    assert leases.show_lease(fleet, tenant.principal, second).unit_price == Decimal("79000.00")
+
+
+def test_price_changes_out_of_order_name_the_offer() -> None:
+    from gpulease.domain.catalog import CatalogError
+
+    data = tomllib.loads(DEFAULT_CATALOG.read_text())
+    data["offers"][0]["price_changes"] = [
+        {"effective_from": "2027-02-01", "monthly_price": "7000"},
+        {"effective_from": "2027-01-01", "monthly_price": "7500"}]
+    with pytest.raises(CatalogError, match=r"\[\[offers\]\] #1 .*price_changes must be in order"):
+        parse_catalog(data, "ops.toml")
+    data["offers"][0]["price_changes"] = [{"effective_from": "2027-01-01"}]
+    with pytest.raises(CatalogError, match="needs monthly_price"):
+        parse_catalog(data, "ops.toml")
+
+
 def test_bad_renewals_are_refused_and_write_nothing(
     fleet: Platform, clock: MovableClock, tenant: TenantCtx, worker: Worker, key: str,
     operator: TenantCtx,
