@@ -27,6 +27,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/redfish.py
 	$(BIN)/python bench/agent_telemetry.py
 	$(BIN)/python bench/invoice_run.py
+	$(BIN)/python bench/advise_latency.py
 
 clean:
 	rm -rf $(VENV) .gpulease .pytest_cache .mypy_cache .ruff_cache

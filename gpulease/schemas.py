@@ -473,3 +473,78 @@ class CreditNoteRequest(BaseModel):
     reason: str = Field(min_length=1, max_length=500)
     amount: Decimal | None = Field(None, description="yuan incl. VAT; omit to credit the "
                                                      "whole remaining total")
+
+
+class AdviseRequest(BaseModel):
+    """A model and a job; the advisor answers which machines, how long, what it costs."""
+
+    model_config = ConfigDict(extra="forbid")
+    params: str | None = Field(None, description="7B, 70B, 350M…; or give the architecture")
+    layers: int | None = None
+    hidden: int | None = None
+    heads: int | None = None
+    kv_heads: int | None = None
+    vocab: int | None = None
+    ffn: int | None = Field(None, description="MLP inner width")
+    mlp: str = "swiglu"
+    norm: str = "rmsnorm"
+    experts: int = 1
+    top_k: int = 1
+    workload: str = Field(description="inference, pretrain, full-finetune, lora, qlora")
+    precision: str = Field("bf16", description="fp32, bf16, fp16, fp8, int8, int4")
+    seq_len: int = 4096
+    batch: int = Field(1, description="micro-batch per GPU, in sequences")
+    checkpointing: bool = True
+    lora_rank: int = 16
+    tokens: float | None = Field(None, gt=0, description="tokens to process")
+    hours: float | None = Field(None, gt=0, description="planned hours (nominal speed)")
+    budget: Decimal | None = Field(None, gt=0)
+    domestic: bool = Field(False, description="domestic hardware required (Ascend 910B)")
+    gpu: str | None = Field(None, description="only this GPU (id, e.g. rtx4090-24g)")
+    limit: int = Field(12, ge=1, le=100)
+
+
+class AdviceOptionView(BaseModel):
+    kind: str
+    offer: str
+    sku: str
+    region: str
+    gpu: str
+    nodes: int
+    gpus: int
+    layout: str
+    memory_per_gpu_gb: float
+    memory_usable_gb: float
+    hours: float
+    nominal_hours: float
+    term: str
+    periods: int
+    cost: Money
+    stock: int
+    in_stock: bool
+    within_budget: bool
+    tokens_per_hour: float
+    notes: list[str]
+    per_gpu_gb: dict[str, float] = Field(description="each memory term on one GPU")
+
+
+class AdviceTermView(BaseModel):
+    name: str
+    gb: float
+    why: str
+
+
+class AdviceView(BaseModel):
+    params: int
+    active_params: int
+    shape_inferred: bool
+    quick_estimate_gb: float
+    quick_estimate: str
+    memory: list[AdviceTermView]
+    total_gb: float
+    work: str
+    options: list[AdviceOptionView]
+    recommendation: str
+    bare_metal_reasons: list[str]
+    warnings: list[str]
+    assumptions: dict[str, float]

@@ -10,6 +10,7 @@ from gpulease.api import problems
 from gpulease.api.deps import PlatformDep
 from gpulease.api.routers import (
     accounts,
+    advisor,
     agents,
     billing,
     catalog,
@@ -35,7 +36,7 @@ def create_app(platform: Platform) -> FastAPI:
     app.state.platform = platform
     problems.install(app)
     api = APIRouter(prefix=API)
-    for module in (catalog, instances, nodes, accounts, agents, money, billing):
+    for module in (catalog, instances, nodes, accounts, agents, money, billing, advisor):
         api.include_router(module.router)
     app.include_router(api)
     app.include_router(media.router)

@@ -764,6 +764,65 @@ def credit_limit(tenant_id: str, amount: str, url: UrlOpt = "", token: TokenOpt 
 
 
 @app.command()
+def advise(
+    params: Annotated[str | None, typer.Option(help="model size: 7B, 70B, 350M")] = None,
+    workload: Annotated[str, typer.Option(
+        help="inference, pretrain, full-finetune, lora, qlora")] = "full-finetune",
+    precision: Annotated[str, typer.Option(help="fp32, bf16, fp16, fp8, int8, int4")] = "bf16",
+    seq_len: Annotated[int, typer.Option("--seq-len", help="tokens per sequence")] = 4096,
+    batch: Annotated[int, typer.Option(help="micro-batch per GPU (sequences)")] = 1,
+    checkpointing: Annotated[bool, typer.Option(help="activation checkpointing")] = True,
+    tokens: Annotated[float | None, typer.Option(help="tokens to process (e.g. 2e9)")] = None,
+    hours: Annotated[float | None, typer.Option(help="planned hours")] = None,
+    budget: Annotated[str | None, typer.Option(help="yuan")] = None,
+    gpu: Annotated[str | None, typer.Option(help="only this GPU id")] = None,
+    domestic: Annotated[bool, typer.Option(help="domestic hardware (Ascend 910B)")] = False,
+    layers: Annotated[int | None, typer.Option()] = None,
+    hidden: Annotated[int | None, typer.Option()] = None,
+    heads: Annotated[int | None, typer.Option()] = None,
+    kv_heads: Annotated[int | None, typer.Option("--kv-heads")] = None,
+    vocab: Annotated[int | None, typer.Option()] = None,
+    ffn: Annotated[int | None, typer.Option(help="MLP inner width")] = None,
+    experts: Annotated[int, typer.Option(help="MoE experts")] = 1,
+    top_k: Annotated[int, typer.Option("--top-k", help="MoE experts per token")] = 1,
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+) -> None:
+    """Size a job: memory term by term, the machines that fit ranked by total cost, time,
+    bare metal or container and why."""
+    body = {k: v for k, v in dict(
+        params=params, workload=workload, precision=precision, seq_len=seq_len, batch=batch,
+        checkpointing=checkpointing, tokens=tokens, hours=hours, budget=budget, gpu=gpu,
+        domestic=domestic, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
+        vocab=vocab, ffn=ffn, experts=experts, top_k=top_k).items() if v is not None}
+    a = _api(lambda: _client(url, token).post_json("/advise", body))
+    if as_json:
+        return _json(a)
+    out.print(f"[bold]{a['params'] / 1e9:,.2f}B parameters[/bold]"
+              + (" (shape inferred)" if a["shape_inferred"] else "")
+              + f" · quick estimate: {a['quick_estimate']}", highlight=False)
+    mem = Table("memory", "GB", "why", title=f"Memory of the whole job: {a['total_gb']:,.1f} GB")
+    for m in a["memory"]:
+        mem.add_row(m["name"], f"{m['gb']:,.2f}", m["why"])
+    out.print(mem)
+    opts = Table("#", "kind", "offer", "GPUs", "layout", "GB/GPU", "hours", "cost ¥", "term",
+                 "stock", title=f"Options by total cost ({a['work']})")
+    for n, o in enumerate(a["options"], 1):
+        opts.add_row(str(n), o["kind"].replace("_", " "), o["offer"], str(o["gpus"]),
+                     o["layout"], f"{o['memory_per_gpu_gb']:.1f}/{o['memory_usable_gb']:.0f}",
+                     f"{o['hours']:,.1f}", f"{Decimal(o['cost']):,.2f}",
+                     f"{o['periods']} {o['term']}", str(o["stock"])
+                     + ("" if o["in_stock"] else " (short)"))
+    out.print(opts)
+    if a["options"]:
+        best = a["options"][0]
+        out.print(f"Per GPU in option 1 ({best['layout']}): " + ", ".join(
+            f"{k} {v:,.1f} GB" for k, v in best["per_gpu_gb"].items()), highlight=False)
+    out.print(f"[bold]Recommendation:[/bold] {a['recommendation']}", highlight=False)
+    for w in a["warnings"]:
+        out.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+
+
+@app.command()
 def invoices(tenant: Annotated[str | None, typer.Option(help="operator: which tenant")] = None,
              period: Annotated[str | None, typer.Option(help="YYYY-MM")] = None,
              status: Annotated[str | None, typer.Option(help="draft or final")] = None,

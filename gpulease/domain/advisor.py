@@ -1,0 +1,301 @@
+"""From a job to a ranked list of machines: every offer and container offer the catalog
+holds, every node or GPU count that fits the job's memory, its time and its total cost
+(term chosen: hour, day or month), bare metal or container with the reasons. Pure: the
+catalog (at today's prices), stock and a job in, the advice out. No PyTorch."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from gpulease.domain.catalog import Catalog, ContainerOffer, Gpu, Offer
+from gpulease.domain.money import to_fen
+from gpulease.domain.pricing import unit_price
+from gpulease.domain.sizing import (
+    GB,
+    Job,
+    Layout,
+    Workload,
+    fit,
+    memory_terms,
+    quick_estimate_gb,
+)
+
+HOURS_PER_DAY, HOURS_PER_MONTH = 24, 720
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """The stated numbers behind every estimate (shown with the advice)."""
+
+    usable_memory: float = 0.90  # of a GPU's memory: the rest is CUDA context, fragments
+    # A training step reaches this share of the GPU's bf16 matmul rate (the platform's
+    # measured acceptance figure when the catalog has one, else 80 % of the data sheet).
+    utilization: float = 0.50
+    multi_node_efficiency: float = 0.90  # per-node throughput kept across InfiniBand
+    pcie_only_efficiency: float = 0.50  # 4+ GPUs without NVLink: the seeds' "half speed"
+    # The seeds' case: a 7B job planned at 96 h on a shared RTX 4090 container took 140 h
+    # after a neighbour took PCIe bandwidth, and 89 h on bare metal.
+    container_overhead: float = 96 / 89 - 1  # virtualization and sharing: 7.9 %
+    jitter_slowdown: float = 140 / 96 - 1  # expected extra time once a neighbour hits: 45.8 %
+    jitter_ramp_hours: float = 72.0  # the risk reaches its full size at 72 h (the seeds)
+    max_nodes: int = 8
+
+    def jitter(self, hours: float) -> float:
+        """Expected slowdown of a container job of `hours` from noisy neighbours."""
+        return self.jitter_slowdown * min(1.0, hours / self.jitter_ramp_hours)
+
+
+@dataclass(frozen=True)
+class Option:
+    kind: str  # bare_metal | container
+    offer: str
+    sku: str
+    region: str
+    gpu: str
+    nodes: int
+    gpus: int
+    layout: str
+    memory_per_gpu_gb: float
+    memory_usable_gb: float
+    hours: float  # expected wall time, jitter included for containers
+    nominal_hours: float
+    term: str  # hour | day | month
+    periods: int
+    cost: Decimal
+    stock: int
+    in_stock: bool
+    within_budget: bool
+    tokens_per_hour: float
+    notes: tuple[str, ...] = ()
+    per_gpu_gb: tuple[tuple[str, float], ...] = ()  # each memory term on one GPU
+
+
+@dataclass(frozen=True)
+class Advice:
+    params: int
+    active_params: int
+    shape_inferred: bool
+    quick_estimate_gb: float
+    quick_estimate_text: str
+    terms: tuple[tuple[str, float, str], ...]  # (name, GB for the whole job, why)
+    total_gb: float
+    work: str  # how the time was derived
+    options: tuple[Option, ...]
+    recommendation: str
+    bare_metal_reasons: tuple[str, ...]
+    warnings: tuple[str, ...]
+    assumptions: Assumptions = field(default_factory=Assumptions)
+
+
+def flops_per_token(job: Job) -> float:
+    """Training: 6 × active parameters (forward 2, backward 4), + 2 more when activations
+    are recomputed; LoRA/QLoRA skip the weight gradients (4, + 2); inference 2."""
+    p = job.arch.active_params
+    if job.workload is Workload.INFERENCE:
+        return 2.0 * p
+    base = 6.0 if job.workload.full else 4.0
+    return (base + (2.0 if job.checkpointing else 0.0)) * p
+
+
+def gpu_rate(gpu: Gpu, a: Assumptions) -> float:
+    """Sustained FLOP/s of one GPU on a training step."""
+    peak = float(gpu.measured_bf16_matmul_tflops or gpu.bf16_dense_tflops * Decimal("0.8"))
+    return peak * 1e12 * a.utilization
+
+
+def has_gpu_link(gpu: Gpu) -> bool:
+    """A GPU-to-GPU link beyond PCIe: NVLink, or Ascend's HCCS mesh."""
+    return gpu.nvlink or gpu.gpu_link.upper().startswith("HCCS")
+
+
+def _throughput(gpu: Gpu, gpus: int, nodes: int, layout: Layout, a: Assumptions
+                ) -> tuple[float, list[str]]:
+    rate = gpu_rate(gpu, a) * gpus
+    notes = []
+    if nodes > 1:
+        rate *= a.multi_node_efficiency
+    if not has_gpu_link(gpu) and (layout.tp > 1 or gpus >= 4):
+        rate *= a.pcie_only_efficiency
+        notes.append(f"{gpu.name} has no NVLink: " + (
+            f"tensor parallelism {layout.tp} goes over PCIe" if layout.tp > 1
+            else "gradients are reduced over PCIe") + f", counted at "
+            f"{a.pcie_only_efficiency:.0%} speed")
+    return rate, notes
+
+
+def bare_metal_cost(catalog: Catalog, offer: Offer, nodes: int, hours: float
+                    ) -> tuple[str, int, Decimal]:
+    """The cheapest way to rent `nodes` servers for `hours`: by the day or the month."""
+    days = max(1, math.ceil(hours / HOURS_PER_DAY - 1e-9))
+    months = max(1, math.ceil(hours / HOURS_PER_MONTH - 1e-9))
+    by_day = unit_price(catalog, offer, "day") * days * nodes
+    by_month = unit_price(catalog, offer, "month") * months * nodes
+    return ("day", days, to_fen(by_day)) if by_day < by_month else (
+        "month", months, to_fen(by_month))
+
+
+def _container_cost(offer: ContainerOffer, gpus: int, hours: float) -> tuple[int, Decimal]:
+    billed = max(1, math.ceil(hours - 1e-9))
+    return billed, to_fen(offer.price_per_gpu_hour * gpus * billed)
+
+
+def advise(catalog: Catalog, job: Job, *, tokens: float | None = None,
+           hours: float | None = None, budget: Decimal | None = None,
+           domestic: bool = False, gpu_filter: str | None = None,
+           stock: Mapping[str, int] | None = None, container_stock: Mapping[str, int] | None = None,
+           assumptions: Assumptions = Assumptions(), limit: int = 12) -> Advice:  # noqa: B008
+    """Rank every configuration that fits. With `tokens`, each one's time comes from the
+    job's FLOPs; with `hours` (planned, at nominal speed), each is costed for that time;
+    with neither, for one day. Containers add the neighbour-jitter risk to their time."""
+    a = assumptions
+    terms = memory_terms(job)
+    total = sum(t.bytes for t in terms)
+    fpt = flops_per_token(job)
+    stock, container_stock = stock or {}, container_stock or {}
+    options: list[Option] = []
+    warnings: list[str] = []
+    if job.arch.inferred:
+        warnings.append("Model shape inferred from the parameter count (Llama-like); give "
+                        "layers, hidden, heads, kv_heads, vocab and ffn for exact activations.")
+
+    def timing(rate: float, kind: str) -> tuple[float, float, float]:
+        nominal = (tokens * fpt / rate / 3600) if tokens else (hours or 24.0)
+        if kind == "container":
+            base = nominal * (1 + a.container_overhead) if tokens else nominal
+            return base * (1 + a.jitter(base)), base, rate / fpt * 3600
+        base = nominal if tokens else nominal / (1 + a.container_overhead)
+        return base, base, rate / fpt * 3600
+
+    for offer in catalog.offers:
+        sku = catalog.sku_by_id[offer.sku]
+        gpu = catalog.gpu_by_id[sku.gpu]
+        if not _wanted(gpu, domestic, gpu_filter):
+            continue
+        usable = gpu.memory_gb * 1e9 * a.usable_memory
+        for nodes in range(1, (a.max_nodes if sku.infiniband else 1) + 1):
+            gpus = nodes * sku.gpu_count
+            placed = fit(terms, gpus, sku.gpu_count, usable, job.workload.trains)
+            if placed is None:
+                continue
+            layout, share = placed
+            rate, notes = _throughput(gpu, gpus, nodes, layout, a)
+            wall, nominal, tph = timing(rate, "bare_metal")
+            term, periods, cost = bare_metal_cost(catalog, offer, nodes, wall)
+            free = stock.get(offer.id, 0)
+            options.append(Option(
+                "bare_metal", offer.id, offer.sku, offer.region, gpu.name, nodes, gpus,
+                layout.describe(), sum(share.values()) / GB, usable / GB, wall, nominal, term,
+                periods, cost, free, free >= nodes, budget is None or cost <= budget, tph,
+                tuple(notes), tuple((k, v / GB) for k, v in share.items())))
+            break  # more nodes of the same offer only cost more once one fits
+    for co in catalog.container_offers:
+        gpu = catalog.gpu_by_id[co.gpu]
+        if not _wanted(gpu, domestic, gpu_filter):
+            continue
+        usable = gpu.memory_gb * 1e9 * a.usable_memory
+        for gpus in range(1, co.max_gpus + 1):
+            placed = fit(terms, gpus, co.max_gpus, usable, job.workload.trains)
+            if placed is None:
+                continue
+            layout, share = placed
+            rate, notes = _throughput(gpu, gpus, 1, layout, a)
+            wall, nominal, tph = timing(rate, "container")
+            billed, cost = _container_cost(co, gpus, wall)
+            free = container_stock.get(co.id, 0)
+            notes.append(f"neighbour-jitter risk priced as +{a.jitter(nominal):.0%} time")
+            options.append(Option(
+                "container", co.id, co.host_sku, co.region, gpu.name, 1, gpus,
+                layout.describe(), sum(share.values()) / GB, usable / GB, wall, nominal,
+                "hour", billed, cost, free, free >= gpus, budget is None or cost <= budget,
+                tph, tuple(notes), tuple((k, v / GB) for k, v in share.items())))
+            break
+    options.sort(key=lambda o: (not o.in_stock, not o.within_budget, o.cost, o.hours))
+    reasons = _bare_metal_reasons(options, a)
+    pcie_tp = sorted({o.gpu for o in options[:3] if "tensor parallelism" in " ".join(o.notes)})
+    if pcie_tp:
+        warnings.append(f"{', '.join(pcie_tp)}: no NVLink, so tensor parallelism runs over "
+                        "PCIe (slow, and counted so); prefer an NVLink offer (H100, H200, "
+                        "A100, A800) for a model that needs it.")
+    short = [o for o in options if not o.in_stock]
+    if options and len(short) == len(options):
+        warnings.append("None of these has the servers free now; the stock column says "
+                        "how many are.")
+    if not options:
+        warnings.append("No offer of the catalog holds this job: lower the precision, use "
+                        "LoRA/QLoRA, shorten the sequence or the micro-batch.")
+    said = job.arch.nominal_params or job.arch.params  # the size as the tenant gave it
+    quick = quick_estimate_gb(said, job.precision)
+    return Advice(
+        params=job.arch.params, active_params=job.arch.active_params,
+        shape_inferred=job.arch.inferred, quick_estimate_gb=quick,
+        quick_estimate_text=(f"{said / 1e9:g}B × {job.precision.bytes:g} bytes "
+                             f"× 1.2 ≈ {quick:,.0f} GB → at least "
+                             f"{math.ceil(quick / 80)} × 80 GB cards"),
+        terms=tuple((t.name, t.bytes / GB, t.why) for t in terms), total_gb=total / GB,
+        work=(f"{tokens:,.0f} tokens × {fpt / 1e9:,.1f} GFLOP per token" if tokens else
+              f"{hours or 24:g} planned hours"),
+        options=tuple(options[:limit]), recommendation=_recommend(options, reasons),
+        bare_metal_reasons=tuple(reasons), warnings=tuple(warnings), assumptions=a)
+
+
+def _wanted(gpu: Gpu, domestic: bool, gpu_filter: str | None) -> bool:
+    if gpu_filter and gpu_filter not in (gpu.id, gpu.name.lower()) and (
+            gpu_filter not in gpu.id):
+        return False
+    # Ascend runs CANN/MindSpore, not CUDA: offered when domestic hardware is required.
+    return (gpu.vendor == "huawei") == domestic
+
+
+def _bare_metal_reasons(options: list[Option], a: Assumptions) -> list[str]:
+    reasons: list[str] = []
+    best = options[0] if options else None
+    if best is None:
+        return reasons
+    if best.nominal_hours > a.jitter_ramp_hours:
+        reasons.append(f"the job runs {best.nominal_hours:.0f} h, beyond "
+                       f"{a.jitter_ramp_hours:.0f} h: a shared host's jitter risk is at its "
+                       "full size")
+    if best.nodes > 1 or not any(o.kind == "container" for o in options):
+        reasons.append("it needs more GPUs than one container host gives"
+                       + (f" ({best.nodes} nodes on one InfiniBand fabric)"
+                          if best.nodes > 1 else ""))
+    return reasons
+
+
+def _recommend(options: list[Option], reasons: list[str]) -> str:
+    if not options:
+        return "Nothing in the catalog fits this job as given."
+    best = options[0]
+    what = (f"{best.nodes} × {best.sku} in {best.region}" if best.kind == "bare_metal"
+            else f"a {best.gpus}-GPU container ({best.offer})")
+    head = (f"{what}: {best.layout}, about {best.hours:,.1f} h, ¥{best.cost:,.2f} "
+            f"({best.periods} {best.term}{'s' if best.periods > 1 else ''})")
+    if best.kind == "bare_metal":
+        return head + (f"; bare metal, because {'; '.join(reasons)}." if reasons
+                       else "; bare metal is the cheapest here, jitter risk included.")
+    text = head + "; a container is the cheapest even with the neighbour-jitter risk " \
+        f"priced in ({best.nominal_hours:,.0f} h planned, {best.hours:,.0f} h expected)."
+    metal = next((o for o in options if o.kind == "bare_metal"), None)
+    if reasons and metal is not None:
+        text += (f" For a predictable finish take bare metal: {metal.nodes} × {metal.sku} "
+                 f"in {metal.region}, about {metal.hours:,.0f} h, ¥{metal.cost:,.2f}, "
+                 f"because {'; '.join(reasons)}.")
+    return text
+
+
+@dataclass(frozen=True)
+class JitterCase:
+    planned_hours: float
+    container_hours: float
+    bare_metal_hours: float
+
+
+def seeds_jitter_case(a: Assumptions = Assumptions()) -> JitterCase:  # noqa: B008
+    """The seeds' worked example from the stated assumptions: 96 h planned on a shared
+    RTX 4090 container; expected 140 h there, 89 h on bare metal."""
+    planned = 96.0
+    return JitterCase(planned, planned * (1 + a.jitter(planned)),
+                      planned / (1 + a.container_overhead))

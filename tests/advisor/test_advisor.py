@@ -1,0 +1,144 @@
+"""The advisor's answers: the seeds' 70B example and the 96/140/89-hour case, rankings by
+total cost with stock, bare metal or container with reasons, the RTX 4090 tensor-parallel
+warning, Ascend for domestic hardware, bad input naming the field; over the service, the
+API and the CLI."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from gpulease.cli.main import app
+from gpulease.domain.advisor import advise, seeds_jitter_case
+from gpulease.domain.catalog import load_catalog
+from gpulease.domain.errors import InvalidInput
+from gpulease.domain.sizing import (
+    Job,
+    Layout,
+    Precision,
+    Workload,
+    memory_terms,
+    parse_params,
+    per_gpu,
+    shape_for,
+)
+from gpulease.platform import Platform
+from gpulease.schemas import AdviseRequest
+from gpulease.services.advisor import advise_job
+from tests.api.test_money_api import auth
+from tests.conftest import LiveServer, TenantCtx
+
+CATALOG = load_catalog()
+
+
+def job(size: str, workload: str, precision: str = "bf16", **kw: object) -> Job:
+    return Job(shape_for(parse_params(size)), Workload(workload), Precision(precision),
+               **kw)  # type: ignore[arg-type]
+
+
+def test_the_seeds_70b_example() -> None:
+    a = advise(CATALOG, job("70B", "full-finetune"), tokens=1e9)
+    assert round(a.quick_estimate_gb) == 168
+    assert a.quick_estimate_text == "70B × 2 bytes × 1.2 ≈ 168 GB → at least 3 × 80 GB cards"
+    terms = {name: gb for name, gb, _ in a.terms}
+    # the detailed model: 16 bytes per parameter for mixed-precision Adam, before activations
+    assert terms["weights"] + terms["gradients"] + terms["optimizer"] == pytest.approx(
+        16 * a.params / 1e9)
+    assert all(why for _, _, why in a.terms)
+    assert a.shape_inferred and "inferred" in a.warnings[0]
+
+
+def test_the_seeds_96_140_89_hour_case() -> None:
+    case = seeds_jitter_case()
+    assert (case.planned_hours, round(case.container_hours), round(case.bare_metal_hours)) == (
+        96, 140, 89)
+    a = advise(CATALOG, job("7B", "lora"), hours=96, gpu_filter="rtx4090-24g")
+    by_kind = {o.kind: o for o in a.options}
+    assert round(by_kind["container"].hours) == 140 and round(by_kind["bare_metal"].hours) == 89
+    assert "jitter" in " ".join(by_kind["container"].notes)
+    assert any("beyond 72 h" in r for r in a.bare_metal_reasons)
+    assert "predictable" in a.recommendation and "89 h" in a.recommendation
+
+
+def test_options_rank_by_total_cost_and_fit_in_memory() -> None:
+    a = advise(CATALOG, job("70B", "full-finetune"), tokens=2e9,
+               stock={"h100-80g-x8@ningxia-1": 4})
+    assert a.options and all(o.memory_per_gpu_gb <= o.memory_usable_gb for o in a.options)
+    assert all(sum(gb for _, gb in o.per_gpu_gb) == pytest.approx(o.memory_per_gpu_gb)
+               for o in a.options)
+    in_stock = [o for o in a.options if o.in_stock]
+    assert in_stock[0].offer == "h100-80g-x8@ningxia-1"  # the only one with stock first
+    rest = [o.cost for o in a.options if not o.in_stock]
+    assert rest == sorted(rest)
+    assert all(o.kind == "bare_metal" for o in a.options[:3])  # 70B training: multi-GPU
+
+
+def test_short_small_jobs_go_to_a_container_and_long_ones_to_bare_metal() -> None:
+    short = advise(CATALOG, job("7B", "qlora", "int4"), tokens=2e7)
+    assert short.options[0].kind == "container" and short.options[0].hours < 72
+    long = advise(CATALOG, job("13B", "full-finetune"), tokens=3e9)
+    assert long.options[0].kind == "bare_metal"
+    assert long.bare_metal_reasons
+
+
+def test_zero_and_tensor_parallel_split_memory() -> None:
+    terms = memory_terms(job("70B", "full-finetune"))
+    alone = sum(per_gpu(terms, Layout(8)).values())
+    zero3 = sum(per_gpu(terms, Layout(8, zero=3)).values())
+    tp8 = sum(per_gpu(terms, Layout(8, tp=8)).values())
+    assert zero3 < alone and tp8 < alone
+    states = {t.name: t.bytes for t in terms}
+    assert per_gpu(terms, Layout(8, zero=1))["optimizer"] == states["optimizer"] / 8
+    assert per_gpu(terms, Layout(8, zero=1))["gradients"] == states["gradients"]
+
+
+def test_4090_tensor_parallel_warning_and_domestic_ascend() -> None:
+    a = advise(CATALOG, job("70B", "inference"), tokens=1e8, gpu_filter="rtx4090-24g")
+    assert any("no NVLink" in n for o in a.options for n in o.notes)
+    assert any("RTX 4090" in w and "no NVLink" in w for w in a.warnings)
+    ascend = advise(CATALOG, job("70B", "inference"), tokens=1e8, domestic=True)
+    assert ascend.options and all("910B" in o.gpu for o in ascend.options)
+    assert all("910B" not in o.gpu for o in advise(CATALOG, job("7B", "inference"),
+                                                   tokens=1e8).options)
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"precision": "fp64"}, "precision"), ({"workload": "vibes"}, "workload"),
+    ({"params": "0B"}, "params"), ({"params": "seventy"}, "params"),
+    ({"seq_len": 0}, "seq_len"), ({"batch": -1}, "batch"), ({"params": None}, "params"),
+    ({"layers": 32}, "hidden"), ({"gpu": "tpu-v9"}, "gpu"),
+    ({"precision": "int4", "workload": "full-finetune"}, "precision"),
+])
+def test_bad_input_names_the_field(platform: Platform, change: dict[str, object],
+                                   field: str) -> None:
+    req = {"params": "7B", "workload": "lora", "precision": "bf16", **change}
+    with pytest.raises(InvalidInput) as exc:
+        advise_job(platform, AdviseRequest(**req))  # type: ignore[arg-type]
+    assert exc.value.field == field
+    if field == "precision":
+        assert "bf16" in (exc.value.accepted or [])
+
+
+def test_advise_over_http_and_the_cli(fleet: Platform, server: LiveServer,
+                                      tenant: TenantCtx) -> None:
+    api = f"{server.url}/api/v1"
+    r = httpx.post(f"{api}/advise", headers=auth(tenant.token), json={
+        "params": "70B", "workload": "full-finetune", "precision": "bf16", "tokens": 1e9})
+    assert r.status_code == 200
+    body = r.json()
+    assert body["quick_estimate_gb"] == 168.0 and body["options"]
+    assert body["options"][0]["stock"] >= 1 and Decimal(body["options"][0]["cost"]) > 0
+    bad = httpx.post(f"{api}/advise", headers=auth(tenant.token), json={
+        "params": "7B", "workload": "lora", "seq_len": "long"})
+    assert bad.status_code == 422 and bad.json()["field"] == "seq_len"
+    unknown = httpx.post(f"{api}/advise", headers=auth(tenant.token), json={
+        "params": "7B", "workload": "lora", "precision": "fp64"})
+    assert unknown.status_code == 422 and "int4" in unknown.json()["accepted"]
+    env = {"GPULEASE_URL": server.url, "GPULEASE_TOKEN": tenant.token, "COLUMNS": "250"}
+    out = CliRunner().invoke(app, ["advise", "--params", "7B", "--workload", "lora",
+                                   "--hours", "96", "--gpu", "rtx4090-24g"], env=env)
+    assert out.exit_code == 0, out.output
+    assert "140.0" in out.output and "89.0" in out.output and "Recommendation" in out.output
