@@ -11,19 +11,28 @@ from gpulease.platform import Platform
 from gpulease.services.accounts import authenticate
 
 
-def get_platform(request: Request) -> Platform:
+async def get_platform(request: Request) -> Platform:
+    """Async: no I/O, so FastAPI runs it inline instead of hopping to a worker thread."""
     platform: Platform = request.app.state.platform
     return platform
+
+
+async def bearer_token(request: Request) -> str | None:
+    """The bearer token as sent (checked later, in the endpoint's own thread)."""
+    header = request.headers.get("authorization", "")
+    return header[7:].strip() if header.lower().startswith("bearer ") else None
 
 
 def get_principal(request: Request) -> Principal:
     header = request.headers.get("authorization", "")
     token = header[7:].strip() if header.lower().startswith("bearer ") else None
-    return authenticate(get_platform(request), token)
+    platform: Platform = request.app.state.platform
+    return authenticate(platform, token)
 
 
 PlatformDep = Annotated[Platform, Depends(get_platform)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
+TokenDep = Annotated[str | None, Depends(bearer_token)]
 # Creating POSTs take it: the same key and body answer the same; another body is a 422.
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)]
 Limit = Annotated[int, Query(ge=1, le=500, description="page size")]

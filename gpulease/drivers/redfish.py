@@ -18,6 +18,8 @@ import sushy
 from sushy import auth as sushy_auth
 from sushy import exceptions as sx
 
+from gpulease.drivers import redfish_hardware as hw
+from gpulease.drivers.redfish_hardware import Fan, GpuDevice, PcieDevice, Temperature
 from gpulease.ports.bmc import (
     BmcEndpoint,
     BmcError,
@@ -70,7 +72,10 @@ class Inventory:
     processor_model: str | None
     drives: tuple[Drive, ...] | None
     nic_macs: tuple[str, ...] | None
-    gpus: tuple[str, ...] | None = None
+    gpus: tuple[GpuDevice, ...] | None = None
+    pcie_devices: tuple[PcieDevice, ...] | None = None
+    temperatures: tuple[Temperature, ...] | None = None
+    fans: tuple[Fan, ...] | None = None
     unknown: tuple[str, ...] = field(default=())
 
 
@@ -260,11 +265,20 @@ class RedfishBmc:
             for storage in system.storage.get_members() for d in storage.drives))
         macs = optional("nics", lambda: tuple(
             str(n.mac_address) for n in system.ethernet_interfaces.get_members()))
+        pcie = hw.optional(unknown, "pcie", lambda: hw.pcie_devices(system)) or None
+        if pcie is None and "pcie" not in unknown:
+            unknown.append("pcie")  # an empty collection: the BMC lists none
+        gpus = hw.gpus(system, pcie)
+        if gpus is None:
+            unknown.append("gpus")
+        cooling = hw.optional(unknown, "thermal", lambda: hw.thermal(system))
         return Inventory(
             system_id=system.identity, manufacturer=system.manufacturer, model=system.model,
             serial=system.serial_number, memory_gib=float(memory_gib) if memory_gib else None,
             processor_count=processors.count if processors else None,
             processor_model=(processors.architecture.value if processors and
                              processors.architecture else None),
-            drives=drives, nic_macs=macs, unknown=tuple(unknown),
+            drives=drives, nic_macs=macs, gpus=gpus, pcie_devices=pcie,
+            temperatures=cooling[0] if cooling else None,
+            fans=cooling[1] if cooling else None, unknown=tuple(unknown),
         )

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from gpulease.db.tables import Node
 from gpulease.domain.accounts import Principal
 from gpulease.domain.catalog import Offer
-from gpulease.domain.enrollment import Facts, compare
+from gpulease.domain.enrollment import Facts, GpuLink, compare
 from gpulease.domain.errors import BadGateway, Conflict, InvalidInput
 from gpulease.domain.states import NodeStatus
 from gpulease.drivers.redfish import Inventory, RedfishBmc, split_address
@@ -30,6 +30,10 @@ class _NodeId(BaseModel):
     id: str
 
 
+# The catalog's GPU vendor ids, as the BMC lookup tables spell the vendor.
+VENDOR_NAMES = {"nvidia": "NVIDIA", "huawei": "Huawei"}
+
+
 def _offer(p: Platform, offer_id: str | None) -> Offer | None:
     if offer_id is None:
         return None
@@ -41,11 +45,24 @@ def _offer(p: Platform, offer_id: str | None) -> Offer | None:
 
 
 def facts_of(inv: Inventory) -> Facts:
+    hot = tuple(
+        f"{t.name} {t.celsius:g} °C" + (f" (critical {t.upper_critical:g} °C)"
+                                        if t.upper_critical is not None else "")
+        + (f", health {t.health}" if t.health not in (None, "OK") else "")
+        for t in inv.temperatures or ()
+        if (t.celsius is not None and t.upper_critical is not None
+            and t.celsius >= t.upper_critical) or t.health not in (None, "OK"))
     return Facts(
         memory_gib=inv.memory_gib,
         drive_count=len(inv.drives) if inv.drives is not None else None,
         drive_bytes=tuple(d.capacity_bytes or 0 for d in inv.drives) if inv.drives else None,
         nic_count=len(inv.nic_macs) if inv.nic_macs is not None else None,
+        gpu_count=len(inv.gpus) if inv.gpus is not None else None,
+        gpu_vendors=tuple(g.vendor for g in inv.gpus or () if g.vendor),
+        gpu_links=tuple(GpuLink(d.name or d.model or "GPU", d.gen, d.lanes, d.max_gen,
+                                d.max_lanes)
+                        for d in inv.pcie_devices or () if d.kind == "gpu"),
+        hot=hot,
     )
 
 
@@ -74,7 +91,9 @@ def enroll(p: Platform, actor: Principal, req: EnrollRequest,
     facts = facts_of(inv)
     if offer is None:
         offer = _guess_offer(p, facts)
-    result = compare(offer, facts)
+    sku = p.catalog.sku_by_id[offer.sku]
+    gpu = p.catalog.gpu_by_id[sku.gpu]
+    result = compare(offer, facts, sku.gpu_count, VENDOR_NAMES.get(gpu.vendor, gpu.vendor))
     status, reason = NodeStatus.AVAILABLE, None
     if not result.matches:
         status, reason = NodeStatus.ENROLLING, result.report()
@@ -85,7 +104,8 @@ def enroll(p: Platform, actor: Principal, req: EnrollRequest,
             status, reason = NodeStatus.ENROLLING, f"inventory matches, but power off failed: {exc}"
     record = {"bmc": asdict(inv), "comparison": {
         "offer": offer.id, "matches": result.matches, "differences": list(result.differences),
-        "unchecked": list(result.unchecked), "checked": list(result.checked)}}
+        "unchecked": list(result.unchecked), "checked": list(result.checked),
+        "notes": list(result.notes)}}
     name = req.name or _default_name(inv)
 
     def create(s: Session) -> _NodeId:

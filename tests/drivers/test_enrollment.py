@@ -68,7 +68,7 @@ def test_enroll_20_bmcs_and_a_mismatch_stays_enrolling_with_its_report(
     (odd,) = by_status["enrolling"]
     assert odd.name == rack.systems[6]  # no --name: named after the BMC's system id
     assert "1 NICs, offer says 2" in (odd.status_reason or "")
-    assert "not reported by the BMC: memory, drives" in (odd.status_reason or "")
+    assert "not reported by the BMC: GPUs, memory, drives" in (odd.status_reason or "")
     good = by_status["available"][0]
     assert good.inventory and good.inventory["comparison"]["matches"] is True
     assert good.inventory["bmc"]["manufacturer"] == "Sushy Emulator"

@@ -25,3 +25,21 @@ def test_each_difference_is_named() -> None:
     assert compare(checked, Facts(2048.0, 2, None, 8)).differences == (
         "8 NICs, offer says 10",)
     assert compare(checked, Facts(2048.0, 2, None, None)).unchecked == ("NICs",)
+
+
+def test_gpus_are_counted_and_their_vendor_checked_and_links_noted() -> None:
+    from gpulease.domain.enrollment import GpuLink
+
+    eight = Facts(2048.0, 2, None, None, gpu_count=8, gpu_vendors=("NVIDIA",) * 8)
+    assert "GPUs" in compare(H100, eight, 8, "NVIDIA").checked
+    assert compare(H100, Facts(2048.0, 2, None, None), 8, "NVIDIA").unchecked == ("GPUs",)
+    assert compare(H100, Facts(2048.0, 2, None, None, gpu_count=7), 8, "NVIDIA"
+                   ).differences == ("7 GPUs, offer says 8",)
+    ascend = Facts(2048.0, 2, None, None, gpu_count=8, gpu_vendors=("Huawei",) * 8)
+    assert compare(H100, ascend, 8, "NVIDIA").differences == (
+        "GPU vendor Huawei, offer says NVIDIA",)
+    slow = Facts(2048.0, 2, None, None, gpu_count=8, gpu_links=(
+        GpuLink("GPU3", 4, 8, 5, 16), GpuLink("GPU4", 5, 16, 5, 16)), hot=("PSU2 96 °C",))
+    result = compare(H100, slow, 8, "NVIDIA")
+    assert result.matches and len(result.notes) == 2
+    assert result.notes[0].startswith("GPU3 links at Gen4 x8 of Gen5 x16")

@@ -1,20 +1,28 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Response
+from starlette.concurrency import run_in_threadpool
 
-from gpulease.api.deps import IdempotencyKey, PlatformDep, PrincipalDep
+from gpulease.api.deps import IdempotencyKey, PlatformDep, PrincipalDep, TokenDep
 from gpulease.schemas import CatalogView, ImageCreate, ImageView
 from gpulease.services import catalog, images
+from gpulease.services.accounts import authenticate
 from gpulease.services.idempotency import idem_for
 
 router = APIRouter(tags=["catalog"])
 
 
 @router.get("/catalog", response_model=CatalogView)
-def get_catalog(p: PlatformDep, _: PrincipalDep) -> Response:
+async def get_catalog(p: PlatformDep, token: TokenDep) -> Response:
     """Every offer with its prices (month, derived day and year) and live stock."""
-    # Serialized directly: the view is already a validated CatalogView.
-    return Response(catalog.catalog_view(p).model_dump_json(), media_type="application/json")
+
+    def answer() -> str:
+        authenticate(p, token)
+        return catalog.catalog_view(p).model_dump_json()
+
+    # The most read endpoint: the token check and the stock queries share one worker
+    # thread, and the view (already a validated CatalogView) is serialized directly.
+    return Response(await run_in_threadpool(answer), media_type="application/json")
 
 
 @router.get("/images", response_model=list[ImageView])
