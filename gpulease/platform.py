@@ -60,7 +60,8 @@ class Drivers:
 
 
 def simulated_drivers(state_dir: Path, delay_s: float, latency_s: float = 0.0,
-                      redfish: RedfishDriver | None = None) -> Drivers:
+                      redfish: RedfishDriver | None = None,
+                      boot_server: Callable[[], str] | None = None) -> Drivers:
     """The demo's drivers: simulated BMC, agent and runtime; real Redfish BMCs work beside
     them (a node's bmc_driver picks which)."""
     fleet = SimulatedFleet(state_dir, delay_s, latency_s=latency_s)
@@ -68,7 +69,8 @@ def simulated_drivers(state_dir: Path, delay_s: float, latency_s: float = 0.0,
     return Drivers(
         bmc={"simulated": fleet.bmc, "redfish": redfish.bmc},
         agents={"simulated": SimulatedAgent(fleet),
-                "redfish": BmcWatchingAgent(redfish.bmc, boot_delay_s=delay_s)},
+                "redfish": BmcWatchingAgent(redfish.bmc, boot_delay_s=delay_s,
+                                            boot_server=boot_server)},
         runtime=SimulatedRuntime(fleet),
         fleet=fleet,
     )
@@ -109,5 +111,6 @@ class Platform:
             drivers = simulated_drivers(
                 settings.data_dir / "simulated", settings.demo_delay_s,
                 settings.demo_call_latency_s,
-                RedfishDriver(settings.bmc_timeout_s, settings.bmc_verify_tls))
+                RedfishDriver(settings.bmc_timeout_s, settings.bmc_verify_tls),
+                boot_server=lambda: settings.public_url)
         return cls(settings=settings, db=db, catalog=catalog, box=box, drivers=drivers)

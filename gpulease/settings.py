@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     smtp_starttls: bool = False
     smtp_username: str = ""
     smtp_password: str = ""
+    # UEFI HTTP boot: the URL a BMC passes to the firmware (e.g. your iPXE EFI binary that
+    # chains to <public_url>/media/ipxe?mac=${net0/mac}); empty: the firmware asks DHCP.
+    http_boot_uri: str = ""
     # Invoices: drafted for the past month on its 1st, finalized on this day of the month
     # (the days between leave time for usage reported late); the issuer printed on them.
     invoice_finalize_day: int = Field(default=3, ge=1, le=28)

@@ -137,6 +137,10 @@ class Offer(_Entry):
     # Overrides the SKU's acceptance marks for this region's hosts (e.g. slower disks).
     acceptance: AcceptanceMarks = AcceptanceMarks()
     price_changes: tuple[PriceChange, ...] = ()
+    # How its servers boot the OS image: virtual media through the BMC (the default),
+    # UEFI HTTP boot of the image URL, or PXE from the operator's boot network (iPXE
+    # chained to the control plane, docs/operations.md).
+    boot: str = Field(default="virtual_media", pattern=r"^(virtual_media|uefi_http|pxe)$")
 
     def priced_at(self, at: datetime) -> Offer:
         """This offer at the prices in effect at `at`."""

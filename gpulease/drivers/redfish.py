@@ -211,9 +211,11 @@ class RedfishBmc:
     def force_restart(self) -> None:
         self._call(lambda: self._system().reset_system(sushy.ResetType.FORCE_RESTART))
 
-    def set_one_time_boot(self, device: BootDevice) -> None:
+    def set_one_time_boot(self, device: BootDevice, http_boot_uri: str | None = None) -> None:
+        extra = {"http_boot_uri": http_boot_uri} if http_boot_uri else {}
         self._call(lambda: self._system().set_system_boot_options(
-            target=BOOT_SOURCES[device], enabled=sushy.BootSourceOverrideEnabled.ONCE))
+            target=BOOT_SOURCES[device], enabled=sushy.BootSourceOverrideEnabled.ONCE,
+            **extra))
 
     def insert_media(self, image_url: str, slot: MediaSlot = MediaSlot.CD) -> None:
         def insert() -> None:

@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from gpulease.agent.checks import simulated_node_report
 from gpulease.agent.erase import simulated_certificates
 from gpulease.agent.simulated import parse_faults
@@ -161,10 +163,11 @@ class SimulatedBmc:
             state["power_lands_at"] = self._fleet._now() + self._fleet.delay_s
             self._fleet._land_power(state)
 
-    def set_one_time_boot(self, device: BootDevice) -> None:
+    def set_one_time_boot(self, device: BootDevice, http_boot_uri: str | None = None) -> None:
         with self._fleet._state(self._node) as state:
             self._fleet._raise_bmc_fault(state, "set_one_time_boot")
             state["boot_override"] = device.value
+            state["http_boot_uri"] = http_boot_uri
 
     def insert_media(self, image_url: str, slot: MediaSlot = MediaSlot.CD) -> None:
         with self._fleet._state(self._node) as state:
@@ -272,15 +275,21 @@ class BmcWatchingAgent:
     simulated = True
 
     def __init__(self, bmc_for: Callable[[BmcEndpoint], Any], boot_delay_s: float = 0.0,
-                 now: Callable[[], float] = time.time) -> None:
+                 now: Callable[[], float] = time.time,
+                 boot_server: Callable[[], str] | None = None) -> None:
         self._bmc_for = bmc_for
         self.boot_delay_s = boot_delay_s
         self._now = now
+        # A server on with no media inserted asks the boot server for its iPXE script, as
+        # a PXE-booting server does (the control plane's /media/ipxe).
+        self._boot_server = boot_server
+        self._macs: dict[str, tuple[str, ...]] = {}
         self._booted: dict[str, tuple[str, float]] = {}
         self.boots: dict[str, list[str]] = {}  # every boot seen per node: the media URL
         self.config_drives: dict[str, list[str | None]] = {}  # the config drive at each boot
         self.erased: dict[str, int] = {}
         self.gpu_faults: dict[str, list[str]] = {}  # injected GPU faults per node
+        self.seeds: dict[str, list[str]] = {}  # NoCloud meta-data read at network boots
         self._mutex = threading.Lock()
 
     def is_up(self, node: NodeRef) -> bool:
@@ -292,6 +301,8 @@ class BmcWatchingAgent:
         with self._mutex:
             booted = self._booted.get(node.name)
         media = bmc.inserted_media()
+        if not media:  # booted from the network, or from its disk (the script says which)
+            media = self._network_boot(node, bmc) or (booted[0] if booted else None)
         # Other media than the last boot's means the server was rebooted from it (the
         # engine may power-cycle it without this agent seeing the off state).
         if media and (booted is None or booted[0] != media):
@@ -303,6 +314,33 @@ class BmcWatchingAgent:
         if booted is None:
             return False
         return self._now() >= booted[1] + self.boot_delay_s
+
+    def _network_boot(self, node: NodeRef, bmc: Any) -> str | None:
+        """The kernel a PXE boot would load now (None: the script says boot from disk)."""
+        if self._boot_server is None:
+            return None
+        macs = self._macs.get(node.name)
+        if macs is None:
+            macs = self._macs[node.name] = tuple(bmc.inventory().nic_macs or ())
+        for mac in macs:
+            try:
+                script = httpx.get(f"{self._boot_server().rstrip('/')}/media/ipxe",
+                                   params={"mac": mac}, timeout=5).text
+            except httpx.HTTPError:
+                return None
+            kernel = next((line for line in script.splitlines()
+                           if line.startswith("kernel ")), None)
+            if kernel:
+                # the installer reads its cloud-init seed over HTTP, as cloud-init would
+                seed = next((w.split(";s=", 1)[1] for w in kernel.split()
+                             if w.startswith("ds=nocloud-net;s=")), None)
+                if seed:
+                    meta = httpx.get(f"{seed}meta-data", timeout=5)
+                    with self._mutex:
+                        self.seeds.setdefault(node.name, []).append(
+                            meta.text if meta.status_code == 200 else "")
+                return kernel.split()[1]
+        return None
 
     def _require_up(self, node: NodeRef, op: str) -> None:
         if not self.is_up(node):

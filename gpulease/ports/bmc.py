@@ -68,8 +68,9 @@ class Bmc(Protocol):
         """Raises BmcError."""
         ...
 
-    def set_one_time_boot(self, device: BootDevice) -> None:
-        """Boot once from `device` at the next power on. Raises BmcError."""
+    def set_one_time_boot(self, device: BootDevice, http_boot_uri: str | None = None) -> None:
+        """Boot once from `device` at the next power on; UEFI HTTP boot fetches
+        `http_boot_uri`. Raises BmcError."""
         ...
 
     def insert_media(self, image_url: str, slot: MediaSlot = MediaSlot.CD) -> None:

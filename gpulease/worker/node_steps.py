@@ -14,7 +14,14 @@ from gpulease.domain.acceptance import GpuSpec, Report, Thresholds
 from gpulease.domain.states import CleanStage, DeployStage
 from gpulease.platform import Platform
 from gpulease.ports.agent import Agent, AgentError, NodeConfig, NodeRef
-from gpulease.ports.bmc import Bmc, BmcEndpoint, BootDevice, MediaSlot, PowerState
+from gpulease.ports.bmc import (
+    Bmc,
+    BmcEndpoint,
+    BmcPermanentError,
+    BootDevice,
+    MediaSlot,
+    PowerState,
+)
 from gpulease.services import agent_commands
 
 
@@ -43,6 +50,8 @@ class NodeJob:
     acceptance: tuple[Thresholds, GpuSpec] | None = None  # the offer's pass marks
     agent_kind: str = "builtin"  # builtin: the driver registry's agent; gpulease: commands
     stage_started_at: datetime | None = None
+    boot: str = "virtual_media"  # the offer's: virtual_media | uefi_http | pxe
+    http_boot_uri: str | None = None  # UEFI HTTP boot: the loader's URL (None: from DHCP)
 
 
 @dataclass
@@ -80,14 +89,34 @@ def power_on(p: Platform, job: NodeJob) -> StepResult:
     return _power(p, job, PowerState.ON)
 
 
-def attach_media(p: Platform, job: NodeJob) -> StepResult:
+def _boot_from(p: Platform, job: NodeJob, image_url: str) -> StepResult:
+    """Point the server at what it boots next: the image as virtual media; or the network,
+    by UEFI HTTP boot or PXE, whose loader (iPXE) chains to the control plane's
+    /media/ipxe, which serves this node's kernel and NoCloud seed while it deploys or
+    cleans. The config drive goes in the BMC's virtual USB slot where there is one;
+    network boots also read it as a NoCloud seed over HTTP."""
     bmc = _bmc(p, job)
     bmc.eject_media()
-    bmc.insert_media(job.image_url)
     if job.config_drive_url:
-        bmc.insert_media(job.config_drive_url, MediaSlot.USB)
+        try:
+            bmc.insert_media(job.config_drive_url, MediaSlot.USB)
+        except BmcPermanentError:
+            if job.boot == "virtual_media":
+                raise  # network boots read the seed over HTTP instead
+    if job.boot == "uefi_http":
+        bmc.set_one_time_boot(BootDevice.UEFI_HTTP, http_boot_uri=job.http_boot_uri)
+        return StepResult(Outcome.ADVANCE, note="UEFI HTTP boot (the loader chains to "
+                                                "/media/ipxe)")
+    if job.boot == "pxe":
+        bmc.set_one_time_boot(BootDevice.PXE)
+        return StepResult(Outcome.ADVANCE, note="PXE boot (iPXE chains to /media/ipxe)")
+    bmc.insert_media(image_url)
     bmc.set_one_time_boot(BootDevice.VIRTUAL_CD)
     return StepResult(Outcome.ADVANCE)
+
+
+def attach_media(p: Platform, job: NodeJob) -> StepResult:
+    return _boot_from(p, job, job.image_url)
 
 
 def _agent(p: Platform, job: NodeJob) -> Agent:
@@ -169,13 +198,9 @@ def detach_media(p: Platform, job: NodeJob) -> StepResult:
 
 
 def attach_agent_media(p: Platform, job: NodeJob) -> StepResult:
-    bmc = _bmc(p, job)
-    bmc.eject_media()
-    bmc.insert_media(job.agent_media_url)
-    if job.config_drive_url:  # the ramdisk agent's enrollment token
-        bmc.insert_media(job.config_drive_url, MediaSlot.USB)
-    bmc.set_one_time_boot(BootDevice.VIRTUAL_CD)
-    return StepResult(Outcome.ADVANCE)
+    # The cleaning ramdisk, booted like the image; its config drive (when the real agent
+    # runs) carries the ramdisk agent's enrollment token.
+    return _boot_from(p, job, job.agent_media_url)
 
 
 def erase(p: Platform, job: NodeJob) -> StepResult:

@@ -124,6 +124,9 @@ def _node_job(s: Session, p: Platform, node: Node, inst: Instance | None) -> Nod
         if node.stage == DeployStage.VERIFY.value else None,
         agent_kind=node.agent_kind,
         stage_started_at=node.stage_started_at,
+        boot=offer.boot if (offer := p.catalog.offer(node.sku, node.region)) else
+        "virtual_media",
+        http_boot_uri=p.settings.http_boot_uri or None,
     )
 
 

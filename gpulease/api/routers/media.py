@@ -6,10 +6,12 @@ from __future__ import annotations
 import re
 
 from fastapi import APIRouter, Response
+from fastapi.responses import PlainTextResponse
 
 from gpulease.api.deps import PlatformDep
 from gpulease.db.tables import ConfigDrive
 from gpulease.domain.errors import NotFound
+from gpulease.services import netboot
 
 router = APIRouter(prefix="/media", tags=["media (for BMCs)"])
 
@@ -33,3 +35,17 @@ def config_drive(drive_id: str, p: PlatformDep) -> Response:
             raise NotFound("No such config drive; it is deleted once its server is installed.")
         return Response(drive.iso, media_type="application/octet-stream",
                         headers={"Cache-Control": "no-store"})
+
+
+@router.get("/ipxe", response_class=PlainTextResponse)
+def ipxe(mac: str, p: PlatformDep) -> PlainTextResponse:
+    """For network boot: the iPXE script of the server with this MAC (its image's kernel
+    and NoCloud seed while deploying, the agent ramdisk while cleaning, else its disk)."""
+    return PlainTextResponse(netboot.ipxe_script(p, mac), headers={"Cache-Control": "no-store"})
+
+
+@router.get("/nocloud/{drive_id}/{name}", response_class=PlainTextResponse)
+def nocloud(drive_id: str, name: str, p: PlatformDep) -> PlainTextResponse:
+    """A network-booted installer's cloud-init seed (the config drive's files over HTTP)."""
+    return PlainTextResponse(netboot.nocloud_file(p, drive_id, name),
+                             headers={"Cache-Control": "no-store"})

@@ -1,0 +1,68 @@
+"""Network boot from the control plane: the iPXE script a server's boot network chains to
+(`chain http://<control plane>/media/ipxe?mac=${net0/mac}`), and the NoCloud seed its
+installer reads over HTTP. A server being deployed boots its image's kernel and initrd, one
+being cleaned the agent ramdisk; any other server is told to boot from its disk."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpulease.configdrive import read_iso
+from gpulease.db.tables import ConfigDrive, Instance, Node
+from gpulease.domain.errors import InvalidInput, NotFound
+from gpulease.domain.states import NodeStatus
+from gpulease.platform import Platform
+
+MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
+SEED_FILES = ("user-data", "meta-data", "network-config", "vendor-data")
+LOCAL_DISK = "#!ipxe\necho gpulease: nothing to install on this server; booting from disk\nexit\n"
+
+
+def _node_for_mac(s: Session, mac: str) -> Node | None:
+    """The deploying or cleaning node whose BMC inventory lists this MAC."""
+    candidates = s.scalars(select(Node).where(
+        Node.status.in_((NodeStatus.DEPLOYING.value, NodeStatus.CLEANING.value)),
+        Node.inventory_json.contains(mac)))
+    for node in candidates:
+        record = json.loads(node.inventory_json or "{}")
+        macs = (record.get("bmc") or record).get("nic_macs") or ()
+        if mac in (m.lower() for m in macs):
+            return node
+    return None
+
+
+def ipxe_script(p: Platform, mac: str) -> str:
+    mac = mac.strip().lower().replace("-", ":")
+    if not MAC.match(mac):
+        raise InvalidInput("mac", f"{mac!r} is not a MAC address (aa:bb:cc:dd:ee:ff); chain "
+                                  "with ?mac=${net0/mac}.")
+    media = p.settings.media_base_url.rstrip("/")
+    public = p.settings.public_url.rstrip("/")
+    with p.db.read() as s:
+        node = _node_for_mac(s, mac)
+        if node is None:
+            return LOCAL_DISK
+        inst = s.get(Instance, node.instance_id) if node.instance_id else None
+        drive = s.scalar(select(ConfigDrive.id).where(ConfigDrive.node_id == node.id)
+                         .order_by(ConfigDrive.created_at.desc()).limit(1))
+        base = (f"{media}/{inst.image_id}" if node.status == NodeStatus.DEPLOYING.value
+                and inst is not None else f"{media}/agent-ramdisk")
+    seed = f" ds=nocloud-net;s={public}/media/nocloud/{drive}/" if drive else ""
+    return (f"#!ipxe\n# gpulease: {node.name} ({node.status})\n"
+            f"kernel {base}/vmlinuz ip=dhcp{seed}\n"
+            f"initrd {base}/initrd\nboot\n")
+
+
+def nocloud_file(p: Platform, drive_id: str, name: str) -> str:
+    if name not in SEED_FILES:
+        raise NotFound(f"A NoCloud seed has {', '.join(SEED_FILES)}; not {name!r}.")
+    with p.db.read() as s:
+        drive = s.get(ConfigDrive, drive_id)
+        if drive is None:
+            raise NotFound("No such seed; it is deleted once its server is installed.")
+        iso = drive.iso
+    return read_iso(iso).get(name, "")
