@@ -28,10 +28,11 @@ def prepare(settings: Settings) -> Platform:
 
 
 def up(settings: Settings, say: Callable[[str], object] = print,
-       bmc: str = "simulated", emulator_port: int | None = None) -> None:
+       bmc: str = "redfish", emulator_port: int | None = None) -> None:
     """The embedded default: SQLite in the data dir, a built-in worker, a demo fleet. With
-    bmc="redfish" the demo servers sit behind a sushy-tools Redfish emulator, so the demo
-    drives the same Redfish code as production."""
+    bmc="redfish" (the default) the demo servers sit behind a sushy-tools Redfish emulator,
+    so the demo drives the same Redfish code as production; "simulated" is instant and
+    takes injected faults."""
     url = f"http://{settings.host}:{settings.port}"
     emulator = None
     if bmc == "redfish":

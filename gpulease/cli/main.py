@@ -85,12 +85,14 @@ def up(
     nodes_per_offer: Annotated[int, typer.Option(help="demo nodes per offer")] = 2,
     database_url: Annotated[str | None, typer.Option(envvar="GPULEASE_DATABASE_URL")] = None,
     bmc: Annotated[str, typer.Option(help=(
-        "demo servers' BMCs: 'simulated', or 'redfish' (behind a sushy-tools emulator)"))]
-    = "simulated",
+        "demo servers' BMCs: 'redfish' (behind a sushy-tools emulator: the production "
+        "Redfish code) or 'simulated' (instant, with fault injection)"))]
+    = "redfish",
     emulator_port: Annotated[int | None, typer.Option(help="with --bmc redfish; default port+1")]
     = None,
 ) -> None:
-    """Start the API, the worker and a demo fleet of simulated servers."""
+    """Start the API, the worker and a demo fleet of simulated servers (behind a Redfish
+    emulator by default)."""
     from gpulease.server import up as run_up
 
     if bmc not in ("simulated", "redfish"):
@@ -869,7 +871,7 @@ def invoice(invoice_id: Annotated[str, typer.Argument(help="id or number (GL2026
         table.add_row(str(ln["seq"]), ln["description"], qty, ln["unit_price"] or "",
                       f"{Decimal(ln['net']):,.2f}", f"{Decimal(ln['vat']):,.2f}",
                       f"{Decimal(ln['gross']):,.2f}")
-    table.add_row("", f"total (VAT {Decimal(inv['vat_rate']) * 100:g}%)", "", "",
+    table.add_row("", f"total (VAT {(Decimal(inv['vat_rate']) * 100).normalize():f}%)", "", "",
                   f"{Decimal(inv['net']):,.2f}", f"{Decimal(inv['vat']):,.2f}",
                   f"{Decimal(inv['total']):,.2f}")
     out.print(table)

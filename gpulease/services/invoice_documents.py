@@ -22,6 +22,10 @@ CSV_COLUMNS = ("seq", "kind", "instance_id", "description", "quantity", "unit",
                "unit_price", "service_from", "service_to", "net", "vat", "gross")
 
 
+def _percent(rate: Decimal) -> str:
+    return f"{(rate * 100).normalize():f}"
+
+
 def _title(inv: InvoiceView) -> str:
     what = "Credit note" if inv.kind == "credit_note" else "Invoice"
     return f"{what} {inv.number or '(draft)'}"
@@ -40,7 +44,7 @@ def render_csv(inv: InvoiceView) -> str:
                     ln.service_from.isoformat() if ln.service_from else "",
                     ln.service_to.isoformat() if ln.service_to else "",
                     f"{ln.net:.2f}", f"{ln.vat:.2f}", f"{ln.gross:.2f}"))
-    w.writerow(("", "total", "", f"VAT {inv.vat_rate * 100:g}%", "", "", "", "", "",
+    w.writerow(("", "total", "", f"VAT {_percent(inv.vat_rate)}%", "", "", "", "", "",
                 f"{inv.net:.2f}", f"{inv.vat:.2f}", f"{inv.total:.2f}"))
     return out.getvalue()
 
@@ -73,7 +77,7 @@ def render_pdf(inv: InvoiceView, issuer: str, issuer_tax_id: str = "") -> bytes:
         price = "" if ln.unit_price is None else f"¥{ln.unit_price:f}"
         rows.append([str(ln.seq), Paragraph(ln.description, body), qty, price,
                      _yuan(ln.net), _yuan(ln.vat), _yuan(ln.gross)])
-    rows.append(["", f"Total ({inv.currency}, VAT {inv.vat_rate * 100:g}%, {vat_note})", "",
+    rows.append(["", f"Total ({inv.currency}, VAT {_percent(inv.vat_rate)}%, {vat_note})", "",
                  "", _yuan(inv.net), _yuan(inv.vat), _yuan(inv.total)])
     table = Table(rows, colWidths=[8 * mm, 70 * mm, 22 * mm, 22 * mm, 22 * mm, 18 * mm,
                                    24 * mm], repeatRows=1)

@@ -35,8 +35,8 @@ def up(tmp_path: Path) -> Iterator[Up]:
     port = free_port()
     data = tmp_path / "gl"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpulease.cli.main", "up", "--data-dir", str(data), "--port",
-         str(port), "--demo-delay", "0"],
+        [sys.executable, "-m", "gpulease.cli.main", "up", "--bmc", "simulated", "--data-dir",
+         str(data), "--port", str(port), "--demo-delay", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env=os.environ | {"GPULEASE_POLL_INTERVAL_S": "0.05", "COLUMNS": "200"},
     )
@@ -128,11 +128,11 @@ def test_the_tenant_journey_through_the_cli(up: Up, tmp_path: Path) -> None:
     assert removed.returncode == 0, removed.stderr
 
 
-def test_demo_behind_a_redfish_emulator(tmp_path: Path) -> None:
+def test_the_default_demo_runs_behind_a_redfish_emulator(tmp_path: Path) -> None:
     port = free_port()
     data = tmp_path / "gl"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpulease.cli.main", "up", "--bmc", "redfish", "--data-dir",
+        [sys.executable, "-m", "gpulease.cli.main", "up", "--data-dir",  # the default: Redfish
          str(data), "--port", str(port), "--emulator-port", str(free_port()),
          "--demo-delay", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -146,7 +146,7 @@ def test_demo_behind_a_redfish_emulator(tmp_path: Path) -> None:
             except httpx.TransportError:
                 time.sleep(0.2)
         else:
-            pytest.fail("gpulease up --bmc redfish did not start")
+            pytest.fail("gpulease up (behind the Redfish emulator) did not start")
         up = Up(data, port, proc)
         key_file = tmp_path / "id.pub"
         key_file.write_text(ssh_key() + "\n")
