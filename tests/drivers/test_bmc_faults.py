@@ -4,6 +4,7 @@ should, with the BMC's message, through the real engine on SQLite and PostgreSQL
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -17,7 +18,7 @@ from gpulease.services import instances, inventory, orders
 from gpulease.services.inventory import NodeSpec, add_node
 from gpulease.worker.runner import Worker
 from tests.conftest import LiveServer, TenantCtx
-from tests.drivers.conftest import PASSWORD, USER, Emulator
+from tests.drivers.conftest import PASSWORD, USER, Emulator, start_emulator
 from tests.drivers.proxy import FaultProxy
 
 pytestmark = pytest.mark.slow
@@ -110,3 +111,40 @@ def test_a_bmc_that_keeps_failing_ends_in_maintenance_and_fails_the_order(
     import re
     assert all(re.search(says, n.status_reason or "") for n in broken), [
         n.status_reason for n in broken]
+
+
+def test_a_stopped_bmc_sends_its_node_to_maintenance_and_the_order_moves_on(
+    platform: Platform, image_server: str, server: LiveServer, tenant: TenantCtx, key: str,
+    tmp_path: Path,
+) -> None:
+    platform.settings.public_url = server.url
+    platform.settings.media_base_url = image_server
+    platform.settings.poll_interval_s = 0.2
+    platform.settings.backoff_base_s = 0.05
+    platform.settings.max_attempts = 3
+    platform.drivers.bmc["redfish"] = RedfishDriver(timeout_s=1).bmc
+    platform.drivers.agent_for("redfish")._bmc_for = platform.drivers.bmc["redfish"]  # type: ignore[attr-defined]
+    first, second = (start_emulator(tmp_path / n, count=1) for n in ("first", "second"))
+    try:
+        with platform.db.write() as s:
+            add_node(s, platform, NodeSpec(
+                name="rf-first", sku="h100-80g-x8", region="ningxia-1", bmc_driver="redfish",
+                bmc_address=first.system_url(0), bmc_username=USER, bmc_password=PASSWORD))
+        iid = order(platform, tenant, key)  # claims the only node: rf-first
+        first.stop()  # its BMC goes away before the deploy starts
+        with platform.db.write() as s:
+            add_node(s, platform, NodeSpec(
+                name="rf-second", sku="h100-80g-x8", region="ningxia-1",
+                bmc_driver="redfish", bmc_address=second.system_url(0), bmc_username=USER,
+                bmc_password=PASSWORD))
+        Worker(platform).run_until_idle(timeout_s=120)
+        view = instances.show_instance(platform, tenant.principal, iid)
+        assert view.status == "ready", view.status_reason
+        assert [n.name for n in view.nodes if n.status == "active"] == ["rf-second"]  # moved on
+        with platform.db.read() as s:
+            broken = s.query(Node).filter(Node.name == "rf-first").one()
+        assert broken.status == "maintenance" and broken.instance_id is None
+        assert "unreachable" in (broken.status_reason or "")
+        assert "after 3 attempts" in (broken.status_reason or "")
+    finally:
+        second.stop()
