@@ -100,9 +100,12 @@ def flops_per_token(job: Job) -> float:
     return (base + (2.0 if job.checkpointing else 0.0)) * p
 
 
-def gpu_rate(gpu: Gpu, a: Assumptions) -> float:
-    """Sustained FLOP/s of one GPU on a training step."""
-    peak = float(gpu.measured_bf16_matmul_tflops or gpu.bf16_dense_tflops * Decimal("0.8"))
+def gpu_rate(gpu: Gpu, a: Assumptions, measured: Mapping[str, float] | None = None) -> float:
+    """Sustained FLOP/s of one GPU on a training step: the bf16 matmul rate this platform's
+    acceptance runs measured on the GPU (median), else the catalog's measured figure, else
+    80 % of the data sheet; × the stated utilization."""
+    peak = (measured or {}).get(gpu.id) or float(
+        gpu.measured_bf16_matmul_tflops or gpu.bf16_dense_tflops * Decimal("0.8"))
     return peak * 1e12 * a.utilization
 
 
@@ -111,10 +114,13 @@ def has_gpu_link(gpu: Gpu) -> bool:
     return gpu.nvlink or gpu.gpu_link.upper().startswith("HCCS")
 
 
-def _throughput(gpu: Gpu, gpus: int, nodes: int, layout: Layout, a: Assumptions
-                ) -> tuple[float, list[str]]:
-    rate = gpu_rate(gpu, a) * gpus
+def _throughput(gpu: Gpu, gpus: int, nodes: int, layout: Layout, a: Assumptions,
+                measured: Mapping[str, float] | None = None) -> tuple[float, list[str]]:
+    rate = gpu_rate(gpu, a, measured) * gpus
     notes = []
+    if measured and gpu.id in measured:
+        notes.append(f"rate from this platform's acceptance runs: {measured[gpu.id]:,.0f} "
+                     "TFLOP/s bf16 matmul per GPU (median)")
     if nodes > 1:
         rate *= a.multi_node_efficiency
     if not has_gpu_link(gpu) and (layout.tp > 1 or gpus >= 4):
@@ -146,6 +152,7 @@ def advise(catalog: Catalog, job: Job, *, tokens: float | None = None,
            hours: float | None = None, budget: Decimal | None = None,
            domestic: bool = False, gpu_filter: str | None = None,
            stock: Mapping[str, int] | None = None, container_stock: Mapping[str, int] | None = None,
+           measured: Mapping[str, float] | None = None,
            assumptions: Assumptions = Assumptions(), limit: int = 12) -> Advice:  # noqa: B008
     """Rank every configuration that fits. With `tokens`, each one's time comes from the
     job's FLOPs; with `hours` (planned, at nominal speed), each is costed for that time;
@@ -181,7 +188,7 @@ def advise(catalog: Catalog, job: Job, *, tokens: float | None = None,
             if placed is None:
                 continue
             layout, share = placed
-            rate, notes = _throughput(gpu, gpus, nodes, layout, a)
+            rate, notes = _throughput(gpu, gpus, nodes, layout, a, measured)
             wall, nominal, tph = timing(rate, "bare_metal")
             term, periods, cost = bare_metal_cost(catalog, offer, nodes, wall)
             free = stock.get(offer.id, 0)
@@ -201,7 +208,7 @@ def advise(catalog: Catalog, job: Job, *, tokens: float | None = None,
             if placed is None:
                 continue
             layout, share = placed
-            rate, notes = _throughput(gpu, gpus, 1, layout, a)
+            rate, notes = _throughput(gpu, gpus, 1, layout, a, measured)
             wall, nominal, tph = timing(rate, "container")
             billed, cost = _container_cost(co, gpus, wall)
             free = container_stock.get(co.id, 0)

@@ -3,9 +3,16 @@ values), the catalog at today's prices and live stock, the advice as a view."""
 
 from __future__ import annotations
 
+import json
+import statistics
 from dataclasses import asdict
 
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpulease.db.tables import AcceptanceReport, Node
 from gpulease.domain.advisor import Advice, advise
+from gpulease.domain.catalog import Catalog
 from gpulease.domain.errors import InvalidInput
 from gpulease.domain.sizing import (
     Architecture,
@@ -77,15 +84,34 @@ def view(advice: Advice) -> AdviceView:
         assumptions={k: round(float(v), 4) for k, v in asdict(advice.assumptions).items()})
 
 
+def measured_matmul(s: Session, catalog: Catalog, recent: int = 200) -> dict[str, float]:
+    """The median bf16 matmul TFLOP/s per GPU model from this platform's recent acceptance
+    runs on real hardware (simulated reports do not count)."""
+    rows = s.execute(select(Node.sku, AcceptanceReport.report_json)
+                     .join(Node, Node.id == AcceptanceReport.node_id)
+                     .where(AcceptanceReport.simulated.is_(False))
+                     .order_by(AcceptanceReport.created_at.desc()).limit(recent)).all()
+    by_gpu: dict[str, list[float]] = {}
+    for sku, report in rows:
+        if sku not in catalog.sku_by_id:
+            continue
+        gpu = catalog.sku_by_id[sku].gpu
+        for check in json.loads(report).get("checks", []):
+            if check.get("name") == "matmul_bf16" and check.get("value"):
+                by_gpu.setdefault(gpu, []).append(float(check["value"]))
+    return {gpu: statistics.median(values) for gpu, values in by_gpu.items()}
+
+
 def advise_job(p: Platform, req: AdviseRequest) -> AdviceView:
     job = job_of(req)
     book = p.price_book()
     with p.db.read() as s:
         stock = {f"{sku}@{region}": n for (sku, region), n in bare_metal_stock(s).items()}
         hosts = container_stock(s)
+        measured = measured_matmul(s, book)
     cstock = {co.id: hosts.get((co.host_sku, co.region), 0) for co in book.container_offers}
     if req.gpu and req.gpu not in {g.id for g in book.gpus}:
         raise InvalidInput("gpu", f"Unknown GPU {req.gpu!r}.", [g.id for g in book.gpus])
     return view(advise(book, job, tokens=req.tokens, hours=req.hours, budget=req.budget,
                        domestic=req.domestic, gpu_filter=req.gpu, stock=stock,
-                       container_stock=cstock, limit=req.limit))
+                       container_stock=cstock, measured=measured, limit=req.limit))

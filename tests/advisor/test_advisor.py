@@ -142,3 +142,31 @@ def test_advise_over_http_and_the_cli(fleet: Platform, server: LiveServer,
                                    "--hours", "96", "--gpu", "rtx4090-24g"], env=env)
     assert out.exit_code == 0, out.output
     assert "140.0" in out.output and "89.0" in out.output and "Recommendation" in out.output
+
+
+def test_time_comes_from_this_platforms_acceptance_runs_when_it_has_them(
+    fleet: Platform,
+) -> None:
+    import json
+    import uuid
+    from datetime import UTC, datetime
+
+    from sqlalchemy import select
+
+    from gpulease.db.tables import AcceptanceReport, Node
+
+    req = AdviseRequest(params="70B", workload="full-finetune", tokens=1e9, gpu="h100-80g")
+    before = advise_job(fleet, req).options[0]
+    with fleet.db.write() as s:
+        node_id = s.scalar(select(Node.id).where(Node.sku == "h100-80g-x8").limit(1))
+        for simulated, tflops in ((False, 600.0), (False, 620.0), (True, 10.0)):
+            checks = [{"name": "matmul_bf16", "passed": True, "value": tflops, "unit":
+                       "TFLOP/s", "threshold": "", "gpu": g} for g in range(8)]
+            s.add(AcceptanceReport(id=uuid.uuid4().hex, node_id=node_id, instance_id=None,
+                                   created_at=datetime.now(UTC), trigger="deploy",
+                                   passed=True, simulated=simulated,
+                                   report_json=json.dumps({"checks": checks})))
+    after = advise_job(fleet, req).options[0]
+    # the median of the real runs (610) replaces the catalog's 795; simulated runs ignored
+    assert after.tokens_per_hour == pytest.approx(before.tokens_per_hour * 610 / 795, rel=1e-3)
+    assert any("610 TFLOP/s" in n for n in after.notes)
