@@ -63,9 +63,8 @@ def enroll_via_proxy(p: Platform, proxy: FaultProxy, emu: Emulator) -> None:
                 bmc_address=via(proxy, emu, i), bmc_username=USER, bmc_password=PASSWORD))
 
 
-@pytest.fixture
-def faulty(platform: Platform, emulator: Emulator, proxy: FaultProxy,
-           image_server: str, server: LiveServer) -> Platform:
+def impatient(platform: Platform, image_server: str, server: LiveServer) -> Platform:
+    """Fast polls, quick backoff, 3 attempts and a 1 s BMC timeout: faults end quickly."""
     platform.settings.public_url = server.url
     platform.settings.media_base_url = image_server
     platform.settings.poll_interval_s = 0.2
@@ -73,7 +72,13 @@ def faulty(platform: Platform, emulator: Emulator, proxy: FaultProxy,
     platform.settings.max_attempts = 3
     platform.drivers.bmc["redfish"] = RedfishDriver(timeout_s=1).bmc
     platform.drivers.agent_for("redfish")._bmc_for = platform.drivers.bmc["redfish"]  # type: ignore[attr-defined]
-    enroll_via_proxy(platform, proxy, emulator)
+    return platform
+
+
+@pytest.fixture
+def faulty(platform: Platform, emulator: Emulator, proxy: FaultProxy,
+           image_server: str, server: LiveServer) -> Platform:
+    enroll_via_proxy(impatient(platform, image_server, server), proxy, emulator)
     return platform
 
 
@@ -117,13 +122,7 @@ def test_a_stopped_bmc_sends_its_node_to_maintenance_and_the_order_moves_on(
     platform: Platform, image_server: str, server: LiveServer, tenant: TenantCtx, key: str,
     tmp_path: Path,
 ) -> None:
-    platform.settings.public_url = server.url
-    platform.settings.media_base_url = image_server
-    platform.settings.poll_interval_s = 0.2
-    platform.settings.backoff_base_s = 0.05
-    platform.settings.max_attempts = 3
-    platform.drivers.bmc["redfish"] = RedfishDriver(timeout_s=1).bmc
-    platform.drivers.agent_for("redfish")._bmc_for = platform.drivers.bmc["redfish"]  # type: ignore[attr-defined]
+    impatient(platform, image_server, server)
     first, second = (start_emulator(tmp_path / n, count=1) for n in ("first", "second"))
     try:
         with platform.db.write() as s:
