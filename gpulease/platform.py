@@ -85,7 +85,8 @@ class Platform:
     drivers: Drivers
     clock: Clock = field(default_factory=SystemClock)
     wake_event: threading.Event = field(default_factory=threading.Event)
-    _price_book: tuple[date, Catalog, Catalog] | None = field(default=None, repr=False)
+    _price_book: tuple[date, Catalog, Catalog] | None = field(default=None, init=False,
+                                                              repr=False)
 
     def price_book(self) -> Catalog:
         """The catalog at the prices in effect now (a price change takes effect on its

@@ -249,8 +249,7 @@ def advise(catalog: Catalog, job: Job, *, tokens: float | None = None,
 
 
 def _wanted(gpu: Gpu, domestic: bool, gpu_filter: str | None) -> bool:
-    if gpu_filter and gpu_filter not in (gpu.id, gpu.name.lower()) and (
-            gpu_filter not in gpu.id):
+    if gpu_filter and gpu_filter != gpu.id:
         return False
     # Ascend runs CANN/MindSpore, not CUDA: offered when domestic hardware is required.
     return (gpu.vendor == "huawei") == domestic

@@ -241,7 +241,7 @@ def run_period(p: Platform, period: str, finalize: bool = False,
                tenants: Sequence[str] | None = None, chunk: int = CHUNK) -> InvoiceRunView:
     """Draft (or refresh) every tenant's invoice of `period`; with `finalize`, seal them.
     A period is finalized only after it ended."""
-    start, end = _check_period(period)
+    _, end = _check_period(period)
     now = p.clock.now()
     if finalize and end > now:
         raise InvalidInput("period", f"{period} has not ended; it can be drafted (a preview) "
@@ -291,7 +291,7 @@ def finalize_invoice(p: Platform, actor: Principal, invoice_id: str) -> InvoiceV
             raise NotFound(f"No invoice {invoice_id}.")
         if inv.status == "final":
             raise Conflict(f"Invoice {inv.number} is final already.")
-        start, end = period_bounds(inv.period)
+        _, end = period_bounds(inv.period)
         if end > now:
             raise Conflict(f"{inv.period} has not ended; finalize from {end:%Y-%m-%d}.")
         _lock_run(s, inv.period)

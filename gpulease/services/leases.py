@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpulease.db.repositories import get_instance
-from gpulease.db.tables import Instance, Lease, LeaseNotice, LedgerEntry
+from gpulease.db.tables import Instance, Lease, LeaseNotice
 from gpulease.domain.accounts import Principal
 from gpulease.domain.catalog import Term
 from gpulease.domain.errors import Conflict, InvalidInput, PaymentRequired
@@ -25,7 +25,7 @@ from gpulease.domain.states import InstanceStatus
 from gpulease.platform import Platform
 from gpulease.schemas import LeaseView
 from gpulease.services.status import record_event, switch_instance_status
-from gpulease.services.wallet import charge, first_period_amount, refund_early_end
+from gpulease.services.wallet import charge, first_hold, first_period_amount, refund_early_end
 
 LEASED_KINDS = ("bare_metal", "cluster")
 
@@ -36,11 +36,9 @@ def on_delivered(s: Session, inst: Instance, now: datetime) -> None:
     if inst.kind not in LEASED_KINDS or s.scalar(
             select(Lease.id).where(Lease.instance_id == inst.id)):
         return
-    held = s.scalar(select(LedgerEntry.amount).where(
-        LedgerEntry.instance_id == inst.id, LedgerEntry.kind == "hold").limit(1))
-    if held is None:
+    price = first_hold(s, inst.id)
+    if price is None:
         return
-    price = to_fen(-Decimal(str(held)))
     s.add(Lease(id=uuid.uuid4().hex[:16], instance_id=inst.id, tenant_id=inst.tenant_id,
                 term=inst.term, unit_price=price, starts_at=now,
                 ends_at=term_end(now, inst.term, 1), status=LeaseStatus.ACTIVE.value,

@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gpulease.db.repositories import get_instance
-from gpulease.db.tables import Instance, LedgerEntry, UsageRecord
+from gpulease.db.tables import Instance, UsageRecord
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, InvalidInput, PaymentRequired
 from gpulease.domain.invoicing import USAGE_KINDS
@@ -25,7 +25,13 @@ from gpulease.domain.states import InstanceStatus
 from gpulease.platform import Platform
 from gpulease.schemas import Page, UsageIn, UsageView
 from gpulease.services.status import record_event, switch_instance_status
-from gpulease.services.wallet import post, require_cover, wallet_for_update
+from gpulease.services.wallet import (
+    first_hold,
+    post,
+    require_cover,
+    tenant_of,
+    wallet_for_update,
+)
 
 HOUR = timedelta(hours=1)
 MAX_SPAN = timedelta(days=62)  # one report covers at most two months
@@ -35,11 +41,10 @@ QUANTUM = Decimal("0.000001")
 
 def _gpu_hour_price(s: Session, inst: Instance) -> Decimal:
     """A container's GPU-hour at the price its order held (a price change never alters a
-    running instance); the catalog's price when it held nothing."""
-    held = s.scalar(select(LedgerEntry.amount).where(
-        LedgerEntry.instance_id == inst.id, LedgerEntry.kind == "hold").limit(1))
+    running instance)."""
+    held = first_hold(s, inst.id)
     if held is not None and inst.gpu_count:
-        return -Decimal(str(held)) / inst.gpu_count
+        return held / inst.gpu_count
     raise InvalidInput("instance_id", f"{inst.id} holds no GPU-hour price.")
 
 
@@ -151,8 +156,6 @@ def report_usage(p: Platform, actor: Principal, records: Sequence[UsageIn]
 def list_usage(p: Platform, actor: Principal, instance_id: str | None = None,
                tenant_id: str | None = None, limit: int = 100, offset: int = 0
                ) -> Page[UsageView]:
-    from gpulease.services.wallet import tenant_of
-
     tenant = tenant_of(actor, tenant_id)
     with p.db.read() as s:
         where = [UsageRecord.tenant_id == tenant]

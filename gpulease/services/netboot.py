@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gpulease.configdrive import read_iso
@@ -24,9 +24,9 @@ LOCAL_DISK = "#!ipxe\necho gpulease: nothing to install on this server; booting 
 
 def _node_for_mac(s: Session, mac: str) -> Node | None:
     """The deploying or cleaning node whose BMC inventory lists this MAC."""
-    candidates = s.scalars(select(Node).where(
+    candidates = s.scalars(select(Node).where(  # BMCs write MACs in either case
         Node.status.in_((NodeStatus.DEPLOYING.value, NodeStatus.CLEANING.value)),
-        Node.inventory_json.contains(mac)))
+        func.lower(Node.inventory_json).contains(mac)))
     for node in candidates:
         record = json.loads(node.inventory_json or "{}")
         macs = (record.get("bmc") or record).get("nic_macs") or ()

@@ -11,7 +11,7 @@ from decimal import Decimal
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gpulease.db.tables import HardwareAlert, Instance, Lease, LedgerEntry
+from gpulease.db.tables import HardwareAlert, Instance, Lease
 from gpulease.domain.credits import (
     AcceptanceRule,
     OutageRule,
@@ -20,7 +20,7 @@ from gpulease.domain.credits import (
 )
 from gpulease.domain.states import InstanceStatus
 from gpulease.domain.telemetry import AlertKind
-from gpulease.services.wallet import credit_sla, has_credit
+from gpulease.services.wallet import credit_sla, first_hold, has_credit
 
 # Faults that take a GPU out of service (throttling and a down NVLink only slow it).
 OUTAGE_KINDS = frozenset({AlertKind.GPU_FELL_OFF_BUS.value, AlertKind.DOUBLE_BIT_ECC.value,
@@ -31,9 +31,8 @@ PERIOD_S = {"hour": 3600.0, "day": 86400.0, "month": 30 * 86400.0, "year": 365 *
 def _price_basis(s: Session, inst: Instance) -> tuple[Decimal, float] | None:
     """(price of one server's period, the period's seconds) the credit is prorated on."""
     if inst.kind == "container":
-        held = s.scalar(select(LedgerEntry.amount).where(
-            LedgerEntry.instance_id == inst.id, LedgerEntry.kind == "hold").limit(1))
-        return (-Decimal(str(held)), PERIOD_S["hour"]) if held is not None else None
+        held = first_hold(s, inst.id)
+        return (held, PERIOD_S["hour"]) if held is not None else None
     lease = s.scalar(select(Lease).where(Lease.instance_id == inst.id))
     if lease is None:
         return None

@@ -25,7 +25,7 @@ from gpulease.services.status import record_event
 MAX_TOP_UP = Decimal("100000000")  # ¥100M in one top-up: beyond that it is a typo
 
 
-def _wallet(s: Session, tenant_id: str, now: datetime) -> Wallet:
+def wallet_for_update(s: Session, tenant_id: str, now: datetime) -> Wallet:
     """The tenant's wallet, locked for this transaction (created on first use)."""
     wallet = s.get(Wallet, tenant_id, with_for_update=True)
     if wallet is None:
@@ -38,7 +38,7 @@ def _wallet(s: Session, tenant_id: str, now: datetime) -> Wallet:
     return wallet
 
 
-def _post(s: Session, wallet: Wallet, kind: str, amount: Decimal, now: datetime, *,
+def post(s: Session, wallet: Wallet, kind: str, amount: Decimal, now: datetime, *,
           reference: str | None = None, instance_id: str | None = None,
           user_id: str | None = None, item: str | None = None,
           quantity: Decimal | None = None, unit: str | None = None,
@@ -64,7 +64,7 @@ def _sum(s: Session, *where: Any) -> Decimal:
     return to_fen(Decimal(str(total or 0)))
 
 
-def _require_cover(wallet: Wallet, amount: Decimal, what: str) -> None:
+def require_cover(wallet: Wallet, amount: Decimal, what: str) -> None:
     """Refuse with 402 and the amount missing when balance plus credit limit fall short."""
     available = wallet.balance + wallet.credit_limit
     if amount > available:
@@ -75,9 +75,12 @@ def _require_cover(wallet: Wallet, amount: Decimal, what: str) -> None:
             "account, then try again.", missing)
 
 
-post = _post  # for the metering and invoice services
-wallet_for_update = _wallet
-require_cover = _require_cover
+def first_hold(s: Session, instance_id: str) -> Decimal | None:
+    """What the order held for its first period (a positive amount), or None when it held
+    nothing: the price a lease or a container keeps while it runs."""
+    held = s.scalar(select(LedgerEntry.amount).where(
+        LedgerEntry.instance_id == instance_id, LedgerEntry.kind == "hold").limit(1))
+    return to_fen(-Decimal(str(held))) if held is not None else None
 
 
 def first_period_amount(p: Platform, inst: Instance, term: str | None = None) -> Decimal:
@@ -103,9 +106,9 @@ def hold_first_period(s: Session, p: Platform, inst: Instance, now: datetime) ->
     """Hold the order's first period, or refuse with 402 and the amount missing. Called in
     the order's own transaction: a refusal writes nothing."""
     amount = first_period_amount(p, inst)
-    wallet = _wallet(s, inst.tenant_id, now)
-    _require_cover(wallet, amount, f"This order holds its first {inst.term}:")
-    _post(s, wallet, "hold", -amount, now, instance_id=inst.id,
+    wallet = wallet_for_update(s, inst.tenant_id, now)
+    require_cover(wallet, amount, f"This order holds its first {inst.term}:")
+    post(s, wallet, "hold", -amount, now, instance_id=inst.id,
           reference=f"first {inst.term} of {inst.id}")
     return amount
 
@@ -113,9 +116,9 @@ def hold_first_period(s: Session, p: Platform, inst: Instance, now: datetime) ->
 def charge(s: Session, tenant_id: str, amount: Decimal, now: datetime, *,
            instance_id: str | None, reference: str) -> None:
     """Take `amount` now (a renewal), or refuse with 402 and the amount missing."""
-    wallet = _wallet(s, tenant_id, now)
-    _require_cover(wallet, amount, "This costs")
-    _post(s, wallet, "charge", -amount, now, instance_id=instance_id, reference=reference,
+    wallet = wallet_for_update(s, tenant_id, now)
+    require_cover(wallet, amount, "This costs")
+    post(s, wallet, "charge", -amount, now, instance_id=instance_id, reference=reference,
           item=reference)
 
 
@@ -126,13 +129,9 @@ def credit_late_delivery(s: Session, inst: Instance, now: datetime, sla_s: float
     first = -_sum(s, LedgerEntry.instance_id == inst.id, LedgerEntry.kind == "charge")
     took = (now - inst.ordered_at).total_seconds()
     credit, percent = late_delivery_credit(took, sla_s, first, rule)
-    if credit > 0:
-        text = (f"SLA credit ¥{credit:,.2f} ({percent.normalize():f}%): delivered in "
-                f"{took / 60:.0f} min against {sla_s / 60:.0f} min; rule: {rule.describe()}")
-        _post(s, _wallet(s, inst.tenant_id, now), "credit", credit, now, instance_id=inst.id,
-              reference=text[:200], item=f"SLA credit: late delivery of {inst.id}")
-        record_event(s, now, "instance", inst.id, "stage", instance_id=inst.id,
-                     to_value="sla_credit", message=text)
+    credit_sla(s, inst, credit, now, f"SLA credit: late delivery of {inst.id}",
+               f"({percent.normalize():f}%) delivered in {took / 60:.0f} min against "
+               f"{sla_s / 60:.0f} min; rule: {rule.describe()}")
     return credit
 
 
@@ -142,10 +141,11 @@ def credit_sla(s: Session, inst: Instance, credit: Decimal, now: datetime, item:
     next invoice as a negative line, and into the instance's history."""
     if credit <= 0:
         return
-    _post(s, _wallet(s, inst.tenant_id, now), "credit", credit, now, instance_id=inst.id,
-          reference=text[:200], item=item)
+    text = f"SLA credit ¥{credit:,.2f}: {text}"
+    post(s, wallet_for_update(s, inst.tenant_id, now), "credit", credit, now,
+         instance_id=inst.id, reference=text[:200], item=item)
     record_event(s, now, "instance", inst.id, "stage", instance_id=inst.id,
-                 to_value="sla_credit", message=f"SLA credit ¥{credit:,.2f}: {text}")
+                 to_value="sla_credit", message=text)
 
 
 def has_credit(s: Session, instance_id: str, item: str) -> bool:
@@ -162,8 +162,9 @@ def refund_early_end(s: Session, inst: Instance, lease_term: str, ends_at: datet
     if refund > 0:
         text = (f"early end of {inst.id}: {periods} unused {lease_term}(s) at "
                 f"¥{unit_price:,.2f} less {fee_percent.normalize():f}%")
-        _post(s, _wallet(s, inst.tenant_id, now), "refund", refund, now, instance_id=inst.id,
-              reference=text[:200], item=f"Early termination refund: {inst.id}")
+        post(s, wallet_for_update(s, inst.tenant_id, now), "refund", refund, now,
+             instance_id=inst.id, reference=text[:200],
+             item=f"Early termination refund: {inst.id}")
         record_event(s, now, "instance", inst.id, "stage", instance_id=inst.id,
                      to_value="refund", message=f"¥{refund:,.2f} refunded: {text}")
     return refund
@@ -181,10 +182,10 @@ def on_instance_status(s: Session, inst: Instance, target: InstanceStatus, now: 
     if target == InstanceStatus.READY:
         held = _held(s, inst.id)
         if held > 0:
-            wallet = _wallet(s, inst.tenant_id, now)
-            _post(s, wallet, "hold_release", held, now, instance_id=inst.id,
+            wallet = wallet_for_update(s, inst.tenant_id, now)
+            post(s, wallet, "hold_release", held, now, instance_id=inst.id,
                   reference=f"delivered {inst.id}")
-            _post(s, wallet, "charge", -held, now, instance_id=inst.id,
+            post(s, wallet, "charge", -held, now, instance_id=inst.id,
                   reference=f"first {inst.term} of {inst.id} ({inst.sku})",
                   item=first_period_item(inst), quantity=Decimal(inst.node_count
                   if inst.kind != "container" else inst.gpu_count),
@@ -192,7 +193,7 @@ def on_instance_status(s: Session, inst: Instance, target: InstanceStatus, now: 
     elif target in (InstanceStatus.FAILED, InstanceStatus.RELEASED) and inst.ready_at is None:
         held = _held(s, inst.id)
         if held > 0:
-            _post(s, _wallet(s, inst.tenant_id, now), "hold_release", held, now,
+            post(s, wallet_for_update(s, inst.tenant_id, now), "hold_release", held, now,
                   instance_id=inst.id, reference=f"not delivered: {inst.id}")
 
 
@@ -213,14 +214,14 @@ def top_up(p: Platform, actor: Principal, tenant_id: str, amount: Decimal, refer
                                         "transfer id, receipt number).")
     now = p.clock.now()
     with p.db.write() as s:
-        wallet = _wallet(s, tenant_id, now)
+        wallet = wallet_for_update(s, tenant_id, now)
         dup = s.scalar(select(LedgerEntry.id).where(
             LedgerEntry.tenant_id == tenant_id, LedgerEntry.kind == "topup",
             LedgerEntry.reference == reference))
         if dup is not None:
             raise Conflict(f"A top-up with reference {reference!r} is already recorded for "
                            "this tenant; nothing was added.")
-        _post(s, wallet, "topup", amount, now, reference=reference, user_id=actor.user_id)
+        post(s, wallet, "topup", amount, now, reference=reference, user_id=actor.user_id)
         return _view(s, wallet)
 
 
@@ -232,7 +233,7 @@ def set_credit_limit(p: Platform, actor: Principal, tenant_id: str, limit: Decim
                                            f"at most two decimals, not {limit}.")
     now = p.clock.now()
     with p.db.write() as s:
-        wallet = _wallet(s, tenant_id, now)
+        wallet = wallet_for_update(s, tenant_id, now)
         wallet.credit_limit, wallet.updated_at = limit, now
         return _view(s, wallet)
 
@@ -260,7 +261,7 @@ def tenant_of(actor: Principal, tenant_id: str | None) -> str:
 def show_wallet(p: Platform, actor: Principal, tenant_id: str | None = None) -> WalletView:
     tenant = tenant_of(actor, tenant_id)
     with p.db.write() as s:  # creates the empty wallet on first look
-        return _view(s, _wallet(s, tenant, p.clock.now()))
+        return _view(s, wallet_for_update(s, tenant, p.clock.now()))
 
 
 def ledger(p: Platform, actor: Principal, tenant_id: str | None = None, limit: int = 50,

@@ -5,10 +5,12 @@ release through the engine against the Redfish emulator, on SQLite and PostgreSQ
 from __future__ import annotations
 
 import json
+import tomllib
 
 import httpx
 import pytest
 
+from gpulease.domain.catalog import DEFAULT_CATALOG, CatalogError, parse_catalog
 from gpulease.drivers.redfish import RedfishDriver
 from gpulease.drivers.simulated import BmcWatchingAgent
 from gpulease.platform import Platform
@@ -25,11 +27,18 @@ IMAGE = "ubuntu22.04-cuda12.4-pytorch2.5"
 
 
 def booting_by(p: Platform, how: str) -> None:
-    """The operator's catalog: the H100 offer in ningxia-1 boots over the network."""
-    offers = tuple(o.model_copy(update={"boot": how}) if o.id == "h100-80g-x8@ningxia-1"
-                   else o for o in p.catalog.offers)
-    p.catalog = p.catalog.model_copy(update={"offers": offers})
-    p.catalog.__dict__.pop("offer_by_id", None)  # its lookup, rebuilt from the new offers
+    """The operator's catalog file says the H100 offer in ningxia-1 boots over the network."""
+    data = tomllib.loads(DEFAULT_CATALOG.read_text())
+    next(o for o in data["offers"] if (o["sku"], o["region"]) == (
+        "h100-80g-x8", "ningxia-1"))["boot"] = how
+    p.catalog = parse_catalog(data, "operator catalog")
+
+
+def test_an_unknown_boot_mode_names_the_offer() -> None:
+    data = tomllib.loads(DEFAULT_CATALOG.read_text())
+    data["offers"][0]["boot"] = "floppy"
+    with pytest.raises(CatalogError, match=r"\[\[offers\]\] #1 .*field 'boot'"):
+        parse_catalog(data, "ops.toml")
 
 
 def enroll_with_macs(p: Platform, emu: Emulator) -> dict[str, str]:

@@ -21,11 +21,21 @@ from gpulease.domain.invoicing import vat_split
 from gpulease.domain.proration import allocate, period_bounds, prorate_by_month
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest, UsageIn
-from gpulease.services import instances, invoices, metering, orders, wallet
+from gpulease.services import (
+    agent_commands,
+    agents,
+    instances,
+    invoices,
+    metering,
+    orders,
+    wallet,
+)
 from gpulease.services.invoice_documents import render_csv, render_pdf
 from gpulease.services.wallet import ledger_sums_to_balance
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, new_tenant
+from tests.services.test_acceptance_gate import window
+from tests.services.test_engine import sim
 from tests.services.test_leases import MovableClock, deliver
 
 NOV = "2026-11"
@@ -334,44 +344,39 @@ def test_sla_credits_land_on_the_next_invoice(
     fleet: Platform, clock: MovableClock, tenant: TenantCtx, operator: TenantCtx,
     worker: Worker, key: str,
 ) -> None:
+    """Through the real paths: the node agent's telemetry opens and closes the alerts, and
+    the tenant's on-request verification fails."""
     clock.at = datetime(2026, 11, 10, 8, 0, tzinfo=UTC)
     bm = deliver(fleet, tenant, worker, key)
-    view = instances.show_instance(fleet, tenant.principal, bm)
-    with fleet.db.write() as s:  # XID 79 on GPU 2 for 5 hours, closed by a later window
-        from gpulease.services import sla
+    name = instances.show_instance(fleet, tenant.principal, bm).nodes[0].name
+    _, agent = agents.register(fleet, agents.operator_enrollment(fleet, operator.principal,
+                                                                 name), "gpu-host", None, None)
+    clock.at = datetime(2026, 11, 20, 1, 0, tzinfo=UTC)
+    agents.ingest(fleet, agent, window("xid79:2"))  # GPU 2 falls off the bus
+    clock.move(hours=5)
+    agents.ingest(fleet, agent, window())  # back: the alert closes after 5 h
+    agents.ingest(fleet, agent, window("ecc-dbe:1"))
+    clock.move(minutes=30)
+    agents.ingest(fleet, agent, window())  # 30 min: within the 60-minute outage SLA
+    with fleet.db.read() as s:
+        assert sorted((a.kind, a.closed_at is not None) for a in s.scalars(
+            select(HardwareAlert))) == [("double_bit_ecc", True), ("gpu_fell_off_bus", True)]
+    sim(fleet).set_gpu_faults(name, ["slow-gpu:3"])
+    (run,) = agent_commands.verify_now(fleet, tenant.principal, bm)
+    assert run["passed"] is False
+    agent_commands.verify_now(fleet, tenant.principal, bm)  # failing again: once per period
 
-        node_id = s.scalar(select(HardwareAlert.node_id).limit(1))  # none yet
-        assert node_id is None
-        from gpulease.db.tables import Node
-
-        node = s.scalar(select(Node).where(Node.name == view.nodes[0].name))
-        alert = HardwareAlert(node_id=node.id, instance_id=bm, gpu_index=2, gpu_uuid="GPU-x",  # type: ignore[union-attr]
-                              kind="gpu_fell_off_bus", severity="critical", message="XID 79",
-                              opened_at=datetime(2026, 11, 20, 1, 0, tzinfo=UTC),
-                              last_seen_at=datetime(2026, 11, 20, 6, 0, tzinfo=UTC),
-                              closed_at=datetime(2026, 11, 20, 6, 0, tzinfo=UTC))
-        s.add(alert)
-        s.flush()
-        # 5 h of a ¥84,480 month, × 10 = ¥5,866.67
-        assert sla.credit_outage(s, alert) == Decimal("5866.67")
-        assert sla.credit_outage(s, alert) == Decimal("0.00")  # once per alert
-        short = HardwareAlert(node_id=node.id, instance_id=bm, gpu_index=1, gpu_uuid="GPU-y",  # type: ignore[union-attr]
-                              kind="double_bit_ecc", severity="critical", message="DBE",
-                              opened_at=datetime(2026, 11, 21, 1, 0, tzinfo=UTC),
-                              last_seen_at=datetime(2026, 11, 21, 1, 30, tzinfo=UTC),
-                              closed_at=datetime(2026, 11, 21, 1, 30, tzinfo=UTC))
-        s.add(short)
-        s.flush()
-        assert sla.credit_outage(s, short) == Decimal("0.00")  # within the 60-minute SLA
-        assert sla.credit_failed_acceptance(s, bm, clock.at) == Decimal("8448.00")
-        assert sla.credit_failed_acceptance(s, bm, clock.at) == Decimal("0.00")  # once
     clock.at = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
     invoices.run_invoices(fleet, operator.principal, NOV, finalize=True)
     inv = invoices.list_invoices(fleet, tenant.principal, period=NOV).items[0]
     lines = invoices.show_invoice(fleet, tenant.principal, inv.id).lines
+    # outage: 5 h of a ¥84,480 month × 10 = ¥5,866.67; failed acceptance: 10 % = ¥8,448
     credits = sorted(ln.gross for ln in lines if ln.kind == "credit")
     assert credits == [Decimal("-8448.00"), Decimal("-5866.67")]
     assert inv.total == Decimal("84480.00") - Decimal("8448.00") - Decimal("5866.67")
+    stages = [st.message or "" for st in instances.show_instance(
+        fleet, tenant.principal, bm).stages if st.stage == "sla_credit"]
+    assert len(stages) == 2 and any("out of service 300 min" in m for m in stages)
 
 
 def test_csv_and_pdf_carry_the_lines_and_totals(
