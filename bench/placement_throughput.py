@@ -9,12 +9,13 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sqlalchemy import insert, text  # noqa: E402
+from sqlalchemy import event, insert, text  # noqa: E402
 
 from bench._common import bench_platform, fund, ssh_key  # noqa: E402
 from gpulease.db.tables import Fabric, Gpu, Node  # noqa: E402
@@ -23,7 +24,7 @@ from gpulease.platform import Platform  # noqa: E402
 from gpulease.schemas import OrderRequest  # noqa: E402
 from gpulease.services import accounts, orders  # noqa: E402
 
-FLEET = 10_000
+FLEET = 10_000  # 1,220 orders in all leave most of it free
 CLIENTS = 8
 ORDERS_PER_CLIENT = 150
 
@@ -71,6 +72,22 @@ def parallel(threads: int, work: list[int], fn) -> float:  # type: ignore[no-unt
     return time.perf_counter() - t0
 
 
+def statements_per_order(p: Platform, place: Callable[[], None], n: int = 20) -> float:
+    """SQL statements sent per order (BEGIN and COMMIT not counted), over n more orders."""
+    sent = [0]
+
+    def count(*_: object) -> None:
+        sent[0] += 1
+
+    event.listen(p.db.engine, "before_cursor_execute", count)
+    try:
+        for _ in range(n):
+            place()
+    finally:
+        event.remove(p.db.engine, "before_cursor_execute", count)
+    return sent[0] / n
+
+
 def run(db: str) -> dict[str, object]:
     with bench_platform(db) as p:
         build_fleet(p)
@@ -88,6 +105,7 @@ def run(db: str) -> dict[str, object]:
 
         total = CLIENTS * ORDERS_PER_CLIENT
         elapsed = parallel(CLIENTS, [ORDERS_PER_CLIENT] * CLIENTS, place)
+        statements = statements_per_order(p, place)
 
         with p.db.write() as s:
             s.execute(text("CREATE TABLE bench_rows (id INTEGER PRIMARY KEY, n INTEGER)"))
@@ -110,6 +128,7 @@ def run(db: str) -> dict[str, object]:
                 "refused": len(refused), "orders_per_s": round(orders_per_s, 1),
                 "raw_write_txn_per_s": round(raw_per_s, 1),
                 "orders_per_raw_txn": round(orders_per_s / raw_per_s, 3),
+                "statements_per_order": statements,
                 "aim_orders_per_s_postgresql": 300}
 
 

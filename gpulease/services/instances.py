@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -11,12 +13,13 @@ from gpulease.db.repositories import (
     instance_events,
     instances_query,
 )
-from gpulease.db.tables import Instance
+from gpulease.db.tables import Event, Instance, Node
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, Gone, InvalidInput
 from gpulease.domain.states import DEPLOY_ORDER, InstanceStatus
 from gpulease.platform import Platform
 from gpulease.schemas import CredentialsView, InstanceNodeView, InstanceView, Page, StageView
+from gpulease.services.placement import Claimed
 from gpulease.services.status import switch_instance_status
 
 
@@ -38,7 +41,15 @@ def _current_stage(inst: Instance, node_stages: list[str | None]) -> str | None:
 
 
 def instance_view(s: Session, p: Platform, inst: Instance) -> InstanceView:
-    allocations = instance_allocations(s, inst.id)
+    return assemble_view(p, inst, instance_allocations(s, inst.id), instance_events(s, inst.id))
+
+
+def assemble_view(
+    p: Platform, inst: Instance, allocations: Sequence[tuple[Node | Claimed, list[int], bool]],
+    events: Sequence[Event],
+) -> InstanceView:
+    """The instance as its owner sees it, from its row, the nodes it held (with GPU indices,
+    and whether held now; loaded, or as an order's claim returned them) and its history."""
     names = {node.id: node.name for node, _, _ in allocations}
     nodes = [
         InstanceNodeView(
@@ -57,7 +68,7 @@ def instance_view(s: Session, p: Platform, inst: Instance) -> InstanceView:
             at=e.at, message=e.message,
             node=names.get(e.resource_id) if e.resource == "node" else None,
         )
-        for e in instance_events(s, inst.id)
+        for e in events
         if e.kind in ("stage", "error", "result") or (
             e.resource == "instance" and e.to_value == InstanceStatus.FAILED.value)
     ]

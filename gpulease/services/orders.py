@@ -1,42 +1,45 @@
-"""Orders: validate, then claim nodes or GPUs in one transaction that cannot double-allocate.
-
-Two guards, either enough on its own: every claim is a conditional UPDATE on the node's
-generation (a claim based on a stale read updates nothing and is retried with fresh data),
-and the partial unique index on active GPU allocations makes the database refuse a GPU
-held twice. A cluster is claimed in one transaction: all its nodes or none.
+"""Orders: check a request against the catalog, then place it in one transaction: the
+instance, its claimed nodes or GPUs (services/placement.py says how nothing is held
+twice), its history and the hold on its first period. All of it, or nothing.
 """
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
+from datetime import datetime
 
-from sqlalchemy import ColumnElement, Select, func, insert, literal, select
+from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
-from gpulease.db.tables import Gpu, GpuAllocation, Instance, Node, UtcDateTime
+from gpulease.db.tables import Event, Instance, Node
 from gpulease.domain.accounts import Principal
 from gpulease.domain.catalog import BARE_METAL_TERMS, Term
 from gpulease.domain.errors import InvalidInput, OutOfStock
 from gpulease.domain.ssh import check_ssh_key
-from gpulease.domain.states import InstanceStatus, NodeStatus
+from gpulease.domain.states import InstanceStatus
 from gpulease.platform import Platform
 from gpulease.schemas import InstanceView, OrderRequest
 from gpulease.security import new_id, new_root_password
 from gpulease.services.catalog import bare_metal_stock, free_gpus_by_node
 from gpulease.services.idempotency import idem_for, remember, replay
 from gpulease.services.images import all_images, find_image
-from gpulease.services.instances import instance_view
-from gpulease.services.status import claim_node, record_event
+from gpulease.services.instances import assemble_view
+from gpulease.services.placement import (
+    Claimed,
+    Raced,
+    allocate_gpus,
+    claim_bare_metal,
+    claim_cluster,
+    claim_container_slice,
+    free_per_fabric,
+    node_claim_events,
+    pick_fabric,
+)
 from gpulease.services.wallet import hold_first_period
 
 MAX_CLUSTER_NODES = 256
 CLAIM_RETRIES = 12
-
-
-class _Raced(Exception):
-    """A node changed between read and claim; retry the whole transaction."""
 
 
 @dataclass(frozen=True)
@@ -140,18 +143,12 @@ def place_order(
     for _ in range(CLAIM_RETRIES):
         try:
             with p.db.write() as s:
-                inst = _new_instance(s, p, actor, tenant, plan)
-                if plan.kind == "container":
-                    _claim_container(s, p, plan, inst)
-                else:
-                    _claim_nodes(s, p, plan, inst)
-                hold_first_period(s, p, inst, inst.ordered_at)  # 402 rolls all of it back
-                view = instance_view(s, p, inst)
+                view = _place(s, p, actor, tenant, plan)
                 if idem is not None:
                     remember(s, p, actor, idem, view)
             p.wake()
             return view, True
-        except _Raced:
+        except Raced:
             continue
         except OperationalError as exc:
             if "deadlock" not in str(exc).lower():
@@ -168,127 +165,69 @@ def place_order(
     )
 
 
-def _new_instance(s: Session, p: Platform, actor: Principal, tenant: str, plan: Plan) -> Instance:
+_INSERT_INSTANCE = insert(Instance)
+_INSERT_EVENTS = insert(Event)
+
+
+def _place(s: Session, p: Platform, actor: Principal, tenant: str, plan: Plan) -> InstanceView:
+    """One order's transaction: the instance, its nodes or GPUs, its history and the hold on
+    its first period; any refusal (409 stock, 402 money) rolls all of it back."""
     now = p.clock.now()
-    inst = Instance(
-        id=new_id("i"), tenant_id=tenant, created_by=actor.user_id, kind=plan.kind,
-        sku=plan.sku, region=plan.region, container_offer=plan.container_offer,
-        term=plan.term, image_id=plan.image, node_count=plan.nodes, gpu_count=plan.gpus,
-        ssh_keys="\n".join(plan.ssh_keys), name=plan.name,
-        status=InstanceStatus.PENDING.value, root_password_enc=p.box.seal(new_root_password()),
-        ordered_at=now, next_attempt_at=now, attempts=0, stage="ordered",
-        stage_started_at=now,
-    )
-    s.add(inst)
-    s.flush()
-    record_event(s, now, "instance", inst.id, "stage", instance_id=inst.id, to_value="ordered")
-    return inst
-
-
-def _allocate_gpus(
-    s: Session, p: Platform, node_id: str, inst: Instance, count: int | None
-) -> None:
-    """Hold `count` free GPUs of the node (all of them when None) in one INSERT … SELECT.
-    The partial unique index refuses here if a GPU is already held."""
-    active = select(GpuAllocation.gpu_id).where(GpuAllocation.node_id == node_id,
-                                                GpuAllocation.released_at.is_(None))
-    free = (
-        select(Gpu.id, Gpu.node_id, literal(inst.id), literal(p.clock.now(), UtcDateTime()))
-        .where(Gpu.node_id == node_id, Gpu.id.not_in(active)).order_by(Gpu.index)
-    )
-    if count:
-        free = free.limit(count)
-    held = s.scalars(
-        insert(GpuAllocation)
-        .from_select(["gpu_id", "node_id", "instance_id", "created_at"], free)
-        .returning(GpuAllocation.gpu_id)
-    ).all()
-    if count and len(held) != count:
-        raise _Raced()
-
-
-CANDIDATES = 64  # free nodes read per claim; concurrent orders spread over them at random
-
-
-def _free(plan: Plan | Instance) -> list[ColumnElement[bool]]:
-    return [Node.sku == plan.sku, Node.region == plan.region, Node.pool == "bare_metal",
-            Node.status == NodeStatus.AVAILABLE.value, Node.drain_requested_at.is_(None)]
-
-
-def _free_nodes_query(plan: Plan) -> Select[tuple[str, int]]:
-    return select(Node.id, Node.generation).where(*_free(plan))
-
-
-def _claim_nodes(s: Session, p: Platform, plan: Plan, inst: Instance) -> None:
-    if plan.kind == "bare_metal":
-        # Any 64 free nodes will do (no sort over the whole free pool).
-        rows = s.execute(_free_nodes_query(plan).limit(CANDIDATES)).all()
-        if not rows:
-            raise OutOfStock(_bare_metal_shortage(s, p, plan))
-        picked = [tuple(random.choice(rows))]
-    else:
-        groups = _free_per_fabric(s, plan)
-        fitting = [f for f, n in groups.items() if n >= plan.nodes]
-        if not fitting:
+    conn = s.connection()
+    fabric = None
+    if plan.kind == "cluster":
+        groups = free_per_fabric(s, plan.sku, plan.region)
+        fabric = pick_fabric(groups, plan.nodes)
+        if fabric is None:
             raise OutOfStock(_cluster_shortage(plan, groups))
-        # Best fit: the smallest fabric group that holds the cluster keeps big groups whole.
-        smallest = min(groups[f] for f in fitting)
-        fabric = random.choice([f for f in fitting if groups[f] == smallest])
-        rows = s.execute(_free_nodes_query(plan).where(Node.fabric_id == fabric)
-                         .limit(plan.nodes + CANDIDATES)).all()
-        if len(rows) < plan.nodes:  # claimed by others since the count (READ COMMITTED)
-            raise _Raced()
-        picked = [tuple(r) for r in random.sample(rows, plan.nodes)]
-        inst.fabric_id = fabric
-    now = p.clock.now()
-    # Claim in id order: two transactions wanting overlapping nodes then lock them in the
-    # same order and one simply waits for the other (no deadlock on PostgreSQL).
-    for node_id, gen in sorted(picked):
-        if not claim_node(s, node_id, gen, now, to=NodeStatus.ALLOCATED, instance_id=inst.id):
-            raise _Raced()
-        _allocate_gpus(s, p, node_id, inst, None)
+    values = _instance_row(p, actor, tenant, plan, now, fabric)
+    conn.execute(_INSERT_INSTANCE, values)  # first: the claims below refer to it
+    inst = Instance(**values)  # not added to the session: read for the price and the answer
+    events: list[dict[str, object]] = [
+        {"at": now, "resource": "instance", "resource_id": inst.id, "instance_id": inst.id,
+         "kind": "stage", "from_value": None, "to_value": "ordered", "message": None}]
+    if plan.kind == "container":
+        free = free_gpus_by_node(s)
+        host = claim_container_slice(s, plan.sku, plan.region, plan.gpus, inst.id, now, free)
+        if host is None:
+            raise OutOfStock(_container_shortage(s, plan, free))
+        claimed = [host]
+    else:
+        claimed = _claim_nodes(s, p, plan, inst.id, fabric, now)
+        held = allocate_gpus(conn, [c.id for c in claimed], inst.id, now)
+        for c in claimed:
+            c.gpus = held[c.id]
+        events += node_claim_events(claimed, inst.id, now)
+    conn.execute(_INSERT_EVENTS, events)
+    hold_first_period(s, p, inst, now)
+    return assemble_view(p, inst, [(c, c.gpus, True) for c in claimed],
+                         [Event(**e) for e in events])
 
 
-def _free_per_fabric(s: Session, plan: Plan) -> dict[str, int]:
-    rows = s.execute(select(Node.fabric_id, func.count())
-                     .where(*_free(plan), Node.fabric_id.is_not(None)).group_by(Node.fabric_id))
-    return {fabric: n for fabric, n in rows if fabric}
+def _instance_row(p: Platform, actor: Principal, tenant: str, plan: Plan, now: datetime,
+                  fabric: str | None) -> dict[str, object]:
+    return {
+        "id": new_id("i"), "tenant_id": tenant, "created_by": actor.user_id, "kind": plan.kind,
+        "sku": plan.sku, "region": plan.region, "container_offer": plan.container_offer,
+        "term": plan.term, "image_id": plan.image, "node_count": plan.nodes,
+        "gpu_count": plan.gpus, "fabric_id": fabric, "ssh_keys": "\n".join(plan.ssh_keys),
+        "name": plan.name, "status": InstanceStatus.PENDING.value,
+        "root_password_enc": p.box.seal(new_root_password()), "ordered_at": now,
+        "next_attempt_at": now, "attempts": 0, "stage": "ordered", "stage_started_at": now,
+        "stage_polls": 0, "metered_hours": 0,
+    }
 
 
-def claim_replacement(s: Session, p: Platform, inst: Instance, failed: Node) -> Node | None:
-    """In the caller's transaction, claim a free node of the instance's offer (on its fabric
-    for a cluster) to replace one that failed during delivery; None when none is free."""
-    q = select(Node.id, Node.generation).where(*_free(inst), Node.id != failed.id)
-    if inst.kind == "cluster":
-        q = q.where(Node.fabric_id == inst.fabric_id)
-    rows = list(s.execute(q.limit(CANDIDATES)).all())
-    random.shuffle(rows)
-    now = p.clock.now()
-    for node_id, gen in rows:
-        if claim_node(s, node_id, gen, now, to=NodeStatus.ALLOCATED, instance_id=inst.id):
-            _allocate_gpus(s, p, node_id, inst, None)
-            return s.get(Node, node_id, populate_existing=True)
-    return None
-
-
-def _claim_container(s: Session, p: Platform, plan: Plan, inst: Instance) -> None:
-    free = free_gpus_by_node(s)
-    nodes = {
-        n.id: n for n in s.scalars(select(Node).where(
-            Node.id.in_(list(free)), Node.sku == plan.sku, Node.region == plan.region))
-    } if free else {}
-    fitting = [(free[n], n) for n in nodes if free[n] >= plan.gpus]
-    if not fitting:
-        most = max((free[n] for n in nodes), default=0)
-        raise OutOfStock(
-            f"No shared {plan.sku} host in {plan.region} has {plan.gpus} free GPUs "
-            f"(the most free on one host: {most}). Order fewer GPUs or retry later."
-        )
-    least = min(f for f, _ in fitting)  # best fit: fill busy hosts first
-    node = nodes[random.choice([n for f, n in fitting if f == least])]
-    if not claim_node(s, node.id, node.generation, p.clock.now(), to=None, instance_id=None):
-        raise _Raced()
-    _allocate_gpus(s, p, node.id, inst, plan.gpus)
+def _claim_nodes(s: Session, p: Platform, plan: Plan, instance_id: str, fabric: str | None,
+                 now: datetime) -> list[Claimed]:
+    conn = s.connection()
+    if plan.kind == "bare_metal":
+        node = claim_bare_metal(conn, plan.sku, plan.region, instance_id, now)
+        if node is None:
+            raise OutOfStock(_bare_metal_shortage(s, p, plan))
+        return [node]
+    assert fabric is not None
+    return claim_cluster(conn, plan.sku, plan.region, fabric, plan.nodes, instance_id, now)
 
 
 def _bare_metal_shortage(s: Session, p: Platform, plan: Plan) -> str:
@@ -306,6 +245,14 @@ def _bare_metal_shortage(s: Session, p: Platform, plan: Plan) -> str:
         f"Free now: {', '.join(free_any) or 'nothing'}. Pick another region or SKU, "
         "or retry later."
     )
+
+
+def _container_shortage(s: Session, plan: Plan, free: dict[str, int]) -> str:
+    hosts = s.scalars(select(Node.id).where(Node.id.in_(list(free)), Node.sku == plan.sku,
+                                            Node.region == plan.region)).all() if free else []
+    most = max((free[n] for n in hosts), default=0)
+    return (f"No shared {plan.sku} host in {plan.region} has {plan.gpus} free GPUs "
+            f"(the most free on one host: {most}). Order fewer GPUs or retry later.")
 
 
 def _cluster_shortage(plan: Plan, by_fabric: dict[str, int]) -> str:

@@ -8,7 +8,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from gpulease.db.tables import Instance, LedgerEntry, Tenant, Wallet
@@ -49,13 +49,25 @@ def post(s: Session, wallet: Wallet, kind: str, amount: Decimal, now: datetime, 
     amount = to_fen(amount)
     wallet.balance = to_fen(wallet.balance + amount)
     wallet.updated_at = now
-    entry = LedgerEntry(tenant_id=wallet.tenant_id, at=now, kind=kind, amount=amount,
-                        balance_after=wallet.balance, reference=reference,
-                        instance_id=instance_id, created_by=user_id, item=item,
-                        quantity=quantity, unit=unit, unit_price=unit_price,
-                        service_at=service_at, invoice_id=invoice_id)
+    entry = LedgerEntry(**_entry_row(
+        wallet.tenant_id, kind, amount, wallet.balance, now, reference=reference,
+        instance_id=instance_id, user_id=user_id, item=item, quantity=quantity, unit=unit,
+        unit_price=unit_price, service_at=service_at, invoice_id=invoice_id))
     s.add(entry)
     return entry
+
+
+def _entry_row(tenant_id: str, kind: str, amount: Decimal, balance_after: Decimal,
+               now: datetime, *, reference: str | None = None, instance_id: str | None = None,
+               user_id: str | None = None, item: str | None = None,
+               quantity: Decimal | None = None, unit: str | None = None,
+               unit_price: Decimal | None = None, service_at: datetime | None = None,
+               invoice_id: str | None = None) -> dict[str, Any]:
+    return {"tenant_id": tenant_id, "at": now, "kind": kind, "amount": amount,
+            "balance_after": balance_after, "reference": reference,
+            "instance_id": instance_id, "created_by": user_id, "item": item,
+            "quantity": quantity, "unit": unit, "unit_price": unit_price,
+            "service_at": service_at, "invoice_id": invoice_id}
 
 
 def _sum(s: Session, *where: Any) -> Decimal:
@@ -102,14 +114,34 @@ def first_period_item(inst: Instance) -> str:
     return f"{inst.sku} · {inst.region} · first {inst.term} of {inst.id}"
 
 
+# Debit only when covered, and say the new balance: the lock, the check and the write in
+# one statement. ROUND keeps SQLite (which stores REALs) on whole fen, as post() does.
+_TAKE_IF_COVERED = (
+    update(Wallet)
+    .where(Wallet.tenant_id == bindparam("tenant"),
+           Wallet.balance + Wallet.credit_limit >= bindparam("amount", type_=Wallet.balance.type))
+    .values(balance=func.round(Wallet.balance - bindparam("amount"), 2),
+            updated_at=bindparam("at", type_=Wallet.updated_at.type))
+    .returning(Wallet.balance)
+)
+
+
 def hold_first_period(s: Session, p: Platform, inst: Instance, now: datetime) -> Decimal:
     """Hold the order's first period, or refuse with 402 and the amount missing. Called in
     the order's own transaction: a refusal writes nothing."""
     amount = first_period_amount(p, inst)
-    wallet = wallet_for_update(s, inst.tenant_id, now)
-    require_cover(wallet, amount, f"This order holds its first {inst.term}:")
-    post(s, wallet, "hold", -amount, now, instance_id=inst.id,
-          reference=f"first {inst.term} of {inst.id}")
+    reference = f"first {inst.term} of {inst.id}"
+    conn = s.connection()
+    balance = conn.execute(_TAKE_IF_COVERED, {"tenant": inst.tenant_id, "amount": amount,
+                                              "at": now}).scalar()
+    if balance is None:  # no wallet yet, or short: the exact check says how much is missing
+        wallet = wallet_for_update(s, inst.tenant_id, now)
+        require_cover(wallet, amount, f"This order holds its first {inst.term}:")
+        post(s, wallet, "hold", -amount, now, instance_id=inst.id, reference=reference)
+        return amount
+    conn.execute(insert(LedgerEntry), _entry_row(
+        inst.tenant_id, "hold", -amount, to_fen(Decimal(balance)), now,
+        instance_id=inst.id, reference=reference))
     return amount
 
 

@@ -310,13 +310,13 @@ def fail_node(s: Session, p: Platform, node: Node, reason: str, now: datetime) -
 
 def _move_to_spare(s: Session, p: Platform, inst: Instance, failed: Node, reason: str,
                    now: datetime) -> bool:
-    from gpulease.services.orders import claim_replacement
+    from gpulease.services.placement import claim_replacement
 
     moves = s.scalar(select(func.count()).select_from(Event).where(
         Event.resource == "instance", Event.resource_id == inst.id, Event.to_value == "moved"))
     if (moves or 0) >= p.settings.max_node_moves:
         return False
-    spare = claim_replacement(s, p, inst, failed)
+    spare = claim_replacement(s, now, inst, failed)
     if spare is None:
         return False
     record_event(s, now, "instance", inst.id, "stage", instance_id=inst.id, to_value="moved",

@@ -1,0 +1,234 @@
+"""Placement: which nodes and GPUs an order gets, claimed in the caller's transaction so
+that nothing is ever held twice.
+
+Three guards, any one enough on its own:
+- a node is claimed by one UPDATE that re-checks it is still available and bumps its
+  generation; on PostgreSQL the row is picked with FOR UPDATE SKIP LOCKED, so concurrent
+  orders take different nodes instead of colliding on the same one (SQLite serializes
+  writers with BEGIN IMMEDIATE, so there is nothing to skip);
+- claims that start from an earlier read (shared container hosts, replacements) are
+  conditional on the generation read with it, and update nothing when it moved;
+- the partial unique index on active GPU allocations makes the database refuse a GPU
+  held twice.
+
+The hot path is plain SQL expressions on the transaction's connection, built once: an
+order is a handful of statements, and no ORM unit of work runs for it.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Integer,
+    Select,
+    and_,
+    bindparam,
+    func,
+    insert,
+    literal_column,
+    select,
+    update,
+)
+from sqlalchemy.orm import Session
+from sqlalchemy.sql import Executable
+
+from gpulease.db.tables import Gpu, GpuAllocation, Instance, Node, UtcDateTime
+from gpulease.domain.states import NodeStatus, check_node_transition
+from gpulease.services.status import claim_node
+
+CANDIDATES = 64  # free nodes read per claim that starts from a read
+
+
+class Raced(Exception):
+    """What was read changed before the claim; retry the whole transaction."""
+
+
+@dataclass
+class Claimed:
+    """A node as the order's answer shows it, straight from the claiming statement."""
+
+    id: str
+    name: str
+    status: str
+    stage: str | None
+    instance_id: str | None
+    ip_address: str | None
+    bmc_driver: str
+    agent_kind: str
+    gpus: list[int] = field(default_factory=list)
+
+
+_CLAIMED = (Node.id, Node.name, Node.status, Node.stage, Node.instance_id, Node.ip_address,
+            Node.bmc_driver, Node.agent_kind)
+
+
+def _free_bare_metal(sku: ColumnElement[str] | str,
+                     region: ColumnElement[str] | str) -> ColumnElement[bool]:
+    return and_(Node.sku == sku, Node.region == region, Node.pool == "bare_metal",
+                Node.status == NodeStatus.AVAILABLE.value, Node.drain_requested_at.is_(None))
+
+
+def _claim_update(where: ColumnElement[bool]) -> Executable:
+    check_node_transition(NodeStatus.AVAILABLE, NodeStatus.ALLOCATED)
+    return (
+        update(Node)
+        .where(where, Node.status == NodeStatus.AVAILABLE.value,
+               Node.drain_requested_at.is_(None))
+        .values(status=NodeStatus.ALLOCATED.value, status_reason=None,
+                instance_id=bindparam("claim_instance"), generation=Node.generation + 1,
+                updated_at=bindparam("claim_at", type_=UtcDateTime()))
+        .returning(*_CLAIMED)
+    )
+
+
+def _pick_one(skip_locked: bool) -> ColumnElement[str]:
+    # `=` on a one-row subquery: PostgreSQL runs it once and locks exactly that row.
+    return (select(Node.id).where(_free_bare_metal(bindparam("want_sku"), bindparam("want_region")))
+            .limit(1).with_for_update(skip_locked=skip_locked).scalar_subquery())
+
+
+_CLAIM_ONE_SKIPPING = _claim_update(Node.id == _pick_one(skip_locked=True))
+_CLAIM_ONE_WAITING = _claim_update(Node.id == _pick_one(skip_locked=False))
+_CLAIM_LISTED = _claim_update(Node.id.in_(bindparam("claim_ids", expanding=True)))
+
+
+def _allocation(limit: bool) -> Executable:
+    nodes = bindparam("alloc_nodes", expanding=True)
+    active = select(GpuAllocation.gpu_id).where(GpuAllocation.node_id.in_(nodes),
+                                                GpuAllocation.released_at.is_(None))
+    free = (select(Gpu.id, Gpu.node_id, bindparam("alloc_instance"),
+                   bindparam("alloc_at", type_=UtcDateTime()))
+            .where(Gpu.node_id.in_(nodes), Gpu.id.not_in(active)))
+    if limit:
+        free = free.order_by(Gpu.index).limit(bindparam("alloc_count", type_=Integer()))
+    # The GPU's index comes back with the row (a correlated subquery in RETURNING, written
+    # out because SQLite names the target table's columns there without a qualifier).
+    index = literal_column(
+        '(SELECT g."index" FROM gpus AS g WHERE g.id = gpu_allocations.gpu_id)', Integer)
+    return (insert(GpuAllocation)
+            .from_select(["gpu_id", "node_id", "instance_id", "created_at"], free)
+            .returning(GpuAllocation.node_id, index))
+
+
+_ALLOCATE_NODES = _allocation(limit=False)
+_ALLOCATE_SLICE = _allocation(limit=True)
+
+
+def allocate_gpus(conn: Connection, node_ids: list[str], instance_id: str, now: datetime,
+                  count: int | None = None) -> dict[str, list[int]]:
+    """Hold every free GPU of the nodes, or `count` of one node's, in one INSERT … SELECT;
+    returns the GPU indices held per node. The unique index refuses a GPU held already."""
+    params: dict[str, object] = {"alloc_nodes": node_ids, "alloc_instance": instance_id,
+                                 "alloc_at": now}
+    if count:
+        params["alloc_count"] = count
+    rows = conn.execute(_ALLOCATE_SLICE if count else _ALLOCATE_NODES, params).all()
+    held: dict[str, list[int]] = {n: [] for n in node_ids}
+    for node_id, index in rows:
+        held[node_id].append(index)
+    for indices in held.values():
+        indices.sort()
+    if count and sum(map(len, held.values())) != count:
+        raise Raced()
+    return held
+
+
+def node_claim_events(claimed: list[Claimed], instance_id: str,
+                      now: datetime) -> list[dict[str, object]]:
+    """The history rows of nodes claimed for an instance (available → allocated)."""
+    return [{"at": now, "resource": "node", "resource_id": c.id, "instance_id": instance_id,
+             "kind": "status", "from_value": NodeStatus.AVAILABLE.value,
+             "to_value": NodeStatus.ALLOCATED.value, "message": None} for c in claimed]
+
+
+def claim_bare_metal(conn: Connection, sku: str, region: str, instance_id: str,
+                     now: datetime) -> Claimed | None:
+    """Claim one free node of the offer; None when none is free. Concurrent orders skip
+    the rows others are claiming; only when every free row is being claimed does this
+    wait, to learn whether one comes free again (an order that rolls back)."""
+    params = {"want_sku": sku, "want_region": region, "claim_instance": instance_id,
+              "claim_at": now}
+    row = conn.execute(_CLAIM_ONE_SKIPPING, params).first()
+    if row is None and conn.dialect.name == "postgresql":
+        row = conn.execute(_CLAIM_ONE_WAITING, params).first()
+    return Claimed(*row) if row is not None else None
+
+
+def free_per_fabric(s: Session, sku: str, region: str) -> dict[str, int]:
+    rows = s.execute(select(Node.fabric_id, func.count())
+                     .where(_free_bare_metal(sku, region), Node.fabric_id.is_not(None))
+                     .group_by(Node.fabric_id))
+    return {fabric: n for fabric, n in rows if fabric}
+
+
+def pick_fabric(groups: dict[str, int], nodes: int) -> str | None:
+    """Best fit: the smallest fabric group that holds the cluster keeps big groups whole."""
+    fitting = [f for f, n in groups.items() if n >= nodes]
+    if not fitting:
+        return None
+    smallest = min(groups[f] for f in fitting)
+    return random.choice([f for f in fitting if groups[f] == smallest])
+
+
+def claim_cluster(conn: Connection, sku: str, region: str, fabric: str, nodes: int,
+                  instance_id: str, now: datetime) -> list[Claimed]:
+    """Claim `nodes` free nodes of one fabric, all or none. They are locked in id order, so
+    two clusters wanting the same fabric queue rather than deadlock; nodes another order
+    took meanwhile fail the lock's re-check and the next free ones are taken."""
+    ids = conn.execute(
+        select(Node.id).where(_free_bare_metal(sku, region), Node.fabric_id == fabric)
+        .order_by(Node.id).limit(nodes).with_for_update()).scalars().all()
+    if len(ids) < nodes:
+        raise Raced()  # taken since the count: count again
+    rows = conn.execute(_CLAIM_LISTED, {"claim_ids": list(ids), "claim_instance": instance_id,
+                                        "claim_at": now}).all()
+    if len(rows) != nodes:
+        raise Raced()
+    return sorted((Claimed(*r) for r in rows), key=lambda c: c.name)
+
+
+def _free_nodes_query(inst: Instance, failed: Node) -> Select[tuple[str, int]]:
+    q = select(Node.id, Node.generation).where(_free_bare_metal(inst.sku, inst.region),
+                                               Node.id != failed.id)
+    if inst.kind == "cluster":
+        q = q.where(Node.fabric_id == inst.fabric_id)
+    return q.limit(CANDIDATES)
+
+
+def claim_replacement(s: Session, now: datetime, inst: Instance, failed: Node) -> Node | None:
+    """In the caller's transaction, claim a free node of the instance's offer (on its fabric
+    for a cluster) to replace one that failed during delivery; None when none is free."""
+    rows = list(s.execute(_free_nodes_query(inst, failed)).all())
+    random.shuffle(rows)
+    for node_id, gen in rows:
+        if claim_node(s, node_id, gen, now, to=NodeStatus.ALLOCATED, instance_id=inst.id):
+            allocate_gpus(s.connection(), [node_id], inst.id, now)
+            return s.get(Node, node_id, populate_existing=True)
+    return None
+
+
+def claim_container_slice(s: Session, sku: str, region: str, gpus: int, instance_id: str,
+                          now: datetime, free: dict[str, int]) -> Claimed | None:
+    """Hold `gpus` GPUs of one shared host (best fit: the busiest host that has room);
+    None when no host has room. `free` is the free-GPU count per available host."""
+    nodes = {
+        n.id: n for n in s.scalars(select(Node).where(
+            Node.id.in_(list(free)), Node.sku == sku, Node.region == region))
+    } if free else {}
+    fitting = [(free[n], n) for n in nodes if free[n] >= gpus]
+    if not fitting:
+        return None
+    least = min(f for f, _ in fitting)
+    node = nodes[random.choice([n for f, n in fitting if f == least])]
+    # The host stays available while it hosts slices; the generation still orders claims.
+    if not claim_node(s, node.id, node.generation, now, to=None, instance_id=None):
+        raise Raced()
+    held = allocate_gpus(s.connection(), [node.id], instance_id, now, gpus)
+    return Claimed(node.id, node.name, node.status, node.stage, node.instance_id,
+                   node.ip_address, node.bmc_driver, node.agent_kind, held[node.id])
+
