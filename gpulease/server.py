@@ -132,7 +132,16 @@ def run_worker(settings: Settings, threads: int | None = None) -> None:
     platform.db.dispose()
 
 
+def _exit_cleanly_on_sigterm(*_: object) -> None:
+    raise SystemExit(128 + signal.SIGTERM)
+
+
 def _serve(platform: Platform, settings: Settings) -> None:
+    # uvicorn shuts down gracefully on SIGTERM, then raises the signal again once its own
+    # handlers are gone. With the default action the process would die right there, before
+    # the caller's cleanup (worker, emulator) runs; as SystemExit, the cleanup runs.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _exit_cleanly_on_sigterm)
     config = uvicorn.Config(create_app(platform), host=settings.host, port=settings.port,
                             log_level="warning", access_log=False)
     uvicorn.Server(config).run()

@@ -1,8 +1,8 @@
 """Placement: which nodes and GPUs an order gets, claimed in the caller's transaction so
 that nothing is ever held twice.
 
-Three guards, any one enough on its own:
-- a node is claimed by one UPDATE that re-checks it is still available and bumps its
+The guards:
+- a free node is claimed by one UPDATE that re-checks it is still available and bumps its
   generation; on PostgreSQL the row is picked with FOR UPDATE SKIP LOCKED, so concurrent
   orders take different nodes instead of colliding on the same one (SQLite serializes
   writers with BEGIN IMMEDIATE, so there is nothing to skip);

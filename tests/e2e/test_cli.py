@@ -161,8 +161,9 @@ def test_the_default_demo_runs_behind_a_redfish_emulator(tmp_path: Path) -> None
         released = cli(up, "release", inst["id"], "--wait", "--json")
         assert json.loads(released.stdout)["status"] == "released"
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGTERM)  # what a service manager sends
         proc.wait(20)
+    assert proc.returncode == 128 + signal.SIGTERM  # stopped through its cleanup
     # the emulator went down with the platform
     with pytest.raises(httpx.TransportError):
         httpx.get(nodes[0]["bmc_address"], timeout=2)
