@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -34,6 +35,9 @@ def up(settings: Settings, say: Callable[[str], object] = print,
     so the demo drives the same Redfish code as production; "simulated" is instant and
     takes injected faults."""
     url = f"http://{settings.host}:{settings.port}"
+    require_free_port(settings.host, settings.port, "--port")
+    if bmc == "redfish":
+        require_free_port("127.0.0.1", emulator_port or settings.port + 1, "--emulator-port")
     emulator = None
     if bmc == "redfish":
         settings.public_url = url
@@ -71,6 +75,22 @@ def up(settings: Settings, say: Callable[[str], object] = print,
         platform.db.dispose()
         if emulator is not None:
             emulator.stop()
+
+
+class PortInUse(RuntimeError):
+    """Something already listens where `up` would: said before anything starts."""
+
+
+def require_free_port(host: str, port: int, option: str) -> None:
+    with socket.socket() as probe:
+        # As a server binds (address reuse on), so only a live listener counts as in use.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise PortInUse(
+                f"{host}:{port} is in use ({exc.strerror}); another `gpulease up` may still be "
+                f"running. Stop it, or pick another port with {option}.") from exc
 
 
 DEMO_IMAGE_NOTE = b"gpulease demo: a placeholder image for simulated servers\n"

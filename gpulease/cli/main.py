@@ -93,14 +93,19 @@ def up(
 ) -> None:
     """Start the API, the worker and a demo fleet of simulated servers (behind a Redfish
     emulator by default)."""
+    from gpulease.server import PortInUse
     from gpulease.server import up as run_up
 
     if bmc not in ("simulated", "redfish"):
         err.print("[red]error[/red]: --bmc takes 'simulated' or 'redfish'")
         raise typer.Exit(2)
-    run_up(_settings(data_dir=data_dir, port=port, host=host, demo_delay_s=demo_delay,
-                     demo_nodes_per_offer=nodes_per_offer, database_url=database_url),
-           say=out.print, bmc=bmc, emulator_port=emulator_port)
+    try:
+        run_up(_settings(data_dir=data_dir, port=port, host=host, demo_delay_s=demo_delay,
+                         demo_nodes_per_offer=nodes_per_offer, database_url=database_url),
+               say=out.print, bmc=bmc, emulator_port=emulator_port)
+    except PortInUse as exc:
+        err.print(f"[red]error[/red]: {exc}")
+        raise typer.Exit(1) from None
 
 
 @app.command()

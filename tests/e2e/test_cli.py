@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -184,3 +185,18 @@ def test_quote_and_funded_demo_wallet_through_the_cli(up: Up) -> None:
     assert wallet["balance"] == "2000000.00"  # the demo account is funded
     tenant_id = json.loads(cli(up, "ledger", "--json").stdout)[0]
     assert tenant_id["kind"] == "topup"
+
+
+@pytest.mark.parametrize("taken", ["--port", "--emulator-port"])
+def test_up_refuses_a_port_in_use_before_starting_anything(tmp_path: Path, taken: str) -> None:
+    port, emulator_port = free_port(), free_port()
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", port if taken == "--port" else emulator_port))
+        holder.listen()
+        done = subprocess.run(
+            [sys.executable, "-m", "gpulease.cli.main", "up", "--data-dir", str(tmp_path / "gl"),
+             "--port", str(port), "--emulator-port", str(emulator_port)],
+            capture_output=True, text=True, timeout=60, env=os.environ | {"COLUMNS": "200"})
+    assert done.returncode == 1
+    assert "is in use" in done.stderr and f"pick another port with {taken}" in done.stderr
+    assert not (tmp_path / "gl" / "gpulease.db").exists()  # nothing was started or written
