@@ -33,8 +33,16 @@ class Drivers:
 
     bmc: dict[str, BmcFactory]
     agents: dict[str, Agent]  # by the node's bmc_driver, until the real agent (issue 4)
-    runtime: ContainerRuntime
+    runtime: ContainerRuntime  # shared hosts without an engine URL (the demo's)
     fleet: SimulatedFleet | None = None
+    docker: ContainerRuntime | None = None  # shared hosts with a Docker engine URL
+
+    def runtime_for(self, engine_url: str | None) -> ContainerRuntime:
+        if not engine_url:
+            return self.runtime
+        if self.docker is None:
+            raise LookupError("no Docker runtime configured for hosts with an engine URL")
+        return self.docker
 
     def simulated(self, driver: str, agent_kind: str = "builtin") -> bool:
         """True when a node on this BMC driver has simulated hardware or a simulated agent
@@ -114,4 +122,9 @@ class Platform:
                 settings.demo_call_latency_s,
                 RedfishDriver(settings.bmc_timeout_s, settings.bmc_verify_tls),
                 boot_server=lambda: settings.public_url)
+            from gpulease.drivers.docker_runtime import DockerRuntime
+
+            drivers.docker = DockerRuntime(
+                settings.container_image, settings.container_gpus, settings.bmc_timeout_s,
+                settings.docker_tls_dir)
         return cls(settings=settings, db=db, catalog=catalog, box=box, drivers=drivers)

@@ -183,6 +183,7 @@ class NodeView(BaseModel):
     drain_requested: bool
     simulated: bool
     agent: str = "builtin"  # builtin (simulated stand-in) | gpulease (the node agent)
+    runtime: str | None = None  # a shared server's Docker engine URL
     last_error: str | None
     updated_at: datetime
     inventory: dict[str, Any] | None = None
@@ -202,6 +203,10 @@ class EnrollRequest(BaseModel):
     fabric: str | None = Field(default=None, max_length=64)
     rack: str | None = Field(default=None, max_length=64)
     pool: Literal["bare_metal", "container"] = "bare_metal"
+    runtime: str | None = Field(
+        default=None, max_length=300, pattern=r"^(unix|tcp|ssh)://\S+$",
+        description="a shared (container) server's Docker engine: unix:///var/run/docker.sock, "
+        "tcp://10.0.0.5:2376 or ssh://root@10.0.0.5")
     agent: Literal["gpulease", "builtin"] = Field(
         default="gpulease", description="gpulease: the node agent runs on the server and is "
         "driven by commands; builtin: a simulated stand-in (demo and test servers only)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -58,6 +59,14 @@ class Settings(BaseSettings):
     invoice_finalize_day: int = Field(default=3, ge=1, le=28)
     invoice_issuer: str = "gpulease operator"
     invoice_issuer_tax_id: str = ""
+    # Container instances on shared servers' Docker engines: the image of a catalog image
+    # id is `<prefix><id>` unless mapped (JSON, e.g. {"ubuntu22.04-cuda12.4-pytorch2.5":
+    # "registry.local/pytorch:2.5-cuda12.4"}). GPUs go to containers through the NVIDIA
+    # container toolkit; "none" starts them without GPUs (engines of test rigs).
+    container_image_prefix: str = "gpulease/"
+    container_images: dict[str, str] = Field(default_factory=dict)
+    container_gpus: Literal["nvidia", "none"] = "nvidia"
+    docker_tls_dir: str = ""  # ca.pem, cert.pem, key.pem for tcp:// engines with TLS
 
     # Demo fleet (simulated hardware)
     demo_delay_s: float = Field(default=2.0, ge=0)
@@ -73,6 +82,9 @@ class Settings(BaseSettings):
                 "GPULEASE_DATABASE_URL must start with sqlite:// or postgresql+psycopg://"
             )
         return value
+
+    def container_image(self, image_id: str) -> str:
+        return self.container_images.get(image_id) or f"{self.container_image_prefix}{image_id}"
 
     def resolved_database_url(self) -> str:
         if self.database_url:

@@ -447,8 +447,11 @@ def node_enroll(
     offer: Annotated[str | None, typer.Option(help="expected offer, SKU@region")] = None,
     name: Annotated[str | None, typer.Option()] = None,
     fabric: Annotated[str | None, typer.Option(help="InfiniBand fabric id")] = None,
+    runtime: Annotated[str | None, typer.Option(help=(
+        "a shared server for container instances: its Docker engine URL "
+        "(tcp://HOST:2376, ssh://root@HOST)"))] = None,
     csv_file: Annotated[Path | None, typer.Option("--csv", help=(
-        "bulk: columns bmc,username,password_file[,offer,name,fabric]"))] = None,
+        "bulk: columns bmc,username,password_file[,offer,name,fabric,runtime]"))] = None,
     parallel: Annotated[int, typer.Option(help="bulk: BMCs at once")] = 8,
     url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
 ) -> None:
@@ -462,7 +465,7 @@ def node_enroll(
         err.print("[red]error[/red]: give --bmc, --username and --password-file, or --csv FILE")
         raise typer.Exit(2)
     raise typer.Exit(enroll_one(client, bmc, username, password_file, offer, name, fabric,
-                                as_json, out, err))
+                                runtime, as_json, out, err))
 
 
 @node_app.command("drain")

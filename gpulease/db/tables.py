@@ -151,6 +151,9 @@ class Node(LockedRow, Base):
     ip_address: Mapped[str | None] = mapped_column(String(64))
     # What the BMC reported at enrollment (JSON), and how it compared with the offer.
     inventory_json: Mapped[str | None] = mapped_column(Text)
+    # A shared (container) server's Docker engine: unix://, tcp://host:2376 or ssh://…;
+    # None on bare-metal nodes and on the demo's simulated hosts.
+    runtime_url: Mapped[str | None] = mapped_column(String(300))
     # Set by `node drain`: the node goes to maintenance instead of available once freed.
     drain_requested_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())

@@ -260,7 +260,7 @@ class SimulatedRuntime:
                 ssh_port=int(entry["port"]),
             )
 
-    def stop(self, instance_id: str, node_name: str) -> None:
+    def stop(self, instance_id: str, node_name: str, engine_url: str | None = None) -> None:
         with self._fleet._state(node_name) as state:
             state["containers"].pop(instance_id, None)
 

@@ -17,6 +17,9 @@ class ContainerSpec:
     gpu_indices: tuple[int, ...]
     image_id: str
     ssh_keys: tuple[str, ...]
+    # The shared server's Docker engine (unix://, tcp:// or ssh://); None: simulated host.
+    engine_url: str | None = None
+    root_password_hash: str | None = None  # crypt(3) hash; None: no password login
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,6 @@ class ContainerRuntime(Protocol):
         """Start (or find already started) the instance's container. Raises RuntimeError_."""
         ...
 
-    def stop(self, instance_id: str, node_name: str) -> None:
+    def stop(self, instance_id: str, node_name: str, engine_url: str | None = None) -> None:
         """Stop and remove it; a no-op when absent. Raises RuntimeError_."""
         ...

@@ -70,6 +70,13 @@ def enroll(p: Platform, actor: Principal, req: EnrollRequest,
            idem: Idem | None = None) -> NodeView:
     actor.require_operator()
     offer = _offer(p, req.offer)
+    if req.runtime and req.pool != "container":
+        raise InvalidInput("runtime", "Only a shared (container) server has a Docker engine "
+                           "URL; leave it out, or enroll the server into the container pool.")
+    if req.pool == "container" and req.agent == "gpulease" and not req.runtime:
+        raise InvalidInput("runtime", "A shared (container) server needs its Docker engine URL "
+                           "(e.g. tcp://10.0.0.5:2376 or ssh://root@10.0.0.5): tenants' "
+                           "containers run there.")
     try:
         split_address(req.bmc)
     except BmcPermanentError as exc:
@@ -119,7 +126,7 @@ def enroll(p: Platform, actor: Principal, req: EnrollRequest,
             serial=inv.serial or "", fabric_id=req.fabric, rack_id=req.rack,
             bmc_driver="redfish", bmc_address=req.bmc, bmc_username=req.username,
             bmc_password=req.password, status=status, status_reason=reason,
-            inventory_json=json.dumps(record), agent_kind=req.agent))
+            inventory_json=json.dumps(record), agent_kind=req.agent, runtime_url=req.runtime))
         s.flush()
         return _NodeId(id=node.id)
 

@@ -38,6 +38,7 @@ class NodeSpec:
     status_reason: str | None = None
     inventory_json: str | None = None
     agent_kind: str = "builtin"  # builtin (simulated stand-in) | gpulease (the real agent)
+    runtime_url: str | None = None  # a shared server's Docker engine
 
 
 def ensure_fabric(s: Session, fabric_id: str, region: str, kind: str = "infiniband",
@@ -70,7 +71,8 @@ def add_node(s: Session, p: Platform, spec: NodeSpec) -> Node:
         bmc_address=spec.bmc_address or f"simulated://{spec.name}",
         bmc_username=spec.bmc_username, bmc_password_enc=p.box.seal(spec.bmc_password),
         status=spec.status.value, status_reason=spec.status_reason,
-        inventory_json=spec.inventory_json, agent_kind=spec.agent_kind, generation=0,
+        inventory_json=spec.inventory_json, agent_kind=spec.agent_kind,
+        runtime_url=spec.runtime_url, generation=0,
         attempts=0, created_at=now,
         updated_at=now,
     )
@@ -109,7 +111,8 @@ def node_view(node: Node, rack: Rack | None, counts: tuple[int, int],
         leaf_switch=rack.leaf_switch if rack else None, bmc_driver=node.bmc_driver,
         bmc_address=node.bmc_address, instance_id=node.instance_id, gpu_count=counts[0],
         free_gpus=counts[1], drain_requested=node.drain_requested_at is not None,
-        simulated=simulated, agent=node.agent_kind, last_error=node.last_error,
+        simulated=simulated, agent=node.agent_kind, runtime=node.runtime_url,
+        last_error=node.last_error,
         updated_at=node.updated_at,
         inventory=json.loads(node.inventory_json) if node.inventory_json else None,
     )

@@ -13,7 +13,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
-from gpulease.configdrive import ConfigDriveSpec, build_iso
+from gpulease.configdrive import ConfigDriveSpec, build_iso, hash_root_password
 from gpulease.db.repositories import bound_nodes, instance_allocations
 from gpulease.db.tables import ConfigDrive, Event, GpuAllocation, Instance, Node
 from gpulease.domain.states import (
@@ -372,7 +372,7 @@ def process_instance(p: Platform, claim: Claim) -> None:
         ending = inst.status in (InstanceStatus.RELEASING.value, InstanceStatus.FAILED.value)
         held = _held_container_nodes(s, inst) if inst.kind == "container" and ending else []
         if inst.kind == "container" and inst.status == InstanceStatus.PENDING.value:
-            spec = _container_spec(s, inst)
+            spec = _container_spec(s, p, inst)
             inst.step_in_progress = "container_start"
         elif held:
             inst.step_in_progress = "container_stop"
@@ -383,7 +383,7 @@ def process_instance(p: Platform, claim: Claim) -> None:
         _stop_containers(p, claim, held)
         return
     try:
-        handle = p.drivers.runtime.start(spec)
+        handle = p.drivers.runtime_for(spec.engine_url).start(spec)
         error: StepFailed | None = None
     except Exception as exc:
         error = StepFailed(f"{type(exc).__name__}: {exc}", bool(getattr(exc, "retryable", True)))
@@ -409,10 +409,13 @@ def process_instance(p: Platform, claim: Claim) -> None:
                 inst.next_attempt_at = now
 
 
-def _container_spec(s: Session, inst: Instance) -> ContainerSpec:
+def _container_spec(s: Session, p: Platform, inst: Instance) -> ContainerSpec:
     (node, gpus, _held), = instance_allocations(s, inst.id)
+    password = p.box.open(inst.root_password_enc) if inst.root_password_enc else None
     return ContainerSpec(instance_id=inst.id, node_name=node.name, gpu_indices=tuple(gpus),
-                         image_id=inst.image_id, ssh_keys=tuple(inst.ssh_keys.splitlines()))
+                         image_id=inst.image_id, ssh_keys=tuple(inst.ssh_keys.splitlines()),
+                         engine_url=node.runtime_url,
+                         root_password_hash=hash_root_password(password) if password else None)
 
 
 def _mark_ready(s: Session, p: Platform, inst: Instance, now: datetime) -> None:
@@ -477,22 +480,22 @@ def _reconcile_instance(s: Session, p: Platform, inst: Instance) -> None:
         inst.next_attempt_at = None
 
 
-def _held_container_nodes(s: Session, inst: Instance) -> list[tuple[str, str]]:
-    """(node id, node name) of the shared nodes where the instance still holds GPUs."""
-    rows = s.execute(select(GpuAllocation.node_id, Node.name).distinct()
+def _held_container_nodes(s: Session, inst: Instance) -> list[tuple[str, str, str | None]]:
+    """(node id, name, engine URL) of the shared nodes where the instance still holds GPUs."""
+    rows = s.execute(select(GpuAllocation.node_id, Node.name, Node.runtime_url).distinct()
                      .join(Node, Node.id == GpuAllocation.node_id)
                      .where(GpuAllocation.instance_id == inst.id,
                             GpuAllocation.released_at.is_(None)))
-    return [(node_id, name) for node_id, name in rows]
+    return [(node_id, name, url) for node_id, name, url in rows]
 
 
-def _stop_containers(p: Platform, claim: Claim, held: list[tuple[str, str]]) -> None:
+def _stop_containers(p: Platform, claim: Claim, held: list[tuple[str, str, str | None]]) -> None:
     """Stop the instance's container outside any transaction, then free its GPUs and
     finish the release. A runtime that fails keeps the GPUs held and is retried."""
     error: StepFailed | None = None
     try:
-        for _node_id, name in held:
-            p.drivers.runtime.stop(claim.id, name)
+        for _node_id, name, url in held:
+            p.drivers.runtime_for(url).stop(claim.id, name, url)
     except Exception as exc:
         error = StepFailed(f"{type(exc).__name__}: {exc}", True)
     now = p.clock.now()
@@ -507,7 +510,7 @@ def _stop_containers(p: Platform, claim: Claim, held: list[tuple[str, str]]) -> 
             inst.last_error = f"container stop failed: {error}"
             inst.next_attempt_at = now + timedelta(seconds=backoff(p, inst.attempts))
             return
-        for node_id, _name in held:
+        for node_id, _name, _url in held:
             release_allocations(s, node_id, now, inst.id)
         _reconcile_instance(s, p, inst)
 

@@ -99,6 +99,9 @@ def test_bmc_refusals_and_bad_input_write_nothing(
         (req(rack, 0, bmc=f"http://127.0.0.1:{free_port()}/redfish/v1/Systems/1"), BadGateway,
          "unreachable"),
         (req(rack, 0, offer=None), InvalidInput, "Cannot tell which offer"),
+        (req(rack, 0, runtime="tcp://10.0.0.9:2376"), InvalidInput,
+         "Only a shared \\(container\\) server has a Docker engine URL"),
+        (req(rack, 0, pool="container"), InvalidInput, "needs its Docker engine URL"),
     ]
     for request, error, says in cases:
         with pytest.raises(error, match=says):
@@ -108,6 +111,9 @@ def test_bmc_refusals_and_bad_input_write_nothing(
     with pytest.raises(Conflict, match="enrolled already"):
         enrollment.enroll(checked, operator.principal, req(rack, 0))
     assert nodes(checked) == 1
+    shared = enrollment.enroll(checked, operator.principal,
+                               req(rack, 1, pool="container", runtime="tcp://10.0.0.9:2376"))
+    assert shared.pool == "container" and shared.runtime == "tcp://10.0.0.9:2376"
 
 
 def test_bulk_enrollment_from_csv_over_http(

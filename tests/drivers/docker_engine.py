@@ -1,0 +1,52 @@
+"""The local Docker engine as the test peer of the container runtime, and the image the
+tests run: Debian's minimal root filesystem with OpenSSH, built with debootstrap and
+`docker import` (nothing can be pulled from a registry here). Built once per engine."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+
+import docker
+import pytest
+from docker.errors import DockerException, ImageNotFound
+
+ENGINE = "unix:///var/run/docker.sock"
+IMAGE = "gpulease-test/sshd:bookworm"
+MIRROR = os.environ.get("GPULEASE_TEST_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+
+
+def engine_or_skip() -> docker.DockerClient:
+    """The engine, or a skip locally; .ci/run starts dockerd and sets GPULEASE_REQUIRE_DOCKER,
+    so CI fails instead of skipping."""
+    try:
+        client = docker.DockerClient(base_url=ENGINE, timeout=30)
+        client.ping()
+        return client
+    except DockerException as exc:
+        if os.environ.get("GPULEASE_REQUIRE_DOCKER"):
+            pytest.fail(f"no Docker engine at {ENGINE} ({exc}); .ci/run starts dockerd")
+        pytest.skip(f"no Docker engine at {ENGINE} (.ci/run installs and starts one)")
+
+
+def ensure_test_image(client: docker.DockerClient) -> str:
+    try:
+        client.images.get(IMAGE)
+        return IMAGE
+    except ImageNotFound:
+        pass
+    if shutil.which("debootstrap") is None:
+        pytest.fail("debootstrap is needed to build the test image (.ci/run installs it)")
+    root = tempfile.mkdtemp(prefix="gpulease-rootfs-")
+    try:
+        subprocess.run(["debootstrap", "--variant=minbase", "--include=openssh-server",
+                        "bookworm", root, MIRROR], check=True, capture_output=True, timeout=900)
+        tar = subprocess.Popen(["tar", "-C", root, "-c", "."], stdout=subprocess.PIPE)
+        subprocess.run(["docker", "import", "-", IMAGE], stdin=tar.stdout, check=True,
+                       capture_output=True, timeout=300)
+        tar.wait(60)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return IMAGE

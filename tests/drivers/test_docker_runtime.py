@@ -1,0 +1,151 @@
+"""Container instances on a real Docker engine, through orders and the worker, on SQLite
+and PostgreSQL: the tenant logs in over SSH with their key, the GPUs are the ones held,
+a repeated start finds the same container, release removes it, and a missing image fails
+the order with a reason instead of retrying."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import bcrypt
+import docker
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+from docker.errors import NotFound
+
+from gpulease.drivers.docker_runtime import DockerRuntime, container_name
+from gpulease.platform import Platform
+from gpulease.ports.runtime import ContainerSpec
+from gpulease.schemas import OrderRequest
+from gpulease.services import instances, orders, wallet
+from gpulease.services.inventory import NodeSpec, add_node
+from gpulease.worker.runner import Worker
+from tests.conftest import TenantCtx, make_settings, new_tenant, ssh_key
+from tests.drivers.docker_engine import ENGINE, engine_or_skip, ensure_test_image
+
+pytestmark = pytest.mark.slow
+CONTAINER = dict(kind="container", offer="rtx4090-24g-container", sku=None, region=None)
+DEFAULT_IMAGE = "ubuntu22.04-cuda12.4-pytorch2.5"  # the container offer's default
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[docker.DockerClient]:
+    client = engine_or_skip()
+    ensure_test_image(client)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def docker_platform(db_url: str, tmp_path: Path, engine: docker.DockerClient
+                    ) -> Iterator[Platform]:
+    from tests.drivers.docker_engine import IMAGE
+
+    p = Platform.from_settings(make_settings(
+        db_url, tmp_path / "data", container_images={DEFAULT_IMAGE: IMAGE},
+        container_gpus="none"))  # this engine has no NVIDIA toolkit (no GPU here)
+    p.db.migrate()
+    with p.db.write() as s:
+        add_node(s, p, NodeSpec(name="shared-docker-1", sku="rtx4090-24g-x8",
+                                region="sichuan-2", pool="container", runtime_url=ENGINE))
+    yield p
+    for c in engine.containers.list(all=True, filters={"label": "io.gpulease.node"}):
+        if c.labels.get("io.gpulease.node") == "shared-docker-1":
+            c.remove(force=True)
+    p.db.dispose()
+
+
+def _key_pair(tmp: Path) -> tuple[Path, str]:
+    private = ed25519.Ed25519PrivateKey.generate()
+    path = tmp / "id_ed25519"
+    path.write_bytes(private.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.OpenSSH,
+                                           serialization.NoEncryption()))
+    path.chmod(0o600)
+    public = private.public_key().public_bytes(serialization.Encoding.OpenSSH,
+                                               serialization.PublicFormat.OpenSSH).decode()
+    return path, f"{public} tenant@test"
+
+
+def _ssh(key: Path, port: int, command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["ssh", "-i", str(key), "-p", str(port), "-o", "StrictHostKeyChecking=no",
+         "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
+         "-o", "LogLevel=ERROR", "root@127.0.0.1", command],
+        capture_output=True, text=True, timeout=30)
+
+
+def _order(p: Platform, t: TenantCtx, key: str, **kw: object) -> str:
+    view, _ = orders.place_order(p, t.principal, OrderRequest(ssh_keys=[key], **{**CONTAINER,
+                                                                                  **kw}))
+    return view.id
+
+
+def test_a_container_instance_runs_on_the_docker_engine(
+    docker_platform: Platform, engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    p = docker_platform
+    tenant = new_tenant(p)
+    private, public = _key_pair(tmp_path)
+    _order(p, tenant, public, gpus=3)  # a neighbour: the next slice is not GPUs 0-2
+    iid = _order(p, tenant, public, gpus=2)
+    Worker(p, owner="docker-test").run_until_idle()
+    view = instances.show_instance(p, tenant.principal, iid)
+    assert view.status == "ready", view.status_reason
+    assert view.ip_address == "127.0.0.1" and view.ssh_command
+    port = int(view.ssh_command.split("-p ")[1].split()[0])
+
+    container = engine.containers.get(container_name(iid))
+    assert container.status == "running"
+    assert container.labels["io.gpulease.gpus"] == ",".join(map(str, view.nodes[0].gpus))
+    assert view.nodes[0].gpus == [3, 4]
+
+    # The tenant's key logs in (sshd takes a moment after the container starts).
+    deadline = time.monotonic() + 30
+    while (done := _ssh(private, port, "hostname; cat /root/.ssh/authorized_keys")
+           ).returncode != 0 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [iid, public]
+    # The root password shown once is the container's; its hash file did not stay behind.
+    password = instances.reveal_credentials(p, tenant.principal, iid).root_password
+    shadow = container.exec_run(["sh", "-c", "getent shadow root | cut -d: -f2; "
+                                 "ls /etc/gpulease"]).output.decode().split()
+    assert shadow[0].startswith("$2b$") and len(shadow) == 1
+    assert bcrypt.checkpw(password.encode(), shadow[0].encode())
+
+    # A start repeated (a worker that died after the engine answered) finds the container.
+    runtime = p.drivers.docker
+    assert isinstance(runtime, DockerRuntime)
+    again = runtime.start(ContainerSpec(iid, "shared-docker-1", (3, 4), DEFAULT_IMAGE,
+                                        (public,), ENGINE))
+    assert again.container_id == container.id and again.ssh_port == port
+
+    instances.release_instance(p, tenant.principal, iid)
+    Worker(p, owner="docker-test").run_until_idle()
+    assert instances.show_instance(p, tenant.principal, iid).status == "released"
+    with pytest.raises(NotFound):
+        engine.containers.get(container_name(iid))
+    # Stopping what is gone is a no-op.
+    runtime.stop(iid, "shared-docker-1", ENGINE)
+
+
+def test_an_image_missing_on_the_host_fails_the_order_with_the_reason(
+    docker_platform: Platform, engine: docker.DockerClient
+) -> None:
+    p = docker_platform
+    tenant = new_tenant(p)
+    iid = _order(p, tenant, ssh_key(), gpus=1, image="ubuntu22.04-base")
+    Worker(p, owner="docker-test").run_until_idle()
+    view = instances.show_instance(p, tenant.principal, iid)
+    assert view.status == "failed"
+    assert "image 'gpulease/ubuntu22.04-base' is not on shared-docker-1" in (
+        view.status_reason or "")
+    assert "load or pull it there" in (view.status_reason or "")
+    # The order never reached the tenant: its first hour's hold went back.
+    assert wallet.show_wallet(p, tenant.principal).balance == Decimal("100000000.00")
