@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from docker.errors import NotFound
 
+from gpulease.db.tables import Instance
 from gpulease.drivers.docker_runtime import DockerRuntime, container_name
 from gpulease.platform import Platform
 from gpulease.ports.runtime import ContainerSpec
@@ -25,7 +26,7 @@ from gpulease.schemas import OrderRequest
 from gpulease.services import instances, orders, wallet
 from gpulease.services.inventory import NodeSpec, add_node
 from gpulease.worker.runner import Worker
-from tests.conftest import TenantCtx, make_settings, new_tenant, ssh_key
+from tests.conftest import TenantCtx, free_port, make_settings, new_tenant, ssh_key
 from tests.drivers.docker_engine import ENGINE, engine_or_skip, ensure_test_image
 
 pytestmark = pytest.mark.slow
@@ -149,3 +150,27 @@ def test_an_image_missing_on_the_host_fails_the_order_with_the_reason(
     assert "load or pull it there" in (view.status_reason or "")
     # The order never reached the tenant: its first hour's hold went back.
     assert wallet.show_wallet(p, tenant.principal).balance == Decimal("100000000.00")
+
+
+def test_an_unreachable_engine_is_retried_then_fails_the_order_with_the_reason(
+    platform: Platform, key: str
+) -> None:
+    dead = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there
+    with platform.db.write() as s:
+        add_node(s, platform, NodeSpec(name="shared-dead-1", sku="rtx4090-24g-x8",
+                                       region="sichuan-2", pool="container", runtime_url=dead))
+    tenant = new_tenant(platform)
+    iid = _order(platform, tenant, key, gpus=1)
+    worker = Worker(platform, owner="docker-test")
+    deadline = time.monotonic() + 30
+    while (view := instances.show_instance(platform, tenant.principal, iid)
+           ).status == "pending" and time.monotonic() < deadline:
+        worker.step() or time.sleep(0.01)  # through the backoff between tries
+    assert view.status == "failed"
+    assert "container start failed" in (view.status_reason or "")
+    assert "Docker engine of shared-dead-1" in (view.status_reason or "")
+    with platform.db.read() as s:  # retried with backoff first (max_attempts = 4 in tests)
+        assert s.get(Instance, iid).attempts == 4  # type: ignore[union-attr]
+    # Its GPU stays held while the engine cannot say whether a container is left there;
+    # the release is retried until it answers.
+    assert view.nodes[0].status == "available" and view.nodes[0].gpus == [0]
