@@ -82,6 +82,28 @@ def ensure_demo_tokens(p: Platform, data_dir: Path) -> tuple[Path, Path]:
     return op_path, tenant_path
 
 
+CONSOLE_LOGIN_FILE = "demo-console-login.txt"
+
+
+def ensure_demo_console_login(p: Platform, data_dir: Path, tenant_token: Path) -> Path:
+    """A console password for the demo tenant's admin, written with the e-mail to a file
+    (0600) beside the tokens; kept across restarts."""
+    import secrets
+
+    from gpulease.db.tables import User
+
+    path = data_dir / CONSOLE_LOGIN_FILE
+    if path.exists() and path.stat().st_mtime >= tenant_token.stat().st_mtime:
+        return path  # written for the current demo tenant
+    who = accounts.authenticate(p, tenant_token.read_text().strip())
+    password = secrets.token_urlsafe(12)
+    accounts.set_own_password(p, who, password)
+    with p.db.read() as s:
+        email = s.scalar(select(User.email).where(User.id == who.user_id))
+    _write_secret(path, f"{email}\n{password}")
+    return path
+
+
 def _count_users(p: Platform) -> int:
     from gpulease.db.tables import User
 

@@ -231,6 +231,11 @@ class UserCreate(BaseModel):
     password: str | None = Field(default=None, min_length=12)
 
 
+class PasswordSet(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    password: str = Field(max_length=200, description="at least 12 characters")
+
+
 class TokenCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(default="cli", min_length=1, max_length=200)

@@ -13,7 +13,7 @@ from typing import Any
 import uvicorn
 
 from gpulease.api.app import create_app
-from gpulease.demo import ensure_demo_tokens, seed_demo_fleet
+from gpulease.demo import ensure_demo_console_login, ensure_demo_tokens, seed_demo_fleet
 from gpulease.demo_agents import DemoAgents
 from gpulease.platform import Platform
 from gpulease.settings import Settings
@@ -50,6 +50,7 @@ def up(settings: Settings, say: Callable[[str], object] = print,
     else:
         added = seed_demo_fleet(platform, settings.demo_nodes_per_offer)
     op_token, tenant_token = ensure_demo_tokens(platform, settings.data_dir)
+    console_login = ensure_demo_console_login(platform, settings.data_dir, tenant_token)
     worker = Worker(platform)
     worker.start()
     telemetry = DemoAgents(platform)
@@ -65,6 +66,7 @@ def up(settings: Settings, say: Callable[[str], object] = print,
             "per stage (SIMULATED hardware)")
     say(f"operator token:    {op_token}")
     say(f"demo tenant token: {tenant_token}")
+    say(f"web console:       {url}/console  (e-mail and password: {console_login})")
     say(f"try:  export GPULEASE_URL={url} GPULEASE_TOKEN=$(cat {tenant_token.resolve()})")
     say("      gpulease catalog")
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI
+from fastapi.responses import RedirectResponse
 from sqlalchemy import text
 
 from gpulease import __version__
@@ -20,6 +21,7 @@ from gpulease.api.routers import (
     nodes,
 )
 from gpulease.platform import Platform
+from gpulease.web import console
 
 API = "/api/v1"
 
@@ -40,6 +42,11 @@ def create_app(platform: Platform) -> FastAPI:
         api.include_router(module.router)
     app.include_router(api)
     app.include_router(media.router)
+    console.install(app)
+
+    @app.get("/", include_in_schema=False)
+    def root() -> RedirectResponse:
+        return RedirectResponse("/console/", status_code=307)
 
     @app.get("/healthz", tags=["health"])
     def healthz(p: PlatformDep) -> dict[str, str]:

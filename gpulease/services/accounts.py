@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from functools import cache
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gpulease.db.tables import ApiToken, Tenant, User
 from gpulease.domain.accounts import Principal, Role
-from gpulease.domain.errors import Conflict, NotFound, Unauthorized
+from gpulease.domain.errors import Conflict, InvalidInput, NotFound, Unauthorized
 from gpulease.platform import Platform
 from gpulease.schemas import TenantCreated, TenantView, TokenCreated, TokenView, UserView
-from gpulease.security import TOKEN_PREFIX, hash_password, hash_token, new_api_token, new_id
+from gpulease.security import (
+    TOKEN_PREFIX,
+    hash_password,
+    hash_token,
+    new_api_token,
+    new_id,
+    verify_password,
+)
 from gpulease.services.idempotency import Idem, run_once
 
 
@@ -28,13 +36,15 @@ def token_view(t: ApiToken) -> TokenView:
     )
 
 
-def _issue(s: Session, p: Platform, user: User, name: str, days: int | None) -> TokenCreated:
+def _issue(s: Session, p: Platform, user: User, name: str, days: int | None,
+           lifetime: timedelta | None = None) -> TokenCreated:
     now = p.clock.now()
     raw = new_api_token()
+    lifetime = lifetime or (timedelta(days=days) if days else None)
     tok = ApiToken(
         id=new_id("tok"), user_id=user.id, name=name, prefix=raw[: len(TOKEN_PREFIX) + 6],
         token_hash=hash_token(raw), created_at=now,
-        expires_at=now + timedelta(days=days) if days else None,
+        expires_at=now + lifetime if lifetime else None,
     )
     s.add(tok)
     s.flush()
@@ -175,3 +185,51 @@ def authenticate(p: Platform, raw_token: str | None) -> Principal:
     if disabled_at is not None:
         raise Unauthorized("This user is disabled; ask your tenant admin.")
     return Principal(user_id=user_id, role=Role(role), tenant_id=tenant_id)
+
+
+CONSOLE_SESSION = timedelta(hours=12)
+
+
+@cache
+def _no_user_hash() -> str:
+    """Checked when the e-mail is unknown, so both refusals take an argon2 check's time."""
+    return hash_password("no such user")
+
+
+def console_login(p: Platform, email: str, password: str) -> TokenCreated:
+    """E-mail and password to a console session: a token that expires in 12 hours, kept
+    by the browser in an HttpOnly cookie. The same refusal for every wrong combination."""
+    refused = Unauthorized("Wrong e-mail or password. Ask your tenant admin to set one.")
+    with p.db.write() as s:
+        user = s.scalar(select(User).where(func.lower(User.email) == email.strip().lower()))
+        if user is None or user.password_hash is None:
+            verify_password(_no_user_hash(), password)
+            raise refused
+        if not verify_password(user.password_hash, password):
+            raise refused
+        if user.disabled_at is not None:
+            raise Unauthorized("This user is disabled; ask your tenant admin.")
+        return _issue(s, p, user, "console session", None, CONSOLE_SESSION)
+
+
+def console_logout(p: Platform, raw_token: str) -> None:
+    """End a console session (revokes its token); unknown tokens are ignored."""
+    with p.db.write() as s:
+        tok = s.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(raw_token)))
+        if tok is not None and tok.revoked_at is None:
+            tok.revoked_at = p.clock.now()
+
+
+MIN_PASSWORD = 12
+
+
+def set_own_password(p: Platform, actor: Principal, password: str) -> None:
+    """A user sets their own console password (argon2id at rest)."""
+    if len(password) < MIN_PASSWORD:
+        raise InvalidInput("password", f"A console password has at least {MIN_PASSWORD} "
+                           "characters; a passphrase of a few words is easy to remember.")
+    with p.db.write() as s:
+        user = s.get(User, actor.user_id)
+        if user is None:
+            raise NotFound("No such user.")
+        user.password_hash = hash_password(password)

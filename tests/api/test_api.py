@@ -8,7 +8,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from gpulease.db.tables import GpuAllocation, Instance, Node
+from gpulease.db.tables import GpuAllocation, Instance, Node, User
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.services import accounts, inventory
@@ -244,3 +244,21 @@ def test_every_creating_post_honours_idempotency_keys(
         assert len(list(s.scalars(select(Tenant).where(Tenant.name == "acme")))) == 1
         stored = list(s.scalars(select(IdempotencyKey.response_json)))
         assert stored and all("glp_" not in r for r in stored)  # sealed at rest
+
+
+def test_a_user_sets_a_console_password(fleet: Platform, server: LiveServer,
+                                        tenant: TenantCtx) -> None:
+    short = httpx.put(f"{server.url}/api/v1/me/password", json={"password": "short"},
+                      headers=auth(tenant.token))
+    assert short.status_code == 422 and short.json()["field"] == "password"
+    assert "at least 12 characters" in short.json()["detail"]
+    done = httpx.put(f"{server.url}/api/v1/me/password",
+                     json={"password": "a long enough passphrase"}, headers=auth(tenant.token))
+    assert done.status_code == 204
+    with fleet.db.read() as s:
+        admin = s.scalar(select(User).where(User.tenant_id == tenant.tenant_id))
+        assert admin is not None and admin.password_hash.startswith("$argon2id$")
+        email = admin.email
+    session = accounts.console_login(fleet, email.upper(), "a long enough passphrase")
+    assert accounts.authenticate(fleet, session.token).user_id == admin.id
+    assert session.expires_at is not None

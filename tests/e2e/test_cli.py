@@ -66,6 +66,13 @@ def test_up_prints_where_it_listens_and_writes_tokens(up: Up) -> None:
     assert (up.data_dir / "demo-tenant.token").read_text().startswith("glp_")
     assert (up.data_dir / "gpulease.db").exists()
     assert oct((up.data_dir / "operator.token").stat().st_mode)[-3:] == "600"
+    # The web console's demo login: the demo tenant admin's e-mail and password.
+    login = up.data_dir / "demo-console-login.txt"
+    assert oct(login.stat().st_mode)[-3:] == "600"
+    email, password = login.read_text().split()
+    signed_in = httpx.post(f"{up.url}/console/login", data={"email": email, "password": password})
+    assert signed_in.status_code == 303 and "gpulease_session" in signed_in.cookies
+    assert httpx.get(up.url).headers["location"] == "/console/"
 
 
 def test_the_tenant_journey_through_the_cli(up: Up, tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from fastapi import APIRouter
 from gpulease.api.deps import IdempotencyKey, PlatformDep, PrincipalDep
 from gpulease.domain.accounts import Role
 from gpulease.schemas import (
+    PasswordSet,
     TenantCreate,
     TenantCreated,
     TokenCreate,
@@ -22,6 +23,12 @@ router = APIRouter(tags=["accounts"])
 @router.get("/me")
 def me(actor: PrincipalDep) -> dict[str, str | None]:
     return {"user_id": actor.user_id, "role": actor.role.value, "tenant_id": actor.tenant_id}
+
+
+@router.put("/me/password", status_code=204)
+def set_password(body: PasswordSet, p: PlatformDep, actor: PrincipalDep) -> None:
+    """Set your own password for the web console (/console)."""
+    accounts.set_own_password(p, actor, body.password)
 
 
 @router.post("/tenants", response_model=TenantCreated, status_code=201)

@@ -1,0 +1,194 @@
+"""The web console under /console: server-rendered pages over the same services as the API.
+
+A tenant signs in with e-mail and password (the session is a 12-hour API token in an
+HttpOnly, SameSite=Strict cookie), sees the catalog with live stock, orders, watches the
+delivery stage by stage (the page refreshes itself until the instance settles), reveals the
+root password once, releases, and sees the wallet, the ledger and the invoices (PDF).
+Operators see the fleet. Forms post only from this origin. No JavaScript, no CDN.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import urlsplit
+
+from fastapi import APIRouter, Depends, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from gpulease.api.deps import PlatformDep
+from gpulease.domain.accounts import Principal
+from gpulease.domain.errors import DomainError, Unauthorized
+from gpulease.platform import Platform
+from gpulease.schemas import OrderRequest
+from gpulease.services import (
+    accounts,
+    catalog,
+    instances,
+    inventory,
+    invoice_documents,
+    invoices,
+    orders,
+    wallet,
+)
+
+HERE = Path(__file__).resolve().parent
+COOKIE = "gpulease_session"
+SETTLED = {"ready", "failed", "released"}
+templates = Environment(loader=FileSystemLoader(HERE / "templates"),
+                        autoescape=select_autoescape(["html"]))
+router = APIRouter(prefix="/console", include_in_schema=False)
+static = StaticFiles(directory=HERE / "static")
+
+
+class SignInNeeded(Exception):
+    """No valid session: the handler sends the browser to the sign-in page."""
+
+
+def _page(name: str, status: int = 200, **context: Any) -> HTMLResponse:
+    return HTMLResponse(templates.get_template(name).render(**context), status_code=status)
+
+
+def _who(request: Request, p: PlatformDep) -> Principal:
+    try:
+        return accounts.authenticate(p, request.cookies.get(COOKIE))
+    except Unauthorized:
+        raise SignInNeeded() from None
+
+
+def _same_origin(request: Request) -> None:
+    """Forms post only from the console's own pages (with the SameSite cookie, against
+    cross-site request forgery)."""
+    source = request.headers.get("origin") or request.headers.get("referer")
+    if source and urlsplit(source).netloc != request.url.netloc:
+        raise Unauthorized("That form came from another site; use the console's own pages.")
+
+
+Who = Annotated[Principal, Depends(_who)]
+SameOrigin = Depends(_same_origin)
+
+
+def install(app: Any) -> None:
+    app.include_router(router)
+    app.mount("/console/static", static, name="console-static")
+
+    @app.exception_handler(SignInNeeded)
+    async def _sign_in(_: Request, __: SignInNeeded) -> RedirectResponse:
+        return RedirectResponse("/console/login", status_code=303)
+
+
+def _ctx(p: Platform, who: Principal, **extra: Any) -> dict[str, Any]:
+    return {"who": who, "simulated_fleet": p.drivers.fleet is not None, **extra}
+
+
+@router.get("/login", response_class=HTMLResponse)
+def login_form() -> HTMLResponse:
+    return _page("login.html")
+
+
+@router.post("/login", dependencies=[SameOrigin])
+def login(request: Request, p: PlatformDep, email: Annotated[str, Form()],
+          password: Annotated[str, Form()]) -> Response:
+    try:
+        session = accounts.console_login(p, email, password)
+    except Unauthorized as exc:
+        return _page("login.html", 401, error=exc.detail, email=email)
+    done = RedirectResponse("/console/", status_code=303)
+    done.set_cookie(COOKIE, session.token, max_age=int(accounts.CONSOLE_SESSION.total_seconds()),
+                    httponly=True, samesite="strict", secure=request.url.scheme == "https",
+                    path="/console")
+    return done
+
+
+@router.post("/logout", dependencies=[SameOrigin])
+def logout(request: Request, p: PlatformDep) -> Response:
+    if token := request.cookies.get(COOKIE):
+        accounts.console_logout(p, token)
+    done = RedirectResponse("/console/login", status_code=303)
+    done.delete_cookie(COOKIE, path="/console")
+    return done
+
+
+@router.get("/", response_class=HTMLResponse)
+def home(p: PlatformDep, who: Who) -> HTMLResponse:
+    listed = instances.list_instances(p, who, limit=100)
+    busy = any(i.status not in SETTLED for i in listed.items)
+    money = wallet.show_wallet(p, who) if not who.is_operator else None
+    nodes = inventory.list_nodes(p, who, limit=500).items if who.is_operator else []
+    return _page("home.html", **_ctx(p, who, instances=listed.items, total=listed.total,
+                                     wallet=money, nodes=nodes, refresh=busy))
+
+
+@router.get("/catalog", response_class=HTMLResponse)
+def catalog_page(p: PlatformDep, who: Who) -> HTMLResponse:
+    return _page("catalog.html", **_ctx(p, who, catalog=catalog.catalog_view(p)))
+
+
+@router.post("/orders", dependencies=[SameOrigin])
+def order(p: PlatformDep, who: Who, kind: Annotated[str, Form()],
+          ssh_key: Annotated[str, Form()], sku: Annotated[str | None, Form()] = None,
+          region: Annotated[str | None, Form()] = None,
+          term: Annotated[str | None, Form()] = None,
+          offer: Annotated[str | None, Form()] = None,
+          gpus: Annotated[int | None, Form()] = None,
+          nodes: Annotated[int, Form()] = 1,
+          name: Annotated[str | None, Form()] = None) -> Response:
+    try:
+        req = OrderRequest(kind=kind, sku=sku or None, region=region or None, term=term or None,  # type: ignore[arg-type]
+                           offer=offer or None, gpus=gpus, nodes=nodes, name=name or None,
+                           ssh_keys=[k for k in ssh_key.splitlines() if k.strip()])
+        view, _ = orders.place_order(p, who, req)
+    except DomainError as exc:
+        return _page("catalog.html", exc.status, **_ctx(
+            p, who, catalog=catalog.catalog_view(p), error=exc.detail))
+    except ValueError as exc:  # the request model refused a field
+        return _page("catalog.html", 422, **_ctx(
+            p, who, catalog=catalog.catalog_view(p), error=str(exc)))
+    return RedirectResponse(f"/console/instances/{view.id}", status_code=303)
+
+
+@router.get("/instances/{instance_id}", response_class=HTMLResponse)
+def instance_page(instance_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
+    view = instances.show_instance(p, who, instance_id)
+    return _page("instance.html", **_ctx(p, who, inst=view,
+                                         refresh=view.status not in SETTLED))
+
+
+@router.post("/instances/{instance_id}/credentials", dependencies=[SameOrigin])
+def reveal(instance_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
+    try:
+        creds = instances.reveal_credentials(p, who, instance_id)
+        error = None
+    except DomainError as exc:
+        creds, error = None, exc.detail
+    return _page("instance.html", **_ctx(p, who, inst=instances.show_instance(
+        p, who, instance_id), credentials=creds, error=error, refresh=False))
+
+
+@router.post("/instances/{instance_id}/release", dependencies=[SameOrigin])
+def release(instance_id: str, p: PlatformDep, who: Who) -> Response:
+    try:
+        instances.release_instance(p, who, instance_id)
+    except DomainError as exc:
+        return _page("instance.html", exc.status, **_ctx(
+            p, who, inst=instances.show_instance(p, who, instance_id), error=exc.detail))
+    return RedirectResponse(f"/console/instances/{instance_id}", status_code=303)
+
+
+@router.get("/billing", response_class=HTMLResponse)
+def billing(p: PlatformDep, who: Who) -> HTMLResponse:
+    money = wallet.show_wallet(p, who) if not who.is_operator else None
+    entries = wallet.ledger(p, who, limit=50).items if not who.is_operator else []
+    bills = invoices.list_invoices(p, who, limit=50).items
+    return _page("billing.html", **_ctx(p, who, wallet=money, ledger=entries, invoices=bills))
+
+
+@router.get("/invoices/{invoice_id}.pdf")
+def invoice_pdf(invoice_id: str, p: PlatformDep, who: Who) -> Response:
+    inv = invoices.show_invoice(p, who, invoice_id)
+    pdf = invoice_documents.render_pdf(inv, p.settings.invoice_issuer,
+                                       p.settings.invoice_issuer_tax_id)
+    return Response(pdf, media_type="application/pdf", headers={
+        "Content-Disposition": f'inline; filename="{inv.number or inv.id}.pdf"'})

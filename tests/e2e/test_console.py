@@ -1,0 +1,141 @@
+"""The web console in a real browser (Debian's chromium driven by Playwright), against a
+live server with the worker running, on SQLite and PostgreSQL: sign in, order from the
+catalog, watch the delivery settle, see the root password once, release, see the money."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from gpulease.domain.errors import Unauthorized
+from gpulease.platform import Platform
+from gpulease.services import accounts
+from gpulease.worker.runner import Worker
+from tests.conftest import LiveServer, new_tenant, ssh_key
+
+pytestmark = pytest.mark.slow
+CHROMIUM = "/usr/bin/chromium"
+PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if not shutil.which(CHROMIUM):
+        if os.environ.get("GPULEASE_REQUIRE_BROWSER"):
+            pytest.fail(f"{CHROMIUM} is missing; .ci/run installs Debian's chromium")
+        pytest.skip(f"{CHROMIUM} is missing (.ci/run installs Debian's chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def live(fleet: Platform) -> Iterator[LiveServer]:
+    worker = Worker(fleet, owner="console-test")
+    worker.start(2)
+    with LiveServer(fleet) as server:
+        yield server
+    worker.stop()
+
+
+def _status_becomes(page, want: str, timeout_s: float = 40) -> None:  # type: ignore[no-untyped-def]
+    """The instance page refreshes itself every 2 s until the instance settles."""
+    deadline = time.monotonic() + timeout_s
+    while page.inner_text("#status") != want:
+        assert time.monotonic() < deadline, f"still {page.inner_text('#status')}"
+        page.wait_for_timeout(500)
+
+
+def test_a_tenant_orders_watches_and_releases_in_the_browser(
+    fleet: Platform, live: LiveServer, browser: object
+) -> None:
+    tenant = new_tenant(fleet, name="browser-team")
+    accounts.set_own_password(fleet, tenant.principal, PASSWORD)
+    page = browser.new_page()  # type: ignore[attr-defined]
+
+    page.goto(f"{live.url}/console/")
+    assert page.url.endswith("/console/login")  # no session: sign in first
+    page.fill("#email", "browser-team@example.com")
+    page.fill("#password", "wrong password!")
+    page.click("button[type=submit]")
+    assert "Wrong e-mail or password" in page.inner_text(".error")
+    page.fill("#password", PASSWORD)
+    page.click("button[type=submit]")
+    assert "No instances yet" in page.inner_text("main")
+    cookie = next(c for c in page.context.cookies() if c["name"] == "gpulease_session")
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+
+    # The catalog shows live stock; a bad key is refused with the reason, nothing ordered.
+    page.goto(f"{live.url}/console/catalog")
+    row = page.locator("#offers tr", has_text="NVIDIA H100").filter(has_text="Ningxia").first
+    assert row.locator("td.num").nth(2).inner_text() == "2"
+    form = page.locator('form[data-offer="h100-80g-x8@ningxia-1"]')
+    row.locator("summary").click()
+    form.locator("textarea[name=ssh_key]").fill("not a key")
+    form.locator("button").click()
+    assert "ssh" in page.inner_text(".error").lower()
+
+    row = page.locator("#offers tr", has_text="NVIDIA H100").filter(has_text="Ningxia").first
+    row.locator("summary").click()
+    form = page.locator('form[data-offer="h100-80g-x8@ningxia-1"]')
+    form.locator("select[name=term]").select_option("day")
+    form.locator("input[name=name]").fill("trial-run")
+    form.locator("textarea[name=ssh_key]").fill(ssh_key("me@laptop"))
+    form.locator("button").click()
+    assert re.search(r"/console/instances/i-[0-9a-f]+$", page.url)
+    iid = page.url.rsplit("/", 1)[1]
+    _status_becomes(page, "ready")
+    assert page.inner_text("#ssh").startswith("ssh root@")
+    assert "ready" in page.inner_text("#stages")
+
+    page.click("#reveal")
+    password = page.inner_text("#root-password")
+    assert len(password) >= 16
+    page.goto(f"{live.url}/console/instances/{iid}")
+    assert page.locator("#reveal").count() == 0  # shown once
+
+    page.goto(f"{live.url}/console/")
+    assert "trial-run" in page.inner_text("#instances")
+    page.goto(f"{live.url}/console/billing")
+    assert "hold" in page.inner_text("#ledger") or "charge" in page.inner_text("#ledger")
+
+    page.goto(f"{live.url}/console/instances/{iid}")
+    page.click("#release")
+    _status_becomes(page, "released")
+
+    # A form posted from another site is refused, even with the session cookie.
+    forged = httpx.post(f"{live.url}/console/instances/{iid}/release",
+                        cookies={"gpulease_session": cookie["value"]},
+                        headers={"Origin": "https://evil.example"})
+    assert forged.status_code == 401
+
+    page.click("text=Sign out")
+    assert page.url.endswith("/console/login")
+    with pytest.raises(Unauthorized, match="revoked"):
+        accounts.authenticate(fleet, cookie["value"])
+    page.close()
+
+
+def test_an_operator_sees_the_fleet(fleet: Platform, live: LiveServer, browser: object) -> None:
+    _, _token = accounts.create_operator(fleet, "ops@example.com", "Ops")
+    ops = accounts.authenticate(fleet, _token.token)
+    accounts.set_own_password(fleet, ops, PASSWORD)
+    page = browser.new_page()  # type: ignore[attr-defined]
+    page.goto(f"{live.url}/console/login")
+    page.fill("#email", "OPS@example.com")  # e-mail matched without regard to case
+    page.fill("#password", PASSWORD)
+    page.click("button[type=submit]")
+    nodes = page.inner_text("#nodes")
+    assert "sim-h100-80g-x8-ningxia-1-01" in nodes and "simulated" in nodes
+    page.goto(f"{live.url}/console/catalog")
+    assert page.locator("form.order-form").count() == 0  # operators do not order
+    page.close()
