@@ -151,7 +151,10 @@ def order(p: PlatformDep, who: Who, kind: Annotated[str, Form()],
 
 @router.get("/instances/{instance_id}", response_class=HTMLResponse)
 def instance_page(instance_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
-    view = instances.show_instance(p, who, instance_id)
+    try:
+        view = instances.show_instance(p, who, instance_id)
+    except DomainError as exc:  # another tenant's, or none: said on a page, not as JSON
+        return _page("base.html", exc.status, **_ctx(p, who, error=exc.detail))
     return _page("instance.html", **_ctx(p, who, inst=view,
                                          refresh=view.status not in SETTLED))
 
@@ -187,7 +190,10 @@ def billing(p: PlatformDep, who: Who) -> HTMLResponse:
 
 @router.get("/invoices/{invoice_id}.pdf")
 def invoice_pdf(invoice_id: str, p: PlatformDep, who: Who) -> Response:
-    inv = invoices.show_invoice(p, who, invoice_id)
+    try:
+        inv = invoices.show_invoice(p, who, invoice_id)
+    except DomainError as exc:
+        return _page("base.html", exc.status, **_ctx(p, who, error=exc.detail))
     pdf = invoice_documents.render_pdf(inv, p.settings.invoice_issuer,
                                        p.settings.invoice_issuer_tax_id)
     return Response(pdf, media_type="application/pdf", headers={

@@ -105,6 +105,9 @@ def test_a_tenant_orders_watches_and_releases_in_the_browser(
 
     page.goto(f"{live.url}/console/")
     assert "trial-run" in page.inner_text("#instances")
+    missing = page.goto(f"{live.url}/console/instances/i-000000000000")
+    assert missing is not None and missing.status == 404
+    assert "No instance i-000000000000 in your account" in page.inner_text(".error")
     page.goto(f"{live.url}/console/billing")
     assert "hold" in page.inner_text("#ledger") or "charge" in page.inner_text("#ledger")
 
