@@ -58,6 +58,11 @@ class BadGateway(DomainError):
     title = "Bad gateway"
 
 
+class TooManyRequests(DomainError):
+    status = 429
+    title = "Too many requests"
+
+
 class Gone(DomainError):
     status = 410
     title = "Gone"

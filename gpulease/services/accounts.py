@@ -11,7 +11,13 @@ from sqlalchemy.orm import Session
 
 from gpulease.db.tables import ApiToken, Tenant, User
 from gpulease.domain.accounts import Principal, Role
-from gpulease.domain.errors import Conflict, InvalidInput, NotFound, Unauthorized
+from gpulease.domain.errors import (
+    Conflict,
+    InvalidInput,
+    NotFound,
+    TooManyRequests,
+    Unauthorized,
+)
 from gpulease.platform import Platform
 from gpulease.schemas import TenantCreated, TenantView, TokenCreated, TokenView, UserView
 from gpulease.security import (
@@ -196,20 +202,40 @@ def _no_user_hash() -> str:
     return hash_password("no such user")
 
 
+SIGN_IN_ATTEMPTS = 5  # wrong passwords in a row before a block
+SIGN_IN_BLOCK = timedelta(minutes=15)
+
+
 def console_login(p: Platform, email: str, password: str) -> TokenCreated:
     """E-mail and password to a console session: a token that expires in 12 hours, kept
-    by the browser in an HttpOnly cookie. The same refusal for every wrong combination."""
+    by the browser in an HttpOnly cookie. The same refusal for every wrong combination;
+    five wrong passwords in a row block the account's sign-in for 15 minutes (its API
+    tokens keep working). The password is checked outside any transaction."""
     refused = Unauthorized("Wrong e-mail or password. Ask your tenant admin to set one.")
-    with p.db.write() as s:
+    with p.db.read() as s:
         user = s.scalar(select(User).where(func.lower(User.email) == email.strip().lower()))
-        if user is None or user.password_hash is None:
-            verify_password(_no_user_hash(), password)
-            raise refused
-        if not verify_password(user.password_hash, password):
-            raise refused
-        if user.disabled_at is not None:
-            raise Unauthorized("This user is disabled; ask your tenant admin.")
-        return _issue(s, p, user, "console session", None, CONSOLE_SESSION)
+    if user is None or user.password_hash is None:
+        verify_password(_no_user_hash(), password)
+        raise refused
+    now = p.clock.now()
+    if user.sign_in_blocked_until is not None and user.sign_in_blocked_until > now:
+        raise TooManyRequests(
+            "Too many wrong passwords for this account; try again after "
+            f"{user.sign_in_blocked_until:%H:%M} UTC, or ask your tenant admin.")
+    right = verify_password(user.password_hash, password)
+    with p.db.write() as s:
+        row = s.get(User, user.id, with_for_update=True)
+        assert row is not None
+        if not right:
+            row.failed_sign_ins += 1
+            if row.failed_sign_ins >= SIGN_IN_ATTEMPTS:
+                row.failed_sign_ins, row.sign_in_blocked_until = 0, now + SIGN_IN_BLOCK
+        elif row.disabled_at is None:
+            row.failed_sign_ins, row.sign_in_blocked_until = 0, None
+            return _issue(s, p, row, "console session", None, CONSOLE_SESSION)
+    if not right:
+        raise refused
+    raise Unauthorized("This user is disabled; ask your tenant admin.")
 
 
 def console_logout(p: Platform, raw_token: str) -> None:

@@ -20,7 +20,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from gpulease.api.deps import PlatformDep
 from gpulease.domain.accounts import Principal
-from gpulease.domain.errors import DomainError, Unauthorized
+from gpulease.domain.errors import DomainError, TooManyRequests, Unauthorized
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.services import (
@@ -93,8 +93,8 @@ def login(request: Request, p: PlatformDep, email: Annotated[str, Form()],
           password: Annotated[str, Form()]) -> Response:
     try:
         session = accounts.console_login(p, email, password)
-    except Unauthorized as exc:
-        return _page("login.html", 401, error=exc.detail, email=email)
+    except (Unauthorized, TooManyRequests) as exc:
+        return _page("login.html", exc.status, error=exc.detail, email=email)
     done = RedirectResponse("/console/", status_code=303)
     done.set_cookie(COOKIE, session.token, max_age=int(accounts.CONSOLE_SESSION.total_seconds()),
                     httponly=True, samesite="strict", secure=request.url.scheme == "https",

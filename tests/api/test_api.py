@@ -262,3 +262,32 @@ def test_a_user_sets_a_console_password(fleet: Platform, server: LiveServer,
     session = accounts.console_login(fleet, email.upper(), "a long enough passphrase")
     assert accounts.authenticate(fleet, session.token).user_id == admin.id
     assert session.expires_at is not None
+
+
+def test_wrong_console_passwords_in_a_row_block_sign_in_for_a_while(
+    fleet: Platform, tenant: TenantCtx
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from gpulease.domain.errors import TooManyRequests, Unauthorized
+    from tests.services.test_leases import MovableClock
+
+    clock = MovableClock(datetime(2026, 12, 1, 9, 0, tzinfo=UTC))
+    fleet.clock = clock
+    accounts.set_own_password(fleet, tenant.principal, "a long enough passphrase")
+    with fleet.db.read() as s:
+        email = s.scalar(select(User.email).where(User.id == tenant.principal.user_id))
+    assert email
+    for _ in range(accounts.SIGN_IN_ATTEMPTS):
+        with pytest.raises(Unauthorized, match="Wrong e-mail or password"):
+            accounts.console_login(fleet, email, "not the passphrase")
+    with pytest.raises(TooManyRequests, match="try again after 09:15 UTC"):
+        accounts.console_login(fleet, email, "a long enough passphrase")  # even the right one
+    # An unknown e-mail gets the same answer as a wrong password, and blocks nothing.
+    with pytest.raises(Unauthorized, match="Wrong e-mail or password"):
+        accounts.console_login(fleet, "nobody@example.com", "whatever it is")
+    clock.move(minutes=15)
+    assert accounts.console_login(fleet, email, "a long enough passphrase").expires_at == (
+        clock.now() + timedelta(hours=12))
+    with fleet.db.read() as s:
+        assert s.scalar(select(User.failed_sign_ins).where(User.email == email)) == 0
