@@ -2,9 +2,10 @@
 
 A tenant signs in with e-mail and password (the session is a 12-hour API token in an
 HttpOnly, SameSite=Strict cookie), sees the catalog with live stock, orders, watches the
-delivery stage by stage (the page refreshes itself until the instance settles), reveals the
-root password once, releases, and sees the wallet, the ledger and the invoices (PDF).
-Operators see the fleet. Forms post only from this origin. No JavaScript, no CDN.
+delivery stage by stage (the page refreshes itself until the instance settles) and then its
+GPUs' telemetry and hardware alerts, reveals the root password once, releases, and sees
+the wallet, the ledger and the invoices (PDF). Operators see the fleet. Forms post only
+from this origin. No JavaScript, no CDN.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.services import (
     accounts,
+    agents,
     catalog,
     instances,
     inventory,
@@ -39,6 +41,7 @@ COOKIE = "gpulease_session"
 SETTLED = {"ready", "failed", "released"}
 templates = Environment(loader=FileSystemLoader(HERE / "templates"),
                         autoescape=select_autoescape(["html"]))
+templates.filters["num"] = lambda v: "—" if v is None else f"{v:,.0f}"
 router = APIRouter(prefix="/console", include_in_schema=False)
 static = StaticFiles(directory=HERE / "static")
 
@@ -118,7 +121,7 @@ def home(p: PlatformDep, who: Who) -> HTMLResponse:
     money = wallet.show_wallet(p, who) if not who.is_operator else None
     nodes = inventory.list_nodes(p, who, limit=500).items if who.is_operator else []
     return _page("home.html", **_ctx(p, who, instances=listed.items, total=listed.total,
-                                     wallet=money, nodes=nodes, refresh=busy))
+                                     wallet=money, nodes=nodes, refresh=2 if busy else None))
 
 
 @router.get("/catalog", response_class=HTMLResponse)
@@ -155,8 +158,12 @@ def instance_page(instance_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
         view = instances.show_instance(p, who, instance_id)
     except DomainError as exc:  # another tenant's, or none: said on a page, not as JSON
         return _page("base.html", exc.status, **_ctx(p, who, error=exc.detail))
-    return _page("instance.html", **_ctx(p, who, inst=view,
-                                         refresh=view.status not in SETTLED))
+    # Telemetry arrives about once a minute: a delivered instance's page looks again every
+    # 30 s, one still on its way every 2 s.
+    ready = view.status == "ready"
+    return _page("instance.html", **_ctx(
+        p, who, inst=view, telemetry=agents.instance_metrics(p, who, view.id) if ready else None,
+        refresh=2 if view.status not in SETTLED else 30 if ready else None))
 
 
 @router.post("/instances/{instance_id}/credentials", dependencies=[SameOrigin])

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from gpulease.demo_agents import DemoAgents
 from gpulease.domain.errors import Unauthorized
 from gpulease.platform import Platform
 from gpulease.services import accounts
@@ -97,11 +98,16 @@ def test_a_tenant_orders_watches_and_releases_in_the_browser(
     assert page.inner_text("#ssh").startswith("ssh root@")
     assert "ready" in page.inner_text("#stages")
 
+    assert "none yet" in page.inner_text("main")  # no telemetry before the agent's push
     page.click("#reveal")
     password = page.inner_text("#root-password")
     assert len(password) >= 16
+    DemoAgents(fleet).tick()  # the (simulated) node agent pushes its first summary
     page.goto(f"{live.url}/console/instances/{iid}")
     assert page.locator("#reveal").count() == 0  # shown once
+    gpus = page.locator("table.telemetry tr")
+    assert gpus.count() == 9  # a header and the 8 GPUs
+    assert re.fullmatch(r"\d+", gpus.nth(1).locator("td").nth(1).inner_text())  # temp °C
 
     page.goto(f"{live.url}/console/")
     assert "trial-run" in page.inner_text("#instances")
