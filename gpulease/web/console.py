@@ -163,7 +163,15 @@ def instance_page(instance_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
     ready = view.status == "ready"
     return _page("instance.html", **_ctx(
         p, who, inst=view, telemetry=agents.instance_metrics(p, who, view.id) if ready else None,
+        **_evidence(p, who, view.id),
         refresh=2 if view.status not in SETTLED else 30 if ready else None))
+
+
+def _evidence(p: Platform, who: Principal, instance_id: str) -> dict[str, Any]:
+    """What the tenant is handed as proof: the acceptance reports that gated delivery, and
+    one erase certificate per disk after release."""
+    return {"acceptance": agents.acceptance_reports(p, who, instance_id),
+            "certificates": agents.instance_certificates(p, who, instance_id)}
 
 
 @router.post("/instances/{instance_id}/credentials", dependencies=[SameOrigin])
@@ -174,7 +182,8 @@ def reveal(instance_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
     except DomainError as exc:
         creds, error = None, exc.detail
     return _page("instance.html", **_ctx(p, who, inst=instances.show_instance(
-        p, who, instance_id), credentials=creds, error=error, refresh=False))
+        p, who, instance_id), credentials=creds, error=error, refresh=None,
+        **_evidence(p, who, instance_id)))
 
 
 @router.post("/instances/{instance_id}/release", dependencies=[SameOrigin])
@@ -183,7 +192,8 @@ def release(instance_id: str, p: PlatformDep, who: Who) -> Response:
         instances.release_instance(p, who, instance_id)
     except DomainError as exc:
         return _page("instance.html", exc.status, **_ctx(
-            p, who, inst=instances.show_instance(p, who, instance_id), error=exc.detail))
+            p, who, inst=instances.show_instance(p, who, instance_id), error=exc.detail,
+            **_evidence(p, who, instance_id)))
     return RedirectResponse(f"/console/instances/{instance_id}", status_code=303)
 
 

@@ -99,6 +99,7 @@ def test_a_tenant_orders_watches_and_releases_in_the_browser(
     assert "ready" in page.inner_text("#stages")
 
     assert "none yet" in page.inner_text("main")  # no telemetry before the agent's push
+    assert "passed" in page.inner_text("#acceptance")  # the report that gated delivery
     page.click("#reveal")
     password = page.inner_text("#root-password")
     assert len(password) >= 16
@@ -120,6 +121,9 @@ def test_a_tenant_orders_watches_and_releases_in_the_browser(
     page.goto(f"{live.url}/console/instances/{iid}")
     page.click("#release")
     _status_becomes(page, "released")
+    page.reload()
+    erased = page.inner_text("#certificates")
+    assert "erased" in erased and "simulated" in erased  # one certificate per disk
 
     # A form posted from another site is refused, even with the session cookie.
     forged = httpx.post(f"{live.url}/console/instances/{iid}/release",
