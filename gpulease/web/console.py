@@ -21,7 +21,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from gpulease.api.deps import PlatformDep
 from gpulease.domain.accounts import Principal
-from gpulease.domain.errors import DomainError, TooManyRequests, Unauthorized
+from gpulease.domain.errors import DomainError, InvalidInput, TooManyRequests, Unauthorized
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.services import (
@@ -195,6 +195,22 @@ def release(instance_id: str, p: PlatformDep, who: Who) -> Response:
             p, who, inst=instances.show_instance(p, who, instance_id), error=exc.detail,
             **_evidence(p, who, instance_id)))
     return RedirectResponse(f"/console/instances/{instance_id}", status_code=303)
+
+
+@router.post("/nodes/{node_id}/{action}", dependencies=[SameOrigin])
+def node_action(node_id: str, action: str, p: PlatformDep, who: Who,
+                reason: Annotated[str | None, Form()] = None) -> Response:
+    """Operator: drain (maintenance once free), maintenance now, or resume a node."""
+    acts = {"drain": lambda: inventory.drain_node(p, who, node_id, reason or None),
+            "maintenance": lambda: inventory.maintenance_node(p, who, node_id, reason or None),
+            "resume": lambda: inventory.resume_node(p, who, node_id)}
+    try:
+        if action not in acts:
+            raise InvalidInput("action", f"Unknown node action {action!r}.", sorted(acts))
+        acts[action]()
+    except DomainError as exc:
+        return _page("base.html", exc.status, **_ctx(p, who, error=exc.detail))
+    return RedirectResponse("/console/", status_code=303)
 
 
 @router.get("/billing", response_class=HTMLResponse)

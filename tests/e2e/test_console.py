@@ -149,6 +149,13 @@ def test_an_operator_sees_the_fleet(fleet: Platform, live: LiveServer, browser: 
     page.click("button[type=submit]")
     nodes = page.inner_text("#nodes")
     assert "sim-h100-80g-x8-ningxia-1-01" in nodes and "simulated" in nodes
+    # Drain a free node: it goes to maintenance at once; resume brings it back.
+    page.click('button[data-node="sim-h100-80g-x8-ningxia-1-02"]')
+    row = page.locator("#nodes tr", has_text="sim-h100-80g-x8-ningxia-1-02")
+    assert "maintenance" in row.inner_text() and "drained from the console" in row.inner_text()
+    page.click('button[data-node="sim-h100-80g-x8-ningxia-1-02"]')
+    row = page.locator("#nodes tr", has_text="sim-h100-80g-x8-ningxia-1-02")
+    assert "available" in row.inner_text()
     page.goto(f"{live.url}/console/catalog")
     assert page.locator("form.order-form").count() == 0  # operators do not order
     page.close()
