@@ -5,6 +5,7 @@ threads, measured in the same run through the same engine. Prints JSON."""
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import threading
 import time
@@ -24,7 +25,7 @@ from gpulease.platform import Platform  # noqa: E402
 from gpulease.schemas import OrderRequest  # noqa: E402
 from gpulease.services import accounts, orders  # noqa: E402
 
-FLEET = 10_000  # 1,220 orders in all leave most of it free
+FLEET = 10_000  # 1,320 orders in all leave most of it free
 CLIENTS = 8
 ORDERS_PER_CLIENT = 150
 
@@ -88,6 +89,16 @@ def statements_per_order(p: Platform, place: Callable[[], None], n: int = 20) ->
     return sent[0] / n
 
 
+def one_order_ms(place: Callable[[], None], n: int = 100) -> float:
+    """Median time of one order placed with no other order running (no contention)."""
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        place()
+        times.append(time.perf_counter() - t)
+    return round(statistics.median(times) * 1000, 3)
+
+
 def run(db: str) -> dict[str, object]:
     with bench_platform(db) as p:
         build_fleet(p)
@@ -106,6 +117,7 @@ def run(db: str) -> dict[str, object]:
         total = CLIENTS * ORDERS_PER_CLIENT
         elapsed = parallel(CLIENTS, [ORDERS_PER_CLIENT] * CLIENTS, place)
         statements = statements_per_order(p, place)
+        alone_ms = one_order_ms(place)
 
         with p.db.write() as s:
             s.execute(text("CREATE TABLE bench_rows (id INTEGER PRIMARY KEY, n INTEGER)"))
@@ -129,6 +141,7 @@ def run(db: str) -> dict[str, object]:
                 "raw_write_txn_per_s": round(raw_per_s, 1),
                 "orders_per_raw_txn": round(orders_per_s / raw_per_s, 3),
                 "statements_per_order": statements,
+                "one_order_alone_p50_ms": alone_ms,
                 "aim_orders_per_s_postgresql": 300}
 
 

@@ -24,13 +24,11 @@ from datetime import datetime
 from sqlalchemy import (
     ColumnElement,
     Connection,
-    Integer,
     Select,
     and_,
     bindparam,
     func,
     insert,
-    literal_column,
     select,
     update,
 )
@@ -97,44 +95,39 @@ _CLAIM_ONE_WAITING = _claim_update(Node.id == _pick_one(skip_locked=False))
 _CLAIM_LISTED = _claim_update(Node.id.in_(bindparam("claim_ids", expanding=True)))
 
 
-def _allocation(limit: bool) -> Executable:
-    nodes = bindparam("alloc_nodes", expanding=True)
-    active = select(GpuAllocation.gpu_id).where(GpuAllocation.node_id.in_(nodes),
-                                                GpuAllocation.released_at.is_(None))
-    free = (select(Gpu.id, Gpu.node_id, bindparam("alloc_instance"),
-                   bindparam("alloc_at", type_=UtcDateTime()))
-            .where(Gpu.node_id.in_(nodes), Gpu.id.not_in(active)))
-    if limit:
-        free = free.order_by(Gpu.index).limit(bindparam("alloc_count", type_=Integer()))
-    # The GPU's index comes back with the row (a correlated subquery in RETURNING, written
-    # out because SQLite names the target table's columns there without a qualifier).
-    index = literal_column(
-        '(SELECT g."index" FROM gpus AS g WHERE g.id = gpu_allocations.gpu_id)', Integer)
-    return (insert(GpuAllocation)
-            .from_select(["gpu_id", "node_id", "instance_id", "created_at"], free)
-            .returning(GpuAllocation.node_id, index))
-
-
-_ALLOCATE_NODES = _allocation(limit=False)
-_ALLOCATE_SLICE = _allocation(limit=True)
+# The nodes' GPUs, each with whether it is held now. The check sits in the select list, so
+# every database runs it as one probe per GPU into the partial unique index of active
+# allocations, whatever its statistics say (as a join, a stale estimate made PostgreSQL
+# hash every active allocation for each order).
+_GPUS_OF_NODES = (
+    select(Gpu.id, Gpu.node_id, Gpu.index,
+           select(GpuAllocation.id).where(GpuAllocation.gpu_id == Gpu.id,
+                                          GpuAllocation.released_at.is_(None))
+           .correlate(Gpu).limit(1).scalar_subquery())
+    .where(Gpu.node_id.in_(bindparam("alloc_nodes", expanding=True)))
+    .order_by(Gpu.node_id, Gpu.index)
+)
+_INSERT_ALLOCATIONS = insert(GpuAllocation)
 
 
 def allocate_gpus(conn: Connection, node_ids: list[str], instance_id: str, now: datetime,
                   count: int | None = None) -> dict[str, list[int]]:
-    """Hold every free GPU of the nodes, or `count` of one node's, in one INSERT … SELECT;
-    returns the GPU indices held per node. The unique index refuses a GPU held already."""
-    params: dict[str, object] = {"alloc_nodes": node_ids, "alloc_instance": instance_id,
-                                 "alloc_at": now}
+    """Hold every free GPU of the nodes, or the first `count` free of one node's: read
+    them with their indices, then insert the allocations in one statement; returns the
+    indices held per node. The unique index refuses a GPU another order took in between."""
+    rows = conn.execute(_GPUS_OF_NODES, {"alloc_nodes": node_ids}).all()
+    free = [(gpu_id, node_id, index) for gpu_id, node_id, index, held in rows if held is None]
     if count:
-        params["alloc_count"] = count
-    rows = conn.execute(_ALLOCATE_SLICE if count else _ALLOCATE_NODES, params).all()
+        if len(free) < count:
+            raise Raced()
+        free = free[:count]
+    if free:
+        conn.execute(_INSERT_ALLOCATIONS, [
+            {"gpu_id": gpu_id, "node_id": node_id, "instance_id": instance_id,
+             "created_at": now} for gpu_id, node_id, _ in free])
     held: dict[str, list[int]] = {n: [] for n in node_ids}
-    for node_id, index in rows:
+    for _, node_id, index in free:
         held[node_id].append(index)
-    for indices in held.values():
-        indices.sort()
-    if count and sum(map(len, held.values())) != count:
-        raise Raced()
     return held
 
 
