@@ -25,6 +25,7 @@ import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest
 
+from gpulease.configdrive import hash_root_password
 from gpulease.ports.runtime import ContainerHandle, ContainerSpec, RuntimeError_
 
 LABEL = "io.gpulease.instance"
@@ -56,8 +57,6 @@ def _fail(message: str, retryable: bool) -> RuntimeError_:
 
 
 class DockerRuntime:
-    simulated = False
-
     def __init__(self, image_for: Callable[[str], str], gpus: str = "nvidia",
                  timeout_s: float = 30.0, tls_dir: str = "") -> None:
         if gpus not in ("nvidia", "none"):
@@ -158,9 +157,11 @@ class DockerRuntime:
 
 
 def _init_files(spec: ContainerSpec) -> bytes:
-    """The tenant's keys and the root password's hash, as a tar for put_archive."""
+    """The tenant's keys and the root password's hash (bcrypt, hashed here: only when the
+    container is created), as a tar for put_archive."""
+    hashed = hash_root_password(spec.root_password) if spec.root_password else "*"
     files = {"root/.ssh/authorized_keys": ("\n".join(spec.ssh_keys) + "\n", 0o600),
-             "etc/gpulease/root-password": (f"root:{spec.root_password_hash or '*'}\n", 0o600)}
+             "etc/gpulease/root-password": (f"root:{hashed}\n", 0o600)}
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for folder in ("root/.ssh", "etc/gpulease"):

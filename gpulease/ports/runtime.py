@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 
@@ -19,7 +19,8 @@ class ContainerSpec:
     ssh_keys: tuple[str, ...]
     # The shared server's Docker engine (unix://, tcp:// or ssh://); None: simulated host.
     engine_url: str | None = None
-    root_password_hash: str | None = None  # crypt(3) hash; None: no password login
+    # The one-time root password (the runtime stores only its hash); None: keys only.
+    root_password: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
-from gpulease.configdrive import ConfigDriveSpec, build_iso, hash_root_password
+from gpulease.configdrive import ConfigDriveSpec, build_iso
 from gpulease.db.repositories import bound_nodes, instance_allocations
 from gpulease.db.tables import ConfigDrive, Event, GpuAllocation, Instance, Node
 from gpulease.domain.states import (
@@ -411,11 +411,11 @@ def process_instance(p: Platform, claim: Claim) -> None:
 
 def _container_spec(s: Session, p: Platform, inst: Instance) -> ContainerSpec:
     (node, gpus, _held), = instance_allocations(s, inst.id)
-    password = p.box.open(inst.root_password_enc) if inst.root_password_enc else None
     return ContainerSpec(instance_id=inst.id, node_name=node.name, gpu_indices=tuple(gpus),
                          image_id=inst.image_id, ssh_keys=tuple(inst.ssh_keys.splitlines()),
                          engine_url=node.runtime_url,
-                         root_password_hash=hash_root_password(password) if password else None)
+                         root_password=p.box.open(inst.root_password_enc)
+                         if inst.root_password_enc else None)
 
 
 def _mark_ready(s: Session, p: Platform, inst: Instance, now: datetime) -> None:
