@@ -49,25 +49,13 @@ def post(s: Session, wallet: Wallet, kind: str, amount: Decimal, now: datetime, 
     amount = to_fen(amount)
     wallet.balance = to_fen(wallet.balance + amount)
     wallet.updated_at = now
-    entry = LedgerEntry(**_entry_row(
-        wallet.tenant_id, kind, amount, wallet.balance, now, reference=reference,
-        instance_id=instance_id, user_id=user_id, item=item, quantity=quantity, unit=unit,
-        unit_price=unit_price, service_at=service_at, invoice_id=invoice_id))
+    entry = LedgerEntry(tenant_id=wallet.tenant_id, at=now, kind=kind, amount=amount,
+                        balance_after=wallet.balance, reference=reference,
+                        instance_id=instance_id, created_by=user_id, item=item,
+                        quantity=quantity, unit=unit, unit_price=unit_price,
+                        service_at=service_at, invoice_id=invoice_id)
     s.add(entry)
     return entry
-
-
-def _entry_row(tenant_id: str, kind: str, amount: Decimal, balance_after: Decimal,
-               now: datetime, *, reference: str | None = None, instance_id: str | None = None,
-               user_id: str | None = None, item: str | None = None,
-               quantity: Decimal | None = None, unit: str | None = None,
-               unit_price: Decimal | None = None, service_at: datetime | None = None,
-               invoice_id: str | None = None) -> dict[str, Any]:
-    return {"tenant_id": tenant_id, "at": now, "kind": kind, "amount": amount,
-            "balance_after": balance_after, "reference": reference,
-            "instance_id": instance_id, "created_by": user_id, "item": item,
-            "quantity": quantity, "unit": unit, "unit_price": unit_price,
-            "service_at": service_at, "invoice_id": invoice_id}
 
 
 def _sum(s: Session, *where: Any) -> Decimal:
@@ -139,9 +127,11 @@ def hold_first_period(s: Session, p: Platform, inst: Instance, now: datetime) ->
         require_cover(wallet, amount, f"This order holds its first {inst.term}:")
         post(s, wallet, "hold", -amount, now, instance_id=inst.id, reference=reference)
         return amount
-    conn.execute(insert(LedgerEntry), _entry_row(
-        inst.tenant_id, "hold", -amount, to_fen(Decimal(balance)), now,
-        instance_id=inst.id, reference=reference))
+    # The entry post() would write (the columns it leaves empty stay NULL).
+    conn.execute(insert(LedgerEntry), {
+        "tenant_id": inst.tenant_id, "at": now, "kind": "hold", "amount": -amount,
+        "balance_after": to_fen(Decimal(balance)), "reference": reference,
+        "instance_id": inst.id})
     return amount
 
 
