@@ -23,7 +23,7 @@ from gpulease.api.deps import PlatformDep
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import DomainError, InvalidInput, TooManyRequests, Unauthorized
 from gpulease.platform import Platform
-from gpulease.schemas import OrderRequest
+from gpulease.schemas import InstanceView, OrderRequest
 from gpulease.services import (
     accounts,
     agents,
@@ -39,6 +39,7 @@ from gpulease.services import (
 HERE = Path(__file__).resolve().parent
 COOKIE = "gpulease_session"
 SETTLED = {"ready", "failed", "released"}
+FLEET_PAGE = 500  # nodes on the operator's page; the API pages through the rest
 templates = Environment(loader=FileSystemLoader(HERE / "templates"),
                         autoescape=select_autoescape(["html"]))
 templates.filters["num"] = lambda v: "—" if v is None else f"{v:,.0f}"
@@ -82,8 +83,8 @@ def install(app: Any) -> None:
         return RedirectResponse("/console/login", status_code=303)
 
 
-def _ctx(p: Platform, who: Principal, **extra: Any) -> dict[str, Any]:
-    return {"who": who, "simulated_fleet": p.drivers.fleet is not None, **extra}
+def _ctx(who: Principal, **extra: Any) -> dict[str, Any]:
+    return {"who": who, **extra}
 
 
 @router.get("/login", response_class=HTMLResponse)
@@ -119,14 +120,14 @@ def home(p: PlatformDep, who: Who) -> HTMLResponse:
     listed = instances.list_instances(p, who, limit=100)
     busy = any(i.status not in SETTLED for i in listed.items)
     money = wallet.show_wallet(p, who) if not who.is_operator else None
-    nodes = inventory.list_nodes(p, who, limit=500).items if who.is_operator else []
-    return _page("home.html", **_ctx(p, who, instances=listed.items, total=listed.total,
-                                     wallet=money, nodes=nodes, refresh=2 if busy else None))
+    fleet = inventory.list_nodes(p, who, limit=FLEET_PAGE) if who.is_operator else None
+    return _page("home.html", **_ctx(who, instances=listed.items, total=listed.total,
+                                     wallet=money, fleet=fleet, refresh=2 if busy else None))
 
 
 @router.get("/catalog", response_class=HTMLResponse)
 def catalog_page(p: PlatformDep, who: Who) -> HTMLResponse:
-    return _page("catalog.html", **_ctx(p, who, catalog=catalog.catalog_view(p)))
+    return _page("catalog.html", **_ctx(who, catalog=catalog.catalog_view(p)))
 
 
 @router.post("/orders", dependencies=[SameOrigin])
@@ -144,11 +145,11 @@ def order(p: PlatformDep, who: Who, kind: Annotated[str, Form()],
                            ssh_keys=[k for k in ssh_key.splitlines() if k.strip()])
         view, _ = orders.place_order(p, who, req)
     except DomainError as exc:
-        return _page("catalog.html", exc.status, **_ctx(
-            p, who, catalog=catalog.catalog_view(p), error=exc.detail))
+        return _page("catalog.html", exc.status,
+                     **_ctx(who, catalog=catalog.catalog_view(p), error=exc.detail))
     except ValueError as exc:  # the request model refused a field
-        return _page("catalog.html", 422, **_ctx(
-            p, who, catalog=catalog.catalog_view(p), error=str(exc)))
+        return _page("catalog.html", 422,
+                     **_ctx(who, catalog=catalog.catalog_view(p), error=str(exc)))
     return RedirectResponse(f"/console/instances/{view.id}", status_code=303)
 
 
@@ -157,21 +158,24 @@ def instance_page(instance_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
     try:
         view = instances.show_instance(p, who, instance_id)
     except DomainError as exc:  # another tenant's, or none: said on a page, not as JSON
-        return _page("base.html", exc.status, **_ctx(p, who, error=exc.detail))
+        return _page("base.html", exc.status, **_ctx(who, error=exc.detail))
     # Telemetry arrives about once a minute: a delivered instance's page looks again every
     # 30 s, one still on its way every 2 s.
     ready = view.status == "ready"
     return _page("instance.html", **_ctx(
-        p, who, inst=view, telemetry=agents.instance_metrics(p, who, view.id) if ready else None,
-        **_evidence(p, who, view.id),
+        who, inst=view, telemetry=agents.instance_metrics(p, who, view.id) if ready else None,
+        **_evidence(p, who, view),
         refresh=2 if view.status not in SETTLED else 30 if ready else None))
 
 
-def _evidence(p: Platform, who: Principal, instance_id: str) -> dict[str, Any]:
+def _evidence(p: Platform, who: Principal, inst: InstanceView) -> dict[str, Any]:
     """What the tenant is handed as proof: the acceptance reports that gated delivery, and
-    one erase certificate per disk after release."""
-    return {"acceptance": agents.acceptance_reports(p, who, instance_id),
-            "certificates": agents.instance_certificates(p, who, instance_id)}
+    one erase certificate per disk once it is handed back (each read only when there can
+    be any: a delivering page reloads every 2 s)."""
+    ending = inst.status in ("releasing", "released", "failed")
+    return {"acceptance": agents.acceptance_reports(p, who, inst.id)
+            if inst.status != "pending" else [],
+            "certificates": agents.instance_certificates(p, who, inst.id) if ending else []}
 
 
 @router.post("/instances/{instance_id}/credentials", dependencies=[SameOrigin])
@@ -181,9 +185,9 @@ def reveal(instance_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
         error = None
     except DomainError as exc:
         creds, error = None, exc.detail
-    return _page("instance.html", **_ctx(p, who, inst=instances.show_instance(
-        p, who, instance_id), credentials=creds, error=error, refresh=None,
-        **_evidence(p, who, instance_id)))
+    view = instances.show_instance(p, who, instance_id)
+    return _page("instance.html", **_ctx(who, inst=view, credentials=creds, error=error,
+                                         refresh=None, **_evidence(p, who, view)))
 
 
 @router.post("/instances/{instance_id}/release", dependencies=[SameOrigin])
@@ -191,9 +195,9 @@ def release(instance_id: str, p: PlatformDep, who: Who) -> Response:
     try:
         instances.release_instance(p, who, instance_id)
     except DomainError as exc:
-        return _page("instance.html", exc.status, **_ctx(
-            p, who, inst=instances.show_instance(p, who, instance_id), error=exc.detail,
-            **_evidence(p, who, instance_id)))
+        view = instances.show_instance(p, who, instance_id)
+        return _page("instance.html", exc.status,
+                     **_ctx(who, inst=view, error=exc.detail, **_evidence(p, who, view)))
     return RedirectResponse(f"/console/instances/{instance_id}", status_code=303)
 
 
@@ -209,7 +213,7 @@ def node_action(node_id: str, action: str, p: PlatformDep, who: Who,
             raise InvalidInput("action", f"Unknown node action {action!r}.", sorted(acts))
         acts[action]()
     except DomainError as exc:
-        return _page("base.html", exc.status, **_ctx(p, who, error=exc.detail))
+        return _page("base.html", exc.status, **_ctx(who, error=exc.detail))
     return RedirectResponse("/console/", status_code=303)
 
 
@@ -218,7 +222,7 @@ def billing(p: PlatformDep, who: Who) -> HTMLResponse:
     money = wallet.show_wallet(p, who) if not who.is_operator else None
     entries = wallet.ledger(p, who, limit=50).items if not who.is_operator else []
     bills = invoices.list_invoices(p, who, limit=50).items
-    return _page("billing.html", **_ctx(p, who, wallet=money, ledger=entries, invoices=bills))
+    return _page("billing.html", **_ctx(who, wallet=money, ledger=entries, invoices=bills))
 
 
 @router.get("/invoices/{invoice_id}.pdf")
@@ -226,7 +230,7 @@ def invoice_pdf(invoice_id: str, p: PlatformDep, who: Who) -> Response:
     try:
         inv = invoices.show_invoice(p, who, invoice_id)
     except DomainError as exc:
-        return _page("base.html", exc.status, **_ctx(p, who, error=exc.detail))
+        return _page("base.html", exc.status, **_ctx(who, error=exc.detail))
     pdf = invoice_documents.render_pdf(inv, p.settings.invoice_issuer,
                                        p.settings.invoice_issuer_tax_id)
     return Response(pdf, media_type="application/pdf", headers={
