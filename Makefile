@@ -17,7 +17,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check gpulease tests bench
-	$(BIN)/mypy gpulease/domain gpulease/ports
+	$(BIN)/mypy gpulease
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)

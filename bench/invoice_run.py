@@ -7,7 +7,7 @@ ledger entries (egress and extra storage, 10 per instance).
 Timed, in the same run on the same data:
 - the invoice run: draft every tenant's invoice of the month (claim the entries, one line
   per instance/kind/item/price with VAT split per line, totals), then finalize (refresh,
-  number, seal), through `services.invoices.run_period`;
+  number, seal), through `services.invoice_run.run_period`;
 - the baseline: one SQL aggregation of the same ledger rows, grouped as the lines are, fetched
   into Python. ratio = run ÷ baseline;
 - quote latency: `services.quotes.make_quote` in process, p50/p99.
@@ -36,7 +36,7 @@ from gpulease.db.tables import Invoice, InvoiceLine, LedgerEntry  # noqa: E402
 from gpulease.domain.invoicing import BILLABLE_KINDS  # noqa: E402
 from gpulease.platform import Platform  # noqa: E402
 from gpulease.schemas import QuoteRequest  # noqa: E402
-from gpulease.services import invoices, quotes  # noqa: E402
+from gpulease.services import invoice_run, quotes  # noqa: E402
 
 PERIOD = "2026-11"
 START = datetime(2026, 11, 1, tzinfo=UTC)
@@ -176,8 +176,8 @@ def main() -> None:
             expected = -Decimal(str(s.scalar(select(func.sum(LedgerEntry.amount)).where(
                 LedgerEntry.kind.in_(BILLABLE_KINDS)))))
         base_s, groups = baseline_s(p)
-        draft = invoices.run_period(p, PERIOD)
-        final = invoices.run_period(p, PERIOD, finalize=True)
+        draft = invoice_run.run_period(p, PERIOD)
+        final = invoice_run.run_period(p, PERIOD, finalize=True)
         base2_s, _ = baseline_s(p)  # claimed now: the same query over no rows, for scale
         with p.db.read() as s:
             total = Decimal(str(s.scalar(select(func.sum(Invoice.total)))))

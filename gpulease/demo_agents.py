@@ -16,6 +16,7 @@ from gpulease.agent.simulated import MODELS, SimulatedGpus, VirtualClock, parse_
 from gpulease.db.tables import Node
 from gpulease.platform import Platform
 from gpulease.services import agents
+from gpulease.services.node_agents import is_simulated
 
 log = logging.getLogger("gpulease.demo")
 
@@ -46,7 +47,8 @@ class DemoAgents:
         """One push per active simulated node; returns how many were pushed."""
         with self.p.db.read() as s:
             nodes = [n for n in s.scalars(select(Node).where(Node.status == "active"))
-                     if n.agent_kind == "builtin" and self.p.drivers.simulated(n.bmc_driver)]
+                     if n.agent_kind == "builtin"
+                     and is_simulated(self.p, n.bmc_driver, n.agent_kind)]
             s.expunge_all()
         for node in nodes:
             sku = self.p.catalog.sku_by_id.get(node.sku)

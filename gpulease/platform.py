@@ -32,7 +32,7 @@ class Drivers:
     """Drivers by interface; BMC drivers in a typed registry keyed by the node's bmc_driver."""
 
     bmc: dict[str, BmcFactory]
-    agents: dict[str, Agent]  # by the node's bmc_driver, until the real agent (issue 4)
+    agents: dict[str, Agent]  # stand-in agents by the node's bmc_driver (agent_kind builtin)
     runtime: ContainerRuntime  # shared hosts without an engine URL (the demo's)
     fleet: SimulatedFleet | None = None
     docker: ContainerRuntime | None = None  # shared hosts with a Docker engine URL
@@ -43,13 +43,6 @@ class Drivers:
         if self.docker is None:
             raise LookupError("no Docker runtime configured for hosts with an engine URL")
         return self.docker
-
-    def simulated(self, driver: str, agent_kind: str = "builtin") -> bool:
-        """True when a node on this BMC driver has simulated hardware or a simulated agent
-        (a node with agent_kind "gpulease" runs the real agent)."""
-        agent = self.agents.get(driver)
-        return driver == "simulated" or (
-            agent_kind == "builtin" and bool(getattr(agent, "simulated", False)))
 
     def agent_for(self, driver: str) -> Agent:
         try:

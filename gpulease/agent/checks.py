@@ -127,7 +127,9 @@ def hbm_gbps(device: str, mib: int = 1024, iters: int = 20) -> float:
     dst = torch.empty_like(src)
     moved = 2 * src.numel() * 4 * iters
     best = 0.0
-    for op in (lambda: dst.copy_(src), lambda: torch.add(src, 1.0, out=dst)):
+    ops: tuple[Callable[[], Any], ...] = (lambda: dst.copy_(src),
+                                          lambda: torch.add(src, 1.0, out=dst))
+    for op in ops:
         op()
         _sync(torch, dev)
         start = time.perf_counter()
@@ -146,8 +148,9 @@ def host_copy_gbps(device: str, mib: int = 1024, iters: int = 10) -> tuple[float
     host = torch.empty(mib * 2**20, dtype=torch.uint8, pin_memory=pinned)
     gpu = torch.empty(mib * 2**20, dtype=torch.uint8, device=dev)
     rates = []
-    for copy in (lambda: gpu.copy_(host, non_blocking=True),
-                 lambda: host.copy_(gpu, non_blocking=True)):
+    copies: tuple[Callable[[], Any], ...] = (lambda: gpu.copy_(host, non_blocking=True),
+                                             lambda: host.copy_(gpu, non_blocking=True))
+    for copy in copies:
         copy()
         _sync(torch, dev)
         start = time.perf_counter()

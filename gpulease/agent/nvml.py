@@ -18,11 +18,16 @@ except ImportError:  # pragma: no cover - nvidia-ml-py is a dependency
     nv = None
 
 
-def _maybe(call: Callable[[], T]) -> T | None:
+def _maybe(call: Callable[..., T], *args: Any) -> T | None:
+    """call(*args), or None where the GPU or driver does not support it."""
     try:
-        return call()
+        return call(*args)
     except nv.NVMLError:
         return None
+
+
+def _num(value: Any, kind: Callable[[Any], T]) -> T | None:
+    return None if value is None else kind(value)
 
 
 def _text(value: Any) -> str:
@@ -55,15 +60,14 @@ class NvmlBackend:
         except nv.NVMLError:
             return None
         for h in self._handles:
-            _maybe(lambda h=h: nv.nvmlDeviceRegisterEvents(
-                h, nv.nvmlEventTypeXidCriticalError, events))
+            _maybe(nv.nvmlDeviceRegisterEvents, h, nv.nvmlEventTypeXidCriticalError, events)
         return events
 
     @staticmethod
     def _link_count(handle: Any) -> int:
         links = 0
         for link in range(nv.NVML_NVLINK_MAX_LINKS):
-            if _maybe(lambda link=link: nv.nvmlDeviceGetNvLinkState(handle, link)) is None:
+            if _maybe(nv.nvmlDeviceGetNvLinkState, handle, link) is None:
                 break
             links += 1
         return links
@@ -72,20 +76,19 @@ class NvmlBackend:
         out = []
         for i, h in enumerate(self._handles):
             mem = nv.nvmlDeviceGetMemoryInfo(h)
-            pci = _maybe(lambda h=h: nv.nvmlDeviceGetPciInfo(h))
+            pci = _maybe(nv.nvmlDeviceGetPciInfo, h)
             links = self._nvlinks[i]
-            up = sum(1 for link in range(links)
-                     if _maybe(lambda h=h, link=link: nv.nvmlDeviceGetNvLinkState(h, link)))
+            up = sum(1 for link in range(links) if _maybe(nv.nvmlDeviceGetNvLinkState, h, link))
             out.append(GpuInfo(
                 index=i, name=self._names[i], uuid=self._uuids[i],
                 memory_mib=int(mem.total // 2**20),
                 pci_bus_id=_text(pci.busId) if pci is not None else None,
-                pcie_gen=_maybe(lambda h=h: nv.nvmlDeviceGetCurrPcieLinkGeneration(h)),
-                pcie_gen_max=_maybe(lambda h=h: nv.nvmlDeviceGetMaxPcieLinkGeneration(h)),
-                pcie_width=_maybe(lambda h=h: nv.nvmlDeviceGetCurrPcieLinkWidth(h)),
-                pcie_width_max=_maybe(lambda h=h: nv.nvmlDeviceGetMaxPcieLinkWidth(h)),
+                pcie_gen=_num(_maybe(nv.nvmlDeviceGetCurrPcieLinkGeneration, h), int),
+                pcie_gen_max=_num(_maybe(nv.nvmlDeviceGetMaxPcieLinkGeneration, h), int),
+                pcie_width=_num(_maybe(nv.nvmlDeviceGetCurrPcieLinkWidth, h), int),
+                pcie_width_max=_num(_maybe(nv.nvmlDeviceGetMaxPcieLinkWidth, h), int),
                 nvlink_links=links, nvlink_up=up,
-                serial=_maybe(lambda h=h: _text(nv.nvmlDeviceGetSerial(h)))))
+                serial=_num(_maybe(nv.nvmlDeviceGetSerial, h), _text)))
         return out
 
     def _drain_xids(self) -> dict[int, list[int]]:
@@ -107,48 +110,48 @@ class NvmlBackend:
         xids = self._drain_xids()
         out = []
         for i, h in enumerate(self._handles):
-            mem = _maybe(lambda h=h: nv.nvmlDeviceGetMemoryInfo(h))
-            util = _maybe(lambda h=h: nv.nvmlDeviceGetUtilizationRates(h))
-            power = _maybe(lambda h=h: nv.nvmlDeviceGetPowerUsage(h))  # mW
-            remap = _maybe(lambda h=h: nv.nvmlDeviceGetRemappedRows(h))
-            mem_temp = _maybe(lambda h=h: nv.nvmlDeviceGetFieldValues(
-                h, [nv.NVML_FI_DEV_MEMORY_TEMP]))
+            mem = _maybe(nv.nvmlDeviceGetMemoryInfo, h)
+            util = _maybe(nv.nvmlDeviceGetUtilizationRates, h)
+            power = _num(_maybe(nv.nvmlDeviceGetPowerUsage, h), float)  # mW
+            remap = _maybe(nv.nvmlDeviceGetRemappedRows, h)
+            mem_temp = _maybe(nv.nvmlDeviceGetFieldValues, h, [nv.NVML_FI_DEV_MEMORY_TEMP])
             links = self._nvlinks[i]
-            nvlink_up = tuple(bool(_maybe(lambda h=h, k=k: nv.nvmlDeviceGetNvLinkState(h, k)))
+            nvlink_up = tuple(bool(_maybe(nv.nvmlDeviceGetNvLinkState, h, k))
                               for k in range(links))
-            crc = sum(_maybe(lambda h=h, k=k: nv.nvmlDeviceGetNvLinkErrorCounter(
-                h, k, nv.NVML_NVLINK_ERROR_DL_CRC_FLIT)) or 0 for k in range(links))
-            throughput = _maybe(lambda h=h: nv.nvmlDeviceGetFieldValues(
-                h, [nv.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
-                    nv.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX]))
+            crc = sum(int(_maybe(nv.nvmlDeviceGetNvLinkErrorCounter, h, k,
+                                 nv.NVML_NVLINK_ERROR_DL_CRC_FLIT) or 0) for k in range(links))
+            throughput = _maybe(nv.nvmlDeviceGetFieldValues, h,
+                                [nv.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
+                                 nv.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX])
             new_xids = tuple(xids.get(i, ()))
             if new_xids:
                 self._last_xid[i] = new_xids[-1]
             out.append(GpuSample(
                 index=i, uuid=self._uuids[i], name=self._names[i], at=now,
-                gpu_temp_c=_maybe(lambda h=h: float(nv.nvmlDeviceGetTemperature(
-                    h, nv.NVML_TEMPERATURE_GPU))),
+                gpu_temp_c=_num(_maybe(nv.nvmlDeviceGetTemperature, h,
+                                       nv.NVML_TEMPERATURE_GPU), float),
                 memory_temp_c=_field(mem_temp, 0),
                 power_w=power / 1000 if power is not None else None,
-                energy_mj=_maybe(lambda h=h: float(nv.nvmlDeviceGetTotalEnergyConsumption(h))),
-                sm_clock_mhz=_maybe(lambda h=h: float(nv.nvmlDeviceGetClockInfo(
-                    h, nv.NVML_CLOCK_SM))),
-                mem_clock_mhz=_maybe(lambda h=h: float(nv.nvmlDeviceGetClockInfo(
-                    h, nv.NVML_CLOCK_MEM))),
+                energy_mj=_num(_maybe(nv.nvmlDeviceGetTotalEnergyConsumption, h), float),
+                sm_clock_mhz=_num(_maybe(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM), float),
+                mem_clock_mhz=_num(_maybe(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM),
+                                   float),
                 gpu_util_pct=float(util.gpu) if util is not None else None,
                 mem_copy_util_pct=float(util.memory) if util is not None else None,
                 fb_used_mib=mem.used / 2**20 if mem is not None else None,
                 fb_free_mib=mem.free / 2**20 if mem is not None else None,
-                clocks_event_reasons=int(_maybe(
-                    lambda h=h: nv.nvmlDeviceGetCurrentClocksEventReasons(h)) or 0),
-                ecc_sbe_volatile=_maybe(lambda h=h: int(nv.nvmlDeviceGetTotalEccErrors(
-                    h, nv.NVML_MEMORY_ERROR_TYPE_CORRECTED, nv.NVML_VOLATILE_ECC))),
-                ecc_dbe_volatile=_maybe(lambda h=h: int(nv.nvmlDeviceGetTotalEccErrors(
-                    h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC))),
+                clocks_event_reasons=int(_maybe(nv.nvmlDeviceGetCurrentClocksEventReasons, h)
+                                         or 0),
+                ecc_sbe_volatile=_num(_maybe(nv.nvmlDeviceGetTotalEccErrors, h,
+                                             nv.NVML_MEMORY_ERROR_TYPE_CORRECTED,
+                                             nv.NVML_VOLATILE_ECC), int),
+                ecc_dbe_volatile=_num(_maybe(nv.nvmlDeviceGetTotalEccErrors, h,
+                                             nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                             nv.NVML_VOLATILE_ECC), int),
                 remapped_rows_correctable=int(remap[0]) if remap else None,
                 remapped_rows_uncorrectable=int(remap[1]) if remap else None,
                 row_remap_failure=bool(remap[3]) if remap else False,
-                pcie_replays=_maybe(lambda h=h: int(nv.nvmlDeviceGetPcieReplayCounter(h))),
+                pcie_replays=_num(_maybe(nv.nvmlDeviceGetPcieReplayCounter, h), int),
                 nvlink_up=nvlink_up,
                 nvlink_crc_errors=crc if links else None,
                 nvlink_bytes_total=_total_kib(throughput),
@@ -156,15 +159,15 @@ class NvmlBackend:
         return out
 
     def driver_version(self) -> str | None:
-        return _maybe(lambda: _text(nv.nvmlSystemGetDriverVersion()))
+        return _num(_maybe(nv.nvmlSystemGetDriverVersion), _text)
 
     def cuda_version(self) -> str | None:
-        v = _maybe(nv.nvmlSystemGetCudaDriverVersion)
+        v = _num(_maybe(nv.nvmlSystemGetCudaDriverVersion), int)
         return f"{v // 1000}.{v % 1000 // 10}" if v else None
 
     def close(self) -> None:
         if self._events is not None:
-            _maybe(lambda: nv.nvmlEventSetFree(self._events))
+            _maybe(nv.nvmlEventSetFree, self._events)
         _maybe(nv.nvmlShutdown)
 
 

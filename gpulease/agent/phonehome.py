@@ -16,13 +16,26 @@ from typing import Any
 from urllib.parse import urlparse
 
 import httpx
+from pydantic import TypeAdapter
 
 from gpulease.agent.checks import SuiteOptions, run_suite
 from gpulease.agent.erase import erase_device, tenant_disks
 from gpulease.agent.server import AgentState
-from gpulease.domain.acceptance import GpuSpec, Thresholds
+from gpulease.ports.agent import (
+    Command,
+    CommandOutcome,
+    ConfigureCommand,
+    ConfigurePayload,
+    ConfigureResult,
+    ErasePayload,
+    EraseResult,
+    VerifyCommand,
+    VerifyPayload,
+    VerifyResult,
+)
 
 log = logging.getLogger("gpulease.agent")
+_COMMANDS: TypeAdapter[list[Command]] = TypeAdapter(list[Command])
 
 
 def read_token(path: Path) -> str:
@@ -113,32 +126,37 @@ class PhoneHome:
         if resp.status_code != 200:
             raise RuntimeError(f"commands refused ({resp.status_code}): "
                                f"{resp.json().get('detail', resp.text)}")
-        for command in resp.json():
+        commands = _COMMANDS.validate_python(resp.json())
+        for command in commands:
             self._execute(command, headers)
-        return len(resp.json())
+        return len(commands)
 
-    def _execute(self, command: dict[str, Any], headers: dict[str, str]) -> None:
-        handler = {"configure": self.configure, "verify": self.verify,
-                   "erase": self.erase}.get(command["kind"])
+    def _execute(self, command: Command, headers: dict[str, str]) -> None:
         try:
-            if handler is None:
-                raise RuntimeError(f"unknown command {command['kind']!r}; upgrade the agent")
-            body: dict[str, Any] = {"ok": True, "result": handler(command["payload"])}
+            outcome = CommandOutcome(ok=True, result=self._carry_out(command).model_dump(
+                mode="json"))
         except Exception as exc:  # reported to the control plane, which decides
-            log.warning("command %s failed: %s", command["kind"], exc)
-            body = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+            log.warning("command %s failed: %s", command.kind, exc)
+            outcome = CommandOutcome(ok=False, error=f"{type(exc).__name__}: {exc}"[:4000])
         for _ in range(5):  # the result must not be lost to one dropped connection
             try:
                 resp = self.client.post(
-                    f"{self.url}/api/v1/agent/commands/{command['id']}/result",
-                    content=json.dumps(body, default=str),
+                    f"{self.url}/api/v1/agent/commands/{command.id}/result",
+                    content=outcome.model_dump_json(),
                     headers={**headers, "Content-Type": "application/json"})
                 if resp.status_code < 500:
                     break
             except httpx.HTTPError as exc:
-                log.warning("posting the result of %s: %s", command["id"], exc)
+                log.warning("posting the result of %s: %s", command.id, exc)
             self._stop.wait(2)
         self.commands_done += 1
+
+    def _carry_out(self, command: Command) -> ConfigureResult | VerifyResult | EraseResult:
+        if isinstance(command, ConfigureCommand):
+            return self.configure(command.payload)
+        if isinstance(command, VerifyCommand):
+            return self.verify(command.payload)
+        return self.erase(command.payload)
 
     def _address(self) -> str:
         """The address this server reaches the control plane from (its routable IP)."""
@@ -147,35 +165,34 @@ class PhoneHome:
             s.connect((target.hostname or "127.0.0.1", target.port or 443))
             return str(s.getsockname()[0])
 
-    def configure(self, payload: dict[str, Any]) -> dict[str, Any]:
+    def configure(self, payload: ConfigurePayload) -> ConfigureResult:
         """cloud-init applied the config drive at first boot; confirm it did, without
         errors, and report the address."""
         status = Path("/run/cloud-init/result.json")
-        cloud_init: Any = "not present (image without cloud-init)"
+        cloud_init = "not present (image without cloud-init)"
         if status.exists():
             result = json.loads(status.read_text()).get("v1", {})
             if result.get("errors"):
                 raise RuntimeError(f"cloud-init reported errors: {result['errors']}")
             cloud_init = "done"
-        return {"ip_address": self._address(), "hostname": socket.gethostname(),
-                "requested_hostname": payload.get("hostname"), "cloud_init": cloud_init}
+        return ConfigureResult(ip_address=self._address(), hostname=socket.gethostname(),
+                               cloud_init=cloud_init)
 
-    def verify(self, payload: dict[str, Any]) -> dict[str, Any]:
-        report = run_suite(self.state.backend, Thresholds(**payload["thresholds"]),
-                           GpuSpec(**payload["spec"]),
+    def verify(self, payload: VerifyPayload) -> VerifyResult:
+        report = run_suite(self.state.backend, payload.thresholds, payload.spec,
                            SuiteOptions(fio_target=self.options.fio_target,
                                         fio_runtime_s=self.options.fio_runtime_s,
                                         burnin_s=self.options.burnin_s))
-        return report.as_dict()
+        return VerifyResult.of(report)
 
-    def erase(self, payload: dict[str, Any]) -> dict[str, Any]:
+    def erase(self, payload: ErasePayload) -> EraseResult:
         if not self.options.allow_erase:
             raise RuntimeError("this agent was started without --allow-erase: only the "
                                "cleaning ramdisk's agent erases disks")
         devices = list(self.options.erase_devices) or tenant_disks()
-        certificates = [erase_device(d, node=self.state.hostname, lease=payload.get("lease"))
-                        .as_dict() for d in devices]
-        return {"certificates": certificates}
+        return EraseResult(certificates=[
+            erase_device(d, node=self.state.hostname, lease=payload.lease).as_dict()
+            for d in devices])
 
     # --- loops ---------------------------------------------------------------------------
     def _loop(self, every: float, work: Any, what: str) -> None:

@@ -8,13 +8,16 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from gpulease.db.session import transient
 from gpulease.domain.errors import DomainError, InvalidInput, PaymentRequired
-from gpulease.domain.states import InvalidTransition
+from gpulease.domain.lifecycle import InvalidTransition
 
 log = logging.getLogger("gpulease.api")
 PROBLEM = "application/problem+json"
+RETRY_AFTER_S = 5
 
 
 def problem(status: int, title: str, detail: str, **extra: Any) -> JSONResponse:
@@ -34,8 +37,23 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(InvalidTransition)
     async def _transition(_: Request, exc: InvalidTransition) -> JSONResponse:
-        return problem(409, "Conflict", f"The {exc.kind} is {exc.current}; it cannot become "
-                       f"{exc.target} from there. Check its status and retry.")
+        return problem(409, "Conflict", f"The {exc.machine} is {exc.current}; {exc.event!r} "
+                       "does not apply from there. Check its status and retry.")
+
+    @app.exception_handler(DBAPIError)
+    async def _database(_: Request, exc: DBAPIError) -> JSONResponse:
+        if not transient(exc):
+            log.error("database error", exc_info=exc)
+            return problem(500, "Internal error",
+                           "Something failed on our side; retry, and report it if it persists.")
+        log.warning("database unavailable: %s", str(exc).splitlines()[0])
+        response = problem(
+            503, "Service Unavailable",
+            f"The database was unreachable or busy; this request's transaction was rolled "
+            f"back, so nothing of it was written. Retry in {RETRY_AFTER_S} s (an order with "
+            "the same Idempotency-Key is placed at most once).", retry_after=RETRY_AFTER_S)
+        response.headers["Retry-After"] = str(RETRY_AFTER_S)
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -207,7 +207,7 @@ def image_add(
     from gpulease.schemas import ImageCreate
 
     try:
-        body = ImageCreate(id=image_id, name=name, os=os_name, gpu_vendor=gpu_vendor,  # type: ignore[arg-type]
+        body = ImageCreate(id=image_id, name=name, os=os_name, gpu_vendor=gpu_vendor,
                            url=image_url, checksum=checksum, software=software or [])
     except ValueError as exc:
         err.print(f"[red]error[/red]: {exc}")

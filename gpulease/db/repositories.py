@@ -11,7 +11,7 @@ from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import NotFound
 
 
-def instances_query(actor: Principal) -> Select[tuple[Instance]]:
+def instances_query(actor: Principal) -> Select[Instance]:
     q = select(Instance)
     if not actor.is_operator:
         q = q.where(Instance.tenant_id == actor.tenant_id)

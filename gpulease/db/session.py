@@ -15,6 +15,7 @@ from typing import Any
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
@@ -45,6 +46,14 @@ def make_engine(url: str, pool_size: int = 20) -> Engine:
 
         return engine
     return create_engine(url, pool_size=pool_size, max_overflow=20, pool_pre_ping=True)
+
+
+def transient(exc: BaseException) -> bool:
+    """A database error that says nothing about the request: the connection dropped, a
+    deadlock or serialization failure, a lock or statement timeout, a busy SQLite file.
+    Retrying later (or elsewhere) can succeed; nothing of the failed transaction stays."""
+    return isinstance(exc, OperationalError | InterfaceError) or (
+        isinstance(exc, DBAPIError) and exc.connection_invalidated)
 
 
 class Database:

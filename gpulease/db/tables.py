@@ -229,18 +229,24 @@ class Instance(LockedRow, Base):
 
 
 class Event(Base):
-    """Append-only history: every status change and stage of nodes and instances."""
+    """Append-only history: every transition of a declared lifecycle (services/lifecycle.py
+    writes them), and notes on an instance's history (a move to a spare, a renewal, a
+    credit)."""
 
     __tablename__ = "events"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     at: Mapped[datetime] = mapped_column(UtcDateTime())
-    resource: Mapped[str] = mapped_column(String(16))  # node | instance
+    # node | instance | lease | invoice | agent_command
+    resource: Mapped[str] = mapped_column(String(16))
     resource_id: Mapped[str] = mapped_column(String(32))
     instance_id: Mapped[str | None] = mapped_column(String(32), index=True)
-    kind: Mapped[str] = mapped_column(String(16))  # status | stage | error | result
+    kind: Mapped[str] = mapped_column(String(16))  # status | stage | error | result | note
     from_value: Mapped[str | None] = mapped_column(String(32))
     to_value: Mapped[str | None] = mapped_column(String(32))
     message: Mapped[str | None] = mapped_column(Text)
+    # Who caused it: user:<id> (a tenant's or an operator's request), worker, agent:<node>,
+    # or the periodic job (sweep:leases, sweep:timeouts, meter:containers, run:invoices).
+    actor: Mapped[str | None] = mapped_column(String(64))
 
     __table_args__ = (Index("ix_events_resource", "resource", "resource_id"),)
 

@@ -8,11 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-
-class LeaseStatus(StrEnum):
-    ACTIVE = "active"
-    GRACE = "grace"  # expired, machine kept, flagged; renewing brings it back
-    ENDED = "ended"  # grace over (or released): the machine is being erased / was returned
+from gpulease.domain.states import LeaseStatus
 
 
 def add_months(start: datetime, months: int) -> datetime:
@@ -53,18 +49,25 @@ class Action(StrEnum):
 class Due:
     action: Action
     reminder: str | None = None  # "7d", "3d", "1d", "expiry"
+    # Older reminders the one above supersedes (a late sweep): marked sent, never sent.
+    superseded: tuple[str, ...] = ()
 
 
-def reminder_due(ends_at: datetime, now: datetime, sent: frozenset[str]) -> str | None:
-    """The reminder to send now, if any (each is sent once; a late sweep sends only the
-    latest one due, not a burst of stale ones)."""
+def reminders_due(ends_at: datetime, now: datetime,
+                  sent: frozenset[str]) -> tuple[str | None, tuple[str, ...]]:
+    """The reminder to send now, if any, and the older unsent ones it supersedes. Each is
+    sent once; a late sweep sends only the latest one due, never a burst of stale ones."""
     due = [f"{d}d" for d in REMINDER_DAYS if now >= ends_at - timedelta(days=d)]
     if now >= ends_at:
         due.append("expiry")
     fresh = [r for r in due if r not in sent]
     if not fresh:
-        return None
-    return fresh[-1]
+        return None, ()
+    return fresh[-1], tuple(fresh[:-1])
+
+
+def reminder_due(ends_at: datetime, now: datetime, sent: frozenset[str]) -> str | None:
+    return reminders_due(ends_at, now, sent)[0]
 
 
 def next_action(status: LeaseStatus, ends_at: datetime, grace_until: datetime | None,
@@ -75,9 +78,9 @@ def next_action(status: LeaseStatus, ends_at: datetime, grace_until: datetime | 
         if now >= ends_at:
             if auto_renew:
                 return Due(Action.RENEW)
-            return Due(Action.ENTER_GRACE, reminder_due(ends_at, now, reminders_sent))
-        reminder = reminder_due(ends_at, now, reminders_sent)
-        return Due(Action.REMIND, reminder) if reminder else Due(Action.NOTHING)
+            return Due(Action.ENTER_GRACE)
+        reminder, superseded = reminders_due(ends_at, now, reminders_sent)
+        return Due(Action.REMIND, reminder, superseded) if reminder else Due(Action.NOTHING)
     # grace
     assert grace_until is not None
     if now >= grace_until:

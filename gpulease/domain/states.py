@@ -1,14 +1,18 @@
-"""Declared state machines for nodes and instances.
-
-Every status change goes through `check_node_transition` / `check_instance_transition`
-(called by the one switch function per resource in services), so an illegal move is
-refused in one place instead of being scattered through the code.
+"""Every lifecycle of the platform, declared: node status and deploy/clean stage, instance
+status and stage, lease, invoice, agent command. `services/lifecycle.py` is the one writer
+that moves a resource along them; `gpulease states` prints them (docs/architecture.md).
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 
+from gpulease.domain.lifecycle import InvalidTransition, Machine, move
+
+__all__ = ["InvalidTransition"]
+
+
+# --- node status ---------------------------------------------------------------------------
 
 class NodeStatus(StrEnum):
     ENROLLING = "enrolling"
@@ -21,6 +25,136 @@ class NodeStatus(StrEnum):
     FAILED = "failed"
 
 
+N = NodeStatus
+NODE = Machine(
+    name="node",
+    states={
+        N.ENROLLING: "enrolled, but what its BMC reports differs from the offer (or it would "
+                     "not power off): an operator checks it, then resumes it",
+        N.AVAILABLE: "in the pool: can be ordered (a shared host stays available while it "
+                     "hosts containers)",
+        N.ALLOCATED: "claimed by an order; the worker starts its deploy",
+        N.DEPLOYING: "being deployed for its instance (its stage says which step)",
+        N.ACTIVE: "deployed and handed to its tenant",
+        N.CLEANING: "handed back or failed: erased from a freshly booted agent ramdisk",
+        N.MAINTENANCE: "out of the pool: drained, set aside by an operator, or a step failed "
+                       "for good (the reason says which)",
+        N.FAILED: "declared broken beyond repair by an operator; kept for the record",
+    },
+    starts=frozenset({N.ENROLLING, N.AVAILABLE}),
+    transitions=(
+        move("allocate", [N.AVAILABLE], N.ALLOCATED,
+             "an order claims it (set-based, in the order's transaction)"),
+        move("deploy", [N.ALLOCATED], N.DEPLOYING, "the worker starts the deploy"),
+        move("activate", [N.DEPLOYING], N.ACTIVE, "every deploy step done, acceptance passed"),
+        move("clean", [N.ALLOCATED, N.DEPLOYING, N.ACTIVE], N.CLEANING,
+             "its instance was released or failed: erase before reuse"),
+        move("free", [N.CLEANING], N.AVAILABLE, "erased and certified: back in the pool"),
+        move("fail", [N.DEPLOYING, N.CLEANING], N.MAINTENANCE,
+             "a step failed for good or outlived its deadline: out of the pool, with why"),
+        move("drain", [N.AVAILABLE, N.CLEANING], N.MAINTENANCE,
+             "an operator's drain takes effect: at once when free, after cleaning when busy"),
+        move("request_drain", [N.AVAILABLE, N.ALLOCATED, N.DEPLOYING, N.ACTIVE, N.CLEANING],
+             None, "an operator asks for a drain of a node in use: no new claims"),
+        move("cancel_drain", [N.AVAILABLE, N.ALLOCATED, N.DEPLOYING, N.ACTIVE, N.CLEANING],
+             None, "an operator withdraws a drain that has not taken effect"),
+        move("set_aside", [N.ENROLLING, N.AVAILABLE, N.MAINTENANCE, N.FAILED], N.MAINTENANCE,
+             "an operator takes a free node out of the pool"),
+        move("resume", [N.ENROLLING, N.MAINTENANCE, N.FAILED], N.AVAILABLE,
+             "an operator puts it (back) in the pool"),
+        move("retire", [N.MAINTENANCE], N.FAILED,
+             "an operator declares it broken beyond repair"),
+    ),
+    waits=frozenset({N.ALLOCATED, N.DEPLOYING, N.CLEANING}),
+    failures=frozenset({N.MAINTENANCE, N.FAILED}),
+)
+
+# Statuses in which a node holds (or is on its way to hold) a tenant's instance.
+NODE_BUSY = frozenset({N.ALLOCATED, N.DEPLOYING, N.ACTIVE})
+# Statuses the provisioning pipeline drives through stages.
+NODE_IN_PIPELINE = frozenset({N.DEPLOYING, N.CLEANING})
+
+
+# --- node stage: the deploy and clean pipelines ----------------------------------------------
+
+class NodeStage(StrEnum):
+    IDLE = "idle"
+    POWER_OFF = "power_off"
+    ATTACH_MEDIA = "attach_media"
+    POWER_ON = "power_on"
+    WAIT_AGENT = "wait_agent"
+    CONFIGURE = "configure"
+    VERIFY = "verify"  # the acceptance suite: a failing node never reaches the tenant
+    DETACH_MEDIA = "detach_media"
+    CLEAN_SHUTDOWN = "clean_shutdown"
+    CLEAN_ATTACH_MEDIA = "clean_attach_media"
+    CLEAN_POWER_ON = "clean_power_on"
+    CLEAN_WAIT_AGENT = "clean_wait_agent"
+    ERASE = "erase"
+    CLEAN_POWER_OFF = "clean_power_off"
+
+
+St = NodeStage
+DEPLOY_ORDER: tuple[NodeStage, ...] = (St.POWER_OFF, St.ATTACH_MEDIA, St.POWER_ON,
+                                       St.WAIT_AGENT, St.CONFIGURE, St.VERIFY, St.DETACH_MEDIA)
+# Erasure always runs from a freshly booted agent ramdisk, never from the tenant's system.
+CLEAN_ORDER: tuple[NodeStage, ...] = (St.CLEAN_SHUTDOWN, St.CLEAN_ATTACH_MEDIA,
+                                      St.CLEAN_POWER_ON, St.CLEAN_WAIT_AGENT, St.ERASE,
+                                      St.CLEAN_POWER_OFF)
+
+
+def _pipeline(order: tuple[NodeStage, ...]) -> list[tuple[NodeStage, NodeStage]]:
+    return list(zip(order, order[1:], strict=False))
+
+
+NODE_STAGE = Machine(
+    name="node stage",
+    states={
+        St.IDLE: "no step under way (stored as NULL)",
+        St.POWER_OFF: "deploy: power the server off (requested once, then polled)",
+        St.ATTACH_MEDIA: "deploy: the image and config drive as virtual media, or a network "
+                         "boot (UEFI HTTP, PXE) chained to the control plane",
+        St.POWER_ON: "deploy: power on into the installer",
+        St.WAIT_AGENT: "deploy: wait for the node agent to call in from the new system",
+        St.CONFIGURE: "deploy: data disk, SSH keys and password applied, address reported "
+                      "(not safe to repeat: an interrupted one fails the deploy)",
+        St.VERIFY: "deploy: the acceptance suite; a failing node never reaches the tenant",
+        St.DETACH_MEDIA: "deploy: eject the media; the node becomes active",
+        St.CLEAN_SHUTDOWN: "clean: power the server off",
+        St.CLEAN_ATTACH_MEDIA: "clean: boot the agent ramdisk (with its one-time token when "
+                               "the real agent runs)",
+        St.CLEAN_POWER_ON: "clean: power on into the ramdisk",
+        St.CLEAN_WAIT_AGENT: "clean: wait for the ramdisk's agent",
+        St.ERASE: "clean: erase every tenant-writable disk, one certificate per disk",
+        St.CLEAN_POWER_OFF: "clean: eject the media and power off; the node is free",
+    },
+    starts=frozenset({St.IDLE}),
+    idle=St.IDLE,
+    transitions=(
+        move("deploy", [St.IDLE], St.POWER_OFF, "the node's deploy begins"),
+        *(move("advance", [a], b, "the step is done: the next one")
+          for a, b in _pipeline(DEPLOY_ORDER) + _pipeline(CLEAN_ORDER)),
+        move("done", [St.DETACH_MEDIA, St.CLEAN_POWER_OFF], St.IDLE,
+             "the last step is done: the node is active, or free"),
+        move("clean", [St.IDLE, *DEPLOY_ORDER], St.CLEAN_SHUTDOWN,
+             "cleaning begins, from wherever the node was"),
+        move("abort", [s for s in St if s != St.IDLE], St.IDLE,
+             "a step failed for good: the node leaves the pipeline"),
+    ),
+    waits=frozenset({St.POWER_OFF, St.POWER_ON, St.WAIT_AGENT, St.CONFIGURE, St.VERIFY,
+                     St.CLEAN_SHUTDOWN, St.CLEAN_POWER_ON, St.CLEAN_WAIT_AGENT, St.ERASE,
+                     St.CLEAN_POWER_OFF}),
+)
+
+# CONFIGURE formats and mounts the data disk and writes credentials through the agent; a
+# worker that died in the middle of it leaves the machine half-configured, so the step is
+# not re-run blindly: the deploy fails with a reason and the node is cleaned. Every other
+# step (power, media, polling, erase) is idempotent and is simply run again.
+UNSAFE_TO_REPEAT: frozenset[str] = frozenset({St.CONFIGURE.value})
+
+
+# --- instance status and stage -------------------------------------------------------------
+
 class InstanceStatus(StrEnum):
     PENDING = "pending"
     DEPLOYING = "deploying"
@@ -30,79 +164,160 @@ class InstanceStatus(StrEnum):
     FAILED = "failed"
 
 
-class InvalidTransition(Exception):
-    def __init__(self, kind: str, current: str, target: str) -> None:
-        super().__init__(f"{kind} cannot go from {current} to {target}")
-        self.kind, self.current, self.target = kind, current, target
-
-
-N = NodeStatus
-NODE_TRANSITIONS: dict[NodeStatus, frozenset[NodeStatus]] = {
-    N.ENROLLING: frozenset({N.AVAILABLE, N.MAINTENANCE, N.FAILED}),
-    # A shared (container) node stays available while hosting GPU slices.
-    N.AVAILABLE: frozenset({N.ALLOCATED, N.MAINTENANCE, N.FAILED, N.CLEANING}),
-    N.ALLOCATED: frozenset({N.DEPLOYING, N.CLEANING, N.AVAILABLE, N.MAINTENANCE}),
-    N.DEPLOYING: frozenset({N.ACTIVE, N.CLEANING, N.MAINTENANCE, N.FAILED}),
-    N.ACTIVE: frozenset({N.CLEANING, N.MAINTENANCE, N.FAILED}),
-    N.CLEANING: frozenset({N.AVAILABLE, N.MAINTENANCE, N.FAILED}),
-    N.MAINTENANCE: frozenset({N.AVAILABLE, N.CLEANING, N.FAILED, N.ENROLLING}),
-    N.FAILED: frozenset({N.MAINTENANCE, N.ENROLLING}),
-}
-
 IS = InstanceStatus
-INSTANCE_TRANSITIONS: dict[InstanceStatus, frozenset[InstanceStatus]] = {
-    IS.PENDING: frozenset({IS.DEPLOYING, IS.READY, IS.FAILED, IS.RELEASING}),
-    IS.DEPLOYING: frozenset({IS.READY, IS.FAILED, IS.RELEASING}),
-    IS.READY: frozenset({IS.RELEASING, IS.FAILED}),
-    IS.RELEASING: frozenset({IS.RELEASED}),
-    IS.RELEASED: frozenset(),
-    IS.FAILED: frozenset({IS.RELEASING, IS.RELEASED}),
-}
+INSTANCE = Machine(
+    name="instance",
+    states={
+        IS.PENDING: "ordered: nodes or GPUs claimed, the first period held; the worker "
+                    "picks it up",
+        IS.DEPLOYING: "its nodes are being deployed",
+        IS.READY: "delivered: the tenant has it; its lease or hourly meter runs",
+        IS.RELEASING: "handed back (by the tenant, at the end of grace, or unpaid): its "
+                      "nodes are erased, its container removed",
+        IS.RELEASED: "over: nothing is held any more",
+        IS.FAILED: "delivery failed (the reason says why); its nodes are erased before reuse",
+    },
+    starts=frozenset({IS.PENDING}),
+    transitions=(
+        move("deploy", [IS.PENDING], IS.DEPLOYING, "the worker starts its nodes' deploys"),
+        move("deliver", [IS.PENDING, IS.DEPLOYING], IS.READY,
+             "every node active (or the container running)"),
+        move("fail", [IS.PENDING, IS.DEPLOYING], IS.FAILED,
+             "a node failed and no spare could take its place, or the container would "
+             "not start"),
+        move("release", [IS.PENDING, IS.DEPLOYING, IS.READY, IS.FAILED], IS.RELEASING,
+             "the tenant releases it, its grace ends, or its balance cannot pay"),
+        move("finish", [IS.RELEASING], IS.RELEASED, "its nodes are free, its GPUs released"),
+    ),
+    waits=frozenset({IS.PENDING, IS.DEPLOYING, IS.RELEASING}),
+    failures=frozenset({IS.FAILED}),
+    finals=frozenset({IS.RELEASED}),
+)
 
-# Statuses in which a node holds (or is on its way to hold) a tenant's instance.
-NODE_BUSY = frozenset({N.ALLOCATED, N.DEPLOYING, N.ACTIVE})
 INSTANCE_LIVE = frozenset({IS.PENDING, IS.DEPLOYING, IS.READY, IS.RELEASING})
 
 
-def check_node_transition(current: NodeStatus, target: NodeStatus) -> None:
-    if current != target and target not in NODE_TRANSITIONS[current]:
-        raise InvalidTransition("node", current.value, target.value)
+class InstanceStage(StrEnum):
+    ORDERED = "ordered"
+    DEPLOYING = "deploying"
+    READY = "ready"
+    CLEANING = "cleaning"
+    RELEASED = "released"
+    FAILED = "failed"
 
 
-def check_instance_transition(current: InstanceStatus, target: InstanceStatus) -> None:
-    if current != target and target not in INSTANCE_TRANSITIONS[current]:
-        raise InvalidTransition("instance", current.value, target.value)
+ISt = InstanceStage
+INSTANCE_STAGE = Machine(
+    name="instance stage",
+    states={
+        ISt.ORDERED: "placed; waiting for the worker",
+        ISt.DEPLOYING: "its nodes deploy (shown as the slowest node's step)",
+        ISt.READY: "delivered: the tenant has it",
+        ISt.CLEANING: "handed back: its nodes are being erased",
+        ISt.RELEASED: "handed back and nothing held any more",
+        ISt.FAILED: "delivery failed (the status reason says why)",
+    },
+    starts=frozenset({ISt.ORDERED}),
+    transitions=(
+        move("deploy", [ISt.ORDERED], ISt.DEPLOYING, "its nodes' deploys begin"),
+        move("deliver", [ISt.ORDERED, ISt.DEPLOYING], ISt.READY, "delivered"),
+        move("fail", [ISt.ORDERED, ISt.DEPLOYING], ISt.FAILED, "delivery failed"),
+        move("clean", [ISt.ORDERED, ISt.DEPLOYING, ISt.READY, ISt.FAILED], ISt.CLEANING,
+             "released with nodes to erase"),
+        move("finish", [ISt.ORDERED, ISt.DEPLOYING, ISt.READY, ISt.CLEANING, ISt.FAILED],
+             ISt.RELEASED, "nothing held any more"),
+    ),
+    waits=frozenset({ISt.ORDERED, ISt.DEPLOYING, ISt.CLEANING}),
+    failures=frozenset({ISt.FAILED}),
+    finals=frozenset({ISt.RELEASED}),
+)
 
 
-class DeployStage(StrEnum):
-    """Per-node steps of a bare-metal deploy, in order."""
+# --- lease ---------------------------------------------------------------------------------
 
-    POWER_OFF = "power_off"
-    ATTACH_MEDIA = "attach_media"
-    POWER_ON = "power_on"
-    WAIT_AGENT = "wait_agent"
-    CONFIGURE = "configure"
-    VERIFY = "verify"  # the acceptance suite: a failing node never reaches the tenant
-    DETACH_MEDIA = "detach_media"
+class LeaseStatus(StrEnum):
+    ACTIVE = "active"
+    GRACE = "grace"
+    ENDED = "ended"
 
 
-class CleanStage(StrEnum):
-    """Per-node steps of cleaning after release or a failed deploy. Erasure always runs
-    from a freshly booted agent ramdisk, never from the tenant's system."""
+L = LeaseStatus
+LEASE = Machine(
+    name="lease",
+    states={
+        L.ACTIVE: "the term runs, from delivery to its end; reminders 7, 3 and 1 days before",
+        L.GRACE: "the term ended unrenewed: the machine stays (flagged) until grace ends; "
+                 "renewing cancels the erase",
+        L.ENDED: "over: released by the tenant, or grace ran out and the disks are erased",
+    },
+    starts=frozenset({L.ACTIVE}),
+    transitions=(
+        move("renew", [L.ACTIVE, L.GRACE], L.ACTIVE,
+             "the tenant (or auto-renew) pays more periods"),
+        move("expire", [L.ACTIVE], L.GRACE, "the term ended without a renewal"),
+        move("end", [L.ACTIVE, L.GRACE], L.ENDED,
+             "the instance is released, or grace ran out"),
+    ),
+    waits=frozenset({L.GRACE}),
+    finals=frozenset({L.ENDED}),
+)
 
-    SHUTDOWN = "clean_shutdown"
-    ATTACH_MEDIA = "clean_attach_media"
-    POWER_ON = "clean_power_on"
-    WAIT_AGENT = "clean_wait_agent"
-    ERASE = "erase"
-    POWER_OFF = "clean_power_off"
+
+# --- invoice -------------------------------------------------------------------------------
+
+class InvoiceStatus(StrEnum):
+    DRAFT = "draft"
+    FINAL = "final"
 
 
-DEPLOY_ORDER: tuple[DeployStage, ...] = tuple(DeployStage)
-CLEAN_ORDER: tuple[CleanStage, ...] = tuple(CleanStage)
+INVOICE = Machine(
+    name="invoice",
+    states={
+        InvoiceStatus.DRAFT: "recomputed from the ledger at every run until it is final",
+        InvoiceStatus.FINAL: "numbered and sealed with a digest: never changes; corrected by "
+                             "credit notes",
+    },
+    starts=frozenset({InvoiceStatus.DRAFT}),
+    transitions=(
+        move("finalize", [InvoiceStatus.DRAFT], InvoiceStatus.FINAL,
+             "the month's run (or an operator) numbers and seals it"),
+    ),
+    finals=frozenset({InvoiceStatus.FINAL}),
+)
 
-# CONFIGURE formats and mounts the data disk and writes credentials through the agent; a
-# worker that died in the middle of it leaves the machine half-configured, so the step is
-# not re-run blindly: the deploy fails with a reason and the node is cleaned. Every other
-# step (power, media, polling, erase) is idempotent and is simply run again.
-UNSAFE_TO_REPEAT: frozenset[str] = frozenset({DeployStage.CONFIGURE.value})
+
+# --- agent command -------------------------------------------------------------------------
+
+class CommandStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+C = CommandStatus
+AGENT_COMMAND = Machine(
+    name="agent command",
+    states={
+        C.PENDING: "filed by a worker step (or an on-demand verify); the node's agent has "
+                   "not fetched it yet",
+        C.RUNNING: "fetched by the agent over its own connection: being carried out",
+        C.DONE: "the agent posted its result; the waiting step takes it",
+        C.FAILED: "the agent reported failure (the error says why)",
+    },
+    starts=frozenset({C.PENDING}),
+    transitions=(
+        move("fetch", [C.PENDING], C.RUNNING, "the agent fetches its pending work"),
+        move("succeed", [C.PENDING, C.RUNNING], C.DONE, "the agent posts a result"),
+        move("fail", [C.PENDING, C.RUNNING], C.FAILED, "the agent posts a failure"),
+    ),
+    waits=frozenset({C.PENDING, C.RUNNING}),
+    failures=frozenset({C.FAILED}),
+    finals=frozenset({C.DONE, C.FAILED}),
+)
+
+
+MACHINES: tuple[Machine[NodeStatus] | Machine[NodeStage] | Machine[InstanceStatus]
+                | Machine[InstanceStage] | Machine[LeaseStatus] | Machine[InvoiceStatus]
+                | Machine[CommandStatus], ...] = (
+    NODE, NODE_STAGE, INSTANCE, INSTANCE_STAGE, LEASE, INVOICE, AGENT_COMMAND)

@@ -131,7 +131,9 @@ class DockerRuntime:
                 hostname=spec.instance_id, detach=True, ports={"22/tcp": None},
                 labels={LABEL: spec.instance_id, "io.gpulease.gpus": gpus,
                         "io.gpulease.node": spec.node_name},
-                device_requests=requests, restart_policy={"Name": "unless-stopped"},
+                device_requests=requests,
+                # the stubs know only "always" and "on-failure"; the engine takes this too
+                restart_policy={"Name": "unless-stopped"},  # type: ignore[arg-type]
                 shm_size="8g" if self._gpus == "nvidia" else None)
         except APIError as exc:
             if exc.status_code == 409:  # another worker created it a moment ago

@@ -9,8 +9,9 @@ provisioning engine retries with backoff and jitter and decides when to give up.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import requests
@@ -50,6 +51,8 @@ SLOT_TYPES: dict[MediaSlot, tuple[Any, ...]] = {
     MediaSlot.CD: (sushy.VirtualMediaType.CD, sushy.VirtualMediaType.DVD),
     MediaSlot.USB: (sushy.VirtualMediaType.USB_STICK, sushy.VirtualMediaType.FLOPPY),
 }
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -151,7 +154,7 @@ class RedfishBmc:
         self._root, self._system_path = split_address(endpoint.address)
 
     # -- plumbing -------------------------------------------------------------------
-    def _call(self, what: Any) -> Any:
+    def _call(self, what: Callable[[], T]) -> T:
         try:
             return what()
         except BmcError:

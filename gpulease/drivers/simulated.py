@@ -192,6 +192,7 @@ class SimulatedBmc:
 
 class SimulatedAgent:
     simulated = True
+    enrolls_from_config_drive = False
 
     def __init__(self, fleet: SimulatedFleet) -> None:
         self._fleet = fleet
@@ -273,6 +274,7 @@ class BmcWatchingAgent:
     """
 
     simulated = True
+    enrolls_from_config_drive = False
 
     def __init__(self, bmc_for: Callable[[BmcEndpoint], Any], boot_delay_s: float = 0.0,
                  now: Callable[[], float] = time.time,
@@ -364,5 +366,5 @@ class BmcWatchingAgent:
 
 def _simulated_erase(node: str, lease: str | None) -> EraseResult:
     certs = simulated_certificates(node, lease)
-    return EraseResult(devices=tuple(c.device for c in certs), method="simulated",
-                       simulated=True, certificates=tuple(c.as_dict() for c in certs))
+    return EraseResult(method="simulated", simulated=True,
+                       certificates=[c.as_dict() for c in certs])

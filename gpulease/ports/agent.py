@@ -1,11 +1,24 @@
-"""The node agent port: the software on a booted server that configures and erases it."""
+"""The node agent port: the software on a booted server that configures, verifies and
+erases it. Two kinds answer it, through the same methods:
+
+- the stand-in agents of simulated servers (drivers/simulated.py), which answer at once;
+- the real `gpulease agent` (services/agent_commands.py): the first call of a pipeline
+  stage files a command, later calls find its result; until the agent has posted it, the
+  call returns a `Pending` and the step waits.
+
+The wire protocol with the real agent is the pydantic models below: the commands the
+agent fetches (GET /api/v1/agent/commands) and the results it posts back.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Any, Literal, Protocol
 
-from gpulease.domain.acceptance import GpuSpec, Report, Thresholds
+from pydantic import BaseModel, ConfigDict, Field
+
+from gpulease.domain.acceptance import Check, GpuSpec, Report, Thresholds
 from gpulease.ports.bmc import BmcEndpoint
 
 
@@ -15,11 +28,23 @@ class AgentError(Exception):
 
 @dataclass(frozen=True)
 class NodeRef:
-    """Which server an agent call is about (and its BMC, for agents that watch it)."""
+    """Which server an agent call is about (and its BMC, for agents that watch it), and
+    which pipeline stage asks (None: an operator or tenant asks on demand)."""
 
+    node_id: str
     name: str
     bmc_driver: str
     endpoint: BmcEndpoint
+    instance_id: str | None = None
+    stage: str | None = None
+    stage_started_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Pending:
+    """Asked; the answer comes later. The step waits and asks again."""
+
+    reference: str | None = None  # the command filed, when there is one
 
 
 @dataclass(frozen=True)
@@ -30,34 +55,137 @@ class NodeConfig:
     data_disk_mount: str = "/data"
 
 
-@dataclass(frozen=True)
-class ConfigureResult:
-    ip_address: str
+# --- results -------------------------------------------------------------------------------
+
+class ConfigureResult(BaseModel):
+    """A configured server: the address its tenant will use."""
+
+    model_config = ConfigDict(extra="ignore")
+    ip_address: str = Field(min_length=1, max_length=64)
+    hostname: str | None = Field(default=None, max_length=255)
+    cloud_init: str | None = Field(default=None, max_length=200)
 
 
-@dataclass(frozen=True)
-class EraseResult:
-    devices: tuple[str, ...]
-    method: str
+class CheckResult(BaseModel):
+    name: str = Field(max_length=100)
+    passed: bool | None
+    value: float | None = None
+    unit: str = Field(default="", max_length=32)
+    threshold: str = Field(default="", max_length=200)
+    gpu: int | None = Field(default=None, ge=0, le=64)
+    detail: str = Field(default="", max_length=2000)
+
+
+class VerifyResult(BaseModel):
+    """The acceptance suite's judged report, as the agent posts it."""
+
+    model_config = ConfigDict(extra="ignore")
+    passed: bool
+    checks: list[CheckResult] = Field(default_factory=list, max_length=2000)
     simulated: bool = False
-    details: dict[str, str] = field(default_factory=dict)
-    # One certificate per device (agent/erase.Certificate.as_dict()); stored and served.
-    certificates: tuple[dict[str, Any], ...] = ()
+    driver_version: str | None = Field(default=None, max_length=64)
+    cuda_version: str | None = Field(default=None, max_length=64)
+    notes: list[str] = Field(default_factory=list, max_length=100)
 
+    @classmethod
+    def of(cls, report: Report) -> VerifyResult:
+        return cls.model_validate(report.as_dict())
+
+    def report(self) -> Report:
+        return Report(passed=self.passed, checks=tuple(Check(**c.model_dump())
+                                                       for c in self.checks),
+                      simulated=self.simulated, driver_version=self.driver_version,
+                      cuda_version=self.cuda_version, notes=tuple(self.notes))
+
+
+class EraseResult(BaseModel):
+    """One certificate per erased disk (agent/erase.Certificate.as_dict(), sealed with its
+    digest)."""
+
+    model_config = ConfigDict(extra="ignore")
+    certificates: list[dict[str, Any]] = Field(default_factory=list, max_length=256)
+    method: str = "node agent"
+    simulated: bool = False
+
+    @property
+    def devices(self) -> list[str]:
+        return [str(c.get("device", "?")) for c in self.certificates]
+
+
+# --- commands, as the real agent fetches them ------------------------------------------------
+
+class ConfigurePayload(BaseModel):
+    hostname: str
+    ssh_keys: list[str]
+
+
+class VerifyPayload(BaseModel):
+    thresholds: Thresholds
+    spec: GpuSpec
+
+
+class ErasePayload(BaseModel):
+    lease: str | None = None
+
+
+class _Message(BaseModel):
+    id: str
+    instance_id: str | None = None
+
+
+class ConfigureCommand(_Message):
+    kind: Literal["configure"] = "configure"
+    payload: ConfigurePayload
+
+
+class VerifyCommand(_Message):
+    kind: Literal["verify"] = "verify"
+    payload: VerifyPayload
+
+
+class EraseCommand(_Message):
+    kind: Literal["erase"] = "erase"
+    payload: ErasePayload
+
+
+Command = Annotated[ConfigureCommand | VerifyCommand | EraseCommand,
+                    Field(discriminator="kind")]
+Payload = ConfigurePayload | VerifyPayload | ErasePayload
+COMMAND_KINDS: dict[type[BaseModel], str] = {
+    ConfigurePayload: "configure", VerifyPayload: "verify", ErasePayload: "erase"}
+RESULTS: dict[str, type[ConfigureResult] | type[VerifyResult] | type[EraseResult]] = {
+    "configure": ConfigureResult, "verify": VerifyResult, "erase": EraseResult}
+
+
+class CommandOutcome(BaseModel):
+    """What the agent posts back for one command."""
+
+    ok: bool
+    result: dict[str, Any] | None = None
+    error: str | None = Field(default=None, max_length=4000)
+
+
+# --- the port ------------------------------------------------------------------------------
 
 class Agent(Protocol):
+    simulated: bool  # its reports and certificates say simulated
+    # Its cleaning ramdisk boots with a config drive carrying a one-time enrollment token.
+    enrolls_from_config_drive: bool
+
     def is_up(self, node: NodeRef) -> bool:
-        """True once the node's agent has phoned home since its last boot."""
+        """True once the node's agent has called in since its last boot (since the stage
+        began, for a pipeline stage)."""
         ...
 
-    def configure(self, node: NodeRef, config: NodeConfig) -> ConfigureResult:
-        """Format and mount the data disk, write keys and password. Raises AgentError."""
+    def configure(self, node: NodeRef, config: NodeConfig) -> ConfigureResult | Pending:
+        """Data disk, keys and password applied; the address. Raises AgentError."""
         ...
 
-    def erase(self, node: NodeRef, lease: str | None = None) -> EraseResult:
+    def erase(self, node: NodeRef, lease: str | None = None) -> EraseResult | Pending:
         """Erase every tenant-writable disk and certify each. Raises AgentError."""
         ...
 
-    def verify(self, node: NodeRef, thresholds: Thresholds, spec: GpuSpec) -> Report:
+    def verify(self, node: NodeRef, thresholds: Thresholds, spec: GpuSpec
+               ) -> Report | Pending:
         """Run the acceptance suite on the node and return its judged report."""
         ...

@@ -46,8 +46,10 @@ def job_of(req: AdviseRequest) -> Job:
     try:
         given = [getattr(req, f) for f in SHAPE]
         if all(v is not None for v in given):
-            arch = Architecture(*given, mlp=req.mlp, norm=req.norm,  # type: ignore[arg-type]
-                                experts=req.experts, top_k=req.top_k)
+            arch = Architecture(layers=req.layers or 0, hidden=req.hidden or 0,
+                                heads=req.heads or 0, kv_heads=req.kv_heads or 0,
+                                vocab=req.vocab or 0, ffn=req.ffn or 0, mlp=req.mlp,
+                                norm=req.norm, experts=req.experts, top_k=req.top_k)
         elif req.params is not None:
             if any(v is not None for v in given):
                 missing = [f for f, v in zip(SHAPE, given, strict=True) if v is None]

@@ -1,159 +1,180 @@
-"""Commands for real node agents. The worker's step files a command and polls for its
-result; the agent fetches work over its own outbound connection and posts results back.
-Nothing needs to reach into the server, and a step that finds its result already there
-(a worker that died and was replaced) takes it instead of asking twice."""
+"""The real node agent behind the agent port: commands it fetches over its own outbound
+connection and results it posts back. Nothing needs to reach into the server. A pipeline
+stage's first call files its command; later calls find the result (a worker that died and
+was replaced takes it instead of asking twice). Commands move along the declared
+agent-command lifecycle: pending -> running -> done | failed."""
 
 from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
-from gpulease.db.repositories import get_instance, instance_allocations
 from gpulease.db.tables import AgentCommand, Node, NodeAgent
-from gpulease.domain.acceptance import Check, GpuSpec, Report, Thresholds
-from gpulease.domain.accounts import Principal
-from gpulease.domain.errors import Conflict, InvalidInput, NotFound
-from gpulease.domain.states import InstanceStatus
+from gpulease.domain.acceptance import GpuSpec, Report, Thresholds
+from gpulease.domain.errors import InvalidInput, NotFound
+from gpulease.domain.states import AGENT_COMMAND, CommandStatus
 from gpulease.platform import Platform
+from gpulease.ports.agent import (
+    COMMAND_KINDS,
+    RESULTS,
+    AgentError,
+    Command,
+    CommandOutcome,
+    ConfigurePayload,
+    ConfigureResult,
+    ErasePayload,
+    EraseResult,
+    NodeConfig,
+    NodeRef,
+    Payload,
+    Pending,
+    VerifyPayload,
+    VerifyResult,
+)
 from gpulease.services.agents import authenticate_agent, record_acceptance
+from gpulease.services.history import agent
+from gpulease.services.lifecycle import initial, transition
 
-KINDS = ("configure", "verify", "erase")
+ON_DEMAND = "on_demand"  # the trigger of a command no pipeline stage waits for
+_COMMANDS: TypeAdapter[Command] = TypeAdapter(Command)
 
 
-def submit(s: Session, p: Platform, node_id: str, instance_id: str | None, kind: str,
-           trigger: str, payload: dict[str, Any], now: datetime) -> str:
+class CommandQueueAgent:
+    """The agent port for nodes running `gpulease agent`."""
+
+    simulated = False
+    enrolls_from_config_drive = True
+
+    def __init__(self, p: Platform) -> None:
+        self.p = p
+
+    def is_up(self, node: NodeRef) -> bool:
+        """True once the node's agent enrolled or called in after the stage began (a fresh
+        boot)."""
+        with self.p.db.read() as s:
+            row = s.get(NodeAgent, node.node_id)
+            since = node.stage_started_at
+            return row is not None and (since is None or row.last_seen_at >= since)
+
+    def configure(self, node: NodeRef, config: NodeConfig) -> ConfigureResult | Pending:
+        # cloud-init applied the config drive (hostname, keys, password hash, data disk);
+        # the agent confirms it and reports the address the tenant will use.
+        answer = self._ask(node, ConfigurePayload(hostname=config.hostname,
+                                                  ssh_keys=list(config.ssh_keys)))
+        return answer if isinstance(answer, Pending) else ConfigureResult.model_validate(answer)
+
+    def verify(self, node: NodeRef, thresholds: Thresholds, spec: GpuSpec) -> Report | Pending:
+        answer = self._ask(node, VerifyPayload(thresholds=thresholds, spec=spec))
+        return answer if isinstance(answer, Pending) else (
+            VerifyResult.model_validate(answer).report())
+
+    def erase(self, node: NodeRef, lease: str | None = None) -> EraseResult | Pending:
+        answer = self._ask(node, ErasePayload(lease=lease))
+        return answer if isinstance(answer, Pending) else EraseResult.model_validate(answer)
+
+    def _ask(self, node: NodeRef, payload: Payload) -> dict[str, Any] | Pending:
+        """The command's result once the agent posted it; Pending until then. Raises
+        AgentError (not retryable: the agent already tried) when the agent reports
+        failure."""
+        kind = COMMAND_KINDS[type(payload)]
+        cmd = None if node.stage is None else self._latest(node, kind)
+        if cmd is None:
+            with self.p.db.write() as s:
+                return Pending(submit(s, self.p, node.node_id, node.instance_id, payload,
+                                      node.stage or ON_DEMAND, self.p.clock.now()))
+        if cmd.status == CommandStatus.FAILED.value:
+            err = AgentError(f"node agent {kind} failed: {cmd.error}")
+            err.retryable = False
+            raise err
+        if cmd.status != CommandStatus.DONE.value:
+            return Pending(cmd.id)
+        result: dict[str, Any] = json.loads(cmd.result_json or "{}")
+        return result
+
+    def _latest(self, node: NodeRef, kind: str) -> AgentCommand | None:
+        """The newest command of this kind filed by this stage since it began."""
+        with self.p.db.read() as s:
+            q = select(AgentCommand).where(AgentCommand.node_id == node.node_id,
+                                           AgentCommand.kind == kind,
+                                           AgentCommand.trigger == node.stage)
+            if node.stage_started_at is not None:
+                q = q.where(AgentCommand.created_at >= node.stage_started_at)
+            row = s.scalars(q.order_by(AgentCommand.created_at.desc()).limit(1)).first()
+            if row is not None:
+                s.expunge(row)
+            return row
+
+
+def submit(s: Any, p: Platform, node_id: str, instance_id: str | None, payload: BaseModel,
+           trigger: str, now: datetime) -> str:
     command_id = uuid.uuid4().hex
-    s.add(AgentCommand(id=command_id, node_id=node_id, instance_id=instance_id, kind=kind,
-                       trigger=trigger, payload_enc=p.box.seal(json.dumps(payload)),
-                       status="pending", created_at=now))
+    s.add(AgentCommand(id=command_id, node_id=node_id, instance_id=instance_id,
+                       kind=COMMAND_KINDS[type(payload)], trigger=trigger,
+                       payload_enc=p.box.seal(payload.model_dump_json()), created_at=now,
+                       **initial(AgentCommand, AGENT_COMMAND)))
     return command_id
 
 
-def latest(p: Platform, node_id: str, kind: str, trigger: str, since: datetime | None
-           ) -> AgentCommand | None:
-    """The newest command of this kind filed by this stage since it began."""
-    with p.db.read() as s:
-        q = select(AgentCommand).where(AgentCommand.node_id == node_id,
-                                       AgentCommand.kind == kind,
-                                       AgentCommand.trigger == trigger)
-        if since is not None:
-            q = q.where(AgentCommand.created_at >= since)
-        row = s.scalars(q.order_by(AgentCommand.created_at.desc()).limit(1)).first()
-        if row is not None:
-            s.expunge(row)
-        return row
-
-
-def agent_seen_since(p: Platform, node_id: str, since: datetime | None) -> bool:
-    """True once the node's agent enrolled or called in after `since` (a fresh boot)."""
-    with p.db.read() as s:
-        agent = s.get(NodeAgent, node_id)
-        return agent is not None and (since is None or agent.last_seen_at >= since)
-
-
-def fetch(p: Platform, credential: str | None) -> list[dict[str, Any]]:
+def fetch(p: Platform, credential: str | None) -> list[Command]:
     """The agent's pending commands, marked running; the call also counts as a heartbeat."""
     now = p.clock.now()
     with p.db.write() as s:
-        agent = authenticate_agent(s, credential)
-        agent.last_seen_at = now
+        node_agent = authenticate_agent(s, credential)
+        node_agent.last_seen_at = now
         rows = s.scalars(select(AgentCommand).where(
-            AgentCommand.node_id == agent.node_id, AgentCommand.status == "pending")
+            AgentCommand.node_id == node_agent.node_id,
+            AgentCommand.status == CommandStatus.PENDING.value)
             .order_by(AgentCommand.created_at).with_for_update()).all()
         out = []
         for row in rows:
-            row.status, row.claimed_at = "running", now
-            out.append({"id": row.id, "kind": row.kind, "instance_id": row.instance_id,
-                        "payload": json.loads(p.box.open(row.payload_enc))})
+            transition(s, p, row, AGENT_COMMAND, "fetch", now, actor=agent(row.node_id))
+            row.claimed_at = now
+            out.append(_COMMANDS.validate_python({
+                "id": row.id, "kind": row.kind, "instance_id": row.instance_id,
+                "payload": json.loads(p.box.open(row.payload_enc))}))
         return out
 
 
-def _report(data: dict[str, Any]) -> Report:
-    checks = tuple(Check(**c) for c in data.get("checks", []))
-    return Report(passed=bool(data["passed"]), checks=checks,
-                  simulated=bool(data.get("simulated", False)),
-                  driver_version=data.get("driver_version"),
-                  cuda_version=data.get("cuda_version"), notes=tuple(data.get("notes", ())))
-
-
-def report_from(data: dict[str, Any]) -> Report:
+def _result(kind: str, outcome: CommandOutcome) -> ConfigureResult | VerifyResult | EraseResult:
     try:
-        return _report(data)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InvalidInput("result", f"acceptance report not understood: {exc}") from None
+        return RESULTS[kind].model_validate(outcome.result or {})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"]) or "result"
+        raise InvalidInput("result", f"The {kind} result is not understood ({where}: "
+                                     f"{first['msg']}); post what this control plane's "
+                                     "agent version sends.") from None
 
 
-def post_result(p: Platform, credential: str | None, command_id: str, ok: bool,
-                result: dict[str, Any] | None, error: str | None) -> None:
+def post_result(p: Platform, credential: str | None, command_id: str,
+                outcome: CommandOutcome) -> None:
     now = p.clock.now()
     with p.db.write() as s:
-        agent = authenticate_agent(s, credential)
-        agent.last_seen_at = now
+        node_agent = authenticate_agent(s, credential)
+        node_agent.last_seen_at = now
         row = s.get(AgentCommand, command_id, with_for_update=True)
-        if row is None or row.node_id != agent.node_id:
+        if row is None or row.node_id != node_agent.node_id:
             raise NotFound(f"No command {command_id} for this node.")
-        if row.status in ("done", "failed"):
+        if AGENT_COMMAND.parse(row.status) in AGENT_COMMAND.finals:
             return  # a repeated post (the agent retried after a lost answer): same outcome
-        if ok and row.kind == "verify":
-            report = report_from(result or {})
-            if row.trigger == "on_demand":
+        who = agent(row.node_id)
+        if outcome.ok:
+            result = _result(row.kind, outcome)
+            if isinstance(result, VerifyResult) and row.trigger == ON_DEMAND:
                 node = s.get(Node, row.node_id)
                 assert node is not None
-                record_acceptance(s, node, row.instance_id, report, "on_demand", now)
-        row.status = "done" if ok else "failed"
-        row.result_json = json.dumps(result) if result is not None else None
-        row.error = error
+                record_acceptance(s, node, row.instance_id, result.report(), ON_DEMAND, now,
+                                  actor=who)
+            row.result_json = result.model_dump_json()
+            transition(s, p, row, AGENT_COMMAND, "succeed", now, actor=who)
+        else:
+            row.error = outcome.error or "the agent gave no reason"
+            transition(s, p, row, AGENT_COMMAND, "fail", now, actor=who,
+                       reason=row.error[:500])
         row.finished_at = now
     p.wake()
-
-
-def verify_now(p: Platform, actor: Principal, instance_id: str) -> list[dict[str, Any]]:
-    """Run the acceptance suite on demand on every node the instance holds: queued for a
-    real agent (the report lands in the instance's reports when it answers), run at once by
-    a builtin stand-in."""
-    from gpulease.ports.agent import NodeRef
-    from gpulease.ports.bmc import BmcEndpoint
-
-    actor.require_order_rights()
-    now = p.clock.now()
-    runs: list[tuple[str, str, str, BmcEndpoint, tuple[Thresholds, GpuSpec]]] = []
-    out: list[dict[str, Any]] = []
-    with p.db.write() as s:
-        inst = get_instance(s, actor, instance_id)
-        if inst.status != InstanceStatus.READY.value:
-            raise Conflict(f"Instance {inst.id} is {inst.status}; verification runs on a ready "
-                           "instance.")
-        for node, _, held in instance_allocations(s, inst.id):
-            if not held or node.pool != "bare_metal" or node.status != "active":
-                continue
-            marks = p.catalog.marks(node.sku, node.region)
-            if marks is None:
-                continue
-            thresholds, spec = marks
-            if node.agent_kind == "gpulease":
-                cid = submit(s, p, node.id, inst.id, "verify", "on_demand",
-                             {"thresholds": thresholds.as_dict(), "spec": asdict(spec)}, now)
-                out.append({"node": node.name, "status": "queued", "command": cid})
-            else:
-                runs.append((node.id, node.name, node.bmc_driver, BmcEndpoint(
-                    node.name, node.bmc_address, node.bmc_username,
-                    p.box.open(node.bmc_password_enc)), marks))
-        if not out and not runs:
-            raise Conflict(f"Instance {inst.id} holds no bare-metal node to verify "
-                           "(containers share their host's delivery report).")
-    for node_id, name, driver, endpoint, marks in runs:  # I/O outside the transaction
-        report = p.drivers.agent_for(driver).verify(NodeRef(name, driver, endpoint), *marks)
-        with p.db.write() as s:
-            node = s.get(Node, node_id)
-            assert node is not None
-            rid = record_acceptance(s, node, instance_id, report, "on_demand", p.clock.now())
-        out.append({"node": name, "status": "done", "report": rid, "passed": report.passed})
-    p.wake()
-    return out
-

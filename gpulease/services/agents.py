@@ -179,14 +179,14 @@ def instance_metrics(p: Platform, actor: Principal, instance_id: str) -> dict[st
 # --- acceptance reports and erase certificates -----------------------------------------
 
 def record_acceptance(s: Session, node: Node, instance_id: str | None, report: Report,
-                      trigger: str, now: datetime) -> str:
+                      trigger: str, now: datetime, *, actor: str) -> str:
     report_id = uuid.uuid4().hex
     s.add(AcceptanceReport(id=report_id, node_id=node.id, instance_id=instance_id,
                            created_at=now, trigger=trigger, passed=report.passed,
                            simulated=report.simulated,
                            report_json=json.dumps(report.as_dict())))
     if trigger == "on_demand" and not report.passed and instance_id is not None:
-        sla.credit_failed_acceptance(s, instance_id, now)
+        sla.credit_failed_acceptance(s, instance_id, now, actor=actor)
     return report_id
 
 

@@ -16,11 +16,13 @@ from gpulease.db.repositories import (
 from gpulease.db.tables import Event, Instance, Node
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, Gone, InvalidInput
-from gpulease.domain.states import DEPLOY_ORDER, InstanceStatus
+from gpulease.domain.states import DEPLOY_ORDER, INSTANCE, InstanceStatus, NodeStage
 from gpulease.platform import Platform
 from gpulease.schemas import CredentialsView, InstanceNodeView, InstanceView, Page, StageView
+from gpulease.services.history import by
+from gpulease.services.lifecycle import transition
+from gpulease.services.node_agents import is_simulated
 from gpulease.services.placement import Claimed
-from gpulease.services.status import switch_instance_status
 
 
 def _ssh_command(inst: Instance) -> str | None:
@@ -69,8 +71,7 @@ def assemble_view(
             node=names.get(e.resource_id) if e.resource == "node" else None,
         )
         for e in events
-        if e.kind in ("stage", "error", "result") or (
-            e.resource == "instance" and e.to_value == InstanceStatus.FAILED.value)
+        if e.kind in ("stage", "error", "result", "note") and e.to_value != NodeStage.IDLE
     ]
     delivery = (inst.ready_at - inst.ordered_at).total_seconds() if inst.ready_at else None
     return InstanceView(
@@ -88,7 +89,7 @@ def assemble_view(
             inst.status == InstanceStatus.READY.value
             and inst.credentials_revealed_at is None and inst.root_password_enc is not None
         ),
-        simulated=any(p.drivers.simulated(node.bmc_driver, node.agent_kind)
+        simulated=any(is_simulated(p, node.bmc_driver, node.agent_kind)
                       for node, _, _ in allocations),
     )
 
@@ -122,16 +123,9 @@ def release_instance(p: Platform, actor: Principal, instance_id: str) -> Instanc
     with p.db.write() as s:
         inst = get_instance(s, actor, instance_id, lock=True)
         if inst.status not in (InstanceStatus.RELEASING.value, InstanceStatus.RELEASED.value):
-            now = p.clock.now()
-            if inst.status == InstanceStatus.READY.value:
-                from gpulease.services.leases import end_early
-
-                end_early(s, p, inst, now)  # unused whole periods back, by the policy
-            switch_instance_status(s, inst, InstanceStatus.RELEASING, now, "released by tenant")
-            inst.release_requested_at = now
-            inst.next_attempt_at = now
-            inst.lock_token = None  # a worker mid-step on this row must not overwrite this
-            inst.lock_expires_at = None
+            # Its effects: unused whole periods back by the policy, the worker takes over.
+            transition(s, p, inst, INSTANCE, "release", p.clock.now(), actor=by(actor),
+                       reason="released by tenant")
         view = instance_view(s, p, inst)
     p.wake()
     return view

@@ -14,11 +14,13 @@ from sqlalchemy.orm import Session
 from gpulease.db.tables import Fabric, Gpu, GpuAllocation, Node, NodeAgent, Rack
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
-from gpulease.domain.states import NODE_BUSY, NodeStatus
+from gpulease.domain.states import NODE, NODE_BUSY, NodeStatus
 from gpulease.platform import Platform
 from gpulease.schemas import NodeView, Page
 from gpulease.security import new_id
-from gpulease.services.status import switch_node_status
+from gpulease.services.history import by
+from gpulease.services.lifecycle import initial, transition
+from gpulease.services.node_agents import is_simulated
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ def add_node(s: Session, p: Platform, spec: NodeSpec) -> Node:
         fabric_id=spec.fabric_id, bmc_driver=spec.bmc_driver,
         bmc_address=spec.bmc_address or f"simulated://{spec.name}",
         bmc_username=spec.bmc_username, bmc_password_enc=p.box.seal(spec.bmc_password),
-        status=spec.status.value, status_reason=spec.status_reason,
+        **initial(Node, NODE, spec.status, spec.status_reason),
         inventory_json=spec.inventory_json, agent_kind=spec.agent_kind,
         runtime_url=spec.runtime_url, generation=0,
         attempts=0, created_at=now,
@@ -139,7 +141,7 @@ def list_nodes(
         counts = _free_gpu_counts(s, [n.id for n in nodes])
         racks = {r.id: r for r in s.scalars(select(Rack))}
         items = [node_view(n, racks.get(n.rack_id or ""), counts[n.id],
-                           p.drivers.simulated(n.bmc_driver, n.agent_kind)) for n in nodes]
+                           is_simulated(p, n.bmc_driver, n.agent_kind)) for n in nodes]
     return Page(items=items, total=total, limit=limit, offset=offset)
 
 
@@ -157,7 +159,7 @@ def get_node(p: Platform, actor: Principal, node_id: str) -> NodeView:
         node = _load(s, node_id)
         rack = s.get(Rack, node.rack_id) if node.rack_id else None
         view = node_view(node, rack, _free_gpu_counts(s, [node.id])[node.id],
-                         p.drivers.simulated(node.bmc_driver, node.agent_kind))
+                         is_simulated(p, node.bmc_driver, node.agent_kind))
         agent = s.get(NodeAgent, node.id)
         if agent is not None:  # what the node's agent last reported about the server
             view.agent_report = {
@@ -179,11 +181,11 @@ def drain_node(p: Platform, actor: Principal, node_id: str, reason: str | None) 
         has_slices = bool(s.scalar(select(func.count()).where(
             GpuAllocation.node_id == node.id, GpuAllocation.released_at.is_(None))))
         if node.status == NodeStatus.AVAILABLE.value and not has_slices:
-            switch_node_status(s, node, NodeStatus.MAINTENANCE, now,
-                               reason or "drained by operator")
-        else:
-            node.status_reason = reason or "drain requested: maintenance once freed"
-            node.updated_at = now
+            transition(s, p, node, NODE, "drain", now, actor=by(actor),
+                       reason=reason or "drained by operator")
+        elif NODE.allows(NodeStatus(node.status), "request_drain"):
+            transition(s, p, node, NODE, "request_drain", now, actor=by(actor),
+                       reason=reason or "drain requested: maintenance once freed")
     return get_node(p, actor, node_id)
 
 
@@ -202,8 +204,8 @@ def maintenance_node(p: Platform, actor: Principal, node_id: str, reason: str | 
         if node.status == NodeStatus.CLEANING.value:
             raise Conflict(f"Node {node.name} is being cleaned; drain it instead.")
         node.generation += 1
-        switch_node_status(s, node, NodeStatus.MAINTENANCE, p.clock.now(),
-                           reason or "maintenance by operator")
+        transition(s, p, node, NODE, "set_aside", p.clock.now(), actor=by(actor),
+                   reason=reason or "maintenance by operator")
     return get_node(p, actor, node_id)
 
 
@@ -212,17 +214,15 @@ def resume_node(p: Platform, actor: Principal, node_id: str) -> NodeView:
     with p.db.write() as s:
         node = _load(s, node_id)
         now = p.clock.now()
-        node.drain_requested_at = None
-        if node.status in (NodeStatus.MAINTENANCE.value, NodeStatus.FAILED.value):
+        drained, node.drain_requested_at = node.drain_requested_at, None
+        status = NodeStatus(node.status)
+        if NODE.allows(status, "resume"):
             if node.instance_id is not None:
                 raise Conflict(f"Node {node.name} is still tied to instance {node.instance_id}.")
-            if node.status == NodeStatus.FAILED.value:
-                switch_node_status(s, node, NodeStatus.MAINTENANCE, now, "resumed by operator")
             node.generation += 1
             node.last_error = None
-            switch_node_status(s, node, NodeStatus.AVAILABLE, now, None)
-        elif node.status != NodeStatus.AVAILABLE.value:
-            node.status_reason = None
-            node.updated_at = now
+            transition(s, p, node, NODE, "resume", now, actor=by(actor))
+        elif drained is not None and NODE.allows(status, "cancel_drain"):
+            transition(s, p, node, NODE, "cancel_drain", now, actor=by(actor))
     p.wake()
     return get_node(p, actor, node_id)

@@ -6,7 +6,6 @@ bills nothing twice. Other usage (egress, extra storage) is reported through the
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -17,14 +16,12 @@ from sqlalchemy.orm import Session
 from gpulease.db.repositories import get_instance
 from gpulease.db.tables import Instance, UsageRecord
 from gpulease.domain.accounts import Principal
-from gpulease.domain.errors import Conflict, InvalidInput, PaymentRequired
+from gpulease.domain.errors import Conflict, InvalidInput
 from gpulease.domain.invoicing import USAGE_KINDS
 from gpulease.domain.money import to_fen
 from gpulease.domain.proration import prorate_by_month
-from gpulease.domain.states import InstanceStatus
 from gpulease.platform import Platform
 from gpulease.schemas import Page, UsageIn, UsageView
-from gpulease.services.status import record_event, switch_instance_status
 from gpulease.services.wallet import (
     first_hold,
     post,
@@ -168,68 +165,3 @@ def list_usage(p: Platform, actor: Principal, instance_id: str | None = None,
 
 
 # --- the worker's container meter ------------------------------------------------------------
-
-def hour_key(instance_id: str, k: int) -> str:
-    return f"{instance_id}:gpu-hour:{k}"
-
-
-def _hours_due(ready_at: datetime, released: datetime | None, now: datetime) -> int:
-    """How many hours of the container have started (hour 0 is the order's held hour)."""
-    end = released or now
-    if end <= ready_at:
-        return 1
-    started = math.ceil((end - ready_at) / HOUR)  # hours that began before `end`
-    if released is None and (end - ready_at) % HOUR == timedelta(0):
-        started += 1  # still running: the hour starting now has started too
-    return max(started, 1)
-
-
-def meter_containers(p: Platform, limit: int = 500) -> int:
-    """Charge every started GPU-hour not yet charged; returns how many were recorded. A
-    running container whose balance cannot pay its next hour is stopped, with the reason.
-    The hours charged so far are counted on the instance, in the same transaction as the
-    records, so a sweep reads one row per container, however long it has run."""
-    now = p.clock.now()
-    with p.db.read() as s:
-        rows = s.execute(
-            select(Instance.id, Instance.ready_at, Instance.release_requested_at,
-                   Instance.metered_hours)
-            .where(Instance.kind == "container", Instance.ready_at.is_not(None),
-                   (Instance.status == InstanceStatus.READY.value)
-                   | (Instance.release_requested_at >= now - timedelta(days=7)))
-            .order_by(Instance.ready_at)).all()
-    # Only containers with an hour to charge take a write transaction.
-    ids = [i for i, ready, released, metered in rows
-           if ready is not None and _hours_due(ready, released, now) - 1 > metered][:limit]
-    recorded = 0
-    for instance_id in ids:
-        with p.db.write() as s:
-            inst = s.get(Instance, instance_id, with_for_update=True)
-            assert inst is not None and inst.ready_at is not None
-            due = _hours_due(inst.ready_at, inst.release_requested_at, now)
-            for k in range(inst.metered_hours + 1,
-                           min(due, inst.metered_hours + 1 + MAX_HOURS_PER_SWEEP)):
-                start = inst.ready_at + k * HOUR
-                running = inst.status == InstanceStatus.READY.value
-                try:
-                    with s.begin_nested():
-                        _, dup = record(s, p, inst, hour_key(inst.id, k), "gpu_hours",
-                                        Decimal(inst.gpu_count), start, start + HOUR, now,
-                                        "worker", cover=running)
-                except PaymentRequired as exc:
-                    _stop_unpaid(s, p, inst, now, str(exc))
-                    break
-                inst.metered_hours = k
-                recorded += 0 if dup else 1
-    return recorded
-
-
-def _stop_unpaid(s: Session, p: Platform, inst: Instance, now: datetime, why: str) -> None:
-    reason = f"stopped: the balance cannot pay the next GPU-hour. {why}"
-    record_event(s, now, "instance", inst.id, "stage", instance_id=inst.id,
-                 to_value="unpaid", message=reason)
-    switch_instance_status(s, inst, InstanceStatus.RELEASING, now, reason[:500])
-    inst.release_requested_at = now
-    inst.next_attempt_at = now
-    inst.lock_token, inst.lock_expires_at = None, None
-    p.wake()

@@ -111,10 +111,10 @@ def deliver_notices(p: Platform, limit: int = 50) -> int:
             admins = list(s.scalars(select(User.email).where(
                 User.tenant_id == n.tenant_id, User.role == Role.ADMIN.value,
                 User.disabled_at.is_(None))))
-            hook = s.get(TenantWebhook, n.tenant_id)
+            row = s.get(TenantWebhook, n.tenant_id)
             jobs.append((n.id, n.kind, n.instance_id, n.text, n.created_at, admins,
                          n.email_sent_at, n.webhook_sent_at,
-                         (hook.url, p.box.open(hook.secret_enc)) if hook else None))
+                         (row.url, p.box.open(row.secret_enc)) if row else None))
     done = 0
     for nid, kind, iid, text, created, admins, mailed, hooked, hook in jobs:
         errors: list[str] = []
@@ -135,15 +135,15 @@ def deliver_notices(p: Platform, limit: int = 50) -> int:
             except (httpx.HTTPError, RuntimeError) as exc:
                 errors.append(f"webhook: {exc}")
         with p.db.write() as s:
-            n = s.get(LeaseNotice, nid)
-            assert n is not None
-            n.email_sent_at = n.email_sent_at or mail_ok
-            n.webhook_sent_at = n.webhook_sent_at or hook_ok
+            sent = s.get(LeaseNotice, nid)
+            assert sent is not None
+            sent.email_sent_at = sent.email_sent_at or mail_ok
+            sent.webhook_sent_at = sent.webhook_sent_at or hook_ok
             if errors:
-                n.attempts += 1
-                n.last_error = "; ".join(errors)[:1000]
-                log.warning("notice %s: %s", nid, n.last_error)
+                sent.attempts += 1
+                sent.last_error = "; ".join(errors)[:1000]
+                log.warning("notice %s: %s", nid, sent.last_error)
             else:
-                n.sent_at = p.clock.now()
+                sent.sent_at = p.clock.now()
                 done += 1
     return done

@@ -17,14 +17,16 @@ from gpulease.domain.accounts import Principal
 from gpulease.domain.catalog import BARE_METAL_TERMS, Term
 from gpulease.domain.errors import InvalidInput, OutOfStock
 from gpulease.domain.ssh import check_ssh_key
-from gpulease.domain.states import InstanceStatus
+from gpulease.domain.states import INSTANCE, INSTANCE_STAGE
 from gpulease.platform import Platform
 from gpulease.schemas import InstanceView, OrderRequest
 from gpulease.security import new_id, new_root_password
 from gpulease.services.catalog import bare_metal_stock, free_gpus_by_node
+from gpulease.services.history import by
 from gpulease.services.idempotency import idem_for, remember, replay
 from gpulease.services.images import all_images, find_image
 from gpulease.services.instances import assemble_view
+from gpulease.services.lifecycle import initial
 from gpulease.services.placement import (
     Claimed,
     Raced,
@@ -166,6 +168,7 @@ def place_order(
 
 
 _INSERT_INSTANCE = insert(Instance)
+_NEW_INSTANCE = initial(Instance, INSTANCE) | initial(Instance, INSTANCE_STAGE)
 _INSERT_EVENTS = insert(Event)
 
 
@@ -183,9 +186,11 @@ def _place(s: Session, p: Platform, actor: Principal, tenant: str, plan: Plan) -
     values = _instance_row(p, actor, tenant, plan, now, fabric)
     conn.execute(_INSERT_INSTANCE, values)  # first: the claims below refer to it
     inst = Instance(**values)  # not added to the session: read for the price and the answer
+    who = by(actor)
     events: list[dict[str, object]] = [
         {"at": now, "resource": "instance", "resource_id": inst.id, "instance_id": inst.id,
-         "kind": "stage", "from_value": None, "to_value": "ordered", "message": None}]
+         "kind": "stage", "from_value": None, "to_value": inst.stage, "message": None,
+         "actor": who}]
     if plan.kind == "container":
         free = free_gpus_by_node(s)
         host = claim_container_slice(s, plan.sku, plan.region, plan.gpus, inst.id, now, free)
@@ -197,7 +202,7 @@ def _place(s: Session, p: Platform, actor: Principal, tenant: str, plan: Plan) -
         held = allocate_gpus(conn, [c.id for c in claimed], inst.id, now)
         for c in claimed:
             c.gpus = held[c.id]
-        events += node_claim_events(claimed, inst.id, now)
+        events += node_claim_events(claimed, inst.id, now, who)
     conn.execute(_INSERT_EVENTS, events)
     hold_first_period(s, p, inst, now)
     return assemble_view(p, inst, [(c, c.gpus, True) for c in claimed],
@@ -211,9 +216,9 @@ def _instance_row(p: Platform, actor: Principal, tenant: str, plan: Plan, now: d
         "sku": plan.sku, "region": plan.region, "container_offer": plan.container_offer,
         "term": plan.term, "image_id": plan.image, "node_count": plan.nodes,
         "gpu_count": plan.gpus, "fabric_id": fabric, "ssh_keys": "\n".join(plan.ssh_keys),
-        "name": plan.name, "status": InstanceStatus.PENDING.value,
+        "name": plan.name, **_NEW_INSTANCE,
         "root_password_enc": p.box.seal(new_root_password()), "ordered_at": now,
-        "next_attempt_at": now, "attempts": 0, "stage": "ordered", "stage_started_at": now,
+        "next_attempt_at": now, "attempts": 0, "stage_started_at": now,
         "stage_polls": 0, "metered_hours": 0,
     }
 

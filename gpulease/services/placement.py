@@ -35,9 +35,9 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 from sqlalchemy.sql import Executable
 
-from gpulease.db.tables import Gpu, GpuAllocation, Instance, Node, UtcDateTime
-from gpulease.domain.states import NodeStatus, check_node_transition
-from gpulease.services.status import claim_node
+from gpulease.db.tables import Event, Gpu, GpuAllocation, Instance, Node, UtcDateTime
+from gpulease.domain.states import NODE
+from gpulease.services.lifecycle import bulk
 
 CANDIDATES = 64  # free nodes read per claim that starts from a read
 
@@ -65,20 +65,23 @@ _CLAIMED = (Node.id, Node.name, Node.status, Node.stage, Node.instance_id, Node.
             Node.bmc_driver, Node.agent_kind)
 
 
+# The node lifecycle's `allocate` (available -> allocated), set-based: its guard in the
+# WHERE, its values in the SET, its event rows beside the claim.
+ALLOCATE = bulk(Node, NODE, "allocate")
+
+
 def _free_bare_metal(sku: ColumnElement[str] | str,
                      region: ColumnElement[str] | str) -> ColumnElement[bool]:
     return and_(Node.sku == sku, Node.region == region, Node.pool == "bare_metal",
-                Node.status == NodeStatus.AVAILABLE.value, Node.drain_requested_at.is_(None))
+                ALLOCATE.guard, Node.drain_requested_at.is_(None))
 
 
 def _claim_update(where: ColumnElement[bool]) -> Executable:
-    check_node_transition(NodeStatus.AVAILABLE, NodeStatus.ALLOCATED)
     return (
         update(Node)
-        .where(where, Node.status == NodeStatus.AVAILABLE.value,
-               Node.drain_requested_at.is_(None))
-        .values(status=NodeStatus.ALLOCATED.value, status_reason=None,
-                instance_id=bindparam("claim_instance"), generation=Node.generation + 1,
+        .where(where, ALLOCATE.guard, Node.drain_requested_at.is_(None))
+        .values(**ALLOCATE.values, instance_id=bindparam("claim_instance"),
+                generation=Node.generation + 1,
                 updated_at=bindparam("claim_at", type_=UtcDateTime()))
         .returning(*_CLAIMED)
     )
@@ -131,12 +134,10 @@ def allocate_gpus(conn: Connection, node_ids: list[str], instance_id: str, now: 
     return held
 
 
-def node_claim_events(claimed: list[Claimed], instance_id: str,
-                      now: datetime) -> list[dict[str, object]]:
+def node_claim_events(claimed: list[Claimed], instance_id: str, now: datetime,
+                      actor: str) -> list[dict[str, object]]:
     """The history rows of nodes claimed for an instance (available → allocated)."""
-    return [{"at": now, "resource": "node", "resource_id": c.id, "instance_id": instance_id,
-             "kind": "status", "from_value": NodeStatus.AVAILABLE.value,
-             "to_value": NodeStatus.ALLOCATED.value, "message": None} for c in claimed]
+    return ALLOCATE.events([c.id for c in claimed], now, actor, instance_id)
 
 
 def claim_bare_metal(conn: Connection, sku: str, region: str, instance_id: str,
@@ -185,7 +186,7 @@ def claim_cluster(conn: Connection, sku: str, region: str, fabric: str, nodes: i
     return sorted((Claimed(*r) for r in rows), key=lambda c: c.name)
 
 
-def _free_nodes_query(inst: Instance, failed: Node) -> Select[tuple[str, int]]:
+def _free_nodes_query(inst: Instance, failed: Node) -> Select[str, int]:
     q = select(Node.id, Node.generation).where(_free_bare_metal(inst.sku, inst.region),
                                                Node.id != failed.id)
     if inst.kind == "cluster":
@@ -193,13 +194,39 @@ def _free_nodes_query(inst: Instance, failed: Node) -> Select[tuple[str, int]]:
     return q.limit(CANDIDATES)
 
 
-def claim_replacement(s: Session, now: datetime, inst: Instance, failed: Node) -> Node | None:
+def _claim_read_node(s: Session, node_id: str, generation: int,
+                     values: dict[str, object]) -> bool:
+    """Update a node read earlier, only if nobody changed it since (its generation) and it
+    is still free; False means retry with fresh data."""
+    result = s.execute(
+        update(Node)
+        .where(Node.id == node_id, Node.generation == generation, ALLOCATE.guard,
+               Node.drain_requested_at.is_(None))
+        .values(generation=generation + 1, **values)
+        .execution_options(synchronize_session=False)
+    )
+    return result.rowcount == 1  # type: ignore[attr-defined,no-any-return]
+
+
+def claim_node(s: Session, node_id: str, generation: int, now: datetime, *, actor: str,
+               instance_id: str) -> bool:
+    """Claim a node read earlier for an instance (available -> allocated, recorded), in the
+    caller's transaction."""
+    if not _claim_read_node(s, node_id, generation, {
+            **ALLOCATE.values, "instance_id": instance_id, "updated_at": now}):
+        return False
+    s.execute(insert(Event), ALLOCATE.events([node_id], now, actor, instance_id))
+    return True
+
+
+def claim_replacement(s: Session, now: datetime, inst: Instance, failed: Node, *,
+                      actor: str) -> Node | None:
     """In the caller's transaction, claim a free node of the instance's offer (on its fabric
     for a cluster) to replace one that failed during delivery; None when none is free."""
     rows = list(s.execute(_free_nodes_query(inst, failed)).all())
     random.shuffle(rows)
     for node_id, gen in rows:
-        if claim_node(s, node_id, gen, now, to=NodeStatus.ALLOCATED, instance_id=inst.id):
+        if claim_node(s, node_id, gen, now, actor=actor, instance_id=inst.id):
             allocate_gpus(s.connection(), [node_id], inst.id, now)
             return s.get(Node, node_id, populate_existing=True)
     return None
@@ -219,7 +246,7 @@ def claim_container_slice(s: Session, sku: str, region: str, gpus: int, instance
     least = min(f for f, _ in fitting)
     node = nodes[random.choice([n for f, n in fitting if f == least])]
     # The host stays available while it hosts slices; the generation still orders claims.
-    if not claim_node(s, node.id, node.generation, now, to=None, instance_id=None):
+    if not _claim_read_node(s, node.id, node.generation, {"updated_at": now}):
         raise Raced()
     held = allocate_gpus(s.connection(), [node.id], instance_id, now, gpus)
     return Claimed(node.id, node.name, node.status, node.stage, node.instance_id,

@@ -20,6 +20,7 @@ from gpulease.domain.credits import (
 )
 from gpulease.domain.states import InstanceStatus
 from gpulease.domain.telemetry import AlertKind
+from gpulease.services.history import agent
 from gpulease.services.wallet import credit_sla, first_hold, has_credit
 
 # Faults that take a GPU out of service (throttling and a down NVLink only slow it).
@@ -54,12 +55,12 @@ def credit_outage(s: Session, alert: HardwareAlert, rule: OutageRule = OutageRul
     if credit > 0 and not has_credit(s, inst.id, item):
         credit_sla(s, inst, credit, alert.closed_at, item,
                    f"GPU {alert.gpu_index} of {inst.id} out of service {outage_s / 60:.0f} min "
-                   f"({alert.kind}); rule: {rule.describe()}")
+                   f"({alert.kind}); rule: {rule.describe()}", actor=agent(alert.node_id))
         return credit
     return Decimal("0.00")
 
 
-def credit_failed_acceptance(s: Session, instance_id: str, now: datetime,
+def credit_failed_acceptance(s: Session, instance_id: str, now: datetime, *, actor: str,
                              rule: AcceptanceRule = AcceptanceRule()  # noqa: B008
                              ) -> Decimal:
     """A delivered, leased machine that fails acceptance when its tenant asks: once per
@@ -74,6 +75,6 @@ def credit_failed_acceptance(s: Session, instance_id: str, now: datetime,
     credit = acceptance_credit(lease.unit_price, rule)
     if credit > 0 and not has_credit(s, inst.id, item):
         credit_sla(s, inst, credit, now, item, f"{inst.id} failed acceptance on request; "
-                                                f"rule: {rule.describe()}")
+                                                f"rule: {rule.describe()}", actor=actor)
         return credit
     return Decimal("0.00")

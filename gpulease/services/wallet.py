@@ -17,10 +17,9 @@ from gpulease.domain.credits import SlaRule, early_termination_refund, late_deli
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound, PaymentRequired
 from gpulease.domain.money import to_fen
 from gpulease.domain.pricing import unit_price
-from gpulease.domain.states import InstanceStatus
 from gpulease.platform import Platform
 from gpulease.schemas import LedgerEntryView, Page, WalletView
-from gpulease.services.status import record_event
+from gpulease.services.history import WORKER, note
 
 MAX_TOP_UP = Decimal("100000000")  # ¥100M in one top-up: beyond that it is a typo
 
@@ -145,7 +144,7 @@ def charge(s: Session, tenant_id: str, amount: Decimal, now: datetime, *,
 
 
 def credit_late_delivery(s: Session, inst: Instance, now: datetime, sla_s: float,
-                         rule: SlaRule = SlaRule()) -> Decimal:  # noqa: B008
+                         rule: SlaRule = SlaRule(), actor: str = WORKER) -> Decimal:  # noqa: B008
     """A delivery later than the SLA earns a credit on the first period, by the documented
     rule, straight into the wallet (shown in the ledger and the instance's stages)."""
     first = -_sum(s, LedgerEntry.instance_id == inst.id, LedgerEntry.kind == "charge")
@@ -153,12 +152,12 @@ def credit_late_delivery(s: Session, inst: Instance, now: datetime, sla_s: float
     credit, percent = late_delivery_credit(took, sla_s, first, rule)
     credit_sla(s, inst, credit, now, f"SLA credit: late delivery of {inst.id}",
                f"({percent.normalize():f}%) delivered in {took / 60:.0f} min against "
-               f"{sla_s / 60:.0f} min; rule: {rule.describe()}")
+               f"{sla_s / 60:.0f} min; rule: {rule.describe()}", actor=actor)
     return credit
 
 
 def credit_sla(s: Session, inst: Instance, credit: Decimal, now: datetime, item: str,
-               text: str) -> None:
+               text: str, *, actor: str) -> None:
     """Post an SLA credit (outage, failed acceptance): into the wallet at once, onto the
     next invoice as a negative line, and into the instance's history."""
     if credit <= 0:
@@ -166,8 +165,7 @@ def credit_sla(s: Session, inst: Instance, credit: Decimal, now: datetime, item:
     text = f"SLA credit ¥{credit:,.2f}: {text}"
     post(s, wallet_for_update(s, inst.tenant_id, now), "credit", credit, now,
          instance_id=inst.id, reference=text[:200], item=item)
-    record_event(s, now, "instance", inst.id, "stage", instance_id=inst.id,
-                 to_value="sla_credit", message=text)
+    note(s, now, inst.id, "sla_credit", text, actor=actor)
 
 
 def has_credit(s: Session, instance_id: str, item: str) -> bool:
@@ -177,7 +175,8 @@ def has_credit(s: Session, instance_id: str, item: str) -> bool:
 
 
 def refund_early_end(s: Session, inst: Instance, lease_term: str, ends_at: datetime,
-                     unit_price: Decimal, fee_percent: Decimal, now: datetime) -> Decimal:
+                     unit_price: Decimal, fee_percent: Decimal, now: datetime, *,
+                     actor: str) -> Decimal:
     """Ending a lease early refunds its unused whole periods less the fee."""
     periods, refund = early_termination_refund(lease_term, ends_at, now, unit_price,
                                                fee_percent)
@@ -187,8 +186,7 @@ def refund_early_end(s: Session, inst: Instance, lease_term: str, ends_at: datet
         post(s, wallet_for_update(s, inst.tenant_id, now), "refund", refund, now,
              instance_id=inst.id, reference=text[:200],
              item=f"Early termination refund: {inst.id}")
-        record_event(s, now, "instance", inst.id, "stage", instance_id=inst.id,
-                     to_value="refund", message=f"¥{refund:,.2f} refunded: {text}")
+        note(s, now, inst.id, "refund", f"¥{refund:,.2f} refunded: {text}", actor=actor)
     return refund
 
 
@@ -197,26 +195,26 @@ def _held(s: Session, instance_id: str) -> Decimal:
                  LedgerEntry.kind.in_(("hold", "hold_release")))
 
 
-def on_instance_status(s: Session, inst: Instance, target: InstanceStatus, now: datetime
-                       ) -> None:
-    """Delivery turns the hold into a charge; an order that ends without being delivered
-    gets its hold back."""
-    if target == InstanceStatus.READY:
-        held = _held(s, inst.id)
-        if held > 0:
-            wallet = wallet_for_update(s, inst.tenant_id, now)
-            post(s, wallet, "hold_release", held, now, instance_id=inst.id,
-                  reference=f"delivered {inst.id}")
-            post(s, wallet, "charge", -held, now, instance_id=inst.id,
-                  reference=f"first {inst.term} of {inst.id} ({inst.sku})",
-                  item=first_period_item(inst), quantity=Decimal(inst.node_count
-                  if inst.kind != "container" else inst.gpu_count),
-                  unit="server" if inst.kind != "container" else "GPU-hour")
-    elif target in (InstanceStatus.FAILED, InstanceStatus.RELEASED) and inst.ready_at is None:
-        held = _held(s, inst.id)
-        if held > 0:
-            post(s, wallet_for_update(s, inst.tenant_id, now), "hold_release", held, now,
-                  instance_id=inst.id, reference=f"not delivered: {inst.id}")
+def charge_hold(s: Session, inst: Instance, now: datetime) -> None:
+    """Delivery: the order's hold becomes the charge for its first period."""
+    held = _held(s, inst.id)
+    if held > 0:
+        wallet = wallet_for_update(s, inst.tenant_id, now)
+        post(s, wallet, "hold_release", held, now, instance_id=inst.id,
+             reference=f"delivered {inst.id}")
+        post(s, wallet, "charge", -held, now, instance_id=inst.id,
+             reference=f"first {inst.term} of {inst.id} ({inst.sku})",
+             item=first_period_item(inst), quantity=Decimal(inst.node_count
+             if inst.kind != "container" else inst.gpu_count),
+             unit="server" if inst.kind != "container" else "GPU-hour")
+
+
+def return_hold(s: Session, inst: Instance, now: datetime) -> None:
+    """An order that ends without being delivered gets its hold back (once)."""
+    held = _held(s, inst.id)
+    if held > 0:
+        post(s, wallet_for_update(s, inst.tenant_id, now), "hold_release", held, now,
+             instance_id=inst.id, reference=f"not delivered: {inst.id}")
 
 
 def top_up(p: Platform, actor: Principal, tenant_id: str, amount: Decimal, reference: str

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from fastapi import APIRouter, Depends, Form, Request
+from fastapi import APIRouter, Depends, FastAPI, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -74,7 +74,7 @@ Who = Annotated[Principal, Depends(_who)]
 SameOrigin = Depends(_same_origin)
 
 
-def install(app: Any) -> None:
+def install(app: FastAPI) -> None:
     app.include_router(router)
     app.mount("/console/static", static, name="console-static")
 
@@ -140,7 +140,7 @@ def order(p: PlatformDep, who: Who, kind: Annotated[str, Form()],
           nodes: Annotated[int, Form()] = 1,
           name: Annotated[str | None, Form()] = None) -> Response:
     try:
-        req = OrderRequest(kind=kind, sku=sku or None, region=region or None, term=term or None,  # type: ignore[arg-type]
+        req = OrderRequest(kind=kind, sku=sku or None, region=region or None, term=term or None,
                            offer=offer or None, gpus=gpus, nodes=nodes, name=name or None,
                            ssh_keys=[k for k in ssh_key.splitlines() if k.strip()])
         view, _ = orders.place_order(p, who, req)

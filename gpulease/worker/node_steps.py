@@ -1,19 +1,19 @@
-"""What each deploy and clean stage asks of the hardware. Pure I/O through the ports:
-no database here. Each step returns ADVANCE (stage done) or WAIT (poll again)."""
+"""What each deploy and clean stage asks of the hardware, through the BMC and agent ports
+(the real agent's port files its command and answers Pending until the agent posts the
+result). Each step returns ADVANCE (stage done) or WAIT (poll again)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 from typing import Any
 
 from gpulease.domain.acceptance import GpuSpec, Report, Thresholds
-from gpulease.domain.states import CleanStage, DeployStage
+from gpulease.domain.states import NodeStage
 from gpulease.platform import Platform
-from gpulease.ports.agent import Agent, AgentError, NodeConfig, NodeRef
+from gpulease.ports.agent import Agent, NodeConfig, NodeRef, Pending
 from gpulease.ports.bmc import (
     Bmc,
     BmcEndpoint,
@@ -22,7 +22,7 @@ from gpulease.ports.bmc import (
     MediaSlot,
     PowerState,
 )
-from gpulease.services import agent_commands
+from gpulease.services.node_agents import agent_for
 
 
 class Outcome(Enum):
@@ -48,7 +48,7 @@ class NodeJob:
     polls: int = 0  # how often this stage has polled already
     config_drive_url: str | None = None
     acceptance: tuple[Thresholds, GpuSpec] | None = None  # the offer's pass marks
-    agent_kind: str = "builtin"  # builtin: the driver registry's agent; gpulease: commands
+    agent_kind: str = "builtin"  # which agent answers (services/node_agents.py)
     stage_started_at: datetime | None = None
     boot: str = "virtual_media"  # the offer's: virtual_media | uefi_http | pxe
     http_boot_uri: str | None = None  # UEFI HTTP boot: the loader's URL (None: from DHCP)
@@ -120,71 +120,36 @@ def attach_media(p: Platform, job: NodeJob) -> StepResult:
 
 
 def _agent(p: Platform, job: NodeJob) -> Agent:
-    return p.drivers.agent_for(job.bmc_driver)
+    return agent_for(p, job.agent_kind, job.bmc_driver)
 
 
 def _ref(job: NodeJob) -> NodeRef:
-    return NodeRef(job.node_name, job.bmc_driver, job.endpoint)
-
-
-# --- the real node agent: a command filed once per stage, its result awaited -----------
-
-def _command(p: Platform, job: NodeJob, kind: str, payload: dict[str, Any]
-             ) -> dict[str, Any] | None:
-    """The command's result once the agent posted it; None while it is pending. Raises
-    AgentError (not retryable: the agent already tried) when the agent reports failure."""
-    cmd = agent_commands.latest(p, job.node_id, kind, job.stage, job.stage_started_at)
-    if cmd is None:
-        with p.db.write() as s:
-            agent_commands.submit(s, p, job.node_id, job.instance_id, kind, job.stage, payload,
-                                  p.clock.now())
-        return None
-    if cmd.status == "failed":
-        err = AgentError(f"node agent {kind} failed: {cmd.error}")
-        err.retryable = False
-        raise err
-    if cmd.status != "done":
-        return None
-    result: dict[str, Any] = json.loads(cmd.result_json or "{}")
-    return result
+    return NodeRef(job.node_id, job.node_name, job.bmc_driver, job.endpoint,
+                   instance_id=job.instance_id, stage=job.stage,
+                   stage_started_at=job.stage_started_at)
 
 
 def wait_agent(p: Platform, job: NodeJob) -> StepResult:
-    if job.agent_kind == "gpulease":
-        up = agent_commands.agent_seen_since(p, job.node_id, job.stage_started_at)
-        return StepResult(Outcome.ADVANCE if up else Outcome.WAIT)
     return StepResult(Outcome.ADVANCE if _agent(p, job).is_up(_ref(job)) else Outcome.WAIT)
 
 
 def configure(p: Platform, job: NodeJob) -> StepResult:
-    if job.agent_kind == "gpulease":
-        # cloud-init applied the config drive (hostname, keys, password hash, data disk);
-        # the agent confirms it and reports the address the tenant will use.
-        done = _command(p, job, "configure", {"hostname": job.hostname,
-                                              "ssh_keys": list(job.ssh_keys)})
-        if done is None:
-            return StepResult(Outcome.WAIT)
-        return StepResult(Outcome.ADVANCE, ip_address=str(done["ip_address"]))
     result = _agent(p, job).configure(
         _ref(job),
         NodeConfig(hostname=job.hostname, ssh_keys=job.ssh_keys,
                    root_password=job.root_password),
     )
+    if isinstance(result, Pending):
+        return StepResult(Outcome.WAIT)
     return StepResult(Outcome.ADVANCE, ip_address=result.ip_address)
 
 
 def verify(p: Platform, job: NodeJob) -> StepResult:
     if job.acceptance is None:
         return StepResult(Outcome.ADVANCE, note="no acceptance marks for this node's offer")
-    if job.agent_kind == "gpulease":
-        thresholds, spec = job.acceptance
-        done = _command(p, job, "verify", {"thresholds": thresholds.as_dict(),
-                                           "spec": asdict(spec)})
-        if done is None:
-            return StepResult(Outcome.WAIT)
-        report = agent_commands.report_from(done)
-    else:
-        report = _agent(p, job).verify(_ref(job), *job.acceptance)
+    report = _agent(p, job).verify(_ref(job), *job.acceptance)
+    if isinstance(report, Pending):
+        return StepResult(Outcome.WAIT)
     verdict = "passed" if report.passed else "FAILED"
     label = " (simulated)" if report.simulated else ""
     return StepResult(Outcome.ADVANCE, report=report,
@@ -204,18 +169,13 @@ def attach_agent_media(p: Platform, job: NodeJob) -> StepResult:
 
 
 def erase(p: Platform, job: NodeJob) -> StepResult:
-    if job.agent_kind == "gpulease":
-        done = _command(p, job, "erase", {"lease": job.instance_id})
-        if done is None:
-            return StepResult(Outcome.WAIT)
-        certs = tuple(done.get("certificates", ()))
-        return StepResult(Outcome.ADVANCE, certificates=certs,
-                          note=f"erased {', '.join(c['device'] for c in certs) or 'no disk'} "
-                               "by the node agent")
     result = _agent(p, job).erase(_ref(job), lease=job.instance_id)
+    if isinstance(result, Pending):
+        return StepResult(Outcome.WAIT)
     label = " (simulated)" if result.simulated else ""
-    return StepResult(Outcome.ADVANCE, certificates=result.certificates,
-                      note=f"erased {', '.join(result.devices)} by {result.method}{label}")
+    return StepResult(Outcome.ADVANCE, certificates=tuple(result.certificates),
+                      note=f"erased {', '.join(result.devices) or 'no disk'} by "
+                           f"{result.method}{label}")
 
 
 def clean_power_off(p: Platform, job: NodeJob) -> StepResult:
@@ -224,17 +184,17 @@ def clean_power_off(p: Platform, job: NodeJob) -> StepResult:
 
 
 STEPS: dict[str, Callable[[Platform, NodeJob], StepResult]] = {
-    DeployStage.POWER_OFF.value: power_off,
-    DeployStage.ATTACH_MEDIA.value: attach_media,
-    DeployStage.POWER_ON.value: power_on,
-    DeployStage.WAIT_AGENT.value: wait_agent,
-    DeployStage.CONFIGURE.value: configure,
-    DeployStage.VERIFY.value: verify,
-    DeployStage.DETACH_MEDIA.value: detach_media,
-    CleanStage.SHUTDOWN.value: power_off,
-    CleanStage.ATTACH_MEDIA.value: attach_agent_media,
-    CleanStage.POWER_ON.value: power_on,
-    CleanStage.WAIT_AGENT.value: wait_agent,
-    CleanStage.ERASE.value: erase,
-    CleanStage.POWER_OFF.value: clean_power_off,
+    NodeStage.POWER_OFF: power_off,
+    NodeStage.ATTACH_MEDIA: attach_media,
+    NodeStage.POWER_ON: power_on,
+    NodeStage.WAIT_AGENT: wait_agent,
+    NodeStage.CONFIGURE: configure,
+    NodeStage.VERIFY: verify,
+    NodeStage.DETACH_MEDIA: detach_media,
+    NodeStage.CLEAN_SHUTDOWN: power_off,
+    NodeStage.CLEAN_ATTACH_MEDIA: attach_agent_media,
+    NodeStage.CLEAN_POWER_ON: power_on,
+    NodeStage.CLEAN_WAIT_AGENT: wait_agent,
+    NodeStage.ERASE: erase,
+    NodeStage.CLEAN_POWER_OFF: clean_power_off,
 }

@@ -10,17 +10,15 @@ import socket
 import threading
 import time
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, select
 
 from gpulease.db.tables import Instance, Node
-from gpulease.domain.states import NodeStatus
+from gpulease.domain.states import NODE_IN_PIPELINE
 from gpulease.platform import Platform
-from gpulease.services.invoices import sweep_invoices
-from gpulease.services.leases import sweep_leases
-from gpulease.services.metering import meter_containers
-from gpulease.services.notify import deliver_notices
+from gpulease.worker.instances import process_instance
+from gpulease.worker.nodes import process_node
+from gpulease.worker.periodics import PERIODICS
 from gpulease.worker.pipeline import LockRegistry, claim_due, heartbeat
-from gpulease.worker.reconcilers import process_instance, process_node, sweep_timeouts
 
 log = logging.getLogger("gpulease.worker")
 
@@ -41,8 +39,8 @@ class Worker:
         """Claim and drive at most one node and one instance. True if anything was due."""
         did = False
         for table, process in ((Node, process_node), (Instance, process_instance)):
-            extra = [Node.status.in_([NodeStatus.DEPLOYING.value, NodeStatus.CLEANING.value])] \
-                if table is Node else None
+            extra: list[ColumnElement[bool]] | None = [
+                Node.status.in_([st.value for st in NODE_IN_PIPELINE])] if table is Node else None
             for claim in claim_due(self.p, table, self.owner, limit=1, extra=extra):
                 did = True
                 self.locks.add(claim)
@@ -61,11 +59,8 @@ class Worker:
             return
         try:
             self._last_sweep = now
-            sweep_timeouts(self.p, self.owner)
-            sweep_leases(self.p)  # reminders, renewals, grace, erase after grace
-            meter_containers(self.p)  # each started container GPU-hour, charged once
-            sweep_invoices(self.p)  # the month's invoices: drafted on the 1st, then final
-            deliver_notices(self.p)  # the reminders' e-mails and webhooks
+            for job in PERIODICS:
+                job.run(self.p, self.owner)
         finally:
             self._sweep_mutex.release()
 
@@ -74,7 +69,7 @@ class Worker:
         now = self.p.clock.now()
         with self.p.db.read() as s:
             node = s.scalar(select(Node.id).where(
-                Node.status.in_([NodeStatus.DEPLOYING.value, NodeStatus.CLEANING.value]),
+                Node.status.in_([st.value for st in NODE_IN_PIPELINE]),
                 Node.next_attempt_at.is_not(None)).limit(1))
             inst = s.scalar(select(Instance.id).where(Instance.next_attempt_at <= now).limit(1))
         return node is not None or inst is not None

@@ -158,15 +158,15 @@ def test_on_demand_verify_with_a_stand_in_agent(
     fleet: Platform, tenant: TenantCtx, worker: Worker, key: str
 ) -> None:
     from gpulease.domain.errors import Conflict
-    from gpulease.services import agent_commands
+    from gpulease.services import node_agents
 
     iid = place(fleet, tenant, key)
     with pytest.raises(Conflict, match="ready instance"):
-        agent_commands.verify_now(fleet, tenant.principal, iid)
+        node_agents.verify_now(fleet, tenant.principal, iid)
     worker.run_until_idle()
     sim(fleet).set_gpu_faults(node_name_of(fleet, tenant, iid), ["thermal:1"])
-    (run,) = agent_commands.verify_now(fleet, tenant.principal, iid)
-    assert run["status"] == "done" and run["passed"] is False  # the burn-in saw throttling
+    (run,) = node_agents.verify_now(fleet, tenant.principal, iid)
+    assert run.status == "done" and run.passed is False  # the burn-in saw throttling
     reports = agents.acceptance_reports(fleet, tenant.principal, iid)
     assert [(r["trigger"], r["passed"]) for r in reports] == [("delivery", True),
                                                               ("on_demand", False)]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from sqlalchemy import update
@@ -14,26 +13,30 @@ from gpulease.agent.checks import simulated_node_report
 from gpulease.db.tables import Node
 from gpulease.domain.errors import InvalidInput, NotFound
 from gpulease.platform import Platform
+from gpulease.ports.agent import (
+    Command,
+    CommandOutcome,
+    ConfigureCommand,
+    VerifyCommand,
+    VerifyResult,
+)
 from gpulease.schemas import OrderRequest
-from gpulease.services import agent_commands, agents, instances, orders
+from gpulease.services import agent_commands, agents, instances, node_agents, orders
 from gpulease.services.inventory import NodeSpec, add_node
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx
 from tests.services.helpers import node_by_name
 
-Handler = Callable[[dict[str, Any]], tuple[bool, dict[str, Any] | None, str | None]]
+Handler = Callable[[Command], CommandOutcome]
 
 
-def healthy(cmd: dict[str, Any]) -> tuple[bool, dict[str, Any] | None, str | None]:
-    if cmd["kind"] == "configure":
-        return True, {"ip_address": "10.1.2.3"}, None
-    if cmd["kind"] == "verify":
-        t, spec = cmd["payload"]["thresholds"], cmd["payload"]["spec"]
-        from gpulease.domain.acceptance import GpuSpec, Thresholds
-
-        report = simulated_node_report("real-01", [], Thresholds(**t), GpuSpec(**spec))
-        return True, report.as_dict(), None
-    return True, {"certificates": []}, None
+def healthy(cmd: Command) -> CommandOutcome:
+    if isinstance(cmd, ConfigureCommand):
+        return CommandOutcome(ok=True, result={"ip_address": "10.1.2.3"})
+    if isinstance(cmd, VerifyCommand):
+        report = simulated_node_report("real-01", [], cmd.payload.thresholds, cmd.payload.spec)
+        return CommandOutcome(ok=True, result=VerifyResult.of(report).model_dump(mode="json"))
+    return CommandOutcome(ok=True, result={"certificates": []})
 
 
 def drive(p: Platform, worker: Worker, credential: str, handler: Handler,
@@ -45,9 +48,8 @@ def drive(p: Platform, worker: Worker, credential: str, handler: Handler,
         assert time.monotonic() < deadline, f"stuck; commands so far {seen}"
         worker.step()
         for cmd in agent_commands.fetch(p, credential):
-            seen.append(cmd["kind"])
-            ok, result, error = handler(cmd)
-            agent_commands.post_result(p, credential, cmd["id"], ok, result, error)
+            seen.append(cmd.kind)
+            agent_commands.post_result(p, credential, cmd.id, handler(cmd))
         time.sleep(0.01)
     return seen
 
@@ -98,8 +100,8 @@ def test_agent_refusing_to_erase_keeps_the_node_out_of_stock(
     drive(fleet, worker, credential, healthy, lambda: status(fleet, tenant, iid) == "ready")
     instances.release_instance(fleet, tenant.principal, iid)
 
-    def refuse(cmd: dict[str, Any]) -> tuple[bool, dict[str, Any] | None, str | None]:
-        return False, None, "RuntimeError: started without --allow-erase"
+    def refuse(cmd: Command) -> CommandOutcome:
+        return CommandOutcome(ok=False, error="RuntimeError: started without --allow-erase")
 
     drive(fleet, worker, credential, refuse,
           lambda: node_by_name(fleet, name).status == "maintenance")
@@ -113,15 +115,12 @@ def test_failed_verification_report_moves_nothing_when_no_spare(
     name, credential = real
     iid = order(fleet, tenant, key)
 
-    def slow_gpu(cmd: dict[str, Any]) -> tuple[bool, dict[str, Any] | None, str | None]:
-        if cmd["kind"] != "verify":
+    def slow_gpu(cmd: Command) -> CommandOutcome:
+        if not isinstance(cmd, VerifyCommand):
             return healthy(cmd)
-        from gpulease.domain.acceptance import GpuSpec, Thresholds
-
-        report = simulated_node_report(name, ["slow-gpu:4"],
-                                       Thresholds(**cmd["payload"]["thresholds"]),
-                                       GpuSpec(**cmd["payload"]["spec"]))
-        return True, report.as_dict(), None
+        report = simulated_node_report(name, ["slow-gpu:4"], cmd.payload.thresholds,
+                                       cmd.payload.spec)
+        return CommandOutcome(ok=True, result=VerifyResult.of(report).model_dump(mode="json"))
 
     drive(fleet, worker, credential, slow_gpu, lambda: status(fleet, tenant, iid) == "failed")
     view = instances.show_instance(fleet, tenant.principal, iid)
@@ -136,19 +135,21 @@ def test_results_are_checked(
     name, credential = real
     iid = order(fleet, tenant, key)
     drive(fleet, worker, credential, healthy, lambda: status(fleet, tenant, iid) == "ready")
-    (run,) = agent_commands.verify_now(fleet, tenant.principal, iid)
-    assert run["status"] == "queued"
+    (run,) = node_agents.verify_now(fleet, tenant.principal, iid)
+    assert run.status == "queued" and run.command is not None
     (cmd,) = agent_commands.fetch(fleet, credential)
+    assert cmd.id == run.command
     other_token = agents.operator_enrollment(fleet, operator.principal,
                                              "sim-h100-80g-x8-ningxia-1-01")
     _, other = agents.register(fleet, other_token, "x", None, None)
     with pytest.raises(NotFound):
-        agent_commands.post_result(fleet, other, cmd["id"], True, {}, None)
-    with pytest.raises(InvalidInput, match="report not understood"):
-        agent_commands.post_result(fleet, credential, cmd["id"], True, {"checks": 1}, None)
-    ok, result, _ = healthy(cmd)
-    agent_commands.post_result(fleet, credential, cmd["id"], ok, result, None)
-    agent_commands.post_result(fleet, credential, cmd["id"], False, None, "late")  # ignored
+        agent_commands.post_result(fleet, other, cmd.id, CommandOutcome(ok=True, result={}))
+    with pytest.raises(InvalidInput, match="verify result is not understood"):
+        agent_commands.post_result(fleet, credential, cmd.id,
+                                   CommandOutcome(ok=True, result={"checks": 1}))
+    agent_commands.post_result(fleet, credential, cmd.id, healthy(cmd))
+    agent_commands.post_result(fleet, credential, cmd.id,  # a late repeat is ignored
+                               CommandOutcome(ok=False, error="late"))
     reports = agents.acceptance_reports(fleet, tenant.principal, iid)
     assert [(r["trigger"], r["passed"]) for r in reports] == [("delivery", True),
                                                               ("on_demand", True)]

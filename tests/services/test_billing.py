@@ -22,16 +22,18 @@ from gpulease.domain.proration import allocate, period_bounds, prorate_by_month
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest, UsageIn
 from gpulease.services import (
-    agent_commands,
     agents,
     instances,
+    invoice_run,
     invoices,
     metering,
+    node_agents,
     orders,
     wallet,
 )
 from gpulease.services.invoice_documents import render_csv, render_pdf
 from gpulease.services.wallet import ledger_sums_to_balance
+from gpulease.worker import metering as container_meter
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, new_tenant
 from tests.services.test_acceptance_gate import window
@@ -101,10 +103,10 @@ def test_container_hours_are_charged_once_each_across_the_month_end(
     fleet: Platform, clock: MovableClock, tenant: TenantCtx, worker: Worker, key: str
 ) -> None:
     iid = container(fleet, tenant, worker, key)  # ready at 22:40: hour 0 is the held one
-    assert metering.meter_containers(fleet) == 0
+    assert container_meter.meter_containers(fleet) == 0
     clock.move(hours=3, minutes=10)  # hours 1, 2, 3 have started (23:40, 00:40, 01:40)
-    assert metering.meter_containers(fleet) == 3
-    assert metering.meter_containers(fleet) == 0  # a second sweep bills nothing
+    assert container_meter.meter_containers(fleet) == 3
+    assert container_meter.meter_containers(fleet) == 0  # a second sweep bills nothing
     rows = usage_entries(fleet, iid)
     # hour 1 crosses midnight of Nov 30: ¥3.92 split 20 / 40 minutes
     assert [r.amount for r in rows] == [Decimal("-1.31"), Decimal("-2.61"), Decimal("-3.92"),
@@ -119,7 +121,7 @@ def test_container_hours_are_charged_once_each_across_the_month_end(
     instances.release_instance(fleet, tenant.principal, iid)
     clock.move(hours=5)
     worker.run_until_idle()
-    assert metering.meter_containers(fleet) == 0
+    assert container_meter.meter_containers(fleet) == 0
     with fleet.db.read() as s:
         assert ledger_sums_to_balance(s, tenant.tenant_id)
 
@@ -141,16 +143,16 @@ def test_a_worker_dying_mid_write_loses_nothing_and_bills_nothing_twice(
 
     monkeypatch.setattr(metering, "post", dying_post)
     with pytest.raises(SystemExit):
-        metering.meter_containers(fleet)
+        container_meter.meter_containers(fleet)
     monkeypatch.setattr(metering, "post", real_post)
     with fleet.db.read() as s:  # the transaction rolled back whole: no record, no charge
         assert s.scalar(select(func.count()).select_from(UsageRecord)) == 0
         assert ledger_sums_to_balance(s, tenant.tenant_id)
-    assert metering.meter_containers(fleet) == 5
-    assert metering.meter_containers(fleet) == 0
+    assert container_meter.meter_containers(fleet) == 5
+    assert container_meter.meter_containers(fleet) == 0
     with fleet.db.read() as s:
         keys = list(s.scalars(select(UsageRecord.key).order_by(UsageRecord.id)))
-        assert keys == [metering.hour_key(iid, k) for k in range(1, 6)]
+        assert keys == [container_meter.hour_key(iid, k) for k in range(1, 6)]
         assert ledger_sums_to_balance(s, tenant.tenant_id)
 
 
@@ -160,7 +162,7 @@ def test_a_container_the_balance_cannot_pay_is_stopped(
     poor = new_tenant(fleet, "poor", funds="5.00")  # the held hour (¥3.92), not the next
     iid = container(fleet, poor, worker, key)
     clock.move(hours=1, minutes=1)
-    assert metering.meter_containers(fleet) == 0
+    assert container_meter.meter_containers(fleet) == 0
     view = instances.show_instance(fleet, poor.principal, iid)
     assert view.status in ("releasing", "released")
     assert "balance cannot pay the next GPU-hour" in (view.status_reason or "")
@@ -220,7 +222,7 @@ def _month_of_activity(fleet: Platform, clock: MovableClock, tenant: TenantCtx,
     clock.at = datetime(2026, 11, 30, 21, 40, tzinfo=UTC)
     ct = container(fleet, tenant, worker, key)
     clock.move(hours=2, minutes=30)  # 00:10 Dec 1: hour 1 wholly in Nov, hour 2 split
-    metering.meter_containers(fleet)
+    container_meter.meter_containers(fleet)
     metering.report_usage(fleet, operator.principal, [_usage(bm)])
     return bm, ct
 
@@ -231,8 +233,8 @@ def test_monthly_invoice_from_draft_to_final_and_credit_notes(
 ) -> None:
     bm, ct = _month_of_activity(fleet, clock, tenant, operator, worker, key)
     with pytest.raises(InvalidInput, match="has not ended"):
-        invoices.run_invoices(fleet, operator.principal, "2026-12", finalize=True)
-    run = invoices.run_invoices(fleet, operator.principal, NOV)
+        invoice_run.run_invoices(fleet, operator.principal, "2026-12", finalize=True)
+    run = invoice_run.run_invoices(fleet, operator.principal, NOV)
     assert run.drafted == 1 and run.finalized == 0
     draft = invoices.list_invoices(fleet, tenant.principal, period=NOV).items[0]
     inv = invoices.show_invoice(fleet, tenant.principal, draft.id)
@@ -252,7 +254,7 @@ def test_monthly_invoice_from_draft_to_final_and_credit_notes(
     clock.at = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
     late = _usage(bm, key="egress-late", qty="10")
     metering.report_usage(fleet, operator.principal, [late])
-    done = invoices.run_invoices(fleet, operator.principal, NOV, finalize=True)
+    done = invoice_run.run_invoices(fleet, operator.principal, NOV, finalize=True)
     assert done.finalized == 1
     final = invoices.show_invoice(fleet, tenant.principal, draft.id)
     assert final.status == "final" and final.number == "GL2026-000001" and final.digest
@@ -268,10 +270,10 @@ def test_monthly_invoice_from_draft_to_final_and_credit_notes(
         ).gross = Decimal(0)  # type: ignore[union-attr]
         s.flush()
     metering.report_usage(fleet, operator.principal, [_usage(bm, key="later", qty="2")])
-    assert invoices.run_invoices(fleet, operator.principal, NOV).drafted == 0
+    assert invoice_run.run_invoices(fleet, operator.principal, NOV).drafted == 0
     assert invoices.show_invoice(fleet, tenant.principal, final.id) == final
     clock.at = datetime(2027, 1, 1, 1, 0, tzinfo=UTC)
-    dec = invoices.run_invoices(fleet, operator.principal, "2026-12", finalize=True)
+    dec = invoice_run.run_invoices(fleet, operator.principal, "2026-12", finalize=True)
     dec_inv = invoices.list_invoices(fleet, tenant.principal, period="2026-12").items[0]
     dec_lines = invoices.show_invoice(fleet, tenant.principal, dec_inv.id).lines
     assert dec.finalized == 1 and dec_inv.number == "GL2026-000002"
@@ -281,23 +283,23 @@ def test_monthly_invoice_from_draft_to_final_and_credit_notes(
     # corrections are credit notes: the money goes back to the wallet
     balance = wallet.show_wallet(fleet, tenant.principal).balance
     with pytest.raises(Forbidden):
-        invoices.credit_note(fleet, tenant.principal, final.id, "please")
-    note = invoices.credit_note(fleet, operator.principal, final.id, "GPU 3 slow",
+        invoice_run.credit_note(fleet, tenant.principal, final.id, "please")
+    note = invoice_run.credit_note(fleet, operator.principal, final.id, "GPU 3 slow",
                                 Decimal("1000.00"))
     assert note.kind == "credit_note" and note.number == "CN2027-000001"
     assert note.total == Decimal("-1000.00") and note.corrects == final.id
     with pytest.raises(InvalidInput, match="at most"):
-        invoices.credit_note(fleet, operator.principal, final.id, "too much",
+        invoice_run.credit_note(fleet, operator.principal, final.id, "too much",
                              final.total)
-    rest = invoices.credit_note(fleet, operator.principal, final.id, "whole month refunded")
+    rest = invoice_run.credit_note(fleet, operator.principal, final.id, "whole month refunded")
     assert rest.total == -(final.total - Decimal("1000.00"))
     with pytest.raises(Conflict, match="nothing left"):
-        invoices.credit_note(fleet, operator.principal, final.id, "again")
+        invoice_run.credit_note(fleet, operator.principal, final.id, "again")
     assert invoices.show_invoice(fleet, tenant.principal, final.id).credited == final.total
     assert wallet.show_wallet(fleet, tenant.principal).balance == balance + final.total
     # the notes' wallet entries are billed by the notes, never by a later invoice
     clock.at = datetime(2027, 2, 1, 1, 0, tzinfo=UTC)
-    assert invoices.run_invoices(fleet, operator.principal, "2027-01").drafted == 0
+    assert invoice_run.run_invoices(fleet, operator.principal, "2027-01").drafted == 0
     with fleet.db.read() as s:
         assert ledger_sums_to_balance(s, tenant.tenant_id)
         assert invoices.unbilled(s, tenant.tenant_id) == Decimal("0.00")
@@ -310,7 +312,7 @@ def test_invoices_are_the_tenants_own(
     other = new_tenant(fleet, "other")
     _month_of_activity(fleet, clock, other, operator, worker, key)
     _month_of_activity(fleet, clock, tenant, operator, worker, key)
-    assert invoices.run_invoices(fleet, operator.principal, NOV).drafted == 2  # one run
+    assert invoice_run.run_invoices(fleet, operator.principal, NOV).drafted == 2  # one run
     inv = invoices.list_invoices(fleet, operator.principal, tenant_id=tenant.tenant_id).items[0]
     mine = invoices.list_invoices(fleet, other.principal).items[0]
     assert mine.tenant_id == other.tenant_id and mine.total == inv.total  # the same month
@@ -318,11 +320,11 @@ def test_invoices_are_the_tenants_own(
         invoices.show_invoice(fleet, other.principal, inv.id)
     assert invoices.list_invoices(fleet, other.principal).total == 1
     with pytest.raises(Forbidden):
-        invoices.run_invoices(fleet, tenant.principal, NOV)
+        invoice_run.run_invoices(fleet, tenant.principal, NOV)
     with pytest.raises(InvalidInput, match="YYYY-MM"):
-        invoices.run_invoices(fleet, operator.principal, "November")
+        invoice_run.run_invoices(fleet, operator.principal, "November")
     with pytest.raises(Conflict, match="draft"):
-        invoices.credit_note(fleet, operator.principal, inv.id, "not yet")
+        invoice_run.credit_note(fleet, operator.principal, inv.id, "not yet")
 
 
 def test_the_worker_drafts_on_the_first_and_finalizes_on_the_third(
@@ -331,12 +333,12 @@ def test_the_worker_drafts_on_the_first_and_finalizes_on_the_third(
 ) -> None:
     _month_of_activity(fleet, clock, tenant, operator, worker, key)
     clock.at = datetime(2026, 12, 1, 0, 30, tzinfo=UTC)
-    assert invoices.sweep_invoices(fleet).drafted == 1  # type: ignore[union-attr]
-    assert invoices.sweep_invoices(fleet) is None
+    assert invoice_run.sweep_invoices(fleet).drafted == 1  # type: ignore[union-attr]
+    assert invoice_run.sweep_invoices(fleet) is None
     assert invoices.list_invoices(fleet, tenant.principal).items[0].status == "draft"
     clock.at = datetime(2026, 12, 3, 0, 5, tzinfo=UTC)
-    assert invoices.sweep_invoices(fleet).finalized == 1  # type: ignore[union-attr]
-    assert invoices.sweep_invoices(fleet) is None
+    assert invoice_run.sweep_invoices(fleet).finalized == 1  # type: ignore[union-attr]
+    assert invoice_run.sweep_invoices(fleet) is None
     assert invoices.list_invoices(fleet, tenant.principal).items[0].status == "final"
 
 
@@ -362,12 +364,12 @@ def test_sla_credits_land_on_the_next_invoice(
         assert sorted((a.kind, a.closed_at is not None) for a in s.scalars(
             select(HardwareAlert))) == [("double_bit_ecc", True), ("gpu_fell_off_bus", True)]
     sim(fleet).set_gpu_faults(name, ["slow-gpu:3"])
-    (run,) = agent_commands.verify_now(fleet, tenant.principal, bm)
-    assert run["passed"] is False
-    agent_commands.verify_now(fleet, tenant.principal, bm)  # failing again: once per period
+    (run,) = node_agents.verify_now(fleet, tenant.principal, bm)
+    assert run.passed is False
+    node_agents.verify_now(fleet, tenant.principal, bm)  # failing again: once per period
 
     clock.at = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
-    invoices.run_invoices(fleet, operator.principal, NOV, finalize=True)
+    invoice_run.run_invoices(fleet, operator.principal, NOV, finalize=True)
     inv = invoices.list_invoices(fleet, tenant.principal, period=NOV).items[0]
     lines = invoices.show_invoice(fleet, tenant.principal, inv.id).lines
     # outage: 5 h of a ¥84,480 month × 10 = ¥5,866.67; failed acceptance: 10 % = ¥8,448
@@ -385,7 +387,7 @@ def test_csv_and_pdf_carry_the_lines_and_totals(
     zh = new_tenant(fleet, "深度求索实验室")
     _month_of_activity(fleet, clock, zh, operator, worker, key)
     clock.at = datetime(2026, 12, 3, tzinfo=UTC)
-    invoices.run_invoices(fleet, operator.principal, NOV, finalize=True)
+    invoice_run.run_invoices(fleet, operator.principal, NOV, finalize=True)
     inv = invoices.show_invoice(
         fleet, zh.principal, invoices.list_invoices(fleet, zh.principal).items[0].id)
     text = render_csv(inv)

@@ -13,8 +13,8 @@ from gpulease.ports.bmc import BmcEndpoint
 from gpulease.schemas import OrderRequest
 from gpulease.services import instances, orders
 from gpulease.worker.node_steps import NodeJob, Outcome, StepResult
+from gpulease.worker.nodes import _apply_node
 from gpulease.worker.pipeline import claim_due
-from gpulease.worker.reconcilers import _apply_node
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx
 from tests.services.helpers import double_allocated_gpus, node_by_name

@@ -19,6 +19,7 @@ from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.services import agents, instances, leases, orders, wallet
 from gpulease.services.wallet import charge, ledger_sums_to_balance
+from gpulease.worker import lease_sweep
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, fund
 from tests.services.helpers import node_by_name
@@ -80,15 +81,15 @@ def test_lease_life_reminders_grace_renewal_and_erase(
     assert lease.unit_price == Decimal("84480.00")
 
     clock.move(days=25)  # 6 days left
-    leases.sweep_leases(fleet)
-    leases.sweep_leases(fleet)  # once only
+    lease_sweep.sweep_leases(fleet)
+    lease_sweep.sweep_leases(fleet)  # once only
     assert notices(fleet, iid) == ["7d"]
     clock.at = lease.ends_at - timedelta(hours=12)
-    leases.sweep_leases(fleet)
+    lease_sweep.sweep_leases(fleet)
     assert notices(fleet, iid) == ["7d", "1d"]
 
     clock.at = lease.ends_at + timedelta(minutes=1)
-    leases.sweep_leases(fleet)
+    lease_sweep.sweep_leases(fleet)
     now = leases.show_lease(fleet, tenant.principal, iid)
     assert now.status == "grace" and now.grace_until == lease.ends_at + timedelta(days=3)
     assert notices(fleet, iid)[-1] == "expiry"
@@ -101,18 +102,18 @@ def test_lease_life_reminders_grace_renewal_and_erase(
     assert renewed.ends_at == add_months(lease.ends_at, 1) and renewed.periods == 2
     assert wallet.show_wallet(fleet, tenant.principal).balance == balance - Decimal("84480")
     clock.at = lease.ends_at + timedelta(days=3, minutes=1)  # the old grace would be over
-    leases.sweep_leases(fleet)
+    lease_sweep.sweep_leases(fleet)
     assert instances.show_instance(fleet, tenant.principal, iid).status == "ready"
 
     # this time nobody renews: grace, then erase
     clock.at = renewed.ends_at + timedelta(minutes=1)
-    leases.sweep_leases(fleet)
+    lease_sweep.sweep_leases(fleet)
     assert leases.show_lease(fleet, tenant.principal, iid).status == "grace"
     clock.move(days=2)
-    leases.sweep_leases(fleet)
+    lease_sweep.sweep_leases(fleet)
     assert instances.show_instance(fleet, tenant.principal, iid).status == "ready"  # not yet
     clock.move(days=1, minutes=1)
-    leases.sweep_leases(fleet)
+    lease_sweep.sweep_leases(fleet)
     worker.run_until_idle()
     view = instances.show_instance(fleet, tenant.principal, iid)
     assert view.status == "released" and "lease expired" in (view.status_reason or "")
@@ -135,7 +136,7 @@ def test_auto_renew_with_and_without_money(
     leases.set_auto_renew(fleet, tenant.principal, iid, True)
     end = leases.show_lease(fleet, tenant.principal, iid).ends_at
     clock.at = end + timedelta(minutes=5)
-    leases.sweep_leases(fleet)
+    lease_sweep.sweep_leases(fleet)
     lease = leases.show_lease(fleet, tenant.principal, iid)
     assert lease.status == "active" and lease.ends_at == add_months(end, 1)
 
@@ -146,7 +147,7 @@ def test_auto_renew_with_and_without_money(
     other = deliver(fleet, thin, worker, key)
     leases.set_auto_renew(fleet, thin.principal, other, True)
     clock.at = leases.show_lease(fleet, thin.principal, other).ends_at + timedelta(minutes=1)
-    leases.sweep_leases(fleet)
+    lease_sweep.sweep_leases(fleet)
     short = leases.show_lease(fleet, thin.principal, other)
     assert short.status == "grace"  # the renewal failed for money: remind, then grace
     with fleet.db.read() as s:

@@ -26,8 +26,18 @@ from gpulease.domain.invoicing import BILLABLE_KINDS
 from gpulease.domain.money import to_fen
 from gpulease.domain.proration import month_start, period_of
 from gpulease.schemas import OrderRequest, UsageIn
-from gpulease.services import accounts, instances, invoices, leases, metering, orders, wallet
+from gpulease.services import (
+    accounts,
+    instances,
+    invoice_run,
+    leases,
+    metering,
+    orders,
+    wallet,
+)
 from gpulease.services.wallet import ledger_sums_to_balance
+from gpulease.worker import lease_sweep
+from gpulease.worker import metering as container_meter
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, ssh_key
 from tests.services.helpers import drop_schema, machine_platform
@@ -95,7 +105,7 @@ class LeaseMachine(RuleBasedStateMachine):
     @rule(finalize=st.booleans())
     def invoice_run(self, finalize: bool) -> None:
         period = period_of(month_start(self.clock.now()) - timedelta(days=1))
-        invoices.run_invoices(self.p, self.op, period, finalize)
+        invoice_run.run_invoices(self.p, self.op, period, finalize)
 
     @rule(amount=st.integers(1_000, 60_000), ref=st.integers(0, 6))
     def top_up(self, amount: int, ref: int) -> None:
@@ -132,10 +142,10 @@ class LeaseMachine(RuleBasedStateMachine):
     @rule(hours=st.integers(1, 24 * 21))
     def time_passes(self, hours: int) -> None:
         self.clock.move(hours=hours)
-        leases.sweep_leases(self.p)
+        lease_sweep.sweep_leases(self.p)
         self.worker.run_until_idle(timeout_s=60)
-        metering.meter_containers(self.p)
-        invoices.sweep_invoices(self.p)
+        container_meter.meter_containers(self.p)
+        invoice_run.sweep_invoices(self.p)
         self.worker.run_until_idle(timeout_s=60)
 
     @invariant()

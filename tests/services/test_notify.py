@@ -22,6 +22,7 @@ from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.errors import Forbidden, InvalidInput
 from gpulease.platform import Platform
 from gpulease.services import leases, notify
+from gpulease.worker import lease_sweep
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, free_port
 from tests.services.test_leases import MovableClock, clock, deliver  # noqa: F401
@@ -86,7 +87,7 @@ def test_reminders_by_email_and_signed_webhook(
     iid = deliver(fleet, tenant, worker, key)
     lease = leases.show_lease(fleet, tenant.principal, iid)
     clock.at = lease.ends_at - timedelta(days=6)
-    leases.sweep_leases(fleet)
+    lease_sweep.sweep_leases(fleet)
     assert notify.deliver_notices(fleet) == 1
     assert notify.deliver_notices(fleet) == 0  # sent once
     (mail,) = smtp.messages
@@ -109,7 +110,7 @@ def test_reminders_by_email_and_signed_webhook(
     # the expiry reminder: the webhook fails first, the e-mail goes once, the webhook later
     receiver.status = 500
     clock.at = lease.ends_at + timedelta(minutes=1)
-    leases.sweep_leases(fleet)
+    lease_sweep.sweep_leases(fleet)
     assert notify.deliver_notices(fleet) == 0
     assert len(smtp.messages) == 2 and "grace period started" in smtp.messages[1]["Subject"]
     receiver.status = 204

@@ -9,7 +9,9 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
 from gpulease.api.deps import PlatformDep, PrincipalDep
-from gpulease.services import agent_commands, agents
+from gpulease.ports.agent import Command, CommandOutcome
+from gpulease.services import agent_commands, agents, node_agents
+from gpulease.services.node_agents import VerifyRun
 
 router = APIRouter(tags=["node agents"])
 
@@ -51,32 +53,26 @@ def push_telemetry(body: TelemetryPush, request: Request, p: PlatformDep) -> dic
     return {"alerts": agents.ingest(p, _bearer(request), body.gpus)}
 
 
-class CommandResult(BaseModel):
-    ok: bool
-    result: dict[str, Any] | None = None
-    error: str | None = Field(default=None, max_length=4000)
-
-
-@router.get("/agent/commands")
-def agent_commands_pending(request: Request, p: PlatformDep) -> list[dict[str, Any]]:
+@router.get("/agent/commands", response_model=list[Command])
+def agent_commands_pending(request: Request, p: PlatformDep) -> list[Command]:
     """The agent's pending work (configure, verify, erase), marked running. Also a
     heartbeat."""
     return agent_commands.fetch(p, _bearer(request))
 
 
 @router.post("/agent/commands/{command_id}/result", status_code=204)
-def agent_command_result(command_id: str, body: CommandResult, request: Request,
+def agent_command_result(command_id: str, body: CommandOutcome, request: Request,
                          p: PlatformDep) -> None:
-    agent_commands.post_result(p, _bearer(request), command_id, body.ok, body.result,
-                               body.error)
+    """The outcome of one command: `result` as the command's kind defines it (configure:
+    ip_address; verify: the judged report; erase: one certificate per disk)."""
+    agent_commands.post_result(p, _bearer(request), command_id, body)
 
 
 @router.post("/instances/{instance_id}/verify", status_code=202)
-def verify_instance(instance_id: str, p: PlatformDep, actor: PrincipalDep
-                    ) -> list[dict[str, Any]]:
+def verify_instance(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> list[VerifyRun]:
     """Run the acceptance suite again on the instance's nodes; reports appear under
     /acceptance (at once for stand-in agents, when the node's agent answers otherwise)."""
-    return agent_commands.verify_now(p, actor, instance_id)
+    return node_agents.verify_now(p, actor, instance_id)
 
 
 @router.get("/instances/{instance_id}/metrics")

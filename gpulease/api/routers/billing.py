@@ -18,7 +18,7 @@ from gpulease.schemas import (
     UsageBatch,
     UsageView,
 )
-from gpulease.services import invoices, metering
+from gpulease.services import invoice_run, invoices, metering
 from gpulease.services.invoice_documents import render_csv, render_pdf
 
 router = APIRouter(tags=["billing"])
@@ -68,12 +68,12 @@ def show_invoice(invoice_id: str, p: PlatformDep, actor: PrincipalDep,
 def run(body: InvoiceRunRequest, p: PlatformDep, actor: PrincipalDep) -> InvoiceRunView:
     """Operator: draft (or refresh) every tenant's invoice of a month; `finalize` seals
     them (only once the month has ended). The worker does this by itself each month."""
-    return invoices.run_invoices(p, actor, body.period, body.finalize)
+    return invoice_run.run_invoices(p, actor, body.period, body.finalize)
 
 
 @router.post("/invoices/{invoice_id}/finalize", response_model=InvoiceView)
 def finalize(invoice_id: str, p: PlatformDep, actor: PrincipalDep) -> InvoiceView:
-    return invoices.finalize_invoice(p, actor, invoice_id)
+    return invoice_run.finalize_invoice(p, actor, invoice_id)
 
 
 @router.post("/invoices/{invoice_id}/credit-notes", response_model=InvoiceView,
@@ -81,4 +81,4 @@ def finalize(invoice_id: str, p: PlatformDep, actor: PrincipalDep) -> InvoiceVie
 def credit_note(invoice_id: str, body: CreditNoteRequest, p: PlatformDep,
                 actor: PrincipalDep) -> InvoiceView:
     """Operator: correct a final invoice; the amount goes back to the tenant's wallet."""
-    return invoices.credit_note(p, actor, invoice_id, body.reason, body.amount)
+    return invoice_run.credit_note(p, actor, invoice_id, body.reason, body.amount)

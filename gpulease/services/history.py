@@ -1,0 +1,54 @@
+"""The append-only history every resource keeps: transitions (written by
+services/lifecycle.py), a step's errors and results, and notes on an instance's history.
+Each row says who caused it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from gpulease.db.tables import Event
+from gpulease.domain.accounts import Principal
+
+# Who causes what the platform records, besides people (user:<id>).
+WORKER = "worker"
+SWEEP_TIMEOUTS = "sweep:timeouts"
+SWEEP_LEASES = "sweep:leases"
+METER = "meter:containers"
+INVOICE_RUN = "run:invoices"
+
+
+def by(principal: Principal) -> str:
+    """The actor a person's request is recorded as."""
+    return f"user:{principal.user_id}"
+
+
+def agent(node_id: str) -> str:
+    return f"agent:{node_id}"
+
+
+def record_event(
+    s: Session,
+    now: datetime,
+    resource: str,
+    resource_id: str,
+    kind: str,
+    *,
+    actor: str,
+    instance_id: str | None = None,
+    from_value: str | None = None,
+    to_value: str | None = None,
+    message: str | None = None,
+) -> None:
+    s.add(Event(at=now, resource=resource, resource_id=resource_id, instance_id=instance_id,
+                kind=kind, from_value=from_value, to_value=to_value, message=message,
+                actor=actor))
+
+
+def note(s: Session, now: datetime, instance_id: str, what: str, message: str, *,
+         actor: str) -> None:
+    """A line in an instance's history that is not a transition (moved to a spare,
+    renewed, a credit or refund, stopped unpaid)."""
+    record_event(s, now, "instance", instance_id, "note", actor=actor, instance_id=instance_id,
+                 to_value=what, message=message)

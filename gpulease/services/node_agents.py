@@ -1,0 +1,99 @@
+"""Which agent answers for a node, and what asks it outside the pipeline (verification on
+demand). A node's `agent_kind` picks: `builtin` (its BMC driver's stand-in, on simulated
+servers) or `gpulease` (the real agent, through its command queue). Both are the same
+port (ports/agent.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+from pydantic import BaseModel
+
+from gpulease.db.repositories import get_instance, instance_allocations
+from gpulease.db.tables import Node
+from gpulease.domain.accounts import Principal
+from gpulease.domain.errors import Conflict
+from gpulease.domain.states import InstanceStatus, NodeStatus
+from gpulease.platform import Platform
+from gpulease.ports.agent import Agent, NodeRef, Pending
+from gpulease.ports.bmc import BmcEndpoint
+from gpulease.services.agent_commands import CommandQueueAgent
+from gpulease.services.agents import record_acceptance
+from gpulease.services.history import by
+
+AGENT_KINDS: dict[str, Callable[[Platform, str], Agent]] = {
+    "builtin": lambda p, bmc_driver: p.drivers.agent_for(bmc_driver),
+    "gpulease": lambda p, _bmc_driver: CommandQueueAgent(p),
+}
+
+
+def agent_for(p: Platform, agent_kind: str, bmc_driver: str) -> Agent:
+    try:
+        return AGENT_KINDS[agent_kind](p, bmc_driver)
+    except KeyError:
+        raise LookupError(f"unknown agent kind {agent_kind!r}; known: "
+                          f"{', '.join(sorted(AGENT_KINDS))}") from None
+
+
+def is_simulated(p: Platform, bmc_driver: str, agent_kind: str) -> bool:
+    """Simulated hardware (the simulated BMC driver), or a simulated stand-in agent."""
+    if bmc_driver == "simulated":
+        return True
+    try:
+        return agent_for(p, agent_kind, bmc_driver).simulated
+    except LookupError:
+        return False
+
+
+def node_ref(p: Platform, node: Node, stage: str | None = None) -> NodeRef:
+    return NodeRef(node.id, node.name, node.bmc_driver,
+                   BmcEndpoint(node.name, node.bmc_address, node.bmc_username,
+                               p.box.open(node.bmc_password_enc)),
+                   instance_id=node.instance_id, stage=stage,
+                   stage_started_at=node.stage_started_at if stage else None)
+
+
+class VerifyRun(BaseModel):
+    """One node's on-demand verification: done at once (a stand-in agent), or queued for
+    the node's agent (its report lands in the instance's reports when it answers)."""
+
+    node: str
+    status: Literal["queued", "done"]
+    command: str | None = None
+    report: str | None = None
+    passed: bool | None = None
+
+
+def verify_now(p: Platform, actor: Principal, instance_id: str) -> list[VerifyRun]:
+    """Run the acceptance suite on demand on every node the instance holds."""
+    actor.require_order_rights()
+    with p.db.read() as s:
+        inst = get_instance(s, actor, instance_id)
+        if inst.status != InstanceStatus.READY.value:
+            raise Conflict(f"Instance {inst.id} is {inst.status}; verification runs on a ready "
+                           "instance.")
+        asks = []
+        for node, _, held in instance_allocations(s, inst.id):
+            marks = p.catalog.marks(node.sku, node.region)
+            if held and node.pool == "bare_metal" and node.status == NodeStatus.ACTIVE.value \
+                    and marks is not None:
+                asks.append((node.id, node_ref(p, node),
+                             agent_for(p, node.agent_kind, node.bmc_driver), marks))
+        if not asks:
+            raise Conflict(f"Instance {inst.id} holds no bare-metal node to verify "
+                           "(containers share their host's delivery report).")
+    runs: list[VerifyRun] = []
+    for node_id, ref, node_agent, (thresholds, spec) in asks:  # I/O outside transactions
+        report = node_agent.verify(ref, thresholds, spec)
+        if isinstance(report, Pending):
+            runs.append(VerifyRun(node=ref.name, status="queued", command=report.reference))
+            continue
+        with p.db.write() as s:
+            row = s.get(Node, node_id)
+            assert row is not None
+            rid = record_acceptance(s, row, inst.id, report, "on_demand", p.clock.now(),
+                                    actor=by(actor))
+        runs.append(VerifyRun(node=ref.name, status="done", report=rid, passed=report.passed))
+    p.wake()
+    return runs

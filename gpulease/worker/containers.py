@@ -1,0 +1,108 @@
+"""Container instances on shared servers: start the container (the instance is delivered
+when it runs), and stop it when the instance is released or failed, then free its GPUs.
+The runtime call runs outside any transaction; its result is applied under the row's
+lock token."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpulease.db.repositories import instance_allocations
+from gpulease.db.tables import GpuAllocation, Instance, Node
+from gpulease.domain.states import InstanceStatus
+from gpulease.platform import Platform
+from gpulease.ports.runtime import ContainerHandle, ContainerSpec
+from gpulease.services.history import WORKER
+from gpulease.worker.instance_steps import deliver, reconcile
+from gpulease.worker.nodes import fail_instance, release_allocations
+from gpulease.worker.pipeline import (
+    Claim,
+    StepFailed,
+    apply_with_retry,
+    backoff,
+    guarded,
+    release_lock,
+    step_failed,
+)
+
+HeldHost = tuple[str, str, str | None]  # (node id, name, engine URL)
+
+
+def container_spec(s: Session, p: Platform, inst: Instance) -> ContainerSpec:
+    (node, gpus, _held), = instance_allocations(s, inst.id)
+    return ContainerSpec(instance_id=inst.id, node_name=node.name, gpu_indices=tuple(gpus),
+                         image_id=inst.image_id, ssh_keys=tuple(inst.ssh_keys.splitlines()),
+                         engine_url=node.runtime_url,
+                         root_password=p.box.open(inst.root_password_enc)
+                         if inst.root_password_enc else None)
+
+
+def held_hosts(s: Session, inst: Instance) -> list[HeldHost]:
+    """The shared nodes where the instance still holds GPUs."""
+    rows = s.execute(select(GpuAllocation.node_id, Node.name, Node.runtime_url).distinct()
+                     .join(Node, Node.id == GpuAllocation.node_id)
+                     .where(GpuAllocation.instance_id == inst.id,
+                            GpuAllocation.released_at.is_(None)))
+    return [(node_id, name, url) for node_id, name, url in rows]
+
+
+def start_container(p: Platform, claim: Claim, spec: ContainerSpec) -> None:
+    try:
+        result: ContainerHandle | StepFailed = p.drivers.runtime_for(spec.engine_url).start(spec)
+    except Exception as exc:
+        result = step_failed(exc)
+    apply_with_retry(p, f"container start of {claim.id}",
+                     lambda: _apply_start(p, claim, result))
+
+
+def _apply_start(p: Platform, claim: Claim, result: ContainerHandle | StepFailed) -> None:
+    now = p.clock.now()
+    with p.db.write() as s:
+        inst: Instance | None = guarded(s, Instance, claim)
+        if inst is None or inst.status != InstanceStatus.PENDING.value:
+            return
+        release_lock(inst)
+        if not isinstance(result, StepFailed):
+            inst.ip_address, inst.ssh_port = result.ip_address, result.ssh_port
+            deliver(s, p, inst, now)
+            return
+        inst.attempts += 1
+        inst.last_error = str(result)
+        if result.retryable and inst.attempts < p.settings.max_attempts:
+            inst.next_attempt_at = now + timedelta(seconds=backoff(p, inst.attempts))
+        else:
+            fail_instance(s, p, inst, f"container start failed: {result}", now, WORKER)
+
+
+def stop_containers(p: Platform, claim: Claim, held: list[HeldHost]) -> None:
+    """Stop the instance's container outside any transaction, then free its GPUs and
+    finish the release. A runtime that fails keeps the GPUs held and is retried."""
+    error: StepFailed | None = None
+    try:
+        for _node_id, name, url in held:
+            p.drivers.runtime_for(url).stop(claim.id, name, url)
+    except Exception as exc:
+        error = StepFailed(f"{type(exc).__name__}: {exc}", True)
+    apply_with_retry(p, f"container stop of {claim.id}",
+                     lambda: _apply_stop(p, claim, held, error))
+
+
+def _apply_stop(p: Platform, claim: Claim, held: list[HeldHost], error: StepFailed | None
+                ) -> None:
+    now = p.clock.now()
+    with p.db.write() as s:
+        inst: Instance | None = guarded(s, Instance, claim)
+        if inst is None:
+            return
+        if error is not None:
+            release_lock(inst)
+            inst.attempts += 1
+            inst.last_error = f"container stop failed: {error}"
+            inst.next_attempt_at = now + timedelta(seconds=backoff(p, inst.attempts))
+            return
+        for node_id, _name, _url in held:
+            release_allocations(s, node_id, now, inst.id)
+        reconcile(s, p, inst)

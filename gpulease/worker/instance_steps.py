@@ -1,0 +1,90 @@
+"""What the instance pipeline does with a bare-metal or cluster instance: start its nodes'
+deploys, deliver it once every node is active, clean its nodes when it is released or
+failed, and finish the release. Containers start and stop in worker/containers.py."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy.orm import Session
+
+from gpulease.db.repositories import bound_nodes
+from gpulease.db.tables import Instance
+from gpulease.domain.states import (
+    INSTANCE,
+    INSTANCE_STAGE,
+    NODE_BUSY,
+    InstanceStage,
+    InstanceStatus,
+    NodeStatus,
+)
+from gpulease.platform import Platform
+from gpulease.services.history import WORKER
+from gpulease.services.lifecycle import transition
+from gpulease.worker.nodes import start_cleaning, start_deploy
+from gpulease.worker.pipeline import release_lock
+
+
+def deliver(s: Session, p: Platform, inst: Instance, now: datetime) -> None:
+    """Its effects (services/lifecycle.py): the hold becomes a charge, the lease starts,
+    a late delivery is credited."""
+    inst.ready_at = now
+    transition(s, p, inst, INSTANCE, "deliver", now, actor=WORKER)
+    transition(s, p, inst, INSTANCE_STAGE, "deliver", now, actor=WORKER)
+    inst.next_attempt_at = None
+
+
+def finish_release(s: Session, p: Platform, inst: Instance, now: datetime) -> None:
+    """Nothing is held any more: a released instance is over; a failed one keeps its
+    status (and reason) until its tenant releases it. The root password goes either way."""
+    if inst.status == InstanceStatus.RELEASING.value:
+        inst.released_at = now
+        transition(s, p, inst, INSTANCE, "finish", now, actor=WORKER)
+        transition(s, p, inst, INSTANCE_STAGE, "finish", now, actor=WORKER)
+    inst.root_password_enc = None
+    inst.next_attempt_at = None
+
+
+def reconcile(s: Session, p: Platform, inst: Instance) -> None:
+    now = p.clock.now()
+    release_lock(inst)
+    poll = now + timedelta(seconds=max(p.settings.poll_interval_s * 4, 1.0))
+    nodes = bound_nodes(s, inst.id, lock=True)
+    status = InstanceStatus(inst.status)
+
+    if status is InstanceStatus.PENDING:
+        transition(s, p, inst, INSTANCE, "deploy", now, actor=WORKER)
+        transition(s, p, inst, INSTANCE_STAGE, "deploy", now, actor=WORKER,
+                   timeout_s=p.settings.stage_timeout_s)
+        for node in nodes:
+            if node.status == NodeStatus.ALLOCATED.value:
+                start_deploy(s, p, node, now, WORKER)
+        inst.next_attempt_at = poll
+        p.wake()
+    elif status is InstanceStatus.DEPLOYING:
+        if len(nodes) == inst.node_count and all(
+            n.status == NodeStatus.ACTIVE.value for n in nodes
+        ):
+            inst.ip_address = nodes[0].ip_address
+            inst.ssh_port = 22
+            deliver(s, p, inst, now)
+        else:
+            inst.next_attempt_at = poll  # nodes wake us; this is the safety net
+    elif status in (InstanceStatus.RELEASING, InstanceStatus.FAILED):
+        reason = "released by tenant" if status is InstanceStatus.RELEASING else (
+            "instance failed: erasing before reuse")
+        if inst.kind == "container":
+            nodes = []  # its GPUs were freed once its container stopped
+        for node in nodes:
+            if NodeStatus(node.status) in NODE_BUSY:
+                start_cleaning(s, p, node, now, reason)
+                p.wake()
+        if nodes:
+            if status is InstanceStatus.RELEASING and inst.stage != InstanceStage.CLEANING:
+                transition(s, p, inst, INSTANCE_STAGE, "clean", now, actor=WORKER,
+                           timeout_s=p.settings.stage_timeout_s)
+            inst.next_attempt_at = poll
+        else:
+            finish_release(s, p, inst, now)
+    else:  # READY or RELEASED: nothing to drive
+        inst.next_attempt_at = None

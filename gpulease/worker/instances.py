@@ -1,0 +1,33 @@
+"""The instance pipeline: drive a claimed instance one step, the container runtime's I/O
+outside any transaction (worker/containers.py), the rest in one transaction
+(worker/instance_steps.py)."""
+
+from __future__ import annotations
+
+from gpulease.db.tables import Instance
+from gpulease.domain.states import InstanceStatus
+from gpulease.platform import Platform
+from gpulease.worker.containers import container_spec, held_hosts, start_container, stop_containers
+from gpulease.worker.instance_steps import reconcile
+from gpulease.worker.pipeline import Claim, guarded
+
+
+def process_instance(p: Platform, claim: Claim) -> None:
+    with p.db.write() as s:
+        inst: Instance | None = guarded(s, Instance, claim)
+        if inst is None:
+            return
+        ending = inst.status in (InstanceStatus.RELEASING.value, InstanceStatus.FAILED.value)
+        held = held_hosts(s, inst) if inst.kind == "container" and ending else []
+        if inst.kind == "container" and inst.status == InstanceStatus.PENDING.value:
+            spec = container_spec(s, p, inst)
+            inst.step_in_progress = "container_start"
+        elif held:
+            inst.step_in_progress = "container_stop"
+        else:
+            reconcile(s, p, inst)
+            return
+    if held:
+        stop_containers(p, claim, held)
+    else:
+        start_container(p, claim, spec)

@@ -1,0 +1,93 @@
+"""The lease sweep, a periodic job: reminders before a term ends (only the latest one due
+when the sweep runs late), automatic renewal, grace, and the end of grace, whose effect
+releases the instance and erases its disks (services/lifecycle.py)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpulease.db.tables import Instance, Lease, LeaseNotice
+from gpulease.domain.errors import PaymentRequired
+from gpulease.domain.leases import Action, next_action
+from gpulease.domain.states import LEASE, LeaseStatus
+from gpulease.platform import Platform
+from gpulease.services.history import SWEEP_LEASES, note
+from gpulease.services.leases import extend
+from gpulease.services.lifecycle import transition
+
+
+def _mark_sent(lease: Lease, *kinds: str) -> None:
+    lease.reminders_sent = ",".join(
+        r for r in dict.fromkeys((*lease.reminders_sent.split(","), *kinds)) if r)
+
+
+def _notice(s: Session, lease: Lease, kind: str, now: datetime, text: str) -> None:
+    """A reminder for the outbox (e-mail and webhook delivery read it)."""
+    s.add(LeaseNotice(lease_id=lease.id, tenant_id=lease.tenant_id,
+                      instance_id=lease.instance_id, kind=kind, created_at=now, text=text))
+    _mark_sent(lease, kind)
+
+
+def sweep_leases(p: Platform, limit: int = 200) -> int:
+    """Do what is due on active and grace leases; returns how many leases moved."""
+    now = p.clock.now()
+    with p.db.read() as s:
+        due_soon = list(s.execute(select(Lease.id, Lease.instance_id).where(
+            Lease.status.in_((LeaseStatus.ACTIVE.value, LeaseStatus.GRACE.value)),
+            Lease.ends_at <= now + timedelta(days=7)).order_by(Lease.ends_at).limit(limit)))
+    moved = 0
+    for lease_id, instance_id in due_soon:
+        with p.db.write() as s:
+            # Lock order everywhere: the instance, then what hangs off it.
+            inst = s.get(Instance, instance_id, with_for_update=True)
+            lease = s.get(Lease, lease_id, with_for_update=True)
+            if lease is None or inst is None:
+                continue
+            moved += _sweep_one(s, p, lease, inst, now)
+    if moved:
+        p.wake()
+    return moved
+
+
+def _sweep_one(s: Session, p: Platform, lease: Lease, inst: Instance, now: datetime) -> int:
+    sent = frozenset(r for r in lease.reminders_sent.split(",") if r)
+    due = next_action(LeaseStatus(lease.status), lease.ends_at, lease.grace_until,
+                      lease.auto_renew, now, sent)
+    if due.action == Action.NOTHING:
+        return 0
+    ends = f"{lease.ends_at:%Y-%m-%d %H:%M} UTC"
+    if due.action == Action.REMIND and due.reminder:
+        _notice(s, lease, due.reminder, now,
+                f"Your lease of {inst.id} ({inst.sku}) ends {ends}. Renew it, or back up "
+                f"your data: {p.settings.lease_grace_days:g} days after the end the disks "
+                "are erased.")
+        _mark_sent(lease, *due.superseded)  # a late sweep: the older ones are moot
+    elif due.action == Action.RENEW:
+        try:
+            with s.begin_nested():
+                extend(s, p, inst, lease, 1, lease.term, now, "automatic renewal",
+                       actor=SWEEP_LEASES)
+        except PaymentRequired as exc:  # remind, then grace as without it
+            _enter_grace(s, p, lease, inst, now, f"automatic renewal failed: {exc}")
+    elif due.action == Action.ENTER_GRACE:
+        _enter_grace(s, p, lease, inst, now, None)
+    elif due.action == Action.END:
+        _notice(s, lease, "erased", now, f"The grace period of {inst.id} ended; its disks "
+                                         "are being erased and certified.")
+        transition(s, p, lease, LEASE, "end", now, actor=SWEEP_LEASES,
+                   reason="grace ended")  # its effect releases the instance
+    return 1
+
+
+def _enter_grace(s: Session, p: Platform, lease: Lease, inst: Instance, now: datetime,
+                 why: str | None) -> None:
+    lease.grace_until = lease.ends_at + timedelta(days=p.settings.lease_grace_days)
+    text = (f"Your lease of {inst.id} expired {lease.ends_at:%Y-%m-%d %H:%M} UTC. The machine "
+            f"stays until {lease.grace_until:%Y-%m-%d %H:%M} UTC; renew before then, or its "
+            "disks are erased." + (f" ({why})" if why else ""))
+    transition(s, p, lease, LEASE, "expire", now, actor=SWEEP_LEASES, reason=why)
+    _notice(s, lease, "expiry", now, text)
+    note(s, now, inst.id, "grace", text, actor=SWEEP_LEASES)

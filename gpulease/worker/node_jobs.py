@@ -1,0 +1,100 @@
+"""What a node step needs, read in the claiming transaction: the job snapshot, and the
+config drive a deploy (or a real agent's cleaning ramdisk) boots with."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import replace
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from gpulease.configdrive import ConfigDriveSpec, build_iso
+from gpulease.db.tables import ConfigDrive, Instance, Node
+from gpulease.domain.states import NodeStage
+from gpulease.platform import Platform
+from gpulease.ports.bmc import BmcEndpoint
+from gpulease.security import hash_token
+from gpulease.services.agents import mint_enrollment
+from gpulease.services.images import find_image
+from gpulease.services.node_agents import agent_for
+from gpulease.worker.node_steps import NodeJob
+
+
+def _image_url(s: Session, p: Platform, image_id: str) -> str:
+    image = find_image(s, p, image_id)
+    if image and image.url:
+        return image.url
+    return f"{p.settings.media_base_url.rstrip('/')}/{image_id}.iso"
+
+
+def node_job(s: Session, p: Platform, node: Node, inst: Instance | None) -> NodeJob:
+    password = ""
+    if inst is not None and inst.root_password_enc and node.stage in (
+            NodeStage.CONFIGURE, NodeStage.ATTACH_MEDIA):
+        password = p.box.open(inst.root_password_enc)
+    return NodeJob(
+        node_id=node.id, node_name=node.name, stage=node.stage or "",
+        bmc_driver=node.bmc_driver,
+        endpoint=BmcEndpoint(node.name, node.bmc_address, node.bmc_username,
+                             p.box.open(node.bmc_password_enc)),
+        instance_id=node.instance_id,
+        image_url=_image_url(s, p, inst.image_id) if inst else "",
+        agent_media_url=f"{p.settings.media_base_url.rstrip('/')}/agent-ramdisk.iso",
+        ssh_keys=tuple(inst.ssh_keys.splitlines()) if inst else (),
+        root_password=password,
+        hostname=(inst.name or inst.id) if inst else node.name,
+        polls=node.stage_polls or 0,
+        config_drive_url=_existing_drive_url(s, p, node, inst),
+        acceptance=p.catalog.marks(node.sku, node.region)
+        if node.stage == NodeStage.VERIFY else None,
+        agent_kind=node.agent_kind,
+        stage_started_at=node.stage_started_at,
+        boot=offer.boot if (offer := p.catalog.offer(node.sku, node.region)) else
+        "virtual_media",
+        http_boot_uri=p.settings.http_boot_uri or None,
+    )
+
+
+def _drive_url(p: Platform, drive_id: str) -> str:
+    return f"{p.settings.public_url.rstrip('/')}/media/config/{drive_id}.iso"
+
+
+def needs_drive(p: Platform, stage: str | None, agent_kind: str, bmc_driver: str) -> bool:
+    """Deploys carry a config drive; so does the cleaning ramdisk of an agent that enrolls
+    from one (its one-time enrollment token)."""
+    return stage == NodeStage.ATTACH_MEDIA or (
+        stage == NodeStage.CLEAN_ATTACH_MEDIA
+        and agent_for(p, agent_kind, bmc_driver).enrolls_from_config_drive)
+
+
+def _existing_drive_url(s: Session, p: Platform, node: Node, inst: Instance | None) -> str | None:
+    if inst is None or not needs_drive(p, node.stage, node.agent_kind, node.bmc_driver):
+        return None
+    drive_id = s.scalar(select(ConfigDrive.id).where(ConfigDrive.node_id == node.id,
+                                                     ConfigDrive.instance_id == inst.id))
+    return _drive_url(p, drive_id) if drive_id else None
+
+
+def make_config_drive(p: Platform, job: NodeJob) -> NodeJob:
+    """Build the deploy's config drive outside any transaction, store it, and return the
+    job with the URL the BMC will fetch it from."""
+    assert job.instance_id is not None
+    agent_token = "glat_" + secrets.token_urlsafe(32)
+    iso = build_iso(ConfigDriveSpec(
+        instance_id=job.instance_id, hostname=job.hostname, ssh_keys=job.ssh_keys,
+        # a cleaning ramdisk's drive gets a random, never shown password, not an empty one
+        root_password=job.root_password or secrets.token_urlsafe(24),
+        agent_url=p.settings.public_url,
+        agent_token=agent_token))
+    drive_id = secrets.token_urlsafe(32)
+    with p.db.write() as s:
+        s.add(ConfigDrive(id=drive_id, node_id=job.node_id, instance_id=job.instance_id,
+                          agent_token_hash=hash_token(agent_token), iso=iso,
+                          created_at=p.clock.now()))
+        mint_enrollment(s, job.node_id, job.instance_id, p.clock.now(), token=agent_token)
+    return replace(job, config_drive_url=_drive_url(p, drive_id))
+
+
+def drop_config_drives(s: Session, node_id: str) -> None:
+    s.execute(delete(ConfigDrive).where(ConfigDrive.node_id == node_id))

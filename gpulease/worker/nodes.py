@@ -1,0 +1,245 @@
+"""The node pipeline: drive a claimed node one deploy or clean step. Read a snapshot, do
+the I/O outside any transaction, then apply the result in a transaction guarded by the
+row's lock token. Every status and stage moves through services/lifecycle.py."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from gpulease.db.tables import Event, GpuAllocation, Instance, Node
+from gpulease.domain.states import (
+    INSTANCE,
+    INSTANCE_STAGE,
+    NODE,
+    NODE_IN_PIPELINE,
+    NODE_STAGE,
+    UNSAFE_TO_REPEAT,
+    InstanceStatus,
+    NodeStage,
+    NodeStatus,
+)
+from gpulease.platform import Platform
+from gpulease.services.agents import failure_reason, record_acceptance, record_certificates
+from gpulease.services.history import WORKER, note, record_event
+from gpulease.services.lifecycle import transition
+from gpulease.services.placement import claim_replacement
+from gpulease.worker.node_jobs import drop_config_drives, make_config_drive, needs_drive, node_job
+from gpulease.worker.node_steps import STEPS, NodeJob, Outcome, StepResult
+from gpulease.worker.pipeline import (
+    Claim,
+    StepFailed,
+    apply_with_retry,
+    backoff,
+    guarded,
+    lock_instance_first,
+    release_lock,
+    step_failed,
+)
+
+log = logging.getLogger("gpulease.worker")
+
+
+def release_allocations(s: Session, node_id: str, now: datetime,
+                        instance_id: str | None = None) -> None:
+    q = update(GpuAllocation).where(GpuAllocation.node_id == node_id,
+                                    GpuAllocation.released_at.is_(None))
+    if instance_id:
+        q = q.where(GpuAllocation.instance_id == instance_id)
+    s.execute(q.values(released_at=now).execution_options(synchronize_session=False))
+
+
+def wake_instance(s: Session, instance_id: str | None, now: datetime) -> None:
+    if instance_id:
+        s.execute(update(Instance).where(Instance.id == instance_id)
+                  .values(next_attempt_at=now).execution_options(synchronize_session=False))
+
+
+def process_node(p: Platform, claim: Claim) -> None:
+    with p.db.write() as s:
+        node: Node | None = guarded(s, Node, claim)
+        if node is None:
+            return
+        if NodeStatus(node.status) not in NODE_IN_PIPELINE or node.stage is None:
+            node.next_attempt_at = None
+            release_lock(node)
+            return
+        if claim.taken_over and node.step_in_progress in UNSAFE_TO_REPEAT:
+            _interrupted_unsafe(s, p, node, node.step_in_progress)
+            return
+        inst = s.get(Instance, node.instance_id) if node.instance_id else None
+        job = node_job(s, p, node, inst)
+        node.step_in_progress = node.stage
+
+    if needs_drive(p, job.stage, job.agent_kind, job.bmc_driver) and job.instance_id and not (
+            job.config_drive_url):
+        job = make_config_drive(p, job)
+    try:
+        result: StepResult | StepFailed = STEPS[job.stage](p, job)
+    except Exception as exc:  # drivers raise their own errors; classify by `retryable`
+        result = step_failed(exc)
+        log.warning("node %s step %s failed: %s", job.node_name, job.stage, exc)
+
+    apply_with_retry(p, f"node {job.node_name} step {job.stage}",
+                     lambda: _apply_node(p, claim, job, result))
+
+
+def _apply_node(p: Platform, claim: Claim, job: NodeJob, result: StepResult | StepFailed) -> None:
+    now = p.clock.now()
+    with p.db.write() as s:
+        lock_instance_first(s, job.instance_id)
+        node: Node | None = guarded(s, Node, claim)
+        if node is None or node.stage != job.stage:
+            return  # lost the lock or the row moved on (release, operator): drop the result
+        release_lock(node)
+        if isinstance(result, StepFailed):
+            node.attempts += 1
+            node.last_error = str(result)
+            if result.retryable and node.attempts < p.settings.max_attempts:
+                node.next_attempt_at = now + timedelta(seconds=backoff(p, node.attempts))
+                record_event(s, now, "node", node.id, "error", actor=WORKER,
+                             instance_id=node.instance_id, to_value=job.stage,
+                             message=f"attempt {node.attempts}: {result}")
+                return
+            tries = f" after {node.attempts} attempts" if result.retryable else ""
+            fail_node(s, p, node, f"{job.stage} failed{tries}: {result}", now)
+            return
+        if result.ip_address:
+            node.ip_address = result.ip_address
+        if result.report is not None:
+            report_id = record_acceptance(s, node, node.instance_id, result.report,
+                                          "delivery", now, actor=WORKER)
+            if not result.report.passed:
+                fail_node(s, p, node, failure_reason(result.report, report_id), now)
+                p.wake()
+                return
+        if result.certificates:
+            unverified = record_certificates(s, node.id, node.instance_id,
+                                             result.certificates, now)
+            if unverified:
+                fail_node(s, p, node, f"erase verification failed on "
+                                      f"{', '.join(unverified)}", now)
+                p.wake()
+                return
+        if result.outcome is Outcome.WAIT:
+            node.stage_polls = (node.stage_polls or 0) + 1
+            node.next_attempt_at = now + timedelta(seconds=p.settings.poll_interval_s)
+            return
+        if result.note:
+            record_event(s, now, "node", node.id, "result", actor=WORKER,
+                         instance_id=node.instance_id, to_value=job.stage, message=result.note)
+        if NODE_STAGE.allows(NodeStage(job.stage), "advance"):
+            transition(s, p, node, NODE_STAGE, "advance", now, actor=WORKER,
+                       timeout_s=p.settings.stage_timeout_s)
+            node.next_attempt_at = now
+        else:
+            _finish_node(s, p, node, now)
+    p.wake()
+
+
+def _finish_node(s: Session, p: Platform, node: Node, now: datetime) -> None:
+    """The last step is done: a deploy's node is active, a cleaned one free (or drained)."""
+    instance_id = node.instance_id
+    drop_config_drives(s, node.id)  # installed (or cleaned): the secrets in it are spent
+    transition(s, p, node, NODE_STAGE, "done", now, actor=WORKER)
+    node.next_attempt_at = None
+    if node.status == NodeStatus.DEPLOYING.value:
+        transition(s, p, node, NODE, "activate", now, actor=WORKER)
+    else:
+        release_allocations(s, node.id, now)
+        node.instance_id = None
+        node.ip_address = None
+        node.generation += 1
+        if node.drain_requested_at is not None:
+            transition(s, p, node, NODE, "drain", now, actor=WORKER,
+                       reason="drained by operator")
+        else:
+            transition(s, p, node, NODE, "free", now, actor=WORKER)
+    wake_instance(s, instance_id, now)
+
+
+def fail_node(s: Session, p: Platform, node: Node, reason: str, now: datetime,
+              actor: str = WORKER) -> None:
+    """A step failed for good: the node needs an operator. It goes to maintenance with the
+    reason and lets go of its instance. During delivery the order moves to a free node of
+    the same offer (same fabric for a cluster) when there is one; else it fails with the
+    reason."""
+    instance_id = node.instance_id
+    was_cleaning = node.status == NodeStatus.CLEANING.value
+    drop_config_drives(s, node.id)
+    if node.stage is not None:
+        transition(s, p, node, NODE_STAGE, "abort", now, actor=actor)
+    node.next_attempt_at = None
+    if was_cleaning:
+        reason = f"cleaning not finished, disks not certified erased: {reason}"
+    transition(s, p, node, NODE, "fail", now, actor=actor, reason=reason)
+    release_allocations(s, node.id, now)
+    node.instance_id = None
+    node.generation += 1
+    inst = s.get(Instance, instance_id) if instance_id and not was_cleaning else None
+    delivering = inst is not None and inst.status in (InstanceStatus.PENDING.value,
+                                                      InstanceStatus.DEPLOYING.value)
+    if inst is not None and delivering and not _move_to_spare(s, p, inst, node, reason, now,
+                                                              actor):
+        fail_instance(s, p, inst, f"node {node.name}: {reason}", now, actor)
+    wake_instance(s, instance_id, now)
+
+
+def fail_instance(s: Session, p: Platform, inst: Instance, reason: str, now: datetime,
+                  actor: str) -> None:
+    transition(s, p, inst, INSTANCE, "fail", now, actor=actor, reason=reason)
+    transition(s, p, inst, INSTANCE_STAGE, "fail", now, actor=actor, reason=reason)
+    inst.next_attempt_at = now
+
+
+def _move_to_spare(s: Session, p: Platform, inst: Instance, failed: Node, reason: str,
+                   now: datetime, actor: str) -> bool:
+    moves = s.scalar(select(func.count()).select_from(Event).where(
+        Event.resource == "instance", Event.resource_id == inst.id, Event.to_value == "moved"))
+    if (moves or 0) >= p.settings.max_node_moves:
+        return False
+    spare = claim_replacement(s, now, inst, failed, actor=actor)
+    if spare is None:
+        return False
+    note(s, now, inst.id, "moved",
+         f"node {failed.name} failed ({reason}); continuing on {spare.name}", actor=actor)
+    if inst.status == InstanceStatus.DEPLOYING.value:
+        start_deploy(s, p, spare, now, actor)
+    return True
+
+
+def start_deploy(s: Session, p: Platform, node: Node, now: datetime, actor: str) -> None:
+    transition(s, p, node, NODE, "deploy", now, actor=actor)
+    transition(s, p, node, NODE_STAGE, "deploy", now, actor=actor,
+               timeout_s=p.settings.stage_timeout_s)
+    node.next_attempt_at = now
+
+
+def _interrupted_unsafe(s: Session, p: Platform, node: Node, step: str | None) -> None:
+    """The previous owner died inside a step that is not safe to repeat: fail the deploy
+    with a reason and clean the node rather than guess what the step left behind."""
+    now = p.clock.now()
+    release_lock(node)
+    reason = (f"deploy interrupted during {step} (worker lost); the step is not safe to repeat, "
+              "so the node is being cleaned")
+    record_event(s, now, "node", node.id, "error", actor=WORKER, instance_id=node.instance_id,
+                 to_value=step, message=reason)
+    inst = s.get(Instance, node.instance_id) if node.instance_id else None
+    start_cleaning(s, p, node, now, reason)
+    if inst is not None and inst.status in (InstanceStatus.PENDING.value,
+                                            InstanceStatus.DEPLOYING.value):
+        fail_instance(s, p, inst, f"node {node.name}: {reason}", now, WORKER)
+
+
+def start_cleaning(s: Session, p: Platform, node: Node, now: datetime, reason: str) -> None:
+    """Takes the node from any worker mid-step (its guarded write then matches nothing);
+    called with its instance locked."""
+    release_lock(node)
+    drop_config_drives(s, node.id)
+    transition(s, p, node, NODE, "clean", now, actor=WORKER, reason=reason)
+    transition(s, p, node, NODE_STAGE, "clean", now, actor=WORKER,
+               timeout_s=p.settings.stage_timeout_s)
+    node.next_attempt_at = now

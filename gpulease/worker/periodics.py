@@ -1,0 +1,64 @@
+"""The worker's periodic jobs, one table: each runs every sweep (default 5 s) in one of the
+worker processes' threads at a time. Each is safe to run by several workers at once: they
+claim or lock what they change."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy import select
+
+from gpulease.db.tables import Node
+from gpulease.domain.states import NODE_IN_PIPELINE
+from gpulease.platform import Platform
+from gpulease.services.history import SWEEP_TIMEOUTS
+from gpulease.services.invoice_run import sweep_invoices
+from gpulease.services.notify import deliver_notices
+from gpulease.worker.lease_sweep import sweep_leases
+from gpulease.worker.metering import meter_containers
+from gpulease.worker.nodes import fail_node
+from gpulease.worker.pipeline import claim_due, guarded, lock_instance_first, release_lock
+
+
+def sweep_timeouts(p: Platform, owner: str) -> int:
+    """Fail nodes whose stage outlived its deadline (only unlocked or expired rows)."""
+    now = p.clock.now()
+    claims = claim_due(
+        p, Node, owner, limit=50, due=False,
+        extra=[Node.status.in_([st.value for st in NODE_IN_PIPELINE]),
+               Node.stage_deadline < now],
+    )
+    for claim in claims:
+        with p.db.write() as s:
+            lock_instance_first(s, s.scalar(select(Node.instance_id).where(Node.id == claim.id)))
+            node: Node | None = guarded(s, Node, claim)
+            if node is None:
+                continue
+            release_lock(node)
+            timeout = p.settings.stage_timeout_s
+            fail_node(s, p, node, f"stage {node.stage} timed out after {timeout:.0f} s", now,
+                      actor=SWEEP_TIMEOUTS)
+    if claims:
+        p.wake()
+    return len(claims)
+
+
+@dataclass(frozen=True)
+class Periodic:
+    name: str
+    run: Callable[[Platform, str], object]
+    does: str
+
+
+PERIODICS: tuple[Periodic, ...] = (
+    Periodic("timeouts", sweep_timeouts, "fail nodes whose stage outlived its deadline"),
+    Periodic("leases", lambda p, _owner: sweep_leases(p),
+             "reminders, automatic renewals, grace, release and erase after grace"),
+    Periodic("meter", lambda p, _owner: meter_containers(p),
+             "each started container GPU-hour, charged once; unpaid containers released"),
+    Periodic("invoices", lambda p, _owner: sweep_invoices(p),
+             "the month's invoices: drafted on the 1st, final on the finalize day"),
+    Periodic("notices", lambda p, _owner: deliver_notices(p),
+             "lease reminders by e-mail and signed webhook"),
+)
