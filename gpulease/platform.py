@@ -106,7 +106,7 @@ class Platform:
     @classmethod
     def from_settings(cls, settings: Settings, drivers: Drivers | None = None) -> Platform:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        db = Database(settings.resolved_database_url())
+        db = Database(settings.resolved_database_url(), limits=settings.session_limits())
         catalog = load_catalog(settings.catalog_file)
         box = SecretBox(load_or_create_key(settings.secret_key, settings.data_dir))
         if drivers is None:

@@ -13,6 +13,7 @@ from typing import Any
 import uvicorn
 
 from gpulease.api.app import create_app
+from gpulease.db.session import safe_url
 from gpulease.demo import ensure_demo_console_login, ensure_demo_tokens, seed_demo_fleet
 from gpulease.demo_agents import DemoAgents
 from gpulease.platform import Platform
@@ -23,7 +24,13 @@ log = logging.getLogger("gpulease")
 
 
 def prepare(settings: Settings) -> Platform:
+    """The platform on a reachable, migrated database: waits for the database first (with
+    backoff, up to db_wait_s; raises DatabaseUnreachable after that)."""
     platform = Platform.from_settings(settings)
+    platform.db.wait_until_reachable(
+        settings.db_wait_s,
+        lambda why, pause: log.warning("waiting for the database at %s (%s); next try in "
+                                       "%.1f s", safe_url(platform.db.url), why, pause))
     platform.db.migrate()
     return platform
 
@@ -56,7 +63,7 @@ def up(settings: Settings, say: Callable[[str], object] = print,
     telemetry = DemoAgents(platform)
     telemetry.start()
     say(f"gpulease listening on {url}  (API {url}/api/v1, docs {url}/api/v1/docs)")
-    say(f"database: {platform.db.dialect} ({_safe_url(platform.db.url)})")
+    say(f"database: {platform.db.dialect} ({_shown_url(platform.db.url)})")
     if emulator is not None:
         say(f"demo fleet: {added or 'existing'} servers behind a Redfish emulator at "
             f"{emulator.url} (SIMULATED hardware, real Redfish; power changes land after "
@@ -169,8 +176,5 @@ def _serve(platform: Platform, settings: Settings) -> None:
     uvicorn.Server(config).run()
 
 
-def _safe_url(url: str) -> str:
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        return f"{scheme}://***@{rest.split('@', 1)[1]}"
-    return str(Path(url.split(":///", 1)[-1])) if url.startswith("sqlite") else url
+def _shown_url(url: str) -> str:
+    return str(Path(url.split(":///", 1)[-1])) if url.startswith("sqlite") else safe_url(url)

@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from gpulease.db.limits import SessionLimits
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="GPULEASE_", extra="ignore")
@@ -30,6 +32,25 @@ class Settings(BaseSettings):
     # Redfish BMCs
     bmc_timeout_s: float = Field(default=10.0, gt=0)
     bmc_verify_tls: bool = True
+
+    # PostgreSQL session limits, set by every connection as it opens. A statement that waits
+    # longer than db_lock_timeout_s for a row lock gives up (the API answers 503 with
+    # Retry-After; the worker retries); the server ends a session that keeps a transaction
+    # open and idle longer than db_idle_in_transaction_timeout_s (a frozen worker, a stalled
+    # network), and its row locks go with it: keep it below lock_ttl_s, so they are gone
+    # before another worker takes the frozen worker's rows over. TCP keepalives notice a
+    # dead peer in idle + interval x count seconds. SQLite waits for its write lock instead
+    # (busy timeout 60 s): one host, one writer at a time.
+    db_lock_timeout_s: float = Field(default=10.0, gt=0)
+    db_statement_timeout_s: float = Field(default=60.0, gt=0)
+    db_idle_in_transaction_timeout_s: float = Field(default=15.0, gt=0)
+    db_keepalives_idle_s: int = Field(default=10, ge=1)
+    db_keepalives_interval_s: int = Field(default=5, ge=1)
+    db_keepalives_count: int = Field(default=3, ge=1)
+    db_connect_timeout_s: int = Field(default=5, ge=1)
+    # `serve`, `worker` and `up` wait this long for the database at start (backing off),
+    # then exit with a one-line reason.
+    db_wait_s: float = Field(default=60.0, ge=0)
 
     # Provisioning engine
     worker_threads: int = Field(default=4, ge=1, le=64)
@@ -85,6 +106,14 @@ class Settings(BaseSettings):
 
     def container_image(self, image_id: str) -> str:
         return self.container_images.get(image_id) or f"{self.container_image_prefix}{image_id}"
+
+    def session_limits(self) -> SessionLimits:
+        return SessionLimits(
+            lock_timeout_s=self.db_lock_timeout_s, statement_timeout_s=self.db_statement_timeout_s,
+            idle_in_transaction_timeout_s=self.db_idle_in_transaction_timeout_s,
+            keepalives_idle_s=self.db_keepalives_idle_s,
+            keepalives_interval_s=self.db_keepalives_interval_s,
+            keepalives_count=self.db_keepalives_count, connect_timeout_s=self.db_connect_timeout_s)
 
     def resolved_database_url(self) -> str:
         if self.database_url:

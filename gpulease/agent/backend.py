@@ -42,21 +42,3 @@ class GpuBackend(Protocol):
 
 class BackendUnavailable(RuntimeError):
     """The asked-for backend cannot run here (no NVML, no GPU)."""
-
-
-def open_backend(name: str, gpus: int = 8, model: str = "h100-80g",
-                 faults: tuple[str, ...] = ()) -> GpuBackend:
-    """`nvml`, `simulated`, or `auto` (NVML where it loads, else simulated)."""
-    if name in ("nvml", "auto"):
-        try:
-            from gpulease.agent.nvml import NvmlBackend
-
-            return NvmlBackend()
-        except BackendUnavailable:
-            if name == "nvml":
-                raise
-    if name in ("simulated", "auto"):
-        from gpulease.agent.simulated import SimulatedGpus, parse_faults
-
-        return SimulatedGpus(count=gpus, model=model, faults=parse_faults(faults))
-    raise ValueError(f"unknown GPU backend {name!r}; use nvml, simulated or auto")

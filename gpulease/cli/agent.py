@@ -28,7 +28,8 @@ ModelOpt = Annotated[str, typer.Option("--model", help="simulated backend: GPU m
 
 
 def _backend(name: str, gpus: int, model: str, faults: list[str] | None):  # type: ignore[no-untyped-def]
-    from gpulease.agent.backend import BackendUnavailable, open_backend
+    from gpulease.agent.backend import BackendUnavailable
+    from gpulease.agent.backends import open_backend
 
     try:
         return open_backend(name, gpus=gpus, model=model, faults=tuple(faults or ()))

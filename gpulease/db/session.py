@@ -7,21 +7,24 @@ instead of failing half-way. Reads use a plain deferred BEGIN under WAL.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
+
+from gpulease.db.limits import SessionLimits
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 
-def make_engine(url: str, pool_size: int = 20) -> Engine:
+def make_engine(url: str, pool_size: int = 20, limits: SessionLimits | None = None) -> Engine:
     if url.startswith("sqlite"):
         # Pooled: a connection's PRAGMAs run once, not per transaction.
         engine = create_engine(
@@ -45,7 +48,20 @@ def make_engine(url: str, pool_size: int = 20) -> Engine:
             conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
         return engine
-    return create_engine(url, pool_size=pool_size, max_overflow=20, pool_pre_ping=True)
+    limits = limits or SessionLimits()
+    engine = create_engine(url, pool_size=pool_size, max_overflow=20, pool_pre_ping=True,
+                           connect_args=limits.connect_args())
+
+    @event.listens_for(engine, "do_connect")
+    def _session_limits(_dialect: Any, _record: Any, _args: Any, params: dict[str, Any]) -> None:
+        # beside whatever `options` the URL carries (a search_path, say)
+        params["options"] = " ".join(filter(None, (params.get("options"), limits.options())))
+
+    return engine
+
+
+class DatabaseUnreachable(RuntimeError):
+    """The database did not answer within the wait at start."""
 
 
 def transient(exc: BaseException) -> bool:
@@ -59,9 +75,10 @@ def transient(exc: BaseException) -> bool:
 class Database:
     """Hands out short transactions: `with db.write() as s:` / `with db.read() as s:`."""
 
-    def __init__(self, url: str, pool_size: int = 20) -> None:
+    def __init__(self, url: str, pool_size: int = 20, limits: SessionLimits | None = None
+                 ) -> None:
         self.url = url
-        self.engine = make_engine(url, pool_size)
+        self.engine = make_engine(url, pool_size, limits)
         self.dialect = self.engine.dialect.name
         writer = self.engine.execution_options(sqlite_immediate=True)
         self._write = sessionmaker(writer, expire_on_commit=False)
@@ -77,6 +94,31 @@ class Database:
         with self._read() as session, session.begin():
             yield session
 
+    def wait_until_reachable(self, timeout_s: float,
+                             waiting: Callable[[str, float], object] = lambda *_: None) -> None:
+        """Return once the database answers; retry with backoff for `timeout_s`, telling
+        `waiting` why and for how long, then raise DatabaseUnreachable."""
+        deadline = time.monotonic() + timeout_s
+        delay = 0.5
+        while True:
+            try:
+                with self.engine.connect() as conn:
+                    conn.execute(text("SELECT 1"))
+                return
+            except DBAPIError as exc:
+                if not transient(exc):
+                    raise
+                why = str(exc.orig or exc).strip().splitlines()[0]
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise DatabaseUnreachable(
+                        f"the database at {safe_url(self.url)} did not answer within "
+                        f"{timeout_s:g} s ({why}); start it, or check GPULEASE_DATABASE_URL "
+                        "(GPULEASE_DB_WAIT_S sets the wait)") from None
+                waiting(why, min(delay, left))
+                time.sleep(min(delay, left))
+                delay = min(delay * 2, 5.0)
+
     def migrate(self) -> None:
         """Apply every Alembic migration (idempotent; run at start-up)."""
         with self.engine.begin() as conn:
@@ -86,6 +128,16 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def safe_url(url: str) -> str:
+    """The URL without its password."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        userinfo, host = rest.split("@", 1)
+        if ":" in userinfo:
+            return f"{scheme}://{userinfo.split(':', 1)[0]}:***@{host}"
+    return url
 
 
 def alembic_config(url: str) -> Config:

@@ -142,11 +142,14 @@ def _label(state: StrEnum, machine: Machine[S]) -> str:
 
 
 def mermaid(machine: Machine[S]) -> str:
-    """A Mermaid state diagram of the machine (self-loops for transitions that stay)."""
+    """A Mermaid state diagram of the machine. Transitions that keep the state (notes such
+    as a drain requested) are left to the table."""
     lines = ["stateDiagram-v2"]
     for start in sorted(machine.starts, key=list(machine.states).index):
         lines.append(f"    [*] --> {_label(start, machine)}")
     for t in machine.transitions:
+        if t.target is None:
+            continue
         for source in sorted(t.sources, key=list(machine.states).index):
             target = t.target_from(source)
             lines.append(f"    {_label(source, machine)} --> {_label(target, machine)}: "

@@ -6,6 +6,7 @@ that moves a resource along them; `gpulease states` prints them (docs/architectu
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
 from gpulease.domain.lifecycle import InvalidTransition, Machine, move
 
@@ -317,7 +318,5 @@ AGENT_COMMAND = Machine(
 )
 
 
-MACHINES: tuple[Machine[NodeStatus] | Machine[NodeStage] | Machine[InstanceStatus]
-                | Machine[InstanceStage] | Machine[LeaseStatus] | Machine[InvoiceStatus]
-                | Machine[CommandStatus], ...] = (
+MACHINES: tuple[Machine[Any], ...] = (
     NODE, NODE_STAGE, INSTANCE, INSTANCE_STAGE, LEASE, INVOICE, AGENT_COMMAND)

@@ -209,6 +209,22 @@ def maintenance_node(p: Platform, actor: Principal, node_id: str, reason: str | 
     return get_node(p, actor, node_id)
 
 
+def retire_node(p: Platform, actor: Principal, node_id: str, reason: str | None) -> NodeView:
+    """Declare a node in maintenance broken beyond repair: it never returns to the pool on
+    its own (an operator may still resume it), and its history stays."""
+    actor.require_operator()
+    if not (reason or "").strip():
+        raise InvalidInput("reason", "Say why the node is retired (kept with its record).")
+    with p.db.write() as s:
+        node = _load(s, node_id)
+        if not NODE.allows(NodeStatus(node.status), "retire"):
+            raise Conflict(f"Node {node.name} is {node.status}; set it aside (`gpulease node "
+                           "maintenance`, or drain it) before retiring it.")
+        node.generation += 1
+        transition(s, p, node, NODE, "retire", p.clock.now(), actor=by(actor), reason=reason)
+    return get_node(p, actor, node_id)
+
+
 def resume_node(p: Platform, actor: Principal, node_id: str) -> NodeView:
     actor.require_operator()
     with p.db.write() as s:

@@ -11,7 +11,9 @@ import threading
 import time
 
 from sqlalchemy import ColumnElement, select
+from sqlalchemy.exc import DBAPIError
 
+from gpulease.db.session import transient
 from gpulease.db.tables import Instance, Node
 from gpulease.domain.states import NODE_IN_PIPELINE
 from gpulease.platform import Platform
@@ -101,10 +103,21 @@ class Worker:
         self._threads.append(hb)
 
     def _loop(self) -> None:
+        pause = 0.5
         while not self._stop.is_set():
             try:
                 did = self.step()
-            except Exception:  # database away: back off and try again
+                pause = 0.5
+            except DBAPIError as exc:  # the database away or busy: back off, try again
+                if not transient(exc):
+                    log.exception("worker step failed")
+                else:
+                    log.warning("database unavailable (%s); next try in %.1f s",
+                                str(exc.orig or exc).strip().splitlines()[0], pause)
+                did = False
+                self._stop.wait(pause)
+                pause = min(pause * 2, 10.0)
+            except Exception:  # never let one bug stop the thread
                 log.exception("worker step failed")
                 did = False
                 self._stop.wait(1.0)

@@ -14,14 +14,14 @@ ERROR_500 = (b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/j
 
 
 class FaultProxy:
-    def __init__(self, target_port: int) -> None:
+    def __init__(self, target_port: int, port: int = 0) -> None:
         self.target = ("127.0.0.1", target_port)
         self.mode = "pass"  # pass | delay | drop | 500
         self.delay_s = 0.0
         self.faults_left: int | None = None  # None: the mode holds until changed
         self.seen = 0
         self._lock = threading.Lock()
-        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener = socket.create_server(("127.0.0.1", port))
         self.port = self._listener.getsockname()[1]
         self._stop = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()

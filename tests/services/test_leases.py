@@ -70,6 +70,25 @@ def test_calendar_terms() -> None:
     assert reminder_due(end, end - timedelta(hours=1), frozenset({"7d"})) == "1d"
 
 
+def test_a_late_sweep_sends_only_the_latest_reminder_due(
+    fleet: Platform, clock: MovableClock, tenant: TenantCtx, worker: Worker, key: str
+) -> None:
+    iid = deliver(fleet, tenant, worker, key)
+    lease = leases.show_lease(fleet, tenant.principal, iid)
+    clock.at = lease.ends_at - timedelta(hours=12)  # no sweep ran for 29 days
+    for _ in range(3):
+        lease_sweep.sweep_leases(fleet)
+        clock.move(minutes=5)
+    assert notices(fleet, iid) == ["1d"]  # not 1d, then 3d, then 7d, seconds apart
+    assert set(leases.show_lease(fleet, tenant.principal, iid).reminders_sent) == {
+        "7d", "3d", "1d"}
+    clock.at = lease.ends_at + timedelta(minutes=1)
+    lease_sweep.sweep_leases(fleet)
+    lease_sweep.sweep_leases(fleet)
+    assert notices(fleet, iid) == ["1d", "expiry"]
+    assert leases.show_lease(fleet, tenant.principal, iid).status == "grace"
+
+
 def test_lease_life_reminders_grace_renewal_and_erase(
     fleet: Platform, clock: MovableClock, tenant: TenantCtx, worker: Worker, key: str
 ) -> None:

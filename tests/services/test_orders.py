@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import select
 
+from gpulease.db.tables import Event
 from gpulease.domain.errors import Conflict, Forbidden, Gone, InvalidInput, NotFound, OutOfStock
 from gpulease.domain.states import DEPLOY_ORDER
 from gpulease.platform import Platform
@@ -273,10 +275,24 @@ def test_drain_maintenance_and_resume(
     worker.run_until_idle()
     drained = inventory.get_node(fleet, op, busy)
     assert drained.status == "maintenance" and drained.instance_id is None
+    with pytest.raises(InvalidInput, match="why"):
+        inventory.retire_node(fleet, op, free, " ")
+    retired = inventory.retire_node(fleet, op, free, "mainboard dead")
+    assert (retired.status, retired.status_reason) == ("failed", "mainboard dead")
+    with pytest.raises(Conflict, match="set it aside"):
+        inventory.retire_node(fleet, op, free, "again")
     assert inventory.resume_node(fleet, op, busy).status == "available"
     assert inventory.resume_node(fleet, op, free).status == "available"
     order(fleet, tenant, key)
     order(fleet, tenant, key)
+    with fleet.db.read() as s:  # every move of the node, with who made it
+        moves = [(e.from_value, e.to_value, e.actor) for e in s.scalars(
+            select(Event).where(Event.resource == "node", Event.kind == "status",
+                                Event.resource_id == retired.id).order_by(Event.id))]
+    who = f"user:{op.user_id}"
+    assert moves == [("available", "maintenance", who), ("maintenance", "failed", who),
+                     ("failed", "available", who), ("available", "allocated",
+                                                    f"user:{tenant.principal.user_id}")]
 
 
 def test_the_config_drive_is_served_during_install_and_deleted_after(

@@ -48,6 +48,13 @@ def maintenance(node_id: str, p: PlatformDep, actor: PrincipalDep,
     return inventory.maintenance_node(p, actor, node_id, body.reason if body else None)
 
 
+@router.post("/{node_id}/retire", response_model=NodeView)
+def retire(node_id: str, p: PlatformDep, actor: PrincipalDep,
+           body: NodeActionRequest | None = None) -> NodeView:
+    """A node in maintenance declared broken beyond repair (the reason is required)."""
+    return inventory.retire_node(p, actor, node_id, body.reason if body else None)
+
+
 @router.post("/{node_id}/resume", response_model=NodeView)
 def resume(node_id: str, p: PlatformDep, actor: PrincipalDep) -> NodeView:
     return inventory.resume_node(p, actor, node_id)

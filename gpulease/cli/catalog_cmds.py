@@ -1,0 +1,224 @@
+"""The catalog and what helps choose from it: offers, images, quotes, the sizing advisor."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from gpulease.cli.common import (
+    JsonOpt,
+    TokenOpt,
+    UrlOpt,
+    api,
+    connect,
+    err,
+    out,
+    print_json,
+)
+
+app = typer.Typer()
+image_app = typer.Typer(help="Operator: custom OS images.", no_args_is_help=True)
+app.add_typer(image_app, name="image")
+
+
+# ----------------------------------------------------------------------- catalog
+@app.command()
+def catalog(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Every offer: GPUs, host, interconnect, prices and stock; and container prices."""
+    c = api(lambda: connect(url, token).catalog())
+    if as_json:
+        return print_json(c)
+    t = Table(title="Bare-metal offers (CNY)")
+    for col in ("offer", "GPUs", "host", "interconnect", "¥/month", "¥/day", "stock"):
+        t.add_column(col, overflow="fold")
+    for o in c.offers:
+        gpu = o.gpu.replace("NVIDIA ", "").replace("GeForce ", "").replace("Huawei ", "")
+        link = o.gpu_interconnect.split(";")[0] + (
+            f"\n[yellow]advertised: {o.advertised_interconnect}[/yellow]"
+            if o.advertised_interconnect else "") + ("\n+ InfiniBand" if o.infiniband else "")
+        t.add_row(f"{o.sku}\n{o.region} {o.region_name_zh}" + ("\n[dim]example data[/dim]"
+                                                                if o.example else ""),
+                  f"{o.gpu_count} × {gpu}", f"{o.cpu}\n{o.memory}\n{o.disks}", link,
+                  f"{o.monthly_price:,.2f}" + (
+                      f"\n[dim]list {o.list_monthly_price:,.0f}, -{o.discount_percent:.0f}%[/dim]"
+                      if o.discount_percent else "") + "".join(
+                      f"\n[yellow]from {ch.effective_from}: {ch.monthly_price:,.2f}[/yellow]"
+                      for ch in o.price_changes), f"{o.day_price:,.2f}", str(o.stock))
+    out.print(t)
+    ct = Table(title="Container instances (per GPU-hour)")
+    for col in ("offer", "GPU", "region", "¥/GPU-hour", "max GPUs", "free GPUs"):
+        ct.add_column(col)
+    for co in c.container_offers:
+        ct.add_row(co.id, co.gpu, co.region, f"{co.price_per_gpu_hour:.2f}", str(co.max_gpus),
+                   str(co.free_gpus))
+    out.print(ct)
+    out.print(f"Derived prices: {c.pricing_rule}")
+
+
+@app.command()
+def images(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """OS images; each offer has a default, so --image may be left out."""
+    items = api(lambda: connect(url, token).images())
+    if as_json:
+        return print_json(items)
+    t = Table()
+    for col in ("id", "name", "GPUs", "software"):
+        t.add_column(col)
+    for i in items:
+        t.add_row(i.id, i.name, i.gpu_vendor, ", ".join(i.software))
+    out.print(t)
+
+
+@image_app.command("add")
+def image_add(
+    image_id: Annotated[str, typer.Option("--id", help="e.g. ubuntu24.04-cuda12.8")],
+    name: Annotated[str, typer.Option()],
+    image_url: Annotated[str, typer.Option("--image-url", help="http(s) URL of the image")],
+    checksum: Annotated[str, typer.Option(help="sha256:<64 hex digits>")],
+    os_name: Annotated[str, typer.Option("--os", help="e.g. Ubuntu 24.04 LTS")],
+    gpu_vendor: Annotated[str, typer.Option(help="nvidia, huawei or any")] = "nvidia",
+    software: Annotated[list[str] | None, typer.Option(help="preinstalled (repeatable)")] = None,
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+) -> None:
+    """Add a custom OS image by URL and checksum."""
+    from gpulease.schemas import ImageCreate
+
+    try:
+        body = ImageCreate(id=image_id, name=name, os=os_name, gpu_vendor=gpu_vendor,
+                           url=image_url, checksum=checksum, software=software or [])
+    except ValueError as exc:
+        err.print(f"[red]error[/red]: {exc}")
+        raise typer.Exit(2) from None
+    image = api(lambda: connect(url, token).add_image(body))
+    if as_json:
+        return print_json(image)
+    out.print(f"added image {image.id}")
+
+
+@image_app.command("remove")
+def image_remove(image_id: str, url: UrlOpt = "", token: TokenOpt = "") -> None:
+    """Remove a custom OS image that no live instance uses."""
+    api(lambda: connect(url, token).remove_image(image_id))
+    out.print(f"removed image {image_id}")
+
+
+# ----------------------------------------------------------------------- ordering
+def _addons(specs: list[str] | None) -> dict[str, str]:
+    found = {}
+    for spec in specs or []:
+        name, sep, qty = spec.partition("=")
+        if not sep:
+            err.print(f"[red]error[/red]: --add {spec!r}: expected NAME=QUANTITY, "
+                      "e.g. public-bandwidth=100")
+            raise typer.Exit(2)
+        found[name.strip()] = qty.strip()
+    return found
+
+
+@app.command()
+def quote(
+    sku: Annotated[str, typer.Option(help="SKU id, e.g. h100-80g-x8")],
+    region: Annotated[str, typer.Option(help="region id, e.g. ningxia-1")],
+    term: Annotated[str, typer.Option(help="day, month or year")] = "month",
+    count: Annotated[int, typer.Option(help="periods of the term, e.g. 3 (months)")] = 1,
+    servers: Annotated[int, typer.Option(help="servers (a cluster's nodes)")] = 1,
+    add: Annotated[list[str] | None, typer.Option(
+        help="add-on NAME=QUANTITY, repeatable: public-bandwidth=100 (Mbps), "
+        "extra-storage=2000 (GB), egress=500 (GB), support-standard=1")] = None,
+    days_per_week: Annotated[float | None, typer.Option(
+        help="usage pattern: compare paying by the day with the month")] = None,
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+) -> None:
+    """The full fee list of a lease before ordering it."""
+    body: dict[str, Any] = {"sku": sku, "region": region, "term": term, "count": count,
+                            "servers": servers, "add": _addons(add)}
+    if days_per_week is not None:
+        body["days_per_week"] = str(days_per_week)
+    q = api(lambda: connect(url, token).post_json("/quotes", body))
+    if as_json:
+        return print_json(q)
+    table = Table("item", "quantity", "unit", "unit price ¥", "amount ¥",
+                  title=f"Quote: {q['sku']} in {q['region']}, {q['count']} {q['term']}(s)"
+                        f" × {q['servers']} server(s)")
+    for line in q["lines"]:
+        mark = " (example price)" if line["example_price"] else ""
+        table.add_row(line["description"] + mark, str(line["quantity"]), line["unit"],
+                      f"{Decimal(line['unit_price']):,.2f}", f"{Decimal(line['amount']):,.2f}")
+    out.print(table)
+    vat = "included" if q["prices_include_vat"] else "added"
+    out.print(f"[bold]total ¥{Decimal(q['total']):,.2f}[/bold]  (VAT {Decimal(q['vat_rate']):.0%} "
+              f"{vat}: ¥{Decimal(q['vat']):,.2f}; net ¥{Decimal(q['net']):,.2f})", highlight=False)
+    out.print(f"early termination: {q['early_termination']}", highlight=False)
+    cheapest = ", ".join(f"{r['region']} ¥{Decimal(r['monthly_price']):,.2f}/month"
+                         for r in q["regions"])
+    out.print(f"regions for {q['sku']}, cheapest first: {cheapest}", highlight=False)
+    if q["break_even"]:
+        b = q["break_even"]
+        out.print(f"{b['days_per_week']} day(s) a week: by the day ¥"
+                  f"{Decimal(b['by_day_per_month']):,.2f}/month vs by the month ¥"
+                  f"{Decimal(b['by_month']):,.2f}: the {b['cheaper']} term is cheaper "
+                  f"(break-even {b['break_even_days_per_month']} days a month)", highlight=False)
+    for note in q["notes"]:
+        out.print(f"note: {note}", highlight=False)
+
+
+@app.command()
+def advise(
+    params: Annotated[str | None, typer.Option(help="model size: 7B, 70B, 350M")] = None,
+    workload: Annotated[str, typer.Option(
+        help="inference, pretrain, full-finetune, lora, qlora")] = "full-finetune",
+    precision: Annotated[str, typer.Option(help="fp32, bf16, fp16, fp8, int8, int4")] = "bf16",
+    seq_len: Annotated[int, typer.Option("--seq-len", help="tokens per sequence")] = 4096,
+    batch: Annotated[int, typer.Option(help="micro-batch per GPU (sequences)")] = 1,
+    checkpointing: Annotated[bool, typer.Option(help="activation checkpointing")] = True,
+    tokens: Annotated[float | None, typer.Option(help="tokens to process (e.g. 2e9)")] = None,
+    hours: Annotated[float | None, typer.Option(help="planned hours")] = None,
+    budget: Annotated[str | None, typer.Option(help="yuan")] = None,
+    gpu: Annotated[str | None, typer.Option(help="only this GPU id")] = None,
+    domestic: Annotated[bool, typer.Option(help="domestic hardware (Ascend 910B)")] = False,
+    layers: Annotated[int | None, typer.Option()] = None,
+    hidden: Annotated[int | None, typer.Option()] = None,
+    heads: Annotated[int | None, typer.Option()] = None,
+    kv_heads: Annotated[int | None, typer.Option("--kv-heads")] = None,
+    vocab: Annotated[int | None, typer.Option()] = None,
+    ffn: Annotated[int | None, typer.Option(help="MLP inner width")] = None,
+    experts: Annotated[int, typer.Option(help="MoE experts")] = 1,
+    top_k: Annotated[int, typer.Option("--top-k", help="MoE experts per token")] = 1,
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+) -> None:
+    """Size a job: memory term by term, the machines that fit ranked by total cost, time,
+    bare metal or container and why."""
+    body = {k: v for k, v in dict(
+        params=params, workload=workload, precision=precision, seq_len=seq_len, batch=batch,
+        checkpointing=checkpointing, tokens=tokens, hours=hours, budget=budget, gpu=gpu,
+        domestic=domestic, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
+        vocab=vocab, ffn=ffn, experts=experts, top_k=top_k).items() if v is not None}
+    a = api(lambda: connect(url, token).post_json("/advise", body))
+    if as_json:
+        return print_json(a)
+    out.print(f"[bold]{a['params'] / 1e9:,.2f}B parameters[/bold]"
+              + (" (shape inferred)" if a["shape_inferred"] else "")
+              + f" · quick estimate: {a['quick_estimate']}", highlight=False)
+    mem = Table("memory", "GB", "why", title=f"Memory of the whole job: {a['total_gb']:,.1f} GB")
+    for m in a["memory"]:
+        mem.add_row(m["name"], f"{m['gb']:,.2f}", m["why"])
+    out.print(mem)
+    opts = Table("#", "kind", "offer", "GPUs", "layout", "GB/GPU", "hours", "cost ¥", "term",
+                 "stock", title=f"Options by total cost ({a['work']})")
+    for n, o in enumerate(a["options"], 1):
+        opts.add_row(str(n), o["kind"].replace("_", " "), o["offer"], str(o["gpus"]),
+                     o["layout"], f"{o['memory_per_gpu_gb']:.1f}/{o['memory_usable_gb']:.0f}",
+                     f"{o['hours']:,.1f}", f"{Decimal(o['cost']):,.2f}",
+                     f"{o['periods']} {o['term']}", str(o["stock"])
+                     + ("" if o["in_stock"] else " (short)"))
+    out.print(opts)
+    if a["options"]:
+        best = a["options"][0]
+        out.print(f"Per GPU in option 1 ({best['layout']}): " + ", ".join(
+            f"{k} {v:,.1f} GB" for k, v in best["per_gpu_gb"].items()), highlight=False)
+    out.print(f"[bold]Recommendation:[/bold] {a['recommendation']}", highlight=False)
+    for w in a["warnings"]:
+        out.print(f"[yellow]warning:[/yellow] {w}", highlight=False)

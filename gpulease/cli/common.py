@@ -1,0 +1,54 @@
+"""What every group of commands shares: the console, the server and token options, one
+API call with its error printed as the server's sentence, JSON output."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import typer
+from pydantic import BaseModel
+from rich.console import Console
+
+from gpulease.cli.client import ApiError, Client
+
+T = TypeVar("T")
+
+out = Console()
+err = Console(stderr=True)
+
+UrlOpt = Annotated[str, typer.Option("--url", envvar="GPULEASE_URL", help="server URL")]
+TokenOpt = Annotated[str, typer.Option("--token", envvar="GPULEASE_TOKEN", help="API token")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON")]
+ReasonOpt = Annotated[str | None, typer.Option(help="why (shown to operators)")]
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def connect(url: str, token: str) -> Client:
+    """The API client for a server URL (default: the local one) and token."""
+    return Client(url or DEFAULT_URL, token or None)
+
+
+def fail(exc: ApiError) -> NoReturn:
+    err.print(f"[red]error[/red] ({exc.status} {exc.title}): {exc.detail}")
+    if exc.body.get("accepted"):
+        err.print(f"accepted: {', '.join(exc.body['accepted'])}")
+    raise typer.Exit(1)
+
+
+def api(call: Callable[[], T]) -> T:
+    """Run one API call; an API error is printed as the server's sentence, exit code 1."""
+    try:
+        return call()
+    except ApiError as exc:
+        fail(exc)
+
+
+def print_json(data: Any) -> None:
+    if isinstance(data, BaseModel):
+        data = data.model_dump(mode="json")
+    elif isinstance(data, list):
+        data = [d.model_dump(mode="json") if isinstance(d, BaseModel) else d for d in data]
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")

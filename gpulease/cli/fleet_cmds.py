@@ -1,0 +1,123 @@
+"""Operators' fleet: nodes, and actions on one node."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from gpulease.cli.common import (
+    JsonOpt,
+    ReasonOpt,
+    TokenOpt,
+    UrlOpt,
+    api,
+    connect,
+    err,
+    out,
+    print_json,
+)
+
+app = typer.Typer()
+node_app = typer.Typer(help="Operator actions on one node.", no_args_is_help=True)
+app.add_typer(node_app, name="node")
+
+
+@app.command()
+def nodes(
+    status: Annotated[str | None, typer.Option()] = None,
+    region: Annotated[str | None, typer.Option()] = None,
+    sku: Annotated[str | None, typer.Option()] = None,
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+) -> None:
+    """Operator: the fleet, with status, stage and reason."""
+    page = api(lambda: connect(url, token).nodes(status=status, region=region, sku=sku))
+    if as_json:
+        return print_json(page.items)
+    t = Table(title=f"{page.total} nodes")
+    for col in ("id", "name", "SKU", "region", "pool", "fabric", "status", "stage", "GPUs free",
+                "instance", "reason"):
+        t.add_column(col, overflow="fold")
+    for n in page.items:
+        t.add_row(n.id, n.name + (" (sim)" if n.simulated else ""), n.sku, n.region, n.pool,
+                  n.fabric or "", n.status + (" draining" if n.drain_requested else ""),
+                  n.stage or "", f"{n.free_gpus}/{n.gpu_count}", n.instance_id or "",
+                  n.status_reason or n.last_error or "")
+    out.print(t)
+
+
+def _node_action(action: str, node_id: str, reason: str | None, url: str, token: str,
+                 as_json: bool) -> None:
+    node = api(lambda: connect(url, token).node_action(node_id, action, reason))
+    if as_json:
+        return print_json(node)
+    out.print(f"{node.name}: {node.status}" + (" (draining)" if node.drain_requested else "")
+              + (f" — {node.status_reason}" if node.status_reason else ""))
+
+
+@node_app.command("enroll")
+def node_enroll(
+    bmc: Annotated[str | None, typer.Option(help="Redfish URL of the server's BMC")] = None,
+    username: Annotated[str | None, typer.Option(help="BMC user")] = None,
+    password_file: Annotated[Path | None, typer.Option(help="file holding the BMC password")]
+    = None,
+    offer: Annotated[str | None, typer.Option(help="expected offer, SKU@region")] = None,
+    name: Annotated[str | None, typer.Option()] = None,
+    fabric: Annotated[str | None, typer.Option(help="InfiniBand fabric id")] = None,
+    runtime: Annotated[str | None, typer.Option(help=(
+        "a shared server for container instances: its Docker engine URL "
+        "(tcp://HOST:2376, ssh://root@HOST)"))] = None,
+    csv_file: Annotated[Path | None, typer.Option("--csv", help=(
+        "bulk: columns bmc,username,password_file[,offer,name,fabric,runtime]"))] = None,
+    parallel: Annotated[int, typer.Option(help="bulk: BMCs at once")] = 8,
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+) -> None:
+    """Enroll servers by their BMC; their inventory is checked against the offer."""
+    from gpulease.cli.enroll import enroll_many, enroll_one
+
+    client = connect(url, token)
+    if csv_file is not None:
+        raise typer.Exit(enroll_many(client, csv_file, parallel, as_json, out, err))
+    if not (bmc and username and password_file):
+        err.print("[red]error[/red]: give --bmc, --username and --password-file, or --csv FILE")
+        raise typer.Exit(2)
+    raise typer.Exit(enroll_one(client, bmc, username, password_file, offer, name, fabric,
+                                runtime, as_json, out, err))
+
+
+@node_app.command("drain")
+def node_drain(node_id: str, reason: ReasonOpt = None, url: UrlOpt = "", token: TokenOpt = "",
+               as_json: JsonOpt = False) -> None:
+    """No new tenants; maintenance once the current one is gone."""
+    _node_action("drain", node_id, reason, url, token, as_json)
+
+
+@node_app.command("maintenance")
+def node_maintenance(node_id: str, reason: ReasonOpt = None, url: UrlOpt = "",
+                     token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Take a free node out of service now."""
+    _node_action("maintenance", node_id, reason, url, token, as_json)
+
+
+@node_app.command("retire")
+def node_retire(node_id: str,
+                reason: Annotated[str, typer.Option(help="why it is broken for good")],
+                url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Declare a node in maintenance broken beyond repair."""
+    _node_action("retire", node_id, reason, url, token, as_json)
+
+
+@node_app.command("resume")
+def node_resume(node_id: str, url: UrlOpt = "", token: TokenOpt = "",
+                as_json: JsonOpt = False) -> None:
+    """Put a node back in service."""
+    _node_action("resume", node_id, None, url, token, as_json)
+
+
+@node_app.command("agent-token")
+def node_agent_token(node_id: str, url: UrlOpt = "", token: TokenOpt = "") -> None:
+    """Operator: a one-time enrollment token for the node's agent (24 hours)."""
+    data = api(lambda: connect(url, token).post_json(f"/nodes/{node_id}/agent-token"))
+    print(data["token"])

@@ -1,0 +1,305 @@
+"""Ordering and holding machines: order, follow the delivery, show, verify, metrics,
+acceptance reports, release, erase certificates."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from gpulease.cli.client import Client
+from gpulease.cli.common import (
+    JsonOpt,
+    TokenOpt,
+    UrlOpt,
+    api,
+    connect,
+    err,
+    out,
+    print_json,
+)
+from gpulease.schemas import InstanceView, OrderRequest
+
+app = typer.Typer()
+order_app = typer.Typer(help="Order bare metal, a cluster or a container.", no_args_is_help=True)
+app.add_typer(order_app, name="order")
+
+
+def _read_keys(files: list[Path]) -> list[str]:
+    keys = []
+    for f in files:
+        try:
+            keys += [ln.strip() for ln in f.read_text().splitlines() if ln.strip()]
+        except OSError as exc:
+            err.print(f"[red]error[/red]: cannot read SSH key file {f}: {exc.strerror}")
+            raise typer.Exit(2) from None
+    return keys
+
+
+def _place_and_follow(url: str, token: str, req: OrderRequest, wait: bool, as_json: bool,
+                      timeout: float) -> None:
+    client = connect(url, token)
+    inst = api(lambda: client.order(req, idempotency_key=str(uuid.uuid4())))
+    if as_json and not wait:
+        return print_json(inst)
+    if not as_json:
+        out.print(f"ordered [bold]{inst.id}[/bold] ({inst.kind}, {inst.sku} in {inst.region}, "
+                  f"{inst.node_count} node(s), {inst.gpu_count} GPUs)")
+    inst = _follow(client, inst, quiet=as_json, timeout=timeout)
+    creds = None
+    if inst.status == "ready" and inst.credentials_available:
+        creds = api(lambda: client.credentials(inst.id))
+    if as_json:
+        data = inst.model_dump(mode="json")
+        data["credentials"] = creds.model_dump(mode="json") if creds else None
+        print_json(data)
+    elif inst.status == "ready":
+        out.print(f"[green]ready[/green] in {inst.delivery_seconds:.1f} s "
+                  f"(SLA {inst.delivery_sla_seconds:.0f} s)"
+                  + ("  [yellow]simulated hardware[/yellow]" if inst.simulated else ""))
+        out.print(f"IP:       {inst.ip_address}")
+        out.print(f"SSH:      {inst.ssh_command}")
+        if len(inst.nodes) > 1:
+            for n in inst.nodes:
+                out.print(f"  node {n.name}: {n.ip_address}  GPUs {len(n.gpus)}")
+        if creds:
+            out.print(f"password: {creds.root_password}   [dim]({creds.note})[/dim]")
+    if inst.status != "ready":
+        err.print(f"[red]{inst.status}[/red]: {inst.status_reason or 'not ready in time'}")
+        raise typer.Exit(1)
+
+
+def _follow(client: Client, inst: InstanceView, quiet: bool, timeout: float,
+            until: tuple[str, ...] = ("ready", "failed", "released")) -> InstanceView:
+    seen = 0
+    deadline = time.monotonic() + timeout
+    instance_id = inst.id
+    with out.status("waiting…", spinner="dots") as status:
+        while True:
+            inst = api(lambda: client.instance(instance_id))
+            if not quiet:
+                for st in inst.stages[seen:]:
+                    where = f" [dim]{st.node}[/dim]" if st.node else ""
+                    msg = f" — {st.message}" if st.message else ""
+                    out.print(f"  {st.at:%H:%M:%S}  {st.stage}{where}{msg}")
+                status.update(f"{inst.status}: {inst.stage or ''}")
+            seen = len(inst.stages)
+            if inst.status in until or time.monotonic() > deadline:
+                return inst
+            time.sleep(0.5)
+
+
+KeyOpt = Annotated[list[Path], typer.Option("--ssh-key", help="public key file (repeatable)")]
+WaitOpt = Annotated[bool, typer.Option("--wait", help="with --json: wait until ready")]
+TimeoutOpt = Annotated[float, typer.Option(help="seconds to wait for delivery")]
+
+
+@order_app.command("bare-metal")
+def order_bare_metal(
+    sku: Annotated[str, typer.Option(help="e.g. h100-80g-x8")],
+    region: Annotated[str, typer.Option(help="e.g. ningxia-1")],
+    ssh_key: KeyOpt,
+    term: Annotated[str, typer.Option(help="day, month or year")] = "month",
+    image: Annotated[str | None, typer.Option(help="image id (default: the offer's)")] = None,
+    name: Annotated[str | None, typer.Option()] = None,
+    wait: WaitOpt = False, as_json: JsonOpt = False, timeout: TimeoutOpt = 1800.0,
+    url: UrlOpt = "", token: TokenOpt = "",
+) -> None:
+    """Order one whole 8-GPU server and follow its delivery."""
+    req = OrderRequest(kind="bare_metal", sku=sku, region=region, term=term, image=image,
+                       ssh_keys=_read_keys(ssh_key), name=name)
+    _place_and_follow(url, token, req, wait or not as_json, as_json, timeout)
+
+
+@order_app.command("cluster")
+def order_cluster(
+    nodes: Annotated[int, typer.Option(help="number of servers on one fabric")],
+    sku: Annotated[str, typer.Option()],
+    region: Annotated[str, typer.Option()],
+    ssh_key: KeyOpt,
+    term: Annotated[str, typer.Option()] = "month",
+    image: Annotated[str | None, typer.Option()] = None,
+    name: Annotated[str | None, typer.Option()] = None,
+    wait: WaitOpt = False, as_json: JsonOpt = False, timeout: TimeoutOpt = 1800.0,
+    url: UrlOpt = "", token: TokenOpt = "",
+) -> None:
+    """Order N servers placed on one InfiniBand fabric (or be told what is free where)."""
+    req = OrderRequest(kind="cluster", nodes=nodes, sku=sku, region=region, term=term,
+                       image=image, ssh_keys=_read_keys(ssh_key), name=name)
+    _place_and_follow(url, token, req, wait or not as_json, as_json, timeout)
+
+
+@order_app.command("container")
+def order_container(
+    gpus: Annotated[int, typer.Option(help="GPUs (1-8)")],
+    ssh_key: KeyOpt,
+    offer: Annotated[str, typer.Option()] = "rtx4090-24g-container",
+    image: Annotated[str | None, typer.Option()] = None,
+    name: Annotated[str | None, typer.Option()] = None,
+    wait: WaitOpt = False, as_json: JsonOpt = False, timeout: TimeoutOpt = 600.0,
+    url: UrlOpt = "", token: TokenOpt = "",
+) -> None:
+    """Order GPUs of a shared server, billed by the hour."""
+    req = OrderRequest(kind="container", offer=offer, gpus=gpus, term="hour", image=image,
+                       ssh_keys=_read_keys(ssh_key), name=name)
+    _place_and_follow(url, token, req, wait or not as_json, as_json, timeout)
+
+
+# ----------------------------------------------------------------------- instances
+@app.command()
+def instances(
+    status: Annotated[str | None, typer.Option()] = None,
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+) -> None:
+    """Your instances."""
+    page = api(lambda: connect(url, token).instances(status=status, limit=500))
+    if as_json:
+        return print_json(page.items)
+    t = Table()
+    for col in ("id", "kind", "SKU", "region", "nodes", "GPUs", "status", "stage", "IP",
+                "delivery"):
+        t.add_column(col)
+    for i in page.items:
+        t.add_row(i.id, i.kind, i.sku, i.region, str(i.node_count), str(i.gpu_count), i.status,
+                  i.stage or "", i.ip_address or "",
+                  f"{i.delivery_seconds:.1f} s" if i.delivery_seconds is not None else "")
+    out.print(t)
+
+
+@app.command()
+def show(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
+         as_json: JsonOpt = False) -> None:
+    """One instance with its nodes and the time of every stage."""
+    inst = api(lambda: connect(url, token).instance(instance_id))
+    if as_json:
+        return print_json(inst)
+    out.print(f"[bold]{inst.id}[/bold] {inst.kind} {inst.sku} {inst.region} term={inst.term} "
+              f"image={inst.image}  status=[bold]{inst.status}[/bold]"
+              + (f" ({inst.status_reason})" if inst.status_reason else ""))
+    if inst.ssh_command:
+        out.print(f"SSH: {inst.ssh_command}")
+    for n in inst.nodes:
+        out.print(f"  node {n.name}: {n.status} {n.stage or ''} GPUs {n.gpus} {n.ip_address or ''}")
+    for st in inst.stages:
+        out.print(f"  {st.at:%Y-%m-%d %H:%M:%S}  {st.stage} {st.node or ''} {st.message or ''}")
+
+
+@app.command()
+def release(
+    instance_id: str,
+    wait: Annotated[bool, typer.Option(help="wait until erased and free again")] = False,
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+    timeout: TimeoutOpt = 1800.0,
+) -> None:
+    """Hand an instance back; its disks are erased before anyone else gets the node."""
+    client = connect(url, token)
+    inst = api(lambda: client.release(instance_id))
+    if wait:
+        inst = _follow(client, inst, quiet=as_json, timeout=timeout, until=("released",))
+    if as_json:
+        return print_json(inst)
+    out.print(f"{inst.id}: {inst.status}")
+
+
+# ----------------------------------------------------------------------- operator
+@app.command()
+def metrics(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
+            as_json: JsonOpt = False) -> None:
+    """Latest GPU telemetry of an instance (per GPU) and its open hardware alerts."""
+    data = api(lambda: connect(url, token).get_json(f"/instances/{instance_id}/metrics"))
+    if as_json:
+        return print_json(data)
+    for node in data["nodes"]:
+        label = " (SIMULATED)" if node["simulated"] else ""
+        out.print(f"[bold]{node['node']}[/bold]{label}  received {node['received_at'] or '-'}")
+        table = Table("GPU", "temp max °C", "power avg W", "util avg %", "SM MHz min-max",
+                      "thermal throttle s", "XIDs", "ECC DBE", "NVLink down")
+        for g in node["gpus"]:
+            table.add_row(str(g["index"]), str(g["temp_max_c"]), str(g["power_avg_w"]),
+                          str(g["util_avg_pct"]),
+                          f"{g['sm_clock_min_mhz']}-{g['sm_clock_max_mhz']}",
+                          str(g["thermal_throttle_s"]), ",".join(map(str, g["xids"])) or "-",
+                          str(g["ecc_dbe_total"]),
+                          ",".join(map(str, g["nvlink_down"])) or "-")
+        out.print(table)
+        for a in node["alerts"]:
+            out.print(f"  [red]{a['severity']}[/red] {a['kind']}: {a['message']}")
+        if not node["gpus"]:
+            out.print("  no telemetry yet: the node's agent pushes a summary every minute")
+
+
+@app.command()
+def acceptance(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
+               as_json: JsonOpt = False) -> None:
+    """The acceptance reports of an instance's nodes, run before delivery."""
+    data = api(lambda: connect(url, token).get_json(f"/instances/{instance_id}/acceptance"))
+    if as_json:
+        return print_json(data)
+    if not data:
+        out.print("no acceptance report yet")
+    for r in data:
+        out.print(f"[bold]{r['node']}[/bold] {r['created_at']} ({r['trigger']})")
+        print(r["report"]["summary"])
+
+
+@app.command()
+def verify(instance_id: str,
+           wait: Annotated[bool, typer.Option(help="wait for every node's report")] = False,
+           timeout: Annotated[float, typer.Option(help="seconds to wait")] = 1800,
+           url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Run the acceptance suite again on a ready instance's nodes."""
+    client = connect(url, token)
+    before = len(api(lambda: client.get_json(f"/instances/{instance_id}/acceptance")))
+    runs = api(lambda: client.post_json(f"/instances/{instance_id}/verify"))
+    deadline = time.monotonic() + timeout
+    reports = []
+    while True:
+        reports = api(lambda: client.get_json(f"/instances/{instance_id}/acceptance"))[before:]
+        if not wait or len(reports) >= len(runs) or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    if as_json:
+        return print_json({"runs": runs, "reports": reports})
+    for r in runs:
+        out.print(f"{r['node']}: {r['status']}", highlight=False)
+    for r in reports:
+        print(r["report"]["summary"])
+    if wait and len(reports) < len(runs):
+        err.print("[red]timed out[/red] waiting for the node agent's report")
+        raise typer.Exit(1)
+    if any(not r["passed"] for r in reports):
+        raise typer.Exit(1)
+
+
+@app.command()
+def certificates(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
+                 as_json: JsonOpt = False) -> None:
+    """The erase certificates (NIST SP 800-88) of the disks an instance used."""
+    data = api(lambda: connect(url, token).get_json(
+        f"/instances/{instance_id}/erase-certificates"))
+    if as_json:
+        return print_json(data)
+    table = Table("certificate", "node", "device", "serial", "method", "NIST level", "verified")
+    for c in data:
+        table.add_row(c["id"], c["node"], c["device"], c["serial"] or "-", c["method"],
+                      c["nist_level"], "yes" if c["passed"] else "[red]NO[/red]")
+    out.print(table)
+
+
+@app.command()
+def certificate(certificate_id: str,
+                output: Annotated[Path | None, typer.Option(help="write JSON here")] = None,
+                url: UrlOpt = "", token: TokenOpt = "") -> None:
+    """Download one erase certificate (JSON, with its SHA-256 digest)."""
+    data = api(lambda: connect(url, token).get_json(f"/erase-certificates/{certificate_id}"))
+    text = json.dumps(data["certificate"], indent=2)
+    if output:
+        output.write_text(text)
+        out.print(f"certificate {certificate_id} written to {output}")
+    else:
+        print(text)

@@ -1,0 +1,227 @@
+"""The money side: wallet and ledger, leases and renewals, webhooks, top-ups and credit
+limits, metered usage, invoices and credit notes."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from gpulease.cli.common import (
+    JsonOpt,
+    TokenOpt,
+    UrlOpt,
+    api,
+    connect,
+    err,
+    out,
+    print_json,
+)
+
+app = typer.Typer()
+
+
+@app.command()
+def wallet(tenant: Annotated[str | None, typer.Option(help="operator: which tenant")] = None,
+           url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """The prepaid balance, credit limit and what open orders hold."""
+    suffix = f"?tenant={tenant}" if tenant else ""
+    w = api(lambda: connect(url, token).get_json(f"/wallet{suffix}"))
+    if as_json:
+        return print_json(w)
+    out.print(f"balance ¥{Decimal(w['balance']):,.2f}  credit limit "
+              f"¥{Decimal(w['credit_limit']):,.2f}  held by undelivered orders "
+              f"¥{Decimal(w['held']):,.2f}  available ¥{Decimal(w['available']):,.2f}",
+              highlight=False)
+
+
+@app.command()
+def ledger(tenant: Annotated[str | None, typer.Option(help="operator: which tenant")] = None,
+           limit: Annotated[int, typer.Option()] = 50,
+           url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Every movement of the wallet, newest first."""
+    query = f"?limit={limit}" + (f"&tenant={tenant}" if tenant else "")
+    page = api(lambda: connect(url, token).get_json(f"/wallet/ledger{query}"))
+    if as_json:
+        return print_json(page["items"])
+    table = Table("at", "kind", "amount ¥", "balance ¥", "reference", "instance")
+    for e in page["items"]:
+        table.add_row(e["at"][:19], e["kind"], f"{Decimal(e['amount']):,.2f}",
+                      f"{Decimal(e['balance_after']):,.2f}", e["reference"] or "",
+                      e["instance_id"] or "")
+    out.print(table)
+
+
+def _show_lease(data: dict[str, Any]) -> None:
+    grace = f", grace until {data['grace_until'][:16]}" if data["grace_until"] else ""
+    out.print(f"{data['instance_id']}: {data['status']}, {data['periods']} {data['term']}(s) "
+              f"at ¥{Decimal(data['unit_price']):,.2f}, from {data['starts_at'][:16]} to "
+              f"{data['ends_at'][:16]} UTC{grace}; auto-renew "
+              f"{'on' if data['auto_renew'] else 'off'}", highlight=False)
+
+
+@app.command("lease")
+def lease_show(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
+               as_json: JsonOpt = False) -> None:
+    """A bare-metal instance's term, its end and grace, and auto-renew."""
+    data = api(lambda: connect(url, token).get_json(f"/instances/{instance_id}/lease"))
+    return print_json(data) if as_json else _show_lease(data)
+
+
+@app.command()
+def renew(instance_id: str,
+          periods: Annotated[int, typer.Option(help="periods to add")] = 1,
+          term: Annotated[str | None, typer.Option(help="switch to day or month")] = None,
+          url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Extend a lease (charged from the wallet now); during grace it cancels the erase."""
+    body: dict[str, Any] = {"periods": periods}
+    if term:
+        body["term"] = term
+    data = api(lambda: connect(url, token).post_json(f"/instances/{instance_id}/renew", body))
+    return print_json(data) if as_json else _show_lease(data)
+
+
+@app.command("auto-renew")
+def auto_renew(instance_id: str, state: Annotated[str, typer.Argument(help="on or off")],
+               url: UrlOpt = "", token: TokenOpt = "") -> None:
+    """Renew automatically at expiry when the balance allows (else remind, then grace)."""
+    if state not in ("on", "off"):
+        err.print("[red]error[/red]: say on or off")
+        raise typer.Exit(2)
+    data = api(lambda: connect(url, token).put_json(
+        f"/instances/{instance_id}/auto-renew", {"auto_renew": state == "on"}))
+    _show_lease(data)
+
+
+@app.command()
+def webhook(url: Annotated[str, typer.Argument(help="https URL, or 'remove'")],
+            api_url: UrlOpt = "", token: TokenOpt = "") -> None:
+    """Tenant admin: receive lease reminders as signed webhooks (the secret is shown once)."""
+    client = connect(api_url, token)
+    if url == "remove":
+        api(lambda: client._call_empty("DELETE", "/api/v1/webhook"))
+        out.print("webhook removed")
+        return
+    data = api(lambda: client.put_json("/webhook", {"url": url}))
+    out.print(f"webhook {data['url']}\nsigning secret (shown once): {data['secret']}",
+              highlight=False)
+
+
+@app.command("top-up")
+def top_up(tenant_id: str, amount: str,
+           reference: Annotated[str, typer.Option(help="the payment's reference")],
+           url: UrlOpt = "", token: TokenOpt = "") -> None:
+    """Operator: record money a tenant paid in."""
+    w = api(lambda: connect(url, token).post_json(
+        f"/tenants/{tenant_id}/top-ups", {"amount": amount, "reference": reference}))
+    out.print(f"{tenant_id}: balance ¥{Decimal(w['balance']):,.2f}", highlight=False)
+
+
+@app.command("credit-limit")
+def credit_limit(tenant_id: str, amount: str, url: UrlOpt = "", token: TokenOpt = "") -> None:
+    """Operator: let a tenant's orders hold up to this much beyond its balance."""
+    w = api(lambda: connect(url, token).put_json(
+        f"/tenants/{tenant_id}/credit-limit", {"credit_limit": amount}))
+    out.print(f"{tenant_id}: credit limit ¥{Decimal(w['credit_limit']):,.2f}", highlight=False)
+
+
+@app.command()
+def invoices(tenant: Annotated[str | None, typer.Option(help="operator: which tenant")] = None,
+             period: Annotated[str | None, typer.Option(help="YYYY-MM")] = None,
+             status: Annotated[str | None, typer.Option(help="draft or final")] = None,
+             url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Monthly invoices and credit notes, newest first."""
+    query = "&".join(f"{k}={v}" for k, v in (("tenant", tenant), ("period", period),
+                                               ("status", status)) if v)
+    page = api(lambda: connect(url, token).get_json(f"/invoices?{query}"))
+    if as_json:
+        return print_json(page["items"])
+    table = Table("number", "id", "kind", "period", "status", "tenant", "net ¥", "VAT ¥",
+                  "total ¥", "credited ¥")
+    for i in page["items"]:
+        table.add_row(i["number"] or "(draft)", i["id"], i["kind"], i["period"], i["status"],
+                      i["tenant_name"], f"{Decimal(i['net']):,.2f}", f"{Decimal(i['vat']):,.2f}",
+                      f"{Decimal(i['total']):,.2f}", f"{Decimal(i['credited']):,.2f}")
+    out.print(table)
+
+
+@app.command()
+def invoice(invoice_id: Annotated[str, typer.Argument(help="id or number (GL2026-000001)")],
+            pdf: Annotated[Path | None, typer.Option(help="write the PDF here")] = None,
+            csv: Annotated[Path | None, typer.Option(help="write the CSV here")] = None,
+            url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """One invoice with its lines; --pdf / --csv save the document."""
+    client = connect(url, token)
+    for path, fmt in ((pdf, "pdf"), (csv, "csv")):
+        if path is not None:
+            path.write_bytes(api(lambda f=fmt: client.get_bytes(  # type: ignore[misc]
+                f"/invoices/{invoice_id}?format={f}")))
+            out.print(f"wrote {path}", highlight=False)
+    if pdf is not None or csv is not None:
+        return None
+    inv = api(lambda: client.get_json(f"/invoices/{invoice_id}"))
+    if as_json:
+        return print_json(inv)
+    kind = "Credit note" if inv["kind"] == "credit_note" else "Invoice"
+    out.print(f"{kind} {inv['number'] or '(draft)'} · {inv['tenant_name']} · {inv['period']} · "
+              f"{inv['status']}" + (f" · corrects {inv['corrects']}: {inv['reason']}"
+                                    if inv["corrects"] else ""), highlight=False)
+    table = Table("#", "description", "qty", "unit price ¥", "net ¥", "VAT ¥", "amount ¥")
+    for ln in inv["lines"]:
+        qty = f"{ln['quantity']} {ln['unit'] or ''}" if ln["quantity"] is not None else ""
+        table.add_row(str(ln["seq"]), ln["description"], qty, ln["unit_price"] or "",
+                      f"{Decimal(ln['net']):,.2f}", f"{Decimal(ln['vat']):,.2f}",
+                      f"{Decimal(ln['gross']):,.2f}")
+    table.add_row("", f"total (VAT {(Decimal(inv['vat_rate']) * 100).normalize():f}%)", "", "",
+                  f"{Decimal(inv['net']):,.2f}", f"{Decimal(inv['vat']):,.2f}",
+                  f"{Decimal(inv['total']):,.2f}")
+    out.print(table)
+
+
+@app.command("invoice-run")
+def invoice_run(period: Annotated[str, typer.Argument(help="YYYY-MM")],
+                finalize: Annotated[bool, typer.Option(help="seal them (month ended)")] = False,
+                url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Operator: draft (or refresh) every tenant's invoice of a month; --finalize seals."""
+    r = api(lambda: connect(url, token).post_json(
+        "/invoices/run", {"period": period, "finalize": finalize}))
+    if as_json:
+        return print_json(r)
+    out.print(f"{r['period']}: {r['drafted']} drafted, {r['finalized']} finalized in "
+              f"{r['seconds']} s", highlight=False)
+
+
+@app.command("credit-note")
+def credit_note_cmd(invoice_id: str,
+                    reason: Annotated[str, typer.Option(help="printed on the note")],
+                    amount: Annotated[str | None, typer.Option(
+                        help="yuan incl. VAT; default: all that is left")] = None,
+                    url: UrlOpt = "", token: TokenOpt = "") -> None:
+    """Operator: correct a final invoice; the amount goes back to the tenant's wallet."""
+    body: dict[str, str] = {"reason": reason, **({"amount": amount} if amount else {})}
+    n = api(lambda: connect(url, token).post_json(f"/invoices/{invoice_id}/credit-notes",
+                                                   body))
+    out.print(f"{n['number']}: ¥{-Decimal(n['total']):,.2f} credited against "
+              f"{n['corrects']}", highlight=False)
+
+
+@app.command()
+def usage(instance: Annotated[str | None, typer.Option(help="one instance")] = None,
+          tenant: Annotated[str | None, typer.Option(help="operator: which tenant")] = None,
+          url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Metered usage (container GPU-hours, egress, extra storage), newest first."""
+    query = "&".join(f"{k}={v}" for k, v in (("instance", instance), ("tenant", tenant)) if v)
+    page = api(lambda: connect(url, token).get_json(f"/usage?{query}"))
+    if as_json:
+        return print_json(page["items"])
+    table = Table("recorded", "instance", "kind", "quantity", "unit price ¥", "amount ¥",
+                  "from", "to", "key")
+    for u in page["items"]:
+        table.add_row(u["recorded_at"][:16], u["instance_id"] or "", u["kind"],
+                      f"{u['quantity']} {u['unit']}", u["unit_price"],
+                      f"{Decimal(u['amount']):,.2f}", u["started_at"][:16],
+                      u["ended_at"][:16], u["key"])
+    out.print(table)

@@ -1,0 +1,171 @@
+"""The package's shape, checked on its syntax tree: one writer of every lifecycle, no import
+cycles (lazy imports included), no module past 600 lines."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpulease.db import tables
+
+PACKAGE = Path(__file__).resolve().parents[2] / "gpulease"
+WRITER = PACKAGE / "services" / "lifecycle.py"
+GUARDED = {"status", "stage", "status_reason"}  # written only by the lifecycle writer
+TABLES = {cls.__name__ for cls in tables.Base.__subclasses__()}
+MAX_LINES = 600
+
+
+def sources() -> Iterator[Path]:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "migrations" not in path.parts:
+            yield path
+
+
+def _name(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return None
+
+
+def lifecycle_writes(source: str, persistence: bool = True) -> list[tuple[int, str]]:
+    """Where `source` writes a status, stage or status reason: assignments to those
+    attributes, setattr with their names, and (in modules that persist) keywords or dict
+    keys of those names handed to a table, `values()`, `dict()`, or written as literals."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        for target in targets:
+            for t in ast.walk(target):
+                if isinstance(t, ast.Attribute) and t.attr in GUARDED and not (
+                        isinstance(t.value, ast.Name) and t.value.id == "self"):
+                    found.append((node.lineno, f"assigns .{t.attr}"))
+        if isinstance(node, ast.Call):
+            callee = _name(node.func)
+            if callee == "setattr" and len(node.args) > 1 and isinstance(
+                    node.args[1], ast.Constant) and node.args[1].value in GUARDED:
+                found.append((node.lineno, f"setattr {node.args[1].value!r}"))
+            if callee in TABLES or callee in ("values", "dict"):
+                for kw in node.keywords:
+                    if kw.arg in GUARDED:
+                        found.append((node.lineno, f"{callee}({kw.arg}=…)"))
+        if persistence and isinstance(node, ast.Dict):
+            for key in node.keys:
+                if isinstance(key, ast.Constant) and key.value in GUARDED:
+                    found.append((node.lineno, f"dict key {key.value!r}"))
+    return sorted(found)
+
+
+def test_the_checker_finds_every_form_of_write() -> None:
+    sample = (
+        "node.status = 'x'\n"
+        "inst.stage, other = 'y', 1\n"
+        "setattr(node, 'status', 'z')\n"
+        "update(Node).values(status='a')\n"
+        "Lease(status='active')\n"
+        "rows = [dict(id=1, stage='b')]\n"
+        "conn.execute(insert(Instance), {'status': 'pending'})\n"
+        "node.status_reason = None\n"
+        "InstanceView(status=inst.status)\n"  # a view, not a table: fine
+        "self.status = code\n"  # an object's own attribute (an HTTP error's status)
+    )
+    assert [line for line, _ in lifecycle_writes(sample)] == [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+def test_only_the_lifecycle_writer_writes_a_status_or_a_stage() -> None:
+    offenders = []
+    for path in sources():
+        if path == WRITER:
+            continue
+        persists = path.parent.name in ("services", "worker", "db")
+        for line, what in lifecycle_writes(path.read_text(), persistence=persists):
+            offenders.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {what}")
+    assert not offenders, ("status and stage change only through services/lifecycle.py "
+                           "(transition, bulk, initial):\n" + "\n".join(offenders))
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Every module's imports of the package's modules, at any depth (a lazy import in a
+    function counts: it is the same dependency, only later)."""
+    modules = {_module(p): p for p in sources()}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for mod, path in modules.items():
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1]
+                                    + ([base] if base else []))
+                names = [f"{base}.{a.name}" for a in node.names] + [base]
+            for name in names:
+                while name and name not in modules:
+                    name = name.rpartition(".")[0]
+                if name and name != mod and name.startswith("gpulease") and name != "gpulease":
+                    graph[mod].add(name)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_cycle_finder_finds_one() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_cycles_in_the_package() -> None:
+    assert cycles(import_graph()) == []
+
+
+@pytest.mark.parametrize("path", list(sources()), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_over_600_lines(path: Path) -> None:
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_LINES, f"{path.name} has {lines} lines; split it by what it does"
