@@ -35,6 +35,14 @@ def chapter() -> str:
     return "\n".join(out)
 
 
+def update(document: str) -> str:
+    """`document` with its generated chapter (between the markers) replaced."""
+    if BEGIN not in document or END not in document:
+        raise ValueError(f"the document has no {BEGIN!r} … {END!r} section")
+    head, rest = document.split(BEGIN, 1)
+    return head + chapter() + rest.split(END, 1)[1]
+
+
 def diagram(name: str) -> str:
     for machine in MACHINES:
         if machine.name == name:

@@ -110,11 +110,18 @@ def migrate(data_dir: Annotated[Path, typer.Option()] = Path(".gpulease")) -> No
 def states(
     machine: Annotated[str | None, typer.Argument(help="one lifecycle's Mermaid diagram, "
                                                        "e.g. 'node' or 'lease'")] = None,
+    update: Annotated[Path | None, typer.Option(help="rewrite the generated chapter of this "
+                                                     "Markdown file in place")] = None,
 ) -> None:
     """Every declared lifecycle (states, events, side effects) as Markdown with Mermaid
     diagrams: the chapter docs/architecture.md carries."""
+    from gpulease.cli import lifecycles
     from gpulease.cli.lifecycles import chapter, diagram, names
 
+    if update is not None:
+        update.write_text(lifecycles.update(update.read_text()))
+        out.print(f"{update}: lifecycle chapter regenerated")
+        return
     if machine is None:
         print(chapter())
         return

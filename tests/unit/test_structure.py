@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from gpulease.cli import lifecycles
 from gpulease.db import tables
 
 PACKAGE = Path(__file__).resolve().parents[2] / "gpulease"
@@ -169,3 +170,10 @@ def test_no_import_cycles_in_the_package() -> None:
 def test_no_module_over_600_lines(path: Path) -> None:
     lines = len(path.read_text().splitlines())
     assert lines <= MAX_LINES, f"{path.name} has {lines} lines; split it by what it does"
+
+
+def test_the_architecture_doc_shows_the_declared_lifecycles() -> None:
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    assert lifecycles.update(doc) == doc, (
+        "docs/architecture.md is behind the declarations: run "
+        "`gpulease states --update docs/architecture.md`")
