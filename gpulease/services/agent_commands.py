@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from gpulease.db.tables import AgentCommand, Node, NodeAgent
 from gpulease.domain.acceptance import GpuSpec, Report, Thresholds
@@ -110,7 +111,7 @@ class CommandQueueAgent:
             return row
 
 
-def submit(s: Any, p: Platform, node_id: str, instance_id: str | None, payload: BaseModel,
+def submit(s: Session, p: Platform, node_id: str, instance_id: str | None, payload: BaseModel,
            trigger: str, now: datetime) -> str:
     command_id = uuid.uuid4().hex
     s.add(AgentCommand(id=command_id, node_id=node_id, instance_id=instance_id,
