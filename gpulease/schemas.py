@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from gpulease.domain.money import Money
 
@@ -90,21 +90,27 @@ class ImageCreate(BaseModel):
     gpu_vendor: Literal["nvidia", "huawei", "any"]
     url: str = Field(pattern=r"^https?://\S+$", max_length=2000)
     checksum: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
-    software: list[str] = Field(default_factory=list)
+    software: list[Annotated[str, Field(max_length=200)]] = Field(default_factory=list,
+                                                                  max_length=100)
 
 
 class OrderRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["bare_metal", "cluster", "container"] = "bare_metal"
-    sku: str | None = Field(default=None, description="bare metal / cluster: SKU id")
-    region: str | None = None
-    offer: str | None = Field(default=None, description="container: container offer id")
-    term: str | None = Field(default=None, description="day, month or year; hour for containers")
-    image: str | None = Field(default=None, description="OS image id; the offer's default if empty")
-    nodes: int = Field(default=1, description="cluster: node count")
-    gpus: int | None = Field(default=None, description="container: GPU count")
-    ssh_keys: list[str] = Field(default_factory=list)
+    sku: str | None = Field(default=None, max_length=100,
+                            description="bare metal / cluster: SKU id")
+    region: str | None = Field(default=None, max_length=100)
+    offer: str | None = Field(default=None, max_length=100,
+                              description="container: container offer id")
+    term: str | None = Field(default=None, max_length=16,
+                             description="day, month or year; hour for containers")
+    image: str | None = Field(default=None, max_length=100,
+                              description="OS image id; the offer's default if empty")
+    nodes: int = Field(default=1, ge=1, le=1024, description="cluster: node count")
+    gpus: int | None = Field(default=None, ge=1, le=64, description="container: GPU count")
+    ssh_keys: list[Annotated[str, Field(max_length=16384)]] = Field(default_factory=list,
+                                                                     max_length=32)
     name: str | None = Field(default=None, max_length=100)
 
 
@@ -198,7 +204,8 @@ class EnrollRequest(BaseModel):
                      max_length=300)
     username: str = Field(min_length=1, max_length=100)
     password: str = Field(min_length=1, max_length=200)
-    offer: str | None = Field(default=None, description="expected offer, SKU@region")
+    offer: str | None = Field(default=None, max_length=200,
+                              description="expected offer, SKU@region")
     name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
     fabric: str | None = Field(default=None, max_length=64)
     rack: str | None = Field(default=None, max_length=64)
@@ -219,16 +226,16 @@ class NodeActionRequest(BaseModel):
 class TenantCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1, max_length=200)
-    admin_email: str = Field(pattern=r"^[^@\s]+@[^@\s]+$")
+    admin_email: str = Field(pattern=r"^[^@\s]+@[^@\s]+$", max_length=254)
     admin_name: str = Field(min_length=1, max_length=200)
 
 
 class UserCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    email: str = Field(pattern=r"^[^@\s]+@[^@\s]+$")
+    email: str = Field(pattern=r"^[^@\s]+@[^@\s]+$", max_length=254)
     name: str = Field(min_length=1, max_length=200)
     role: Literal["admin", "member", "reader"]
-    password: str | None = Field(default=None, min_length=12)
+    password: str | None = Field(default=None, min_length=12, max_length=200)
 
 
 class PasswordSet(BaseModel):
@@ -239,7 +246,7 @@ class PasswordSet(BaseModel):
 class TokenCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(default="cli", min_length=1, max_length=200)
-    user_id: str | None = None
+    user_id: str | None = Field(default=None, max_length=32)
     expires_in_days: int | None = Field(default=90, ge=1, le=3650)
 
 
@@ -301,26 +308,31 @@ class LedgerEntryView(BaseModel):
 
 class TopUpRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    amount: Decimal = Field(description="yuan, at most two decimals")
+    amount: Decimal = Field(gt=0, max_digits=14, decimal_places=2,
+                            description="yuan, at most two decimals")
     reference: str = Field(max_length=200, description="the payment's reference")
 
 
 class CreditLimitRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    credit_limit: Decimal
+    credit_limit: Decimal = Field(ge=0, max_digits=14, decimal_places=2)
 
 
 class QuoteRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    sku: str
-    region: str
-    term: str = "month"
-    count: int = Field(default=1, description="periods of the term (e.g. 3 months)")
-    servers: int = Field(default=1, description="servers (a cluster's nodes)")
-    add: dict[str, Decimal] = Field(default_factory=dict, description=(
-        "add-ons and quantities: public-bandwidth (Mbps), extra-storage (GB), "
-        "egress (GB), support-standard / support-premium (1)"))
-    days_per_week: Decimal | None = Field(default=None, description=(
+    sku: str = Field(max_length=100)
+    region: str = Field(max_length=100)
+    term: str = Field(default="month", max_length=16)
+    count: int = Field(default=1, ge=1, le=1200,
+                       description="periods of the term (e.g. 3 months)")
+    servers: int = Field(default=1, ge=1, le=1024, description="servers (a cluster's nodes)")
+    add: dict[Annotated[str, Field(max_length=64)],
+              Annotated[Decimal, Field(ge=0, max_digits=12, decimal_places=3)]] = Field(
+        default_factory=dict, max_length=20, description=(
+            "add-ons and quantities: public-bandwidth (Mbps), extra-storage (GB), "
+            "egress (GB), support-standard / support-premium (1)"))
+    days_per_week: Decimal | None = Field(default=None, ge=0, le=7, max_digits=4,
+                                          decimal_places=2, description=(
         "optional usage pattern: also price it by the day and by the month"))
 
 
@@ -377,8 +389,9 @@ class LeaseView(BaseModel):
 
 class RenewRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    periods: int = 1
-    term: str | None = Field(default=None, description="switch between day and month terms")
+    periods: int = Field(default=1, ge=1, le=36)
+    term: str | None = Field(default=None, max_length=16,
+                             description="switch between day and month terms")
 
 
 class AutoRenewRequest(BaseModel):
@@ -398,11 +411,11 @@ class UsageIn(BaseModel):
     key: str = Field(min_length=1, max_length=128,
                      description="the reporter's idempotency key: the same key again is "
                                  "ignored")
-    instance_id: str
+    instance_id: str = Field(max_length=32)
     kind: Literal["gpu_hours", "egress_gb", "storage_gb_days"]
     quantity: Decimal = Field(gt=0, max_digits=18, decimal_places=6)
-    started_at: datetime
-    ended_at: datetime
+    started_at: AwareDatetime
+    ended_at: AwareDatetime
 
 
 class UsageBatch(BaseModel):
@@ -481,34 +494,39 @@ class InvoiceRunView(BaseModel):
 class CreditNoteRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     reason: str = Field(min_length=1, max_length=500)
-    amount: Decimal | None = Field(None, description="yuan incl. VAT; omit to credit the "
-                                                     "whole remaining total")
+    amount: Decimal | None = Field(None, gt=0, max_digits=14, decimal_places=2,
+                                   description="yuan incl. VAT; omit to credit the whole "
+                                               "remaining total")
 
 
 class AdviseRequest(BaseModel):
     """A model and a job; the advisor answers which machines, how long, what it costs."""
 
     model_config = ConfigDict(extra="forbid")
-    params: str | None = Field(None, description="7B, 70B, 350M…; or give the architecture")
-    layers: int | None = None
-    hidden: int | None = None
-    heads: int | None = None
-    kv_heads: int | None = None
-    vocab: int | None = None
-    ffn: int | None = Field(None, description="MLP inner width")
-    mlp: str = "swiglu"
-    norm: str = "rmsnorm"
-    experts: int = 1
-    top_k: int = 1
-    workload: str = Field(description="inference, pretrain, full-finetune, lora, qlora")
-    precision: str = Field("bf16", description="fp32, bf16, fp16, fp8, int8, int4")
-    seq_len: int = 4096
-    batch: int = Field(1, description="micro-batch per GPU, in sequences")
+    params: str | None = Field(None, max_length=20,
+                               description="7B, 70B, 350M…; or give the architecture")
+    layers: int | None = Field(None, ge=1, le=10_000)
+    hidden: int | None = Field(None, ge=1, le=1_000_000)
+    heads: int | None = Field(None, ge=1, le=100_000)
+    kv_heads: int | None = Field(None, ge=1, le=100_000)
+    vocab: int | None = Field(None, ge=1, le=100_000_000)
+    ffn: int | None = Field(None, ge=1, le=10_000_000, description="MLP inner width")
+    mlp: str = Field("swiglu", max_length=16)
+    norm: str = Field("rmsnorm", max_length=16)
+    experts: int = Field(1, ge=1, le=100_000)
+    top_k: int = Field(1, ge=1, le=1024)
+    workload: str = Field(max_length=32,
+                          description="inference, pretrain, full-finetune, lora, qlora")
+    precision: str = Field("bf16", max_length=8,
+                           description="fp32, bf16, fp16, fp8, int8, int4")
+    seq_len: int = Field(4096, ge=1, le=100_000_000)
+    batch: int = Field(1, ge=1, le=1_000_000, description="micro-batch per GPU, in sequences")
     checkpointing: bool = True
-    lora_rank: int = 16
-    tokens: float | None = Field(None, gt=0, description="tokens to process")
-    hours: float | None = Field(None, gt=0, description="planned hours (nominal speed)")
-    budget: Decimal | None = Field(None, gt=0)
+    lora_rank: int = Field(16, ge=1, le=1_000_000)
+    tokens: float | None = Field(None, gt=0, le=1e18, description="tokens to process")
+    hours: float | None = Field(None, gt=0, le=1e6,
+                                description="planned hours (nominal speed)")
+    budget: Decimal | None = Field(None, gt=0, max_digits=14, decimal_places=2)
     domestic: bool = Field(False, description="domestic hardware required (Ascend 910B)")
     gpu: str | None = Field(None, description="only this GPU (id, e.g. rtx4090-24g)")
     limit: int = Field(12, ge=1, le=100)

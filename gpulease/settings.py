@@ -52,6 +52,9 @@ class Settings(BaseSettings):
     # then exit with a one-line reason.
     db_wait_s: float = Field(default=60.0, ge=0)
 
+    # The largest request body the API reads (413 above it).
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=256 * 1024 * 1024)
+
     # Provisioning engine
     worker_threads: int = Field(default=4, ge=1, le=64)
     lock_ttl_s: float = Field(default=30.0, gt=0)

@@ -9,6 +9,7 @@ from sqlalchemy import text
 from gpulease import __version__
 from gpulease.api import problems
 from gpulease.api.deps import PlatformDep
+from gpulease.api.guards import Guards
 from gpulease.api.routers import (
     accounts,
     advisor,
@@ -37,6 +38,7 @@ def create_app(platform: Platform) -> FastAPI:
     )
     app.state.platform = platform
     problems.install(app)
+    app.add_middleware(Guards, max_body_bytes=platform.settings.max_body_bytes)
     api = APIRouter(prefix=API)
     for module in (catalog, instances, nodes, accounts, agents, money, billing, advisor):
         api.include_router(module.router)

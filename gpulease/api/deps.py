@@ -36,4 +36,4 @@ TokenDep = Annotated[str | None, Depends(bearer_token)]
 # Creating POSTs take it: the same key and body answer the same; another body is a 422.
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)]
 Limit = Annotated[int, Query(ge=1, le=500, description="page size")]
-Offset = Annotated[int, Query(ge=0, description="items to skip")]
+Offset = Annotated[int, Query(ge=0, le=2**31 - 1, description="items to skip")]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from decimal import InvalidOperation
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -12,7 +13,13 @@ from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gpulease.db.session import transient
-from gpulease.domain.errors import DomainError, InvalidInput, PaymentRequired
+from gpulease.domain.errors import (
+    DomainError,
+    InvalidInput,
+    PaymentRequired,
+    TooManyRequests,
+    Unauthorized,
+)
 from gpulease.domain.lifecycle import InvalidTransition
 
 log = logging.getLogger("gpulease.api")
@@ -33,7 +40,12 @@ def install(app: FastAPI) -> None:
             extra = {"field": exc.field, "accepted": exc.accepted}
         elif isinstance(exc, PaymentRequired):
             extra = {"missing": f"{exc.missing:.2f}", "currency": "CNY"}
-        return problem(exc.status, exc.title, exc.detail, **extra)
+        response = problem(exc.status, exc.title, exc.detail, **extra)
+        if isinstance(exc, Unauthorized):
+            response.headers["WWW-Authenticate"] = 'Bearer realm="gpulease"'
+        elif isinstance(exc, TooManyRequests):
+            response.headers["Retry-After"] = str(exc.retry_after_s)
+        return response
 
     @app.exception_handler(InvalidTransition)
     async def _transition(_: Request, exc: InvalidTransition) -> JSONResponse:
@@ -77,8 +89,19 @@ def install(app: FastAPI) -> None:
         if exc.status_code == 404 and detail == "Not Found":
             detail = "No such endpoint; the API is under /api/v1 (see /api/v1/docs)."
         elif exc.status_code == 405:
-            detail = "This endpoint does not take that method; see /api/v1/docs."
-        return problem(exc.status_code, "HTTP error", detail)
+            allowed = (exc.headers or {}).get("Allow", "")
+            detail = ("This endpoint does not take that method"
+                      + (f"; it takes {allowed}" if allowed else "") + ". See /api/v1/docs.")
+        response = problem(exc.status_code, "HTTP error", detail)
+        response.headers.update(exc.headers or {})  # Allow on a 405
+        return response
+
+    @app.exception_handler(InvalidOperation)
+    @app.exception_handler(OverflowError)
+    async def _number(_: Request, exc: Exception) -> JSONResponse:
+        log.warning("a number out of range reached the arithmetic: %r", exc)
+        return problem(422, "Invalid input", "A number in the request is too large or too "
+                       "precise; send a smaller one (money has at most two decimals).")
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

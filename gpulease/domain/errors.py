@@ -62,6 +62,10 @@ class TooManyRequests(DomainError):
     status = 429
     title = "Too many requests"
 
+    def __init__(self, detail: str, retry_after_s: int = 60) -> None:
+        super().__init__(detail)
+        self.retry_after_s = retry_after_s
+
 
 class Gone(DomainError):
     status = 410

@@ -221,7 +221,8 @@ def console_login(p: Platform, email: str, password: str) -> TokenCreated:
     if user.sign_in_blocked_until is not None and user.sign_in_blocked_until > now:
         raise TooManyRequests(
             "Too many wrong passwords for this account; try again after "
-            f"{user.sign_in_blocked_until:%H:%M} UTC, or ask your tenant admin.")
+            f"{user.sign_in_blocked_until:%H:%M} UTC, or ask your tenant admin.",
+            retry_after_s=int((user.sign_in_blocked_until - now).total_seconds()) + 1)
     right = verify_password(user.password_hash, password)
     with p.db.write() as s:
         row = s.get(User, user.id, with_for_update=True)

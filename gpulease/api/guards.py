@@ -1,0 +1,122 @@
+"""What every HTTP exchange passes through, as plain ASGI middleware: a request id, a limit
+on the body's size (413 before the app reads more), and the security headers of every
+answer (the console's with a content security policy)."""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from collections.abc import Awaitable, Callable, MutableMapping
+from contextvars import ContextVar
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+REQUEST_ID = "x-request-id"
+_SANE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+# The id of the request being handled (for log lines and the audit trail).
+request_id: ContextVar[str | None] = ContextVar("request_id", default=None)
+
+CONSOLE_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' "
+                  "data:; font-src 'self'; connect-src 'self'; object-src 'none'; "
+                  "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+def _problem(status: int, title: str, detail: str, headers: list[tuple[bytes, bytes]]
+             ) -> tuple[Message, Message]:
+    body = json.dumps({"type": "about:blank", "title": title, "status": status,
+                       "detail": detail}).encode()
+    start = {"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/problem+json"),
+        (b"content-length", str(len(body)).encode()), *headers]}
+    return start, {"type": "http.response.body", "body": body}
+
+
+class Guards:
+    """Request id, body limit and security headers around the whole app."""
+
+    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+        self.app, self.max_body_bytes = app, max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        given = headers.get(REQUEST_ID.encode(), b"").decode("latin-1")
+        rid = given if _SANE_ID.match(given) else secrets.token_hex(8)
+        token = request_id.set(rid)
+        extra = self._headers(scope, rid)
+        limit = self.max_body_bytes
+        too_large = False
+        started = False
+
+        async def refuse() -> None:
+            start, body = _problem(413, "Payload too large",
+                                   f"The request body is over {limit:,} bytes; send less "
+                                   "(split a batch), or ask the operator to raise "
+                                   "GPULEASE_MAX_BODY_BYTES.", extra)
+            await send(start)
+            await send(body)
+
+        async def send_guarded(message: Message) -> None:
+            nonlocal started
+            if too_large:  # the app answered a body it could not read: say why instead
+                if message["type"] == "http.response.start" and not started:
+                    started = True
+                    await refuse()
+                return
+            if message["type"] == "http.response.start":
+                started = True
+                message["headers"] = [*message.get("headers", []), *extra]
+            await send(message)
+
+        received = 0
+
+        async def limited_receive() -> Message:
+            nonlocal received, too_large
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    too_large = True
+                    raise BodyTooLarge()
+            return message
+
+        try:
+            declared = int(headers.get(b"content-length", b"0") or 0)
+        except ValueError:
+            declared = 0
+        try:
+            if declared > limit:
+                await refuse()
+                return
+            await self.app(scope, limited_receive, send_guarded)
+        except BodyTooLarge:
+            if not started:
+                started = True
+                await refuse()
+        finally:
+            request_id.reset(token)
+
+    @staticmethod
+    def _headers(scope: Scope, rid: str) -> list[tuple[bytes, bytes]]:
+        path: str = scope.get("path", "")
+        out = [(REQUEST_ID.encode(), rid.encode()),
+               (b"x-content-type-options", b"nosniff"),
+               (b"referrer-policy", b"same-origin")]
+        if path.startswith("/console") or path == "/":
+            out += [(b"content-security-policy", CONSOLE_POLICY.encode()),
+                    (b"x-frame-options", b"DENY")]
+        if scope.get("scheme") == "https":
+            out.append((b"strict-transport-security", b"max-age=31536000; includeSubDomains"))
+        return out
