@@ -72,13 +72,13 @@ def ensure_demo_tokens(p: Platform, data_dir: Path) -> tuple[Path, Path]:
     if not _valid(p, op_path):
         n = _count_users(p)
         _, token = accounts.create_operator(p, f"operator{n}@gpulease.local", "Operator")
-        _write_secret(op_path, token.token)
+        _write_secret(op_path, token.secret())
     if not _valid(p, tenant_path):
         n = _count_users(p)
         created = accounts.create_tenant(p, f"demo-{n}", f"demo{n}@gpulease.local",
                                          "Demo tenant admin", token_days=None)
         fund_demo_tenant(p, created.tenant.id)
-        _write_secret(tenant_path, created.token.token)
+        _write_secret(tenant_path, created.token.secret())
     return op_path, tenant_path
 
 

@@ -105,7 +105,8 @@ class Platform:
 
     @classmethod
     def from_settings(cls, settings: Settings, drivers: Drivers | None = None) -> Platform:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        settings.data_dir.chmod(0o700)  # secrets live here: the owner alone may enter
         db = Database(settings.resolved_database_url(), limits=settings.session_limits())
         catalog = load_catalog(settings.catalog_file)
         box = SecretBox(load_or_create_key(settings.secret_key, settings.data_dir))

@@ -275,14 +275,29 @@ class TokenView(BaseModel):
 
 
 class TokenCreated(TokenView):
-    token: str
+    token: str | None = Field(description="the secret: in the answer that created it, "
+                                          "never again (a replay answers without it)")
     note: str = "Shown once. Store it now; only its hash is kept."
+
+    def secret(self) -> str:
+        """The token of a fresh answer (a replayed one does not carry it)."""
+        if self.token is None:
+            raise ValueError("this answer repeats a creation: its token was shown once")
+        return self.token
+
+    def without_secrets(self) -> TokenCreated:
+        return self.model_copy(update={
+            "token": None, "note": "The token was shown once, when it was created; this "
+                                   "answer repeats that request without it."})
 
 
 class TenantCreated(BaseModel):
     tenant: TenantView
     admin: UserView
     token: TokenCreated
+
+    def without_secrets(self) -> TenantCreated:
+        return self.model_copy(update={"token": self.token.without_secrets()})
 
 
 # --- money -----------------------------------------------------------------------------

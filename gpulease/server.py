@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 import threading
@@ -26,6 +27,7 @@ log = logging.getLogger("gpulease")
 def prepare(settings: Settings) -> Platform:
     """The platform on a reachable, migrated database: waits for the database first (with
     backoff, up to db_wait_s; raises DatabaseUnreachable after that)."""
+    os.umask(0o077)  # what this process writes (database, keys, tokens, state) is its own
     platform = Platform.from_settings(settings)
     platform.db.wait_until_reachable(
         settings.db_wait_s,

@@ -7,6 +7,7 @@ instead of failing half-way. Reads use a plain deferred BEGIN under WAL.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -60,6 +61,15 @@ def make_engine(url: str, pool_size: int = 20, limits: SessionLimits | None = No
     return engine
 
 
+def _owner_only(db_file: Path) -> None:
+    """The SQLite file, readable by its owner alone (its WAL and shared-memory files take
+    the database file's permissions)."""
+    if db_file.name in ("", ":memory:") or not db_file.parent.exists():
+        return
+    os.close(os.open(db_file, os.O_CREAT | os.O_WRONLY, 0o600))
+    os.chmod(db_file, 0o600)
+
+
 class DatabaseUnreachable(RuntimeError):
     """The database did not answer within the wait at start."""
 
@@ -78,6 +88,8 @@ class Database:
     def __init__(self, url: str, pool_size: int = 20, limits: SessionLimits | None = None
                  ) -> None:
         self.url = url
+        if url.startswith("sqlite:///"):
+            _owner_only(Path(url.removeprefix("sqlite:///").split("?", 1)[0]))
         self.engine = make_engine(url, pool_size, limits)
         self.dialect = self.engine.dialect.name
         writer = self.engine.execution_options(sqlite_immediate=True)

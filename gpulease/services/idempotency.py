@@ -2,8 +2,9 @@
 the same key with another body (or on another endpoint) is refused with 422.
 
 The first answer is stored in the transaction that created the resource, so a retry after
-a lost response can never create a second one. It is stored sealed: some answers carry a
-secret shown once (a new API token).
+a lost response can never create a second one. An answer that carries a secret shown once
+(a new API token) is stored without it (its model's `without_secrets()`): a replay answers
+the rest, and the store holds nothing that opens anything.
 """
 
 from __future__ import annotations
@@ -56,9 +57,11 @@ def replay(p: Platform, actor: Principal, idem: Idem, model: type[M]) -> M | Non
 
 
 def remember(s: Session, p: Platform, actor: Principal, idem: Idem, response: BaseModel) -> None:
+    strip: Callable[[], BaseModel] | None = getattr(response, "without_secrets", None)
+    kept = strip() if strip is not None else response
     s.add(IdempotencyKey(
         user_id=actor.user_id, key=idem.key, request_hash=idem.request_hash, status_code=201,
-        response_json=p.box.seal(response.model_dump_json()), created_at=p.clock.now()))
+        response_json=p.box.seal(kept.model_dump_json()), created_at=p.clock.now()))
     s.flush()  # a concurrent twin's insert fails here, and its whole transaction rolls back
 
 

@@ -100,7 +100,7 @@ def login(request: Request, p: PlatformDep, email: Annotated[str, Form()],
     except (Unauthorized, TooManyRequests) as exc:
         return _page("login.html", exc.status, error=exc.detail, email=email)
     done = RedirectResponse("/console/", status_code=303)
-    done.set_cookie(COOKIE, session.token, max_age=int(accounts.CONSOLE_SESSION.total_seconds()),
+    done.set_cookie(COOKIE, session.secret(), max_age=int(accounts.CONSOLE_SESSION.total_seconds()),
                     httponly=True, samesite="strict", secure=request.url.scheme == "https",
                     path="/console")
     return done

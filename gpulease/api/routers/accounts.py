@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
 from gpulease.api.deps import IdempotencyKey, PlatformDep, PrincipalDep
 from gpulease.domain.accounts import Role
@@ -32,12 +32,16 @@ def set_password(body: PasswordSet, p: PlatformDep, actor: PrincipalDep) -> None
 
 
 @router.post("/tenants", response_model=TenantCreated, status_code=201)
-def create_tenant(body: TenantCreate, p: PlatformDep, actor: PrincipalDep,
+def create_tenant(body: TenantCreate, p: PlatformDep, actor: PrincipalDep, response: Response,
                   key: IdempotencyKey = None) -> TenantCreated:
-    """Operator: a new tenant with its first admin and that admin's token (shown once)."""
+    """Operator: a new tenant with its first admin and that admin's token (shown once: a
+    replay with the same Idempotency-Key answers without it)."""
     actor.require_operator()
-    return accounts.create_tenant(p, body.name, body.admin_email, body.admin_name,
-                                  actor=actor, idem=idem_for(key, "tenant", body))
+    created = accounts.create_tenant(p, body.name, body.admin_email, body.admin_name,
+                                     actor=actor, idem=idem_for(key, "tenant", body))
+    if created.token.token is None:
+        response.headers["Idempotent-Replayed"] = "true"
+    return created
 
 
 @router.post("/users", response_model=UserView, status_code=201)
@@ -54,10 +58,15 @@ def list_tokens(p: PlatformDep, actor: PrincipalDep) -> list[TokenView]:
 
 
 @router.post("/tokens", response_model=TokenCreated, status_code=201)
-def create_token(body: TokenCreate, p: PlatformDep, actor: PrincipalDep,
+def create_token(body: TokenCreate, p: PlatformDep, actor: PrincipalDep, response: Response,
                  key: IdempotencyKey = None) -> TokenCreated:
-    return accounts.issue_token(p, actor, body.name, body.user_id, body.expires_in_days,
-                                idem_for(key, "token", body))
+    """A new API token; its secret is in this answer only (a replay with the same
+    Idempotency-Key answers without it)."""
+    created = accounts.issue_token(p, actor, body.name, body.user_id, body.expires_in_days,
+                                   idem_for(key, "token", body))
+    if created.token is None:
+        response.headers["Idempotent-Replayed"] = "true"
+    return created
 
 
 @router.delete("/tokens/{token_id}", response_model=TokenView)
