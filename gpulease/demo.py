@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from gpulease.db.tables import Node
 from gpulease.domain.errors import Unauthorized
 from gpulease.platform import Platform
-from gpulease.services import accounts
+from gpulease.services import accounts, users
 from gpulease.services.inventory import NodeSpec, add_node, ensure_fabric, ensure_rack
 
 OPERATOR_TOKEN_FILE = "operator.token"
@@ -97,7 +97,7 @@ def ensure_demo_console_login(p: Platform, data_dir: Path, tenant_token: Path) -
         return path  # written for the current demo tenant
     who = accounts.authenticate(p, tenant_token.read_text().strip())
     password = secrets.token_urlsafe(12)
-    accounts.set_own_password(p, who, password)
+    users.set_password(p, who.user_id, password)
     with p.db.read() as s:
         email = s.scalar(select(User.email).where(User.id == who.user_id))
     _write_secret(path, f"{email}\n{password}")

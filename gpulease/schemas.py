@@ -241,6 +241,8 @@ class UserCreate(BaseModel):
 class PasswordSet(BaseModel):
     model_config = ConfigDict(extra="forbid")
     password: str = Field(max_length=200, description="at least 12 characters")
+    current_password: str | None = Field(default=None, max_length=200, description=(
+        "the password now; needed once one is set"))
 
 
 class TokenCreate(BaseModel):
@@ -262,6 +264,8 @@ class UserView(BaseModel):
     email: str
     name: str
     role: str
+    disabled_at: datetime | None = None
+    has_password: bool = False
 
 
 class TokenView(BaseModel):

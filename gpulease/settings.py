@@ -52,6 +52,9 @@ class Settings(BaseSettings):
     # then exit with a one-line reason.
     db_wait_s: float = Field(default=60.0, ge=0)
 
+    # API tokens live at most this many days; a token that never expires only when allowed.
+    token_max_days: int = Field(default=365, ge=1, le=3650)
+    allow_unexpiring_tokens: bool = False
     # The largest request body the API reads (413 above it).
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=256 * 1024 * 1024)
 

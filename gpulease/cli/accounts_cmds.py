@@ -16,6 +16,7 @@ from gpulease.cli.common import (
     out,
     print_json,
 )
+from gpulease.schemas import UserView
 
 app = typer.Typer()
 
@@ -70,4 +71,66 @@ def token_revoke(token_id: str, url: UrlOpt = "", token: TokenOpt = "") -> None:
     out.print(f"{tk.id} revoked")
 
 
-# --- telemetry, acceptance reports, erase certificates -----------------------------------
+user_app = typer.Typer(help="Tenant admin: the tenant's users.", no_args_is_help=True)
+app.add_typer(user_app, name="user")
+
+
+def _user_line(u: UserView) -> str:
+    return (f"{u.id}  {u.email}  {u.role}" + ("  disabled" if u.disabled_at else "")
+            + ("" if u.has_password else "  (no console password yet)"))
+
+
+@app.command("users")
+def users_cmd(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Tenant admin: the tenant's users (operator: everyone)."""
+    items = api(lambda: connect(url, token).users())
+    if as_json:
+        return print_json(items)
+    for u in items:
+        out.print(_user_line(u), highlight=False)
+
+
+@user_app.command("add")
+def user_add(email: str, name: Annotated[str, typer.Option(help="full name")],
+             role: Annotated[str, typer.Option(help="admin, member or reader")] = "member",
+             url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Add a user; give them a token (`gpulease token-create`) or let them set a password."""
+    made = api(lambda: connect(url, token).add_user(email, name, role))
+    print_json(made) if as_json else out.print(_user_line(made), highlight=False)
+
+
+def _user_action(action: str, user_id: str, url: str, token: str, as_json: bool) -> None:
+    done = api(lambda: connect(url, token).user_action(user_id, action))
+    print_json(done) if as_json else out.print(_user_line(done), highlight=False)
+
+
+@user_app.command("disable")
+def user_disable(user_id: str, url: UrlOpt = "", token: TokenOpt = "",
+                 as_json: JsonOpt = False) -> None:
+    """No more sign-ins; the user's tokens and console sessions end now."""
+    _user_action("disable", user_id, url, token, as_json)
+
+
+@user_app.command("enable")
+def user_enable(user_id: str, url: UrlOpt = "", token: TokenOpt = "",
+                as_json: JsonOpt = False) -> None:
+    """Let a disabled user sign in again (their old tokens stay ended)."""
+    _user_action("enable", user_id, url, token, as_json)
+
+
+@user_app.command("remove")
+def user_remove(user_id: str, url: UrlOpt = "", token: TokenOpt = "") -> None:
+    """Remove a user for good (kept for the record; the e-mail is free again)."""
+    api(lambda: connect(url, token).remove_user(user_id))
+    out.print(f"{user_id} removed")
+
+
+@app.command("password")
+def password_cmd(url: UrlOpt = "", token: TokenOpt = "") -> None:
+    """Set your web-console password (asks for the current one and the new one)."""
+    current = typer.prompt("current password (empty if none yet)", hide_input=True,
+                           default="", show_default=False)
+    new = typer.prompt("new password (12 characters or more)", hide_input=True,
+                       confirmation_prompt=True)
+    api(lambda: connect(url, token).set_password(new, current or None))
+    out.print("password set; your other console sessions have ended")

@@ -19,6 +19,7 @@ from gpulease.schemas import (
     TenantCreated,
     TokenCreated,
     TokenView,
+    UserView,
 )
 
 
@@ -51,7 +52,9 @@ class Client:
                 body = {"detail": r.text}
             raise ApiError(r.status_code, body.get("title", "Error"),
                            body.get("detail", r.text), body)
-        return r.content if raw else r.json()
+        if raw:
+            return r.content
+        return r.json() if r.content else None
 
     # catalog
     def catalog(self) -> CatalogView:
@@ -146,6 +149,23 @@ class Client:
 
     def put_json(self, path: str, body: Any) -> Any:
         return self._call("PUT", f"/api/v1{path}", json=body)
+
+    def users(self) -> list[UserView]:
+        return [UserView.model_validate(u) for u in self._call("GET", "/api/v1/users")]
+
+    def add_user(self, email: str, name: str, role: str) -> UserView:
+        return UserView.model_validate(self._call("POST", "/api/v1/users", json={
+            "email": email, "name": name, "role": role}))
+
+    def user_action(self, user_id: str, action: str) -> UserView:
+        return UserView.model_validate(self._call("POST", f"/api/v1/users/{user_id}/{action}"))
+
+    def remove_user(self, user_id: str) -> None:
+        self._call("DELETE", f"/api/v1/users/{user_id}")
+
+    def set_password(self, password: str, current: str | None) -> None:
+        self._call("PUT", "/api/v1/me/password", json={"password": password,
+                                                       "current_password": current})
 
     def revoke_token(self, token_id: str) -> TokenView:
         return TokenView.model_validate(self._call("DELETE", f"/api/v1/tokens/{token_id}"))

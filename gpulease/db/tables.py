@@ -92,6 +92,8 @@ class User(Base):
     password_hash: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     disabled_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    # Removed by a tenant admin: kept for the record, its e-mail freed (suffixed).
+    removed_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     # Console sign-in: wrong passwords in a row, and the block they earned.
     failed_sign_ins: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     sign_in_blocked_until: Mapped[datetime | None] = mapped_column(UtcDateTime())

@@ -24,6 +24,7 @@ class Principal:
     user_id: str
     role: Role
     tenant_id: str | None  # None only for operators
+    token_id: str | None = None  # the API token (or console session) the request came with
 
     @property
     def is_operator(self) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from functools import cache
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -32,7 +32,8 @@ from gpulease.services.idempotency import Idem, run_once
 
 
 def user_view(u: User) -> UserView:
-    return UserView(id=u.id, tenant_id=u.tenant_id, email=u.email, name=u.name, role=u.role)
+    return UserView(id=u.id, tenant_id=u.tenant_id, email=u.email, name=u.name, role=u.role,
+                    disabled_at=u.disabled_at, has_password=u.password_hash is not None)
 
 
 def token_view(t: ApiToken) -> TokenView:
@@ -42,11 +43,24 @@ def token_view(t: ApiToken) -> TokenView:
     )
 
 
+def token_lifetime(p: Platform, days: int | None) -> timedelta | None:
+    """How long a new token lives: `days`, at most GPULEASE_TOKEN_MAX_DAYS; None (never
+    expires) only where the operator allows it, else the longest allowed."""
+    cap = p.settings.token_max_days
+    if days is None:
+        return None if p.settings.allow_unexpiring_tokens else timedelta(days=cap)
+    if days > cap:
+        raise InvalidInput("expires_in_days", f"A token lives at most {cap} days on this "
+                                              "platform (GPULEASE_TOKEN_MAX_DAYS); ask for "
+                                              "fewer.")
+    return timedelta(days=days)
+
+
 def _issue(s: Session, p: Platform, user: User, name: str, days: int | None,
            lifetime: timedelta | None = None) -> TokenCreated:
     now = p.clock.now()
     raw = new_api_token()
-    lifetime = lifetime or (timedelta(days=days) if days else None)
+    lifetime = lifetime or token_lifetime(p, days)
     tok = ApiToken(
         id=new_id("tok"), user_id=user.id, name=name, prefix=raw[: len(TOKEN_PREFIX) + 6],
         token_hash=hash_token(raw), created_at=now,
@@ -57,10 +71,16 @@ def _issue(s: Session, p: Platform, user: User, name: str, days: int | None,
     return TokenCreated(token=raw, **token_view(tok).model_dump())
 
 
+def normal_email(email: str) -> str:
+    """E-mail addresses are one account whatever their case: stored lower-cased."""
+    return email.strip().lower()
+
+
 def create_user(
     s: Session, p: Platform, tenant_id: str | None, email: str, name: str, role: Role,
     password: str | None = None,
 ) -> User:
+    email = normal_email(email)
     if s.scalar(select(User.id).where(User.email == email)):
         raise Conflict(f"A user with e-mail {email} exists already; pick another address.")
     user = User(
@@ -124,6 +144,10 @@ def issue_token(
 def _issue_for(
     s: Session, p: Platform, actor: Principal, name: str, user_id: str | None, days: int | None
 ) -> TokenCreated:
+    if days is None and not p.settings.allow_unexpiring_tokens:
+        raise InvalidInput("expires_in_days", "This platform issues no token that never "
+                           f"expires; give expires_in_days (at most "
+                           f"{p.settings.token_max_days}).")
     target_id = user_id or actor.user_id
     user = s.get(User, target_id)
     same_tenant = user is not None and user.tenant_id == actor.tenant_id
@@ -177,23 +201,24 @@ def authenticate(p: Platform, raw_token: str | None) -> Principal:
     with p.db.engine.connect() as conn:
         row = conn.execute(
             select(ApiToken.revoked_at, ApiToken.expires_at, User.id, User.role,
-                   User.tenant_id, User.disabled_at)
+                   User.tenant_id, User.disabled_at, ApiToken.id)
             .join(User, User.id == ApiToken.user_id)
             .where(ApiToken.token_hash == hash_token(raw_token))
         ).first()
     if row is None:
         raise Unauthorized("Unknown API token; create a new one or check for a typo.")
-    revoked_at, expires_at, user_id, role, tenant_id, disabled_at = row
+    revoked_at, expires_at, user_id, role, tenant_id, disabled_at, token_id = row
     if revoked_at is not None:
         raise Unauthorized("This API token was revoked; create a new one.")
     if expires_at is not None and expires_at <= now:
         raise Unauthorized("This API token has expired; create a new one.")
     if disabled_at is not None:
         raise Unauthorized("This user is disabled; ask your tenant admin.")
-    return Principal(user_id=user_id, role=Role(role), tenant_id=tenant_id)
+    return Principal(user_id=user_id, role=Role(role), tenant_id=tenant_id, token_id=token_id)
 
 
 CONSOLE_SESSION = timedelta(hours=12)
+CONSOLE_SESSION_NAME = "console session"  # the token a console sign-in issues
 
 
 @cache
@@ -213,7 +238,7 @@ def console_login(p: Platform, email: str, password: str) -> TokenCreated:
     tokens keep working). The password is checked outside any transaction."""
     refused = Unauthorized("Wrong e-mail or password. Ask your tenant admin to set one.")
     with p.db.read() as s:
-        user = s.scalar(select(User).where(func.lower(User.email) == email.strip().lower()))
+        user = s.scalar(select(User).where(User.email == normal_email(email)))
     if user is None or user.password_hash is None:
         verify_password(_no_user_hash(), password)
         raise refused
@@ -233,7 +258,7 @@ def console_login(p: Platform, email: str, password: str) -> TokenCreated:
                 row.failed_sign_ins, row.sign_in_blocked_until = 0, now + SIGN_IN_BLOCK
         elif row.disabled_at is None:
             row.failed_sign_ins, row.sign_in_blocked_until = 0, None
-            return _issue(s, p, row, "console session", None, CONSOLE_SESSION)
+            return _issue(s, p, row, CONSOLE_SESSION_NAME, None, CONSOLE_SESSION)
     if not right:
         raise refused
     raise Unauthorized("This user is disabled; ask your tenant admin.")
@@ -245,18 +270,3 @@ def console_logout(p: Platform, raw_token: str) -> None:
         tok = s.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(raw_token)))
         if tok is not None and tok.revoked_at is None:
             tok.revoked_at = p.clock.now()
-
-
-MIN_PASSWORD = 12
-
-
-def set_own_password(p: Platform, actor: Principal, password: str) -> None:
-    """A user sets their own console password (argon2id at rest)."""
-    if len(password) < MIN_PASSWORD:
-        raise InvalidInput("password", f"A console password has at least {MIN_PASSWORD} "
-                           "characters; a passphrase of a few words is easy to remember.")
-    with p.db.write() as s:
-        user = s.get(User, actor.user_id)
-        if user is None:
-            raise NotFound("No such user.")
-        user.password_hash = hash_password(password)

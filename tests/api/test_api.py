@@ -11,7 +11,7 @@ from sqlalchemy import select
 from gpulease.db.tables import GpuAllocation, Instance, Node, User
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.services import accounts, inventory
+from gpulease.services import accounts, inventory, users
 from gpulease.services.inventory import NodeSpec, add_node
 from tests.conftest import LiveServer, TenantCtx, new_tenant
 from tests.services.helpers import counts, double_allocated_gpus
@@ -274,7 +274,7 @@ def test_wrong_console_passwords_in_a_row_block_sign_in_for_a_while(
 
     clock = MovableClock(datetime(2026, 12, 1, 9, 0, tzinfo=UTC))
     fleet.clock = clock
-    accounts.set_own_password(fleet, tenant.principal, "a long enough passphrase")
+    users.change_password(fleet, tenant.principal, "a long enough passphrase", None)
     with fleet.db.read() as s:
         email = s.scalar(select(User.email).where(User.id == tenant.principal.user_id))
     assert email

@@ -16,7 +16,7 @@ import pytest
 from gpulease.demo_agents import DemoAgents
 from gpulease.domain.errors import Unauthorized
 from gpulease.platform import Platform
-from gpulease.services import accounts
+from gpulease.services import accounts, users
 from gpulease.worker.runner import Worker
 from tests.conftest import LiveServer, new_tenant, ssh_key
 
@@ -60,7 +60,7 @@ def test_a_tenant_orders_watches_and_releases_in_the_browser(
     fleet: Platform, live: LiveServer, browser: object
 ) -> None:
     tenant = new_tenant(fleet, name="browser-team")
-    accounts.set_own_password(fleet, tenant.principal, PASSWORD)
+    users.change_password(fleet, tenant.principal, PASSWORD, None)
     page = browser.new_page()  # type: ignore[attr-defined]
 
     page.goto(f"{live.url}/console/")
@@ -141,7 +141,7 @@ def test_a_tenant_orders_watches_and_releases_in_the_browser(
 def test_an_operator_sees_the_fleet(fleet: Platform, live: LiveServer, browser: object) -> None:
     _, _token = accounts.create_operator(fleet, "ops@example.com", "Ops")
     ops = accounts.authenticate(fleet, _token.token)
-    accounts.set_own_password(fleet, ops, PASSWORD)
+    users.change_password(fleet, ops, PASSWORD, None)
     page = browser.new_page()  # type: ignore[attr-defined]
     page.goto(f"{live.url}/console/login")
     page.fill("#email", "OPS@example.com")  # e-mail matched without regard to case

@@ -14,7 +14,7 @@ from gpulease.schemas import (
     UserCreate,
     UserView,
 )
-from gpulease.services import accounts
+from gpulease.services import accounts, users
 from gpulease.services.idempotency import idem_for
 
 router = APIRouter(tags=["accounts"])
@@ -27,8 +27,34 @@ def me(actor: PrincipalDep) -> dict[str, str | None]:
 
 @router.put("/me/password", status_code=204)
 def set_password(body: PasswordSet, p: PlatformDep, actor: PrincipalDep) -> None:
-    """Set your own password for the web console (/console)."""
-    accounts.set_own_password(p, actor, body.password)
+    """Set your own password for the web console (/console). Once one is set, give the
+    current one too; your other console sessions end."""
+    users.change_password(p, actor, body.password, body.current_password)
+
+
+@router.get("/users", response_model=list[UserView])
+def list_users(p: PlatformDep, actor: PrincipalDep, tenant: str | None = None
+               ) -> list[UserView]:
+    """Tenant admin: the tenant's users; operator: everyone's, or one tenant's (?tenant=)."""
+    return users.list_users(p, actor, tenant)
+
+
+@router.post("/users/{user_id}/disable", response_model=UserView)
+def disable_user(user_id: str, p: PlatformDep, actor: PrincipalDep) -> UserView:
+    """Tenant admin: the user can no longer sign in; their tokens and sessions end now."""
+    return users.disable_user(p, actor, user_id)
+
+
+@router.post("/users/{user_id}/enable", response_model=UserView)
+def enable_user(user_id: str, p: PlatformDep, actor: PrincipalDep) -> UserView:
+    """Tenant admin: a disabled user may sign in again (with new tokens)."""
+    return users.enable_user(p, actor, user_id)
+
+
+@router.delete("/users/{user_id}", status_code=204)
+def remove_user(user_id: str, p: PlatformDep, actor: PrincipalDep) -> None:
+    """Tenant admin: the user is gone (kept for the record); their e-mail is free again."""
+    users.remove_user(p, actor, user_id)
 
 
 @router.post("/tenants", response_model=TenantCreated, status_code=201)
