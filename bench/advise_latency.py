@@ -20,7 +20,8 @@ from bench._common import bench_platform, summary_ms  # noqa: E402
 from gpulease.demo import seed_demo_fleet  # noqa: E402
 from gpulease.domain.advisor import advise  # noqa: E402
 from gpulease.domain.sizing import Job, Precision, Workload, parse_params, shape_for  # noqa: E402
-from gpulease.schemas import AdviseRequest, QuoteRequest  # noqa: E402
+from gpulease.schemas.advisor import AdviseRequest  # noqa: E402
+from gpulease.schemas.money import QuoteRequest  # noqa: E402
 from gpulease.services import quotes  # noqa: E402
 from gpulease.services.advisor import advise_job  # noqa: E402
 

@@ -32,10 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sqlalchemy import func, select, text  # noqa: E402
 
 from bench._common import bench_platform, summary_ms  # noqa: E402
-from gpulease.db.tables import Invoice, InvoiceLine, LedgerEntry  # noqa: E402
+from gpulease.db.money_tables import Invoice, InvoiceLine, LedgerEntry  # noqa: E402
 from gpulease.domain.invoicing import BILLABLE_KINDS  # noqa: E402
 from gpulease.platform import Platform  # noqa: E402
-from gpulease.schemas import QuoteRequest  # noqa: E402
+from gpulease.schemas.money import QuoteRequest  # noqa: E402
 from gpulease.services import invoice_run, quotes  # noqa: E402
 
 PERIOD = "2026-11"

@@ -49,6 +49,7 @@ class SecretBox:
     """Encrypts secrets before they reach the database."""
 
     def __init__(self, key: str) -> None:
+        self._key = key.encode()
         try:
             self._fernet = Fernet(key.encode())
         except (ValueError, TypeError):
@@ -57,6 +58,10 @@ class SecretBox:
                 "generate one with: python -c 'from cryptography.fernet import Fernet; "
                 "print(Fernet.generate_key().decode())'"
             ) from None
+
+    def derive(self, purpose: str) -> bytes:
+        """A key for one purpose (the audit trail's MAC), derived from the secret key."""
+        return hashlib.sha256(b"gpulease/" + purpose.encode() + b"/" + self._key).digest()
 
     def seal(self, plaintext: str) -> str:
         return self._fernet.encrypt(plaintext.encode()).decode()

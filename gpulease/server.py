@@ -14,6 +14,7 @@ from typing import Any
 import uvicorn
 
 from gpulease.api.app import create_app
+from gpulease.api.guards import configure_logging
 from gpulease.db.session import safe_url
 from gpulease.demo import ensure_demo_console_login, ensure_demo_tokens, seed_demo_fleet
 from gpulease.demo_agents import DemoAgents
@@ -168,6 +169,7 @@ def _exit_cleanly_on_sigterm(*_: object) -> None:
 
 
 def _serve(platform: Platform, settings: Settings) -> None:
+    configure_logging(logging.WARNING)  # with the request id on each line
     # uvicorn shuts down gracefully on SIGTERM, then raises the signal again once its own
     # handlers are gone. With the default action the process would die right there, before
     # the caller's cleanup (worker, emulator) runs; as SystemExit, the cleanup runs.

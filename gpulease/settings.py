@@ -55,6 +55,8 @@ class Settings(BaseSettings):
     # API tokens live at most this many days; a token that never expires only when allowed.
     token_max_days: int = Field(default=365, ge=1, le=3650)
     allow_unexpiring_tokens: bool = False
+    # Audit rows older than this are pruned from the start of the chain.
+    audit_retention_days: int = Field(default=400, ge=1)
     # The largest request body the API reads (413 above it).
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=256 * 1024 * 1024)
 

@@ -8,12 +8,14 @@ from sqlalchemy import text
 
 from gpulease import __version__
 from gpulease.api import problems
+from gpulease.api.audit_trail import AuditTrail
 from gpulease.api.deps import PlatformDep
 from gpulease.api.guards import Guards
 from gpulease.api.routers import (
     accounts,
     advisor,
     agents,
+    audit,
     billing,
     catalog,
     instances,
@@ -38,9 +40,11 @@ def create_app(platform: Platform) -> FastAPI:
     )
     app.state.platform = platform
     problems.install(app)
-    app.add_middleware(Guards, max_body_bytes=platform.settings.max_body_bytes)
+    app.add_middleware(AuditTrail, platform=platform)
+    app.add_middleware(Guards, max_body_bytes=platform.settings.max_body_bytes)  # outermost
     api = APIRouter(prefix=API)
-    for module in (catalog, instances, nodes, accounts, agents, money, billing, advisor):
+    for module in (catalog, instances, nodes, accounts, agents, money, billing, advisor,
+                   audit):
         api.include_router(module.router)
     app.include_router(api)
     app.include_router(media.router)

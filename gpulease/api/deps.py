@@ -27,7 +27,9 @@ def get_principal(request: Request) -> Principal:
     header = request.headers.get("authorization", "")
     token = header[7:].strip() if header.lower().startswith("bearer ") else None
     platform: Platform = request.app.state.platform
-    return authenticate(platform, token)
+    principal = authenticate(platform, token)
+    request.state.principal = principal  # for the audit trail
+    return principal
 
 
 PlatformDep = Annotated[Platform, Depends(get_platform)]

@@ -5,6 +5,7 @@ answer (the console's with a content security policy)."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -25,6 +26,26 @@ request_id: ContextVar[str | None] = ContextVar("request_id", default=None)
 CONSOLE_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' "
                   "data:; font-src 'self'; connect-src 'self'; object-src 'none'; "
                   "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+
+
+class RequestIdFilter(logging.Filter):
+    """Puts the request's id on every log line written while it is handled (`-` outside
+    a request): `%(request_id)s` in the format."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = request_id.get() or "-"
+        return True
+
+
+def configure_logging(level: int = logging.INFO) -> None:
+    """One line per record, with its request id."""
+    handler = logging.StreamHandler()
+    handler.addFilter(RequestIdFilter())
+    handler.setFormatter(logging.Formatter(
+        "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
 
 
 class BodyTooLarge(Exception):

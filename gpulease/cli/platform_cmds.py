@@ -89,9 +89,10 @@ def worker(
     """Run a provisioning worker; any number may share one PostgreSQL database."""
     import logging
 
+    from gpulease.api.guards import configure_logging
     from gpulease.server import run_worker
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    configure_logging(logging.INFO)
     settings = _settings(data_dir=data_dir, demo_delay_s=demo_delay)
     _running(lambda: run_worker(settings, threads))
 

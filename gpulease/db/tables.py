@@ -1,78 +1,27 @@
-"""SQLAlchemy 2 tables. Times are timezone-aware UTC; money is Numeric."""
+"""SQLAlchemy 2 tables of the fleet, accounts, instances, history, the audit trail and the
+node agents (the money side is db/money_tables.py). Times are timezone-aware UTC."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from decimal import Decimal
+from datetime import datetime
 
 from sqlalchemy import (
     Boolean,
-    DateTime,
     ForeignKey,
     Index,
     Integer,
     LargeBinary,
-    MetaData,
-    Numeric,
     String,
     Text,
-    TypeDecorator,
     UniqueConstraint,
     text,
 )
-from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column
 
-
-class UtcDateTime(TypeDecorator[datetime]):
-    """Stores aware datetimes; SQLite drops the zone, so it is put back on read."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is not None:
-            if value.tzinfo is None:
-                raise ValueError("naive datetime given; use datetime.now(UTC)")
-            value = value.astimezone(UTC)
-            if dialect.name == "sqlite":
-                value = value.replace(tzinfo=None)
-        return value
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-        return value
-
-
-NAMING = {
-    "ix": "ix_%(column_0_label)s",
-    "uq": "uq_%(table_name)s_%(column_0_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
-
-
-class Base(DeclarativeBase):
-    metadata = MetaData(naming_convention=NAMING)
-
-
-class LockedRow:
-    """Columns of a row the worker pipeline drives (see worker/pipeline.py)."""
-
-    lock_token: Mapped[str | None] = mapped_column(String(32))
-    lock_owner: Mapped[str | None] = mapped_column(String(80))
-    lock_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
-    next_attempt_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), index=True)
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
-    stage: Mapped[str | None] = mapped_column(String(32))
-    stage_started_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
-    stage_deadline: Mapped[datetime | None] = mapped_column(UtcDateTime())
-    # Polls of the current stage so far: a power request is sent once, then only polled.
-    stage_polls: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    # Set while a step's I/O is under way; found set by a new owner = the old one died.
-    step_in_progress: Mapped[str | None] = mapped_column(String(32))
-    last_error: Mapped[str | None] = mapped_column(Text)
+# Re-exported: migrations and services name them through this module.
+from gpulease.db.base import Base as Base
+from gpulease.db.base import LockedRow as LockedRow
+from gpulease.db.base import UtcDateTime as UtcDateTime
 
 
 class Tenant(Base):
@@ -253,6 +202,40 @@ class Event(Base):
     __table_args__ = (Index("ix_events_resource", "resource", "resource_id"),)
 
 
+class AuditEntry(Base):
+    """Append-only: every state-changing request and every console sign-in, with who, from
+    where, on what, and how it ended. Each row's MAC covers the previous row's (a chain): a
+    changed or removed row breaks it (`gpulease audit verify`)."""
+
+    __tablename__ = "audit_log"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    seq: Mapped[int] = mapped_column(Integer, unique=True)  # gapless, under the head's lock
+    at: Mapped[datetime] = mapped_column(UtcDateTime(), index=True)
+    request_id: Mapped[str | None] = mapped_column(String(64))
+    user_id: Mapped[str | None] = mapped_column(String(32))
+    token_id: Mapped[str | None] = mapped_column(String(32))
+    role: Mapped[str | None] = mapped_column(String(16))
+    tenant_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    source: Mapped[str | None] = mapped_column(String(64))  # the client's address
+    action: Mapped[str] = mapped_column(String(200))  # METHOD /route/{template}
+    target: Mapped[str | None] = mapped_column(String(300))  # the route's parameters
+    outcome: Mapped[int] = mapped_column(Integer)  # the HTTP status answered
+    prev_mac: Mapped[str] = mapped_column(String(64))
+    mac: Mapped[str] = mapped_column(String(64))
+
+
+class AuditHead(Base):
+    """The chain's end (one row): the last sequence number and MAC, and where pruning by
+    the retention setting cut the chain's start."""
+
+    __tablename__ = "audit_head"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    last_seq: Mapped[int] = mapped_column(Integer)
+    last_mac: Mapped[str] = mapped_column(String(64))
+    pruned_through: Mapped[int] = mapped_column(Integer, default=0)
+    pruned_mac: Mapped[str] = mapped_column(String(64))
+
+
 class IdempotencyKey(Base):
     __tablename__ = "idempotency_keys"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -400,182 +383,3 @@ class AgentCommand(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     claimed_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
-
-
-MONEY = Numeric(14, 2)
-QUANTITY = Numeric(18, 6)
-UNIT_PRICE = Numeric(14, 6)
-
-
-class Wallet(Base):
-    """A tenant's prepaid balance. Moves only together with a ledger entry."""
-
-    __tablename__ = "wallets"
-    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
-    balance: Mapped[Decimal] = mapped_column(MONEY)
-    credit_limit: Mapped[Decimal] = mapped_column(MONEY)
-    updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
-
-
-class LedgerEntry(Base):
-    """Append-only: every movement of a wallet (topup, hold, hold_release, charge, refund,
-    credit). Amounts are signed (money in is positive) and always sum to the balance."""
-
-    __tablename__ = "ledger_entries"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
-    at: Mapped[datetime] = mapped_column(UtcDateTime())
-    kind: Mapped[str] = mapped_column(String(16))
-    amount: Mapped[Decimal] = mapped_column(MONEY)
-    balance_after: Mapped[Decimal] = mapped_column(MONEY)
-    reference: Mapped[str | None] = mapped_column(String(200))
-    instance_id: Mapped[str | None] = mapped_column(String(32), index=True)
-    created_by: Mapped[str | None] = mapped_column(String(32))
-    # What an invoice line says about it: a label, the quantity, its unit and unit price
-    # (metered usage), and when the service was rendered: the start of the metered piece,
-    # so usage reported late belongs to the month it was used in (None: `at`).
-    item: Mapped[str | None] = mapped_column(String(200))
-    quantity: Mapped[Decimal | None] = mapped_column(QUANTITY)
-    unit: Mapped[str | None] = mapped_column(String(16))
-    unit_price: Mapped[Decimal | None] = mapped_column(UNIT_PRICE)
-    service_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
-    # The invoice (or credit note) that bills this entry: at most one, ever.
-    invoice_id: Mapped[str | None] = mapped_column(ForeignKey("invoices.id"))
-
-    __table_args__ = (Index("ix_ledger_entries_unbilled", "tenant_id", "invoice_id"),)
-
-
-class UsageRecord(Base):
-    """One metered quantity (container GPU-hours, egress GB, extra storage GB-days) under
-    the reporter's idempotency key: the same key twice is ignored, never billed twice."""
-
-    __tablename__ = "usage_records"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
-    key: Mapped[str] = mapped_column(String(128))
-    instance_id: Mapped[str | None] = mapped_column(String(32), index=True)
-    kind: Mapped[str] = mapped_column(String(24))
-    quantity: Mapped[Decimal] = mapped_column(QUANTITY)
-    unit_price: Mapped[Decimal] = mapped_column(UNIT_PRICE)
-    amount: Mapped[Decimal] = mapped_column(MONEY)
-    started_at: Mapped[datetime] = mapped_column(UtcDateTime())
-    ended_at: Mapped[datetime] = mapped_column(UtcDateTime())
-    recorded_at: Mapped[datetime] = mapped_column(UtcDateTime())
-    source: Mapped[str] = mapped_column(String(32))  # worker | api:<user>
-
-    __table_args__ = (UniqueConstraint("tenant_id", "key", name="uq_usage_records_key"),)
-
-
-class Invoice(Base):
-    """A tenant's monthly invoice or a credit note correcting one. A draft is recomputed
-    from the ledger until it is finalized; then it never changes."""
-
-    __tablename__ = "invoices"
-    id: Mapped[str] = mapped_column(String(24), primary_key=True)
-    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
-    kind: Mapped[str] = mapped_column(String(16))  # invoice | credit_note
-    period: Mapped[str] = mapped_column(String(7), index=True)  # YYYY-MM
-    status: Mapped[str] = mapped_column(String(8), index=True)  # draft | final
-    number: Mapped[str | None] = mapped_column(String(24), unique=True)
-    corrects_id: Mapped[str | None] = mapped_column(String(24))
-    reason: Mapped[str | None] = mapped_column(Text)
-    currency: Mapped[str] = mapped_column(String(3))
-    vat_rate: Mapped[Decimal] = mapped_column(Numeric(6, 4))
-    prices_include_vat: Mapped[bool] = mapped_column(Boolean)
-    net: Mapped[Decimal] = mapped_column(MONEY)
-    vat: Mapped[Decimal] = mapped_column(MONEY)
-    total: Mapped[Decimal] = mapped_column(MONEY)
-    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
-    updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
-    finalized_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
-    digest: Mapped[str | None] = mapped_column(String(64))  # sha256 of the final content
-
-    # One monthly invoice per tenant and period (credit notes are not limited).
-    __table_args__ = (Index("uq_invoices_tenant_period", "tenant_id", "period", unique=True,
-                            sqlite_where=text("kind = 'invoice'"),
-                            postgresql_where=text("kind = 'invoice'")),)
-
-
-class InvoiceLine(Base):
-    __tablename__ = "invoice_lines"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    invoice_id: Mapped[str] = mapped_column(ForeignKey("invoices.id"), index=True)
-    seq: Mapped[int] = mapped_column(Integer)
-    kind: Mapped[str] = mapped_column(String(16))
-    instance_id: Mapped[str | None] = mapped_column(String(32))
-    description: Mapped[str] = mapped_column(String(200))
-    quantity: Mapped[Decimal | None] = mapped_column(QUANTITY)
-    unit: Mapped[str | None] = mapped_column(String(16))
-    unit_price: Mapped[Decimal | None] = mapped_column(UNIT_PRICE)
-    service_from: Mapped[datetime | None] = mapped_column(UtcDateTime())
-    service_to: Mapped[datetime | None] = mapped_column(UtcDateTime())
-    entries: Mapped[int] = mapped_column(Integer)  # ledger entries billed by this line
-    net: Mapped[Decimal] = mapped_column(MONEY)
-    vat: Mapped[Decimal] = mapped_column(MONEY)
-    gross: Mapped[Decimal] = mapped_column(MONEY)
-
-
-class InvoiceRun(Base):
-    """The worker's record of each month's automatic run: drafted, then finalized."""
-
-    __tablename__ = "invoice_runs"
-    period: Mapped[str] = mapped_column(String(7), primary_key=True)
-    drafted_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
-    finalized_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
-    invoices: Mapped[int] = mapped_column(Integer, default=0)
-
-
-class InvoiceSequence(Base):
-    """Gapless numbers per series and year (GL2026-000001, CN2026-000001)."""
-
-    __tablename__ = "invoice_sequences"
-    series: Mapped[str] = mapped_column(String(8), primary_key=True)
-    last: Mapped[int] = mapped_column(Integer)
-
-
-class Lease(Base):
-    """A bare-metal instance's term: from delivery to ends_at, then grace, then erase."""
-
-    __tablename__ = "leases"
-    id: Mapped[str] = mapped_column(String(16), primary_key=True)
-    instance_id: Mapped[str] = mapped_column(ForeignKey("instances.id"), unique=True)
-    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
-    term: Mapped[str] = mapped_column(String(8))
-    unit_price: Mapped[Decimal] = mapped_column(MONEY)  # fixed at the start; kept on renewal
-    periods: Mapped[int] = mapped_column(Integer)
-    starts_at: Mapped[datetime] = mapped_column(UtcDateTime())
-    ends_at: Mapped[datetime] = mapped_column(UtcDateTime(), index=True)
-    grace_until: Mapped[datetime | None] = mapped_column(UtcDateTime())
-    status: Mapped[str] = mapped_column(String(16), index=True)  # active | grace | ended
-    auto_renew: Mapped[bool] = mapped_column(Boolean)
-    reminders_sent: Mapped[str] = mapped_column(String(100))  # "7d,3d,1d,expiry"
-    updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
-
-
-class LeaseNotice(Base):
-    """The outbox of lease reminders (7, 3, 1 days before, at expiry, at erase)."""
-
-    __tablename__ = "lease_notices"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    lease_id: Mapped[str] = mapped_column(ForeignKey("leases.id"), index=True)
-    tenant_id: Mapped[str] = mapped_column(String(32), index=True)
-    instance_id: Mapped[str] = mapped_column(String(32))
-    kind: Mapped[str] = mapped_column(String(16))
-    text: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
-    # Each channel is marked on success: a failed webhook is retried without mailing twice.
-    email_sent_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
-    webhook_sent_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
-    last_error: Mapped[str | None] = mapped_column(Text)
-    sent_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), index=True)
-
-
-class TenantWebhook(Base):
-    """Where a tenant receives signed event notifications (HMAC-SHA256 with its secret)."""
-
-    __tablename__ = "tenant_webhooks"
-    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
-    url: Mapped[str] = mapped_column(String(500))
-    secret_enc: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(UtcDateTime())

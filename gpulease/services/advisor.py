@@ -24,7 +24,7 @@ from gpulease.domain.sizing import (
     shape_for,
 )
 from gpulease.platform import Platform
-from gpulease.schemas import AdviceOptionView, AdviceTermView, AdviceView, AdviseRequest
+from gpulease.schemas.advisor import AdviceOptionView, AdviceTermView, AdviceView, AdviseRequest
 from gpulease.services.catalog import bare_metal_stock, container_stock
 
 SHAPE = ("layers", "hidden", "heads", "kv_heads", "vocab", "ffn")

@@ -15,7 +15,7 @@ from reportlab.pdfbase import pdfmetrics
 from reportlab.pdfbase.cidfonts import UnicodeCIDFont
 from reportlab.platypus import Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
 
-from gpulease.schemas import InvoiceView
+from gpulease.schemas.money import InvoiceView
 
 FONT = "STSong-Light"
 CSV_COLUMNS = ("seq", "kind", "instance_id", "description", "quantity", "unit",

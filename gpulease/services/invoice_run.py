@@ -23,7 +23,8 @@ from typing import Any, cast
 from sqlalchemy import Table, bindparam, delete, event, func, insert, inspect, select, update
 from sqlalchemy.orm import Session
 
-from gpulease.db.tables import Event, Invoice, InvoiceLine, InvoiceRun, InvoiceSequence, LedgerEntry
+from gpulease.db.money_tables import Invoice, InvoiceLine, InvoiceRun, InvoiceSequence, LedgerEntry
+from gpulease.db.tables import Event
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
 from gpulease.domain.invoicing import BILLABLE_KINDS, VatSplit, totals, vat_split
@@ -31,7 +32,7 @@ from gpulease.domain.money import to_fen
 from gpulease.domain.proration import month_start, period_bounds, period_of
 from gpulease.domain.states import INVOICE, InvoiceStatus
 from gpulease.platform import Platform
-from gpulease.schemas import InvoiceRunView, InvoiceView
+from gpulease.schemas.money import InvoiceRunView, InvoiceView
 from gpulease.services.history import INVOICE_RUN, by
 from gpulease.services.invoices import credited, dec, invoice_view
 from gpulease.services.lifecycle import bulk, initial, transition

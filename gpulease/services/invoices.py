@@ -10,7 +10,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from gpulease.db.tables import Invoice, InvoiceLine, LedgerEntry, Tenant
+from gpulease.db.money_tables import Invoice, InvoiceLine, LedgerEntry
+from gpulease.db.tables import Tenant
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import InvalidInput, NotFound
 from gpulease.domain.invoicing import BILLABLE_KINDS
@@ -18,7 +19,8 @@ from gpulease.domain.money import to_fen
 from gpulease.domain.proration import period_bounds
 from gpulease.domain.states import InvoiceStatus
 from gpulease.platform import Platform
-from gpulease.schemas import InvoiceLineView, InvoiceView, Page
+from gpulease.schemas import Page
+from gpulease.schemas.money import InvoiceLineView, InvoiceView
 from gpulease.services.wallet import tenant_of
 
 QUANTUM = Decimal("0.000001")

@@ -14,8 +14,9 @@ from decimal import Decimal
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gpulease.db.money_tables import Lease
 from gpulease.db.repositories import get_instance
-from gpulease.db.tables import Instance, Lease
+from gpulease.db.tables import Instance
 from gpulease.domain.accounts import Principal
 from gpulease.domain.catalog import Term
 from gpulease.domain.errors import Conflict, InvalidInput
@@ -24,7 +25,7 @@ from gpulease.domain.money import to_fen
 from gpulease.domain.pricing import PricingError
 from gpulease.domain.states import LEASE, InstanceStatus, LeaseStatus
 from gpulease.platform import Platform
-from gpulease.schemas import LeaseView
+from gpulease.schemas.money import LeaseView
 from gpulease.services.history import by, note
 from gpulease.services.lifecycle import transition
 from gpulease.services.wallet import charge, first_period_amount

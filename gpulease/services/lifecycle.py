@@ -23,7 +23,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from gpulease.db.tables import AgentCommand, Base, Instance, Invoice, Lease, Node
+from gpulease.db.money_tables import Invoice, Lease
+from gpulease.db.tables import AgentCommand, Base, Instance, Node
 from gpulease.domain.leases import term_end
 from gpulease.domain.lifecycle import Machine
 from gpulease.domain.states import (

@@ -13,15 +13,17 @@ from decimal import Decimal
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from gpulease.db.money_tables import UsageRecord
 from gpulease.db.repositories import get_instance
-from gpulease.db.tables import Instance, UsageRecord
+from gpulease.db.tables import Instance
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, InvalidInput
 from gpulease.domain.invoicing import USAGE_KINDS
 from gpulease.domain.money import to_fen
 from gpulease.domain.proration import prorate_by_month
 from gpulease.platform import Platform
-from gpulease.schemas import Page, UsageIn, UsageView
+from gpulease.schemas import Page
+from gpulease.schemas.money import UsageIn, UsageView
 from gpulease.services.wallet import (
     first_hold,
     post,

@@ -18,7 +18,8 @@ from typing import Any
 import httpx
 from sqlalchemy import select
 
-from gpulease.db.tables import LeaseNotice, TenantWebhook, User
+from gpulease.db.money_tables import LeaseNotice, TenantWebhook
+from gpulease.db.tables import User
 from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.errors import InvalidInput, NotFound
 from gpulease.platform import Platform

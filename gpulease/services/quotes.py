@@ -7,7 +7,7 @@ from dataclasses import asdict
 from gpulease.domain.errors import InvalidInput
 from gpulease.domain.pricing import PricingError, cheapest_regions, day_vs_month, quote
 from gpulease.platform import Platform
-from gpulease.schemas import BreakEvenView, QuoteLineView, QuoteRequest, QuoteView
+from gpulease.schemas.money import BreakEvenView, QuoteLineView, QuoteRequest, QuoteView
 
 
 def make_quote(p: Platform, req: QuoteRequest) -> QuoteView:

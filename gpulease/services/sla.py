@@ -11,7 +11,8 @@ from decimal import Decimal
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gpulease.db.tables import HardwareAlert, Instance, Lease
+from gpulease.db.money_tables import Lease
+from gpulease.db.tables import HardwareAlert, Instance
 from gpulease.domain.credits import (
     AcceptanceRule,
     OutageRule,

@@ -11,14 +11,16 @@ from typing import Any
 from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.orm import Session
 
-from gpulease.db.tables import Instance, LedgerEntry, Tenant, Wallet
+from gpulease.db.money_tables import LedgerEntry, Wallet
+from gpulease.db.tables import Instance, Tenant
 from gpulease.domain.accounts import Principal
 from gpulease.domain.credits import SlaRule, early_termination_refund, late_delivery_credit
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound, PaymentRequired
 from gpulease.domain.money import to_fen
 from gpulease.domain.pricing import unit_price
 from gpulease.platform import Platform
-from gpulease.schemas import LedgerEntryView, Page, WalletView
+from gpulease.schemas import Page
+from gpulease.schemas.money import LedgerEntryView, WalletView
 from gpulease.services.history import WORKER, note
 
 MAX_TOP_UP = Decimal("100000000")  # ¥100M in one top-up: beyond that it is a typo

@@ -57,9 +57,11 @@ def _page(name: str, status: int = 200, **context: Any) -> HTMLResponse:
 
 def _who(request: Request, p: PlatformDep) -> Principal:
     try:
-        return accounts.authenticate(p, request.cookies.get(COOKIE))
+        principal = accounts.authenticate(p, request.cookies.get(COOKIE))
     except Unauthorized:
         raise SignInNeeded() from None
+    request.state.principal = principal  # for the audit trail
+    return principal
 
 
 def _same_origin(request: Request) -> None:
@@ -95,12 +97,15 @@ def login_form() -> HTMLResponse:
 @router.post("/login", dependencies=[SameOrigin])
 def login(request: Request, p: PlatformDep, email: Annotated[str, Form()],
           password: Annotated[str, Form()]) -> Response:
+    request.state.audit_target = {"email": email.strip().lower()[:254]}
     try:
         session = accounts.console_login(p, email, password)
     except (Unauthorized, TooManyRequests) as exc:
         return _page("login.html", exc.status, error=exc.detail, email=email)
+    request.state.principal = accounts.authenticate(p, session.secret())  # for the trail
     done = RedirectResponse("/console/", status_code=303)
-    done.set_cookie(COOKIE, session.secret(), max_age=int(accounts.CONSOLE_SESSION.total_seconds()),
+    done.set_cookie(COOKIE, session.secret(),
+                    max_age=int(accounts.CONSOLE_SESSION.total_seconds()),
                     httponly=True, samesite="strict", secure=request.url.scheme == "https",
                     path="/console")
     return done

@@ -9,7 +9,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gpulease.db.tables import Instance, Lease, LeaseNotice
+from gpulease.db.money_tables import Lease, LeaseNotice
+from gpulease.db.tables import Instance
 from gpulease.domain.errors import PaymentRequired
 from gpulease.domain.leases import Action, next_action
 from gpulease.domain.states import LEASE, LeaseStatus

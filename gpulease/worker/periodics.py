@@ -12,6 +12,7 @@ from sqlalchemy import select
 from gpulease.db.tables import Node
 from gpulease.domain.states import NODE_IN_PIPELINE
 from gpulease.platform import Platform
+from gpulease.services.audit import prune
 from gpulease.services.history import SWEEP_TIMEOUTS
 from gpulease.services.invoice_run import sweep_invoices
 from gpulease.services.notify import deliver_notices
@@ -61,4 +62,6 @@ PERIODICS: tuple[Periodic, ...] = (
              "the month's invoices: drafted on the 1st, final on the finalize day"),
     Periodic("notices", lambda p, _owner: deliver_notices(p),
              "lease reminders by e-mail and signed webhook"),
+    Periodic("audit", lambda p, _owner: prune(p),
+             "audit rows past GPULEASE_AUDIT_RETENTION_DAYS pruned from the chain's start"),
 )

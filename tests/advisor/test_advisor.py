@@ -26,7 +26,7 @@ from gpulease.domain.sizing import (
     shape_for,
 )
 from gpulease.platform import Platform
-from gpulease.schemas import AdviseRequest
+from gpulease.schemas.advisor import AdviseRequest
 from gpulease.services.advisor import advise_job
 from tests.api.test_money_api import auth
 from tests.conftest import LiveServer, TenantCtx

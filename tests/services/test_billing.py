@@ -15,12 +15,14 @@ from hypothesis import strategies as st
 from pypdf import PdfReader
 from sqlalchemy import func, select
 
-from gpulease.db.tables import HardwareAlert, Invoice, InvoiceLine, LedgerEntry, UsageRecord
+from gpulease.db.money_tables import Invoice, InvoiceLine, LedgerEntry, UsageRecord
+from gpulease.db.tables import HardwareAlert
 from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
 from gpulease.domain.invoicing import vat_split
 from gpulease.domain.proration import allocate, period_bounds, prorate_by_month
 from gpulease.platform import Platform
-from gpulease.schemas import OrderRequest, UsageIn
+from gpulease.schemas import OrderRequest
+from gpulease.schemas.money import UsageIn
 from gpulease.services import (
     agents,
     instances,

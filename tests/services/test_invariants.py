@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from sqlalchemy import func, select
 
-from gpulease.db.tables import GpuAllocation, Instance, LedgerEntry, Node
+from gpulease.db.money_tables import LedgerEntry
+from gpulease.db.tables import GpuAllocation, Instance, Node
 from gpulease.demo import seed_demo_fleet
 from gpulease.domain.errors import Conflict, OutOfStock, PaymentRequired
 from gpulease.domain.states import INSTANCE_LIVE, NODE_BUSY

@@ -11,7 +11,7 @@ from decimal import Decimal
 import pytest
 from sqlalchemy import select
 
-from gpulease.db.tables import LeaseNotice
+from gpulease.db.money_tables import LeaseNotice
 from gpulease.domain.catalog import DEFAULT_CATALOG, parse_catalog
 from gpulease.domain.errors import Conflict, InvalidInput, PaymentRequired
 from gpulease.domain.leases import add_months, reminder_due, term_end
@@ -194,7 +194,7 @@ def test_price_change_never_alters_a_running_lease(
 def test_a_scheduled_price_takes_effect_on_its_date_and_spares_running_leases(
     fleet: Platform, clock: MovableClock, tenant: TenantCtx, worker: Worker, key: str
 ) -> None:
-    from gpulease.schemas import QuoteRequest
+    from gpulease.schemas.money import QuoteRequest
     from gpulease.services import catalog, quotes
 
     data = tomllib.loads(DEFAULT_CATALOG.read_text())

@@ -9,11 +9,13 @@ import pytest
 from pydantic import ValidationError
 from sqlalchemy import func, select
 
-from gpulease.db.tables import GpuAllocation, Instance, LedgerEntry
+from gpulease.db.money_tables import LedgerEntry
+from gpulease.db.tables import GpuAllocation, Instance
 from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, PaymentRequired
 from gpulease.domain.pricing import PricingError, day_vs_month, quote
 from gpulease.platform import Platform
-from gpulease.schemas import OrderRequest, QuoteRequest
+from gpulease.schemas import OrderRequest
+from gpulease.schemas.money import QuoteRequest
 from gpulease.services import instances, orders, quotes, wallet
 from gpulease.services.wallet import ledger_sums_to_balance
 from gpulease.worker.runner import Worker

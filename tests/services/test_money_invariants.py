@@ -19,13 +19,15 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from sqlalchemy import select
 
-from gpulease.db.tables import Instance, Invoice, InvoiceLine, Lease, LedgerEntry, UsageRecord
+from gpulease.db.money_tables import Invoice, InvoiceLine, Lease, LedgerEntry, UsageRecord
+from gpulease.db.tables import Instance
 from gpulease.demo import seed_demo_fleet
 from gpulease.domain.errors import Conflict, InvalidInput, OutOfStock, PaymentRequired
 from gpulease.domain.invoicing import BILLABLE_KINDS
 from gpulease.domain.money import to_fen
 from gpulease.domain.proration import month_start, period_of
-from gpulease.schemas import OrderRequest, UsageIn
+from gpulease.schemas import OrderRequest
+from gpulease.schemas.money import UsageIn
 from gpulease.services import (
     accounts,
     instances,

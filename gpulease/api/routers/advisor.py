@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from gpulease.api.deps import PlatformDep, PrincipalDep
-from gpulease.schemas import AdviceView, AdviseRequest
+from gpulease.schemas.advisor import AdviceView, AdviseRequest
 from gpulease.services.advisor import advise_job
 
 router = APIRouter(tags=["advisor"])

@@ -9,12 +9,12 @@ from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
 from gpulease.api.deps import Limit, Offset, PlatformDep, PrincipalDep
-from gpulease.schemas import (
+from gpulease.schemas import Page
+from gpulease.schemas.money import (
     CreditNoteRequest,
     InvoiceRunRequest,
     InvoiceRunView,
     InvoiceView,
-    Page,
     UsageBatch,
     UsageView,
 )

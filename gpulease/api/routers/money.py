@@ -7,12 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from gpulease.api.deps import Limit, Offset, PlatformDep, PrincipalDep
-from gpulease.schemas import (
+from gpulease.schemas import Page
+from gpulease.schemas.money import (
     AutoRenewRequest,
     CreditLimitRequest,
     LeaseView,
     LedgerEntryView,
-    Page,
     QuoteRequest,
     QuoteView,
     RenewRequest,

@@ -5,7 +5,10 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine
 
-from gpulease.db.tables import Base
+from gpulease.db import money_tables, tables
+
+Base = tables.Base
+assert "wallets" in Base.metadata.tables, money_tables  # both sets of tables are known
 
 config = context.config
 target_metadata = Base.metadata

@@ -1,0 +1,326 @@
+"""Request and response shapes of the REST API (also used by the CLI's client)."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Annotated, Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gpulease.domain.money import Money
+
+T = TypeVar("T")
+
+
+class Page(BaseModel, Generic[T]):
+    items: list[T]
+    total: int
+    limit: int
+    offset: int
+
+
+class PriceChangeView(BaseModel):
+    effective_from: date
+    monthly_price: Money
+
+
+class OfferView(BaseModel):
+    id: str
+    sku: str
+    region: str
+    region_name_zh: str
+    region_name_en: str
+    gpu: str
+    gpu_count: int
+    gpu_memory_gb: int
+    gpu_interconnect: str
+    advertised_interconnect: str | None
+    nvlink: bool
+    infiniband: bool
+    network: str
+    cpu: str
+    memory: str
+    disks: str
+    monthly_price: Money
+    list_monthly_price: Money
+    discount_percent: Decimal
+    day_price: Money
+    year_price: Money
+    stock: int
+    default_image: str
+    example: bool
+    price_changes: list[PriceChangeView] = Field(
+        default_factory=list, description="announced monthly prices ahead, by date")
+
+
+class ContainerOfferView(BaseModel):
+    id: str
+    gpu: str
+    region: str
+    price_per_gpu_hour: Money
+    max_gpus: int
+    free_gpus: int
+    default_image: str
+
+
+class CatalogView(BaseModel):
+    currency: Literal["CNY"] = "CNY"
+    pricing_rule: str
+    offers: list[OfferView]
+    container_offers: list[ContainerOfferView]
+
+
+class ImageView(BaseModel):
+    id: str
+    name: str
+    os: str
+    gpu_vendor: str
+    software: list[str]
+    custom: bool
+    url: str | None = None
+    checksum: str | None = None
+
+
+class ImageCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]{1,98}$")
+    name: str = Field(min_length=1, max_length=200)
+    os: str = Field(min_length=1, max_length=200)
+    gpu_vendor: Literal["nvidia", "huawei", "any"]
+    url: str = Field(pattern=r"^https?://\S+$", max_length=2000)
+    checksum: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    software: list[Annotated[str, Field(max_length=200)]] = Field(default_factory=list,
+                                                                  max_length=100)
+
+
+class OrderRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["bare_metal", "cluster", "container"] = "bare_metal"
+    sku: str | None = Field(default=None, max_length=100,
+                            description="bare metal / cluster: SKU id")
+    region: str | None = Field(default=None, max_length=100)
+    offer: str | None = Field(default=None, max_length=100,
+                              description="container: container offer id")
+    term: str | None = Field(default=None, max_length=16,
+                             description="day, month or year; hour for containers")
+    image: str | None = Field(default=None, max_length=100,
+                              description="OS image id; the offer's default if empty")
+    nodes: int = Field(default=1, ge=1, le=1024, description="cluster: node count")
+    gpus: int | None = Field(default=None, ge=1, le=64, description="container: GPU count")
+    ssh_keys: list[Annotated[str, Field(max_length=16384)]] = Field(default_factory=list,
+                                                                     max_length=32)
+    name: str | None = Field(default=None, max_length=100)
+
+
+class StageView(BaseModel):
+    stage: str
+    at: datetime
+    node: str | None = None
+    message: str | None = None
+
+
+class InstanceNodeView(BaseModel):
+    id: str
+    name: str
+    status: str
+    stage: str | None
+    ip_address: str | None
+    gpus: list[int]
+
+
+class InstanceView(BaseModel):
+    id: str
+    tenant_id: str
+    name: str | None
+    kind: str
+    status: str
+    status_reason: str | None
+    stage: str | None
+    sku: str
+    region: str
+    container_offer: str | None
+    term: str
+    image: str
+    node_count: int
+    gpu_count: int
+    fabric_id: str | None
+    nodes: list[InstanceNodeView]
+    ip_address: str | None
+    ssh_command: str | None
+    ordered_at: datetime
+    ready_at: datetime | None
+    released_at: datetime | None
+    delivery_seconds: float | None
+    delivery_sla_seconds: float
+    stages: list[StageView]
+    credentials_available: bool
+    simulated: bool
+
+
+class CredentialsView(BaseModel):
+    instance_id: str
+    username: str = "root"
+    root_password: str
+    ip_address: str | None
+    ssh_command: str | None
+    note: str = "Shown once. Store it now; it cannot be shown again."
+
+
+class NodeView(BaseModel):
+    id: str
+    name: str
+    sku: str
+    region: str
+    pool: str
+    serial: str
+    status: str
+    status_reason: str | None
+    stage: str | None
+    rack: str | None
+    fabric: str | None
+    leaf_switch: str | None
+    bmc_driver: str
+    bmc_address: str
+    instance_id: str | None
+    gpu_count: int
+    free_gpus: int
+    drain_requested: bool
+    simulated: bool
+    agent: str = "builtin"  # builtin (simulated stand-in) | gpulease (the node agent)
+    runtime: str | None = None  # a shared server's Docker engine URL
+    last_error: str | None
+    updated_at: datetime
+    inventory: dict[str, Any] | None = None
+    # The node agent's own report (one node's detail only): hostname, last call, and its
+    # inventory (GPUs with PCIe and NVLink, CPUs, memory, disks, NICs, driver, CUDA).
+    agent_report: dict[str, Any] | None = None
+
+
+class EnrollRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    bmc: str = Field(description="Redfish URL, e.g. https://10.0.0.5/redfish/v1/Systems/1",
+                     max_length=300)
+    username: str = Field(min_length=1, max_length=100)
+    password: str = Field(min_length=1, max_length=200)
+    offer: str | None = Field(default=None, max_length=200,
+                              description="expected offer, SKU@region")
+    name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+    fabric: str | None = Field(default=None, max_length=64)
+    rack: str | None = Field(default=None, max_length=64)
+    pool: Literal["bare_metal", "container"] = "bare_metal"
+    runtime: str | None = Field(
+        default=None, max_length=300, pattern=r"^(unix|tcp|ssh)://\S+$",
+        description="a shared (container) server's Docker engine: unix:///var/run/docker.sock, "
+        "tcp://10.0.0.5:2376 or ssh://root@10.0.0.5")
+    agent: Literal["gpulease", "builtin"] = Field(
+        default="gpulease", description="gpulease: the node agent runs on the server and is "
+        "driven by commands; builtin: a simulated stand-in (demo and test servers only)")
+
+
+class NodeActionRequest(BaseModel):
+    reason: str | None = Field(default=None, max_length=500)
+
+
+class TenantCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=200)
+    admin_email: str = Field(pattern=r"^[^@\s]+@[^@\s]+$", max_length=254)
+    admin_name: str = Field(min_length=1, max_length=200)
+
+
+class UserCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    email: str = Field(pattern=r"^[^@\s]+@[^@\s]+$", max_length=254)
+    name: str = Field(min_length=1, max_length=200)
+    role: Literal["admin", "member", "reader"]
+    password: str | None = Field(default=None, min_length=12, max_length=200)
+
+
+class PasswordSet(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    password: str = Field(max_length=200, description="at least 12 characters")
+    current_password: str | None = Field(default=None, max_length=200, description=(
+        "the password now; needed once one is set"))
+
+
+class TokenCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(default="cli", min_length=1, max_length=200)
+    user_id: str | None = Field(default=None, max_length=32)
+    expires_in_days: int | None = Field(default=90, ge=1, le=3650)
+
+
+class AuditEntryView(BaseModel):
+    seq: int
+    at: datetime
+    request_id: str | None
+    user_id: str | None
+    token_id: str | None
+    role: str | None
+    tenant_id: str | None
+    source: str | None
+    action: str
+    target: str | None
+    outcome: int
+
+
+class AuditVerdict(BaseModel):
+    intact: bool
+    checked: int
+    first_seq: int
+    last_seq: int
+    problem: str | None = None
+
+
+class TenantView(BaseModel):
+    id: str
+    name: str
+    created_at: datetime
+
+
+class UserView(BaseModel):
+    id: str
+    tenant_id: str | None
+    email: str
+    name: str
+    role: str
+    disabled_at: datetime | None = None
+    has_password: bool = False
+
+
+class TokenView(BaseModel):
+    id: str
+    name: str
+    prefix: str
+    user_id: str
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+
+class TokenCreated(TokenView):
+    token: str | None = Field(description="the secret: in the answer that created it, "
+                                          "never again (a replay answers without it)")
+    note: str = "Shown once. Store it now; only its hash is kept."
+
+    def secret(self) -> str:
+        """The token of a fresh answer (a replayed one does not carry it)."""
+        if self.token is None:
+            raise ValueError("this answer repeats a creation: its token was shown once")
+        return self.token
+
+    def without_secrets(self) -> TokenCreated:
+        return self.model_copy(update={
+            "token": None, "note": "The token was shown once, when it was created; this "
+                                   "answer repeats that request without it."})
+
+
+class TenantCreated(BaseModel):
+    tenant: TenantView
+    admin: UserView
+    token: TokenCreated
+
+    def without_secrets(self) -> TenantCreated:
+        return self.model_copy(update={"token": self.token.without_secrets()})

@@ -1,0 +1,224 @@
+"""Request and answer models of the money side: wallet, ledger, quotes, leases, usage,
+invoices and credit notes."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Annotated, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from gpulease.domain.money import Money
+
+
+class WalletView(BaseModel):
+    tenant_id: str
+    balance: Money
+    credit_limit: Money
+    held: Money = Field(description="held by orders not yet delivered (part of the balance)")
+    available: Money = Field(description="balance + credit limit: what the next order may hold")
+    updated_at: datetime
+
+
+class LedgerEntryView(BaseModel):
+    id: int
+    at: datetime
+    kind: str
+    amount: Money
+    balance_after: Money
+    reference: str | None
+    instance_id: str | None
+
+
+class TopUpRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    amount: Decimal = Field(gt=0, max_digits=14, decimal_places=2,
+                            description="yuan, at most two decimals")
+    reference: str = Field(max_length=200, description="the payment's reference")
+
+
+class CreditLimitRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    credit_limit: Decimal = Field(ge=0, max_digits=14, decimal_places=2)
+
+
+class QuoteRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sku: str = Field(max_length=100)
+    region: str = Field(max_length=100)
+    term: str = Field(default="month", max_length=16)
+    count: int = Field(default=1, ge=1, le=1200,
+                       description="periods of the term (e.g. 3 months)")
+    servers: int = Field(default=1, ge=1, le=1024, description="servers (a cluster's nodes)")
+    add: dict[Annotated[str, Field(max_length=64)],
+              Annotated[Decimal, Field(ge=0, max_digits=12, decimal_places=3)]] = Field(
+        default_factory=dict, max_length=20, description=(
+            "add-ons and quantities: public-bandwidth (Mbps), extra-storage (GB), "
+            "egress (GB), support-standard / support-premium (1)"))
+    days_per_week: Decimal | None = Field(default=None, ge=0, le=7, max_digits=4,
+                                          decimal_places=2, description=(
+        "optional usage pattern: also price it by the day and by the month"))
+
+
+class QuoteLineView(BaseModel):
+    item: str
+    description: str
+    unit: str
+    quantity: Decimal
+    unit_price: Money
+    amount: Money
+    example_price: bool
+
+
+class BreakEvenView(BaseModel):
+    days_per_week: Decimal
+    by_day_per_month: Money
+    by_month: Money
+    cheaper: str
+    break_even_days_per_month: Decimal
+
+
+class QuoteView(BaseModel):
+    sku: str
+    region: str
+    term: str
+    count: int
+    servers: int
+    lines: list[QuoteLineView]
+    total: Money
+    net: Money
+    vat: Money
+    vat_rate: Decimal
+    prices_include_vat: bool
+    early_termination: str
+    regions: list[dict[str, str]] = Field(description="every region offering the SKU, "
+                                                     "cheapest monthly price first")
+    break_even: BreakEvenView | None = None
+    notes: list[str]
+
+
+class LeaseView(BaseModel):
+    instance_id: str
+    term: str
+    unit_price: Money = Field(description="per period, fixed when the lease started")
+    periods: int
+    starts_at: datetime = Field(description="delivery, not the order")
+    ends_at: datetime
+    grace_until: datetime | None
+    status: str = Field(description="active | grace (expired, machine kept) | ended")
+    auto_renew: bool
+    grace_days: float
+    reminders_sent: list[str]
+
+
+class RenewRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    periods: int = Field(default=1, ge=1, le=36)
+    term: str | None = Field(default=None, max_length=16,
+                             description="switch between day and month terms")
+
+
+class AutoRenewRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    auto_renew: bool
+
+
+class WebhookRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    url: str = Field(max_length=500)
+
+
+class UsageIn(BaseModel):
+    """One metered quantity reported by a metering source (network collector, storage)."""
+
+    model_config = ConfigDict(extra="forbid")
+    key: str = Field(min_length=1, max_length=128,
+                     description="the reporter's idempotency key: the same key again is "
+                                 "ignored")
+    instance_id: str = Field(max_length=32)
+    kind: Literal["gpu_hours", "egress_gb", "storage_gb_days"]
+    quantity: Decimal = Field(gt=0, max_digits=18, decimal_places=6)
+    started_at: AwareDatetime
+    ended_at: AwareDatetime
+
+
+class UsageBatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    records: list[UsageIn] = Field(min_length=1, max_length=1000)
+
+
+class UsageView(BaseModel):
+    key: str
+    instance_id: str | None
+    kind: str
+    quantity: Decimal
+    unit: str
+    unit_price: Decimal
+    amount: Money
+    started_at: datetime
+    ended_at: datetime
+    recorded_at: datetime
+    source: str
+    duplicate: bool = Field(False, description="true: this key was recorded before; ignored")
+
+
+class InvoiceLineView(BaseModel):
+    seq: int
+    kind: str
+    instance_id: str | None
+    description: str
+    quantity: Decimal | None
+    unit: str | None
+    unit_price: Decimal | None
+    service_from: datetime | None
+    service_to: datetime | None
+    entries: int
+    net: Money
+    vat: Money
+    gross: Money
+
+
+class InvoiceView(BaseModel):
+    id: str
+    tenant_id: str
+    tenant_name: str
+    kind: Literal["invoice", "credit_note"]
+    period: str
+    status: Literal["draft", "final"]
+    number: str | None
+    corrects: str | None = Field(None, description="credit note: the invoice it corrects")
+    reason: str | None
+    currency: str
+    vat_rate: Decimal
+    prices_include_vat: bool
+    net: Money
+    vat: Money
+    total: Money
+    credited: Money = Field(description="invoice: the sum of credit notes against it")
+    created_at: datetime
+    finalized_at: datetime | None
+    digest: str | None
+    lines: list[InvoiceLineView] = []
+
+
+class InvoiceRunRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    period: str = Field(description="the month to invoice, YYYY-MM")
+    finalize: bool = False
+
+
+class InvoiceRunView(BaseModel):
+    period: str
+    drafted: int
+    finalized: int
+    tenants: int
+    seconds: float
+
+
+class CreditNoteRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reason: str = Field(min_length=1, max_length=500)
+    amount: Decimal | None = Field(None, gt=0, max_digits=14, decimal_places=2,
+                                   description="yuan incl. VAT; omit to credit the whole "
+                                               "remaining total")
