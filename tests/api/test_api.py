@@ -233,7 +233,15 @@ def test_every_creating_post_honours_idempotency_keys(
         first = httpx.post(f"{server.url}{path}", json=body, headers=h)
         again = httpx.post(f"{server.url}{path}", json=body, headers=h)
         assert first.status_code == again.status_code == 201, (path, first.text, again.text)
-        assert first.json() == again.json(), path  # same answer, same secret token if any
+        made, replayed = first.json(), again.json()
+        if path == "/api/v1/tokens":  # a secret is shown once: the replay has the rest
+            assert made["token"] and replayed.pop("token") is None
+            made.pop("token"), made.pop("note"), replayed.pop("note")
+        elif path == "/api/v1/tenants":
+            assert made["token"]["token"] and replayed["token"]["token"] is None
+            for answer in (made, replayed):
+                answer["token"].pop("token"), answer["token"].pop("note")
+        assert made == replayed, path  # the same resource, not a second one
         refused = httpx.post(f"{server.url}{path}", json=other, headers=h)
         assert refused.status_code == 422 and refused.json()["field"] == "Idempotency-Key"
     # nothing was created twice

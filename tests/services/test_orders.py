@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 from sqlalchemy import select
 
 from gpulease.db.tables import Event
@@ -196,6 +197,12 @@ def test_bad_input_names_the_field_and_writes_nothing(
     accepted_has: str | None,
 ) -> None:
     before = counts(fleet)
+    try:
+        OrderRequest(ssh_keys=[key], **{**H100, **fields})
+    except ValidationError as refused:  # out of the request's bounds (a 422 at the API)
+        assert refused.errors()[0]["loc"][0] == field
+        assert counts(fleet) == before
+        return
     with pytest.raises(InvalidInput) as exc:
         order(fleet, tenant, key, **fields)
     assert exc.value.field == field
