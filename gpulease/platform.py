@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
+from gpulease.db.rates import DatabaseStore, MemoryStore, RateStore, RedisStore
 from gpulease.db.session import Database
 from gpulease.domain.catalog import Catalog, load_catalog
 from gpulease.drivers.redfish import RedfishDriver
@@ -85,6 +86,7 @@ class Platform:
     box: SecretBox
     drivers: Drivers
     clock: Clock = field(default_factory=SystemClock)
+    rates: RateStore = field(default_factory=MemoryStore)  # the rate limits' counters
     wake_event: threading.Event = field(default_factory=threading.Event)
     _price_book: tuple[date, Catalog, Catalog] | None = field(default=None, init=False,
                                                               repr=False)
@@ -121,4 +123,21 @@ class Platform:
             drivers.docker = DockerRuntime(
                 settings.container_image, settings.container_gpus, settings.bmc_timeout_s,
                 settings.docker_tls_dir)
-        return cls(settings=settings, db=db, catalog=catalog, box=box, drivers=drivers)
+        return cls(settings=settings, db=db, catalog=catalog, box=box, drivers=drivers,
+                   rates=rate_store(settings, db))
+
+
+def rate_store(settings: Settings, db: Database) -> RateStore:
+    """Redis when a URL is set; the database when several API processes may share it
+    (PostgreSQL); else this process's memory (the embedded SQLite default)."""
+    kind = settings.rate_limit_store
+    if kind == "auto":
+        kind = "redis" if settings.redis_url else (
+            "database" if db.dialect == "postgresql" else "memory")
+    if kind == "redis":
+        if not settings.redis_url:
+            raise ValueError("GPULEASE_RATE_LIMIT_STORE=redis needs GPULEASE_REDIS_URL")
+        return RedisStore(settings.redis_url)
+    if kind == "database":
+        return DatabaseStore(db.engine)
+    return MemoryStore()

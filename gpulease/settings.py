@@ -55,6 +55,19 @@ class Settings(BaseSettings):
     # API tokens live at most this many days; a token that never expires only when allowed.
     token_max_days: int = Field(default=365, ge=1, le=3650)
     allow_unexpiring_tokens: bool = False
+    # Rate limits (429 with Retry-After): requests a minute per token or console session,
+    # and per source address without one; requests with bad tokens a minute per address,
+    # above which that address waits; console sign-in attempts per address, and wrong
+    # passwords per account and address, per 15 minutes. Counted in memory (one process),
+    # in the database (PostgreSQL: several API processes), or in Redis when a URL is set.
+    rate_limit_per_token_per_min: int = Field(default=1200, ge=1)
+    rate_limit_anonymous_per_min: int = Field(default=300, ge=1)
+    rate_limit_auth_failures_per_min: int = Field(default=30, ge=1)
+    sign_in_attempts_per_address: int = Field(default=30, ge=1)
+    sign_in_failures_per_account: int = Field(default=5, ge=1)
+    rate_limit_store: Literal["auto", "memory", "database", "redis"] = "auto"
+    redis_url: str = ""
+
     # Audit rows older than this are pruned from the start of the chain.
     audit_retention_days: int = Field(default=400, ge=1)
     # The largest request body the API reads (413 above it).

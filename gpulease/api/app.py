@@ -11,6 +11,7 @@ from gpulease.api import problems
 from gpulease.api.audit_trail import AuditTrail
 from gpulease.api.deps import PlatformDep
 from gpulease.api.guards import Guards
+from gpulease.api.limits import RateLimits
 from gpulease.api.routers import (
     accounts,
     advisor,
@@ -41,6 +42,7 @@ def create_app(platform: Platform) -> FastAPI:
     app.state.platform = platform
     problems.install(app)
     app.add_middleware(AuditTrail, platform=platform)
+    app.add_middleware(RateLimits, platform=platform)  # a refused request is not audited
     app.add_middleware(Guards, max_body_bytes=platform.settings.max_body_bytes)  # outermost
     api = APIRouter(prefix=API)
     for module in (catalog, instances, nodes, accounts, agents, money, billing, advisor,

@@ -6,7 +6,9 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Query, Request
 
+from gpulease.api.limits import note_auth_failure
 from gpulease.domain.accounts import Principal
+from gpulease.domain.errors import Unauthorized
 from gpulease.platform import Platform
 from gpulease.services.accounts import authenticate
 
@@ -27,7 +29,12 @@ def get_principal(request: Request) -> Principal:
     header = request.headers.get("authorization", "")
     token = header[7:].strip() if header.lower().startswith("bearer ") else None
     platform: Platform = request.app.state.platform
-    principal = authenticate(platform, token)
+    try:
+        principal = authenticate(platform, token)
+    except Unauthorized:
+        if token:  # a bad token: its address is counted (a flood is slowed)
+            note_auth_failure(platform, request.client.host if request.client else None)
+        raise
     request.state.principal = principal  # for the audit trail
     return principal
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     ForeignKey,
     Index,
@@ -43,9 +44,6 @@ class User(Base):
     disabled_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     # Removed by a tenant admin: kept for the record, its e-mail freed (suffixed).
     removed_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
-    # Console sign-in: wrong passwords in a row, and the block they earned.
-    failed_sign_ins: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    sign_in_blocked_until: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
 
 class ApiToken(Base):
@@ -234,6 +232,16 @@ class AuditHead(Base):
     last_mac: Mapped[str] = mapped_column(String(64))
     pruned_through: Mapped[int] = mapped_column(Integer, default=0)
     pruned_mac: Mapped[str] = mapped_column(String(64))
+
+
+class RateCounter(Base):
+    """Hits per key and fixed window, shared by API processes (db/rates.py)."""
+
+    __tablename__ = "rate_counters"
+    key: Mapped[str] = mapped_column(String(120), primary_key=True)
+    window_s: Mapped[int] = mapped_column(Integer, primary_key=True)
+    number: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    hits: Mapped[int] = mapped_column(Integer)
 
 
 class IdempotencyKey(Base):

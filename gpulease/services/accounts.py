@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import cache
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from gpulease.db.rates import window_end
 from gpulease.db.tables import ApiToken, Tenant, User
 from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.errors import (
@@ -227,40 +228,47 @@ def _no_user_hash() -> str:
     return hash_password("no such user")
 
 
-SIGN_IN_ATTEMPTS = 5  # wrong passwords in a row before a block
-SIGN_IN_BLOCK = timedelta(minutes=15)
+SIGN_IN_WINDOW_S = 15 * 60  # sign-in attempts and failures are counted per 15 minutes
 
 
-def console_login(p: Platform, email: str, password: str) -> TokenCreated:
+def _blocked(p: Platform, key: str, limit: int, now: float, why: str) -> None:
+    if p.rates.count(key, SIGN_IN_WINDOW_S, now) >= limit:
+        until = window_end(SIGN_IN_WINDOW_S, now)
+        raise TooManyRequests(
+            f"{why}; try again after {datetime.fromtimestamp(until, UTC):%H:%M} UTC, or ask "
+            "your tenant admin.", retry_after_s=int(until - now) + 1)
+
+
+def console_login(p: Platform, email: str, password: str,
+                  address: str | None = None) -> TokenCreated:
     """E-mail and password to a console session: a token that expires in 12 hours, kept
-    by the browser in an HttpOnly cookie. The same refusal for every wrong combination;
-    five wrong passwords in a row block the account's sign-in for 15 minutes (its API
-    tokens keep working). The password is checked outside any transaction."""
+    by the browser in an HttpOnly cookie. The same refusal for every wrong combination.
+    An address may try GPULEASE_SIGN_IN_ATTEMPTS_PER_ADDRESS times per 15 minutes (a
+    password spray is slowed); wrong passwords for one account block that account's
+    sign-in from that address only (GPULEASE_SIGN_IN_FAILURES_PER_ACCOUNT), so a stranger
+    cannot lock its owner out. The password is checked outside any transaction."""
     refused = Unauthorized("Wrong e-mail or password. Ask your tenant admin to set one.")
+    now = p.clock.now().timestamp()
+    source = address or "unknown"
+    _blocked(p, f"signin:{source}", p.settings.sign_in_attempts_per_address, now,
+             "Too many sign-in attempts from your address")
+    p.rates.hit(f"signin:{source}", SIGN_IN_WINDOW_S, now)
     with p.db.read() as s:
         user = s.scalar(select(User).where(User.email == normal_email(email)))
     if user is None or user.password_hash is None:
         verify_password(_no_user_hash(), password)
         raise refused
-    now = p.clock.now()
-    if user.sign_in_blocked_until is not None and user.sign_in_blocked_until > now:
-        raise TooManyRequests(
-            "Too many wrong passwords for this account; try again after "
-            f"{user.sign_in_blocked_until:%H:%M} UTC, or ask your tenant admin.",
-            retry_after_s=int((user.sign_in_blocked_until - now).total_seconds()) + 1)
-    right = verify_password(user.password_hash, password)
+    failures = f"signfail:{user.id}:{source}"
+    _blocked(p, failures, p.settings.sign_in_failures_per_account, now,
+             "Too many wrong passwords for this account from your address")
+    if not verify_password(user.password_hash, password):
+        p.rates.hit(failures, SIGN_IN_WINDOW_S, now)
+        raise refused
     with p.db.write() as s:
         row = s.get(User, user.id, with_for_update=True)
         assert row is not None
-        if not right:
-            row.failed_sign_ins += 1
-            if row.failed_sign_ins >= SIGN_IN_ATTEMPTS:
-                row.failed_sign_ins, row.sign_in_blocked_until = 0, now + SIGN_IN_BLOCK
-        elif row.disabled_at is None:
-            row.failed_sign_ins, row.sign_in_blocked_until = 0, None
+        if row.disabled_at is None and row.removed_at is None:
             return _issue(s, p, row, CONSOLE_SESSION_NAME, None, CONSOLE_SESSION)
-    if not right:
-        raise refused
     raise Unauthorized("This user is disabled; ask your tenant admin.")
 
 

@@ -80,7 +80,6 @@ def enable_user(p: Platform, actor: Principal, user_id: str) -> UserView:
     with p.db.write() as s:
         user = _target(s, actor, user_id)
         user.disabled_at = None
-        user.failed_sign_ins, user.sign_in_blocked_until = 0, None
         return user_view(user)
 
 
@@ -116,7 +115,6 @@ def set_password(p: Platform, user_id: str, password: str, keep_session: str | N
         if row is None or row.removed_at is not None:
             raise NotFound("No such user.")
         row.password_hash = new_hash
-        row.failed_sign_ins, row.sign_in_blocked_until = 0, None
         _end_tokens(s, row.id, p.clock.now(), keep=keep_session, sessions_only=True)
 
 

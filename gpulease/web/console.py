@@ -99,7 +99,8 @@ def login(request: Request, p: PlatformDep, email: Annotated[str, Form()],
           password: Annotated[str, Form()]) -> Response:
     request.state.audit_target = {"email": email.strip().lower()[:254]}
     try:
-        session = accounts.console_login(p, email, password)
+        session = accounts.console_login(p, email, password,
+                                         request.client.host if request.client else None)
     except (Unauthorized, TooManyRequests) as exc:
         return _page("login.html", exc.status, error=exc.detail, email=email)
     request.state.principal = accounts.authenticate(p, session.secret())  # for the trail
