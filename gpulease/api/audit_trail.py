@@ -1,7 +1,8 @@
 """The audit trail's eye on the API: every state-changing request (POST, PUT, PATCH,
 DELETE on a route of the app) is recorded with its actor, source address, action, target
 and outcome before its answer leaves (services/audit.py keeps the chain). The agents'
-telemetry pushes, a machine's minute-by-minute traffic, are left out."""
+telemetry pushes (a machine's minute-by-minute traffic) and the POSTs that only compute
+an answer (quotes, advice) are left out."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from gpulease.services import audit
 
 log = logging.getLogger("gpulease.audit")
 CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-UNAUDITED = frozenset({"/api/v1/agent/telemetry"})
+# Machine traffic, and POSTs that compute an answer but change nothing.
+UNAUDITED = frozenset({"/api/v1/agent/telemetry", "/api/v1/quotes", "/api/v1/advise"})
 
 
 def _template(path: str, params: dict[str, Any]) -> str:
