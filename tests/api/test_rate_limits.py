@@ -27,6 +27,7 @@ def tight(db_url: str, tmp_path: Path) -> Iterator[Platform]:
         db_url, tmp_path / "data", rate_limit_per_token_per_min=5,
         rate_limit_anonymous_per_min=4, rate_limit_auth_failures_per_min=3))
     p.db.migrate()
+    p.clock = MovableClock(datetime(2026, 12, 1, 9, 0, 5, tzinfo=UTC))  # windows stay put
     yield p
     p.db.dispose()
 
