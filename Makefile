@@ -3,8 +3,13 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The API docs' browser assets, from the npm registry at build time (nothing from a CDN
+# at run time); shipped in the package, not kept in git.
+VENDOR := gpulease/web/vendor
+SWAGGER_UI := swagger-ui-dist@5.35.0
+REDOC := redoc@2.5.4
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench clean vendor
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,10 +17,28 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-run: $(STAMP)
+$(VENDOR)/.fetched: Makefile
+	@if ! command -v npm >/dev/null; then \
+	  echo "npm not found: the API docs pages will ask for 'make vendor'"; \
+	else \
+	  rm -rf $(VENDOR) && mkdir -p $(VENDOR)/npm $(VENDOR)/swagger-ui $(VENDOR)/redoc && \
+	  npm pack --silent --pack-destination $(VENDOR)/npm $(SWAGGER_UI) $(REDOC) >/dev/null && \
+	  tar -xzf $(VENDOR)/npm/swagger-ui-dist-*.tgz -C $(VENDOR)/swagger-ui \
+	    --strip-components=1 package/swagger-ui-bundle.js package/swagger-ui.css \
+	    package/LICENSE && \
+	  tar -xzf $(VENDOR)/npm/redoc-*.tgz -C $(VENDOR)/redoc --strip-components=2 \
+	    package/bundles/redoc.standalone.js && \
+	  tar -xzf $(VENDOR)/npm/redoc-*.tgz -C $(VENDOR)/redoc --strip-components=1 \
+	    package/LICENSE && \
+	  rm -rf $(VENDOR)/npm && touch $@; \
+	fi
+
+vendor: $(VENDOR)/.fetched
+
+run: $(STAMP) $(VENDOR)/.fetched
 	$(BIN)/gpulease up $(ARGS)
 
-test: $(STAMP)
+test: $(STAMP) $(VENDOR)/.fetched
 	$(BIN)/ruff check gpulease tests bench
 	$(BIN)/mypy gpulease
 	$(BIN)/pytest $(PYTEST_ARGS)
@@ -30,4 +53,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/advise_latency.py
 
 clean:
-	rm -rf $(VENV) .gpulease .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VENDOR) .gpulease .pytest_cache .mypy_cache .ruff_cache

@@ -7,7 +7,7 @@ from fastapi.responses import RedirectResponse
 from sqlalchemy import text
 
 from gpulease import __version__
-from gpulease.api import problems
+from gpulease.api import docs, problems
 from gpulease.api.audit_trail import AuditTrail
 from gpulease.api.deps import PlatformDep
 from gpulease.api.guards import Guards
@@ -36,7 +36,7 @@ def create_app(platform: Platform) -> FastAPI:
         version=__version__,
         description="GPU compute rental: bare-metal servers, clusters and container instances.",
         openapi_url=f"{API}/openapi.json",
-        docs_url=f"{API}/docs",
+        docs_url=None,  # served from files shipped with the package (api/docs.py)
         redoc_url=None,
     )
     app.state.platform = platform
@@ -51,6 +51,7 @@ def create_app(platform: Platform) -> FastAPI:
     app.include_router(api)
     app.include_router(media.router)
     console.install(app)
+    docs.install(app)
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:

@@ -26,6 +26,12 @@ request_id: ContextVar[str | None] = ContextVar("request_id", default=None)
 CONSOLE_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' "
                   "data:; font-src 'self'; connect-src 'self'; object-src 'none'; "
                   "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+# Swagger UI and ReDoc style their pages inline and ReDoc runs a worker from a blob; every
+# file comes from here (a logo either would fetch from elsewhere is blocked).
+DOCS_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+               "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; "
+               "worker-src 'self' blob:; object-src 'none'; base-uri 'none'; "
+               "frame-ancestors 'none'")
 
 
 class RequestIdFilter(logging.Filter):
@@ -137,6 +143,9 @@ class Guards:
                (b"referrer-policy", b"same-origin")]
         if path.startswith("/console") or path == "/":
             out += [(b"content-security-policy", CONSOLE_POLICY.encode()),
+                    (b"x-frame-options", b"DENY")]
+        elif path in ("/api/v1/docs", "/api/v1/redoc"):
+            out += [(b"content-security-policy", DOCS_POLICY.encode()),
                     (b"x-frame-options", b"DENY")]
         if scope.get("scheme") == "https":
             out.append((b"strict-transport-security", b"max-age=31536000; includeSubDomains"))
