@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, FastAPI
 from fastapi.responses import RedirectResponse
 from sqlalchemy import text
@@ -9,7 +11,7 @@ from sqlalchemy import text
 from gpulease import __version__
 from gpulease.api import docs, problems
 from gpulease.api.audit_trail import AuditTrail
-from gpulease.api.deps import PlatformDep
+from gpulease.api.deps import PROBLEMS, PlatformDep
 from gpulease.api.guards import Guards
 from gpulease.api.limits import RateLimits
 from gpulease.api.routers import (
@@ -25,9 +27,25 @@ from gpulease.api.routers import (
     nodes,
 )
 from gpulease.platform import Platform
+from gpulease.schemas import Problem
 from gpulease.web import console
 
 API = "/api/v1"
+
+
+def _document_problems(app: FastAPI) -> None:
+    """The OpenAPI document names the problem+json shape every error answer has."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = generate()
+            schema.setdefault("components", {}).setdefault("schemas", {})["Problem"] = (
+                Problem.model_json_schema(ref_template="#/components/schemas/{model}"))
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def create_app(platform: Platform) -> FastAPI:
@@ -44,7 +62,7 @@ def create_app(platform: Platform) -> FastAPI:
     app.add_middleware(AuditTrail, platform=platform)
     app.add_middleware(RateLimits, platform=platform)  # a refused request is not audited
     app.add_middleware(Guards, max_body_bytes=platform.settings.max_body_bytes)  # outermost
-    api = APIRouter(prefix=API)
+    api = APIRouter(prefix=API, responses=PROBLEMS)
     for module in (catalog, instances, nodes, accounts, agents, money, billing, advisor,
                    audit):
         api.include_router(module.router)
@@ -52,6 +70,7 @@ def create_app(platform: Platform) -> FastAPI:
     app.include_router(media.router)
     console.install(app)
     docs.install(app)
+    _document_problems(app)
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:

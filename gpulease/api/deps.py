@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Header, Query, Request
+from fastapi import Depends, Header, Query, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from gpulease.api.limits import note_auth_failure
 from gpulease.domain.accounts import Principal
@@ -25,9 +26,14 @@ async def bearer_token(request: Request) -> str | None:
     return header[7:].strip() if header.lower().startswith("bearer ") else None
 
 
-def get_principal(request: Request) -> Principal:
-    header = request.headers.get("authorization", "")
-    token = header[7:].strip() if header.lower().startswith("bearer ") else None
+# Declares the scheme in the OpenAPI document; the token itself is checked below.
+bearer_scheme = HTTPBearer(auto_error=False, scheme_name="apiToken", description=(
+    "An API token (glp_…) from `gpulease token-create` or POST /api/v1/tokens."))
+BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Security(bearer_scheme)]
+
+
+def get_principal(request: Request, credentials: BearerCredentials) -> Principal:
+    token = credentials.credentials.strip() if credentials is not None else None
     platform: Platform = request.app.state.platform
     try:
         principal = authenticate(platform, token)
@@ -46,3 +52,21 @@ TokenDep = Annotated[str | None, Depends(bearer_token)]
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)]
 Limit = Annotated[int, Query(ge=1, le=500, description="page size")]
 Offset = Annotated[int, Query(ge=0, le=2**31 - 1, description="items to skip")]
+
+_PROBLEM = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
+# What any route of the API may answer besides its success (documented once for all).
+PROBLEMS: dict[int | str, dict[str, object]] = {
+    code: {"description": text, "content": _PROBLEM} for code, text in (
+        (401, "no token, or an unknown, expired or revoked one (WWW-Authenticate: Bearer)"),
+        (403, "the token's role may not do this"),
+        (404, "no such resource in your account"),
+        (409, "the resource's state does not allow it, or out of stock"),
+        (413, "the body is over the limit"),
+        (422, "invalid input: `field` and `accepted` say what to send"),
+        (429, "over a rate limit (Retry-After)"),
+        (503, "the database was lost or busy; nothing was written (Retry-After)"))}
+PAYMENT_REQUIRED: dict[int | str, dict[str, object]] = {402: {
+    "description": "the balance and credit limit do not cover it; `missing` says how much",
+    "content": _PROBLEM}}
+GONE: dict[int | str, dict[str, object]] = {410: {
+    "description": "shown once already", "content": _PROBLEM}}

@@ -20,6 +20,20 @@ class Page(BaseModel, Generic[T]):
     offset: int
 
 
+class Problem(BaseModel):
+    """Every error answer (application/problem+json, RFC 9457): a sentence that says what
+    to do; for invalid input the field and what it accepts."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    field: str | None = None
+    accepted: list[str] | None = None
+    missing: str | None = Field(default=None, description="402: the amount short, CNY")
+    retry_after: int | None = Field(default=None, description="503: seconds to wait")
+
+
 class PriceChangeView(BaseModel):
     effective_from: date
     monthly_price: Money

@@ -102,3 +102,21 @@ def test_401_says_how_to_authenticate_and_405_what_is_allowed(
     assert wrong.status_code == 405
     assert wrong.headers["allow"] == "GET"
     assert "it takes GET" in wrong.json()["detail"]
+
+
+def test_the_openapi_document_declares_its_security_and_its_problems(
+    platform: Platform, server: LiveServer
+) -> None:
+    doc = httpx.get(f"{server.url}/api/v1/openapi.json", timeout=30).json()
+    assert set(doc["components"]["securitySchemes"]) == {"apiToken", "agentCredential"}
+    assert doc["components"]["securitySchemes"]["apiToken"]["scheme"] == "bearer"
+    order = doc["paths"]["/api/v1/instances"]["post"]
+    assert order["security"] == [{"apiToken": []}]
+    assert {"401", "402", "403", "404", "409", "413", "422", "429", "503"} <= set(
+        order["responses"])
+    problem = order["responses"]["422"]["content"]["application/problem+json"]["schema"]
+    assert problem == {"$ref": "#/components/schemas/Problem"}
+    assert {"title", "status", "detail", "field"} <= set(
+        doc["components"]["schemas"]["Problem"]["properties"])
+    pushed = doc["paths"]["/api/v1/agent/telemetry"]["post"]
+    assert pushed["security"] == [{"agentCredential": []}]

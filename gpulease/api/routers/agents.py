@@ -3,9 +3,10 @@ certificates of their instances."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
 from gpulease.api.deps import PlatformDep, PrincipalDep
@@ -34,9 +35,13 @@ class TelemetryPush(BaseModel):
                                        "/v1/summary returns them")
 
 
-def _bearer(request: Request) -> str | None:
-    header = request.headers.get("authorization", "")
-    return header[7:].strip() if header.lower().startswith("bearer ") else None
+agent_scheme = HTTPBearer(auto_error=False, scheme_name="agentCredential", description=(
+    "A node agent's credential (glan_…), traded for its one-time enrollment token."))
+AgentCredential = Annotated[HTTPAuthorizationCredentials | None, Security(agent_scheme)]
+
+
+def _bearer(credentials: HTTPAuthorizationCredentials | None) -> str | None:
+    return credentials.credentials.strip() if credentials is not None else None
 
 
 @router.post("/agent/register", response_model=RegisterResponse, status_code=201)
@@ -48,24 +53,25 @@ def register(body: RegisterRequest, p: PlatformDep) -> RegisterResponse:
 
 
 @router.post("/agent/telemetry", status_code=202)
-def push_telemetry(body: TelemetryPush, request: Request, p: PlatformDep) -> dict[str, Any]:
+def push_telemetry(body: TelemetryPush, credential: AgentCredential, p: PlatformDep
+                   ) -> dict[str, Any]:
     """A window of GPU summaries from an agent; answers with the alerts it raises."""
-    return {"alerts": agents.ingest(p, _bearer(request), body.gpus)}
+    return {"alerts": agents.ingest(p, _bearer(credential), body.gpus)}
 
 
 @router.get("/agent/commands", response_model=list[Command])
-def agent_commands_pending(request: Request, p: PlatformDep) -> list[Command]:
+def agent_commands_pending(credential: AgentCredential, p: PlatformDep) -> list[Command]:
     """The agent's pending work (configure, verify, erase), marked running. Also a
     heartbeat."""
-    return agent_commands.fetch(p, _bearer(request))
+    return agent_commands.fetch(p, _bearer(credential))
 
 
 @router.post("/agent/commands/{command_id}/result", status_code=204)
-def agent_command_result(command_id: str, body: CommandOutcome, request: Request,
+def agent_command_result(command_id: str, body: CommandOutcome, credential: AgentCredential,
                          p: PlatformDep) -> None:
     """The outcome of one command: `result` as the command's kind defines it (configure:
     ip_address; verify: the judged report; erase: one certificate per disk)."""
-    agent_commands.post_result(p, _bearer(request), command_id, body)
+    agent_commands.post_result(p, _bearer(credential), command_id, body)
 
 
 @router.post("/instances/{instance_id}/verify", status_code=202)

@@ -4,14 +4,22 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from gpulease.api.deps import IdempotencyKey, Limit, Offset, PlatformDep, PrincipalDep
+from gpulease.api.deps import (
+    GONE,
+    PAYMENT_REQUIRED,
+    IdempotencyKey,
+    Limit,
+    Offset,
+    PlatformDep,
+    PrincipalDep,
+)
 from gpulease.schemas import CredentialsView, InstanceView, OrderRequest, Page
 from gpulease.services import instances, orders
 
 router = APIRouter(prefix="/instances", tags=["instances"])
 
 
-@router.post("", response_model=InstanceView, status_code=201)
+@router.post("", response_model=InstanceView, status_code=201, responses=PAYMENT_REQUIRED)
 def order(
     body: OrderRequest, p: PlatformDep, actor: PrincipalDep, response: Response,
     idempotency_key: IdempotencyKey = None,
@@ -42,7 +50,7 @@ def release(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> InstanceVi
     return instances.release_instance(p, actor, instance_id)
 
 
-@router.post("/{instance_id}/credentials", response_model=CredentialsView)
+@router.post("/{instance_id}/credentials", response_model=CredentialsView, responses=GONE)
 def credentials(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> CredentialsView:
     """The root password, shown once; later calls answer 410."""
     return instances.reveal_credentials(p, actor, instance_id)

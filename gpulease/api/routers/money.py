@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from gpulease.api.deps import Limit, Offset, PlatformDep, PrincipalDep
+from gpulease.api.deps import PAYMENT_REQUIRED, Limit, Offset, PlatformDep, PrincipalDep
 from gpulease.schemas import Page
 from gpulease.schemas.money import (
     AutoRenewRequest,
@@ -64,7 +64,8 @@ def lease(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> LeaseView:
     return leases.show_lease(p, actor, instance_id)
 
 
-@router.post("/instances/{instance_id}/renew", response_model=LeaseView)
+@router.post("/instances/{instance_id}/renew", response_model=LeaseView,
+             responses=PAYMENT_REQUIRED)
 def renew(instance_id: str, body: RenewRequest, p: PlatformDep, actor: PrincipalDep
           ) -> LeaseView:
     """Extend by N periods (charged now; 402 when the balance is short). During grace it
