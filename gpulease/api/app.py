@@ -10,6 +10,7 @@ from sqlalchemy import text
 
 from gpulease import __version__
 from gpulease.api import docs, problems
+from gpulease.api.access import Caller, access
 from gpulease.api.audit_trail import AuditTrail
 from gpulease.api.deps import PROBLEMS, PlatformDep
 from gpulease.api.guards import Guards
@@ -72,11 +73,11 @@ def create_app(platform: Platform) -> FastAPI:
     docs.install(app)
     _document_problems(app)
 
-    @app.get("/", include_in_schema=False)
+    @app.get("/", include_in_schema=False, openapi_extra=access(Caller.ANYONE))
     def root() -> RedirectResponse:
         return RedirectResponse("/console/", status_code=307)
 
-    @app.get("/healthz", tags=["health"])
+    @app.get("/healthz", tags=["health"], openapi_extra=access(Caller.ANYONE))
     def healthz(p: PlatformDep) -> dict[str, str]:
         with p.db.read() as s:
             s.execute(text("SELECT 1"))

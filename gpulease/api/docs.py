@@ -11,6 +11,8 @@ from fastapi import FastAPI
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
+from gpulease.api.access import Caller, access
+
 WEB = Path(__file__).resolve().parent.parent / "web"
 VENDOR = WEB / "vendor"
 ASSETS = "/api/v1/docs/vendor"
@@ -36,7 +38,7 @@ def install(app: FastAPI) -> None:
     app.mount(ASSETS, StaticFiles(directory=VENDOR, check_dir=False), name="docs-vendor")
     app.mount(SCRIPTS, StaticFiles(directory=WEB / "docs"), name="docs-static")
 
-    @app.get("/api/v1/docs", include_in_schema=False)
+    @app.get("/api/v1/docs", include_in_schema=False, openapi_extra=access(Caller.ANYONE))
     def swagger_ui() -> HTMLResponse:
         return _page(
             "Swagger UI", VENDOR / "swagger-ui" / "swagger-ui-bundle.js",
@@ -45,7 +47,7 @@ def install(app: FastAPI) -> None:
             f'<script src="{ASSETS}/swagger-ui/swagger-ui-bundle.js"></script>'
             f'<script src="{SCRIPTS}/swagger-init.js"></script>', "Swagger UI")
 
-    @app.get("/api/v1/redoc", include_in_schema=False)
+    @app.get("/api/v1/redoc", include_in_schema=False, openapi_extra=access(Caller.ANYONE))
     def redoc() -> HTMLResponse:
         return _page(
             "ReDoc", VENDOR / "redoc" / "redoc.standalone.js", "",

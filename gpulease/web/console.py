@@ -19,6 +19,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from gpulease.api.access import EVERY_USER, ORDERING, Caller, access
 from gpulease.api.deps import PlatformDep
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import DomainError, InvalidInput, TooManyRequests, Unauthorized
@@ -89,12 +90,12 @@ def _ctx(who: Principal, **extra: Any) -> dict[str, Any]:
     return {"who": who, **extra}
 
 
-@router.get("/login", response_class=HTMLResponse)
+@router.get("/login", response_class=HTMLResponse, openapi_extra=access(Caller.ANYONE))
 def login_form() -> HTMLResponse:
     return _page("login.html")
 
 
-@router.post("/login", dependencies=[SameOrigin])
+@router.post("/login", dependencies=[SameOrigin], openapi_extra=access(Caller.ANYONE))
 def login(request: Request, p: PlatformDep, email: Annotated[str, Form()],
           password: Annotated[str, Form()]) -> Response:
     request.state.audit_target = {"email": email.strip().lower()[:254]}
@@ -112,7 +113,7 @@ def login(request: Request, p: PlatformDep, email: Annotated[str, Form()],
     return done
 
 
-@router.post("/logout", dependencies=[SameOrigin])
+@router.post("/logout", dependencies=[SameOrigin], openapi_extra=access(Caller.ANYONE))
 def logout(request: Request, p: PlatformDep) -> Response:
     if token := request.cookies.get(COOKIE):
         accounts.console_logout(p, token)
@@ -121,7 +122,7 @@ def logout(request: Request, p: PlatformDep) -> Response:
     return done
 
 
-@router.get("/", response_class=HTMLResponse)
+@router.get("/", response_class=HTMLResponse, openapi_extra=access(*EVERY_USER))
 def home(p: PlatformDep, who: Who) -> HTMLResponse:
     listed = instances.list_instances(p, who, limit=100)
     busy = any(i.status not in SETTLED for i in listed.items)
@@ -131,12 +132,12 @@ def home(p: PlatformDep, who: Who) -> HTMLResponse:
                                      wallet=money, fleet=fleet, refresh=2 if busy else None))
 
 
-@router.get("/catalog", response_class=HTMLResponse)
+@router.get("/catalog", response_class=HTMLResponse, openapi_extra=access(*EVERY_USER))
 def catalog_page(p: PlatformDep, who: Who) -> HTMLResponse:
     return _page("catalog.html", **_ctx(who, catalog=catalog.catalog_view(p)))
 
 
-@router.post("/orders", dependencies=[SameOrigin])
+@router.post("/orders", dependencies=[SameOrigin], openapi_extra=access(*ORDERING))
 def order(p: PlatformDep, who: Who, kind: Annotated[str, Form()],
           ssh_key: Annotated[str, Form()], sku: Annotated[str | None, Form()] = None,
           region: Annotated[str | None, Form()] = None,
@@ -159,7 +160,8 @@ def order(p: PlatformDep, who: Who, kind: Annotated[str, Form()],
     return RedirectResponse(f"/console/instances/{view.id}", status_code=303)
 
 
-@router.get("/instances/{instance_id}", response_class=HTMLResponse)
+@router.get("/instances/{instance_id}", response_class=HTMLResponse,
+            openapi_extra=access(*EVERY_USER, owned=True))
 def instance_page(instance_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
     try:
         view = instances.show_instance(p, who, instance_id)
@@ -184,30 +186,41 @@ def _evidence(p: Platform, who: Principal, inst: InstanceView) -> dict[str, Any]
             "certificates": agents.instance_certificates(p, who, inst.id) if ending else []}
 
 
-@router.post("/instances/{instance_id}/credentials", dependencies=[SameOrigin])
+@router.post("/instances/{instance_id}/credentials", dependencies=[SameOrigin],
+             openapi_extra=access(*ORDERING, owned=True))
 def reveal(instance_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
     try:
         creds = instances.reveal_credentials(p, who, instance_id)
-        error = None
     except DomainError as exc:
-        creds, error = None, exc.detail
+        return _refused(p, who, instance_id, exc)
     view = instances.show_instance(p, who, instance_id)
-    return _page("instance.html", **_ctx(who, inst=view, credentials=creds, error=error,
-                                         refresh=None, **_evidence(p, who, view)))
+    return _page("instance.html", **_ctx(who, inst=view, credentials=creds, refresh=None,
+                                         **_evidence(p, who, view)))
 
 
-@router.post("/instances/{instance_id}/release", dependencies=[SameOrigin])
+def _refused(p: Platform, who: Principal, instance_id: str, exc: DomainError) -> HTMLResponse:
+    """An action on an instance page was refused: the page again with why, or only why
+    when the instance is not the caller's to see."""
+    try:
+        view = instances.show_instance(p, who, instance_id)
+    except DomainError:
+        return _page("base.html", exc.status, **_ctx(who, error=exc.detail))
+    return _page("instance.html", exc.status,
+                 **_ctx(who, inst=view, error=exc.detail, **_evidence(p, who, view)))
+
+
+@router.post("/instances/{instance_id}/release", dependencies=[SameOrigin],
+             openapi_extra=access(*ORDERING, owned=True))
 def release(instance_id: str, p: PlatformDep, who: Who) -> Response:
     try:
         instances.release_instance(p, who, instance_id)
     except DomainError as exc:
-        view = instances.show_instance(p, who, instance_id)
-        return _page("instance.html", exc.status,
-                     **_ctx(who, inst=view, error=exc.detail, **_evidence(p, who, view)))
+        return _refused(p, who, instance_id, exc)
     return RedirectResponse(f"/console/instances/{instance_id}", status_code=303)
 
 
-@router.post("/nodes/{node_id}/{action}", dependencies=[SameOrigin])
+@router.post("/nodes/{node_id}/{action}", dependencies=[SameOrigin],
+             openapi_extra=access(Caller.OPERATOR))
 def node_action(node_id: str, action: str, p: PlatformDep, who: Who,
                 reason: Annotated[str | None, Form()] = None) -> Response:
     """Operator: drain (maintenance once free), maintenance now, or resume a node."""
@@ -223,7 +236,7 @@ def node_action(node_id: str, action: str, p: PlatformDep, who: Who,
     return RedirectResponse("/console/", status_code=303)
 
 
-@router.get("/billing", response_class=HTMLResponse)
+@router.get("/billing", response_class=HTMLResponse, openapi_extra=access(*EVERY_USER))
 def billing(p: PlatformDep, who: Who) -> HTMLResponse:
     money = wallet.show_wallet(p, who) if not who.is_operator else None
     entries = wallet.ledger(p, who, limit=50).items if not who.is_operator else []
@@ -231,7 +244,7 @@ def billing(p: PlatformDep, who: Who) -> HTMLResponse:
     return _page("billing.html", **_ctx(who, wallet=money, ledger=entries, invoices=bills))
 
 
-@router.get("/invoices/{invoice_id}.pdf")
+@router.get("/invoices/{invoice_id}.pdf", openapi_extra=access(*EVERY_USER, owned=True))
 def invoice_pdf(invoice_id: str, p: PlatformDep, who: Who) -> Response:
     try:
         inv = invoices.show_invoice(p, who, invoice_id)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
+from gpulease.api.access import EVERY_USER, Caller, access
 from gpulease.api.deps import IdempotencyKey, PlatformDep, PrincipalDep
 from gpulease.domain.accounts import Role
 from gpulease.schemas import (
@@ -20,44 +21,49 @@ from gpulease.services.idempotency import idem_for
 router = APIRouter(tags=["accounts"])
 
 
-@router.get("/me")
+@router.get("/me", openapi_extra=access(*EVERY_USER))
 def me(actor: PrincipalDep) -> dict[str, str | None]:
     return {"user_id": actor.user_id, "role": actor.role.value, "tenant_id": actor.tenant_id}
 
 
-@router.put("/me/password", status_code=204)
+@router.put("/me/password", status_code=204, openapi_extra=access(*EVERY_USER))
 def set_password(body: PasswordSet, p: PlatformDep, actor: PrincipalDep) -> None:
     """Set your own password for the web console (/console). Once one is set, give the
     current one too; your other console sessions end."""
     users.change_password(p, actor, body.password, body.current_password)
 
 
-@router.get("/users", response_model=list[UserView])
+@router.get("/users", response_model=list[UserView],
+            openapi_extra=access(Caller.ADMIN, Caller.OPERATOR))
 def list_users(p: PlatformDep, actor: PrincipalDep, tenant: str | None = None
                ) -> list[UserView]:
     """Tenant admin: the tenant's users; operator: everyone's, or one tenant's (?tenant=)."""
     return users.list_users(p, actor, tenant)
 
 
-@router.post("/users/{user_id}/disable", response_model=UserView)
+@router.post("/users/{user_id}/disable", response_model=UserView,
+             openapi_extra=access(Caller.ADMIN, Caller.OPERATOR, owned=True))
 def disable_user(user_id: str, p: PlatformDep, actor: PrincipalDep) -> UserView:
     """Tenant admin: the user can no longer sign in; their tokens and sessions end now."""
     return users.disable_user(p, actor, user_id)
 
 
-@router.post("/users/{user_id}/enable", response_model=UserView)
+@router.post("/users/{user_id}/enable", response_model=UserView,
+             openapi_extra=access(Caller.ADMIN, Caller.OPERATOR, owned=True))
 def enable_user(user_id: str, p: PlatformDep, actor: PrincipalDep) -> UserView:
     """Tenant admin: a disabled user may sign in again (with new tokens)."""
     return users.enable_user(p, actor, user_id)
 
 
-@router.delete("/users/{user_id}", status_code=204)
+@router.delete("/users/{user_id}", status_code=204,
+               openapi_extra=access(Caller.ADMIN, Caller.OPERATOR, owned=True))
 def remove_user(user_id: str, p: PlatformDep, actor: PrincipalDep) -> None:
     """Tenant admin: the user is gone (kept for the record); their e-mail is free again."""
     users.remove_user(p, actor, user_id)
 
 
-@router.post("/tenants", response_model=TenantCreated, status_code=201)
+@router.post("/tenants", response_model=TenantCreated, status_code=201,
+             openapi_extra=access(Caller.OPERATOR))
 def create_tenant(body: TenantCreate, p: PlatformDep, actor: PrincipalDep, response: Response,
                   key: IdempotencyKey = None) -> TenantCreated:
     """Operator: a new tenant with its first admin and that admin's token (shown once: a
@@ -70,7 +76,7 @@ def create_tenant(body: TenantCreate, p: PlatformDep, actor: PrincipalDep, respo
     return created
 
 
-@router.post("/users", response_model=UserView, status_code=201)
+@router.post("/users", response_model=UserView, status_code=201, openapi_extra=access(Caller.ADMIN))
 def create_user(body: UserCreate, p: PlatformDep, actor: PrincipalDep,
                 key: IdempotencyKey = None) -> UserView:
     """Tenant admin: add a user (admin, member or reader) to the tenant."""
@@ -78,12 +84,13 @@ def create_user(body: UserCreate, p: PlatformDep, actor: PrincipalDep,
                              idem_for(key, "user", body))
 
 
-@router.get("/tokens", response_model=list[TokenView])
+@router.get("/tokens", response_model=list[TokenView], openapi_extra=access(*EVERY_USER))
 def list_tokens(p: PlatformDep, actor: PrincipalDep) -> list[TokenView]:
     return accounts.list_tokens(p, actor)
 
 
-@router.post("/tokens", response_model=TokenCreated, status_code=201)
+@router.post("/tokens", response_model=TokenCreated, status_code=201,
+             openapi_extra=access(*EVERY_USER))
 def create_token(body: TokenCreate, p: PlatformDep, actor: PrincipalDep, response: Response,
                  key: IdempotencyKey = None) -> TokenCreated:
     """A new API token; its secret is in this answer only (a replay with the same
@@ -95,6 +102,7 @@ def create_token(body: TokenCreate, p: PlatformDep, actor: PrincipalDep, respons
     return created
 
 
-@router.delete("/tokens/{token_id}", response_model=TokenView)
+@router.delete("/tokens/{token_id}", response_model=TokenView,
+               openapi_extra=access(*EVERY_USER, owned=True))
 def revoke_token(token_id: str, p: PlatformDep, actor: PrincipalDep) -> TokenView:
     return accounts.revoke_token(p, actor, token_id)

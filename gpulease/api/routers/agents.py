@@ -9,6 +9,7 @@ from fastapi import APIRouter, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
+from gpulease.api.access import EVERY_USER, ORDERING, Caller, access
 from gpulease.api.deps import PlatformDep, PrincipalDep
 from gpulease.ports.agent import Command, CommandOutcome
 from gpulease.services import agent_commands, agents, node_agents
@@ -44,7 +45,8 @@ def _bearer(credentials: HTTPAuthorizationCredentials | None) -> str | None:
     return credentials.credentials.strip() if credentials is not None else None
 
 
-@router.post("/agent/register", response_model=RegisterResponse, status_code=201)
+@router.post("/agent/register", response_model=RegisterResponse, status_code=201,
+             openapi_extra=access(Caller.ANYONE))
 def register(body: RegisterRequest, p: PlatformDep) -> RegisterResponse:
     """Trade the one-time token from the config drive for the agent's own credential."""
     node_id, credential = agents.register(p, body.token, body.hostname, body.address,
@@ -52,21 +54,22 @@ def register(body: RegisterRequest, p: PlatformDep) -> RegisterResponse:
     return RegisterResponse(node_id=node_id, credential=credential)
 
 
-@router.post("/agent/telemetry", status_code=202)
+@router.post("/agent/telemetry", status_code=202, openapi_extra=access(Caller.AGENT))
 def push_telemetry(body: TelemetryPush, credential: AgentCredential, p: PlatformDep
                    ) -> dict[str, Any]:
     """A window of GPU summaries from an agent; answers with the alerts it raises."""
     return {"alerts": agents.ingest(p, _bearer(credential), body.gpus)}
 
 
-@router.get("/agent/commands", response_model=list[Command])
+@router.get("/agent/commands", response_model=list[Command], openapi_extra=access(Caller.AGENT))
 def agent_commands_pending(credential: AgentCredential, p: PlatformDep) -> list[Command]:
     """The agent's pending work (configure, verify, erase), marked running. Also a
     heartbeat."""
     return agent_commands.fetch(p, _bearer(credential))
 
 
-@router.post("/agent/commands/{command_id}/result", status_code=204)
+@router.post("/agent/commands/{command_id}/result", status_code=204,
+             openapi_extra=access(Caller.AGENT))
 def agent_command_result(command_id: str, body: CommandOutcome, credential: AgentCredential,
                          p: PlatformDep) -> None:
     """The outcome of one command: `result` as the command's kind defines it (configure:
@@ -74,45 +77,49 @@ def agent_command_result(command_id: str, body: CommandOutcome, credential: Agen
     agent_commands.post_result(p, _bearer(credential), command_id, body)
 
 
-@router.post("/instances/{instance_id}/verify", status_code=202)
+@router.post("/instances/{instance_id}/verify", status_code=202,
+             openapi_extra=access(*ORDERING, owned=True))
 def verify_instance(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> list[VerifyRun]:
     """Run the acceptance suite again on the instance's nodes; reports appear under
     /acceptance (at once for stand-in agents, when the node's agent answers otherwise)."""
     return node_agents.verify_now(p, actor, instance_id)
 
 
-@router.get("/instances/{instance_id}/metrics")
+@router.get("/instances/{instance_id}/metrics", openapi_extra=access(*EVERY_USER, owned=True))
 def instance_metrics(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> dict[str, Any]:
     """Latest GPU telemetry summary per GPU of the instance, and its open hardware alerts."""
     return agents.instance_metrics(p, actor, instance_id)
 
 
-@router.get("/instances/{instance_id}/acceptance")
+@router.get("/instances/{instance_id}/acceptance", openapi_extra=access(*EVERY_USER, owned=True))
 def instance_acceptance(instance_id: str, p: PlatformDep, actor: PrincipalDep
                         ) -> list[dict[str, Any]]:
     """Every acceptance report run for the instance's nodes (JSON and readable summary)."""
     return agents.acceptance_reports(p, actor, instance_id)
 
 
-@router.get("/instances/{instance_id}/erase-certificates")
+@router.get("/instances/{instance_id}/erase-certificates",
+            openapi_extra=access(*EVERY_USER, owned=True))
 def instance_certificates(instance_id: str, p: PlatformDep, actor: PrincipalDep
                           ) -> list[dict[str, Any]]:
     """One NIST SP 800-88 erase certificate per disk the instance's nodes held."""
     return agents.instance_certificates(p, actor, instance_id)
 
 
-@router.get("/erase-certificates/{certificate_id}")
+@router.get("/erase-certificates/{certificate_id}", openapi_extra=access(*EVERY_USER, owned=True))
 def certificate(certificate_id: str, p: PlatformDep, actor: PrincipalDep) -> dict[str, Any]:
     return agents.certificate(p, actor, certificate_id)
 
 
-@router.get("/nodes/{node_id}/erase-certificates", tags=["nodes (operator)"])
+@router.get("/nodes/{node_id}/erase-certificates", tags=["nodes (operator)"],
+            openapi_extra=access(Caller.OPERATOR))
 def node_certificates(node_id: str, p: PlatformDep, actor: PrincipalDep
                       ) -> list[dict[str, Any]]:
     return agents.node_certificates(p, actor, node_id)
 
 
-@router.post("/nodes/{node_id}/agent-token", status_code=201, tags=["nodes (operator)"])
+@router.post("/nodes/{node_id}/agent-token", status_code=201, tags=["nodes (operator)"],
+             openapi_extra=access(Caller.OPERATOR))
 def agent_token(node_id: str, p: PlatformDep, actor: PrincipalDep) -> dict[str, str]:
     """A one-time enrollment token for the node's agent (valid 24 hours), shown once."""
     return {"token": agents.operator_enrollment(p, actor, node_id)}

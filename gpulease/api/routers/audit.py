@@ -6,6 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import AwareDatetime
 
+from gpulease.api.access import Caller, access
 from gpulease.api.deps import Limit, Offset, PlatformDep, PrincipalDep
 from gpulease.schemas import AuditEntryView, AuditVerdict, Page
 from gpulease.services import audit
@@ -13,7 +14,8 @@ from gpulease.services import audit
 router = APIRouter(tags=["audit"])
 
 
-@router.get("/audit", response_model=Page[AuditEntryView])
+@router.get("/audit", response_model=Page[AuditEntryView],
+            openapi_extra=access(Caller.ADMIN, Caller.OPERATOR))
 def audit_trail(p: PlatformDep, actor: PrincipalDep, tenant: str | None = None,
                 user: str | None = None, since: AwareDatetime | None = None,
                 limit: Limit = 50, offset: Offset = 0) -> Page[AuditEntryView]:
@@ -23,7 +25,7 @@ def audit_trail(p: PlatformDep, actor: PrincipalDep, tenant: str | None = None,
                          offset=offset)
 
 
-@router.get("/audit/verify", response_model=AuditVerdict)
+@router.get("/audit/verify", response_model=AuditVerdict, openapi_extra=access(Caller.OPERATOR))
 def verify(p: PlatformDep, actor: PrincipalDep) -> AuditVerdict:
     """Operator: walk the chain; a changed or removed row is named."""
     return audit.verify(p, actor)

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
+from gpulease.api.access import EVERY_USER, Caller, access
 from gpulease.api.deps import Limit, Offset, PlatformDep, PrincipalDep
 from gpulease.schemas import Page
 from gpulease.schemas.money import (
@@ -25,7 +26,7 @@ router = APIRouter(tags=["billing"])
 TenantQuery = Annotated[str | None, Query(alias="tenant", description="operator: which tenant")]
 
 
-@router.post("/usage", response_model=list[UsageView])
+@router.post("/usage", response_model=list[UsageView], openapi_extra=access(Caller.OPERATOR))
 def report_usage(body: UsageBatch, p: PlatformDep, actor: PrincipalDep) -> list[UsageView]:
     """Operator (a metering source): record usage, all records or none. A key recorded
     before is answered with `duplicate: true` and billed nothing; the same key with other
@@ -33,14 +34,14 @@ def report_usage(body: UsageBatch, p: PlatformDep, actor: PrincipalDep) -> list[
     return metering.report_usage(p, actor, body.records)
 
 
-@router.get("/usage", response_model=Page[UsageView])
+@router.get("/usage", response_model=Page[UsageView], openapi_extra=access(*EVERY_USER))
 def list_usage(p: PlatformDep, actor: PrincipalDep, instance: str | None = None,
                tenant: TenantQuery = None, limit: Limit = 100, offset: Offset = 0
                ) -> Page[UsageView]:
     return metering.list_usage(p, actor, instance, tenant, limit, offset)
 
 
-@router.get("/invoices", response_model=Page[InvoiceView])
+@router.get("/invoices", response_model=Page[InvoiceView], openapi_extra=access(*EVERY_USER))
 def list_invoices(p: PlatformDep, actor: PrincipalDep, tenant: TenantQuery = None,
                   period: str | None = None, status: str | None = None, limit: Limit = 50,
                   offset: Offset = 0) -> Page[InvoiceView]:
@@ -48,7 +49,8 @@ def list_invoices(p: PlatformDep, actor: PrincipalDep, tenant: TenantQuery = Non
 
 
 @router.get("/invoices/{invoice_id}", response_model=InvoiceView,
-            responses={200: {"content": {"text/csv": {}, "application/pdf": {}}}})
+            responses={200: {"content": {"text/csv": {}, "application/pdf": {}}}},
+            openapi_extra=access(*EVERY_USER, owned=True))
 def show_invoice(invoice_id: str, p: PlatformDep, actor: PrincipalDep,
                  format: Literal["json", "csv", "pdf"] = "json") -> InvoiceView | Response:
     """By id or number. `?format=csv` or `?format=pdf` for the document."""
@@ -64,20 +66,21 @@ def show_invoice(invoice_id: str, p: PlatformDep, actor: PrincipalDep,
     return inv
 
 
-@router.post("/invoices/run", response_model=InvoiceRunView)
+@router.post("/invoices/run", response_model=InvoiceRunView, openapi_extra=access(Caller.OPERATOR))
 def run(body: InvoiceRunRequest, p: PlatformDep, actor: PrincipalDep) -> InvoiceRunView:
     """Operator: draft (or refresh) every tenant's invoice of a month; `finalize` seals
     them (only once the month has ended). The worker does this by itself each month."""
     return invoice_run.run_invoices(p, actor, body.period, body.finalize)
 
 
-@router.post("/invoices/{invoice_id}/finalize", response_model=InvoiceView)
+@router.post("/invoices/{invoice_id}/finalize", response_model=InvoiceView,
+             openapi_extra=access(Caller.OPERATOR))
 def finalize(invoice_id: str, p: PlatformDep, actor: PrincipalDep) -> InvoiceView:
     return invoice_run.finalize_invoice(p, actor, invoice_id)
 
 
 @router.post("/invoices/{invoice_id}/credit-notes", response_model=InvoiceView,
-             status_code=201)
+             status_code=201, openapi_extra=access(Caller.OPERATOR))
 def credit_note(invoice_id: str, body: CreditNoteRequest, p: PlatformDep,
                 actor: PrincipalDep) -> InvoiceView:
     """Operator: correct a final invoice; the amount goes back to the tenant's wallet."""

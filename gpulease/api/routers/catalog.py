@@ -3,6 +3,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 from starlette.concurrency import run_in_threadpool
 
+from gpulease.api.access import EVERY_USER, Caller, access
 from gpulease.api.deps import IdempotencyKey, PlatformDep, PrincipalDep, TokenDep
 from gpulease.schemas import CatalogView, ImageCreate, ImageView
 from gpulease.services import catalog, images
@@ -12,7 +13,7 @@ from gpulease.services.idempotency import idem_for
 router = APIRouter(tags=["catalog"])
 
 
-@router.get("/catalog", response_model=CatalogView)
+@router.get("/catalog", response_model=CatalogView, openapi_extra=access(*EVERY_USER))
 async def get_catalog(p: PlatformDep, token: TokenDep) -> Response:
     """Every offer with its prices (month, derived day and year) and live stock."""
 
@@ -25,20 +26,21 @@ async def get_catalog(p: PlatformDep, token: TokenDep) -> Response:
     return Response(await run_in_threadpool(answer), media_type="application/json")
 
 
-@router.get("/images", response_model=list[ImageView])
+@router.get("/images", response_model=list[ImageView], openapi_extra=access(*EVERY_USER))
 def list_images(p: PlatformDep, _: PrincipalDep) -> list[ImageView]:
     """Catalog images and operator-added custom images."""
     return images.list_images(p)
 
 
-@router.post("/images", response_model=ImageView, status_code=201)
+@router.post("/images", response_model=ImageView, status_code=201,
+             openapi_extra=access(Caller.OPERATOR))
 def add_image(body: ImageCreate, p: PlatformDep, actor: PrincipalDep,
               key: IdempotencyKey = None) -> ImageView:
     """Operator: add a custom OS image by URL and SHA-256 checksum."""
     return images.add_image(p, actor, body, idem_for(key, "image", body))
 
 
-@router.delete("/images/{image_id}", status_code=204)
+@router.delete("/images/{image_id}", status_code=204, openapi_extra=access(Caller.OPERATOR))
 def remove_image(image_id: str, p: PlatformDep, actor: PrincipalDep) -> Response:
     """Operator: remove a custom image no live instance uses."""
     images.remove_image(p, actor, image_id)

@@ -4,6 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
+from gpulease.api.access import EVERY_USER, ORDERING, access
 from gpulease.api.deps import (
     GONE,
     PAYMENT_REQUIRED,
@@ -19,7 +20,8 @@ from gpulease.services import instances, orders
 router = APIRouter(prefix="/instances", tags=["instances"])
 
 
-@router.post("", response_model=InstanceView, status_code=201, responses=PAYMENT_REQUIRED)
+@router.post("", response_model=InstanceView, status_code=201, responses=PAYMENT_REQUIRED,
+             openapi_extra=access(*ORDERING))
 def order(
     body: OrderRequest, p: PlatformDep, actor: PrincipalDep, response: Response,
     idempotency_key: IdempotencyKey = None,
@@ -32,7 +34,7 @@ def order(
     return view
 
 
-@router.get("", response_model=Page[InstanceView])
+@router.get("", response_model=Page[InstanceView], openapi_extra=access(*EVERY_USER))
 def list_instances(
     p: PlatformDep, actor: PrincipalDep, limit: Limit = 50, offset: Offset = 0,
     status: Annotated[str | None, Query()] = None,
@@ -40,17 +42,20 @@ def list_instances(
     return instances.list_instances(p, actor, status=status, limit=limit, offset=offset)
 
 
-@router.get("/{instance_id}", response_model=InstanceView)
+@router.get("/{instance_id}", response_model=InstanceView,
+            openapi_extra=access(*EVERY_USER, owned=True))
 def show(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> InstanceView:
     return instances.show_instance(p, actor, instance_id)
 
 
-@router.post("/{instance_id}/release", response_model=InstanceView, status_code=202)
+@router.post("/{instance_id}/release", response_model=InstanceView, status_code=202,
+             openapi_extra=access(*ORDERING, owned=True))
 def release(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> InstanceView:
     return instances.release_instance(p, actor, instance_id)
 
 
-@router.post("/{instance_id}/credentials", response_model=CredentialsView, responses=GONE)
+@router.post("/{instance_id}/credentials", response_model=CredentialsView, responses=GONE,
+             openapi_extra=access(*ORDERING, owned=True))
 def credentials(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> CredentialsView:
     """The root password, shown once; later calls answer 410."""
     return instances.reveal_credentials(p, actor, instance_id)

@@ -8,6 +8,7 @@ import re
 from fastapi import APIRouter, Response
 from fastapi.responses import PlainTextResponse
 
+from gpulease.api.access import Caller, access
 from gpulease.api.deps import PlatformDep
 from gpulease.db.tables import ConfigDrive
 from gpulease.domain.errors import NotFound
@@ -16,7 +17,7 @@ from gpulease.services import netboot
 router = APIRouter(prefix="/media", tags=["media (for BMCs)"])
 
 
-@router.get("/images/{name}")
+@router.get("/images/{name}", openapi_extra=access(Caller.ANYONE))
 def demo_image(name: str, p: PlatformDep) -> Response:
     """The demo's placeholder images (written by `gpulease up --bmc redfish`)."""
     folder = p.settings.data_dir / "media" / "images"
@@ -27,7 +28,7 @@ def demo_image(name: str, p: PlatformDep) -> Response:
     return Response(path.read_bytes(), media_type="application/octet-stream")
 
 
-@router.get("/config/{drive_id}.iso")
+@router.get("/config/{drive_id}.iso", openapi_extra=access(Caller.ANYONE))
 def config_drive(drive_id: str, p: PlatformDep) -> Response:
     with p.db.read() as s:
         drive = s.get(ConfigDrive, drive_id)
@@ -37,14 +38,15 @@ def config_drive(drive_id: str, p: PlatformDep) -> Response:
                         headers={"Cache-Control": "no-store"})
 
 
-@router.get("/ipxe", response_class=PlainTextResponse)
+@router.get("/ipxe", response_class=PlainTextResponse, openapi_extra=access(Caller.ANYONE))
 def ipxe(mac: str, p: PlatformDep) -> PlainTextResponse:
     """For network boot: the iPXE script of the server with this MAC (its image's kernel
     and NoCloud seed while deploying, the agent ramdisk while cleaning, else its disk)."""
     return PlainTextResponse(netboot.ipxe_script(p, mac), headers={"Cache-Control": "no-store"})
 
 
-@router.get("/nocloud/{drive_id}/{name}", response_class=PlainTextResponse)
+@router.get("/nocloud/{drive_id}/{name}", response_class=PlainTextResponse,
+            openapi_extra=access(Caller.ANYONE))
 def nocloud(drive_id: str, name: str, p: PlatformDep) -> PlainTextResponse:
     """A network-booted installer's cloud-init seed (the config drive's files over HTTP)."""
     return PlainTextResponse(netboot.nocloud_file(p, drive_id, name),

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from gpulease.api.access import EVERY_USER, ORDERING, Caller, access
 from gpulease.api.deps import PAYMENT_REQUIRED, Limit, Offset, PlatformDep, PrincipalDep
 from gpulease.schemas import Page
 from gpulease.schemas.money import (
@@ -26,46 +27,50 @@ router = APIRouter(tags=["money"])
 TenantQuery = Annotated[str | None, Query(alias="tenant", description="operator: which tenant")]
 
 
-@router.post("/quotes", response_model=QuoteView)
+@router.post("/quotes", response_model=QuoteView, openapi_extra=access(*EVERY_USER))
 def quote(body: QuoteRequest, p: PlatformDep, actor: PrincipalDep) -> QuoteView:
     """The full fee list of a lease: server price, every add-on, VAT, early-termination
     terms, the regions offering the SKU, and optionally day-vs-month for a usage pattern."""
     return quotes.make_quote(p, body)
 
 
-@router.get("/wallet", response_model=WalletView)
+@router.get("/wallet", response_model=WalletView, openapi_extra=access(*EVERY_USER))
 def show_wallet(p: PlatformDep, actor: PrincipalDep, tenant: TenantQuery = None) -> WalletView:
     return wallet.show_wallet(p, actor, tenant)
 
 
-@router.get("/wallet/ledger", response_model=Page[LedgerEntryView])
+@router.get("/wallet/ledger", response_model=Page[LedgerEntryView],
+            openapi_extra=access(*EVERY_USER))
 def ledger(p: PlatformDep, actor: PrincipalDep, tenant: TenantQuery = None,
            limit: Limit = 50, offset: Offset = 0) -> Page[LedgerEntryView]:
     """Every movement, newest first; the amounts sum to the balance."""
     return wallet.ledger(p, actor, tenant, limit, offset)
 
 
-@router.post("/tenants/{tenant_id}/top-ups", response_model=WalletView, status_code=201)
+@router.post("/tenants/{tenant_id}/top-ups", response_model=WalletView, status_code=201,
+             openapi_extra=access(Caller.OPERATOR))
 def top_up(tenant_id: str, body: TopUpRequest, p: PlatformDep, actor: PrincipalDep
            ) -> WalletView:
     """Operator: record money received, with its payment reference (unique per tenant)."""
     return wallet.top_up(p, actor, tenant_id, body.amount, body.reference)
 
 
-@router.put("/tenants/{tenant_id}/credit-limit", response_model=WalletView)
+@router.put("/tenants/{tenant_id}/credit-limit", response_model=WalletView,
+            openapi_extra=access(Caller.OPERATOR))
 def credit_limit(tenant_id: str, body: CreditLimitRequest, p: PlatformDep,
                  actor: PrincipalDep) -> WalletView:
     return wallet.set_credit_limit(p, actor, tenant_id, body.credit_limit)
 
 
-@router.get("/instances/{instance_id}/lease", response_model=LeaseView)
+@router.get("/instances/{instance_id}/lease", response_model=LeaseView,
+            openapi_extra=access(*EVERY_USER, owned=True))
 def lease(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> LeaseView:
     """The bare-metal term: from delivery to its end, the grace after it, auto-renew."""
     return leases.show_lease(p, actor, instance_id)
 
 
 @router.post("/instances/{instance_id}/renew", response_model=LeaseView,
-             responses=PAYMENT_REQUIRED)
+             responses=PAYMENT_REQUIRED, openapi_extra=access(*ORDERING, owned=True))
 def renew(instance_id: str, body: RenewRequest, p: PlatformDep, actor: PrincipalDep
           ) -> LeaseView:
     """Extend by N periods (charged now; 402 when the balance is short). During grace it
@@ -73,19 +78,20 @@ def renew(instance_id: str, body: RenewRequest, p: PlatformDep, actor: Principal
     return leases.renew(p, actor, instance_id, body.periods, body.term)
 
 
-@router.put("/instances/{instance_id}/auto-renew", response_model=LeaseView)
+@router.put("/instances/{instance_id}/auto-renew", response_model=LeaseView,
+            openapi_extra=access(*ORDERING, owned=True))
 def auto_renew(instance_id: str, body: AutoRenewRequest, p: PlatformDep,
                actor: PrincipalDep) -> LeaseView:
     return leases.set_auto_renew(p, actor, instance_id, body.auto_renew)
 
 
-@router.put("/webhook")
+@router.put("/webhook", openapi_extra=access(Caller.ADMIN))
 def set_webhook(body: WebhookRequest, p: PlatformDep, actor: PrincipalDep) -> dict[str, str]:
     """Tenant admin: receive lease reminders as signed POSTs. The secret is shown once; each
     POST carries X-Gpulease-Signature: t=<unix time>,v1=<hex HMAC-SHA256 of "t." + body>."""
     return notify.set_webhook(p, actor, body.url)
 
 
-@router.delete("/webhook", status_code=204)
+@router.delete("/webhook", status_code=204, openapi_extra=access(Caller.ADMIN))
 def remove_webhook(p: PlatformDep, actor: PrincipalDep) -> None:
     notify.remove_webhook(p, actor)

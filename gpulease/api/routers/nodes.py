@@ -4,6 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from gpulease.api.access import Caller, access
 from gpulease.api.deps import IdempotencyKey, Limit, Offset, PlatformDep, PrincipalDep
 from gpulease.schemas import EnrollRequest, NodeActionRequest, NodeView, Page
 from gpulease.services import enrollment, inventory
@@ -12,7 +13,7 @@ from gpulease.services.idempotency import idem_for
 router = APIRouter(prefix="/nodes", tags=["nodes (operator)"])
 
 
-@router.get("", response_model=Page[NodeView])
+@router.get("", response_model=Page[NodeView], openapi_extra=access(Caller.OPERATOR))
 def list_nodes(
     p: PlatformDep, actor: PrincipalDep, limit: Limit = 100, offset: Offset = 0,
     status: Annotated[str | None, Query()] = None,
@@ -23,7 +24,7 @@ def list_nodes(
                                 offset=offset)
 
 
-@router.post("", response_model=NodeView, status_code=201)
+@router.post("", response_model=NodeView, status_code=201, openapi_extra=access(Caller.OPERATOR))
 def enroll(body: EnrollRequest, p: PlatformDep, actor: PrincipalDep,
            key: IdempotencyKey = None) -> NodeView:
     """Enroll a server by its Redfish BMC: credentials checked, inventory read and compared
@@ -31,30 +32,31 @@ def enroll(body: EnrollRequest, p: PlatformDep, actor: PrincipalDep,
     return enrollment.enroll(p, actor, body, idem_for(key, "node", body))
 
 
-@router.get("/{node_id}", response_model=NodeView)
+@router.get("/{node_id}", response_model=NodeView, openapi_extra=access(Caller.OPERATOR))
 def show(node_id: str, p: PlatformDep, actor: PrincipalDep) -> NodeView:
     return inventory.get_node(p, actor, node_id)
 
 
-@router.post("/{node_id}/drain", response_model=NodeView)
+@router.post("/{node_id}/drain", response_model=NodeView, openapi_extra=access(Caller.OPERATOR))
 def drain(node_id: str, p: PlatformDep, actor: PrincipalDep,
           body: NodeActionRequest | None = None) -> NodeView:
     return inventory.drain_node(p, actor, node_id, body.reason if body else None)
 
 
-@router.post("/{node_id}/maintenance", response_model=NodeView)
+@router.post("/{node_id}/maintenance", response_model=NodeView,
+             openapi_extra=access(Caller.OPERATOR))
 def maintenance(node_id: str, p: PlatformDep, actor: PrincipalDep,
                 body: NodeActionRequest | None = None) -> NodeView:
     return inventory.maintenance_node(p, actor, node_id, body.reason if body else None)
 
 
-@router.post("/{node_id}/retire", response_model=NodeView)
+@router.post("/{node_id}/retire", response_model=NodeView, openapi_extra=access(Caller.OPERATOR))
 def retire(node_id: str, p: PlatformDep, actor: PrincipalDep,
            body: NodeActionRequest | None = None) -> NodeView:
     """A node in maintenance declared broken beyond repair (the reason is required)."""
     return inventory.retire_node(p, actor, node_id, body.reason if body else None)
 
 
-@router.post("/{node_id}/resume", response_model=NodeView)
+@router.post("/{node_id}/resume", response_model=NodeView, openapi_extra=access(Caller.OPERATOR))
 def resume(node_id: str, p: PlatformDep, actor: PrincipalDep) -> NodeView:
     return inventory.resume_node(p, actor, node_id)
