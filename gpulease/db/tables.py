@@ -200,6 +200,24 @@ class Event(Base):
     __table_args__ = (Index("ix_events_resource", "resource", "resource_id"),)
 
 
+class PasswordReset(Base):
+    """A password reset asked for by e-mail. The link carries the id and an HMAC over it
+    under a key derived from the platform's secret (nothing secret is stored); used once,
+    within its 30 minutes. The worker mails it (mailed_at; attempts and last_error when the
+    SMTP server refused)."""
+
+    __tablename__ = "password_resets"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    requested_from: Mapped[str | None] = mapped_column(String(64))
+    mailed_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), index=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    last_error: Mapped[str | None] = mapped_column(String(1000))
+    used_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
 class AuditEntry(Base):
     """Append-only: every state-changing request and every console sign-in, with who, from
     where, on what, and how it ended. Each row's MAC covers the previous row's (a chain): a

@@ -259,6 +259,17 @@ class PasswordSet(BaseModel):
         "the password now; needed once one is set"))
 
 
+class PasswordResetAsk(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    email: str = Field(max_length=254, description="the account's e-mail")
+
+
+class PasswordResetComplete(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    token: str = Field(max_length=200, description="from the mailed link: rst_…")
+    password: str = Field(max_length=200, description="at least 12 characters")
+
+
 class TokenCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(default="cli", min_length=1, max_length=200)

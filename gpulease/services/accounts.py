@@ -231,7 +231,7 @@ def _no_user_hash() -> str:
 SIGN_IN_WINDOW_S = 15 * 60  # sign-in attempts and failures are counted per 15 minutes
 
 
-def _blocked(p: Platform, key: str, limit: int, now: float, why: str) -> None:
+def blocked(p: Platform, key: str, limit: int, now: float, why: str) -> None:
     if p.rates.count(key, SIGN_IN_WINDOW_S, now) >= limit:
         until = window_end(SIGN_IN_WINDOW_S, now)
         raise TooManyRequests(
@@ -250,7 +250,7 @@ def console_login(p: Platform, email: str, password: str,
     refused = Unauthorized("Wrong e-mail or password. Ask your tenant admin to set one.")
     now = p.clock.now().timestamp()
     source = address or "unknown"
-    _blocked(p, f"signin:{source}", p.settings.sign_in_attempts_per_address, now,
+    blocked(p, f"signin:{source}", p.settings.sign_in_attempts_per_address, now,
              "Too many sign-in attempts from your address")
     p.rates.hit(f"signin:{source}", SIGN_IN_WINDOW_S, now)
     with p.db.read() as s:
@@ -259,7 +259,7 @@ def console_login(p: Platform, email: str, password: str,
         verify_password(_no_user_hash(), password)
         raise refused
     failures = f"signfail:{user.id}:{source}"
-    _blocked(p, failures, p.settings.sign_in_failures_per_account, now,
+    blocked(p, failures, p.settings.sign_in_failures_per_account, now,
              "Too many wrong passwords for this account from your address")
     if not verify_password(user.password_hash, password):
         p.rates.hit(failures, SIGN_IN_WINDOW_S, now)

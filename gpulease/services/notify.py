@@ -79,7 +79,7 @@ def remove_webhook(p: Platform, actor: Principal) -> None:
 
 # --- delivery -------------------------------------------------------------------------------
 
-def _email(p: Platform, to: list[str], subject: str, text: str) -> None:
+def send_email(p: Platform, to: list[str], subject: str, text: str) -> None:
     st = p.settings
     msg = EmailMessage()
     msg["From"], msg["To"], msg["Subject"] = st.smtp_from, ", ".join(to), subject
@@ -122,7 +122,7 @@ def deliver_notices(p: Platform, limit: int = 50) -> int:
         mail_ok = hook_ok = None
         if mailed is None and admins and p.settings.smtp_host:
             try:
-                _email(p, admins, f"[gpulease] Lease of {iid} {SUBJECTS.get(kind, kind)}",
+                send_email(p, admins, f"[gpulease] Lease of {iid} {SUBJECTS.get(kind, kind)}",
                        text)
                 mail_ok = p.clock.now()
             except (OSError, smtplib.SMTPException) as exc:

@@ -98,7 +98,7 @@ def remove_user(p: Platform, actor: Principal, user_id: str) -> None:
         _end_tokens(s, user.id, now)
 
 
-def _check_new(password: str) -> None:
+def check_new_password(password: str) -> None:
     if len(password) < MIN_PASSWORD:
         raise InvalidInput("password", f"A console password has at least {MIN_PASSWORD} "
                            "characters; a passphrase of a few words is easy to remember.")
@@ -108,7 +108,7 @@ def set_password(p: Platform, user_id: str, password: str, keep_session: str | N
                  ) -> None:
     """Set a user's console password (argon2id at rest) and end their other console
     sessions; callers have proven the right to (the current password, a reset link)."""
-    _check_new(password)
+    check_new_password(password)
     new_hash = hash_password(password)  # the slow part, outside the transaction
     with p.db.write() as s:
         row = s.get(User, user_id, with_for_update=True)
@@ -122,7 +122,7 @@ def change_password(p: Platform, actor: Principal, password: str,
                     current: str | None) -> None:
     """A user sets their own console password. Once one is set, the current one is
     needed; the user's other console sessions end."""
-    _check_new(password)
+    check_new_password(password)
     with p.db.read() as s:
         user = s.get(User, actor.user_id)
         if user is None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from fastapi import APIRouter, Depends, FastAPI, Form, Request
+from fastapi import APIRouter, Depends, FastAPI, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -34,6 +34,7 @@ from gpulease.services import (
     invoice_documents,
     invoices,
     orders,
+    password_resets,
     wallet,
 )
 
@@ -111,6 +112,40 @@ def login(request: Request, p: PlatformDep, email: Annotated[str, Form()],
                     httponly=True, samesite="strict", secure=request.url.scheme == "https",
                     path="/console")
     return done
+
+
+@router.get("/forgot", response_class=HTMLResponse, openapi_extra=access(Caller.ANYONE))
+def forgot_form() -> HTMLResponse:
+    return _page("forgot.html")
+
+
+@router.post("/forgot", dependencies=[SameOrigin], openapi_extra=access(Caller.ANYONE))
+def forgot(request: Request, p: PlatformDep, email: Annotated[str, Form(max_length=254)]
+           ) -> HTMLResponse:
+    """The same page whether or not the address has an account."""
+    try:
+        password_resets.request_reset(p, email, request.client.host if request.client else None)
+    except DomainError as exc:
+        return _page("forgot.html", exc.status, error=exc.detail, email=email)
+    return _page("forgot.html", 202, sent=True, email=email)
+
+
+@router.get("/reset", response_class=HTMLResponse, openapi_extra=access(Caller.ANYONE))
+def reset_form(token: Annotated[str, Query(max_length=200)] = "") -> HTMLResponse:
+    return _page("reset.html", token=token)
+
+
+@router.post("/reset", dependencies=[SameOrigin], openapi_extra=access(Caller.ANYONE))
+def reset(p: PlatformDep, token: Annotated[str, Form(max_length=200)],
+          password: Annotated[str, Form(max_length=200)],
+          again: Annotated[str, Form(max_length=200)]) -> HTMLResponse:
+    try:
+        if password != again:
+            raise InvalidInput("again", "The two passwords differ; type the same one twice.")
+        email = password_resets.complete_reset(p, token, password)
+    except DomainError as exc:
+        return _page("reset.html", exc.status, error=exc.detail, token=token)
+    return _page("login.html", notice="Your password is set; sign in with it.", email=email)
 
 
 @router.post("/logout", dependencies=[SameOrigin], openapi_extra=access(Caller.ANYONE))

@@ -16,6 +16,7 @@ from gpulease.services.audit import prune
 from gpulease.services.history import SWEEP_TIMEOUTS
 from gpulease.services.invoice_run import sweep_invoices
 from gpulease.services.notify import deliver_notices
+from gpulease.services.password_resets import deliver_reset_mails
 from gpulease.worker.lease_sweep import sweep_leases
 from gpulease.worker.metering import meter_containers
 from gpulease.worker.nodes import fail_node
@@ -62,6 +63,8 @@ PERIODICS: tuple[Periodic, ...] = (
              "the month's invoices: drafted on the 1st, final on the finalize day"),
     Periodic("notices", lambda p, _owner: deliver_notices(p),
              "lease reminders by e-mail and signed webhook"),
+    Periodic("password-resets", lambda p, _owner: deliver_reset_mails(p),
+             "password reset links by e-mail, each once"),
     Periodic("audit", lambda p, _owner: prune(p),
              "audit rows past GPULEASE_AUDIT_RETENTION_DAYS pruned from the chain's start"),
 )

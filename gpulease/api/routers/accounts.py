@@ -1,11 +1,13 @@
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 
 from gpulease.api.access import EVERY_USER, Caller, access
 from gpulease.api.deps import IdempotencyKey, PlatformDep, PrincipalDep
 from gpulease.domain.accounts import Role
 from gpulease.schemas import (
+    PasswordResetAsk,
+    PasswordResetComplete,
     PasswordSet,
     TenantCreate,
     TenantCreated,
@@ -15,7 +17,7 @@ from gpulease.schemas import (
     UserCreate,
     UserView,
 )
-from gpulease.services import accounts, users
+from gpulease.services import accounts, password_resets, users
 from gpulease.services.idempotency import idem_for
 
 router = APIRouter(tags=["accounts"])
@@ -31,6 +33,25 @@ def set_password(body: PasswordSet, p: PlatformDep, actor: PrincipalDep) -> None
     """Set your own password for the web console (/console). Once one is set, give the
     current one too; your other console sessions end."""
     users.change_password(p, actor, body.password, body.current_password)
+
+
+@router.post("/password-resets", status_code=202, openapi_extra=access(Caller.ANYONE))
+def ask_password_reset(body: PasswordResetAsk, request: Request, p: PlatformDep
+                       ) -> dict[str, str]:
+    """Mail a link that sets the account's console password (a new user's first one, or a
+    forgotten one): it works once, for 30 minutes. The same answer whether or not the
+    address has an account; 409 when the platform sends no e-mail."""
+    password_resets.request_reset(p, body.email, request.client.host if request.client
+                                  else None)
+    return {"detail": "If that address has an account, a link to set its password is on "
+                      "its way; it works once, for 30 minutes."}
+
+
+@router.post("/password-resets/complete", status_code=204,
+             openapi_extra=access(Caller.ANYONE))
+def complete_password_reset(body: PasswordResetComplete, p: PlatformDep) -> None:
+    """Set the password with the link's token (`rst_…`); the user's console sessions end."""
+    password_resets.complete_reset(p, body.token, body.password)
 
 
 @router.get("/users", response_model=list[UserView],
