@@ -12,7 +12,7 @@ from gpulease import __version__
 from gpulease.api import docs, problems
 from gpulease.api.access import Caller, access
 from gpulease.api.audit_trail import AuditTrail
-from gpulease.api.deps import PROBLEMS, PlatformDep
+from gpulease.api.deps import PROBLEMS, PUBLIC_PROBLEMS, PlatformDep
 from gpulease.api.guards import Guards
 from gpulease.api.limits import RateLimits
 from gpulease.api.routers import (
@@ -77,7 +77,8 @@ def create_app(platform: Platform) -> FastAPI:
     def root() -> RedirectResponse:
         return RedirectResponse("/console/", status_code=307)
 
-    @app.get("/healthz", tags=["health"], openapi_extra=access(Caller.ANYONE))
+    @app.get("/healthz", tags=["health"], responses=PUBLIC_PROBLEMS,
+             openapi_extra=access(Caller.ANYONE))
     def healthz(p: PlatformDep) -> dict[str, str]:
         with p.db.read() as s:
             s.execute(text("SELECT 1"))

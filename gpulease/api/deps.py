@@ -57,6 +57,7 @@ _PROBLEM = {"application/problem+json": {"schema": {"$ref": "#/components/schema
 # What any route of the API may answer besides its success (documented once for all).
 PROBLEMS: dict[int | str, dict[str, object]] = {
     code: {"description": text, "content": _PROBLEM} for code, text in (
+        (400, "the body could not be read as the declared type (not JSON, a broken form)"),
         (401, "no token, or an unknown, expired or revoked one (WWW-Authenticate: Bearer)"),
         (403, "the token's role may not do this"),
         (404, "no such resource in your account"),
@@ -65,6 +66,8 @@ PROBLEMS: dict[int | str, dict[str, object]] = {
         (422, "invalid input: `field` and `accepted` say what to send"),
         (429, "over a rate limit (Retry-After)"),
         (503, "the database was lost or busy; nothing was written (Retry-After)"))}
+# Routes without a token (for booting servers, probes): no 401, 403 or 409.
+PUBLIC_PROBLEMS = {code: doc for code, doc in PROBLEMS.items() if code not in (401, 403, 409)}
 PAYMENT_REQUIRED: dict[int | str, dict[str, object]] = {402: {
     "description": "the balance and credit limit do not cover it; `missing` says how much",
     "content": _PROBLEM}}

@@ -9,8 +9,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute, iter_route_contexts
 from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from gpulease.db.session import transient
 from gpulease.domain.errors import (
@@ -54,6 +56,9 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(DBAPIError)
     async def _database(_: Request, exc: DBAPIError) -> JSONResponse:
+        if "cannot contain NUL" in str(exc.orig):  # PostgreSQL's text refuses U+0000
+            return problem(422, "Invalid input", "Text cannot contain the NUL character "
+                           "(U+0000); remove it and resend. Nothing was written.")
         if not transient(exc):
             log.error("database error", exc_info=exc)
             return problem(500, "Internal error",
@@ -84,16 +89,18 @@ def install(app: FastAPI) -> None:
         )
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = str(exc.detail)
+        headers = dict(exc.headers or {})
         if exc.status_code == 404 and detail == "Not Found":
             detail = "No such endpoint; the API is under /api/v1 (see /api/v1/docs)."
         elif exc.status_code == 405:
-            allowed = (exc.headers or {}).get("Allow", "")
+            allowed = _allowed_methods(request) or headers.get("Allow", "")
+            headers["Allow"] = allowed
             detail = ("This endpoint does not take that method"
                       + (f"; it takes {allowed}" if allowed else "") + ". See /api/v1/docs.")
         response = problem(exc.status_code, "HTTP error", detail)
-        response.headers.update(exc.headers or {})  # Allow on a 405
+        response.headers.update(headers)
         return response
 
     @app.exception_handler(InvalidOperation)
@@ -108,3 +115,17 @@ def install(app: FastAPI) -> None:
         log.exception("unhandled error")
         return problem(500, "Internal error",
                        "Something failed on our side; retry, and report it if it persists.")
+
+
+def _allowed_methods(request: Request) -> str:
+    """Every method a route takes at this path, as the API document lists it (the router's
+    405 names only the first route that matched the path)."""
+    literal: set[str] = set()  # routes whose path is exactly this one
+    templated: set[str] = set()  # routes that take it as a parameter (/invoices/{id})
+    for context in iter_route_contexts(request.app.routes):
+        if isinstance(context.original_route, APIRoute):
+            match, _ = context.matches(request.scope)
+            if match is not Match.NONE:
+                templated_path = "{" in str(context.path)
+                (templated if templated_path else literal).update(context.methods or ())
+    return ", ".join(sorted(literal or templated))

@@ -9,12 +9,12 @@ from fastapi import APIRouter, Response
 from fastapi.responses import PlainTextResponse
 
 from gpulease.api.access import Caller, access
-from gpulease.api.deps import PlatformDep
+from gpulease.api.deps import PUBLIC_PROBLEMS, PlatformDep
 from gpulease.db.tables import ConfigDrive
 from gpulease.domain.errors import NotFound
 from gpulease.services import netboot
 
-router = APIRouter(prefix="/media", tags=["media (for BMCs)"])
+router = APIRouter(prefix="/media", tags=["media (for BMCs)"], responses=PUBLIC_PROBLEMS)
 
 
 @router.get("/images/{name}", openapi_extra=access(Caller.ANYONE))

@@ -1,0 +1,136 @@
+"""schemathesis against the app: for every operation of the OpenAPI document, generated
+requests (valid and invalid, bounded) sent as a caller the operation serves (a tenant admin,
+an operator or a node agent, from its x-access declaration) must get no server error, only
+statuses the document declares, and answers that match their schemas. On SQLite and
+PostgreSQL (its integer and numeric columns are where 2^63 offsets and 10^30 amounts broke).
+
+Requests stay in-process: enrolling a node (which would contact the BMC URL it is given) is
+sent as a tenant, who is refused before anything leaves."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from unittest.mock import MagicMock
+
+import psycopg
+import pytest
+import schemathesis
+from fastapi import FastAPI
+from hypothesis import HealthCheck, settings
+from schemathesis.specs.openapi.checks import (
+    negative_data_rejection,
+    positive_data_acceptance,
+)
+
+from gpulease.api.access import Caller
+from gpulease.api.app import create_app
+from gpulease.demo import seed_demo_fleet
+from gpulease.domain.accounts import Role
+from gpulease.platform import Platform
+from gpulease.services import accounts, agents
+from tests.conftest import PG_URL, _pg_dsn, make_settings, new_tenant
+
+EXAMPLES = 8  # per operation and database: bounded, the suite's time is shared
+SENDS_TRAFFIC = {("POST", "/api/v1/nodes")}  # would reach out to the generated BMC URL
+
+
+def _document() -> dict[str, Any]:
+    """The OpenAPI document, as any instance of the app serves it."""
+    platform = MagicMock()
+    platform.settings.max_body_bytes = 1 << 20
+    return create_app(platform).openapi()
+
+
+schema = schemathesis.openapi.from_dict(_document())
+schema.config.update(base_url="http://127.0.0.1")  # only names the URLs: calls stay in-process
+
+
+@dataclass
+class Target:
+    app: FastAPI
+    tokens: dict[Caller, str]
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[Target]:
+    tmp = tmp_path_factory.mktemp("fuzz")
+    pg_schema = None
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp / 'gpulease.db'}"
+    else:
+        pg_schema = f"t_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(_pg_dsn(), autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{pg_schema}"')
+        url = f"{PG_URL}?options=-csearch_path%3D{pg_schema}"
+    p = Platform.from_settings(make_settings(url, Path(tmp) / "data"))
+    p.settings.rate_limit_per_token_per_min = 1_000_000
+    p.settings.rate_limit_anonymous_per_min = 1_000_000
+    p.settings.rate_limit_auth_failures_per_min = 1_000_000
+    p.db.migrate()
+    seed_demo_fleet(p, 1)
+    try:
+        yield Target(create_app(p), _tokens(p))
+    finally:
+        p.db.dispose()
+        if pg_schema:
+            with psycopg.connect(_pg_dsn(), autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA "{pg_schema}" CASCADE')
+
+
+def _tokens(p: Platform) -> dict[Caller, str]:
+    tenant = new_tenant(p, "fuzz")
+    _, op = accounts.create_operator(p, "fuzz-operator@example.com", "Op")
+    operator = accounts.authenticate(p, op.token)
+    node = seed_node(p)
+    _, credential = agents.register(p, agents.operator_enrollment(p, operator, node), "fuzz",
+                                    None, None)
+    reader = accounts.add_user(p, tenant.principal, "reader@fuzz.example", "R", Role.READER,
+                               None)
+    return {Caller.ADMIN: tenant.token, Caller.OPERATOR: op.token or "",
+            Caller.AGENT: credential,
+            Caller.READER: accounts.issue_token(p, tenant.principal, "r", reader.id, 1).token
+            or ""}
+
+
+def seed_node(p: Platform) -> str:
+    from sqlalchemy import select
+
+    from gpulease.db.tables import Node
+
+    with p.db.read() as s:
+        node = s.scalar(select(Node.id).limit(1))
+    assert node is not None
+    return node
+
+
+def _caller(operation: Any) -> Caller | None:
+    """Who sends this operation's requests: the first kind of caller it serves."""
+    method, path = operation.method.upper(), operation.path
+    if (method, path) in SENDS_TRAFFIC:
+        return Caller.ADMIN  # refused (403) before any traffic
+    callers = operation.definition.raw.get("x-access", {}).get("callers", [])
+    for who in (Caller.ADMIN, Caller.OPERATOR, Caller.AGENT):
+        if who.value in callers:
+            return who
+    return None
+
+
+@schema.parametrize()
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+def test_the_api_conforms_to_its_document(case: Any, target: Target) -> None:
+    # This database's app, in-process, for the case and for the checks' own requests.
+    schema.app = case.operation.schema.app = case.operation.app = target.app
+    caller = _caller(case.operation)
+    headers = {"Authorization": f"Bearer {target.tokens[caller]}"} if caller else {}
+    # Not held here: business rules beyond the document (an SSH key that parses, a usage
+    # window that has ended) answer 422 naming the field, and the app is lenient where the
+    # document is strict (unknown query parameters are ignored, a number is a Unix time);
+    # the credential added above turns schemathesis's "no Authorization" cases into valid ones.
+    case.call_and_validate(headers=headers, excluded_checks=[positive_data_acceptance,
+                                                             negative_data_rejection])
