@@ -78,6 +78,7 @@ def test_a_stranger_cannot_lock_a_user_out(platform: Platform, tenant: TenantCtx
 
 
 def test_a_password_spray_from_one_address_is_slowed(platform: Platform) -> None:
+    platform.clock = MovableClock(datetime(2026, 12, 1, 9, 0, tzinfo=UTC))  # one window
     for n in range(platform.settings.sign_in_attempts_per_address):
         with pytest.raises(Unauthorized):
             accounts.console_login(platform, f"user{n}@example.com", "Summer2026!", "192.0.2.9")

@@ -34,7 +34,7 @@ from gpulease.platform import Platform
 from gpulease.services import accounts, agents
 from tests.conftest import PG_URL, _pg_dsn, make_settings, new_tenant
 
-EXAMPLES = 8  # per operation and database: bounded, the suite's time is shared
+EXAMPLES = 5  # per operation and database: bounded, the suite's time is shared
 SENDS_TRAFFIC = {("POST", "/api/v1/nodes")}  # would reach out to the generated BMC URL
 
 

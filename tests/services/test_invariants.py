@@ -185,4 +185,4 @@ class PostgresFleetMachine(FleetMachine):
 TestFleetSQLite = FleetMachine.TestCase
 TestFleetSQLite.settings = RUN
 TestFleetPostgres = PostgresFleetMachine.TestCase
-TestFleetPostgres.settings = RUN
+TestFleetPostgres.settings = settings(RUN, max_examples=8)  # each example costs more there

@@ -220,4 +220,4 @@ class PostgresLeaseMachine(LeaseMachine):
 TestLeasesSQLite = LeaseMachine.TestCase
 TestLeasesSQLite.settings = RUN
 TestLeasesPostgres = PostgresLeaseMachine.TestCase
-TestLeasesPostgres.settings = RUN
+TestLeasesPostgres.settings = settings(RUN, max_examples=10)  # each example costs more there
