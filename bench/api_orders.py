@@ -1,7 +1,9 @@
 """Orders over HTTP: 8 concurrent clients POST /api/v1/instances (one H100 server each)
 against uvicorn on 127.0.0.1, on a 10,000-node simulated fleet; beside it, in the same run,
 the same orders placed by calling the service directly (no HTTP, no token check, no rate
-limit, no audit row). The ratio is what the API layer costs a placement. Prints JSON.
+limit, no audit row). The ratio is what the API layer costs a placement. The clients run in
+a process of their own, as they would in the field (in the server's process they would
+share its interpreter lock). Prints JSON.
 
 Runs against whichever gpulease is first on sys.path (this checkout, or an older one given
 as GPULEASE_BENCH_CODE, for before-and-after figures from the same script)."""
@@ -9,11 +11,13 @@ as GPULEASE_BENCH_CODE, for before-and-after figures from the same script)."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, os.environ.get("GPULEASE_BENCH_CODE", str(HERE.parent)))
@@ -54,23 +58,13 @@ def run(db: str) -> dict[str, object]:
         thread.start()
         while not server.started:
             time.sleep(0.01)
-        local = threading.local()
-
-        def place_http() -> None:
-            client = getattr(local, "client", None)
-            if client is None:
-                client = local.client = httpx.Client(
-                    base_url=f"http://127.0.0.1:{port}", timeout=30,
-                    headers={"Authorization": f"Bearer {token}"})
-            client.post("/api/v1/instances", json=body).raise_for_status()
-
         try:
             for _ in range(10):  # warm both paths
                 place_direct()
-                place_http()
             work = [ORDERS_PER_CLIENT] * CLIENTS
             direct_s = parallel(CLIENTS, work, place_direct)
-            http_s = parallel(CLIENTS, work, place_http)
+            with multiprocessing.get_context("spawn").Pool(1) as pool:
+                http_s = pool.apply(clients, (port, token, body))
         finally:
             server.should_exit = True
             thread.join(10)
@@ -79,6 +73,23 @@ def run(db: str) -> dict[str, object]:
         return {"db": db, "orders": total, "direct_orders_per_s": round(direct, 1),
                 "http_orders_per_s": round(http, 1),
                 "http_over_direct": round(http / direct, 3)}
+
+
+def clients(port: int, token: str, body: dict[str, Any]) -> float:
+    """In the clients' process: warm up, then CLIENTS threads order; the seconds taken."""
+    local = threading.local()
+
+    def place_http() -> None:
+        client = getattr(local, "client", None)
+        if client is None:
+            client = local.client = httpx.Client(
+                base_url=f"http://127.0.0.1:{port}", timeout=30,
+                headers={"Authorization": f"Bearer {token}"})
+        client.post("/api/v1/instances", json=body).raise_for_status()
+
+    for _ in range(10):
+        place_http()
+    return parallel(CLIENTS, [ORDERS_PER_CLIENT] * CLIENTS, place_http)
 
 
 if __name__ == "__main__":
