@@ -81,6 +81,8 @@ class Settings(BaseSettings):
     backoff_base_s: float = Field(default=1.0, ge=0)
     backoff_max_s: float = Field(default=60.0, ge=0)
     stage_timeout_s: float = Field(default=900.0, gt=0)
+    # An instance's on-demand acceptance run: one at a time, and at most this often.
+    verify_min_interval_s: float = Field(default=300.0, ge=0)
     # A node that fails during delivery is replaced by a free one this many times per order.
     max_node_moves: int = Field(default=2, ge=0)
     delivery_sla_s: float = Field(default=900.0, gt=0)

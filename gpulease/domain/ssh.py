@@ -1,4 +1,6 @@
-"""SSH public key checks: a malformed key is refused at order time, not at delivery."""
+"""SSH public key checks: a malformed key is refused at order time, not at delivery. A key
+is one line (a newline in its comment would be a second line of authorized_keys: another
+key, or options, of the sender's choosing), of a known type, and it parses."""
 
 from __future__ import annotations
 
@@ -6,7 +8,13 @@ import base64
 import binascii
 import struct
 
+from cryptography.hazmat.primitives.serialization import load_ssh_public_key
+
 from gpulease.domain.errors import InvalidInput
+
+MAX_COMMENT = 200
+PARSED = ("ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384",
+          "ecdsa-sha2-nistp521")  # read in full by cryptography; the sk- kinds by shape
 
 KEY_TYPES = (
     "ssh-ed25519",
@@ -21,7 +29,12 @@ KEY_TYPES = (
 
 def check_ssh_key(line: str, field: str = "ssh_keys") -> str:
     """Return the key normalised to 'type base64 [comment]' or raise InvalidInput."""
-    parts = line.strip().split(None, 2)
+    line = line.strip()
+    if any((ord(c) < 32 and c != "\t") or ord(c) == 127 for c in line):
+        raise InvalidInput(field, "An SSH public key is one line without control characters "
+                           "(a line break in its comment would add a line to "
+                           "authorized_keys); paste each key as its own list item.")
+    parts = line.split(None, 2)
     if len(parts) < 2:
         raise InvalidInput(
             field, "An SSH public key is 'TYPE BASE64 [COMMENT]' (the .pub file's one line).",
@@ -43,4 +56,13 @@ def check_ssh_key(line: str, field: str = "ssh_keys") -> str:
         )
     if len(raw) < 4 + length + 16:
         raise InvalidInput(field, "The SSH key's body is truncated; paste the whole .pub line.")
+    if key_type in PARSED:
+        try:
+            load_ssh_public_key(f"{key_type} {blob}".encode())
+        except (ValueError, TypeError):
+            raise InvalidInput(field, "The SSH key does not parse as a public key of its "
+                               "type; paste the .pub file as it is.") from None
+    if len(parts) == 3 and len(parts[2]) > MAX_COMMENT:
+        raise InvalidInput(field, f"An SSH key's comment has at most {MAX_COMMENT} "
+                           "characters.")
     return " ".join(parts)

@@ -123,11 +123,13 @@ def ingest(p: Platform, credential: str | None, gpus: Iterable[dict[str, Any]]
            ) -> list[dict[str, Any]]:
     """Store one push of GPU summaries for the node's current instance; returns the alerts
     the window raises."""
+    with p.db.read() as s:  # who is asking, before anything of the body is read
+        authenticate_agent(s, credential)
     try:
         summaries = [GpuSummary.from_dict(g) for g in gpus]
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput("gpus", f"GPU summary not understood: {exc}; send the agent's "
-                           "/v1/summary 'gpus' list as is.") from None
+    except (TypeError, ValueError, KeyError, AttributeError):
+        raise InvalidInput("gpus", "A GPU summary is not in the agent's shape; send the "
+                           "agent's /v1/summary 'gpus' list as is.") from None
     now = p.clock.now()
     with p.db.write() as s:
         agent = authenticate_agent(s, credential)

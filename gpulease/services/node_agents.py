@@ -9,11 +9,13 @@ from collections.abc import Callable
 from typing import Literal
 
 from pydantic import BaseModel
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from gpulease.db.repositories import get_instance, instance_allocations
-from gpulease.db.tables import Node
+from gpulease.db.tables import AcceptanceReport, AgentCommand, Node
 from gpulease.domain.accounts import Principal
-from gpulease.domain.errors import Conflict
+from gpulease.domain.errors import Conflict, TooManyRequests
 from gpulease.domain.states import InstanceStatus, NodeStatus
 from gpulease.platform import Platform
 from gpulease.ports.agent import Agent, NodeRef, Pending
@@ -65,6 +67,32 @@ class VerifyRun(BaseModel):
     passed: bool | None = None
 
 
+def _one_run_at_a_time(s: Session, p: Platform, instance_id: str) -> None:
+    """A burn-in loads every GPU for minutes: one run per instance at a time, and the next
+    no sooner than GPULEASE_VERIFY_MIN_INTERVAL_S after the last one started."""
+    running = s.scalar(select(AgentCommand.id).where(
+        AgentCommand.instance_id == instance_id, AgentCommand.kind == "verify",
+        AgentCommand.status.in_(("pending", "running"))).limit(1))
+    if running is not None:
+        raise Conflict(f"An acceptance run of {instance_id} is under way ({running}); its "
+                       "report appears under /acceptance when it ends.")
+    last = max((at for at in (
+        s.scalar(select(func.max(AcceptanceReport.created_at)).where(
+            AcceptanceReport.instance_id == instance_id,
+            AcceptanceReport.trigger == "on_demand")),
+        s.scalar(select(func.max(AgentCommand.created_at)).where(
+            AgentCommand.instance_id == instance_id, AgentCommand.kind == "verify",
+            AgentCommand.trigger == "on_demand"))) if at is not None), default=None)
+    if last is None:
+        return
+    ago = (p.clock.now() - last).total_seconds()
+    wait = p.settings.verify_min_interval_s - ago
+    if wait > 0:
+        raise TooManyRequests(f"{instance_id} was verified {ago:.0f} s ago; runs are at "
+                              f"least {p.settings.verify_min_interval_s:.0f} s apart.",
+                              retry_after_s=int(wait) + 1)
+
+
 def verify_now(p: Platform, actor: Principal, instance_id: str) -> list[VerifyRun]:
     """Run the acceptance suite on demand on every node the instance holds."""
     actor.require_order_rights()
@@ -73,6 +101,7 @@ def verify_now(p: Platform, actor: Principal, instance_id: str) -> list[VerifyRu
         if inst.status != InstanceStatus.READY.value:
             raise Conflict(f"Instance {inst.id} is {inst.status}; verification runs on a ready "
                            "instance.")
+        _one_run_at_a_time(s, p, inst.id)
         asks = []
         for node, _, held in instance_allocations(s, inst.id):
             marks = p.catalog.marks(node.sku, node.region)

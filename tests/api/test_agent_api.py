@@ -68,10 +68,14 @@ def test_agent_enrolls_pushes_and_tenant_reads_metrics(
     assert again.status_code == 401 and "used or expired" in again.json()["detail"]
     assert httpx.post(f"{api}/agent/telemetry", json={"gpus": []},
                       headers=auth("glan_nope")).status_code == 401
+    # without a credential a malformed report is a plain 401: nothing of the body is read
+    stranger = httpx.post(f"{api}/agent/telemetry", json={"gpus": [{"index": "zero"}]})
+    assert stranger.status_code == 401 and "Summary" not in stranger.text
     bad = httpx.post(f"{api}/agent/telemetry", json={"gpus": [{"index": "zero"}]},
                      headers=auth(credential.read_text()))
     assert bad.status_code == 422 and bad.headers["content-type"].startswith(
         "application/problem+json")
+    assert "__init__" not in bad.text and "GpuSummary" not in bad.text  # no internals
     other = new_tenant(fleet, "other")
     assert httpx.get(f"{api}/instances/{iid}/metrics",
                      headers=auth(other.token)).status_code == 404

@@ -170,5 +170,10 @@ def test_on_demand_verify_with_a_stand_in_agent(
     reports = agents.acceptance_reports(fleet, tenant.principal, iid)
     assert [(r["trigger"], r["passed"]) for r in reports] == [("delivery", True),
                                                               ("on_demand", False)]
+    from gpulease.domain.errors import TooManyRequests
+
+    with pytest.raises(TooManyRequests, match="at least 300 s apart") as refused:
+        node_agents.verify_now(fleet, tenant.principal, iid)  # a burn-in is not a toy
+    assert 0 < refused.value.retry_after_s <= 301
     # an on-demand failure is reported; the tenant's machine is not taken away
     assert instances.show_instance(fleet, tenant.principal, iid).status == "ready"

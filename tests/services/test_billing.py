@@ -368,6 +368,7 @@ def test_sla_credits_land_on_the_next_invoice(
     sim(fleet).set_gpu_faults(name, ["slow-gpu:3"])
     (run,) = node_agents.verify_now(fleet, tenant.principal, bm)
     assert run.passed is False
+    clock.move(minutes=5)  # runs are at least GPULEASE_VERIFY_MIN_INTERVAL_S apart
     node_agents.verify_now(fleet, tenant.principal, bm)  # failing again: once per period
 
     clock.at = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)

@@ -30,6 +30,13 @@ def test_real_keys_pass() -> None:
     ("ssh-ed25519 " + base64.b64encode(b"\x00\x00\x00\x07ssh-rsa" + b"x" * 40).decode(),
      "body is 'ssh-rsa'"),
     ("ssh-ed25519 " + base64.b64encode(b"\x00\x00\x00\x0bssh-ed25519").decode(), "truncated"),
+    # a second line of authorized_keys, smuggled in the comment
+    (ssh_key("laptop\ncommand=\"curl evil\" " + ssh_key()), "one line"),
+    (ssh_key("laptop\rno-pty"), "one line"),
+    (ssh_key("x" * 201), "at most 200"),
+    # the right shape, but not a key: an ed25519 body of 32 bytes that is one byte short
+    ("ssh-ed25519 " + base64.b64encode(b"\x00\x00\x00\x0bssh-ed25519\x00\x00\x00\x1f"
+                                       + b"k" * 31).decode(), "does not parse"),
 ])
 def test_malformed_keys_say_what_is_wrong(line: str, says: str) -> None:
     with pytest.raises(InvalidInput) as exc:
