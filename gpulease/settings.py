@@ -89,6 +89,11 @@ class Settings(BaseSettings):
     # After a lease ends the machine stays this long (flagged) before it is erased.
     lease_grace_days: float = Field(default=3.0, ge=0)
     # Lease reminders by e-mail to the tenant's admins; empty host: e-mail is not sent.
+    # Where the platform may send on a tenant's behalf (services/egress.py): networks or
+    # host names allowed beyond public addresses, and the provider's own networks refused.
+    # JSON lists, e.g. GPULEASE_EGRESS_ALLOW='["10.20.0.0/16", "hooks.internal"]'.
+    egress_allow: list[str] = Field(default_factory=list)
+    egress_deny: list[str] = Field(default_factory=list)
     smtp_host: str = ""
     smtp_port: int = Field(default=25, ge=1, le=65535)
     smtp_from: str = "gpulease@localhost"

@@ -23,6 +23,7 @@ from gpulease.db.tables import User
 from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.errors import InvalidInput, NotFound
 from gpulease.platform import Platform
+from gpulease.services import egress
 
 log = logging.getLogger("gpulease.notify")
 MAX_ATTEMPTS = 8
@@ -58,6 +59,7 @@ def set_webhook(p: Platform, actor: Principal, url: str) -> dict[str, str]:
     if not url.startswith(("https://", "http://")) or len(url) > 500:
         raise InvalidInput("url", "A webhook URL starts with https:// (or http://) and has at "
                                   "most 500 characters.")
+    url = egress.check(p.settings, url).url  # a public address only (no SSRF)
     secret = "whsec_" + secrets.token_urlsafe(32)
     with p.db.write() as s:
         hook = s.get(TenantWebhook, tenant)
@@ -92,11 +94,22 @@ def send_email(p: Platform, to: list[str], subject: str, text: str) -> None:
         smtp.send_message(msg)
 
 
-def _webhook(url: str, secret: str, payload: dict[str, Any]) -> None:
+def _webhook(p: Platform, url: str, secret: str, payload: dict[str, Any]) -> None:
+    """Checked again now (the name may answer otherwise than at registration) and sent to
+    the address just checked; a redirect is an answer, not followed."""
+    try:
+        target = egress.check(p.settings, url)
+    except InvalidInput as exc:
+        raise RuntimeError(f"refused: {exc.detail}") from None
     body = json.dumps(payload, sort_keys=True).encode()
-    resp = httpx.post(url, content=body, timeout=10, headers={
-        "Content-Type": "application/json", SIGNATURE_HEADER: sign(secret, int(time.time()),
-                                                                   body)})
+    default_port = 443 if target.scheme == "https" else 80
+    host = target.host if target.port == default_port else f"{target.host}:{target.port}"
+    with httpx.Client(timeout=10, follow_redirects=False) as client:
+        resp = client.post(
+            target.pinned_url(), content=body,
+            extensions={"sni_hostname": target.host} if target.scheme == "https" else {},
+            headers={"Host": host, "Content-Type": "application/json",
+                     SIGNATURE_HEADER: sign(secret, int(time.time()), body)})
     if resp.status_code >= 300:
         raise RuntimeError(f"webhook answered {resp.status_code}")
 
@@ -129,7 +142,7 @@ def deliver_notices(p: Platform, limit: int = 50) -> int:
                 errors.append(f"e-mail: {exc}")
         if hooked is None and hook is not None:
             try:
-                _webhook(hook[0], hook[1], {"event": f"lease.{kind}", "instance_id": iid,
+                _webhook(p, hook[0], hook[1], {"event": f"lease.{kind}", "instance_id": iid,
                                             "text": text, "notice_id": nid,
                                             "created_at": created.isoformat()})
                 hook_ok = p.clock.now()

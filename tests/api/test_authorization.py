@@ -57,6 +57,7 @@ def world(fleet: Platform, worker: Worker) -> World:
     fleet.settings.rate_limit_per_token_per_min = 100_000
     fleet.settings.rate_limit_anonymous_per_min = 100_000
     fleet.settings.rate_limit_auth_failures_per_min = 100_000
+    fleet.settings.egress_allow = ["hooks.example.com"]  # registered, never resolved or sent
     clock = MovableClock(datetime(2026, 11, 10, 8, 0, tzinfo=UTC))
     fleet.clock = clock
     owner = new_tenant(fleet, "owner")

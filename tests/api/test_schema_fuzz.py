@@ -4,8 +4,9 @@ an operator or a node agent, from its x-access declaration) must get no server e
 statuses the document declares, and answers that match their schemas. On SQLite and
 PostgreSQL (its integer and numeric columns are where 2^63 offsets and 10^30 amounts broke).
 
-Requests stay in-process: enrolling a node (which would contact the BMC URL it is given) is
-sent as a tenant, who is refused before anything leaves."""
+Requests stay in-process: enrolling a node (which would contact the BMC URL it is given)
+and registering a webhook (whose host would be resolved) are sent as a tenant reader, who
+is refused before anything leaves."""
 
 from __future__ import annotations
 
@@ -35,7 +36,9 @@ from gpulease.services import accounts, agents
 from tests.conftest import PG_URL, _pg_dsn, make_settings, new_tenant
 
 EXAMPLES = 5  # per operation and database: bounded, the suite's time is shared
-SENDS_TRAFFIC = {("POST", "/api/v1/nodes")}  # would reach out to the generated BMC URL
+# Would reach out to a generated address (a BMC to enroll; a webhook's host to resolve):
+# sent as a reader, who is refused before anything leaves.
+SENDS_TRAFFIC = {("POST", "/api/v1/nodes"), ("PUT", "/api/v1/webhook")}
 
 
 def _document() -> dict[str, Any]:
@@ -112,7 +115,7 @@ def _caller(operation: Any) -> Caller | None:
     """Who sends this operation's requests: the first kind of caller it serves."""
     method, path = operation.method.upper(), operation.path
     if (method, path) in SENDS_TRAFFIC:
-        return Caller.ADMIN  # refused (403) before any traffic
+        return Caller.READER  # refused (403) before any traffic
     callers = operation.definition.raw.get("x-access", {}).get("callers", [])
     for who in (Caller.ADMIN, Caller.OPERATOR, Caller.AGENT):
         if who.value in callers:

@@ -82,6 +82,7 @@ def test_reminders_by_email_and_signed_webhook(
     fleet: Platform, clock: MovableClock, tenant: TenantCtx, worker: Worker, key: str,  # noqa: F811
     smtp: Inbox, receiver: Receiver,
 ) -> None:
+    fleet.settings.egress_allow = ["127.0.0.1/32"]  # the test's receiver, on loopback
     hook = notify.set_webhook(fleet, tenant.principal, receiver.url)
     assert hook["secret"].startswith("whsec_")
     iid = deliver(fleet, tenant, worker, key)
