@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 from typing import Literal
 
@@ -81,6 +82,9 @@ class Settings(BaseSettings):
     backoff_base_s: float = Field(default=1.0, ge=0)
     backoff_max_s: float = Field(default=60.0, ge=0)
     stage_timeout_s: float = Field(default=900.0, gt=0)
+    # SLA credits of one lease period never exceed this many times the period's price.
+    sla_credit_cap: Decimal = Field(default=Decimal("1"), ge=0, le=10, max_digits=6,
+                                    decimal_places=3)
     # An instance's on-demand acceptance run: one at a time, and at most this often.
     verify_min_interval_s: float = Field(default=300.0, ge=0)
     # A node that fails during delivery is replaced by a free one this many times per order.

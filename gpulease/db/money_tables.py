@@ -198,3 +198,26 @@ class TenantWebhook(Base):
     url: Mapped[str] = mapped_column(String(500))
     secret_enc: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class SlaClaim(Base):
+    """An SLA credit a tenant may be owed, with its evidence. Evidence the tenant controls
+    (telemetry and acceptance reports from the rented host's own agent) waits for an
+    operator's decision; platform-side evidence (the stand-in agent's run) is decided at
+    once. A confirmed claim posts its credit, capped per lease period."""
+
+    __tablename__ = "sla_claims"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    instance_id: Mapped[str] = mapped_column(ForeignKey("instances.id"), index=True)
+    tenant_id: Mapped[str] = mapped_column(String(32), index=True)
+    kind: Mapped[str] = mapped_column(String(16))  # outage | acceptance
+    evidence: Mapped[str] = mapped_column(String(200))  # "alert 12", "acceptance report …"
+    item: Mapped[str] = mapped_column(String(200), unique=True)  # the ledger item, once
+    text: Mapped[str] = mapped_column(String(500))
+    amount: Mapped[Decimal] = mapped_column(MONEY)  # as the rule computes it
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    decision: Mapped[str | None] = mapped_column(String(16), index=True)  # confirmed | rejected
+    decided_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    decided_by: Mapped[str | None] = mapped_column(String(64))
+    note: Mapped[str | None] = mapped_column(String(500))
+    credited: Mapped[Decimal | None] = mapped_column(MONEY)  # after the period's cap

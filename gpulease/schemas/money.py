@@ -222,3 +222,25 @@ class CreditNoteRequest(BaseModel):
     amount: Decimal | None = Field(None, gt=0, max_digits=14, decimal_places=2,
                                    description="yuan incl. VAT; omit to credit the whole "
                                                "remaining total")
+
+
+class SlaClaimView(BaseModel):
+    id: str
+    instance_id: str
+    tenant_id: str
+    kind: str = Field(description="outage | acceptance")
+    evidence: str = Field(description="what the claim rests on (an alert, a report)")
+    text: str
+    amount: Money = Field(description="the credit the rule computes, CNY")
+    created_at: datetime
+    decision: str | None = Field(description="null while open; confirmed | rejected")
+    decided_at: datetime | None
+    decided_by: str | None
+    note: str | None
+    credited: Money | None = Field(description="what was posted (after the period's cap)")
+
+
+class SlaDecision(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    note: str | None = Field(default=None, max_length=500,
+                             description="what the evidence on the platform's side showed")

@@ -170,7 +170,7 @@ def post_result(p: Platform, credential: str | None, command_id: str,
                 node = s.get(Node, row.node_id)
                 assert node is not None
                 record_acceptance(s, node, row.instance_id, result.report(), ON_DEMAND, now,
-                                  actor=who)
+                                  actor=who, cap=p.settings.sla_credit_cap)
             row.result_json = result.model_dump_json()
             transition(s, p, row, AGENT_COMMAND, "succeed", now, actor=who)
         else:

@@ -8,6 +8,7 @@ import secrets
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import func, select
@@ -109,7 +110,7 @@ def _sync_alerts(s: Session, node: Node, summaries: Sequence[GpuSummary], now: d
             seen.add(key)
         elif row.gpu_index in reported:
             row.closed_at = now
-            sla.credit_outage(s, row)  # a fault beyond the outage SLA earns a credit
+            sla.claim_outage(s, row)  # beyond the outage SLA: a claim for the operator
     for key, alert in raised.items():
         if key not in seen:
             s.add(HardwareAlert(node_id=node.id, instance_id=node.instance_id,
@@ -181,14 +182,16 @@ def instance_metrics(p: Platform, actor: Principal, instance_id: str) -> dict[st
 # --- acceptance reports and erase certificates -----------------------------------------
 
 def record_acceptance(s: Session, node: Node, instance_id: str | None, report: Report,
-                      trigger: str, now: datetime, *, actor: str) -> str:
+                      trigger: str, now: datetime, *, actor: str,
+                      cap: Decimal = Decimal("1")) -> str:
     report_id = uuid.uuid4().hex
     s.add(AcceptanceReport(id=report_id, node_id=node.id, instance_id=instance_id,
                            created_at=now, trigger=trigger, passed=report.passed,
                            simulated=report.simulated,
                            report_json=json.dumps(report.as_dict())))
     if trigger == "on_demand" and not report.passed and instance_id is not None:
-        sla.credit_failed_acceptance(s, instance_id, now, actor=actor)
+        sla.credit_failed_acceptance(s, instance_id, now, actor=actor, report_id=report_id,
+                                     platform_evidence=node.agent_kind == "builtin", cap=cap)
     return report_id
 
 

@@ -1,28 +1,39 @@
 """SLA credits beyond late delivery: a hardware fault that keeps a tenant's GPU out of
 service longer than the outage SLA, and a delivered machine that fails acceptance on the
-tenant's request. Each is posted to the wallet once (keyed by its item) and, being a
-billable ledger entry, lands on the next invoice as a negative line."""
+tenant's request. Each becomes a claim with its evidence. Money never follows evidence the
+tenant controls: telemetry and reports from the agent on the rented host (where the tenant
+is root) wait for an operator's decision; a run of the platform's own stand-in agent is
+decided at once. A confirmed claim is posted to the wallet once (keyed by its item),
+capped so that a lease period's credits never exceed GPULEASE_SLA_CREDIT_CAP times that
+period's price, and lands on the next invoice as a negative line."""
 
 from __future__ import annotations
 
-from datetime import datetime
+import uuid
+from datetime import datetime, timedelta
 from decimal import Decimal
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from gpulease.db.money_tables import Lease
+from gpulease.db.money_tables import Lease, LedgerEntry, SlaClaim
 from gpulease.db.tables import HardwareAlert, Instance
+from gpulease.domain.accounts import Principal
 from gpulease.domain.credits import (
     AcceptanceRule,
     OutageRule,
     acceptance_credit,
     outage_credit,
 )
+from gpulease.domain.errors import Conflict, NotFound
+from gpulease.domain.money import to_fen
 from gpulease.domain.states import InstanceStatus
 from gpulease.domain.telemetry import AlertKind
-from gpulease.services.history import agent
-from gpulease.services.wallet import credit_sla, first_hold, has_credit
+from gpulease.platform import Platform
+from gpulease.schemas import Page
+from gpulease.schemas.money import SlaClaimView
+from gpulease.services.history import by
+from gpulease.services.wallet import credit_sla, first_hold
 
 # Faults that take a GPU out of service (throttling and a down NVLink only slow it).
 OUTAGE_KINDS = frozenset({AlertKind.GPU_FELL_OFF_BUS.value, AlertKind.DOUBLE_BIT_ECC.value,
@@ -41,9 +52,56 @@ def _price_basis(s: Session, inst: Instance) -> tuple[Decimal, float] | None:
     return lease.unit_price / max(inst.node_count, 1), PERIOD_S[lease.term]
 
 
-def credit_outage(s: Session, alert: HardwareAlert, rule: OutageRule = OutageRule()  # noqa: B008
-                  ) -> Decimal:
-    """Called as an alert closes: an outage fault on a tenant's GPU beyond the SLA."""
+def _period_cap(s: Session, inst: Instance, now: datetime, cap: Decimal) -> Decimal:
+    """What may still be credited in the lease period `now` falls in."""
+    basis = _price_basis(s, inst)
+    if basis is None:
+        return Decimal("0.00")
+    price, period_s = basis
+    lease = s.scalar(select(Lease).where(Lease.instance_id == inst.id))
+    if lease is not None:
+        elapsed = max((now - lease.starts_at).total_seconds(), 0.0)
+        start = lease.starts_at + timedelta(seconds=(elapsed // period_s) * period_s)
+        price = lease.unit_price  # the whole lease's period (all its servers)
+    else:
+        start = now - timedelta(seconds=period_s)
+    credited = s.scalar(select(func.coalesce(func.sum(LedgerEntry.amount), 0)).where(
+        LedgerEntry.instance_id == inst.id, LedgerEntry.kind == "credit",
+        LedgerEntry.item.like("SLA credit:%"), LedgerEntry.at >= start)) or Decimal(0)
+    return max(to_fen(price * cap) - Decimal(credited), Decimal("0.00"))
+
+
+def _claim(s: Session, inst: Instance, kind: str, evidence: str, item: str, text: str,
+           amount: Decimal, now: datetime) -> SlaClaim | None:
+    if amount <= 0 or s.scalar(select(SlaClaim.id).where(SlaClaim.item == item)) is not None:
+        return None
+    claim = SlaClaim(id="slc-" + uuid.uuid4().hex[:12], instance_id=inst.id,
+                     tenant_id=inst.tenant_id, kind=kind, evidence=evidence[:200],
+                     item=item[:200], text=text[:500], amount=amount, created_at=now)
+    s.add(claim)
+    s.flush()
+    return claim
+
+
+def _confirm(s: Session, claim: SlaClaim, now: datetime, actor: str, cap: Decimal,
+             note: str | None = None) -> Decimal:
+    inst = s.get(Instance, claim.instance_id)
+    assert inst is not None
+    credit = min(claim.amount, _period_cap(s, inst, now, cap))
+    text = claim.text if credit == claim.amount else (
+        f"{claim.text}; capped at ¥{credit:,.2f}: the period's credits reach "
+        f"{cap.normalize():f}× its price")
+    credit_sla(s, inst, credit, now, claim.item, f"{text} (evidence: {claim.evidence})",
+               actor=actor)
+    claim.decision, claim.decided_at, claim.decided_by = "confirmed", now, actor
+    claim.note, claim.credited = note, credit
+    return credit
+
+
+def claim_outage(s: Session, alert: HardwareAlert, rule: OutageRule = OutageRule()  # noqa: B008
+                 ) -> Decimal:
+    """Called as an alert closes: an outage fault on a tenant's GPU beyond the SLA. The
+    alert comes from the rented host's agent, so the claim waits for an operator."""
     if alert.kind not in OUTAGE_KINDS or alert.instance_id is None or alert.closed_at is None:
         return Decimal("0.00")
     inst = s.get(Instance, alert.instance_id)
@@ -53,19 +111,18 @@ def credit_outage(s: Session, alert: HardwareAlert, rule: OutageRule = OutageRul
     outage_s = (alert.closed_at - alert.opened_at).total_seconds()
     credit = outage_credit(outage_s, basis[0], basis[1], rule)
     item = f"SLA credit: GPU {alert.gpu_index} outage ({alert.kind}) of {inst.id}, alert {alert.id}"
-    if credit > 0 and not has_credit(s, inst.id, item):
-        credit_sla(s, inst, credit, alert.closed_at, item,
+    claim = _claim(s, inst, "outage", f"hardware alert {alert.id} (node agent telemetry)", item,
                    f"GPU {alert.gpu_index} of {inst.id} out of service {outage_s / 60:.0f} min "
-                   f"({alert.kind}); rule: {rule.describe()}", actor=agent(alert.node_id))
-        return credit
-    return Decimal("0.00")
+                   f"({alert.kind}); rule: {rule.describe()}", credit, alert.closed_at)
+    return claim.amount if claim is not None else Decimal("0.00")
 
 
 def credit_failed_acceptance(s: Session, instance_id: str, now: datetime, *, actor: str,
+                             report_id: str, platform_evidence: bool, cap: Decimal,
                              rule: AcceptanceRule = AcceptanceRule()  # noqa: B008
                              ) -> Decimal:
     """A delivered, leased machine that fails acceptance when its tenant asks: once per
-    lease period."""
+    lease period; credited at once only when the platform ran the check itself."""
     inst = s.get(Instance, instance_id)
     if inst is None or inst.status != InstanceStatus.READY.value:
         return Decimal("0.00")
@@ -73,9 +130,56 @@ def credit_failed_acceptance(s: Session, instance_id: str, now: datetime, *, act
     if lease is None:
         return Decimal("0.00")
     item = f"SLA credit: failed acceptance of {inst.id}, period {lease.periods}"
-    credit = acceptance_credit(lease.unit_price, rule)
-    if credit > 0 and not has_credit(s, inst.id, item):
-        credit_sla(s, inst, credit, now, item, f"{inst.id} failed acceptance on request; "
-                                                f"rule: {rule.describe()}", actor=actor)
-        return credit
-    return Decimal("0.00")
+    source = "the platform's stand-in agent" if platform_evidence else "the node agent"
+    claim = _claim(s, inst, "acceptance", f"acceptance report {report_id} ({source})", item,
+                   f"{inst.id} failed acceptance on request; rule: {rule.describe()}",
+                   acceptance_credit(lease.unit_price, rule), now)
+    if claim is None:
+        return Decimal("0.00")
+    return _confirm(s, claim, now, actor, cap) if platform_evidence else Decimal("0.00")
+
+
+# --- the operator's decisions -----------------------------------------------------------------
+
+def _view(c: SlaClaim) -> SlaClaimView:
+    return SlaClaimView(id=c.id, instance_id=c.instance_id, tenant_id=c.tenant_id, kind=c.kind,
+                        evidence=c.evidence, text=c.text, amount=c.amount,
+                        created_at=c.created_at, decision=c.decision, decided_at=c.decided_at,
+                        decided_by=c.decided_by, note=c.note, credited=c.credited)
+
+
+def list_claims(p: Platform, actor: Principal, status: str | None = None, limit: int = 50,
+                offset: int = 0) -> Page[SlaClaimView]:
+    """A tenant's own claims; an operator's all (`status`: open, confirmed, rejected)."""
+    q = select(SlaClaim)
+    if not actor.is_operator:
+        q = q.where(SlaClaim.tenant_id == actor.require_tenant())
+    if status == "open":
+        q = q.where(SlaClaim.decision.is_(None))
+    elif status is not None:
+        q = q.where(SlaClaim.decision == status)
+    with p.db.read() as s:
+        total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
+        rows = s.scalars(q.order_by(SlaClaim.created_at.desc(), SlaClaim.id)
+                         .limit(limit).offset(offset))
+        return Page(items=[_view(c) for c in rows], total=total, limit=limit, offset=offset)
+
+
+def decide(p: Platform, actor: Principal, claim_id: str, confirm: bool,
+           note: str | None = None) -> SlaClaimView:
+    """An operator confirms a claim (its credit is posted, capped per period) or rejects it,
+    after checking the evidence on the platform's side (the BMC, a run from the ramdisk)."""
+    actor.require_operator()
+    now = p.clock.now()
+    with p.db.write() as s:
+        claim = s.get(SlaClaim, claim_id, with_for_update=True)
+        if claim is None:
+            raise NotFound(f"No SLA claim {claim_id}; `GET /api/v1/sla-claims` lists them.")
+        if claim.decision is not None:
+            raise Conflict(f"Claim {claim.id} was {claim.decision} already.")
+        if confirm:
+            _confirm(s, claim, now, by(actor), p.settings.sla_credit_cap, note)
+        else:
+            claim.decision, claim.decided_at, claim.decided_by = "rejected", now, by(actor)
+            claim.note = note
+        return _view(claim)

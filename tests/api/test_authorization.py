@@ -88,7 +88,7 @@ def world(fleet: Platform, worker: Worker) -> World:
            "token_id": token.id, "tenant_id": owner.tenant_id, "invoice_id": invoice,
            "certificate_id": "ec-0000000000", "command_id": "cmd-0000000000",
            "image_id": "img-0000000000", "drive_id": "cd-0000000000", "name": "ubuntu",
-           "action": "drain"}
+           "action": "drain", "claim_id": "slc-000000000000"}
     secrets = {owner.tenant_id, instance, member_id, token.id, invoice, node_id}
     unsent = {unnamed, "owner-training", "owner-laptop", "owner@example.com",
               f"member-{owner.tenant_id}@example.com", owner.principal.user_id,

@@ -31,6 +31,7 @@ from gpulease.services import (
     metering,
     node_agents,
     orders,
+    sla,
     wallet,
 )
 from gpulease.services.invoice_documents import render_csv, render_pdf
@@ -370,6 +371,20 @@ def test_sla_credits_land_on_the_next_invoice(
     assert run.passed is False
     clock.move(minutes=5)  # runs are at least GPULEASE_VERIFY_MIN_INTERVAL_S apart
     node_agents.verify_now(fleet, tenant.principal, bm)  # failing again: once per period
+
+    # The outage rests on the rented host's own telemetry: a claim until an operator
+    # confirms it; the failed acceptance was the platform's stand-in run: credited at once.
+    (outage,) = sla.list_claims(fleet, operator.principal, "open").items
+    assert outage.kind == "outage" and outage.amount == Decimal("5866.67")
+    assert "hardware alert" in outage.evidence and outage.credited is None
+    (accepted,) = sla.list_claims(fleet, tenant.principal, "confirmed").items
+    assert accepted.kind == "acceptance" and accepted.credited == Decimal("8448.00")
+    with pytest.raises(Forbidden):
+        sla.decide(fleet, tenant.principal, outage.id, True)
+    done = sla.decide(fleet, operator.principal, outage.id, True, "BMC SEL shows the GPU lost")
+    assert done.decision == "confirmed" and done.credited == Decimal("5866.67")
+    with pytest.raises(Conflict):
+        sla.decide(fleet, operator.principal, outage.id, True)
 
     clock.at = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
     invoice_run.run_invoices(fleet, operator.principal, NOV, finalize=True)

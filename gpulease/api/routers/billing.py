@@ -16,10 +16,12 @@ from gpulease.schemas.money import (
     InvoiceRunRequest,
     InvoiceRunView,
     InvoiceView,
+    SlaClaimView,
+    SlaDecision,
     UsageBatch,
     UsageView,
 )
-from gpulease.services import invoice_run, invoices, metering
+from gpulease.services import invoice_run, invoices, metering, sla
 from gpulease.services.invoice_documents import render_csv, render_pdf
 
 router = APIRouter(tags=["billing"])
@@ -85,3 +87,30 @@ def credit_note(invoice_id: str, body: CreditNoteRequest, p: PlatformDep,
                 actor: PrincipalDep) -> InvoiceView:
     """Operator: correct a final invoice; the amount goes back to the tenant's wallet."""
     return invoice_run.credit_note(p, actor, invoice_id, body.reason, body.amount)
+
+
+@router.get("/sla-claims", response_model=Page[SlaClaimView], openapi_extra=access(*EVERY_USER))
+def sla_claims(p: PlatformDep, actor: PrincipalDep, limit: Limit = 50, offset: Offset = 0,
+               status: Literal["open", "confirmed", "rejected"] | None = None
+               ) -> Page[SlaClaimView]:
+    """SLA credits claimed for outages and failed acceptance, with their evidence: a tenant's
+    own, an operator's all. Claims resting on the rented host's own agent stay open until an
+    operator decides."""
+    return sla.list_claims(p, actor, status, limit, offset)
+
+
+@router.post("/sla-claims/{claim_id}/confirm", response_model=SlaClaimView,
+             openapi_extra=access(Caller.OPERATOR))
+def confirm_claim(claim_id: str, p: PlatformDep, actor: PrincipalDep,
+                  body: SlaDecision | None = None) -> SlaClaimView:
+    """Operator: the platform's own evidence (BMC log, a run from the cleaning ramdisk)
+    bears the claim out; its credit is posted, capped per lease period."""
+    return sla.decide(p, actor, claim_id, True, body.note if body else None)
+
+
+@router.post("/sla-claims/{claim_id}/reject", response_model=SlaClaimView,
+             openapi_extra=access(Caller.OPERATOR))
+def reject_claim(claim_id: str, p: PlatformDep, actor: PrincipalDep,
+                 body: SlaDecision | None = None) -> SlaClaimView:
+    """Operator: the claim is not borne out; nothing is credited."""
+    return sla.decide(p, actor, claim_id, False, body.note if body else None)
