@@ -220,11 +220,21 @@ def record_certificates(s: Session, node_id: str, instance_id: str | None,
     return failed
 
 
-def acceptance_reports(p: Platform, actor: Principal, instance_id: str) -> list[dict[str, Any]]:
+def count_acceptance_reports(p: Platform, actor: Principal, instance_id: str) -> int:
+    with p.db.read() as s:
+        inst = get_instance(s, actor, instance_id)
+        return s.scalar(select(func.count()).select_from(AcceptanceReport).where(
+            AcceptanceReport.instance_id == inst.id)) or 0
+
+
+def acceptance_reports(p: Platform, actor: Principal, instance_id: str, limit: int = 100,
+                       offset: int = 0) -> list[dict[str, Any]]:
+    """Oldest first, a page at a time (a report is tens of kilobytes)."""
     with p.db.read() as s:
         inst = get_instance(s, actor, instance_id)
         rows = s.scalars(select(AcceptanceReport).where(
-            AcceptanceReport.instance_id == inst.id).order_by(AcceptanceReport.created_at))
+            AcceptanceReport.instance_id == inst.id).order_by(
+                AcceptanceReport.created_at, AcceptanceReport.id).limit(limit).offset(offset))
         names = {n.id: n.name for n, _, _ in instance_allocations(s, inst.id)}
         return [{"id": r.id, "node": names.get(r.node_id, r.node_id), "created_at": r.created_at,
                  "trigger": r.trigger, "passed": r.passed, "simulated": r.simulated,

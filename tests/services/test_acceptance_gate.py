@@ -170,6 +170,9 @@ def test_on_demand_verify_with_a_stand_in_agent(
     reports = agents.acceptance_reports(fleet, tenant.principal, iid)
     assert [(r["trigger"], r["passed"]) for r in reports] == [("delivery", True),
                                                               ("on_demand", False)]
+    page = agents.acceptance_reports(fleet, tenant.principal, iid, limit=1, offset=1)
+    assert [r["trigger"] for r in page] == ["on_demand"]
+    assert agents.count_acceptance_reports(fleet, tenant.principal, iid) == 2
     from gpulease.domain.errors import TooManyRequests
 
     with pytest.raises(TooManyRequests, match="at least 300 s apart") as refused:

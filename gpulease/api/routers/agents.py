@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Security
+from fastapi import APIRouter, Response, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
 from gpulease.api.access import EVERY_USER, ORDERING, Caller, access
-from gpulease.api.deps import PlatformDep, PrincipalDep
+from gpulease.api.deps import Limit, Offset, PlatformDep, PrincipalDep
 from gpulease.ports.agent import Command, CommandOutcome
 from gpulease.services import agent_commands, agents, node_agents
 from gpulease.services.node_agents import VerifyRun
@@ -92,10 +92,14 @@ def instance_metrics(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> d
 
 
 @router.get("/instances/{instance_id}/acceptance", openapi_extra=access(*EVERY_USER, owned=True))
-def instance_acceptance(instance_id: str, p: PlatformDep, actor: PrincipalDep
+def instance_acceptance(instance_id: str, p: PlatformDep, actor: PrincipalDep,
+                        response: Response, limit: Limit = 100, offset: Offset = 0
                         ) -> list[dict[str, Any]]:
-    """Every acceptance report run for the instance's nodes (JSON and readable summary)."""
-    return agents.acceptance_reports(p, actor, instance_id)
+    """The acceptance reports run for the instance's nodes (JSON and readable summary),
+    oldest first, a page at a time; X-Total-Count says how many there are."""
+    response.headers["X-Total-Count"] = str(
+        agents.count_acceptance_reports(p, actor, instance_id))
+    return agents.acceptance_reports(p, actor, instance_id, limit, offset)
 
 
 @router.get("/instances/{instance_id}/erase-certificates",
