@@ -274,7 +274,9 @@ def certificate(p: Platform, actor: Principal, certificate_id: str) -> dict[str,
         return _certificate_view(row, node.name if node else row.node_id)
 
 
-def node_certificates(p: Platform, actor: Principal, node_id: str) -> list[dict[str, Any]]:
+def node_certificates(p: Platform, actor: Principal, node_id: str, limit: int = 100,
+                      offset: int = 0) -> list[dict[str, Any]]:
+    """A node's certificates over its life, newest first, a page at a time."""
     if not actor.is_operator:
         raise Forbidden("Only an operator can list a node's certificates.")
     with p.db.read() as s:
@@ -282,5 +284,7 @@ def node_certificates(p: Platform, actor: Principal, node_id: str) -> list[dict[
         if node is None:
             raise NotFound(f"No node {node_id}; `gpulease nodes` lists them.")
         rows = s.scalars(select(EraseCertificate).where(
-            EraseCertificate.node_id == node.id).order_by(EraseCertificate.created_at))
+            EraseCertificate.node_id == node.id).order_by(
+                EraseCertificate.created_at.desc(), EraseCertificate.device)
+            .limit(limit).offset(offset))
         return [_certificate_view(r, node.name) for r in rows]

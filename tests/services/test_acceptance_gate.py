@@ -133,6 +133,7 @@ def test_certificates_are_scoped_to_the_lease(
         agents.certificate(fleet, other.principal, first["id"])
     assert agents.certificate(fleet, operator.principal, first["id"])["node"] == name
     assert len(agents.node_certificates(fleet, operator.principal, name)) == 2
+    assert len(agents.node_certificates(fleet, operator.principal, name, limit=1)) == 1
     with pytest.raises(Forbidden):
         agents.node_certificates(fleet, tenant.principal, name)
 

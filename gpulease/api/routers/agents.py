@@ -117,9 +117,10 @@ def certificate(certificate_id: str, p: PlatformDep, actor: PrincipalDep) -> dic
 
 @router.get("/nodes/{node_id}/erase-certificates", tags=["nodes (operator)"],
             openapi_extra=access(Caller.OPERATOR))
-def node_certificates(node_id: str, p: PlatformDep, actor: PrincipalDep
-                      ) -> list[dict[str, Any]]:
-    return agents.node_certificates(p, actor, node_id)
+def node_certificates(node_id: str, p: PlatformDep, actor: PrincipalDep,
+                      limit: Limit = 100, offset: Offset = 0) -> list[dict[str, Any]]:
+    """The node's erase certificates over its life, newest first, a page at a time."""
+    return agents.node_certificates(p, actor, node_id, limit, offset)
 
 
 @router.post("/nodes/{node_id}/agent-token", status_code=201, tags=["nodes (operator)"],
