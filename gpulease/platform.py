@@ -90,7 +90,6 @@ class Platform:
     wake_event: threading.Event = field(default_factory=threading.Event)
     _price_book: tuple[date, Catalog, Catalog] | None = field(default=None, init=False,
                                                               repr=False)
-    audit_writer: object | None = field(default=None, init=False, repr=False)  # audit.py
 
     def price_book(self) -> Catalog:
         """The catalog at the prices in effect now (a price change takes effect on its

@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -17,6 +18,7 @@ import uvicorn
 from cryptography.fernet import Fernet
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
+from fastapi import FastAPI
 
 from gpulease.api.app import create_app
 from gpulease.cli.client import Client
@@ -35,9 +37,10 @@ def _pg_dsn() -> str:
     return PG_URL.replace("postgresql+psycopg://", "postgresql://")
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
+@contextmanager
+def database_url(kind: str, tmp_path: Path) -> Iterator[str]:
+    """A fresh SQLite file, or a fresh schema on the local PostgreSQL (dropped after)."""
+    if kind == "sqlite":
         yield f"sqlite:///{tmp_path / 'gpulease.db'}"
         return
     schema = f"t_{uuid.uuid4().hex[:12]}"
@@ -47,9 +50,26 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     except psycopg.OperationalError as exc:
         pytest.fail(f"PostgreSQL at {PG_URL} is not reachable ({exc}); start it or set "
                     "GPULEASE_TEST_PG")
-    yield f"{PG_URL}?options=-csearch_path%3D{schema}"
-    with psycopg.connect(_pg_dsn(), autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    try:
+        yield f"{PG_URL}?options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(_pg_dsn(), autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    with database_url(request.param, tmp_path) as url:
+        yield url
+
+
+def listing_app() -> FastAPI:
+    """The app over a stand-in platform: enough to list its routes and its document."""
+    from unittest.mock import MagicMock
+
+    platform = MagicMock()
+    platform.settings.max_body_bytes = 1 << 20
+    return create_app(platform)
 
 
 def make_settings(db_url: str, data_dir: Path, **overrides: object) -> Settings:

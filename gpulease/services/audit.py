@@ -10,8 +10,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import threading
-from concurrent.futures import Future
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 
@@ -77,63 +75,9 @@ def append(p: Platform, happenings: list[Happening]) -> None:
                   .values(last_seq=seq, last_mac=mac))
 
 
-class GroupCommit:
-    """Rows of concurrent requests share one transaction (group commit): a writer thread
-    takes every row waiting and appends them together, while each request still waits
-    until its own row is committed before its answer leaves. Alone, a request pays one
-    hand-over to the thread; under load, one head lock and one commit serve many rows.
-    The thread ends after a second without work and starts again with the next row."""
-
-    IDLE_S = 1.0
-
-    def __init__(self, p: Platform) -> None:
-        self.p = p
-        self._cond = threading.Condition()
-        self._waiting: list[tuple[Happening, Future[None]]] = []
-        self._running = False
-
-    def record(self, happening: Happening) -> None:
-        done: Future[None] = Future()
-        with self._cond:
-            self._waiting.append((happening, done))
-            if self._running:
-                self._cond.notify()
-            else:
-                self._running = True
-                threading.Thread(target=self._write, name="audit-writer", daemon=True).start()
-        done.result()
-
-    def _write(self) -> None:
-        while True:
-            with self._cond:
-                if not self._waiting:
-                    self._cond.wait(self.IDLE_S)
-                if not self._waiting:
-                    self._running = False
-                    return
-                batch, self._waiting = self._waiting, []
-            try:
-                append(self.p, [h for h, _ in batch])
-            except BaseException as exc:  # each waiting request learns its row failed
-                for _, done in batch:
-                    done.set_exception(exc)
-            else:
-                for _, done in batch:
-                    done.set_result(None)
-
-
-_writers_lock = threading.Lock()
-
-
 def record(p: Platform, happening: Happening) -> None:
-    """Append one row and return once it is committed (grouped with concurrent ones)."""
-    writer = p.audit_writer
-    if not isinstance(writer, GroupCommit):
-        with _writers_lock:
-            writer = p.audit_writer
-            if not isinstance(writer, GroupCommit):
-                writer = p.audit_writer = GroupCommit(p)
-    writer.record(happening)
+    """Append one row; the request's answer leaves once it is committed."""
+    append(p, [happening])
 
 
 def _happening(row: AuditEntry) -> Happening:

@@ -111,10 +111,10 @@ def test_retention_prunes_the_start_and_the_rest_still_verifies(
     assert verdict.intact and (verdict.first_seq, verdict.last_seq) == (3, 4)
 
 
-def test_concurrent_rows_are_grouped_and_the_chain_holds(platform: Platform,
-                                                          operator: TenantCtx) -> None:
+def test_concurrent_rows_keep_the_chain_whole(platform: Platform,
+                                              operator: TenantCtx) -> None:
     """Sixteen requests recording at once: each returns only once its row is committed,
-    rows share transactions, and the chain has no gap and verifies."""
+    and the chain has no gap and verifies."""
     from concurrent.futures import ThreadPoolExecutor
     from datetime import UTC, datetime
 

@@ -26,7 +26,7 @@ from gpulease.domain.accounts import Role
 from gpulease.platform import Platform
 from gpulease.services import accounts, agents, invoice_run
 from gpulease.worker.runner import Worker
-from tests.conftest import TenantCtx, new_tenant, ssh_key
+from tests.conftest import TenantCtx, listing_app, new_tenant, ssh_key
 from tests.services.test_leases import MovableClock, deliver
 
 # Not routes a caller is authorized for: files under these mounts are public by nature.
@@ -154,21 +154,13 @@ def routes(app: FastAPI) -> Iterator[tuple[str, str, APIRoute]]:
 
 
 def test_every_route_declares_who_may_call_it() -> None:
-    app = create_app_for_listing()
+    app = listing_app()
     missing = [f"{m} {path}" for m, path, r in routes(app) if declared(r.openapi_extra) is None]
     assert not missing, ("Declare who may call these routes (openapi_extra=access(...), "
                          f"gpulease/api/access.py): {missing}")
     others = [c for c in iter_route_contexts(app.routes)
               if not isinstance(c.original_route, APIRoute)]
     assert {c.path for c in others if isinstance(c.original_route, Mount)} <= PUBLIC_MOUNTS
-
-
-def create_app_for_listing() -> FastAPI:
-    from unittest.mock import MagicMock
-
-    platform = MagicMock()
-    platform.settings.max_body_bytes = 1 << 20
-    return create_app(platform)
 
 
 def _call(client: TestClient, method: str, path: str, caller: Caller,

@@ -10,14 +10,10 @@ is refused before anything leaves."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-from unittest.mock import MagicMock
 
-import psycopg
 import pytest
 import schemathesis
 from fastapi import FastAPI
@@ -33,7 +29,7 @@ from gpulease.demo import seed_demo_fleet
 from gpulease.domain.accounts import Role
 from gpulease.platform import Platform
 from gpulease.services import accounts, agents
-from tests.conftest import PG_URL, _pg_dsn, make_settings, new_tenant
+from tests.conftest import database_url, listing_app, make_settings, new_tenant
 
 EXAMPLES = 5  # per operation and database: bounded, the suite's time is shared
 # Would reach out to a generated address (a BMC to enroll; a webhook's host to resolve):
@@ -41,14 +37,7 @@ EXAMPLES = 5  # per operation and database: bounded, the suite's time is shared
 SENDS_TRAFFIC = {("POST", "/api/v1/nodes"), ("PUT", "/api/v1/webhook")}
 
 
-def _document() -> dict[str, Any]:
-    """The OpenAPI document, as any instance of the app serves it."""
-    platform = MagicMock()
-    platform.settings.max_body_bytes = 1 << 20
-    return create_app(platform).openapi()
-
-
-schema = schemathesis.openapi.from_dict(_document())
+schema = schemathesis.openapi.from_dict(listing_app().openapi())
 schema.config.update(base_url="http://127.0.0.1")  # only names the URLs: calls stay in-process
 
 
@@ -62,27 +51,17 @@ class Target:
 def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[Target]:
     tmp = tmp_path_factory.mktemp("fuzz")
-    pg_schema = None
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp / 'gpulease.db'}"
-    else:
-        pg_schema = f"t_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(_pg_dsn(), autocommit=True) as conn:
-            conn.execute(f'CREATE SCHEMA "{pg_schema}"')
-        url = f"{PG_URL}?options=-csearch_path%3D{pg_schema}"
-    p = Platform.from_settings(make_settings(url, Path(tmp) / "data"))
-    p.settings.rate_limit_per_token_per_min = 1_000_000
-    p.settings.rate_limit_anonymous_per_min = 1_000_000
-    p.settings.rate_limit_auth_failures_per_min = 1_000_000
-    p.db.migrate()
-    seed_demo_fleet(p, 1)
-    try:
-        yield Target(create_app(p), _tokens(p))
-    finally:
-        p.db.dispose()
-        if pg_schema:
-            with psycopg.connect(_pg_dsn(), autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA "{pg_schema}" CASCADE')
+    with database_url(request.param, tmp) as url:
+        p = Platform.from_settings(make_settings(url, tmp / "data"))
+        p.settings.rate_limit_per_token_per_min = 1_000_000
+        p.settings.rate_limit_anonymous_per_min = 1_000_000
+        p.settings.rate_limit_auth_failures_per_min = 1_000_000
+        p.db.migrate()
+        seed_demo_fleet(p, 1)
+        try:
+            yield Target(create_app(p), _tokens(p))
+        finally:
+            p.db.dispose()
 
 
 def _tokens(p: Platform) -> dict[Caller, str]:

@@ -46,9 +46,10 @@ def test_non_public_targets_are_refused(platform: Platform, url: str, says: str)
 def test_every_answer_of_a_name_must_pass_and_the_provider_can_deny_and_allow(
         platform: Platform) -> None:
     st = platform.settings
-    mixed = egress.check  # a name answering a public and a private address is refused
+    # a name answering a public and a private address is refused
     with pytest.raises(InvalidInput, match="10.0.0.8, a private"):
-        mixed(st, "https://hooks.example.com/x", resolve=lambda h, p: ["8.8.4.4", "10.0.0.8"])
+        egress.check(st, "https://hooks.example.com/x",
+                     resolve=lambda h, p: ["8.8.4.4", "10.0.0.8"])
     target = egress.check(st, "https://hooks.example.com:8443/x",
                           resolve=lambda h, p: ["8.8.4.4"])
     assert target.pinned_url() == "https://8.8.4.4:8443/x" and target.host == "hooks.example.com"
