@@ -15,6 +15,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
@@ -168,6 +169,9 @@ class Instance(LockedRow, Base):
     ip_address: Mapped[str | None] = mapped_column(String(64))
     ssh_port: Mapped[int | None] = mapped_column(Integer)
     root_password_enc: Mapped[str | None] = mapped_column(Text)
+    # Containers: root may log in over SSH with the password (asked per order); else keys.
+    password_login: Mapped[bool] = mapped_column(Boolean, default=False,
+                                                 server_default=false())
     credentials_revealed_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     ordered_at: Mapped[datetime] = mapped_column(UtcDateTime())
     ready_at: Mapped[datetime | None] = mapped_column(UtcDateTime())

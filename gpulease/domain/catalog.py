@@ -8,6 +8,7 @@ field, so a typo is found at start-up rather than at the first order.
 from __future__ import annotations
 
 import tomllib
+from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 from enum import StrEnum
@@ -187,6 +188,13 @@ class Image(_Entry):
     custom: bool = False
 
 
+@dataclass(frozen=True)
+class ContainerShare:
+    cpus: Decimal
+    memory_gb: int
+    pids: int
+
+
 class ContainerOffer(_Entry):
     id: str = Field(pattern=r"^[a-z0-9-]+$")
     gpu: str
@@ -196,6 +204,11 @@ class ContainerOffer(_Entry):
     max_gpus: int = Field(gt=0, le=16)
     default_image: str
     price_changes: tuple[PriceChange, ...] = ()
+    # A container's share of its host per GPU: CPUs and memory default to the host offer's
+    # (cores and memory divided by the SKU's GPU count); pids is a fork-bomb stop.
+    cpus_per_gpu: Decimal | None = Field(default=None, gt=0)
+    memory_gb_per_gpu: int | None = Field(default=None, gt=0)
+    pids_per_gpu: int = Field(default=4096, gt=0)
 
     def priced_at(self, at: datetime) -> ContainerOffer:
         change = _due(self.price_changes, at)
@@ -285,6 +298,18 @@ class Catalog(_Entry):
         return Catalog.model_construct(**{**fields, "offers": offers,
                                           "container_offers": containers})
 
+    def container_share(self, offer_id: str, gpus: int) -> ContainerShare:
+        """What a container of `gpus` GPUs of a container offer may use of its host."""
+        co = self.container_offer_by_id[offer_id]
+        host = self.offer(co.host_sku, co.region)
+        per_gpu = self.sku_by_id[co.host_sku].gpu_count
+        cpus = co.cpus_per_gpu if co.cpus_per_gpu is not None else (
+            Decimal(host.cpu_logical_cores) / per_gpu if host else Decimal(1))
+        memory = co.memory_gb_per_gpu if co.memory_gb_per_gpu is not None else (
+            host.memory_gb // per_gpu if host else 1)
+        return ContainerShare(cpus=cpus * gpus, memory_gb=memory * gpus,
+                              pids=co.pids_per_gpu * gpus)
+
     def offer(self, sku: str, region: str) -> Offer | None:
         return self.offer_by_id.get(f"{sku}@{region}")
 
@@ -356,6 +381,11 @@ def _check_references(catalog: Catalog, where: str) -> None:
             problems.append(f"{at}: field 'host_sku': unknown SKU {c.host_sku!r}")
         if c.default_image not in catalog.image_by_id:
             problems.append(f"{at}: field 'default_image': unknown image {c.default_image!r}")
+        if catalog.offer(c.host_sku, c.region) is None and (
+                c.cpus_per_gpu is None or c.memory_gb_per_gpu is None):
+            problems.append(f"{at}: no [[offers]] entry for {c.host_sku} in {c.region} to "
+                            "take the host's cores and memory from; set cpus_per_gpu and "
+                            "memory_gb_per_gpu")
     for n, image in enumerate(catalog.images):
         if image.custom and not (image.url and image.checksum):
             problems.append(

@@ -9,10 +9,19 @@ The image is the catalog image's container build (`<prefix><image id>`, or an op
 mapping). It needs `/bin/sh`, OpenSSH's `sshd` and `chpasswd`: the runtime writes the
 tenant's keys and the root password's hash into the container before starting it, then
 runs sshd in the foreground as the container's main process.
+
+Isolation (the tenant is root inside, a stranger to the provider and to the neighbours):
+each tenant's containers get a bridge network of their own (`gpulease-tenant-<id>`; the
+engine keeps bridges apart), the offer's share of the host as memory (no swap on top), CPU
+and pids limits, all capabilities dropped but what sshd and a root shell need,
+no-new-privileges, no privileged mode, only the instance's GPUs, a named volume at /data
+that is deleted with the instance, and no mount of the engine's socket. sshd takes keys
+only unless the order asked for password login.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import tarfile
 import threading
@@ -29,18 +38,37 @@ from gpulease.configdrive import hash_root_password
 from gpulease.ports.runtime import ContainerHandle, ContainerSpec, RuntimeError_
 
 LABEL = "io.gpulease.instance"
-ENTRY = (
-    "set -e; mkdir -p /run/sshd; "
-    # Once: the hash is deleted after use, and a restarted container keeps its password.
-    "if [ -f /etc/gpulease/root-password ]; then chpasswd -e < /etc/gpulease/root-password; "
-    "rm -f /etc/gpulease/root-password; fi; "
-    "ssh-keygen -A >/dev/null; "
-    "exec /usr/sbin/sshd -D -e -o PasswordAuthentication=yes -o PermitRootLogin=yes"
-)
+TENANT_LABEL = "io.gpulease.tenant"
+DATA_MOUNT = "/data"
+# What sshd and a root shell need of the engine's default set; the rest of it (MKNOD,
+# NET_RAW: forged packets on the bridge, SETFCAP, SETPCAP) goes with everything else.
+CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID",
+                "NET_BIND_SERVICE", "SYS_CHROOT", "AUDIT_WRITE")
+KEYS_ONLY = ("-o PasswordAuthentication=no -o KbdInteractiveAuthentication=no "
+             "-o PermitRootLogin=prohibit-password")
+WITH_PASSWORD = "-o PasswordAuthentication=yes -o PermitRootLogin=yes"
+
+
+def entry(password_login: bool) -> str:
+    """The container's main process: set the root password once (the hash is deleted after
+    use, and a restarted container keeps its password), then sshd in the foreground."""
+    return ("set -e; mkdir -p /run/sshd; "
+            "if [ -f /etc/gpulease/root-password ]; then "
+            "chpasswd -e < /etc/gpulease/root-password; rm -f /etc/gpulease/root-password; fi; "
+            "ssh-keygen -A >/dev/null; "
+            f"exec /usr/sbin/sshd -D -e {WITH_PASSWORD if password_login else KEYS_ONLY}")
 
 
 def container_name(instance_id: str) -> str:
     return f"gpulease-{instance_id}"
+
+
+def network_name(tenant_id: str) -> str:
+    return f"gpulease-tenant-{tenant_id}"
+
+
+def volume_name(instance_id: str) -> str:
+    return f"gpulease-{instance_id}-data"
 
 
 def public_host(engine_url: str) -> str:
@@ -64,6 +92,7 @@ class DockerRuntime:
         self._image_for, self._gpus, self._timeout = image_for, gpus, timeout_s
         self._tls_dir = tls_dir
         self._clients: dict[str, docker.DockerClient] = {}
+        self._cpus: dict[str, int] = {}  # per engine: its CPU count (limits stop there)
         self._lock = threading.Lock()
 
     def _client(self, url: str) -> docker.DockerClient:
@@ -90,7 +119,7 @@ class DockerRuntime:
             if container is None:
                 container = self._create(client, spec)
             if container.status != "running":
-                container.start()
+                container = self._start(client, spec, container)
             return ContainerHandle(container.id, public_host(spec.engine_url),
                                    self._ssh_port(container))
         except RuntimeError_:
@@ -106,13 +135,70 @@ class DockerRuntime:
         if not engine_url:
             raise _fail(f"node {node_name} has no Docker engine URL", retryable=False)
         try:
-            container = self._find(self._client(engine_url), instance_id)
+            client = self._client(engine_url)
+            container = self._find(client, instance_id)
+            tenant = container.labels.get(TENANT_LABEL) if container is not None else None
             if container is not None:
                 container.remove(force=True)  # stop and remove; its writable layer goes too
+            self._remove_volume(client, instance_id)
+            if tenant:
+                self._remove_network_if_unused(client, tenant)
         except NotFound:
             return  # removed meanwhile
         except DockerException as exc:
             raise _fail(f"Docker engine of {node_name}: {exc}", retryable=True) from exc
+
+    def _start(self, client: docker.DockerClient, spec: ContainerSpec, container: Any) -> Any:
+        try:
+            container.start()
+            return container
+        except APIError as exc:
+            if "network" not in str(exc).lower():
+                raise
+        # Its tenant network went (the tenant's last other container was removed meanwhile):
+        # it never ran, so nothing of the tenant's is lost by making it again.
+        container.remove(force=True)
+        container = self._create(client, spec)
+        container.start()
+        return container
+
+    def _remove_volume(self, client: docker.DockerClient, instance_id: str) -> None:
+        with contextlib.suppress(NotFound):
+            client.volumes.get(volume_name(instance_id)).remove(force=True)
+
+    def _remove_network_if_unused(self, client: docker.DockerClient, tenant_id: str) -> None:
+        """The tenant's network goes with its last container on this host (a host's bridge
+        subnets are few). One in use (a container started meanwhile) stays."""
+        try:
+            network = client.networks.get(network_name(tenant_id))
+            if not network.attrs.get("Containers"):
+                network.remove()
+        except NotFound:
+            pass
+        except APIError as exc:
+            if exc.status_code not in (403, 409):  # has active endpoints: still in use
+                raise
+
+    def _network(self, client: docker.DockerClient, tenant_id: str) -> str:
+        name = network_name(tenant_id)
+        try:
+            client.networks.get(name)
+        except NotFound:
+            try:
+                client.networks.create(name, driver="bridge", labels={TENANT_LABEL: tenant_id})
+            except APIError as exc:
+                if exc.status_code != 409:  # made by another worker a moment ago
+                    raise
+        return name
+
+    def _engine_cpus(self, client: docker.DockerClient, url: str) -> int:
+        with self._lock:
+            cpus = self._cpus.get(url)
+        if cpus is None:
+            cpus = int(client.info().get("NCPU") or 1)
+            with self._lock:
+                self._cpus[url] = cpus
+        return cpus
 
     def _find(self, client: docker.DockerClient, instance_id: str) -> Any:
         try:
@@ -125,13 +211,30 @@ class DockerRuntime:
         gpus = ",".join(str(i) for i in spec.gpu_indices)
         requests = ([DeviceRequest(driver="nvidia", device_ids=[str(i) for i in spec.gpu_indices],
                                    capabilities=[["gpu"]])] if self._gpus == "nvidia" else [])
+        limits = spec.limits
+        cpus = None
+        if limits.cpus is not None:  # the engine refuses more CPUs than its host has
+            cpus = min(limits.cpus, self._engine_cpus(client, spec.engine_url or ""))
+        tenant = spec.tenant_id or "unknown"
         try:
+            client.images.get(image)  # before anything else is made for the instance
+            network = self._network(client, tenant)
+            client.volumes.create(volume_name(spec.instance_id),
+                                  labels={LABEL: spec.instance_id, TENANT_LABEL: tenant})
             container = client.containers.create(
-                image, command=["/bin/sh", "-c", ENTRY], name=container_name(spec.instance_id),
+                image, command=["/bin/sh", "-c", entry(spec.password_login)],
+                name=container_name(spec.instance_id),
                 hostname=spec.instance_id, detach=True, ports={"22/tcp": None},
                 labels={LABEL: spec.instance_id, "io.gpulease.gpus": gpus,
-                        "io.gpulease.node": spec.node_name},
+                        "io.gpulease.node": spec.node_name, TENANT_LABEL: tenant},
                 device_requests=requests,
+                network=network,
+                volumes={volume_name(spec.instance_id): {"bind": DATA_MOUNT, "mode": "rw"}},
+                mem_limit=limits.memory_bytes, memswap_limit=limits.memory_bytes,
+                nano_cpus=int(cpus * 1e9) if cpus is not None else None,
+                pids_limit=limits.pids,
+                cap_drop=["ALL"], cap_add=list(CAPABILITIES),
+                security_opt=["no-new-privileges:true"], privileged=False,
                 # the stubs know only "always" and "on-failure"; the engine takes this too
                 restart_policy={"Name": "unless-stopped"},  # type: ignore[arg-type]
                 shm_size="8g" if self._gpus == "nvidia" else None)

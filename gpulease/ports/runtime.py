@@ -11,6 +11,15 @@ class RuntimeError_(Exception):
 
 
 @dataclass(frozen=True)
+class ContainerLimits:
+    """The container's share of its host; None: unlimited (the simulated host)."""
+
+    cpus: float | None = None
+    memory_bytes: int | None = None
+    pids: int | None = None
+
+
+@dataclass(frozen=True)
 class ContainerSpec:
     instance_id: str
     node_name: str
@@ -21,6 +30,10 @@ class ContainerSpec:
     engine_url: str | None = None
     # The one-time root password (the runtime stores only its hash); None: keys only.
     root_password: str | None = field(default=None, repr=False)
+    # Containers of one tenant share a network; no other tenant's container is on it.
+    tenant_id: str = ""
+    limits: ContainerLimits = ContainerLimits()
+    password_login: bool = False  # root may log in over SSH with the password; else keys
 
 
 @dataclass(frozen=True)
@@ -36,5 +49,6 @@ class ContainerRuntime(Protocol):
         ...
 
     def stop(self, instance_id: str, node_name: str, engine_url: str | None = None) -> None:
-        """Stop and remove it; a no-op when absent. Raises RuntimeError_."""
+        """Stop and remove it with its data volume; a no-op when absent. Raises
+        RuntimeError_."""
         ...

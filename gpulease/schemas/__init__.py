@@ -76,6 +76,10 @@ class ContainerOfferView(BaseModel):
     max_gpus: int
     free_gpus: int
     default_image: str
+    # What each GPU brings of the host: the container's limits are these times its GPUs.
+    cpus_per_gpu: Decimal
+    memory_gb_per_gpu: int
+    pids_per_gpu: int
 
 
 class CatalogView(BaseModel):
@@ -126,6 +130,10 @@ class OrderRequest(BaseModel):
     ssh_keys: list[Annotated[str, Field(max_length=16384)]] = Field(default_factory=list,
                                                                      max_length=32)
     name: str | None = Field(default=None, max_length=100)
+    ssh_password: bool = Field(
+        default=False,
+        description="container: also let root log in over SSH with the password shown once "
+                    "(off by default: SSH keys only); bare metal takes keys only")
 
 
 class StageView(BaseModel):
@@ -171,6 +179,7 @@ class InstanceView(BaseModel):
     stages: list[StageView]
     credentials_available: bool
     simulated: bool
+    ssh_password: bool = False  # root may log in over SSH with the password (containers)
 
 
 class CredentialsView(BaseModel):

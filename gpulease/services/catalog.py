@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gpulease.db.tables import Gpu, GpuAllocation, Node
-from gpulease.domain.catalog import Catalog, Offer
+from gpulease.domain.catalog import Catalog, ContainerShare, Offer
 from gpulease.domain.money import to_fen
 from gpulease.domain.states import NodeStatus
 from gpulease.platform import Platform
@@ -100,10 +100,16 @@ def _static_view(c: Catalog, today: date) -> CatalogView:
                 id=co.id, gpu=c.gpu_by_id[co.gpu].name, region=co.region,
                 price_per_gpu_hour=co.price_per_gpu_hour, max_gpus=co.max_gpus,
                 free_gpus=0, default_image=co.default_image,
+                **_per_gpu(c.container_share(co.id, 1)),
             )
             for co in c.container_offers
         ],
     )
+
+
+def _per_gpu(share: ContainerShare) -> dict[str, object]:
+    return {"cpus_per_gpu": share.cpus, "memory_gb_per_gpu": share.memory_gb,
+            "pids_per_gpu": share.pids}
 
 
 def catalog_view(p: Platform) -> CatalogView:

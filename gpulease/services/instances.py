@@ -84,7 +84,7 @@ def assemble_view(
         ip_address=inst.ip_address, ssh_command=_ssh_command(inst),
         ordered_at=inst.ordered_at, ready_at=inst.ready_at, released_at=inst.released_at,
         delivery_seconds=delivery, delivery_sla_seconds=p.settings.delivery_sla_s,
-        stages=stages,
+        stages=stages, ssh_password=bool(inst.password_login),
         credentials_available=(
             inst.status == InstanceStatus.READY.value
             and inst.credentials_revealed_at is None and inst.root_password_enc is not None
@@ -148,7 +148,11 @@ def reveal_credentials(p: Platform, actor: Principal, instance_id: str) -> Crede
         password = p.box.open(inst.root_password_enc)
         inst.credentials_revealed_at = p.clock.now()
         inst.root_password_enc = None  # shown once: not kept after that
-        return CredentialsView(
+        view = CredentialsView(
             instance_id=inst.id, root_password=password, ip_address=inst.ip_address,
             ssh_command=_ssh_command(inst),
         )
+        if inst.kind == "container" and not inst.password_login:
+            view.note += (" SSH takes your keys only on this instance (order with "
+                          "ssh_password to log in with the password).")
+        return view

@@ -56,6 +56,7 @@ class Plan:
     ssh_keys: tuple[str, ...]
     container_offer: str | None
     name: str | None
+    password_login: bool = False
 
 
 def plan_order(p: Platform, req: OrderRequest) -> Plan:
@@ -85,7 +86,11 @@ def plan_order(p: Platform, req: OrderRequest) -> Plan:
         gpu = c.gpu_by_id[co.gpu]
         image = _image(p, req.image or co.default_image, gpu.vendor)
         return Plan("container", co.host_sku, co.region, term, image, 1, gpus, keys, co.id,
-                    req.name)
+                    req.name, req.ssh_password)
+
+    if req.ssh_password:
+        raise InvalidInput("ssh_password", "Bare metal takes SSH keys only; its root password "
+                           "is for the server's console. Leave ssh_password out.")
 
     if not req.sku or req.sku not in c.sku_by_id:
         raise InvalidInput("sku", f"Unknown SKU {req.sku!r}." if req.sku else "A SKU is needed.",
@@ -216,7 +221,7 @@ def _instance_row(p: Platform, actor: Principal, tenant: str, plan: Plan, now: d
         "sku": plan.sku, "region": plan.region, "container_offer": plan.container_offer,
         "term": plan.term, "image_id": plan.image, "node_count": plan.nodes,
         "gpu_count": plan.gpus, "fabric_id": fabric, "ssh_keys": "\n".join(plan.ssh_keys),
-        "name": plan.name, **_NEW_INSTANCE,
+        "name": plan.name, "password_login": plan.password_login, **_NEW_INSTANCE,
         "root_password_enc": p.box.seal(new_root_password()), "ordered_at": now,
         "next_attempt_at": now, "attempts": 0, "stage_started_at": now,
         "stage_polls": 0, "metered_hours": 0,

@@ -14,7 +14,7 @@ from gpulease.db.repositories import instance_allocations
 from gpulease.db.tables import GpuAllocation, Instance, Node
 from gpulease.domain.states import InstanceStatus
 from gpulease.platform import Platform
-from gpulease.ports.runtime import ContainerHandle, ContainerSpec
+from gpulease.ports.runtime import ContainerHandle, ContainerLimits, ContainerSpec
 from gpulease.services.history import WORKER
 from gpulease.worker.instance_steps import deliver, reconcile
 from gpulease.worker.nodes import fail_instance, release_allocations
@@ -37,7 +37,20 @@ def container_spec(s: Session, p: Platform, inst: Instance) -> ContainerSpec:
                          image_id=inst.image_id, ssh_keys=tuple(inst.ssh_keys.splitlines()),
                          engine_url=node.runtime_url,
                          root_password=p.box.open(inst.root_password_enc)
-                         if inst.root_password_enc else None)
+                         if inst.root_password_enc else None,
+                         tenant_id=inst.tenant_id, limits=container_limits(p, inst),
+                         password_login=bool(inst.password_login))
+
+
+def container_limits(p: Platform, inst: Instance) -> ContainerLimits:
+    """The offer's per-GPU share of the host times the instance's GPUs; unlimited when the
+    catalog no longer lists the offer (the container keeps running as it was ordered)."""
+    if inst.container_offer is None or (
+            inst.container_offer not in p.catalog.container_offer_by_id):
+        return ContainerLimits()
+    share = p.catalog.container_share(inst.container_offer, inst.gpu_count)
+    return ContainerLimits(cpus=float(share.cpus), memory_bytes=share.memory_gb * 2**30,
+                           pids=share.pids)
 
 
 def held_hosts(s: Session, inst: Instance) -> list[HeldHost]:

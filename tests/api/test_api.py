@@ -83,6 +83,7 @@ def test_order_errors_name_the_field(
         ({**H100, "kind": "cluster", "nodes": "four", "ssh_keys": [key]}, 422, "nodes"),
         ({**H100, "colour": "red", "ssh_keys": [key]}, 422, "colour"),
         ({**H100, "kind": "vm", "ssh_keys": [key]}, 422, "kind"),
+        ({**H100, "ssh_password": True, "ssh_keys": [key]}, 422, "ssh_password"),
     ]
     for body, status, field in cases:
         r = httpx.post(url, json=body, headers=auth(tenant.token))

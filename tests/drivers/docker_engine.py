@@ -4,6 +4,7 @@ tests run: Debian's minimal root filesystem with OpenSSH, built with debootstrap
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -11,7 +12,7 @@ import tempfile
 
 import docker
 import pytest
-from docker.errors import DockerException, ImageNotFound
+from docker.errors import DockerException, ImageNotFound, NotFound
 
 ENGINE = "unix:///var/run/docker.sock"
 IMAGE = "gpulease-test/sshd:bookworm"
@@ -50,3 +51,17 @@ def ensure_test_image(client: docker.DockerClient) -> str:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return IMAGE
+
+
+def remove_node_containers(client: docker.DockerClient, node: str) -> None:
+    """What a test left on the engine for one node: its containers, their data volumes and
+    the tenant networks nothing uses any more."""
+    for c in client.containers.list(all=True, filters={"label": f"io.gpulease.node={node}"}):
+        c.remove(force=True)
+        with contextlib.suppress(NotFound):
+            client.volumes.get(f"gpulease-{c.labels['io.gpulease.instance']}-data").remove(
+                force=True)
+    for network in client.networks.list(filters={"label": "io.gpulease.tenant"}, greedy=True):
+        if not network.attrs.get("Containers"):
+            with contextlib.suppress(NotFound):
+                network.remove()

@@ -27,7 +27,12 @@ from gpulease.services import instances, orders, wallet
 from gpulease.services.inventory import NodeSpec, add_node
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, free_port, make_settings, new_tenant, ssh_key
-from tests.drivers.docker_engine import ENGINE, engine_or_skip, ensure_test_image
+from tests.drivers.docker_engine import (
+    ENGINE,
+    engine_or_skip,
+    ensure_test_image,
+    remove_node_containers,
+)
 
 pytestmark = pytest.mark.slow
 CONTAINER = dict(kind="container", offer="rtx4090-24g-container", sku=None, region=None)
@@ -55,9 +60,7 @@ def docker_platform(db_url: str, tmp_path: Path, engine: docker.DockerClient
         add_node(s, p, NodeSpec(name="shared-docker-1", sku="rtx4090-24g-x8",
                                 region="sichuan-2", pool="container", runtime_url=ENGINE))
     yield p
-    for c in engine.containers.list(all=True, filters={"label": "io.gpulease.node"}):
-        if c.labels.get("io.gpulease.node") == "shared-docker-1":
-            c.remove(force=True)
+    remove_node_containers(engine, "shared-docker-1")
     p.db.dispose()
 
 

@@ -172,3 +172,19 @@ def test_bad_acceptance_mark_names_the_field() -> None:
     data["skus"][2]["acceptance"] = {"hbm_fraction": "1.5"}
     with pytest.raises(CatalogError, match=r"\[\[skus\]\] #3 .*acceptance.hbm_fraction"):
         parse_catalog(data, "c.toml")
+
+
+def test_a_container_takes_its_gpus_share_of_the_host() -> None:
+    c = load_catalog(None)
+    # The RTX 4090 host: 128 logical cores and 512 GB for 8 GPUs.
+    share = c.container_share("rtx4090-24g-container", 3)
+    assert (share.cpus, share.memory_gb, share.pids) == (Decimal(48), 192, 3 * 4096)
+    data = raw()
+    data["container_offers"][0] |= {"cpus_per_gpu": "6", "memory_gb_per_gpu": 40}
+    share = parse_catalog(data).container_share("rtx4090-24g-container", 2)
+    assert (share.cpus, share.memory_gb) == (Decimal(12), 80)
+    # A host SKU with no offer in the region has no cores to divide: the operator says.
+    data = raw()
+    data["offers"] = [o for o in data["offers"] if o["sku"] != "rtx4090-24g-x8"]
+    with pytest.raises(CatalogError, match="set cpus_per_gpu and memory_gb_per_gpu"):
+        parse_catalog(data, "c.toml")
