@@ -27,6 +27,7 @@ class Caller(StrEnum):
     ADMIN = "admin"  # a tenant admin
     MEMBER = "member"  # a tenant member: orders and releases
     READER = "reader"  # a tenant reader: reads only
+    METER = "meter"  # a metering source's token: reports usage, nothing else
 
 
 TENANT_USERS = (Caller.ADMIN, Caller.MEMBER, Caller.READER)

@@ -7,9 +7,10 @@ from typing import Annotated
 from fastapi import Depends, Header, Query, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from gpulease.api.access import Caller, declared
 from gpulease.api.limits import note_auth_failure
 from gpulease.domain.accounts import Principal
-from gpulease.domain.errors import Unauthorized
+from gpulease.domain.errors import Forbidden, Unauthorized
 from gpulease.platform import Platform
 from gpulease.services.accounts import authenticate
 
@@ -42,7 +43,18 @@ def get_principal(request: Request, credentials: BearerCredentials) -> Principal
             note_auth_failure(platform, request.client.host if request.client else None)
         raise
     request.state.principal = principal  # for the audit trail
+    if principal.is_meter:
+        _meter_may_call(request)
     return principal
+
+
+def _meter_may_call(request: Request) -> None:
+    """A meter's token sits on a collector outside the control plane: it reaches only the
+    routes that declare meters (posting usage), whatever the route itself would check."""
+    route = request.scope.get("route")
+    allowed = declared(getattr(route, "openapi_extra", None))
+    if allowed is None or Caller.METER not in allowed.callers:
+        raise Forbidden("A meter token only reports usage (POST /api/v1/usage).")
 
 
 PlatformDep = Annotated[Platform, Depends(get_platform)]

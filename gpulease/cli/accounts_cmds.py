@@ -16,7 +16,7 @@ from gpulease.cli.common import (
     out,
     print_json,
 )
-from gpulease.schemas import UserView
+from gpulease.schemas import MeterCreated, UserView
 
 app = typer.Typer()
 
@@ -32,6 +32,22 @@ def tenant_create(
     if as_json:
         return print_json(created)
     out.print(f"tenant {created.tenant.id} ({created.tenant.name}); admin {created.admin.email}")
+    out.print(f"token: {created.token.token}   [dim]({created.token.note})[/dim]")
+
+
+@app.command("meter-create")
+def meter_create(
+    name: str,
+    days: Annotated[int | None, typer.Option(help="token valid for this many days")] = None,
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+) -> None:
+    """Operator: an account for a metering source; prints its token once. The token may
+    only post usage; `gpulease user disable ID` ends it."""
+    created = MeterCreated.model_validate(api(lambda: connect(url, token).post_json(
+        "/meters", {"name": name, "expires_in_days": days})))
+    if as_json:
+        return print_json(created)
+    out.print(f"meter {created.meter.id} ({created.meter.name})")
     out.print(f"token: {created.token.token}   [dim]({created.token.note})[/dim]")
 
 

@@ -211,17 +211,34 @@ def credit_note_cmd(invoice_id: str,
 @app.command()
 def usage(instance: Annotated[str | None, typer.Option(help="one instance")] = None,
           tenant: Annotated[str | None, typer.Option(help="operator: which tenant")] = None,
+          held: Annotated[bool, typer.Option(help="operator: every tenant's records held "
+                                                  "for review")] = False,
           url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
-    """Metered usage (container GPU-hours, egress, extra storage), newest first."""
+    """Metered usage (container GPU-hours, egress, extra storage), newest first; `--held`:
+    records beyond what their instance could use, waiting for review, oldest first."""
     query = "&".join(f"{k}={v}" for k, v in (("instance", instance), ("tenant", tenant)) if v)
-    page = api(lambda: connect(url, token).get_json(f"/usage?{query}"))
+    path = "/usage/held" if held else f"/usage?{query}"
+    page = api(lambda: connect(url, token).get_json(path))
     if as_json:
         return print_json(page["items"])
-    table = Table("recorded", "instance", "kind", "quantity", "unit price ¥", "amount ¥",
-                  "from", "to", "key")
+    table = Table("id", "recorded", "instance", "kind", "quantity", "unit price ¥",
+                  "amount ¥", "from", "to", "key", "status")
     for u in page["items"]:
-        table.add_row(u["recorded_at"][:16], u["instance_id"] or "", u["kind"],
+        table.add_row(str(u["id"]), u["recorded_at"][:16], u["instance_id"] or "", u["kind"],
                       f"{u['quantity']} {u['unit']}", u["unit_price"],
                       f"{Decimal(u['amount']):,.2f}", u["started_at"][:16],
-                      u["ended_at"][:16], u["key"])
+                      u["ended_at"][:16], u["key"],
+                      u["status"] + (f": {u['held_reason']}" if u["held_reason"] else ""))
     out.print(table)
+
+
+@app.command("usage-decide")
+def usage_decide(record_id: int, decision: Annotated[str, typer.Argument(
+                     help="charge (the usage was real) or reject (never charged)")],
+                 url: UrlOpt = "", token: TokenOpt = "") -> None:
+    """Operator: decide a held usage record."""
+    if decision not in ("charge", "reject"):
+        raise typer.BadParameter("charge or reject", param_hint="DECISION")
+    u = api(lambda: connect(url, token).post_json(f"/usage/{record_id}/{decision}"))
+    out.print(f"usage {u['id']} ({u['key']}): {u['status']}, ¥{Decimal(u['amount']):,.2f}",
+              highlight=False)

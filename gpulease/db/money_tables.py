@@ -81,6 +81,13 @@ class UsageRecord(Base):
     ended_at: Mapped[datetime] = mapped_column(UtcDateTime())
     recorded_at: Mapped[datetime] = mapped_column(UtcDateTime())
     source: Mapped[str] = mapped_column(String(32))  # worker | api:<user>
+    # charged | held (beyond what the instance could use: not charged, waits for an
+    # operator) | rejected (never charged)
+    status: Mapped[str] = mapped_column(String(16), default="charged",
+                                        server_default="charged", index=True)
+    held_reason: Mapped[str | None] = mapped_column(String(500))
+    decided_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    decided_by: Mapped[str | None] = mapped_column(String(64))
 
     __table_args__ = (UniqueConstraint("tenant_id", "key", name="uq_usage_records_key"),)
 

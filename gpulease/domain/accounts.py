@@ -13,6 +13,7 @@ class Role(StrEnum):
     ADMIN = "admin"  # tenant admin: orders, manages the tenant's users and tokens
     MEMBER = "member"  # orders and releases
     READER = "reader"  # reads only
+    METER = "meter"  # a metering source (network collector, storage): reports usage only
 
 
 TENANT_ROLES = (Role.ADMIN, Role.MEMBER, Role.READER)
@@ -29,6 +30,16 @@ class Principal:
     @property
     def is_operator(self) -> bool:
         return self.role is Role.OPERATOR
+
+    @property
+    def is_meter(self) -> bool:
+        return self.role is Role.METER
+
+    def require_meter(self) -> None:
+        """Usage comes from a meter's token (or an operator's, correcting by hand)."""
+        if not (self.is_meter or self.is_operator):
+            raise Forbidden("Usage is reported with a meter token (POST /api/v1/meters); "
+                            "ask your provider's operations team.")
 
     def require_operator(self) -> None:
         if not self.is_operator:

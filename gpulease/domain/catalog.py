@@ -135,6 +135,9 @@ class Offer(_Entry):
     example: bool = False
     # Network ports the BMC should list (Ethernet + InfiniBand); None = not checked.
     nic_count: int | None = Field(default=None, gt=0)
+    # The server's port to the outside, Gbit/s: reported egress beyond what it could carry
+    # is held for an operator, not charged.
+    uplink_gbps: Decimal = Field(default=Decimal(25), gt=0)
     # Overrides the SKU's acceptance marks for this region's hosts (e.g. slower disks).
     acceptance: AcceptanceMarks = AcceptanceMarks()
     price_changes: tuple[PriceChange, ...] = ()
@@ -158,6 +161,11 @@ class Offer(_Entry):
     @property
     def id(self) -> str:
         return f"{self.sku}@{self.region}"
+
+    @property
+    def disk_gb(self) -> Decimal:
+        """The server's local disks together, in GB (decimal, as sold)."""
+        return sum((d.count * d.size_tb * 1000 for d in self.disks), Decimal(0))
 
     @property
     def list_price(self) -> Decimal:

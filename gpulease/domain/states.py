@@ -1,6 +1,7 @@
 """Every lifecycle of the platform, declared: node status and deploy/clean stage, instance
-status and stage, lease, invoice, agent command. `services/lifecycle.py` is the one writer
-that moves a resource along them; `gpulease states` prints them (docs/architecture.md).
+status and stage, lease, invoice, usage record, agent command. `services/lifecycle.py` is
+the one writer that moves a resource along them; `gpulease states` prints them
+(docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -287,6 +288,34 @@ INVOICE = Machine(
 )
 
 
+# --- usage record --------------------------------------------------------------------------
+
+class UsageStatus(StrEnum):
+    CHARGED = "charged"
+    HELD = "held"
+    REJECTED = "rejected"
+
+
+U = UsageStatus
+USAGE = Machine(
+    name="usage record",
+    states={
+        U.CHARGED: "rated and posted to the wallet (the worker's GPU-hours, or a report "
+                   "within what the instance could use)",
+        U.HELD: "reported beyond what the instance could physically use (uplink, disk or "
+                "GPUs × time): kept, not charged, waiting for an operator",
+        U.REJECTED: "an operator found the held report wrong: never charged",
+    },
+    starts=frozenset({U.CHARGED, U.HELD}),
+    transitions=(
+        move("charge", [U.HELD], U.CHARGED, "an operator confirms the held usage was real"),
+        move("reject", [U.HELD], U.REJECTED, "an operator refuses the held usage"),
+    ),
+    waits=frozenset({U.HELD}),
+    finals=frozenset({U.CHARGED, U.REJECTED}),
+)
+
+
 # --- agent command -------------------------------------------------------------------------
 
 class CommandStatus(StrEnum):
@@ -319,4 +348,4 @@ AGENT_COMMAND = Machine(
 
 
 MACHINES: tuple[Machine[Any], ...] = (
-    NODE, NODE_STAGE, INSTANCE, INSTANCE_STAGE, LEASE, INVOICE, AGENT_COMMAND)
+    NODE, NODE_STAGE, INSTANCE, INSTANCE_STAGE, LEASE, INVOICE, USAGE, AGENT_COMMAND)

@@ -253,6 +253,21 @@ class TenantCreate(BaseModel):
     admin_name: str = Field(min_length=1, max_length=200)
 
 
+class MeterCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                      description="the metering source, e.g. netflow-sichuan-2")
+    expires_in_days: int | None = Field(default=None, ge=1, le=3650)
+
+
+class MeterCreated(BaseModel):
+    meter: UserView
+    token: TokenCreated
+
+    def without_secrets(self) -> MeterCreated:
+        return self.model_copy(update={"token": self.token.without_secrets()})
+
+
 class UserCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
     email: str = Field(pattern=r"^[^@\s]+@[^@\s]+$", max_length=254)

@@ -149,7 +149,12 @@ class UsageBatch(BaseModel):
 
 
 class UsageView(BaseModel):
+    id: int
     key: str
+    status: Literal["charged", "held", "rejected"] = Field(
+        description="held: beyond what the instance could physically use; not charged "
+                    "unless an operator confirms it")
+    held_reason: str | None = None
     instance_id: str | None
     kind: str
     quantity: Decimal

@@ -20,7 +20,14 @@ from gpulease.domain.errors import (
     Unauthorized,
 )
 from gpulease.platform import Platform
-from gpulease.schemas import TenantCreated, TenantView, TokenCreated, TokenView, UserView
+from gpulease.schemas import (
+    MeterCreated,
+    TenantCreated,
+    TenantView,
+    TokenCreated,
+    TokenView,
+    UserView,
+)
 from gpulease.security import (
     TOKEN_PREFIX,
     hash_password,
@@ -97,6 +104,24 @@ def create_operator(p: Platform, email: str, name: str) -> tuple[User, TokenCrea
     with p.db.write() as s:
         user = create_user(s, p, None, email, name, Role.OPERATOR)
         return user, _issue(s, p, user, "operator", None)
+
+
+def create_meter(p: Platform, actor: Principal, name: str, days: int | None = None,
+                 idem: Idem | None = None) -> MeterCreated:
+    """Operator: a metering source's account and token. It may only post usage; the
+    operator disables or removes it like any user (its tokens end at once)."""
+    actor.require_operator()
+
+    def create(s: Session) -> MeterCreated:
+        if s.scalar(select(User.id).where(User.email == f"{name.lower()}@meters.invalid")):
+            raise Conflict(f"A meter named {name!r} exists already; pick another name.")
+        user = create_user(s, p, None, f"{name.lower()}@meters.invalid", name, Role.METER)
+        return MeterCreated(meter=user_view(user), token=_issue(s, p, user, "meter", days))
+
+    try:
+        return run_once(p, actor, idem, MeterCreated, create)[0]
+    except IntegrityError:
+        raise Conflict(f"A meter named {name!r} was made at the same moment; retry.") from None
 
 
 def create_tenant(

@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from gpulease.db.money_tables import Invoice, Lease
+from gpulease.db.money_tables import Invoice, Lease, UsageRecord
 from gpulease.db.tables import AgentCommand, Base, Instance, Node
 from gpulease.domain.leases import term_end
 from gpulease.domain.lifecycle import Machine
@@ -35,6 +35,7 @@ from gpulease.domain.states import (
     LEASE,
     NODE,
     NODE_STAGE,
+    USAGE,
     InstanceStatus,
     LeaseStatus,
 )
@@ -63,6 +64,7 @@ BINDINGS: tuple[Binding, ...] = (
     Binding(INSTANCE_STAGE, Instance, "stage", "instance"),
     Binding(LEASE, Lease, "status", "lease"),
     Binding(INVOICE, Invoice, "status", "invoice"),
+    Binding(USAGE, UsageRecord, "status", "usage", reason="held_reason", keeps_reason=True),
     Binding(AGENT_COMMAND, AgentCommand, "status", "agent_command"),
 )
 _BY_TABLE_AND_MACHINE = {(b.table, b.machine.name): b for b in BINDINGS}

@@ -13,17 +13,21 @@ from decimal import Decimal
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from gpulease.db.money_tables import UsageRecord
+from gpulease.db.money_tables import UsageRecord, Wallet
 from gpulease.db.repositories import get_instance
 from gpulease.db.tables import Instance
 from gpulease.domain.accounts import Principal
-from gpulease.domain.errors import Conflict, InvalidInput
+from gpulease.domain.errors import Conflict, InvalidInput, NotFound
 from gpulease.domain.invoicing import USAGE_KINDS
 from gpulease.domain.money import to_fen
 from gpulease.domain.proration import prorate_by_month
+from gpulease.domain.states import USAGE, UsageStatus
 from gpulease.platform import Platform
 from gpulease.schemas import Page
 from gpulease.schemas.money import UsageIn, UsageView
+from gpulease.services.history import by
+from gpulease.services.lifecycle import initial, transition
+from gpulease.services.usage_bounds import beyond_bounds
 from gpulease.services.wallet import (
     first_hold,
     post,
@@ -76,7 +80,8 @@ def _same(row: UsageRecord, inst_id: str, kind: str, quantity: Decimal, start: d
 
 
 def _view(row: UsageRecord, duplicate: bool = False) -> UsageView:
-    return UsageView(key=row.key, instance_id=row.instance_id, kind=row.kind,
+    return UsageView(id=row.id, key=row.key, status=row.status,
+                     held_reason=row.held_reason, instance_id=row.instance_id, kind=row.kind,
                      quantity=Decimal(str(row.quantity)).quantize(QUANTUM).normalize(),
                      unit=USAGE_KINDS[row.kind].unit,
                      unit_price=Decimal(str(row.unit_price)).quantize(QUANTUM).normalize(),
@@ -86,10 +91,11 @@ def _view(row: UsageRecord, duplicate: bool = False) -> UsageView:
 
 def record(s: Session, p: Platform, inst: Instance, key: str, kind: str, quantity: Decimal,
            start: datetime, end: datetime, now: datetime, source: str,
-           cover: bool = False) -> tuple[UsageRecord, bool]:
+           cover: bool = False, held: str | None = None) -> tuple[UsageRecord, bool]:
     """Rate and charge one usage record; (row, duplicate). The same key with the same
     content is a duplicate and changes nothing; with other content it is a conflict. With
-    `cover`, a balance that cannot pay raises PaymentRequired (nothing written)."""
+    `cover`, a balance that cannot pay raises PaymentRequired (nothing written). With
+    `held` (why), the record is kept for an operator's review and not charged."""
     wallet = wallet_for_update(s, inst.tenant_id, now)  # serializes one tenant's postings
     old = s.scalar(select(UsageRecord).where(UsageRecord.tenant_id == inst.tenant_id,
                                              UsageRecord.key == key))
@@ -102,27 +108,40 @@ def record(s: Session, p: Platform, inst: Instance, key: str, kind: str, quantit
         return old, True
     price = unit_price(s, p, inst, kind)
     amount = to_fen(quantity * price)
-    if cover:
+    if cover and held is None:
         require_cover(wallet, amount, f"The next {USAGE_KINDS[kind].unit} costs")
     row = UsageRecord(tenant_id=inst.tenant_id, key=key, instance_id=inst.id, kind=kind,
                       quantity=quantity, unit_price=price.quantize(QUANTUM), amount=amount,
-                      started_at=start, ended_at=end, recorded_at=now, source=source)
+                      started_at=start, ended_at=end, recorded_at=now, source=source,
+                      **initial(UsageRecord, USAGE, UsageStatus.HELD if held else
+                                UsageStatus.CHARGED, held[:500] if held else None))
     s.add(row)
-    # Usage that crosses a month's end is billed in both months, pro rata by time.
-    span = (end - start).total_seconds()
-    for a, b, part in prorate_by_month(amount, start, end):
+    s.flush()  # its id, for the answer
+    if held is None:
+        _charge(s, wallet, inst, row, now)
+    return row, False
+
+
+def _charge(s: Session, wallet: Wallet, inst: Instance, row: UsageRecord, now: datetime
+            ) -> None:
+    """Post the record's amount; usage that crosses a month's end is billed in both
+    months, pro rata by time."""
+    quantity, price = Decimal(str(row.quantity)), Decimal(str(row.unit_price))
+    span = (row.ended_at - row.started_at).total_seconds()
+    for a, b, part in prorate_by_month(row.amount, row.started_at, row.ended_at):
         share = Decimal(str((b - a).total_seconds() / span)) if span > 0 else Decimal(1)
         post(s, wallet, "usage", -part, now, instance_id=inst.id,
-             reference=f"usage {key}"[:200], item=_item(inst, kind),
-             quantity=(quantity * share).quantize(QUANTUM), unit=USAGE_KINDS[kind].unit,
+             reference=f"usage {row.key}"[:200], item=_item(inst, row.kind),
+             quantity=(quantity * share).quantize(QUANTUM), unit=USAGE_KINDS[row.kind].unit,
              unit_price=price.quantize(QUANTUM), service_at=a)
-    return row, False
 
 
 def report_usage(p: Platform, actor: Principal, records: Sequence[UsageIn]
                  ) -> list[UsageView]:
-    """The API's batch: all records or none (a bad one names itself; nothing is written)."""
-    actor.require_operator()
+    """The API's batch: all records or none (a bad one names itself; nothing is written).
+    A record beyond what its instance could physically use is kept, held for an operator's
+    review, and not charged."""
+    actor.require_meter()
     now = p.clock.now()
     keys = [r.key for r in records]
     if len(set(keys)) != len(keys):
@@ -141,15 +160,56 @@ def report_usage(p: Platform, actor: Principal, records: Sequence[UsageIn]
             if r.ended_at - r.started_at > MAX_SPAN:
                 raise InvalidInput("started_at", f"{where}: one record covers at most 62 "
                                                  "days; split it.")
-            inst = get_instance(s, actor, r.instance_id)
+            inst = s.get(Instance, r.instance_id)  # meters and operators: any tenant's
+            if inst is None:
+                raise NotFound(f"{where}: no instance {r.instance_id}.")
             if r.started_at < inst.ordered_at - HOUR:
                 raise InvalidInput("started_at", f"{where}: {inst.id} was ordered "
                                                  f"{inst.ordered_at:%Y-%m-%d %H:%M} UTC; "
                                                  "usage cannot start before.")
+            unit_price(s, p, inst, r.kind)  # a kind the instance is not metered by: 422
+            held = beyond_bounds(s, p, inst, r.kind, r.quantity, r.started_at, r.ended_at)
             row, duplicate = record(s, p, inst, r.key, r.kind, r.quantity, r.started_at,
-                                    r.ended_at, now, f"api:{actor.user_id}"[:32])
+                                    r.ended_at, now, f"api:{actor.user_id}"[:32], held=held)
             out.append(_view(row, duplicate))
     return out
+
+
+def held_usage(p: Platform, actor: Principal, limit: int = 100, offset: int = 0
+               ) -> Page[UsageView]:
+    """Operator: every tenant's records waiting for review, oldest first."""
+    actor.require_operator()
+    with p.db.read() as s:
+        where = UsageRecord.status == UsageStatus.HELD.value
+        total = s.scalar(select(func.count()).select_from(UsageRecord).where(where)) or 0
+        rows = s.scalars(select(UsageRecord).where(where).order_by(UsageRecord.id)
+                         .limit(limit).offset(offset))
+        return Page(items=[_view(r) for r in rows], total=total, limit=limit, offset=offset)
+
+
+def decide_usage(p: Platform, actor: Principal, record_id: int, charge: bool) -> UsageView:
+    """Operator: charge a held record (the evidence was checked) or reject it (never
+    charged). A record decided before is a conflict."""
+    actor.require_operator()
+    now = p.clock.now()
+    with p.db.write() as s:
+        row = s.get(UsageRecord, record_id)
+        if row is None:
+            raise NotFound(f"No usage record {record_id}; GET /api/v1/usage/held lists those "
+                           "waiting.")
+        wallet = wallet_for_update(s, row.tenant_id, now)
+        s.refresh(row, with_for_update=True)
+        if row.status != UsageStatus.HELD:
+            raise Conflict(f"Usage record {record_id} is {row.status} already.")
+        inst = s.get(Instance, row.instance_id) if row.instance_id else None
+        if charge:
+            if inst is None:
+                raise Conflict(f"Usage record {record_id} names no instance to charge.")
+            _charge(s, wallet, inst, row, now)
+        transition(s, p, row, USAGE, "charge" if charge else "reject", now,
+                   actor=by(actor))
+        row.decided_at, row.decided_by = now, actor.user_id
+        return _view(row)
 
 
 def list_usage(p: Platform, actor: Principal, instance_id: str | None = None,

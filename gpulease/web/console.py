@@ -62,6 +62,8 @@ def _who(request: Request, p: PlatformDep) -> Principal:
         principal = accounts.authenticate(p, request.cookies.get(COOKIE))
     except Unauthorized:
         raise SignInNeeded() from None
+    if principal.is_meter:  # a meter's token is no console session
+        raise SignInNeeded()
     request.state.principal = principal  # for the audit trail
     return principal
 

@@ -1,6 +1,6 @@
 """The generic authorization test: every route of the app, enumerated from the app itself,
 declares who may call it (gpulease/api/access.py); each is called as anonymous, as another
-tenant's reader, member and admin, as a node agent and as an operator, and must answer what
+tenant's reader, member and admin, as a node agent, a meter and an operator, and must answer what
 its declaration says (401, 403, 404, or not a refusal) without ever carrying the owning
 tenant's data. A new route without a declaration fails here. SQLite and PostgreSQL."""
 
@@ -83,12 +83,13 @@ def world(fleet: Platform, worker: Worker) -> World:
         Caller.MEMBER: _user_token(fleet, stranger, Role.MEMBER)[1],
         Caller.ADMIN: stranger.token,
         Caller.OPERATOR: accounts.issue_token(fleet, operator, "op", None, 1).token,
+        Caller.METER: accounts.create_meter(fleet, operator, "collector").token.token,
     }
     ids = {"instance_id": instance, "node_id": node_id, "user_id": member_id,
            "token_id": token.id, "tenant_id": owner.tenant_id, "invoice_id": invoice,
            "certificate_id": "ec-0000000000", "command_id": "cmd-0000000000",
            "image_id": "img-0000000000", "drive_id": "cd-0000000000", "name": "ubuntu",
-           "action": "drain", "claim_id": "slc-000000000000"}
+           "action": "drain", "claim_id": "slc-000000000000", "record_id": "1"}
     secrets = {owner.tenant_id, instance, member_id, token.id, invoice, node_id}
     unsent = {unnamed, "owner-training", "owner-laptop", "owner@example.com",
               f"member-{owner.tenant_id}@example.com", owner.principal.user_id,
@@ -129,6 +130,7 @@ BODIES: dict[tuple[str, str], Any] = {
         "key": "k-1", "instance_id": "{instance_id}", "kind": "egress_gb", "quantity": "1",
         "started_at": "2026-12-01T00:00:00Z", "ended_at": "2026-12-01T01:00:00Z"}]},
     ("POST", "/api/v1/invoices/run"): {"period": "2026-11"},
+    ("POST", "/api/v1/meters"): {"name": "netflow-1"},
     ("POST", "/api/v1/invoices/{invoice_id}/credit-notes"): {"reason": "r", "amount": "1"},
     ("POST", "/api/v1/images"): {"id": "custom-1", "name": "custom", "os": "Debian 12",
                                  "gpu_vendor": "any", "url": "https://images.example.com/a.img",
@@ -195,13 +197,15 @@ def expected(access: Access, caller: Caller, console: bool) -> set[int] | None:
         return {303} if console else {401}
     if access.callers == {Caller.AGENT}:
         return {401}
+    if caller is Caller.METER and console:
+        return {303}  # a meter's token is no console session
     return {403}
 
 
 def test_each_route_answers_each_caller_as_declared(fleet: Platform, world: World) -> None:
     app = create_app(fleet)
     order = [Caller.ANYONE, Caller.AGENT, Caller.READER, Caller.MEMBER, Caller.ADMIN,
-             Caller.OPERATOR]  # the operator last: its calls change things
+             Caller.METER, Caller.OPERATOR]  # the operator last: its calls change things
     wrong: list[str] = []
     with TestClient(app, raise_server_exceptions=False) as client:
         for caller in order:
@@ -237,5 +241,6 @@ def test_each_route_answers_each_caller_as_declared(fleet: Platform, world: Worl
 
 def url_and_body(method: str, path: str, ids: dict[str, str]) -> str:
     url = re.sub(r"\{(\w+)\}", lambda m: ids[m.group(1)], path)
-    return url + json.dumps(BODIES.get((method, path)))
+    return url + json.dumps(BODIES.get((method, path))).replace("{instance_id}",
+                                                               ids["instance_id"])
 

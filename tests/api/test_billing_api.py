@@ -4,6 +4,7 @@ HTTP and through the CLI, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import io
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -93,3 +94,16 @@ def test_usage_invoices_and_credit_notes_over_http(
     assert refused.exit_code != 0 and "has not ended" in refused.output
     used = runner.invoke(app, ["usage", "--instance", iid], env=env)
     assert used.exit_code == 0 and "nf-2026-11-30-23" in used.output
+
+    # A meter's token posts usage; what the node could not have sent waits for review.
+    made = runner.invoke(app, ["meter-create", "netflow-ningxia", "--json"], env=ops)
+    assert made.exit_code == 0, made.output
+    meter = json.loads(made.output)["token"]["token"]
+    forged = httpx.post(f"{api}/usage", headers=auth(meter), json={"records": [
+        {**record, "key": "nf-forged", "quantity": "999999999999"}]}).json()[0]
+    assert forged["status"] == "held" and forged["amount"] == "499999999999.50"
+    held = runner.invoke(app, ["usage", "--held"], env=ops)
+    assert held.exit_code == 0 and "nf-forged" in held.output and "uplink" in held.output
+    decided = runner.invoke(app, ["usage-decide", str(forged["id"]), "reject"], env=ops)
+    assert decided.exit_code == 0 and "rejected" in decided.output
+    assert httpx.get(f"{api}/usage/held", headers=auth(operator.token)).json()["total"] == 0

@@ -6,6 +6,8 @@ from gpulease.api.access import EVERY_USER, Caller, access
 from gpulease.api.deps import IdempotencyKey, PlatformDep, PrincipalDep
 from gpulease.domain.accounts import Role
 from gpulease.schemas import (
+    MeterCreate,
+    MeterCreated,
     PasswordResetAsk,
     PasswordResetComplete,
     PasswordSet,
@@ -92,6 +94,20 @@ def create_tenant(body: TenantCreate, p: PlatformDep, actor: PrincipalDep, respo
     actor.require_operator()
     created = accounts.create_tenant(p, body.name, body.admin_email, body.admin_name,
                                      actor=actor, idem=idem_for(key, "tenant", body))
+    if created.token.token is None:
+        response.headers["Idempotent-Replayed"] = "true"
+    return created
+
+
+@router.post("/meters", response_model=MeterCreated, status_code=201,
+             openapi_extra=access(Caller.OPERATOR))
+def create_meter(body: MeterCreate, p: PlatformDep, actor: PrincipalDep, response: Response,
+                 key: IdempotencyKey = None) -> MeterCreated:
+    """Operator: an account for a metering source (network collector, storage) with its
+    token (shown once). The token may only post usage (POST /api/v1/usage); disable or
+    remove the meter like a user (POST /api/v1/users/{id}/disable) to end it."""
+    created = accounts.create_meter(p, actor, body.name, body.expires_in_days,
+                                    idem_for(key, "meter", body))
     if created.token.token is None:
         response.headers["Idempotent-Replayed"] = "true"
     return created

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
 
 from gpulease.api.access import EVERY_USER, Caller, access
@@ -28,12 +28,38 @@ router = APIRouter(tags=["billing"])
 TenantQuery = Annotated[str | None, Query(alias="tenant", description="operator: which tenant")]
 
 
-@router.post("/usage", response_model=list[UsageView], openapi_extra=access(Caller.OPERATOR))
+@router.post("/usage", response_model=list[UsageView],
+             openapi_extra=access(Caller.METER, Caller.OPERATOR))
 def report_usage(body: UsageBatch, p: PlatformDep, actor: PrincipalDep) -> list[UsageView]:
     """Operator (a metering source): record usage, all records or none. A key recorded
     before is answered with `duplicate: true` and billed nothing; the same key with other
     content is 409."""
     return metering.report_usage(p, actor, body.records)
+
+
+@router.get("/usage/held", response_model=Page[UsageView],
+            openapi_extra=access(Caller.OPERATOR))
+def held_usage(p: PlatformDep, actor: PrincipalDep, limit: Limit = 100, offset: Offset = 0
+               ) -> Page[UsageView]:
+    """Operator: usage beyond what its instance could physically use, waiting for review
+    (not charged); oldest first."""
+    return metering.held_usage(p, actor, limit, offset)
+
+
+@router.post("/usage/{record_id}/charge", response_model=UsageView,
+             openapi_extra=access(Caller.OPERATOR))
+def charge_usage(record_id: Annotated[int, Path(ge=1, le=2**31 - 1)], p: PlatformDep,
+                 actor: PrincipalDep) -> UsageView:
+    """Operator: the held record was real after all; charge it now."""
+    return metering.decide_usage(p, actor, record_id, charge=True)
+
+
+@router.post("/usage/{record_id}/reject", response_model=UsageView,
+             openapi_extra=access(Caller.OPERATOR))
+def reject_usage(record_id: Annotated[int, Path(ge=1, le=2**31 - 1)], p: PlatformDep,
+                 actor: PrincipalDep) -> UsageView:
+    """Operator: the held record is not charged, ever."""
+    return metering.decide_usage(p, actor, record_id, charge=False)
 
 
 @router.get("/usage", response_model=Page[UsageView], openapi_extra=access(*EVERY_USER))

@@ -5,6 +5,7 @@ from starlette.concurrency import run_in_threadpool
 
 from gpulease.api.access import EVERY_USER, Caller, access
 from gpulease.api.deps import IdempotencyKey, PlatformDep, PrincipalDep, TokenDep
+from gpulease.domain.errors import Forbidden
 from gpulease.schemas import CatalogView, ImageCreate, ImageView
 from gpulease.services import catalog, images
 from gpulease.services.accounts import authenticate
@@ -18,7 +19,8 @@ async def get_catalog(p: PlatformDep, token: TokenDep) -> Response:
     """Every offer with its prices (month, derived day and year) and live stock."""
 
     def answer() -> str:
-        authenticate(p, token)
+        if authenticate(p, token).is_meter:
+            raise Forbidden("A meter token only reports usage (POST /api/v1/usage).")
         return catalog.catalog_view(p).model_dump_json()
 
     # The most read endpoint: the token check and the stock queries share one worker
