@@ -14,6 +14,7 @@ from sqlalchemy import select
 from gpulease.agent.sampler import Sampler
 from gpulease.agent.simulated import MODELS, SimulatedGpus, VirtualClock, parse_faults
 from gpulease.db.tables import Node
+from gpulease.domain.errors import Unauthorized
 from gpulease.platform import Platform
 from gpulease.services import agents
 from gpulease.services.node_agents import is_simulated
@@ -63,8 +64,12 @@ class DemoAgents:
             for _ in range(seconds):
                 sampler.sweep()
                 gpus.clock.advance(1.0)  # type: ignore[attr-defined]
-            agents.ingest(self.p, self._credential(node),
-                          [g.as_dict() for g in sampler.summaries()])
+            summaries = [g.as_dict() for g in sampler.summaries()]
+            try:
+                agents.ingest(self.p, self._credential(node), summaries)
+            except Unauthorized:  # redeployed since: like a new OS's agent, enroll again
+                self._credentials.pop(node.id, None)
+                agents.ingest(self.p, self._credential(node), summaries)
         return len(nodes)
 
     def _run(self) -> None:

@@ -107,6 +107,10 @@ class Settings(BaseSettings):
     # UEFI HTTP boot: the URL a BMC passes to the firmware (e.g. your iPXE EFI binary that
     # chains to <public_url>/media/ipxe?mac=${net0/mac}); empty: the firmware asks DHCP.
     http_boot_uri: str = ""
+    # Network boot: the networks a booting server asks from (CIDRs, JSON list). The iPXE
+    # script and NoCloud seed refuse any other address; a node with a boot address set at
+    # enrollment is served only there. The default, loopback, fits the demo alone.
+    boot_networks: list[str] = Field(default_factory=lambda: ["127.0.0.0/8", "::1/128"])
     # Invoices: drafted for the past month on its 1st, finalized on this day of the month
     # (the days between leave time for usage reported late); the issuer printed on them.
     invoice_finalize_day: int = Field(default=3, ge=1, le=28)

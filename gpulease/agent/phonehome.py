@@ -69,6 +69,7 @@ class PhoneHome:
         self.command_poll_s, self.options = command_poll_s, options
         self.commands_done = 0
         self._register_lock = threading.Lock()
+        self._spent_token: str | None = None  # the enrollment token this agent used last
         self.credential_file, self.enroll_token_file = credential_file, enroll_token_file
         self.listen_port = listen_port
         self.client = httpx.Client(timeout=timeout_s)
@@ -90,6 +91,10 @@ class PhoneHome:
             raise RuntimeError("no credential yet and no enrollment token file; pass "
                                "--enroll-token-file (the config drive's agent token)")
         token = read_token(self.enroll_token_file)
+        if token == self._spent_token:
+            raise RuntimeError("the control plane ended this agent's credential (the machine "
+                               "was handed back or redeployed); waiting for a new enrollment "
+                               "token in the config drive")
         address = f"{self.state.hostname}:{self.listen_port}" if self.listen_port else None
         resp = self.client.post(f"{self.url}/api/v1/agent/register", json={
             "token": token, "hostname": self.state.hostname, "address": address,
@@ -98,11 +103,22 @@ class PhoneHome:
             raise RuntimeError(f"enrollment refused ({resp.status_code}): "
                                f"{resp.json().get('detail', resp.text)}")
         credential: str = resp.json()["credential"]
+        self._spent_token = token
         self.credential_file.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.credential_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(credential)
         return credential
+
+    def _forget_if_refused(self, resp: httpx.Response, credential: str) -> None:
+        """A 401: the control plane ended the credential (each delivery and each release
+        does). Drop it, so that the next call enrolls with the token of the next config
+        drive (the cleaning ramdisk's, or a new OS's)."""
+        if resp.status_code != 401:
+            return
+        with self._register_lock:
+            if self.credential() == credential:
+                self.credential_file.unlink(missing_ok=True)
 
     def push(self) -> list[dict[str, Any]]:
         credential = self._credential_or_register()
@@ -110,6 +126,7 @@ class PhoneHome:
         resp = self.client.post(f"{self.url}/api/v1/agent/telemetry",
                                 json={"gpus": summary["gpus"]},
                                 headers={"Authorization": f"Bearer {credential}"})
+        self._forget_if_refused(resp, credential)
         if resp.status_code != 202:
             raise RuntimeError(f"telemetry refused ({resp.status_code}): "
                                f"{resp.json().get('detail', resp.text)}")
@@ -123,6 +140,7 @@ class PhoneHome:
         credential = self._credential_or_register()
         headers = {"Authorization": f"Bearer {credential}"}
         resp = self.client.get(f"{self.url}/api/v1/agent/commands", headers=headers)
+        self._forget_if_refused(resp, credential)
         if resp.status_code != 200:
             raise RuntimeError(f"commands refused ({resp.status_code}): "
                                f"{resp.json().get('detail', resp.text)}")

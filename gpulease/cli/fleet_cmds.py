@@ -69,8 +69,11 @@ def node_enroll(
     runtime: Annotated[str | None, typer.Option(help=(
         "a shared server for container instances: its Docker engine URL "
         "(tcp://HOST:2376, ssh://root@HOST)"))] = None,
+    boot_address: Annotated[str | None, typer.Option(help=(
+        "network boot: the address the server's boot NIC gets from your DHCP"))] = None,
     csv_file: Annotated[Path | None, typer.Option("--csv", help=(
-        "bulk: columns bmc,username,password_file[,offer,name,fabric,runtime]"))] = None,
+        "bulk: columns bmc,username,password_file"
+        "[,offer,name,fabric,runtime,boot_address]"))] = None,
     parallel: Annotated[int, typer.Option(help="bulk: BMCs at once")] = 8,
     url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
 ) -> None:
@@ -84,7 +87,7 @@ def node_enroll(
         err.print("[red]error[/red]: give --bmc, --username and --password-file, or --csv FILE")
         raise typer.Exit(2)
     raise typer.Exit(enroll_one(client, bmc, username, password_file, offer, name, fabric,
-                                runtime, as_json, out, err))
+                                runtime, boot_address, as_json, out, err))
 
 
 @node_app.command("drain")

@@ -107,6 +107,9 @@ class Node(LockedRow, Base):
     # A shared (container) server's Docker engine: unix://, tcp://host:2376 or ssh://…;
     # None on bare-metal nodes and on the demo's simulated hosts.
     runtime_url: Mapped[str | None] = mapped_column(String(300))
+    # Network boot: the address its boot NIC gets from the operator's DHCP; the iPXE script
+    # and NoCloud seed answer only a request from there (None: any boot network address).
+    boot_address: Mapped[str | None] = mapped_column(String(64))
     # Set by `node drain`: the node goes to maintenance instead of available once freed.
     drain_requested_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())

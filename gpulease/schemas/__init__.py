@@ -6,7 +6,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, IPvAnyAddress
 
 from gpulease.domain.money import Money
 
@@ -213,6 +213,7 @@ class NodeView(BaseModel):
     simulated: bool
     agent: str = "builtin"  # builtin (simulated stand-in) | gpulease (the node agent)
     runtime: str | None = None  # a shared server's Docker engine URL
+    boot_address: str | None = None  # network boot: the only address served its script
     last_error: str | None
     updated_at: datetime
     inventory: dict[str, Any] | None = None
@@ -240,6 +241,9 @@ class EnrollRequest(BaseModel):
     agent: Literal["gpulease", "builtin"] = Field(
         default="gpulease", description="gpulease: the node agent runs on the server and is "
         "driven by commands; builtin: a simulated stand-in (demo and test servers only)")
+    boot_address: IPvAnyAddress | None = Field(
+        default=None, description="network boot (PXE): the address the server's boot NIC "
+        "gets from your DHCP; its iPXE script and NoCloud seed answer only there")
 
 
 class NodeActionRequest(BaseModel):

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from gpulease.db.repositories import get_instance, instance_allocations
@@ -35,6 +35,7 @@ from gpulease.services import sla
 ENROLL_PREFIX = "glat_"  # one-time, from the config drive or an operator
 CREDENTIAL_PREFIX = "glan_"  # the agent's own credential afterwards
 ENROLL_TTL = timedelta(hours=24)
+REVOKED = "revoked:"  # a credential_hash no hash of a credential can equal
 
 
 def mint_enrollment(s: Session, node_id: str, instance_id: str | None, now: datetime,
@@ -82,6 +83,19 @@ def register(p: Platform, token: str, hostname: str, address: str | None,
         agent.registered_at = agent.last_seen_at = now
         agent.inventory_json = json.dumps(inventory) if inventory is not None else None
         return enrollment.node_id, credential
+
+
+def revoke_credential(s: Session, node_id: str, now: datetime) -> None:
+    """The node's agent credential ends (its record stays, for the operator). Unused
+    one-time enrollment tokens of the node die with it: a new agent needs a new token."""
+    s.execute(update(NodeAgent).where(NodeAgent.node_id == node_id,
+                                      ~NodeAgent.credential_hash.startswith(REVOKED))
+              .values(credential_hash=REVOKED + node_id)
+              .execution_options(synchronize_session=False))
+    s.execute(delete(AgentEnrollment).where(AgentEnrollment.node_id == node_id,
+                                            AgentEnrollment.used_at.is_(None),
+                                            AgentEnrollment.created_at < now)
+              .execution_options(synchronize_session=False))
 
 
 def authenticate_agent(s: Session, credential: str | None) -> NodeAgent:

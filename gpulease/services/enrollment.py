@@ -126,7 +126,8 @@ def enroll(p: Platform, actor: Principal, req: EnrollRequest,
             serial=inv.serial or "", fabric_id=req.fabric, rack_id=req.rack,
             bmc_driver="redfish", bmc_address=req.bmc, bmc_username=req.username,
             bmc_password=req.password, status=status, status_reason=reason,
-            inventory_json=json.dumps(record), agent_kind=req.agent, runtime_url=req.runtime))
+            inventory_json=json.dumps(record), agent_kind=req.agent, runtime_url=req.runtime,
+            boot_address=str(req.boot_address) if req.boot_address else None))
         s.flush()
         return _NodeId(id=node.id)
 

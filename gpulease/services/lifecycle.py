@@ -40,7 +40,7 @@ from gpulease.domain.states import (
     LeaseStatus,
 )
 from gpulease.platform import Platform
-from gpulease.services import wallet
+from gpulease.services import agents, wallet
 from gpulease.services.history import record_event
 
 # --- where each machine lives in the database ------------------------------------------------
@@ -266,6 +266,10 @@ def _release_after_grace(c: Change) -> None:
                    reason="lease expired and grace ended")
 
 
+def _revoke_agent(c: Change) -> None:
+    agents.revoke_credential(c.s, c.row.id, c.now)
+
+
 LEASED_KINDS = ("bare_metal", "cluster")
 IS, L = InstanceStatus, LeaseStatus
 
@@ -286,6 +290,15 @@ EFFECTS: tuple[Effect, ...] = (
     Effect(INSTANCE, "finish", _return_hold,
            "released before delivery: the order's hold comes back"),
     Effect(INSTANCE, "finish", _end_lease, "the lease ends, if it had not"),
+    Effect(NODE, "deploy", _revoke_agent,
+           "a new tenant's machine: any node agent credential from before ends (the deploy's "
+           "agent enrolls with the one-time token on its config drive)"),
+    Effect(NODE, "clean", _revoke_agent,
+           "handed back: the tenant's agent credential ends (the cleaning ramdisk enrolls "
+           "afresh)"),
+    Effect(NODE, "free", _revoke_agent, "erased: the cleaning ramdisk's credential ends"),
+    Effect(NODE, "fail", _revoke_agent,
+           "to maintenance: no agent credential stays (an operator mints a new token)"),
     Effect(LEASE, "end", _release_after_grace,
            "grace ran out: the instance is released and its disks erased",
            only_from=frozenset({L.GRACE})),

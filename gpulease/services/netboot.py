@@ -1,10 +1,18 @@
 """Network boot from the control plane: the iPXE script a server's boot network chains to
 (`chain http://<control plane>/media/ipxe?mac=${net0/mac}`), and the NoCloud seed its
 installer reads over HTTP. A server being deployed boots its image's kernel and initrd, one
-being cleaned the agent ramdisk; any other server is told to boot from its disk."""
+being cleaned the agent ramdisk; any other server is told to boot from its disk.
+
+A MAC is no secret (it is on the wire and often on a label), so it only says which script;
+who may have it is the address asking: one in the operator's boot networks
+(GPULEASE_BOOT_NETWORKS), and the node's own boot address when enrollment gave one. The
+script names the deploy's seed by a random id made for that deploy (not derived from the
+MAC); the seed answers the same address, only while that deploy runs, and the one-time agent
+token in it dies with the deploy."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 
@@ -13,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from gpulease.configdrive import read_iso
 from gpulease.db.tables import ConfigDrive, Instance, Node
-from gpulease.domain.errors import InvalidInput, NotFound
+from gpulease.domain.errors import Forbidden, InvalidInput, NotFound
 from gpulease.domain.states import NodeStatus
 from gpulease.platform import Platform
 
@@ -35,7 +43,26 @@ def _node_for_mac(s: Session, mac: str) -> Node | None:
     return None
 
 
-def ipxe_script(p: Platform, mac: str) -> str:
+def on_boot_network(p: Platform, source: str | None) -> None:
+    """Refuse a caller outside the operator's boot networks."""
+    try:
+        address = ipaddress.ip_address(source or "")
+    except ValueError:
+        address = None
+    networks = [ipaddress.ip_network(n, strict=False) for n in p.settings.boot_networks]
+    if address is None or not any(address in n for n in networks):
+        raise Forbidden("Network boot answers only the boot network (GPULEASE_BOOT_NETWORKS); "
+                        f"{source or 'this address'} is not on it.")
+
+
+def _from_node(node: Node, source: str | None) -> bool:
+    return node.boot_address is None or (
+        source is not None and ipaddress.ip_address(source) == ipaddress.ip_address(
+            node.boot_address))
+
+
+def ipxe_script(p: Platform, mac: str, source: str | None) -> str:
+    on_boot_network(p, source)
     mac = mac.strip().lower().replace("-", ":")
     if not MAC.match(mac):
         raise InvalidInput("mac", f"{mac!r} is not a MAC address (aa:bb:cc:dd:ee:ff); chain "
@@ -44,8 +71,8 @@ def ipxe_script(p: Platform, mac: str) -> str:
     public = p.settings.public_url.rstrip("/")
     with p.db.read() as s:
         node = _node_for_mac(s, mac)
-        if node is None:
-            return LOCAL_DISK
+        if node is None or not _from_node(node, source):
+            return LOCAL_DISK  # the same answer as for a MAC with nothing to install
         inst = s.get(Instance, node.instance_id) if node.instance_id else None
         drive = s.scalar(select(ConfigDrive.id).where(ConfigDrive.node_id == node.id)
                          .order_by(ConfigDrive.created_at.desc()).limit(1))
@@ -57,12 +84,16 @@ def ipxe_script(p: Platform, mac: str) -> str:
             f"initrd {base}/initrd\nboot\n")
 
 
-def nocloud_file(p: Platform, drive_id: str, name: str) -> str:
+def nocloud_file(p: Platform, drive_id: str, name: str, source: str | None) -> str:
+    on_boot_network(p, source)
     if name not in SEED_FILES:
         raise NotFound(f"A NoCloud seed has {', '.join(SEED_FILES)}; not {name!r}.")
     with p.db.read() as s:
         drive = s.get(ConfigDrive, drive_id)
-        if drive is None:
+        node = s.get(Node, drive.node_id) if drive is not None else None
+        if drive is None or node is None or node.status not in (
+                NodeStatus.DEPLOYING.value, NodeStatus.CLEANING.value) or not _from_node(
+                node, source):
             raise NotFound("No such seed; it is deleted once its server is installed.")
         iso = drive.iso
     return read_iso(iso).get(name, "")

@@ -10,7 +10,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from gpulease.configdrive import ConfigDriveSpec, build_iso
-from gpulease.db.tables import ConfigDrive, Instance, Node
+from gpulease.db.tables import AgentEnrollment, ConfigDrive, Instance, Node
 from gpulease.domain.states import NodeStage
 from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint
@@ -97,4 +97,11 @@ def make_config_drive(p: Platform, job: NodeJob) -> NodeJob:
 
 
 def drop_config_drives(s: Session, node_id: str) -> None:
+    """The deploy (or cleaning) is over: its drives go, and the one-time agent token on
+    them dies with them if no agent used it."""
+    s.execute(delete(AgentEnrollment).where(
+        AgentEnrollment.used_at.is_(None),
+        AgentEnrollment.token_hash.in_(select(ConfigDrive.agent_token_hash)
+                                       .where(ConfigDrive.node_id == node_id)))
+        .execution_options(synchronize_session=False))
     s.execute(delete(ConfigDrive).where(ConfigDrive.node_id == node_id))

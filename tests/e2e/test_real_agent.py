@@ -27,6 +27,7 @@ from gpulease.services.inventory import NodeSpec, add_node
 from gpulease.worker.runner import Worker
 from tests.agent.conftest import loop_device, need_fio  # noqa: F401 - fixtures
 from tests.conftest import LiveServer, TenantCtx, free_port
+from tests.services.helpers import drive_token
 
 pytestmark = pytest.mark.slow
 
@@ -113,6 +114,12 @@ def test_real_agent_delivers_verifies_and_erases(
         with open(data_disk, "r+b") as f:
             f.write(b"secret checkpoint " * 100_000)
         httpx.post(f"{api}/instances/{iid}/release", headers=headers)
+        # The release ended the tenant-time credential; the server reboots into the
+        # cleaning ramdisk, whose agent enrolls with the token on the cleaning drive (here:
+        # the same process, handed the new token as the ramdisk would find it).
+        cleaning = wait_for(lambda: (t := drive_token(fleet, real_node)) != token.group(1)
+                            and t, 60, "the cleaning drive")
+        env.write_text(f"GPULEASE_URL={server.url}\nGPULEASE_AGENT_TOKEN={cleaning}\n")
 
         def released() -> bool:
             return httpx.get(f"{api}/instances/{iid}", headers=headers).json()[

@@ -64,3 +64,21 @@ def drop_schema(p: Platform, schema: str | None) -> None:
     if schema:
         with psycopg.connect(PG_URL.replace("+psycopg", ""), autocommit=True) as c:
             c.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def drive_token(p: Platform, node_name: str) -> str | None:
+    """The one-time agent token on the node's current config drive (what the agent of a
+    freshly booted OS, or of the cleaning ramdisk, enrolls with)."""
+    import re
+
+    from gpulease.configdrive import read_iso
+    from gpulease.db.tables import ConfigDrive
+
+    with p.db.read() as s:
+        iso = s.scalar(select(ConfigDrive.iso).join(Node, Node.id == ConfigDrive.node_id)
+                       .where(Node.name == node_name).order_by(ConfigDrive.created_at.desc())
+                       .limit(1))
+    if iso is None:
+        return None
+    found = re.search(r"GPULEASE_AGENT_TOKEN=(glat_[A-Za-z0-9_-]+)", read_iso(iso)["user-data"])
+    return found.group(1) if found else None

@@ -11,7 +11,7 @@ from sqlalchemy import update
 
 from gpulease.agent.checks import simulated_node_report
 from gpulease.db.tables import Node
-from gpulease.domain.errors import InvalidInput, NotFound
+from gpulease.domain.errors import InvalidInput, NotFound, Unauthorized
 from gpulease.platform import Platform
 from gpulease.ports.agent import (
     Command,
@@ -25,7 +25,7 @@ from gpulease.services import agent_commands, agents, instances, node_agents, or
 from gpulease.services.inventory import NodeSpec, add_node
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx
-from tests.services.helpers import node_by_name
+from tests.services.helpers import drive_token, node_by_name
 
 Handler = Callable[[Command], CommandOutcome]
 
@@ -39,7 +39,28 @@ def healthy(cmd: Command) -> CommandOutcome:
     return CommandOutcome(ok=True, result={"certificates": []})
 
 
-def drive(p: Platform, worker: Worker, credential: str, handler: Handler,
+class AgentOn:
+    """The node's agent as the test plays it: its credential, renewed as a real one is,
+    from the one-time token on the node's config drive once the control plane ended the
+    old one (each deploy and each release does)."""
+
+    def __init__(self, p: Platform, node: str, credential: str) -> None:
+        self.p, self.node, self.credential = p, node, credential
+        self.enrollments = 0
+
+    def fetch(self) -> list[Command]:
+        try:
+            return agent_commands.fetch(self.p, self.credential)
+        except Unauthorized:
+            token = drive_token(self.p, self.node)
+            if token is None:
+                return []  # no drive yet: the machine has not booted its new system
+            _, self.credential = agents.register(self.p, token, self.node, None, {})
+            self.enrollments += 1
+            return agent_commands.fetch(self.p, self.credential)
+
+
+def drive(p: Platform, worker: Worker, agent: AgentOn, handler: Handler,
           done: Callable[[], bool], timeout: float = 60) -> list[str]:
     """Run the worker and answer the agent's commands until `done()`."""
     seen: list[str] = []
@@ -47,22 +68,22 @@ def drive(p: Platform, worker: Worker, credential: str, handler: Handler,
     while not done():
         assert time.monotonic() < deadline, f"stuck; commands so far {seen}"
         worker.step()
-        for cmd in agent_commands.fetch(p, credential):
+        for cmd in agent.fetch():
             seen.append(cmd.kind)
-            agent_commands.post_result(p, credential, cmd.id, handler(cmd))
+            agent_commands.post_result(p, agent.credential, cmd.id, handler(cmd))
         time.sleep(0.01)
     return seen
 
 
 @pytest.fixture
-def real(fleet: Platform, operator: TenantCtx) -> tuple[str, str]:
+def real(fleet: Platform, operator: TenantCtx) -> tuple[str, AgentOn]:
     with fleet.db.write() as s:
         s.execute(update(Node).where(Node.sku == "h100-80g-x8").values(status="maintenance"))
         add_node(s, fleet, NodeSpec(name="real-01", sku="h100-80g-x8", region="ningxia-1",
                                     agent_kind="gpulease"))
     token = agents.operator_enrollment(fleet, operator.principal, "real-01")
     _, credential = agents.register(fleet, token, "real-01", None, {})
-    return "real-01", credential
+    return "real-01", AgentOn(fleet, "real-01", credential)
 
 
 def order(p: Platform, t: TenantCtx, key: str) -> str:
@@ -75,44 +96,56 @@ def status(p: Platform, t: TenantCtx, iid: str) -> str:
 
 
 def test_delivery_and_release_through_commands(
-    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str, real: tuple[str, str]
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str, real: tuple[str, AgentOn]
 ) -> None:
-    name, credential = real
+    name, agent = real
+    before = agent.credential
     iid = order(fleet, tenant, key)
-    seen = drive(fleet, worker, credential, healthy,
+    seen = drive(fleet, worker, agent, healthy,
                  lambda: status(fleet, tenant, iid) in ("ready", "failed"))
     view = instances.show_instance(fleet, tenant.principal, iid)
     assert view.status == "ready" and view.ip_address == "10.1.2.3"
     assert seen == ["configure", "verify"]
     assert view.simulated  # its BMC is the simulated one; its agent answered commands
+    # The deploy ended the credential from before; the new system's agent enrolled with
+    # the token on its config drive, which is spent and gone with the drive.
+    assert agent.enrollments == 1 and agent.credential != before
+    with pytest.raises(Unauthorized):
+        agent_commands.fetch(fleet, before)
+    tenants = agent.credential  # the tenant is root there: assume they copied it
     instances.release_instance(fleet, tenant.principal, iid)
-    seen = drive(fleet, worker, credential, healthy,
+    seen = drive(fleet, worker, agent, healthy,
                  lambda: status(fleet, tenant, iid) == "released")
     assert seen == ["erase"]
     assert node_by_name(fleet, name).status == "available"
+    # Released: the tenant's copy is refused; the cleaning ramdisk's ended with the erase.
+    assert agent.enrollments == 2
+    for credential in (tenants, agent.credential):
+        with pytest.raises(Unauthorized):
+            agents.ingest(fleet, credential, [])
 
 
 def test_agent_refusing_to_erase_keeps_the_node_out_of_stock(
-    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str, real: tuple[str, str]
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str, real: tuple[str, AgentOn]
 ) -> None:
-    name, credential = real
+    name, agent = real
     iid = order(fleet, tenant, key)
-    drive(fleet, worker, credential, healthy, lambda: status(fleet, tenant, iid) == "ready")
+    drive(fleet, worker, agent, healthy, lambda: status(fleet, tenant, iid) == "ready")
     instances.release_instance(fleet, tenant.principal, iid)
 
     def refuse(cmd: Command) -> CommandOutcome:
         return CommandOutcome(ok=False, error="RuntimeError: started without --allow-erase")
 
-    drive(fleet, worker, credential, refuse,
+    drive(fleet, worker, agent, refuse,
           lambda: node_by_name(fleet, name).status == "maintenance")
     reason = node_by_name(fleet, name).status_reason or ""
     assert "disks not certified erased" in reason and "--allow-erase" in reason
 
 
 def test_failed_verification_report_moves_nothing_when_no_spare(
-    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str, real: tuple[str, str]
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str, real: tuple[str, AgentOn]
 ) -> None:
-    name, credential = real
+    name, agent = real
     iid = order(fleet, tenant, key)
 
     def slow_gpu(cmd: Command) -> CommandOutcome:
@@ -122,23 +155,24 @@ def test_failed_verification_report_moves_nothing_when_no_spare(
                                        cmd.payload.spec)
         return CommandOutcome(ok=True, result=VerifyResult.of(report).model_dump(mode="json"))
 
-    drive(fleet, worker, credential, slow_gpu, lambda: status(fleet, tenant, iid) == "failed")
+    drive(fleet, worker, agent, slow_gpu, lambda: status(fleet, tenant, iid) == "failed")
     view = instances.show_instance(fleet, tenant.principal, iid)
     assert "acceptance failed" in (view.status_reason or "")
     assert node_by_name(fleet, name).status == "maintenance"
 
 
 def test_results_are_checked(
-    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str, real: tuple[str, str],
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str, real: tuple[str, AgentOn],
     operator: TenantCtx,
 ) -> None:
-    name, credential = real
+    name, agent = real
     iid = order(fleet, tenant, key)
-    drive(fleet, worker, credential, healthy, lambda: status(fleet, tenant, iid) == "ready")
+    drive(fleet, worker, agent, healthy, lambda: status(fleet, tenant, iid) == "ready")
     (run,) = node_agents.verify_now(fleet, tenant.principal, iid)
     assert run.status == "queued" and run.command is not None
-    (cmd,) = agent_commands.fetch(fleet, credential)
+    (cmd,) = agent.fetch()
     assert cmd.id == run.command
+    credential = agent.credential
     other_token = agents.operator_enrollment(fleet, operator.principal,
                                              "sim-h100-80g-x8-ningxia-1-01")
     _, other = agents.register(fleet, other_token, "x", None, None)

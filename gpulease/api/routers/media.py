@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import re
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse
 
 from gpulease.api.access import Caller, access
 from gpulease.api.deps import PUBLIC_PROBLEMS, PlatformDep
-from gpulease.db.tables import ConfigDrive
+from gpulease.db.tables import ConfigDrive, Node
 from gpulease.domain.errors import NotFound
+from gpulease.domain.states import NodeStatus
 from gpulease.services import netboot
 
 router = APIRouter(prefix="/media", tags=["media (for BMCs)"], responses=PUBLIC_PROBLEMS)
@@ -32,22 +33,32 @@ def demo_image(name: str, p: PlatformDep) -> Response:
 def config_drive(drive_id: str, p: PlatformDep) -> Response:
     with p.db.read() as s:
         drive = s.get(ConfigDrive, drive_id)
-        if drive is None:
+        node = s.get(Node, drive.node_id) if drive is not None else None
+        if drive is None or node is None or node.status not in (
+                NodeStatus.DEPLOYING.value, NodeStatus.CLEANING.value):
             raise NotFound("No such config drive; it is deleted once its server is installed.")
         return Response(drive.iso, media_type="application/octet-stream",
                         headers={"Cache-Control": "no-store"})
 
 
 @router.get("/ipxe", response_class=PlainTextResponse, openapi_extra=access(Caller.ANYONE))
-def ipxe(mac: str, p: PlatformDep) -> PlainTextResponse:
+def ipxe(mac: str, request: Request, p: PlatformDep) -> PlainTextResponse:
     """For network boot: the iPXE script of the server with this MAC (its image's kernel
-    and NoCloud seed while deploying, the agent ramdisk while cleaning, else its disk)."""
-    return PlainTextResponse(netboot.ipxe_script(p, mac), headers={"Cache-Control": "no-store"})
+    and NoCloud seed while deploying, the agent ramdisk while cleaning, else its disk).
+    Only from the boot network (GPULEASE_BOOT_NETWORKS), and from the node's boot address
+    when it has one; anyone else is told to boot from disk, or refused (403)."""
+    return PlainTextResponse(netboot.ipxe_script(p, mac, _source(request)),
+                             headers={"Cache-Control": "no-store"})
+
+
+def _source(request: Request) -> str | None:
+    return request.client.host if request.client else None
 
 
 @router.get("/nocloud/{drive_id}/{name}", response_class=PlainTextResponse,
             openapi_extra=access(Caller.ANYONE))
-def nocloud(drive_id: str, name: str, p: PlatformDep) -> PlainTextResponse:
-    """A network-booted installer's cloud-init seed (the config drive's files over HTTP)."""
-    return PlainTextResponse(netboot.nocloud_file(p, drive_id, name),
+def nocloud(drive_id: str, name: str, request: Request, p: PlatformDep) -> PlainTextResponse:
+    """A network-booted installer's cloud-init seed (the config drive's files over HTTP),
+    to the deploying node's address only, while it deploys."""
+    return PlainTextResponse(netboot.nocloud_file(p, drive_id, name, _source(request)),
                              headers={"Cache-Control": "no-store"})
