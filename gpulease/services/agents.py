@@ -134,6 +134,16 @@ def _sync_alerts(s: Session, node: Node, summaries: Sequence[GpuSummary], now: d
     return [a.as_dict() for a in raised.values()]
 
 
+def _within_the_node(p: Platform, node: Node, summaries: Sequence[GpuSummary]) -> None:
+    """A push speaks of this node's GPUs, each once: no more than its SKU has."""
+    sku = p.catalog.sku_by_id.get(node.sku)
+    count = sku.gpu_count if sku is not None else 16
+    indices = [g.index for g in summaries]
+    if len(set(indices)) != len(indices) or any(not 0 <= i < count for i in indices):
+        raise InvalidInput("gpus", f"{node.name} has {count} GPUs (indices 0 to {count - 1}), "
+                           "each summarized once per push; nothing was stored.")
+
+
 def ingest(p: Platform, credential: str | None, gpus: Iterable[dict[str, Any]]
            ) -> list[dict[str, Any]]:
     """Store one push of GPU summaries for the node's current instance; returns the alerts
@@ -150,6 +160,7 @@ def ingest(p: Platform, credential: str | None, gpus: Iterable[dict[str, Any]]
         agent = authenticate_agent(s, credential)
         node = s.get(Node, agent.node_id)
         assert node is not None
+        _within_the_node(p, node, summaries)
         agent.last_seen_at = now
         s.add_all(TelemetrySummary(node_id=node.id, instance_id=node.instance_id,
                                    received_at=now, gpu_index=g.index, gpu_uuid=g.uuid,

@@ -1,7 +1,8 @@
 """A tenant with root on a rented server holds its agent's credential. Forging GPU faults
 with it must not pay: telemetry raises alerts and claims, never credits; an operator's
-confirmation posts them, and a lease period's credits stop at that period's price.
-SQLite and PostgreSQL."""
+confirmation posts them, and a lease period's credits stop at that period's price. Reports
+for another node, replays and oversized reports write nothing beyond the sender's own
+node, and the credential dies with the lease. SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -9,13 +10,24 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
+from gpulease.api.app import create_app
 from gpulease.db.money_tables import LedgerEntry
+from gpulease.db.tables import (
+    AcceptanceReport,
+    AgentCommand,
+    HardwareAlert,
+    Node,
+    TelemetrySummary,
+)
+from gpulease.domain.errors import InvalidInput, NotFound, Unauthorized
 from gpulease.platform import Platform
-from gpulease.services import agents, instances, sla, wallet
+from gpulease.ports.agent import CommandOutcome, VerifyPayload
+from gpulease.services import agent_commands, agents, instances, sla, wallet
 from gpulease.worker.runner import Worker
-from tests.conftest import TenantCtx
+from tests.conftest import TenantCtx, new_tenant
 from tests.services.test_acceptance_gate import window
 from tests.services.test_leases import MovableClock, deliver
 
@@ -64,3 +76,67 @@ def test_confirmed_credits_stop_at_the_periods_price(
     assert credited.count(Decimal("0.00")) > 0
     assert _credits(fleet, tenant.tenant_id) == MONTH_PRICE
     assert sla.list_claims(fleet, operator.principal, "open").total == 0
+
+
+def _rows(p: Platform, node_id: str) -> tuple[int, int, int]:
+    """What reports wrote for a node: telemetry rows, alerts, acceptance reports."""
+    with p.db.read() as s:
+        return tuple(s.scalar(select(func.count()).select_from(t).where(t.node_id == node_id))
+                     or 0 for t in (TelemetrySummary, HardwareAlert, AcceptanceReport))
+
+
+def test_reports_for_another_node_replays_and_oversize_write_nothing(
+        fleet: Platform, tenant: TenantCtx, operator: TenantCtx, worker: Worker,
+        key: str) -> None:
+    mine = deliver(fleet, tenant, worker, key)
+    theirs = deliver(fleet, new_tenant(fleet, "neighbour"), worker, key)
+    with fleet.db.read() as s:
+        node, other = (s.scalar(select(Node).where(Node.instance_id == i))
+                       for i in (mine, theirs))
+    assert node is not None and other is not None
+    _, credential = agents.register(fleet, agents.operator_enrollment(
+        fleet, operator.principal, node.id), "rented-host", None, None)
+    with fleet.db.write() as s:  # the neighbour's node has work pending for its agent
+        marks = fleet.catalog.marks(other.sku, other.region)
+        assert marks is not None
+        command = agent_commands.submit(s, fleet, other.id, theirs, VerifyPayload(
+            thresholds=marks[0], spec=marks[1]), "on_demand", fleet.clock.now())
+    before, own = _rows(fleet, other.id), _rows(fleet, node.id)  # delivery's reports
+
+    # A result for the neighbour's command, a push naming the neighbour's node: refused or
+    # written to the sender's own node only.
+    with pytest.raises(NotFound):
+        agent_commands.post_result(fleet, credential, command, CommandOutcome(
+            ok=True, result={"checks": [], "passed": False}))
+    with pytest.raises(InvalidInput):
+        agents.ingest(fleet, credential, [{**g, "node_id": other.id}
+                                          for g in window("xid79:0")])
+    # Oversized: more GPUs than the node has, a GPU twice, an index beyond it, a huge body.
+    one = window("xid79:0")[0]
+    for gpus in (window() + window(), [one, one], [{**one, "index": 8}]):
+        with pytest.raises(InvalidInput, match="has 8 GPUs"):
+            agents.ingest(fleet, credential, gpus)
+    with TestClient(create_app(fleet)) as client:
+        huge = client.post("/api/v1/agent/telemetry", headers={
+            "Authorization": f"Bearer {credential}"}, json={"gpus": [one] * 5000})
+        assert huge.status_code == 413
+        many = client.post("/api/v1/agent/telemetry", headers={
+            "Authorization": f"Bearer {credential}"}, json={"gpus": [one] * 17})
+        assert many.status_code == 422
+    assert _rows(fleet, node.id) == own
+
+    # Replays: the same fault window over and over is one alert, and no money.
+    for _ in range(5):
+        agents.ingest(fleet, credential, window("xid79:0"))
+    assert _rows(fleet, node.id)[1] == own[1] + 1
+    assert _rows(fleet, other.id) == before
+    assert _credits(fleet, tenant.tenant_id) == Decimal("0")
+    with fleet.db.read() as s:
+        assert s.get(AgentCommand, command).status == "pending"  # type: ignore[union-attr]
+
+    # Handed back: the tenant's copy of the credential writes nothing any more.
+    instances.release_instance(fleet, tenant.principal, mine)
+    worker.run_until_idle()
+    with pytest.raises(Unauthorized):
+        agents.ingest(fleet, credential, window("xid79:1"))
+    assert _rows(fleet, node.id)[1] == own[1] + 1

@@ -32,8 +32,8 @@ class RegisterResponse(BaseModel):
 
 
 class TelemetryPush(BaseModel):
-    gpus: list[dict[str, Any]] = Field(description="GPU summaries, as the agent's "
-                                       "/v1/summary returns them")
+    gpus: list[dict[str, Any]] = Field(max_length=16, description="GPU summaries, as the "
+                                       "agent's /v1/summary returns them (at most 16)")
 
 
 agent_scheme = HTTPBearer(auto_error=False, scheme_name="agentCredential", description=(
