@@ -60,8 +60,23 @@ class Client:
     def catalog(self) -> CatalogView:
         return CatalogView.model_validate(self._call("GET", "/api/v1/catalog"))
 
+    def _every(self, path: str) -> list[Any]:
+        """Every item of a list the API answers a page at a time (X-Total-Count)."""
+        items: list[Any] = []
+        while True:
+            try:
+                r = self._http.get(path, params={"limit": 500, "offset": len(items)})
+            except httpx.TransportError:
+                r = None
+            if r is None or r.status_code >= 400:
+                return list(self._call("GET", path))  # the same request: its error raised
+            page = r.json()
+            items += page
+            if not page or len(items) >= int(r.headers.get("x-total-count", len(items))):
+                return items
+
     def images(self) -> list[ImageView]:
-        return [ImageView.model_validate(i) for i in self._call("GET", "/api/v1/images")]
+        return [ImageView.model_validate(i) for i in self._every("/api/v1/images")]
 
     def add_image(self, body: ImageCreate) -> ImageView:
         return ImageView.model_validate(
@@ -132,7 +147,7 @@ class Client:
             "name": name, "expires_in_days": expires_in_days}))
 
     def tokens(self) -> list[TokenView]:
-        return [TokenView.model_validate(t) for t in self._call("GET", "/api/v1/tokens")]
+        return [TokenView.model_validate(t) for t in self._every("/api/v1/tokens")]
 
     def get_json(self, path: str) -> Any:
         """A JSON document from the API as is (telemetry, reports, certificates)."""
@@ -151,7 +166,7 @@ class Client:
         return self._call("PUT", f"/api/v1{path}", json=body)
 
     def users(self) -> list[UserView]:
-        return [UserView.model_validate(u) for u in self._call("GET", "/api/v1/users")]
+        return [UserView.model_validate(u) for u in self._every("/api/v1/users")]
 
     def add_user(self, email: str, name: str, role: str) -> UserView:
         return UserView.model_validate(self._call("POST", "/api/v1/users", json={

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from functools import cache
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -22,6 +22,7 @@ from gpulease.domain.errors import (
 from gpulease.platform import Platform
 from gpulease.schemas import (
     MeterCreated,
+    Page,
     TenantCreated,
     TenantView,
     TokenCreated,
@@ -184,14 +185,21 @@ def _issue_for(
     return _issue(s, p, user, name, days)
 
 
-def list_tokens(p: Platform, actor: Principal) -> list[TokenView]:
+def list_tokens(p: Platform, actor: Principal, limit: int = 100, offset: int = 0
+                ) -> Page[TokenView]:
+    """The tokens the actor may see (an operator: all; a tenant admin: the tenant's; anyone
+    else: their own), oldest first, a page at a time."""
     with p.db.read() as s:
         q = select(ApiToken).join(User, User.id == ApiToken.user_id)
         if actor.role is Role.ADMIN:
             q = q.where(User.tenant_id == actor.tenant_id)
         elif not actor.is_operator:
             q = q.where(ApiToken.user_id == actor.user_id)
-        return [token_view(t) for t in s.scalars(q.order_by(ApiToken.created_at))]
+        total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
+        rows = s.scalars(q.order_by(ApiToken.created_at, ApiToken.id).limit(limit)
+                         .offset(offset))
+        return Page(items=[token_view(t) for t in rows], total=total, limit=limit,
+                    offset=offset)
 
 
 def revoke_token(p: Platform, actor: Principal, token_id: str) -> TokenView:

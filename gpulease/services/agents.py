@@ -273,15 +273,17 @@ def _certificate_view(row: EraseCertificate, node_name: str) -> dict[str, Any]:
             "certificate": json.loads(row.certificate_json)}
 
 
-def instance_certificates(p: Platform, actor: Principal, instance_id: str
-                          ) -> list[dict[str, Any]]:
+def instance_certificates(p: Platform, actor: Principal, instance_id: str,
+                          limit: int = 100, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """The instance's certificates, oldest first, a page at a time; and how many in all."""
     with p.db.read() as s:
         inst = get_instance(s, actor, instance_id)
         names = {n.id: n.name for n, _, _ in instance_allocations(s, inst.id)}
-        rows = s.scalars(select(EraseCertificate).where(
-            EraseCertificate.instance_id == inst.id).order_by(EraseCertificate.created_at,
-                                                             EraseCertificate.device))
-        return [_certificate_view(r, names.get(r.node_id, r.node_id)) for r in rows]
+        where = EraseCertificate.instance_id == inst.id
+        total = s.scalar(select(func.count()).select_from(EraseCertificate).where(where)) or 0
+        rows = s.scalars(select(EraseCertificate).where(where).order_by(
+            EraseCertificate.created_at, EraseCertificate.device).limit(limit).offset(offset))
+        return [_certificate_view(r, names.get(r.node_id, r.node_id)) for r in rows], total
 
 
 def certificate(p: Platform, actor: Principal, certificate_id: str) -> dict[str, Any]:

@@ -13,15 +13,17 @@ from gpulease.db.tables import ApiToken, User
 from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
 from gpulease.platform import Platform
-from gpulease.schemas import UserView
+from gpulease.schemas import Page, UserView
 from gpulease.security import hash_password, verify_password
 from gpulease.services.accounts import CONSOLE_SESSION_NAME, user_view
 
 MIN_PASSWORD = 12
 
 
-def list_users(p: Platform, actor: Principal, tenant_id: str | None = None) -> list[UserView]:
-    """A tenant admin: the tenant's users; an operator: everyone's (or one tenant's)."""
+def list_users(p: Platform, actor: Principal, tenant_id: str | None = None,
+               limit: int = 100, offset: int = 0) -> Page[UserView]:
+    """A tenant admin: the tenant's users; an operator: everyone's (or one tenant's);
+    oldest first, a page at a time."""
     q = select(User).where(User.removed_at.is_(None))
     if actor.is_operator:
         if tenant_id:
@@ -29,7 +31,10 @@ def list_users(p: Platform, actor: Principal, tenant_id: str | None = None) -> l
     else:
         q = q.where(User.tenant_id == actor.require_tenant_admin())
     with p.db.read() as s:
-        return [user_view(u) for u in s.scalars(q.order_by(User.created_at, User.id))]
+        total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
+        rows = s.scalars(q.order_by(User.created_at, User.id).limit(limit).offset(offset))
+        return Page(items=[user_view(u) for u in rows], total=total, limit=limit,
+                    offset=offset)
 
 
 def _target(s: Session, actor: Principal, user_id: str) -> User:

@@ -220,7 +220,7 @@ def _evidence(p: Platform, who: Principal, inst: InstanceView) -> dict[str, Any]
     ending = inst.status in ("releasing", "released", "failed")
     return {"acceptance": agents.acceptance_reports(p, who, inst.id)
             if inst.status != "pending" else [],
-            "certificates": agents.instance_certificates(p, who, inst.id) if ending else []}
+            "certificates": agents.instance_certificates(p, who, inst.id)[0] if ending else []}
 
 
 @router.post("/instances/{instance_id}/credentials", dependencies=[SameOrigin],

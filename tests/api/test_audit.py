@@ -40,7 +40,7 @@ def test_changes_and_sign_ins_are_recorded_with_who_where_and_how(
                         headers={"Authorization": f"Bearer {operator.token}"})
     assert topped.status_code == 201
     users.change_password(platform, tenant.principal, "a console passphrase", None)
-    email = users.list_users(platform, tenant.principal)[0].email
+    email = users.list_users(platform, tenant.principal).items[0].email
     login = f"{server.url}/console/login"
     httpx.post(login, data={"email": email, "password": "wrong, very wrong"})
     httpx.post(login, data={"email": email, "password": "a console passphrase"})

@@ -65,7 +65,7 @@ def test_a_stranger_cannot_lock_a_user_out(platform: Platform, tenant: TenantCtx
     clock = MovableClock(datetime(2026, 12, 1, 9, 0, tzinfo=UTC))
     platform.clock = clock
     users.change_password(platform, tenant.principal, "the right passphrase", None)
-    email = users.list_users(platform, tenant.principal)[0].email
+    email = users.list_users(platform, tenant.principal).items[0].email
     for _ in range(platform.settings.sign_in_failures_per_account):
         with pytest.raises(Unauthorized):
             accounts.console_login(platform, email, "a guess of mine", "203.0.113.7")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 from typer.testing import CliRunner
 
 from gpulease.cli.main import app
@@ -48,3 +49,23 @@ def test_a_tenant_admin_manages_users_from_the_cli(
     assert "new.hire@example.com" not in listed.output
     self_off = runner.invoke(app, ["user", "disable", tenant.principal.user_id], env=env)
     assert self_off.exit_code == 1 and "yourself" in self_off.output
+
+
+def test_users_tokens_and_images_come_a_page_at_a_time(
+    platform: Platform, server: LiveServer, tenant: TenantCtx
+) -> None:
+    for n in range(3):
+        accounts.issue_token(platform, tenant.principal, f"ci-{n}", None, 7)
+    headers = {"Authorization": f"Bearer {tenant.token}"}
+    for path, total in (("/api/v1/tokens", 4), ("/api/v1/users", 1), ("/api/v1/images", None)):
+        whole = httpx.get(f"{server.url}{path}", headers=headers)
+        count = int(whole.headers["X-Total-Count"])
+        assert count == (total if total is not None else len(whole.json()))
+        page = httpx.get(f"{server.url}{path}", headers=headers, params={"limit": 2,
+                                                                        "offset": 1})
+        assert page.json() == whole.json()[1:3]
+        assert page.headers["X-Total-Count"] == str(count)
+    # The CLI reads every page.
+    env = {"GPULEASE_URL": server.url, "GPULEASE_TOKEN": tenant.token}
+    tokens = CliRunner().invoke(app, ["tokens", "--json"], env=env)
+    assert tokens.exit_code == 0 and len(json.loads(tokens.output)) == 4

@@ -127,7 +127,7 @@ def test_certificates_are_scoped_to_the_lease(
     name = node_name_of(fleet, tenant, iid)
     instances.release_instance(fleet, tenant.principal, iid)
     worker.run_until_idle()
-    (first, _) = agents.instance_certificates(fleet, tenant.principal, iid)
+    (first, _), _ = agents.instance_certificates(fleet, tenant.principal, iid)
     other = new_tenant(fleet, "other")
     with pytest.raises(NotFound):
         agents.certificate(fleet, other.principal, first["id"])

@@ -137,7 +137,7 @@ def test_lease_life_reminders_grace_renewal_and_erase(
     view = instances.show_instance(fleet, tenant.principal, iid)
     assert view.status == "released" and "lease expired" in (view.status_reason or "")
     assert leases.show_lease(fleet, tenant.principal, iid).status == "ended"
-    certs = agents.instance_certificates(fleet, tenant.principal, iid)
+    certs = agents.instance_certificates(fleet, tenant.principal, iid)[0]
     assert len(certs) == 2 and all(c["passed"] for c in certs)
     assert node_by_name(fleet, view.nodes[0].name).status == "available"
     assert notices(fleet, iid)[-1] == "erased"

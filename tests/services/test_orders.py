@@ -85,7 +85,7 @@ def test_release_erases_and_frees_the_node(
                            "clean_wait_agent", "erase", "erase result", "clean_power_off"]
     assert [st.stage for st in view.stages][-1] == "released"
     # one sealed certificate per disk, for the tenant to download
-    certs = agents.instance_certificates(fleet, tenant.principal, iid)
+    certs = agents.instance_certificates(fleet, tenant.principal, iid)[0]
     assert [c["device"] for c in certs] == ["/dev/nvme0n1", "/dev/nvme1n1"]
     assert all(c["passed"] and c["simulated"] and len(c["digest"]) == 64 for c in certs)
     assert certs[0]["certificate"]["lease"] == iid

@@ -28,7 +28,7 @@ def test_an_e_mail_is_one_account_whatever_its_case(platform: Platform, tenant: 
                                                     ) -> None:
     other = new_tenant(platform)
     uid, _ = member(platform, tenant, "Alice.Smith@Example.COM")
-    listed = {u.id: u.email for u in users.list_users(platform, tenant.principal)}
+    listed = {u.id: u.email for u in users.list_users(platform, tenant.principal).items}
     assert listed[uid] == "alice.smith@example.com"
     with pytest.raises(Conflict, match="exists already"):
         accounts.add_user(platform, other.principal, "ALICE.SMITH@example.com", "Eve",
@@ -76,7 +76,7 @@ def test_a_removed_user_is_gone_and_their_address_is_free(
 ) -> None:
     uid, token = member(platform, tenant, "dave@example.com")
     users.remove_user(platform, tenant.principal, uid)
-    assert uid not in {u.id for u in users.list_users(platform, tenant.principal)}
+    assert uid not in {u.id for u in users.list_users(platform, tenant.principal).items}
     with pytest.raises(Unauthorized):
         accounts.authenticate(platform, token)
     with pytest.raises(NotFound):

@@ -3,7 +3,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from gpulease.api.access import EVERY_USER, Caller, access
-from gpulease.api.deps import IdempotencyKey, PlatformDep, PrincipalDep
+from gpulease.api.deps import IdempotencyKey, Limit, Offset, PlatformDep, PrincipalDep
 from gpulease.domain.accounts import Role
 from gpulease.schemas import (
     MeterCreate,
@@ -58,10 +58,14 @@ def complete_password_reset(body: PasswordResetComplete, p: PlatformDep) -> None
 
 @router.get("/users", response_model=list[UserView],
             openapi_extra=access(Caller.ADMIN, Caller.OPERATOR))
-def list_users(p: PlatformDep, actor: PrincipalDep, tenant: str | None = None
+def list_users(p: PlatformDep, actor: PrincipalDep, response: Response,
+               tenant: str | None = None, limit: Limit = 100, offset: Offset = 0
                ) -> list[UserView]:
-    """Tenant admin: the tenant's users; operator: everyone's, or one tenant's (?tenant=)."""
-    return users.list_users(p, actor, tenant)
+    """Tenant admin: the tenant's users; operator: everyone's, or one tenant's (?tenant=);
+    oldest first, a page at a time (X-Total-Count says how many)."""
+    page = users.list_users(p, actor, tenant, limit, offset)
+    response.headers["X-Total-Count"] = str(page.total)
+    return page.items
 
 
 @router.post("/users/{user_id}/disable", response_model=UserView,
@@ -122,8 +126,13 @@ def create_user(body: UserCreate, p: PlatformDep, actor: PrincipalDep,
 
 
 @router.get("/tokens", response_model=list[TokenView], openapi_extra=access(*EVERY_USER))
-def list_tokens(p: PlatformDep, actor: PrincipalDep) -> list[TokenView]:
-    return accounts.list_tokens(p, actor)
+def list_tokens(p: PlatformDep, actor: PrincipalDep, response: Response,
+                limit: Limit = 100, offset: Offset = 0) -> list[TokenView]:
+    """Your tokens (a tenant admin: the tenant's; an operator: all), console sessions
+    included, oldest first, a page at a time (X-Total-Count says how many)."""
+    page = accounts.list_tokens(p, actor, limit, offset)
+    response.headers["X-Total-Count"] = str(page.total)
+    return page.items
 
 
 @router.post("/tokens", response_model=TokenCreated, status_code=201,

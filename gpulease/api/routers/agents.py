@@ -104,10 +104,14 @@ def instance_acceptance(instance_id: str, p: PlatformDep, actor: PrincipalDep,
 
 @router.get("/instances/{instance_id}/erase-certificates",
             openapi_extra=access(*EVERY_USER, owned=True))
-def instance_certificates(instance_id: str, p: PlatformDep, actor: PrincipalDep
+def instance_certificates(instance_id: str, p: PlatformDep, actor: PrincipalDep,
+                          response: Response, limit: Limit = 100, offset: Offset = 0
                           ) -> list[dict[str, Any]]:
-    """One NIST SP 800-88 erase certificate per disk the instance's nodes held."""
-    return agents.instance_certificates(p, actor, instance_id)
+    """One NIST SP 800-88 erase certificate per disk the instance's nodes held, oldest
+    first, a page at a time (X-Total-Count says how many)."""
+    items, total = agents.instance_certificates(p, actor, instance_id, limit, offset)
+    response.headers["X-Total-Count"] = str(total)
+    return items
 
 
 @router.get("/erase-certificates/{certificate_id}", openapi_extra=access(*EVERY_USER, owned=True))

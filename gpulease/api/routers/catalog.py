@@ -4,7 +4,14 @@ from fastapi import APIRouter, Response
 from starlette.concurrency import run_in_threadpool
 
 from gpulease.api.access import EVERY_USER, Caller, access
-from gpulease.api.deps import IdempotencyKey, PlatformDep, PrincipalDep, TokenDep
+from gpulease.api.deps import (
+    IdempotencyKey,
+    Limit,
+    Offset,
+    PlatformDep,
+    PrincipalDep,
+    TokenDep,
+)
 from gpulease.domain.errors import Forbidden
 from gpulease.schemas import CatalogView, ImageCreate, ImageView
 from gpulease.services import catalog, images
@@ -29,9 +36,13 @@ async def get_catalog(p: PlatformDep, token: TokenDep) -> Response:
 
 
 @router.get("/images", response_model=list[ImageView], openapi_extra=access(*EVERY_USER))
-def list_images(p: PlatformDep, _: PrincipalDep) -> list[ImageView]:
-    """Catalog images and operator-added custom images."""
-    return images.list_images(p)
+def list_images(p: PlatformDep, _: PrincipalDep, response: Response, limit: Limit = 100,
+                offset: Offset = 0) -> list[ImageView]:
+    """Catalog images and operator-added custom images, a page at a time (X-Total-Count
+    says how many)."""
+    listed = images.list_images(p)
+    response.headers["X-Total-Count"] = str(len(listed))
+    return listed[offset:offset + limit]
 
 
 @router.post("/images", response_model=ImageView, status_code=201,
