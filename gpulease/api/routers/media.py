@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse
 
 from gpulease.api.access import Caller, access
-from gpulease.api.deps import PUBLIC_PROBLEMS, PlatformDep
+from gpulease.api.deps import PROBLEMS, PUBLIC_PROBLEMS, PlatformDep
 from gpulease.db.tables import ConfigDrive, Node
 from gpulease.domain.errors import NotFound
 from gpulease.domain.states import NodeStatus
@@ -41,7 +41,13 @@ def config_drive(drive_id: str, p: PlatformDep) -> Response:
                         headers={"Cache-Control": "no-store"})
 
 
-@router.get("/ipxe", response_class=PlainTextResponse, openapi_extra=access(Caller.ANYONE))
+OFF_BOOT_NETWORK: dict[int | str, dict[str, object]] = {403: {
+    **PROBLEMS[403], "description": "asked from outside the boot network "
+                                    "(GPULEASE_BOOT_NETWORKS)"}}
+
+
+@router.get("/ipxe", response_class=PlainTextResponse, responses=OFF_BOOT_NETWORK,
+            openapi_extra=access(Caller.ANYONE))
 def ipxe(mac: str, request: Request, p: PlatformDep) -> PlainTextResponse:
     """For network boot: the iPXE script of the server with this MAC (its image's kernel
     and NoCloud seed while deploying, the agent ramdisk while cleaning, else its disk).
@@ -56,7 +62,7 @@ def _source(request: Request) -> str | None:
 
 
 @router.get("/nocloud/{drive_id}/{name}", response_class=PlainTextResponse,
-            openapi_extra=access(Caller.ANYONE))
+            responses=OFF_BOOT_NETWORK, openapi_extra=access(Caller.ANYONE))
 def nocloud(drive_id: str, name: str, request: Request, p: PlatformDep) -> PlainTextResponse:
     """A network-booted installer's cloud-init seed (the config drive's files over HTTP),
     to the deploying node's address only, while it deploys."""
