@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 from gpulease.db.rates import DatabaseStore, MemoryStore, RateStore, RedisStore
 from gpulease.db.session import Database
@@ -88,6 +89,8 @@ class Platform:
     clock: Clock = field(default_factory=SystemClock)
     rates: RateStore = field(default_factory=MemoryStore)  # the rate limits' counters
     wake_event: threading.Event = field(default_factory=threading.Event)
+    # services/audit_writer.AuditWriter, made on first use by the API's audit trail
+    audit_writer: Any = field(default=None, repr=False)
     _price_book: tuple[date, Catalog, Catalog] | None = field(default=None, init=False,
                                                               repr=False)
 

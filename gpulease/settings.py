@@ -71,6 +71,9 @@ class Settings(BaseSettings):
 
     # Audit rows older than this are pruned from the start of the chain.
     audit_retention_days: int = Field(default=400, ge=1)
+    # batch: a request answers while a writer thread appends its row with those of others
+    # (milliseconds later); sync: its row is committed before the answer leaves.
+    audit_write: Literal["batch", "sync"] = "batch"
     # The largest request body the API reads (413 above it).
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=256 * 1024 * 1024)
 

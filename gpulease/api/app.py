@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 from fastapi import APIRouter, FastAPI
 from fastapi.responses import RedirectResponse
 from sqlalchemy import text
@@ -50,7 +53,14 @@ def _document_problems(app: FastAPI) -> None:
 
 
 def create_app(platform: Platform) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        if platform.audit_writer is not None:  # the rows still queued, before the exit
+            await anyio.to_thread.run_sync(platform.audit_writer.close)
+
     app = FastAPI(
+        lifespan=lifespan,
         title="gpulease",
         version=__version__,
         description="GPU compute rental: bare-metal servers, clusters and container instances.",

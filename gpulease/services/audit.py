@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 
@@ -22,6 +23,7 @@ from gpulease.platform import Platform
 from gpulease.schemas import AuditEntryView, AuditVerdict, Page
 
 HEAD = 1
+log = logging.getLogger("gpulease.audit")
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,13 @@ def append(p: Platform, happenings: list[Happening]) -> None:
                   .values(last_seq=seq, last_mac=mac))
 
 
+def drain(p: Platform) -> None:
+    """Readers of the trail see every row this process handed its writer before they asked
+    (services/audit_writer.py)."""
+    if p.audit_writer is not None and not p.audit_writer.flush():
+        log.warning("audit rows still queued after 30 s; this read may lack them")
+
+
 def record(p: Platform, happening: Happening) -> None:
     """Append one row; the request's answer leaves once it is committed."""
     append(p, [happening])
@@ -90,6 +99,7 @@ def _happening(row: AuditEntry) -> Happening:
 def verify(p: Platform, actor: Principal, batch: int = 5000) -> AuditVerdict:
     """Walk the chain from its start to the head: every row's MAC, every link, no gap."""
     actor.require_operator()
+    drain(p)
     key = p.box.derive("audit")
     with p.db.read() as s:
         head = s.get(AuditHead, HEAD)
@@ -128,6 +138,7 @@ def verify(p: Platform, actor: Principal, batch: int = 5000) -> AuditVerdict:
 
 def prune(p: Platform) -> int:
     """Remove rows older than the retention setting from the chain's start."""
+    drain(p)
     cutoff = p.clock.now() - timedelta(days=p.settings.audit_retention_days)
     with p.db.write() as s:
         head = s.get(AuditHead, HEAD, with_for_update=True)
@@ -165,6 +176,7 @@ def entries(p: Platform, actor: Principal, *, tenant_id: str | None = None,
         where.append(AuditEntry.user_id == user_id)
     if since is not None:
         where.append(AuditEntry.at >= since)
+    drain(p)
     with p.db.read() as s:
         total = s.scalar(select(func.count()).select_from(AuditEntry).where(*where)) or 0
         rows = s.scalars(select(AuditEntry).where(*where).order_by(AuditEntry.seq.desc())

@@ -7,7 +7,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import httpx
+import pytest
 from sqlalchemy import delete, select, update
+from sqlalchemy.exc import OperationalError
 from typer.testing import CliRunner
 
 from gpulease.cli.main import app
@@ -18,6 +20,7 @@ from tests.conftest import LiveServer, TenantCtx, new_tenant
 
 
 def rows(p: Platform) -> list[AuditEntry]:
+    audit.drain(p)  # what the requests handed the writer thread is written
     with p.db.read() as s:
         return list(s.scalars(select(AuditEntry).order_by(AuditEntry.seq)))
 
@@ -132,3 +135,46 @@ def test_concurrent_rows_keep_the_chain_whole(platform: Platform,
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
     verdict = audit.verify(platform, operator.principal)
     assert verdict.intact and verdict.checked == len(seqs)
+
+
+def test_the_writer_answers_first_keeps_order_through_a_refusing_database(
+    platform: Platform, server: LiveServer, tenant: TenantCtx, operator: TenantCtx,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Batch mode (the default): the answer does not wait for the row; a database that
+    refuses the writer twice delays the rows, in order, and loses none; a reader waits."""
+    real, refusals = audit.append, [2]
+
+    def flaky(p: Platform, happenings: list[audit.Happening]) -> None:
+        if refusals[0]:
+            refusals[0] -= 1
+            raise OperationalError("INSERT", {}, Exception("database is locked"))
+        real(p, happenings)
+
+    monkeypatch.setattr(audit, "append", flaky)
+    me = {"Authorization": f"Bearer {tenant.token}"}
+    for n in range(5):
+        assert httpx.post(f"{server.url}/api/v1/tokens", headers=me, json={
+            "name": f"t{n}", "expires_in_days": 1}).status_code == 201
+    assert refusals == [0]
+    got = [r.action for r in rows(platform)]
+    assert got == ["POST /api/v1/tokens"] * 5
+    assert audit.verify(platform, operator.principal).intact
+    assert platform.audit_writer is not None
+    platform.audit_writer.close()  # a stopping process writes what is queued first
+    httpx.post(f"{server.url}/api/v1/tokens", headers=me, json={"name": "after",
+                                                                "expires_in_days": 1})
+    assert len(rows(platform)) == 6  # a later row starts the writer again
+
+
+def test_sync_mode_commits_the_row_before_the_answer(
+    platform: Platform, server: LiveServer, tenant: TenantCtx
+) -> None:
+    platform.settings.audit_write = "sync"
+    made = httpx.post(f"{server.url}/api/v1/tokens", json={"name": "ci",
+                                                           "expires_in_days": 1},
+                      headers={"Authorization": f"Bearer {tenant.token}"})
+    assert made.status_code == 201
+    with platform.db.read() as s:  # no drain: it was committed before the answer left
+        assert s.scalar(select(AuditEntry.action)) == "POST /api/v1/tokens"
+    assert platform.audit_writer is None
