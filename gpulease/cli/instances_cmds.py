@@ -141,12 +141,15 @@ def order_container(
     offer: Annotated[str, typer.Option()] = "rtx4090-24g-container",
     image: Annotated[str | None, typer.Option()] = None,
     name: Annotated[str | None, typer.Option()] = None,
+    ssh_password: Annotated[bool, typer.Option(help=(
+        "also let root log in over SSH with the password shown once (default: keys only)"))]
+    = False,
     wait: WaitOpt = False, as_json: JsonOpt = False, timeout: TimeoutOpt = 600.0,
     url: UrlOpt = "", token: TokenOpt = "",
 ) -> None:
     """Order GPUs of a shared server, billed by the hour."""
     req = OrderRequest(kind="container", offer=offer, gpus=gpus, term="hour", image=image,
-                       ssh_keys=_read_keys(ssh_key), name=name)
+                       ssh_keys=_read_keys(ssh_key), name=name, ssh_password=ssh_password)
     _place_and_follow(url, token, req, wait or not as_json, as_json, timeout)
 
 
