@@ -21,6 +21,9 @@ from decimal import Decimal
 from typing import Any, cast
 
 from sqlalchemy import Table, bindparam, delete, event, func, insert, inspect, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gpulease.db.money_tables import Invoice, InvoiceLine, InvoiceRun, InvoiceSequence, LedgerEntry
@@ -70,11 +73,16 @@ def _refuse_changes_to_final(s: Session, _ctx: Any, _instances: Any) -> None:
 
 # --- the run -------------------------------------------------------------------------------
 
-def _check_period(period: str) -> tuple[datetime, datetime]:
+def _check_period(period: str, now: datetime) -> tuple[datetime, datetime]:
+    """A month that has begun: drafting one ahead would bill this month's entries to it."""
     try:
-        return period_bounds(period)
+        start, end = period_bounds(period)
     except ValueError as exc:
         raise InvalidInput("period", str(exc)) from None
+    if start > now:
+        raise InvalidInput("period", f"{period} has not begun; draft it from "
+                                     f"{start:%Y-%m-%d} (this month: {period_of(now)}).")
+    return start, end
 
 
 def _tenants_to_bill(s: Session, period: str, end: datetime,
@@ -240,8 +248,8 @@ def run_period(p: Platform, period: str, finalize: bool = False,
                actor: str = INVOICE_RUN) -> InvoiceRunView:
     """Draft (or refresh) every tenant's invoice of `period`; with `finalize`, seal them.
     A period is finalized only after it ended."""
-    _, end = _check_period(period)
     now = p.clock.now()
+    _, end = _check_period(period, now)
     if finalize and end > now:
         raise InvalidInput("period", f"{period} has not ended; it can be drafted (a preview) "
                                      f"but finalized only from {end:%Y-%m-%d}.")
@@ -250,26 +258,33 @@ def run_period(p: Platform, period: str, finalize: bool = False,
     with p.db.read() as s:
         ids = _tenants_to_bill(s, period, end, tenants)
     drafted = finalized = 0
-    for i in range(0, len(ids), chunk):
-        part = ids[i:i + chunk]
-        with p.db.write() as s:
-            _lock_run(s, period)  # one run of a period at a time
-            drafts = _ensure_drafts(s, p, part, period, now)
-            _claim(s, drafts, end)
-            content = _recompute(s, drafts, rules.vat_rate, rules.prices_include_vat, now)
-            drafted += len(drafts)
-            if finalize:
-                finalized += _finalize(s, content, drafts, period, now, actor)
+    try:
+        for i in range(0, len(ids), chunk):
+            part = ids[i:i + chunk]
+            with p.db.write() as s:
+                _lock_run(s, period)  # one run of a period at a time
+                drafts = _ensure_drafts(s, p, part, period, now)
+                _claim(s, drafts, end)
+                content = _recompute(s, drafts, rules.vat_rate, rules.prices_include_vat, now)
+                drafted += len(drafts)
+                if finalize:
+                    finalized += _finalize(s, content, drafts, period, now, actor)
+    except IntegrityError:  # a run of the period that we waited for sealed some of ours
+        raise Conflict(f"Another run of {period} finalized invoices while this one waited; "
+                       "run it again to see what is left.") from None
     return InvoiceRunView(period=period, drafted=drafted, finalized=finalized,
                           tenants=len(ids), seconds=round(time.perf_counter() - began, 3))
 
 
 def _lock_run(s: Session, period: str) -> InvoiceRun:
-    row = s.get(InvoiceRun, period, with_for_update=True)
-    if row is None:
-        row = InvoiceRun(period=period, invoices=0)
-        s.add(row)
-        s.flush()
+    """The period's run row, locked: a second run of the period waits here for the first
+    (made if missing without a unique-key race: two first runs both get the one row)."""
+    dialect = s.get_bind().dialect.name
+    make = pg_insert if dialect == "postgresql" else sqlite_insert
+    s.execute(make(InvoiceRun).values(period=period, invoices=0)
+              .on_conflict_do_nothing(index_elements=["period"]))
+    row = s.get(InvoiceRun, period, with_for_update=True, populate_existing=True)
+    assert row is not None
     return row
 
 

@@ -230,6 +230,42 @@ def _month_of_activity(fleet: Platform, clock: MovableClock, tenant: TenantCtx,
     return bm, ct
 
 
+def test_two_runs_of_a_month_at_once_both_answer_and_a_future_month_is_refused(
+    fleet: Platform, clock: MovableClock, tenant: TenantCtx, operator: TenantCtx,
+    worker: Worker, key: str,
+) -> None:
+    import threading
+
+    _month_of_activity(fleet, clock, tenant, operator, worker, key)
+    clock.at = datetime(2026, 12, 3, 1, 0, tzinfo=UTC)
+    start = threading.Barrier(2)
+    answers: list[object] = []
+
+    def run() -> None:
+        start.wait()
+        try:
+            answers.append(invoice_run.run_invoices(fleet, operator.principal, NOV,
+                                                    finalize=True))
+        except Exception as exc:
+            answers.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    # One run finalizes; the other waited for it and answers (409 at most, never a 500).
+    assert len(answers) == 2 and all(isinstance(a, Conflict) or not isinstance(a, Exception)
+                                     for a in answers), answers
+    assert any(not isinstance(a, Exception) for a in answers)
+    finals = invoices.list_invoices(fleet, tenant.principal, period=NOV).items
+    assert [i.number for i in finals] == ["GL2026-000001"]  # one invoice, numbered once
+    # A month that has not begun cannot be drafted (it would take this month's entries).
+    with pytest.raises(InvalidInput, match="2027-01 has not begun"):
+        invoice_run.run_invoices(fleet, operator.principal, "2027-01")
+    assert invoice_run.run_invoices(fleet, operator.principal, "2026-12").drafted == 1
+
+
 def test_monthly_invoice_from_draft_to_final_and_credit_notes(
     fleet: Platform, clock: MovableClock, tenant: TenantCtx, operator: TenantCtx,
     worker: Worker, key: str,
