@@ -175,7 +175,7 @@ def server(platform: Platform) -> Iterator[LiveServer]:
         yield live
 
 
-def fund(p: Platform, tenant_id: str, amount: str = "100000000") -> None:
+def fund(p: Platform, tenant_id: str, amount: str = "100000000", reference: str = "") -> None:
     """Put money in a tenant's wallet (an operator's top-up), so orders can hold it."""
     from decimal import Decimal
 
@@ -183,4 +183,5 @@ def fund(p: Platform, tenant_id: str, amount: str = "100000000") -> None:
     from gpulease.services import wallet
 
     operator = Principal(user_id="test-operator", tenant_id=None, role=Role.OPERATOR)
-    wallet.top_up(p, operator, tenant_id, Decimal(amount), f"test funding {tenant_id}")
+    wallet.top_up(p, operator, tenant_id, Decimal(amount),
+                  reference or f"test funding {tenant_id}")

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gpulease.db.money_tables import Lease, LeaseNotice
+from gpulease.db.money_tables import Lease, LeaseNotice, Wallet
 from gpulease.db.tables import Instance
 from gpulease.domain.errors import PaymentRequired
 from gpulease.domain.leases import Action, next_action
@@ -53,7 +53,27 @@ def sweep_leases(p: Platform, limit: int = 200) -> int:
     return moved
 
 
+def _retry_renewal(s: Session, p: Platform, lease: Lease, inst: Instance,
+                   now: datetime) -> bool:
+    """In grace with auto-renew on: once the wallet has moved since the lease last did (a
+    top-up), try the renewal again; short again, wait for the next movement."""
+    wallet = s.get(Wallet, inst.tenant_id)
+    if wallet is None or wallet.updated_at is None or wallet.updated_at <= lease.updated_at:
+        return False
+    try:
+        with s.begin_nested():
+            extend(s, p, inst, lease, 1, lease.term, now, "automatic renewal after a top-up",
+                   actor=SWEEP_LEASES)
+        return True
+    except PaymentRequired:
+        lease.updated_at = now
+        return False
+
+
 def _sweep_one(s: Session, p: Platform, lease: Lease, inst: Instance, now: datetime) -> int:
+    if lease.status == LeaseStatus.GRACE.value and lease.auto_renew and now < (
+            lease.grace_until or now) and _retry_renewal(s, p, lease, inst, now):
+        return 1
     sent = frozenset(r for r in lease.reminders_sent.split(",") if r)
     due = next_action(LeaseStatus(lease.status), lease.ends_at, lease.grace_until,
                       lease.auto_renew, now, sent)

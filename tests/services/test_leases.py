@@ -174,6 +174,22 @@ def test_auto_renew_with_and_without_money(
                          .order_by(LeaseNotice.id.desc())).first()
     assert text and "automatic renewal failed" in text and "missing" in text
 
+    # In grace, later sweeps do not retry until the wallet moves; a top-up that still
+    # falls short leaves it in grace; one that covers the month renews it, erase cancelled.
+    clock.move(hours=1)
+    assert lease_sweep.sweep_leases(fleet) == 0
+    fund(fleet, thin.tenant_id, "100", "wire 2")
+    clock.move(hours=1)
+    lease_sweep.sweep_leases(fleet)
+    assert leases.show_lease(fleet, thin.principal, other).status == "grace"
+    assert lease_sweep.sweep_leases(fleet) == 0  # short again: waits for the next top-up
+    clock.move(hours=1)
+    fund(fleet, thin.tenant_id, "90000", "wire 3")
+    clock.move(minutes=1)
+    assert lease_sweep.sweep_leases(fleet) == 1
+    renewed = leases.show_lease(fleet, thin.principal, other)
+    assert renewed.status == "active" and renewed.ends_at == add_months(short.ends_at, 1)
+
 
 def test_price_change_never_alters_a_running_lease(
     fleet: Platform, clock: MovableClock, tenant: TenantCtx, worker: Worker, key: str
