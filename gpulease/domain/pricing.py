@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from gpulease.domain.catalog import AddOn, Catalog, Offer, Term
+from gpulease.domain.invoicing import totals, vat_split
 from gpulease.domain.money import to_fen
 
 DAYS_PER_MONTH = Decimal(30)
@@ -117,14 +118,12 @@ def quote(catalog: Catalog, sku: str, region: str, term: str, count: int = 1,
                                quantity=plain(billed), unit_price=addon.price,
                                amount=to_fen(addon.price * billed),
                                example_price=addon.example))
-    total_lines = sum((line.amount for line in lines), Decimal(0))
+    # VAT per line, then summed: as the invoice lines and a Chinese VAT invoice do it, so a
+    # quote's VAT is the invoice's to the fen (domain/invoicing.vat_split).
     rate = catalog.pricing.vat_rate
-    if catalog.pricing.prices_include_vat:
-        net = to_fen(total_lines / (1 + rate))
-        total, vat = total_lines, total_lines - net
-    else:
-        vat = to_fen(total_lines * rate)
-        net, total = total_lines, total_lines + vat
+    summed = totals(vat_split(line.amount, rate, catalog.pricing.prices_include_vat)
+                    for line in lines)
+    net, vat, total = summed.net, summed.vat, summed.gross
     fee = catalog.pricing.early_termination_fee_percent
     notes = [catalog.pricing.note] if term != Term.MONTH.value else []
     if any(line.example_price for line in lines):
