@@ -9,11 +9,13 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import docker
 import pytest
 
 from gpulease.drivers.redfish_emulator import Emulator
 from gpulease.drivers.redfish_emulator import start_emulator as _start
 from tests.conftest import free_port
+from tests.drivers.docker_engine import engine_or_skip, ensure_test_image
 
 __all__ = ["Emulator", "start_emulator", "USER", "PASSWORD"]
 
@@ -49,3 +51,12 @@ def image_server(tmp_path: Path) -> Iterator[str]:
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[docker.DockerClient]:
+    """The local Docker engine with the tests' image on it (tests/drivers/docker_engine.py)."""
+    client = engine_or_skip()
+    ensure_test_image(client)
+    yield client
+    client.close()

@@ -30,8 +30,6 @@ from tests.conftest import TenantCtx, database_url, make_settings, new_tenant
 from tests.drivers.docker_engine import (
     ENGINE,
     IMAGE,
-    engine_or_skip,
-    ensure_test_image,
     remove_node_containers,
 )
 from tests.drivers.test_docker_runtime import DEFAULT_IMAGE, _key_pair
@@ -39,14 +37,6 @@ from tests.drivers.test_docker_runtime import DEFAULT_IMAGE, _key_pair
 pytestmark = pytest.mark.slow
 NODE = "shared-isolation-1"
 CAP_NET_RAW, CAP_MKNOD, CAP_SYS_ADMIN = 13, 27, 21
-
-
-@pytest.fixture(scope="module")
-def engine() -> Iterator[docker.DockerClient]:
-    client = engine_or_skip()
-    ensure_test_image(client)
-    yield client
-    client.close()
 
 
 @pytest.fixture

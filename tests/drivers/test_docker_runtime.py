@@ -29,22 +29,12 @@ from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, free_port, make_settings, new_tenant, ssh_key
 from tests.drivers.docker_engine import (
     ENGINE,
-    engine_or_skip,
-    ensure_test_image,
     remove_node_containers,
 )
 
 pytestmark = pytest.mark.slow
 CONTAINER = dict(kind="container", offer="rtx4090-24g-container", sku=None, region=None)
 DEFAULT_IMAGE = "ubuntu22.04-cuda12.4-pytorch2.5"  # the container offer's default
-
-
-@pytest.fixture(scope="module")
-def engine() -> Iterator[docker.DockerClient]:
-    client = engine_or_skip()
-    ensure_test_image(client)
-    yield client
-    client.close()
 
 
 @pytest.fixture
