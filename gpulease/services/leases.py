@@ -28,7 +28,7 @@ from gpulease.platform import Platform
 from gpulease.schemas.money import LeaseView
 from gpulease.services.history import by, note
 from gpulease.services.lifecycle import transition
-from gpulease.services.wallet import charge, first_period_amount
+from gpulease.services.wallet import charge, first_hold, first_period_amount
 
 
 def _current_price(p: Platform, inst: Instance, term: str) -> Decimal:
@@ -72,9 +72,12 @@ def set_auto_renew(p: Platform, actor: Principal, instance_id: str, on: bool) ->
 
 def extend(s: Session, p: Platform, inst: Instance, lease: Lease, periods: int, term: str,
            now: datetime, by: str, *, actor: str) -> None:
-    """Charge and extend. Same term: the lease's own price; a switched term (day ↔ month):
-    today's price book. Raises PaymentRequired with nothing written when short."""
-    price = lease.unit_price if term == lease.term else _current_price(p, inst, term)
+    """Charge and extend. Same term: the lease's own price; back to the ordered term: the
+    price the order held; another term (day ↔ month): today's price book. Raises
+    PaymentRequired with nothing written when short."""
+    held = first_hold(s, inst.id) if term == inst.term and term != lease.term else None
+    price = (lease.unit_price if term == lease.term else held if held is not None
+             else _current_price(p, inst, term))
     amount = to_fen(price * periods)
     charge(s, inst.tenant_id, amount, now, instance_id=inst.id,
            reference=f"renewal of {inst.id}: {periods} {term}(s) ({by})")

@@ -53,6 +53,12 @@ def sweep_leases(p: Platform, limit: int = 200) -> int:
     return moved
 
 
+def base_term(inst: Instance, lease: Lease) -> str:
+    """Auto-renew renews by the term the instance was ordered for: a one-off renewal by
+    another term (two extra days on a month lease) does not make it renew by the day."""
+    return inst.term if inst.term in ("day", "month", "year") else lease.term
+
+
 def _retry_renewal(s: Session, p: Platform, lease: Lease, inst: Instance,
                    now: datetime) -> bool:
     """In grace with auto-renew on: once the wallet has moved since the lease last did (a
@@ -62,8 +68,8 @@ def _retry_renewal(s: Session, p: Platform, lease: Lease, inst: Instance,
         return False
     try:
         with s.begin_nested():
-            extend(s, p, inst, lease, 1, lease.term, now, "automatic renewal after a top-up",
-                   actor=SWEEP_LEASES)
+            extend(s, p, inst, lease, 1, base_term(inst, lease), now,
+                   "automatic renewal after a top-up", actor=SWEEP_LEASES)
         return True
     except PaymentRequired:
         lease.updated_at = now
@@ -89,8 +95,8 @@ def _sweep_one(s: Session, p: Platform, lease: Lease, inst: Instance, now: datet
     elif due.action == Action.RENEW:
         try:
             with s.begin_nested():
-                extend(s, p, inst, lease, 1, lease.term, now, "automatic renewal",
-                       actor=SWEEP_LEASES)
+                extend(s, p, inst, lease, 1, base_term(inst, lease), now,
+                       "automatic renewal", actor=SWEEP_LEASES)
         except PaymentRequired as exc:  # remind, then grace as without it
             _enter_grace(s, p, lease, inst, now, f"automatic renewal failed: {exc}")
     elif due.action == Action.ENTER_GRACE:

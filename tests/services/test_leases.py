@@ -279,3 +279,21 @@ def test_bad_renewals_are_refused_and_write_nothing(
         leases.renew(fleet, tenant.principal, iid)
     assert leases.show_lease(fleet, tenant.principal, iid).ends_at == end
     assert wallet.ledger(fleet, tenant.principal).total == entries
+
+
+def test_a_one_off_renewal_by_the_day_does_not_make_auto_renew_go_by_the_day(
+    fleet: Platform, clock: MovableClock, tenant: TenantCtx, worker: Worker, key: str,
+) -> None:
+    iid = deliver(fleet, tenant, worker, key)  # an H100 month: ¥84,480
+    month = leases.show_lease(fleet, tenant.principal, iid)
+    two_days = leases.renew(fleet, tenant.principal, iid, periods=2, term="day")
+    assert two_days.term == "day" and two_days.ends_at == month.ends_at + timedelta(days=2)
+    leases.set_auto_renew(fleet, tenant.principal, iid, True)
+    before = wallet.show_wallet(fleet, tenant.principal).balance
+    clock.at = two_days.ends_at + timedelta(minutes=5)
+    assert lease_sweep.sweep_leases(fleet) == 1
+    renewed = leases.show_lease(fleet, tenant.principal, iid)
+    # By the month it was ordered for, at the price its order held; not by the day.
+    assert renewed.term == "month" and renewed.unit_price == month.unit_price
+    assert renewed.ends_at == add_months(two_days.ends_at, 1)
+    assert wallet.show_wallet(fleet, tenant.principal).balance == before - month.unit_price
