@@ -1,8 +1,8 @@
 """The audit trail's eye on the API: every state-changing request (POST, PUT, PATCH,
 DELETE on a route of the app) is recorded with its actor, source address, action, target
 and outcome as its answer starts: handed to the writer thread (services/audit_writer.py),
-or committed first with GPULEASE_AUDIT_WRITE=sync (services/audit.py keeps the chain). The agents'
-telemetry pushes (a machine's minute-by-minute traffic) and the POSTs that only compute
+or committed first with GPULEASE_AUDIT_WRITE=sync (services/audit.py keeps the chain).
+The agents' telemetry pushes (a machine's minute-by-minute traffic) and the POSTs that only compute
 an answer (quotes, advice) are left out."""
 
 from __future__ import annotations
@@ -64,11 +64,9 @@ class AuditTrail:
         async def send_after_recording(message: Message) -> None:
             if message["type"] == "http.response.start":
                 happening = _happening(scope, int(message["status"]), self.platform)
-                if happening is None:
-                    pass
-                elif self.platform.settings.audit_write == "batch":
+                if happening is not None and self.platform.settings.audit_write == "batch":
                     audit_writer.writer(self.platform).submit(happening)
-                else:
+                elif happening is not None:
                     try:
                         await anyio.to_thread.run_sync(audit.record, self.platform, happening)
                     except Exception:  # the change stands; the missing row is logged

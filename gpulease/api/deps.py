@@ -48,13 +48,17 @@ def get_principal(request: Request, credentials: BearerCredentials) -> Principal
     return principal
 
 
+def meter_refused() -> Forbidden:
+    return Forbidden("A meter token only reports usage (POST /api/v1/usage).")
+
+
 def _meter_may_call(request: Request) -> None:
     """A meter's token sits on a collector outside the control plane: it reaches only the
     routes that declare meters (posting usage), whatever the route itself would check."""
     route = request.scope.get("route")
     allowed = declared(getattr(route, "openapi_extra", None))
     if allowed is None or Caller.METER not in allowed.callers:
-        raise Forbidden("A meter token only reports usage (POST /api/v1/usage).")
+        raise meter_refused()
 
 
 PlatformDep = Annotated[Platform, Depends(get_platform)]

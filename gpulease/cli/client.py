@@ -40,6 +40,13 @@ class Client:
         self._http.close()
 
     def _call(self, method: str, path: str, raw: bool = False, **kw: Any) -> Any:
+        r = self._send(method, path, **kw)
+        if raw:
+            return r.content
+        return r.json() if r.content else None
+
+    def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        """The answer, or ApiError for an unreachable API or a 4xx/5xx."""
         try:
             r = self._http.request(method, path, **kw)
         except httpx.TransportError as exc:
@@ -52,9 +59,7 @@ class Client:
                 body = {"detail": r.text}
             raise ApiError(r.status_code, body.get("title", "Error"),
                            body.get("detail", r.text), body)
-        if raw:
-            return r.content
-        return r.json() if r.content else None
+        return r
 
     # catalog
     def catalog(self) -> CatalogView:
@@ -64,12 +69,7 @@ class Client:
         """Every item of a list the API answers a page at a time (X-Total-Count)."""
         items: list[Any] = []
         while True:
-            try:
-                r = self._http.get(path, params={"limit": 500, "offset": len(items)})
-            except httpx.TransportError:
-                r = None
-            if r is None or r.status_code >= 400:
-                return list(self._call("GET", path))  # the same request: its error raised
+            r = self._send("GET", path, params={"limit": 500, "offset": len(items)})
             page = r.json()
             items += page
             if not page or len(items) >= int(r.headers.get("x-total-count", len(items))):

@@ -309,12 +309,13 @@ class Catalog(_Entry):
     def container_share(self, offer_id: str, gpus: int) -> ContainerShare:
         """What a container of `gpus` GPUs of a container offer may use of its host."""
         co = self.container_offer_by_id[offer_id]
-        host = self.offer(co.host_sku, co.region)
-        per_gpu = self.sku_by_id[co.host_sku].gpu_count
-        cpus = co.cpus_per_gpu if co.cpus_per_gpu is not None else (
-            Decimal(host.cpu_logical_cores) / per_gpu if host else Decimal(1))
-        memory = co.memory_gb_per_gpu if co.memory_gb_per_gpu is not None else (
-            host.memory_gb // per_gpu if host else 1)
+        cpus, memory = co.cpus_per_gpu, co.memory_gb_per_gpu
+        if cpus is None or memory is None:  # the host offer's share (checked at load)
+            host = self.offer(co.host_sku, co.region)
+            assert host is not None
+            per_gpu = self.sku_by_id[co.host_sku].gpu_count
+            cpus = cpus if cpus is not None else Decimal(host.cpu_logical_cores) / per_gpu
+            memory = memory if memory is not None else host.memory_gb // per_gpu
         return ContainerShare(cpus=cpus * gpus, memory_gb=memory * gpus,
                               pids=co.pids_per_gpu * gpus)
 

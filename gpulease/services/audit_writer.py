@@ -99,4 +99,3 @@ def writer(p: Platform) -> AuditWriter:
         if p.audit_writer is None:
             p.audit_writer = AuditWriter(p)
         return p.audit_writer  # type: ignore[no-any-return]
-

@@ -75,9 +75,13 @@ def extend(s: Session, p: Platform, inst: Instance, lease: Lease, periods: int, 
     """Charge and extend. Same term: the lease's own price; back to the ordered term: the
     price the order held; another term (day ↔ month): today's price book. Raises
     PaymentRequired with nothing written when short."""
-    held = first_hold(s, inst.id) if term == inst.term and term != lease.term else None
-    price = (lease.unit_price if term == lease.term else held if held is not None
-             else _current_price(p, inst, term))
+    held = first_hold(s, inst.id) if term == inst.term else None
+    if term == lease.term:
+        price = lease.unit_price
+    elif held is not None:
+        price = held
+    else:
+        price = _current_price(p, inst, term)
     amount = to_fen(price * periods)
     charge(s, inst.tenant_id, amount, now, instance_id=inst.id,
            reference=f"renewal of {inst.id}: {periods} {term}(s) ({by})")

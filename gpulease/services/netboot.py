@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from gpulease.configdrive import read_iso
 from gpulease.db.tables import ConfigDrive, Instance, Node
 from gpulease.domain.errors import Forbidden, InvalidInput, NotFound
-from gpulease.domain.states import NodeStatus
+from gpulease.domain.states import NODE_IN_PIPELINE, NodeStatus
 from gpulease.platform import Platform
 
 MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
@@ -33,7 +33,7 @@ LOCAL_DISK = "#!ipxe\necho gpulease: nothing to install on this server; booting 
 def _node_for_mac(s: Session, mac: str) -> Node | None:
     """The deploying or cleaning node whose BMC inventory lists this MAC."""
     candidates = s.scalars(select(Node).where(  # BMCs write MACs in either case
-        Node.status.in_((NodeStatus.DEPLOYING.value, NodeStatus.CLEANING.value)),
+        Node.status.in_([s.value for s in NODE_IN_PIPELINE]),
         func.lower(Node.inventory_json).contains(mac)))
     for node in candidates:
         record = json.loads(node.inventory_json or "{}")
@@ -84,16 +84,22 @@ def ipxe_script(p: Platform, mac: str, source: str | None) -> str:
             f"initrd {base}/initrd\nboot\n")
 
 
+def live_drive(s: Session, drive_id: str) -> tuple[ConfigDrive, Node] | None:
+    """A config drive whose node deploys or cleans now, with that node; None otherwise."""
+    drive = s.get(ConfigDrive, drive_id)
+    node = s.get(Node, drive.node_id) if drive is not None else None
+    if drive is None or node is None or NodeStatus(node.status) not in NODE_IN_PIPELINE:
+        return None
+    return drive, node
+
+
 def nocloud_file(p: Platform, drive_id: str, name: str, source: str | None) -> str:
     on_boot_network(p, source)
     if name not in SEED_FILES:
         raise NotFound(f"A NoCloud seed has {', '.join(SEED_FILES)}; not {name!r}.")
     with p.db.read() as s:
-        drive = s.get(ConfigDrive, drive_id)
-        node = s.get(Node, drive.node_id) if drive is not None else None
-        if drive is None or node is None or node.status not in (
-                NodeStatus.DEPLOYING.value, NodeStatus.CLEANING.value) or not _from_node(
-                node, source):
+        live = live_drive(s, drive_id)
+        if live is None or not _from_node(live[1], source):
             raise NotFound("No such seed; it is deleted once its server is installed.")
-        iso = drive.iso
+        iso = live[0].iso
     return read_iso(iso).get(name, "")

@@ -53,12 +53,6 @@ def sweep_leases(p: Platform, limit: int = 200) -> int:
     return moved
 
 
-def base_term(inst: Instance, lease: Lease) -> str:
-    """Auto-renew renews by the term the instance was ordered for: a one-off renewal by
-    another term (two extra days on a month lease) does not make it renew by the day."""
-    return inst.term if inst.term in ("day", "month", "year") else lease.term
-
-
 def _retry_renewal(s: Session, p: Platform, lease: Lease, inst: Instance,
                    now: datetime) -> bool:
     """In grace with auto-renew on: once the wallet has moved since the lease last did (a
@@ -68,8 +62,8 @@ def _retry_renewal(s: Session, p: Platform, lease: Lease, inst: Instance,
         return False
     try:
         with s.begin_nested():
-            extend(s, p, inst, lease, 1, base_term(inst, lease), now,
-                   "automatic renewal after a top-up", actor=SWEEP_LEASES)
+            extend(s, p, inst, lease, 1, inst.term, now, "automatic renewal after a top-up",
+                   actor=SWEEP_LEASES)
         return True
     except PaymentRequired:
         lease.updated_at = now
@@ -77,8 +71,9 @@ def _retry_renewal(s: Session, p: Platform, lease: Lease, inst: Instance,
 
 
 def _sweep_one(s: Session, p: Platform, lease: Lease, inst: Instance, now: datetime) -> int:
-    if lease.status == LeaseStatus.GRACE.value and lease.auto_renew and now < (
-            lease.grace_until or now) and _retry_renewal(s, p, lease, inst, now):
+    grace_until = lease.grace_until if lease.status == LeaseStatus.GRACE.value else None
+    if lease.auto_renew and grace_until is not None and now < grace_until and (
+            _retry_renewal(s, p, lease, inst, now)):
         return 1
     sent = frozenset(r for r in lease.reminders_sent.split(",") if r)
     due = next_action(LeaseStatus(lease.status), lease.ends_at, lease.grace_until,
@@ -95,8 +90,10 @@ def _sweep_one(s: Session, p: Platform, lease: Lease, inst: Instance, now: datet
     elif due.action == Action.RENEW:
         try:
             with s.begin_nested():
-                extend(s, p, inst, lease, 1, base_term(inst, lease), now,
-                       "automatic renewal", actor=SWEEP_LEASES)
+                # by the term it was ordered for: two extra days on a month lease do not
+                # make it renew by the day
+                extend(s, p, inst, lease, 1, inst.term, now, "automatic renewal",
+                       actor=SWEEP_LEASES)
         except PaymentRequired as exc:  # remind, then grace as without it
             _enter_grace(s, p, lease, inst, now, f"automatic renewal failed: {exc}")
     elif due.action == Action.ENTER_GRACE:

@@ -11,8 +11,8 @@ from gpulease.api.deps import (
     PlatformDep,
     PrincipalDep,
     TokenDep,
+    meter_refused,
 )
-from gpulease.domain.errors import Forbidden
 from gpulease.schemas import CatalogView, ImageCreate, ImageView
 from gpulease.services import catalog, images
 from gpulease.services.accounts import authenticate
@@ -26,8 +26,8 @@ async def get_catalog(p: PlatformDep, token: TokenDep) -> Response:
     """Every offer with its prices (month, derived day and year) and live stock."""
 
     def answer() -> str:
-        if authenticate(p, token).is_meter:
-            raise Forbidden("A meter token only reports usage (POST /api/v1/usage).")
+        if authenticate(p, token).is_meter:  # it checks its token itself (the hot path)
+            raise meter_refused()
         return catalog.catalog_view(p).model_dump_json()
 
     # The most read endpoint: the token check and the stock queries share one worker

@@ -10,9 +10,7 @@ from fastapi.responses import PlainTextResponse
 
 from gpulease.api.access import Caller, access
 from gpulease.api.deps import PROBLEMS, PUBLIC_PROBLEMS, PlatformDep
-from gpulease.db.tables import ConfigDrive, Node
 from gpulease.domain.errors import NotFound
-from gpulease.domain.states import NodeStatus
 from gpulease.services import netboot
 
 router = APIRouter(prefix="/media", tags=["media (for BMCs)"], responses=PUBLIC_PROBLEMS)
@@ -32,12 +30,10 @@ def demo_image(name: str, p: PlatformDep) -> Response:
 @router.get("/config/{drive_id}.iso", openapi_extra=access(Caller.ANYONE))
 def config_drive(drive_id: str, p: PlatformDep) -> Response:
     with p.db.read() as s:
-        drive = s.get(ConfigDrive, drive_id)
-        node = s.get(Node, drive.node_id) if drive is not None else None
-        if drive is None or node is None or node.status not in (
-                NodeStatus.DEPLOYING.value, NodeStatus.CLEANING.value):
+        live = netboot.live_drive(s, drive_id)
+        if live is None:
             raise NotFound("No such config drive; it is deleted once its server is installed.")
-        return Response(drive.iso, media_type="application/octet-stream",
+        return Response(live[0].iso, media_type="application/octet-stream",
                         headers={"Cache-Control": "no-store"})
 
 
