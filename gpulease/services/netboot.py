@@ -33,7 +33,7 @@ LOCAL_DISK = "#!ipxe\necho gpulease: nothing to install on this server; booting 
 def _node_for_mac(s: Session, mac: str) -> Node | None:
     """The deploying or cleaning node whose BMC inventory lists this MAC."""
     candidates = s.scalars(select(Node).where(  # BMCs write MACs in either case
-        Node.status.in_([s.value for s in NODE_IN_PIPELINE]),
+        Node.status.in_([status.value for status in NODE_IN_PIPELINE]),
         func.lower(Node.inventory_json).contains(mac)))
     for node in candidates:
         record = json.loads(node.inventory_json or "{}")
