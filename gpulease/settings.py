@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from pathlib import Path
 from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -114,6 +115,9 @@ class Settings(BaseSettings):
     # script and NoCloud seed refuse any other address; a node with a boot address set at
     # enrollment is served only there. The default, loopback, fits the demo alone.
     boot_networks: list[str] = Field(default_factory=lambda: ["127.0.0.0/8", "::1/128"])
+    # The platform's calendar (an IANA zone): lease periods, renewals and reminders, invoice
+    # months and the dates tenants read are counted on its wall clock.
+    time_zone: str = "Asia/Shanghai"
     # Invoices: drafted for the past month on its 1st, finalized on this day of the month
     # (the days between leave time for usage reported late); the issuer printed on them.
     invoice_finalize_day: int = Field(default=3, ge=1, le=28)
@@ -142,6 +146,21 @@ class Settings(BaseSettings):
                 "GPULEASE_DATABASE_URL must start with sqlite:// or postgresql+psycopg://"
             )
         return value
+
+    @field_validator("time_zone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"GPULEASE_TIME_ZONE must name an IANA time zone such as "
+                             f"Asia/Shanghai or UTC, not {value!r}") from None
+        return value
+
+    @property
+    def zone(self) -> ZoneInfo:
+        """The platform's calendar: lease periods, invoice months, dates shown."""
+        return ZoneInfo(self.time_zone)
 
     def container_image(self, image_id: str) -> str:
         return self.container_images.get(image_id) or f"{self.container_image_prefix}{image_id}"

@@ -3,9 +3,11 @@ limits, metered usage, invoices and credit notes."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
+from zoneinfo import ZoneInfo
 
 import typer
 from rich.table import Table
@@ -20,6 +22,7 @@ from gpulease.cli.common import (
     out,
     print_json,
 )
+from gpulease.domain.leases import local_text
 
 app = typer.Typer()
 
@@ -56,11 +59,22 @@ def ledger(tenant: Annotated[str | None, typer.Option(help="operator: which tena
 
 
 def _show_lease(data: dict[str, Any]) -> None:
-    grace = f", grace until {data['grace_until'][:16]}" if data["grace_until"] else ""
-    out.print(f"{data['instance_id']}: {data['status']}, {data['periods']} {data['term']}(s) "
-              f"at ¥{Decimal(data['unit_price']):,.2f}, from {data['starts_at'][:16]} to "
-              f"{data['ends_at'][:16]} UTC{grace}; auto-renew "
+    zone = ZoneInfo(data.get("time_zone") or "UTC")
+
+    def at(value: str) -> str:
+        return local_text(datetime.fromisoformat(value), zone)
+
+    grace = f", grace until {at(data['grace_until'])}" if data["grace_until"] else ""
+    out.print(f"{data['instance_id']}: {data['status']}, {data['periods']} period(s), base "
+              f"term {data['term']} at ¥{Decimal(data['unit_price']):,.2f}, from "
+              f"{at(data['starts_at'])} to {at(data['ends_at'])}{grace}; auto-renew "
               f"{'on' if data['auto_renew'] else 'off'}", highlight=False)
+    if len(data.get("schedule") or []) > 1:
+        table = Table("#", "term", "from", "to", "price ¥", "")
+        for p in data["schedule"]:
+            table.add_row(str(p["seq"]), p["term"], at(p["starts_at"]), at(p["ends_at"]),
+                          f"{Decimal(p['price']):,.2f}", "refunded" if p["refunded"] else "")
+        out.print(table)
 
 
 @app.command("lease")

@@ -160,7 +160,9 @@ class InvoiceSequence(Base):
 
 
 class Lease(Base):
-    """A bare-metal instance's term: from delivery to ends_at, then grace, then erase."""
+    """A bare-metal instance's term: from delivery to ends_at (the end of its last period,
+    lease_periods), then grace, then erase. `term` and `unit_price` are the base term the
+    instance was ordered for and the price its order held: what auto-renew takes."""
 
     __tablename__ = "leases"
     id: Mapped[str] = mapped_column(String(16), primary_key=True)
@@ -176,6 +178,24 @@ class Lease(Base):
     auto_renew: Mapped[bool] = mapped_column(Boolean)
     reminders_sent: Mapped[str] = mapped_column(String(100))  # "7d,3d,1d,expiry"
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class LeasePeriod(Base):
+    """One paid period of a lease, with its own term, price and dates (domain/leases.py:
+    Period). An early end refunds the periods not begun and marks them refunded."""
+
+    __tablename__ = "lease_periods"
+    __table_args__ = (UniqueConstraint("lease_id", "seq"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    lease_id: Mapped[str] = mapped_column(ForeignKey("leases.id"), index=True)
+    seq: Mapped[int] = mapped_column(Integer)
+    term: Mapped[str] = mapped_column(String(8))
+    price: Mapped[Decimal] = mapped_column(MONEY)  # what this period cost
+    anchor_at: Mapped[datetime] = mapped_column(UtcDateTime())  # its run's first start
+    run_index: Mapped[int] = mapped_column(Integer)  # 1: the anchor's own period
+    starts_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    ends_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    refunded_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
 
 class LeaseNotice(Base):

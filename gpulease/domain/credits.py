@@ -1,14 +1,13 @@
-"""Money back, by documented rules: an SLA credit for late delivery, and the refund of
-unused whole periods when a lease ends early. Pure functions of times and prices."""
+"""Money back, by documented rules: SLA credits for late delivery, outages and failed
+acceptance. Pure functions of times and prices (the refund of an early end is a lease's:
+domain/leases.py)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime
 from decimal import Decimal
 
-from gpulease.domain.leases import term_end
 from gpulease.domain.money import to_fen
 
 
@@ -36,23 +35,6 @@ def late_delivery_credit(delivery_s: float, sla_s: float, first_period: Decimal,
     steps = math.ceil(late / (rule.step_minutes * 60))
     percent = min(rule.percent_per_step * steps, rule.cap_percent)
     return to_fen(first_period * percent / 100), percent
-
-
-def unused_whole_periods(term: str, ends_at: datetime, now: datetime) -> int:
-    """Whole periods of the term that fit between now and the lease's end."""
-    k = 0
-    while k < 1200 and term_end(now, term, k + 1) <= ends_at:
-        k += 1
-    return k
-
-
-def early_termination_refund(term: str, ends_at: datetime, now: datetime,
-                             unit_price: Decimal, fee_percent: Decimal
-                             ) -> tuple[int, Decimal]:
-    """(unused whole periods, refund): their price less the fee; a started period is not
-    refunded."""
-    periods = unused_whole_periods(term, ends_at, now)
-    return periods, to_fen(unit_price * periods * (100 - fee_percent) / 100)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,9 @@
-"""Invoice arithmetic: each line's VAT split rounded half-up to the fen once, totals summed
-from the lines (never rounded again), and the labels of what a ledger entry bills."""
+"""VAT, one way everywhere, and invoice arithmetic. A priced line (a quote's line, an
+order's first period, a renewal, metered usage) costs the tenant `payable(amount)`: the
+amount itself when prices include VAT (含税价), the amount plus its VAT rounded once when
+they do not. The wallet always pays that gross; an invoice line and a credit note split
+what was paid with `paid_split` (the net recovered exactly for a line of one priced item,
+as a VAT invoice prints it). Totals are summed from the lines, never rounded again."""
 
 from __future__ import annotations
 
@@ -31,6 +35,18 @@ def vat_split(amount: Decimal, rate: Decimal, included: bool) -> VatSplit:
         return VatSplit(net=net, vat=amount - net, gross=amount)
     vat = to_fen(amount * rate)
     return VatSplit(net=amount, vat=vat, gross=amount + vat)
+
+
+def payable(amount: Decimal, rate: Decimal, included: bool) -> Decimal:
+    """What the tenant pays for a line priced `amount` in the price book."""
+    return vat_split(amount, rate, included).gross
+
+
+def paid_split(paid: Decimal, rate: Decimal) -> VatSplit:
+    """Split money paid (VAT included, whichever way prices are written): net = paid ÷
+    (1 + rate) rounded once. For a line priced without VAT, paid = net + VAT(net) and this
+    gives that net back exactly (the rounding error is below half a fen)."""
+    return vat_split(paid, rate, included=True)
 
 
 @dataclass(frozen=True)

@@ -98,10 +98,19 @@ class QuoteView(BaseModel):
     notes: list[str]
 
 
+class LeasePeriodView(BaseModel):
+    seq: int
+    term: str
+    price: Money = Field(description="what this period cost")
+    starts_at: datetime
+    ends_at: datetime
+    refunded: bool = Field(description="not begun when the lease ended early: refunded")
+
+
 class LeaseView(BaseModel):
     instance_id: str
-    term: str
-    unit_price: Money = Field(description="per period, fixed when the lease started")
+    term: str = Field(description="the base term (the order's): what auto-renew takes")
+    unit_price: Money = Field(description="per base-term period, fixed when the lease started")
     periods: int
     starts_at: datetime = Field(description="delivery, not the order")
     ends_at: datetime
@@ -110,6 +119,9 @@ class LeaseView(BaseModel):
     auto_renew: bool
     grace_days: float
     reminders_sent: list[str]
+    time_zone: str = Field(description="the calendar periods are counted on")
+    schedule: list[LeasePeriodView] = Field(
+        default_factory=list, description="every period: each renewal adds its own")
 
 
 class RenewRequest(BaseModel):

@@ -16,7 +16,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, tzinfo
 from decimal import Decimal
 from typing import Any, cast
 
@@ -30,9 +30,10 @@ from gpulease.db.money_tables import Invoice, InvoiceLine, InvoiceRun, InvoiceSe
 from gpulease.db.tables import Event
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
-from gpulease.domain.invoicing import BILLABLE_KINDS, VatSplit, totals, vat_split
+from gpulease.domain.invoicing import BILLABLE_KINDS, VatSplit, paid_split, totals
+from gpulease.domain.leases import local_text
 from gpulease.domain.money import to_fen
-from gpulease.domain.proration import month_start, period_bounds, period_of
+from gpulease.domain.proration import period_bounds, period_of, previous_period
 from gpulease.domain.states import INVOICE, InvoiceStatus
 from gpulease.platform import Platform
 from gpulease.schemas.money import InvoiceRunView, InvoiceView
@@ -73,15 +74,17 @@ def _refuse_changes_to_final(s: Session, _ctx: Any, _instances: Any) -> None:
 
 # --- the run -------------------------------------------------------------------------------
 
-def _check_period(period: str, now: datetime) -> tuple[datetime, datetime]:
-    """A month that has begun: drafting one ahead would bill this month's entries to it."""
+def _check_period(period: str, now: datetime, tz: tzinfo) -> tuple[datetime, datetime]:
+    """A month (of the platform's calendar) that has begun: drafting one ahead would bill
+    this month's entries to it."""
     try:
-        start, end = period_bounds(period)
+        start, end = period_bounds(period, tz)
     except ValueError as exc:
         raise InvalidInput("period", str(exc)) from None
     if start > now:
         raise InvalidInput("period", f"{period} has not begun; draft it from "
-                                     f"{start:%Y-%m-%d} (this month: {period_of(now)}).")
+                                     f"{local_text(start, tz)} (this month: "
+                                     f"{period_of(now, tz)}).")
     return start, end
 
 
@@ -139,10 +142,54 @@ def _claim(s: Session, drafts: dict[str, str], end: datetime) -> None:
 Content = dict[str, tuple[tuple[Decimal, Decimal, Decimal], list[tuple[Any, ...]]]]
 
 
-def _recompute(s: Session, drafts: dict[str, str], rate: Decimal, included: bool,
-               now: datetime) -> Content:
+def _recompute(s: Session, drafts: dict[str, str], rate: Decimal, now: datetime) -> Content:
     """Replace the drafts' lines with one per (instance, kind, item, unit price) of their
-    claimed entries; VAT split once per line. Returns each draft's totals and lines."""
+    claimed entries; the VAT in what was paid split once per line. An invoice is never
+    negative: money back beyond the month's charges is carried forward (`_carry_forward`).
+    Returns each draft's totals and lines."""
+    out = _lines_of(s, drafts, rate, now)
+    negative = {t: i for t, i in drafts.items() if out[i][0][2] < 0}
+    if negative and _carry_forward(s, negative):
+        out.update(_lines_of(s, negative, rate, now))
+    return out
+
+
+def _drop_empty(s: Session, drafts: dict[str, str], content: Content) -> None:
+    """A draft left without lines (all its money back carried forward) is no invoice."""
+    empty = [i for i, (_, lines) in content.items() if not lines]
+    if empty:
+        s.connection().execute(delete(_invoices).where(_invoices.c.id.in_(empty),
+                                                        _invoices.c.status == DRAFT))
+        for tenant in [t for t, i in drafts.items() if i in empty]:
+            del content[drafts.pop(tenant)]
+
+
+def _carry_forward(s: Session, drafts: dict[str, str]) -> bool:
+    """Drafts whose credits and refunds exceed their charges give back their latest
+    money-back entries (whole entries, newest first) until their total is zero or more;
+    those entries stay unbilled and go on the next month's invoice. Returns whether any
+    entry was given back."""
+    moved = False
+    for inv_id in drafts.values():
+        entries = list(s.execute(select(LedgerEntry.id, LedgerEntry.amount).where(
+            LedgerEntry.invoice_id == inv_id).order_by(_service.desc(), LedgerEntry.id.desc())))
+        total = -sum((to_fen(dec(a)) for _, a in entries), Decimal(0))  # billed positive
+        back: list[int] = []
+        for entry_id, amount in entries:
+            if total >= 0:
+                break
+            if dec(amount) > 0:  # money back to the tenant
+                back.append(entry_id)
+                total += to_fen(dec(amount))
+        if back:
+            s.connection().execute(update(_ledger).where(_ledger.c.id.in_(back))
+                                   .values(invoice_id=None))
+            moved = True
+    return moved
+
+
+def _lines_of(s: Session, drafts: dict[str, str], rate: Decimal, now: datetime) -> Content:
+    """The drafts' lines and totals from exactly the entries they claimed."""
     invoice_ids = list(drafts.values())
     s.connection().execute(delete(_lines).where(_lines.c.invoice_id.in_(invoice_ids)))
     label = func.coalesce(LedgerEntry.item, LedgerEntry.reference, LedgerEntry.kind)
@@ -161,7 +208,7 @@ def _recompute(s: Session, drafts: dict[str, str], rate: Decimal, included: bool
     seq: dict[str, int] = {}
     for inv_id, kind, inst, text, unit, price, amount, qty, first, last, n in rows:
         inv = str(inv_id)
-        split = vat_split(-to_fen(dec(amount)), rate, included)  # money out bills positive
+        split = paid_split(-to_fen(dec(amount)), rate)  # money out bills positive
         per_invoice[inv].append(split)
         seq[inv] = seq.get(inv, 0) + 1
         lines.append(dict(
@@ -248,11 +295,11 @@ def run_period(p: Platform, period: str, finalize: bool = False,
                actor: str = INVOICE_RUN) -> InvoiceRunView:
     """Draft (or refresh) every tenant's invoice of `period`; with `finalize`, seal them.
     A period is finalized only after it ended."""
-    now = p.clock.now()
-    _, end = _check_period(period, now)
+    now, tz = p.clock.now(), p.settings.zone
+    _, end = _check_period(period, now, tz)
     if finalize and end > now:
         raise InvalidInput("period", f"{period} has not ended; it can be drafted (a preview) "
-                                     f"but finalized only from {end:%Y-%m-%d}.")
+                                     f"but finalized only from {local_text(end, tz)}.")
     began = time.perf_counter()
     rules = p.catalog.pricing
     with p.db.read() as s:
@@ -265,7 +312,8 @@ def run_period(p: Platform, period: str, finalize: bool = False,
                 _lock_run(s, period)  # one run of a period at a time
                 drafts = _ensure_drafts(s, p, part, period, now)
                 _claim(s, drafts, end)
-                content = _recompute(s, drafts, rules.vat_rate, rules.prices_include_vat, now)
+                content = _recompute(s, drafts, rules.vat_rate, now)
+                _drop_empty(s, drafts, content)
                 drafted += len(drafts)
                 if finalize:
                     finalized += _finalize(s, content, drafts, period, now, actor)
@@ -305,13 +353,13 @@ def finalize_invoice(p: Platform, actor: Principal, invoice_id: str) -> InvoiceV
             raise NotFound(f"No invoice {invoice_id}.")
         if inv.status == FINAL:
             raise Conflict(f"Invoice {inv.number} is final already.")
-        _, end = period_bounds(inv.period)
+        _, end = period_bounds(inv.period, p.settings.zone)
         if end > now:
-            raise Conflict(f"{inv.period} has not ended; finalize from {end:%Y-%m-%d}.")
+            raise Conflict(f"{inv.period} has not ended; finalize from "
+                           f"{local_text(end, p.settings.zone)}.")
         _lock_run(s, inv.period)
         _claim(s, {inv.tenant_id: inv.id}, end)
-        content = _recompute(s, {inv.tenant_id: inv.id}, rules.vat_rate,
-                             rules.prices_include_vat, now)
+        content = _recompute(s, {inv.tenant_id: inv.id}, rules.vat_rate, now)
         _finalize(s, content, {inv.tenant_id: inv.id}, inv.period, now, by(actor))
         s.expire(inv)
         return invoice_view(s, inv, lines=True)
@@ -320,15 +368,15 @@ def finalize_invoice(p: Platform, actor: Principal, invoice_id: str) -> InvoiceV
 def sweep_invoices(p: Platform) -> InvoiceRunView | None:
     """The worker's monthly run: on the 1st, draft the month just ended; on the finalize
     day (default the 3rd), refresh and finalize it. Each step once, recorded."""
-    now = p.clock.now()
-    period = period_of(month_start(now) - timedelta(days=1))
+    now, tz = p.clock.now(), p.settings.zone
+    period = previous_period(now, tz)
     with p.db.read() as s:
         run = s.get(InvoiceRun, period)
         drafted = run is not None and run.drafted_at is not None
         final = run is not None and run.finalized_at is not None
     if final:
         return None
-    finalize = now.day >= p.settings.invoice_finalize_day
+    finalize = now.astimezone(tz).day >= p.settings.invoice_finalize_day
     if drafted and not finalize:
         return None
     result = run_period(p, period, finalize=finalize)
@@ -370,14 +418,15 @@ def credit_note(p: Platform, actor: Principal, invoice_id: str, reason: str,
                                          f"{inv.number}; not {amount}.")
         number = _next_numbers(s, f"CN{now.year}", 1)[0]
         note = Invoice(id=_new_id(), tenant_id=inv.tenant_id, kind="credit_note",
-                       period=period_of(now), **initial(Invoice, INVOICE), number=number,
+                       period=period_of(now, p.settings.zone), **initial(Invoice, INVOICE),
+                       number=number,
                        corrects_id=inv.id, reason=reason, currency=inv.currency,
                        vat_rate=inv.vat_rate, prices_include_vat=inv.prices_include_vat,
                        net=Decimal("0.00"), vat=Decimal("0.00"), total=Decimal("0.00"),
                        created_at=now, updated_at=now)
         s.add(note)
         s.flush()
-        split = vat_split(-amount, inv.vat_rate, inv.prices_include_vat)
+        split = paid_split(-amount, inv.vat_rate)  # the amount includes VAT, as paid
         s.add(InvoiceLine(invoice_id=note.id, seq=1, kind="credit_note", instance_id=None,
                           description=f"Correction of {inv.number}: {reason}"[:200],
                           quantity=None, unit=None, unit_price=None, service_from=None,

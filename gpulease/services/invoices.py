@@ -89,7 +89,7 @@ def list_invoices(p: Platform, actor: Principal, tenant_id: str | None = None,
         where.append(Invoice.tenant_id == tenant_of(actor, tenant_id))
     if period:
         try:
-            period_bounds(period)
+            period_bounds(period, p.settings.zone)
         except ValueError as exc:
             raise InvalidInput("period", str(exc)) from None
         where.append(Invoice.period == period)

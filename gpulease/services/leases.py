@@ -1,10 +1,12 @@
 """Bare-metal leases as their tenant sees them: the term, renewals, auto-renew. The term
 starts at delivery (an effect of the instance's `deliver`, services/lifecycle.py), not at
-order. No automatic renewal unless the tenant turns it on; reminders before expiry; a
-grace period in which the machine stays (flagged) and renewing cancels the erase; after
-grace the instance is released and its disks erased with certificates (the worker's lease
-sweep, worker/lease_sweep.py). A price change never alters a running lease: the unit price
-is fixed when the lease starts and kept for renewals of the same term."""
+order. Each renewal adds periods of its own term and price after the current ones
+(services/lease_periods.py); the lease's base term and price stay the order's. No
+automatic renewal unless the tenant turns it on; reminders before expiry; a grace period in
+which the machine stays (flagged) and renewing cancels the erase; after grace the instance
+is released and its disks erased with certificates (the worker's lease sweep,
+worker/lease_sweep.py). A price change never alters a running lease: the unit price is
+fixed when the lease starts and kept for renewals of the same term."""
 
 from __future__ import annotations
 
@@ -20,12 +22,13 @@ from gpulease.db.tables import Instance
 from gpulease.domain.accounts import Principal
 from gpulease.domain.catalog import Term
 from gpulease.domain.errors import Conflict, InvalidInput
-from gpulease.domain.leases import term_end
+from gpulease.domain.leases import local_text
 from gpulease.domain.money import to_fen
 from gpulease.domain.pricing import PricingError
 from gpulease.domain.states import LEASE, InstanceStatus, LeaseStatus
 from gpulease.platform import Platform
 from gpulease.schemas.money import LeaseView
+from gpulease.services import lease_periods
 from gpulease.services.history import by, note
 from gpulease.services.lifecycle import transition
 from gpulease.services.wallet import charge, first_hold, first_period_amount
@@ -48,18 +51,20 @@ def _lease(s: Session, inst: Instance, lock: bool = False) -> Lease:
     return lease
 
 
-def view(lease: Lease, grace_days: float) -> LeaseView:
+def view(s: Session, p: Platform, lease: Lease) -> LeaseView:
     return LeaseView(instance_id=lease.instance_id, term=lease.term,
                      unit_price=lease.unit_price, periods=lease.periods,
                      starts_at=lease.starts_at, ends_at=lease.ends_at,
                      grace_until=lease.grace_until, status=lease.status,
-                     auto_renew=lease.auto_renew, grace_days=grace_days,
-                     reminders_sent=[r for r in lease.reminders_sent.split(",") if r])
+                     auto_renew=lease.auto_renew, grace_days=p.settings.lease_grace_days,
+                     reminders_sent=[r for r in lease.reminders_sent.split(",") if r],
+                     time_zone=p.settings.time_zone,
+                     schedule=lease_periods.schedule(s, lease.id))
 
 
 def show_lease(p: Platform, actor: Principal, instance_id: str) -> LeaseView:
     with p.db.read() as s:
-        return view(_lease(s, get_instance(s, actor, instance_id)), p.settings.lease_grace_days)
+        return view(s, p, _lease(s, get_instance(s, actor, instance_id)))
 
 
 def set_auto_renew(p: Platform, actor: Principal, instance_id: str, on: bool) -> LeaseView:
@@ -67,14 +72,15 @@ def set_auto_renew(p: Platform, actor: Principal, instance_id: str, on: bool) ->
     with p.db.write() as s:
         lease = _lease(s, get_instance(s, actor, instance_id), lock=True)
         lease.auto_renew, lease.updated_at = on, p.clock.now()
-        return view(lease, p.settings.lease_grace_days)
+        return view(s, p, lease)
 
 
 def extend(s: Session, p: Platform, inst: Instance, lease: Lease, periods: int, term: str,
            now: datetime, by: str, *, actor: str) -> None:
-    """Charge and extend. Same term: the lease's own price; back to the ordered term: the
-    price the order held; another term (day ↔ month): today's price book. Raises
-    PaymentRequired with nothing written when short."""
+    """Charge and add `periods` of `term` after the current ones. The base term: the
+    lease's own price (the order's); the ordered term of a lease from before: the price
+    the order held; another term (day ↔ month): today's price book. The lease's base term
+    and price never change. Raises PaymentRequired with nothing written when short."""
     held = first_hold(s, inst.id) if term == inst.term else None
     if term == lease.term:
         price = lease.unit_price
@@ -82,17 +88,16 @@ def extend(s: Session, p: Platform, inst: Instance, lease: Lease, periods: int, 
         price = held
     else:
         price = _current_price(p, inst, term)
-    amount = to_fen(price * periods)
+    added = lease_periods.plan(s, lease, term, price, periods, p.settings.zone)
+    amount = to_fen(sum((x.price for x in added), Decimal(0)))
     charge(s, inst.tenant_id, amount, now, instance_id=inst.id,
            reference=f"renewal of {inst.id}: {periods} {term}(s) ({by})")
     was = lease.status
-    lease.ends_at = term_end(lease.ends_at, term, periods)
-    if term != lease.term:
-        lease.term, lease.unit_price = term, price
-    lease.periods += periods
+    lease_periods.add(s, lease, added)
     lease.grace_until = None
     lease.reminders_sent = ""
-    text = (f"{periods} {term}(s) to {lease.ends_at:%Y-%m-%d %H:%M} UTC (¥{amount:,.2f}, {by})"
+    text = (f"{periods} {term}(s) to {local_text(lease.ends_at, p.settings.zone)} "
+            f"(¥{amount:,.2f}, {by})"
             + ("; the erase after grace is cancelled" if was == LeaseStatus.GRACE.value
                else ""))
     transition(s, p, lease, LEASE, "renew", now, actor=actor, reason=text)
@@ -116,6 +121,6 @@ def renew(p: Platform, actor: Principal, instance_id: str, periods: int = 1,
                            "a new machine.")
         extend(s, p, inst, lease, periods, term or lease.term, now, "renewed by tenant",
                actor=by(actor))
-        return view(lease, p.settings.lease_grace_days)
+        return view(s, p, lease)
 
 

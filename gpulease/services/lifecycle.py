@@ -40,7 +40,7 @@ from gpulease.domain.states import (
     LeaseStatus,
 )
 from gpulease.platform import Platform
-from gpulease.services import agents, wallet
+from gpulease.services import agents, lease_periods, wallet
 from gpulease.services.history import record_event
 
 # --- where each machine lives in the database ------------------------------------------------
@@ -213,10 +213,13 @@ def _start_lease(c: Change) -> None:
     price = wallet.first_hold(c.s, inst.id)
     if price is None:  # ordered before wallets existed: nothing held, no lease
         return
-    c.s.add(Lease(id=uuid.uuid4().hex[:16], instance_id=inst.id, tenant_id=inst.tenant_id,
+    lease = Lease(id=uuid.uuid4().hex[:16], instance_id=inst.id, tenant_id=inst.tenant_id,
                   term=inst.term, unit_price=price, starts_at=c.now,
-                  ends_at=term_end(c.now, inst.term, 1), auto_renew=False, periods=1,
-                  reminders_sent="", updated_at=c.now, **initial(Lease, LEASE)))
+                  ends_at=term_end(c.now, inst.term, 1, c.p.settings.zone), auto_renew=False,
+                  periods=1, reminders_sent="", updated_at=c.now, **initial(Lease, LEASE))
+    c.s.add(lease)
+    c.s.flush()  # the period refers to it
+    lease_periods.start(c.s, lease, c.p.settings.zone)
 
 
 def _credit_late_delivery(c: Change) -> None:
@@ -247,9 +250,9 @@ def _end_lease_early(c: Change) -> None:
     if lease is None:
         return
     if lease.status == LeaseStatus.ACTIVE.value and c.now < lease.ends_at:
-        wallet.refund_early_end(c.s, c.row, lease.term, lease.ends_at, lease.unit_price,
-                                c.p.catalog.pricing.early_termination_fee_percent, c.now,
-                                actor=c.actor)
+        lease_periods.refund_unstarted(c.s, c.row, lease,
+                                       c.p.catalog.pricing.early_termination_fee_percent,
+                                       c.now, actor=c.actor)
     transition(c.s, c.p, lease, LEASE, "end", c.now, actor=c.actor, reason=c.reason)
 
 
@@ -285,7 +288,7 @@ EFFECTS: tuple[Effect, ...] = (
     Effect(INSTANCE, "release", _hand_to_worker,
            "the worker takes it at once (a worker mid-step loses its lock)"),
     Effect(INSTANCE, "release", _end_lease_early,
-           "handed back before the term ends: unused whole periods refunded, less the fee; "
+           "handed back before the term ends: the periods not begun refunded, less the fee; "
            "the lease ends", only_from=frozenset({IS.READY})),
     Effect(INSTANCE, "finish", _return_hold,
            "released before delivery: the order's hold comes back"),

@@ -7,7 +7,7 @@ bills nothing twice. Other usage (egress, extra storage) is reported through the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, tzinfo
 from decimal import Decimal
 
 from sqlalchemy import func, select
@@ -30,6 +30,7 @@ from gpulease.services.lifecycle import initial, transition
 from gpulease.services.usage_bounds import beyond_bounds
 from gpulease.services.wallet import (
     first_hold,
+    payable,
     post,
     require_cover,
     tenant_of,
@@ -52,6 +53,8 @@ def _gpu_hour_price(s: Session, inst: Instance) -> Decimal:
 
 
 def unit_price(s: Session, p: Platform, inst: Instance, kind: str) -> Decimal:
+    """The price of one unit of `kind`: a container's GPU-hour as its order held it (VAT
+    included, as paid), an add-on's unit from the price book (as written there)."""
     unit = USAGE_KINDS[kind]
     if unit.addon is None:
         if inst.kind != "container":
@@ -108,6 +111,8 @@ def record(s: Session, p: Platform, inst: Instance, key: str, kind: str, quantit
         return old, True
     price = unit_price(s, p, inst, kind)
     amount = to_fen(quantity * price)
+    if USAGE_KINDS[kind].addon is not None:  # a book price: VAT on top when it excludes it
+        amount = payable(p, amount)
     if cover and held is None:
         require_cover(wallet, amount, f"The next {USAGE_KINDS[kind].unit} costs")
     row = UsageRecord(tenant_id=inst.tenant_id, key=key, instance_id=inst.id, kind=kind,
@@ -118,17 +123,17 @@ def record(s: Session, p: Platform, inst: Instance, key: str, kind: str, quantit
     s.add(row)
     s.flush()  # its id, for the answer
     if held is None:
-        _charge(s, wallet, inst, row, now)
+        _charge(s, wallet, inst, row, now, p.settings.zone)
     return row, False
 
 
-def _charge(s: Session, wallet: Wallet, inst: Instance, row: UsageRecord, now: datetime
-            ) -> None:
-    """Post the record's amount; usage that crosses a month's end is billed in both
-    months, pro rata by time."""
+def _charge(s: Session, wallet: Wallet, inst: Instance, row: UsageRecord, now: datetime,
+            tz: tzinfo) -> None:
+    """Post the record's amount; usage that crosses a month's end (the platform's
+    calendar) is billed in both months, pro rata by time."""
     quantity, price = Decimal(str(row.quantity)), Decimal(str(row.unit_price))
     span = (row.ended_at - row.started_at).total_seconds()
-    for a, b, part in prorate_by_month(row.amount, row.started_at, row.ended_at):
+    for a, b, part in prorate_by_month(row.amount, row.started_at, row.ended_at, tz):
         share = Decimal(str((b - a).total_seconds() / span)) if span > 0 else Decimal(1)
         post(s, wallet, "usage", -part, now, instance_id=inst.id,
              reference=f"usage {row.key}"[:200], item=_item(inst, row.kind),
@@ -205,7 +210,7 @@ def decide_usage(p: Platform, actor: Principal, record_id: int, charge: bool) ->
         if charge:
             if inst is None:
                 raise Conflict(f"Usage record {record_id} names no instance to charge.")
-            _charge(s, wallet, inst, row, now)
+            _charge(s, wallet, inst, row, now, p.settings.zone)
         transition(s, p, row, USAGE, "charge" if charge else "reject", now,
                    actor=by(actor))
         row.decided_at, row.decided_by = now, actor.user_id

@@ -26,48 +26,65 @@ from gpulease.domain.credits import (
     outage_credit,
 )
 from gpulease.domain.errors import Conflict, NotFound
+from gpulease.domain.leases import Period, current_period
 from gpulease.domain.money import to_fen
 from gpulease.domain.states import InstanceStatus
 from gpulease.domain.telemetry import AlertKind
 from gpulease.platform import Platform
 from gpulease.schemas import Page
 from gpulease.schemas.money import SlaClaimView
+from gpulease.services import lease_periods
 from gpulease.services.history import by
 from gpulease.services.wallet import credit_sla, first_hold
 
 # Faults that take a GPU out of service (throttling and a down NVLink only slow it).
 OUTAGE_KINDS = frozenset({AlertKind.GPU_FELL_OFF_BUS.value, AlertKind.DOUBLE_BIT_ECC.value,
                           AlertKind.ROW_REMAP_FAILURE.value})
-PERIOD_S = {"hour": 3600.0, "day": 86400.0, "month": 30 * 86400.0, "year": 365 * 86400.0}
+PERIOD_S = {"hour": 3600.0}
 
 
-def _price_basis(s: Session, inst: Instance) -> tuple[Decimal, float] | None:
-    """(price of one server's period, the period's seconds) the credit is prorated on."""
-    if inst.kind == "container":
-        held = first_hold(s, inst.id)
-        return (held, PERIOD_S["hour"]) if held is not None else None
+def _lease_period(s: Session, inst: Instance, at: datetime) -> Period | None:
+    """The lease period `at` falls in (the last one after the end, the first before)."""
     lease = s.scalar(select(Lease).where(Lease.instance_id == inst.id))
     if lease is None:
         return None
-    return lease.unit_price / max(inst.node_count, 1), PERIOD_S[lease.term]
+    periods = lease_periods.paid_periods(s, lease.id) or [
+        Period(seq=1, term=lease.term, price=lease.unit_price, anchor=lease.starts_at, index=1,
+               starts_at=lease.starts_at, ends_at=lease.ends_at)]
+    found = current_period(periods, at)
+    if found is not None:
+        return found
+    return periods[0] if at < periods[0].starts_at else periods[-1]
+
+
+def _price_basis(s: Session, inst: Instance, at: datetime) -> tuple[Decimal, float] | None:
+    """(price of one server's period, the period's seconds) the credit is prorated on: the
+    lease period `at` falls in (containers: their hour)."""
+    if inst.kind == "container":
+        held = first_hold(s, inst.id)
+        return (held, PERIOD_S["hour"]) if held is not None else None
+    period = _lease_period(s, inst, at)
+    if period is None:
+        return None
+    return (period.price / max(inst.node_count, 1),
+            (period.ends_at - period.starts_at).total_seconds())
 
 
 def _period_cap(s: Session, inst: Instance, now: datetime, cap: Decimal) -> Decimal:
-    """What may still be credited in the lease period `now` falls in."""
-    basis = _price_basis(s, inst)
-    if basis is None:
-        return Decimal("0.00")
-    price, period_s = basis
-    lease = s.scalar(select(Lease).where(Lease.instance_id == inst.id))
-    if lease is not None:
-        elapsed = max((now - lease.starts_at).total_seconds(), 0.0)
-        start = lease.starts_at + timedelta(seconds=(elapsed // period_s) * period_s)
-        price = lease.unit_price  # the whole lease's period (all its servers)
+    """What may still be credited in the lease period `now` falls in: all its SLA credits
+    together (late delivery, outages, failed acceptance) stay within `cap` × its price."""
+    period = _lease_period(s, inst, now)
+    if period is not None:
+        price, start, end = period.price, period.starts_at, period.ends_at
     else:
-        start = now - timedelta(seconds=period_s)
+        held = first_hold(s, inst.id)
+        if held is None:
+            return Decimal("0.00")
+        price, start, end = held, now - timedelta(hours=1), now + timedelta(hours=1)
     credited = s.scalar(select(func.coalesce(func.sum(LedgerEntry.amount), 0)).where(
         LedgerEntry.instance_id == inst.id, LedgerEntry.kind == "credit",
-        LedgerEntry.item.like("SLA credit:%"), LedgerEntry.at >= start)) or Decimal(0)
+        LedgerEntry.item.like("SLA credit:%"), LedgerEntry.at >= start,
+        LedgerEntry.at < end)) or Decimal(0)
     return max(to_fen(price * cap) - Decimal(credited), Decimal("0.00"))
 
 
@@ -105,7 +122,7 @@ def claim_outage(s: Session, alert: HardwareAlert, rule: OutageRule = OutageRule
     if alert.kind not in OUTAGE_KINDS or alert.instance_id is None or alert.closed_at is None:
         return Decimal("0.00")
     inst = s.get(Instance, alert.instance_id)
-    basis = _price_basis(s, inst) if inst is not None else None
+    basis = _price_basis(s, inst, alert.opened_at) if inst is not None else None
     if inst is None or basis is None:
         return Decimal("0.00")
     outage_s = (alert.closed_at - alert.opened_at).total_seconds()
@@ -129,11 +146,12 @@ def credit_failed_acceptance(s: Session, instance_id: str, now: datetime, *, act
     lease = s.scalar(select(Lease).where(Lease.instance_id == inst.id))
     if lease is None:
         return Decimal("0.00")
-    item = f"SLA credit: failed acceptance of {inst.id}, period {lease.periods}"
+    period = _lease_period(s, inst, now)
+    item = f"SLA credit: failed acceptance of {inst.id}, period {period.seq if period else 1}"
     source = "the platform's stand-in agent" if platform_evidence else "the node agent"
     claim = _claim(s, inst, "acceptance", f"acceptance report {report_id} ({source})", item,
                    f"{inst.id} failed acceptance on request; rule: {rule.describe()}",
-                   acceptance_credit(lease.unit_price, rule), now)
+                   acceptance_credit(period.price if period else lease.unit_price, rule), now)
     if claim is None:
         return Decimal("0.00")
     return _confirm(s, claim, now, actor, cap) if platform_evidence else Decimal("0.00")

@@ -13,8 +13,9 @@ from sqlalchemy.orm import Session
 
 from gpulease.db.money_tables import LedgerEntry, Wallet
 from gpulease.db.tables import Instance, Tenant
+from gpulease.domain import invoicing
 from gpulease.domain.accounts import Principal
-from gpulease.domain.credits import SlaRule, early_termination_refund, late_delivery_credit
+from gpulease.domain.credits import SlaRule, late_delivery_credit
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound, PaymentRequired
 from gpulease.domain.money import to_fen
 from gpulease.domain.pricing import unit_price
@@ -84,16 +85,24 @@ def first_hold(s: Session, instance_id: str) -> Decimal | None:
     return to_fen(-Decimal(str(held))) if held is not None else None
 
 
+def payable(p: Platform, amount: Decimal) -> Decimal:
+    """What the tenant pays for `amount` at the price book's prices: with VAT on top when
+    prices exclude it (domain/invoicing.py: one way for quotes, holds, charges, usage)."""
+    rules = p.catalog.pricing
+    return invoicing.payable(amount, rules.vat_rate, rules.prices_include_vat)
+
+
 def first_period_amount(p: Platform, inst: Instance, term: str | None = None) -> Decimal:
-    """One period of `term` (default: the instance's) for every server at today's prices
-    (bare metal), or one hour of its GPUs (containers): what an order holds."""
+    """What one period of `term` (default: the instance's) costs the tenant for every
+    server at today's prices (bare metal), or one hour of its GPUs (containers), VAT
+    included: what an order holds, the same as its quote's total."""
     book = p.price_book()
     if inst.kind == "container":
         offer = book.container_offer_by_id[inst.container_offer or ""]
-        return to_fen(offer.price_per_gpu_hour * inst.gpu_count)
+        return payable(p, to_fen(offer.price_per_gpu_hour * inst.gpu_count))
     bare = book.offer(inst.sku, inst.region)
     assert bare is not None
-    return to_fen(unit_price(book, bare, term or inst.term) * inst.node_count)
+    return payable(p, to_fen(unit_price(book, bare, term or inst.term) * inst.node_count))
 
 
 def first_period_item(inst: Instance) -> str:
@@ -174,22 +183,6 @@ def has_credit(s: Session, instance_id: str, item: str) -> bool:
     return s.scalar(select(LedgerEntry.id).where(
         LedgerEntry.instance_id == instance_id, LedgerEntry.kind == "credit",
         LedgerEntry.item == item).limit(1)) is not None
-
-
-def refund_early_end(s: Session, inst: Instance, lease_term: str, ends_at: datetime,
-                     unit_price: Decimal, fee_percent: Decimal, now: datetime, *,
-                     actor: str) -> Decimal:
-    """Ending a lease early refunds its unused whole periods less the fee."""
-    periods, refund = early_termination_refund(lease_term, ends_at, now, unit_price,
-                                               fee_percent)
-    if refund > 0:
-        text = (f"early end of {inst.id}: {periods} unused {lease_term}(s) at "
-                f"¥{unit_price:,.2f} less {fee_percent.normalize():f}%")
-        post(s, wallet_for_update(s, inst.tenant_id, now), "refund", refund, now,
-             instance_id=inst.id, reference=text[:200],
-             item=f"Early termination refund: {inst.id}")
-        note(s, now, inst.id, "refund", f"¥{refund:,.2f} refunded: {text}", actor=actor)
-    return refund
 
 
 def _held(s: Session, instance_id: str) -> Decimal:

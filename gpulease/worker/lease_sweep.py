@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from gpulease.db.money_tables import Lease, LeaseNotice, Wallet
 from gpulease.db.tables import Instance
 from gpulease.domain.errors import PaymentRequired
-from gpulease.domain.leases import Action, next_action
+from gpulease.domain.leases import Action, local_text, next_action
 from gpulease.domain.states import LEASE, LeaseStatus
 from gpulease.platform import Platform
 from gpulease.services.history import SWEEP_LEASES, note
@@ -80,7 +80,7 @@ def _sweep_one(s: Session, p: Platform, lease: Lease, inst: Instance, now: datet
                       lease.auto_renew, now, sent)
     if due.action == Action.NOTHING:
         return 0
-    ends = f"{lease.ends_at:%Y-%m-%d %H:%M} UTC"
+    ends = local_text(lease.ends_at, p.settings.zone)
     if due.action == Action.REMIND and due.reminder:
         _notice(s, lease, due.reminder, now,
                 f"Your lease of {inst.id} ({inst.sku}) ends {ends}. Renew it, or back up "
@@ -109,8 +109,9 @@ def _sweep_one(s: Session, p: Platform, lease: Lease, inst: Instance, now: datet
 def _enter_grace(s: Session, p: Platform, lease: Lease, inst: Instance, now: datetime,
                  why: str | None) -> None:
     lease.grace_until = lease.ends_at + timedelta(days=p.settings.lease_grace_days)
-    text = (f"Your lease of {inst.id} expired {lease.ends_at:%Y-%m-%d %H:%M} UTC. The machine "
-            f"stays until {lease.grace_until:%Y-%m-%d %H:%M} UTC; renew before then, or its "
+    zone = p.settings.zone
+    text = (f"Your lease of {inst.id} expired {local_text(lease.ends_at, zone)}. The machine "
+            f"stays until {local_text(lease.grace_until, zone)}; renew before then, or its "
             "disks are erased." + (f" ({why})" if why else ""))
     transition(s, p, lease, LEASE, "expire", now, actor=SWEEP_LEASES, reason=why)
     _notice(s, lease, "expiry", now, text)

@@ -30,8 +30,8 @@ def test_usage_invoices_and_credit_notes_over_http(
     iid = deliver(fleet, tenant, worker, key)
     clock.at = datetime(2026, 11, 30, 23, 30, tzinfo=UTC)
     record = {"key": "nf-2026-11-30-23", "instance_id": iid, "kind": "egress_gb",
-              "quantity": "200", "started_at": "2026-11-30T22:00:00Z",
-              "ended_at": "2026-11-30T23:00:00Z"}
+              "quantity": "200", "started_at": "2026-11-30T22:00:00+08:00",
+              "ended_at": "2026-11-30T23:00:00+08:00"}  # November on the platform's calendar
     assert httpx.post(f"{api}/usage", headers=auth(tenant.token),
                       json={"records": [record]}).status_code == 403
     first = httpx.post(f"{api}/usage", headers=auth(operator.token), json={"records": [record]})

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import given
@@ -19,7 +20,13 @@ from gpulease.db.money_tables import Invoice, InvoiceLine, LedgerEntry, UsageRec
 from gpulease.db.tables import HardwareAlert
 from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
 from gpulease.domain.invoicing import vat_split
-from gpulease.domain.proration import allocate, period_bounds, prorate_by_month
+from gpulease.domain.proration import (
+    allocate,
+    period_bounds,
+    period_of,
+    previous_period,
+    prorate_by_month,
+)
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.schemas.money import UsageIn
@@ -46,9 +53,13 @@ from tests.services.test_leases import MovableClock, deliver
 NOV = "2026-11"
 
 
+# The platform's calendar (the default time zone): months and days are counted on it.
+CAL = ZoneInfo("Asia/Shanghai")
+
+
 @pytest.fixture
 def clock(fleet: Platform) -> MovableClock:
-    c = MovableClock(datetime(2026, 11, 30, 22, 40, tzinfo=UTC))
+    c = MovableClock(datetime(2026, 11, 30, 22, 40, tzinfo=CAL))
     fleet.clock = c
     return c
 
@@ -82,13 +93,27 @@ def test_allocated_parts_sum_to_the_whole(amount: Decimal, weights: list[int]) -
 
 def test_an_hour_across_the_month_end_is_split_by_time() -> None:
     start = datetime(2026, 11, 30, 23, 40, tzinfo=UTC)
-    parts = prorate_by_month(Decimal("3.92"), start, start + timedelta(hours=1))
+    parts = prorate_by_month(Decimal("3.92"), start, start + timedelta(hours=1), UTC)
     assert [(a.month, part) for a, _, part in parts] == [(11, Decimal("1.31")),
                                                           (12, Decimal("2.61"))]
-    assert period_bounds("2026-12") == (datetime(2026, 12, 1, tzinfo=UTC),
-                                        datetime(2027, 1, 1, tzinfo=UTC))
+    assert period_bounds("2026-12", UTC) == (datetime(2026, 12, 1, tzinfo=UTC),
+                                             datetime(2027, 1, 1, tzinfo=UTC))
     with pytest.raises(ValueError, match="YYYY-MM"):
-        period_bounds("2026-13")
+        period_bounds("2026-13", UTC)
+
+
+def test_invoice_months_are_the_platform_calendar_s() -> None:
+    beijing = ZoneInfo("Asia/Shanghai")
+    # March in Beijing starts at 16:00 UTC on Feb 28: the first 8 hours are March's
+    assert period_bounds("2027-03", beijing) == (datetime(2027, 2, 28, 16, tzinfo=UTC),
+                                                 datetime(2027, 3, 31, 16, tzinfo=UTC))
+    assert period_of(datetime(2027, 2, 28, 17, tzinfo=UTC), beijing) == "2027-03"
+    assert previous_period(datetime(2027, 1, 1, 2, tzinfo=beijing), beijing) == "2026-12"
+    # an hour of usage across midnight of Mar 1 in Beijing: split there, not at UTC's
+    start = datetime(2027, 2, 28, 15, 30, tzinfo=UTC)
+    parts = prorate_by_month(Decimal("4.00"), start, start + timedelta(hours=1), beijing)
+    assert [(a, part) for a, _, part in parts] == [
+        (start, Decimal("2.00")), (datetime(2027, 2, 28, 16, tzinfo=UTC), Decimal("2.00"))]
 
 
 def test_vat_is_split_once_per_line() -> None:
@@ -114,8 +139,8 @@ def test_container_hours_are_charged_once_each_across_the_month_end(
     # hour 1 crosses midnight of Nov 30: ¥3.92 split 20 / 40 minutes
     assert [r.amount for r in rows] == [Decimal("-1.31"), Decimal("-2.61"), Decimal("-3.92"),
                                         Decimal("-3.92")]
-    assert rows[0].service_at == datetime(2026, 11, 30, 23, 40, tzinfo=UTC)
-    assert rows[1].service_at == datetime(2026, 12, 1, tzinfo=UTC)
+    assert rows[0].service_at == datetime(2026, 11, 30, 23, 40, tzinfo=CAL)
+    assert rows[1].service_at == datetime(2026, 12, 1, tzinfo=CAL)
     page = metering.list_usage(fleet, tenant.principal, iid)
     assert page.total == 3 and all(u.amount == Decimal("3.92") for u in page.items)
     assert page.items[0].unit == "GPU-hour" and page.items[0].unit_price == Decimal("1.96")
@@ -175,7 +200,7 @@ def test_a_container_the_balance_cannot_pay_is_stopped(
 
 def _usage(iid: str, key: str = "egress-2026-11-30", kind: str = "egress_gb",
            qty: str = "120.5", hours: int = 1) -> UsageIn:
-    end = datetime(2026, 11, 30, 23, 0, tzinfo=UTC)
+    end = datetime(2026, 11, 30, 23, 0, tzinfo=CAL)
     return UsageIn(key=key, instance_id=iid, kind=kind,  # type: ignore[arg-type]
                    quantity=Decimal(qty), started_at=end - timedelta(hours=hours),
                    ended_at=end)
@@ -185,9 +210,9 @@ def test_reported_usage_is_rated_and_a_duplicate_key_is_ignored(
     fleet: Platform, clock: MovableClock, tenant: TenantCtx, operator: TenantCtx,
     worker: Worker, key: str,
 ) -> None:
-    clock.at = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+    clock.at = datetime(2026, 11, 29, 10, 0, tzinfo=CAL)
     iid = deliver(fleet, tenant, worker, key)
-    clock.at = datetime(2026, 12, 1, 1, 0, tzinfo=UTC)
+    clock.at = datetime(2026, 12, 1, 1, 0, tzinfo=CAL)
     before = wallet.show_wallet(fleet, tenant.principal).balance
     first = metering.report_usage(fleet, operator.principal, [
         _usage(iid), _usage(iid, "storage-1", "storage_gb_days", "3000", hours=24)])
@@ -220,9 +245,9 @@ def test_reported_usage_is_rated_and_a_duplicate_key_is_ignored(
 
 def _month_of_activity(fleet: Platform, clock: MovableClock, tenant: TenantCtx,
                        operator: TenantCtx, worker: Worker, key: str) -> tuple[str, str]:
-    clock.at = datetime(2026, 11, 10, 8, 0, tzinfo=UTC)
+    clock.at = datetime(2026, 11, 10, 8, 0, tzinfo=CAL)
     bm = deliver(fleet, tenant, worker, key)
-    clock.at = datetime(2026, 11, 30, 21, 40, tzinfo=UTC)
+    clock.at = datetime(2026, 11, 30, 21, 40, tzinfo=CAL)
     ct = container(fleet, tenant, worker, key)
     clock.move(hours=2, minutes=30)  # 00:10 Dec 1: hour 1 wholly in Nov, hour 2 split
     container_meter.meter_containers(fleet)
@@ -237,7 +262,7 @@ def test_two_runs_of_a_month_at_once_both_answer_and_a_future_month_is_refused(
     import threading
 
     _month_of_activity(fleet, clock, tenant, operator, worker, key)
-    clock.at = datetime(2026, 12, 3, 1, 0, tzinfo=UTC)
+    clock.at = datetime(2026, 12, 3, 1, 0, tzinfo=CAL)
     start = threading.Barrier(2)
     answers: list[object] = []
 
@@ -290,7 +315,7 @@ def test_monthly_invoice_from_draft_to_final_and_credit_notes(
     assert inv.net + inv.vat == inv.total
 
     # usage reported late (Dec 2) for November joins the draft when it is refreshed
-    clock.at = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
+    clock.at = datetime(2026, 12, 2, 9, 0, tzinfo=CAL)
     late = _usage(bm, key="egress-late", qty="10")
     metering.report_usage(fleet, operator.principal, [late])
     done = invoice_run.run_invoices(fleet, operator.principal, NOV, finalize=True)
@@ -311,7 +336,7 @@ def test_monthly_invoice_from_draft_to_final_and_credit_notes(
     metering.report_usage(fleet, operator.principal, [_usage(bm, key="later", qty="2")])
     assert invoice_run.run_invoices(fleet, operator.principal, NOV).drafted == 0
     assert invoices.show_invoice(fleet, tenant.principal, final.id) == final
-    clock.at = datetime(2027, 1, 1, 1, 0, tzinfo=UTC)
+    clock.at = datetime(2027, 1, 1, 1, 0, tzinfo=CAL)
     dec = invoice_run.run_invoices(fleet, operator.principal, "2026-12", finalize=True)
     dec_inv = invoices.list_invoices(fleet, tenant.principal, period="2026-12").items[0]
     dec_lines = invoices.show_invoice(fleet, tenant.principal, dec_inv.id).lines
@@ -337,7 +362,7 @@ def test_monthly_invoice_from_draft_to_final_and_credit_notes(
     assert invoices.show_invoice(fleet, tenant.principal, final.id).credited == final.total
     assert wallet.show_wallet(fleet, tenant.principal).balance == balance + final.total
     # the notes' wallet entries are billed by the notes, never by a later invoice
-    clock.at = datetime(2027, 2, 1, 1, 0, tzinfo=UTC)
+    clock.at = datetime(2027, 2, 1, 1, 0, tzinfo=CAL)
     assert invoice_run.run_invoices(fleet, operator.principal, "2027-01").drafted == 0
     with fleet.db.read() as s:
         assert ledger_sums_to_balance(s, tenant.tenant_id)
@@ -371,11 +396,11 @@ def test_the_worker_drafts_on_the_first_and_finalizes_on_the_third(
     worker: Worker, key: str,
 ) -> None:
     _month_of_activity(fleet, clock, tenant, operator, worker, key)
-    clock.at = datetime(2026, 12, 1, 0, 30, tzinfo=UTC)
+    clock.at = datetime(2026, 12, 1, 0, 30, tzinfo=CAL)
     assert invoice_run.sweep_invoices(fleet).drafted == 1  # type: ignore[union-attr]
     assert invoice_run.sweep_invoices(fleet) is None
     assert invoices.list_invoices(fleet, tenant.principal).items[0].status == "draft"
-    clock.at = datetime(2026, 12, 3, 0, 5, tzinfo=UTC)
+    clock.at = datetime(2026, 12, 3, 0, 5, tzinfo=CAL)
     assert invoice_run.sweep_invoices(fleet).finalized == 1  # type: ignore[union-attr]
     assert invoice_run.sweep_invoices(fleet) is None
     assert invoices.list_invoices(fleet, tenant.principal).items[0].status == "final"
@@ -387,12 +412,12 @@ def test_sla_credits_land_on_the_next_invoice(
 ) -> None:
     """Through the real paths: the node agent's telemetry opens and closes the alerts, and
     the tenant's on-request verification fails."""
-    clock.at = datetime(2026, 11, 10, 8, 0, tzinfo=UTC)
+    clock.at = datetime(2026, 11, 10, 8, 0, tzinfo=CAL)
     bm = deliver(fleet, tenant, worker, key)
     name = instances.show_instance(fleet, tenant.principal, bm).nodes[0].name
     _, agent = agents.register(fleet, agents.operator_enrollment(fleet, operator.principal,
                                                                  name), "gpu-host", None, None)
-    clock.at = datetime(2026, 11, 20, 1, 0, tzinfo=UTC)
+    clock.at = datetime(2026, 11, 20, 1, 0, tzinfo=CAL)
     agents.ingest(fleet, agent, window("xid79:2"))  # GPU 2 falls off the bus
     clock.move(hours=5)
     agents.ingest(fleet, agent, window())  # back: the alert closes after 5 h
@@ -422,7 +447,7 @@ def test_sla_credits_land_on_the_next_invoice(
     with pytest.raises(Conflict):
         sla.decide(fleet, operator.principal, outage.id, True)
 
-    clock.at = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
+    clock.at = datetime(2026, 12, 1, 2, 0, tzinfo=CAL)
     invoice_run.run_invoices(fleet, operator.principal, NOV, finalize=True)
     inv = invoices.list_invoices(fleet, tenant.principal, period=NOV).items[0]
     lines = invoices.show_invoice(fleet, tenant.principal, inv.id).lines
@@ -440,7 +465,7 @@ def test_csv_and_pdf_carry_the_lines_and_totals(
 ) -> None:
     zh = new_tenant(fleet, "深度求索实验室")
     _month_of_activity(fleet, clock, zh, operator, worker, key)
-    clock.at = datetime(2026, 12, 3, tzinfo=UTC)
+    clock.at = datetime(2026, 12, 3, tzinfo=CAL)
     invoice_run.run_invoices(fleet, operator.principal, NOV, finalize=True)
     inv = invoices.show_invoice(
         fleet, zh.principal, invoices.list_invoices(fleet, zh.principal).items[0].id)
@@ -454,3 +479,62 @@ def test_csv_and_pdf_carry_the_lines_and_totals(
     assert inv.number and inv.number in page and f"¥{inv.total:,.2f}" in page
     assert "91640000X" in page and "Data egress" in page
     assert pdf.metadata is not None and pdf.metadata.title == f"Invoice {inv.number}"
+
+
+def test_money_back_beyond_a_months_charges_is_carried_forward_never_a_negative_invoice(
+    fleet: Platform, clock: MovableClock, tenant: TenantCtx, operator: TenantCtx,
+    worker: Worker, key: str,
+) -> None:
+    from gpulease.db.tables import Instance
+    from gpulease.services import leases
+
+    clock.at = datetime(2026, 11, 10, 8, 0, tzinfo=CAL)
+    bm = deliver(fleet, tenant, worker, key)  # ¥84,480 charged in November
+    for day, amount in ((20, "50000"), (25, "40000")):  # two confirmed credits: ¥90,000
+        clock.at = datetime(2026, 11, day, 8, 0, tzinfo=CAL)
+        with fleet.db.write() as s:
+            inst = s.get(Instance, bm)
+            assert inst is not None
+            wallet.credit_sla(s, inst, Decimal(amount), clock.now(),
+                              f"SLA credit: outage {day} of {bm}", "confirmed", actor="test")
+    clock.at = datetime(2026, 12, 5, 8, 0, tzinfo=CAL)
+    leases.renew(fleet, tenant.principal, bm)  # December: another ¥84,480
+    clock.at = datetime(2026, 12, 6, 8, 0, tzinfo=CAL)
+    invoice_run.run_invoices(fleet, operator.principal, NOV, finalize=True)
+    nov = invoices.show_invoice(fleet, tenant.principal, invoices.list_invoices(
+        fleet, tenant.principal, period=NOV).items[0].id)
+    # the newer credit does not fit: November bills ¥84,480 − ¥50,000, the rest waits
+    assert nov.total == Decimal("34480.00") and nov.total >= 0
+    assert not any("outage 25" in ln.description for ln in nov.lines)
+    clock.at = datetime(2027, 1, 1, 8, 0, tzinfo=CAL)
+    invoice_run.run_invoices(fleet, operator.principal, "2026-12", finalize=True)
+    dec = invoices.show_invoice(fleet, tenant.principal, invoices.list_invoices(
+        fleet, tenant.principal, period="2026-12").items[0].id)
+    assert any("outage 25" in ln.description and ln.gross == Decimal("-40000.00")
+               for ln in dec.lines)
+    assert dec.total == Decimal("44480.00")
+    with fleet.db.read() as s:
+        assert invoices.unbilled(s, tenant.tenant_id) == Decimal("0.00")
+        assert ledger_sums_to_balance(s, tenant.tenant_id)
+
+
+def test_a_month_of_money_back_alone_makes_no_invoice(
+    fleet: Platform, clock: MovableClock, tenant: TenantCtx, operator: TenantCtx,
+    worker: Worker, key: str,
+) -> None:
+    from gpulease.services import leases
+
+    clock.at = datetime(2026, 10, 20, 8, 0, tzinfo=CAL)
+    bm = deliver(fleet, tenant, worker, key)
+    leases.renew(fleet, tenant.principal, bm, periods=2)  # three months, all paid in October
+    clock.at = datetime(2026, 11, 4, 8, 0, tzinfo=CAL)
+    instances.release_instance(fleet, tenant.principal, bm)  # two months not begun: refunded
+    worker.run_until_idle()
+    clock.at = datetime(2026, 12, 4, 8, 0, tzinfo=CAL)
+    oct_run = invoice_run.run_invoices(fleet, operator.principal, "2026-10", finalize=True)
+    nov_run = invoice_run.run_invoices(fleet, operator.principal, NOV, finalize=True)
+    assert oct_run.finalized == 1 and nov_run.drafted == 0 and nov_run.finalized == 0
+    assert [i.period for i in invoices.list_invoices(fleet, tenant.principal).items] == [
+        "2026-10"]
+    with fleet.db.read() as s:  # the refund waits, unbilled, for the next month's charges
+        assert invoices.unbilled(s, tenant.tenant_id) == -Decimal("135168.00")

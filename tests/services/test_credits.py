@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 from decimal import Decimal
 
-from gpulease.domain.credits import SlaRule, early_termination_refund, late_delivery_credit
+from gpulease.domain.credits import SlaRule, late_delivery_credit
+from gpulease.domain.leases import early_end_refund, first_period, following_periods
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.services import instances, leases, orders, wallet
@@ -25,11 +26,13 @@ def test_rules() -> None:
     assert "5% of the first period per started 15 minutes" in SlaRule().describe()
     from datetime import UTC, datetime
     start = datetime(2027, 1, 1, tzinfo=UTC)
-    ends = datetime(2027, 5, 1, tzinfo=UTC)
-    assert early_termination_refund("month", ends, start + timedelta(days=10),
-                                    month, Decimal(20)) == (3, Decimal("202752.00"))
-    assert early_termination_refund("month", ends, ends - timedelta(days=3), month,
-                                    Decimal(20)) == (0, Decimal("0.00"))
+    first = first_period(start, "month", month, UTC)
+    periods = [first, *following_periods(first, "month", month, 3, UTC)]  # four months
+    todo, refund = early_end_refund(periods, start + timedelta(days=10), Decimal(20))
+    assert len(todo) == 3 and refund == Decimal("202752.00")
+    todo, refund = early_end_refund(periods, periods[-1].ends_at - timedelta(days=3),
+                                    Decimal(20))
+    assert todo == [] and refund == Decimal("0.00")
 
 
 def test_late_delivery_earns_a_credit(
@@ -72,5 +75,27 @@ def test_early_end_refunds_unused_whole_periods(
     worker.run_until_idle()
     stages = [st.stage for st in instances.show_instance(fleet, tenant.principal, iid).stages]
     assert "refund" in stages and stages[-1] == "released"
+    with fleet.db.read() as s:
+        assert ledger_sums_to_balance(s, tenant.tenant_id)
+
+
+def test_a_switch_of_term_refunds_only_the_periods_not_begun(
+    fleet: Platform, clock: MovableClock, tenant: TenantCtx, worker: Worker, key: str,  # noqa: F811
+) -> None:
+    """The review's case: an H100 month renewed by one day and released at once. The month
+    has begun and stays paid; only the day, not begun, comes back less the fee."""
+    iid = deliver(fleet, tenant, worker, key)  # ¥84,480 for the month
+    lease = leases.renew(fleet, tenant.principal, iid, periods=1, term="day")
+    day = lease.schedule[-1]
+    assert (day.term, day.price) == ("day", Decimal("3660.80"))  # 84,480 ÷ 30 × 1.3
+    before = wallet.show_wallet(fleet, tenant.principal).balance
+    clock.move(minutes=5)
+    instances.release_instance(fleet, tenant.principal, iid)
+    refund = wallet.show_wallet(fleet, tenant.principal).balance - before
+    assert refund == Decimal("2928.64")  # 3,660.80 less 20 %, not 30 days at the day price
+    view = leases.show_lease(fleet, tenant.principal, iid)
+    assert [p.refunded for p in view.schedule] == [False, True]
+    (entry,) = [e for e in wallet.ledger(fleet, tenant.principal).items if e.kind == "refund"]
+    assert "1 period(s) not begun" in (entry.reference or "")
     with fleet.db.read() as s:
         assert ledger_sums_to_balance(s, tenant.tenant_id)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import tomllib
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 
 import pytest
 from sqlalchemy import select
@@ -14,7 +15,14 @@ from sqlalchemy import select
 from gpulease.db.money_tables import LeaseNotice
 from gpulease.domain.catalog import DEFAULT_CATALOG, parse_catalog
 from gpulease.domain.errors import Conflict, InvalidInput, PaymentRequired
-from gpulease.domain.leases import add_months, reminder_due, term_end
+from gpulease.domain.leases import (
+    add_months,
+    first_period,
+    following_periods,
+    local_text,
+    reminder_due,
+    term_end,
+)
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.services import agents, instances, leases, orders, wallet
@@ -61,13 +69,44 @@ def notices(p: Platform, iid: str) -> list[str]:
 def test_calendar_terms() -> None:
     jan31 = datetime(2027, 1, 31, 10, tzinfo=UTC)
     assert add_months(jan31, 1) == datetime(2027, 2, 28, 10, tzinfo=UTC)
-    assert term_end(jan31, "year", 1) == datetime(2028, 1, 31, 10, tzinfo=UTC)
-    assert term_end(jan31, "day", 3) == datetime(2027, 2, 3, 10, tzinfo=UTC)
+    assert term_end(jan31, "year", 1, UTC) == datetime(2028, 1, 31, 10, tzinfo=UTC)
+    assert term_end(jan31, "day", 3, UTC) == datetime(2027, 2, 3, 10, tzinfo=UTC)
     end = datetime(2027, 3, 1, tzinfo=UTC)
     assert reminder_due(end, end - timedelta(days=8), frozenset()) is None
     assert reminder_due(end, end - timedelta(days=2), frozenset()) == "3d"
     # a late sweep sends the latest reminder due, not a burst of stale ones
     assert reminder_due(end, end - timedelta(hours=1), frozenset({"7d"})) == "1d"
+
+
+BEIJING = ZoneInfo("Asia/Shanghai")
+
+
+def test_periods_are_counted_on_the_platform_calendar() -> None:
+    # 03:00 on Mar 1 in Beijing is still Feb 28 in UTC: a month there ends on Apr 1, 03:00
+    mar1 = datetime(2027, 3, 1, 3, tzinfo=BEIJING)
+    assert term_end(mar1, "month", 1, BEIJING) == datetime(2027, 4, 1, 3, tzinfo=BEIJING)
+    assert term_end(mar1, "month", 1, UTC) == datetime(2027, 3, 28, 19, tzinfo=UTC)  # UTC's
+    assert local_text(mar1, BEIJING) == "2027-03-01 03:00 UTC+08:00"
+    # a wall-clock day across a daylight-saving change is 23 hours long
+    paris = ZoneInfo("Europe/Paris")
+    before = datetime(2027, 3, 27, 12, tzinfo=paris)
+    assert term_end(before, "day", 1, paris) - before.astimezone(UTC) == timedelta(hours=23)
+
+
+def test_renewals_stay_anchored_to_the_first_day() -> None:
+    # Jan 31 → Feb 28 → Mar 31 → Apr 30 (not Feb 28 → Mar 28 → Apr 28)
+    jan31 = datetime(2027, 1, 31, 10, tzinfo=BEIJING)
+    first = first_period(jan31, "month", Decimal(100), BEIJING)
+    more = following_periods(first, "month", Decimal(100), 1, BEIJING)
+    more += following_periods(more[-1], "month", Decimal(100), 2, BEIJING)  # a later renewal
+    assert [p.ends_at.astimezone(BEIJING).date().isoformat() for p in [first, *more]] == [
+        "2027-02-28", "2027-03-31", "2027-04-30", "2027-05-31"]
+    # a day in between starts a new run where the months end; months after it anchor there
+    day = following_periods(more[0], "day", Decimal(5), 1, BEIJING)[0]
+    assert day.starts_at == more[0].ends_at and day.index == 1
+    month = following_periods(day, "month", Decimal(100), 1, BEIJING)[0]
+    assert month.anchor == day.ends_at and month.ends_at.astimezone(BEIJING).day == 1
+    assert [p.seq for p in [first, *more]] == [1, 2, 3, 4]
 
 
 def test_a_late_sweep_sends_only_the_latest_reminder_due(
@@ -204,7 +243,10 @@ def test_price_change_never_alters_a_running_lease(
     assert wallet.show_wallet(fleet, tenant.principal).balance == before - Decimal("168960")
     # switching to the day term takes today's day price: 99,000 ÷ 30 × 1.3
     day = leases.renew(fleet, tenant.principal, iid, periods=1, term="day")
-    assert day.term == "day" and day.unit_price == Decimal("4290.00")
+    assert (day.schedule[-1].term, day.schedule[-1].price) == ("day", Decimal("4290.00"))
+    # the lease's base term and price stay the order's
+    assert day.term == "month" and day.unit_price == Decimal("84480.00")
+    assert [p.price for p in day.schedule] == [Decimal("84480.00")] * 3 + [Decimal("4290.00")]
 
 
 def test_a_scheduled_price_takes_effect_on_its_date_and_spares_running_leases(
@@ -287,7 +329,8 @@ def test_a_one_off_renewal_by_the_day_does_not_make_auto_renew_go_by_the_day(
     iid = deliver(fleet, tenant, worker, key)  # an H100 month: ¥84,480
     month = leases.show_lease(fleet, tenant.principal, iid)
     two_days = leases.renew(fleet, tenant.principal, iid, periods=2, term="day")
-    assert two_days.term == "day" and two_days.ends_at == month.ends_at + timedelta(days=2)
+    assert two_days.term == "month" and two_days.ends_at == month.ends_at + timedelta(days=2)
+    assert [p.term for p in two_days.schedule] == ["month", "day", "day"]
     leases.set_auto_renew(fleet, tenant.principal, iid, True)
     before = wallet.show_wallet(fleet, tenant.principal).balance
     clock.at = two_days.ends_at + timedelta(minutes=5)

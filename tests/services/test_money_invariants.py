@@ -1,33 +1,47 @@
-"""Hypothesis drives orders (bare metal and containers), top-ups, renewals, auto-renew,
-releases, usage reports with repeated keys, invoice runs and clock jumps of up to three
-weeks through the lease sweep, the container meter, the monthly invoice sweep and the
-worker, and checks after every step: each ledger sums to its balance; no lease's machine is
-released for expiry before its grace ended; a renewed (active) lease's machine is never
-taken; finalized invoices never change; every invoice equals the entries it claimed and
-billed plus unbilled equals all billable money; no usage is counted twice and its prorated
-parts sum to it. Both databases."""
+"""Hypothesis drives orders (bare metal and containers), top-ups, renewals (some switching
+terms), auto-renew, releases, usage reports with repeated keys, invoice runs and clock
+jumps of up to three weeks (and to the edges of the platform calendar's months) through
+the lease sweep, the container meter, the monthly invoice sweep and the worker, and checks
+after every step: each ledger sums to its balance; no lease's machine is released for
+expiry before its grace ended; a renewed (active) lease's machine is never taken;
+finalized invoices never change and none is negative; every invoice equals the entries it
+claimed, and billed plus unbilled equals all billable money; each invoice holds only
+entries of its month on the platform's calendar; no usage is counted twice and its
+prorated parts sum to it; lease periods follow each other and an early end refunds at
+most what was paid for periods not begun (refund ≤ paid − started periods); an order
+holds exactly its quote. Both databases, and prices written with and without VAT."""
 
 from __future__ import annotations
 
 import contextlib
+import tomllib
 import uuid
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from itertools import pairwise
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from sqlalchemy import select
 
-from gpulease.db.money_tables import Invoice, InvoiceLine, Lease, LedgerEntry, UsageRecord
+from gpulease.db.money_tables import (
+    Invoice,
+    InvoiceLine,
+    Lease,
+    LeasePeriod,
+    LedgerEntry,
+    UsageRecord,
+)
 from gpulease.db.tables import Instance
 from gpulease.demo import seed_demo_fleet
+from gpulease.domain.catalog import DEFAULT_CATALOG, parse_catalog
 from gpulease.domain.errors import Conflict, InvalidInput, OutOfStock, PaymentRequired
 from gpulease.domain.invoicing import BILLABLE_KINDS
 from gpulease.domain.money import to_fen
-from gpulease.domain.proration import month_start, period_of
+from gpulease.domain.proration import period_bounds, previous_period
 from gpulease.schemas import OrderRequest
-from gpulease.schemas.money import UsageIn
+from gpulease.schemas.money import QuoteRequest, UsageIn
 from gpulease.services import (
     accounts,
     instances,
@@ -35,6 +49,7 @@ from gpulease.services import (
     leases,
     metering,
     orders,
+    quotes,
     wallet,
 )
 from gpulease.services.wallet import ledger_sums_to_balance
@@ -51,6 +66,7 @@ OFFERS = st.sampled_from([("rtx4090-24g-x8", "sichuan-2"), ("rtx4090-48g-x8", "s
 
 class LeaseMachine(RuleBasedStateMachine):
     db = "sqlite"
+    prices_include_vat = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -58,6 +74,10 @@ class LeaseMachine(RuleBasedStateMachine):
         self.clock = MovableClock(datetime(2027, 1, 28, 12, tzinfo=UTC))
         self.p.clock = self.clock
         self.p.db.migrate()
+        if not self.prices_include_vat:
+            data = tomllib.loads(DEFAULT_CATALOG.read_text())
+            data["pricing"]["prices_include_vat"] = False
+            self.p.catalog = parse_catalog(data, "prices without VAT")
         seed_demo_fleet(self.p, 2)
         _, tok = accounts.create_operator(self.p, f"op{uuid.uuid4().hex[:6]}@e.io", "Op")
         self.op = accounts.authenticate(self.p, tok.token)
@@ -79,7 +99,12 @@ class LeaseMachine(RuleBasedStateMachine):
                 sku=offer[0], region=offer[1], term=term, ssh_keys=[KEY]))
             self.ids.append(view.id)
         except (OutOfStock, PaymentRequired):
-            pass
+            return
+        # the hold is the quote's total, VAT included whichever way prices are written
+        quoted = quotes.make_quote(self.p, QuoteRequest(sku=offer[0], region=offer[1],
+                                                        term=term)).total
+        with self.p.db.read() as s:
+            assert wallet.first_hold(s, view.id) == quoted
 
     @rule(gpus=st.integers(1, 4))
     def order_container(self, gpus: int) -> None:
@@ -106,7 +131,7 @@ class LeaseMachine(RuleBasedStateMachine):
 
     @rule(finalize=st.booleans())
     def invoice_run(self, finalize: bool) -> None:
-        period = period_of(month_start(self.clock.now()) - timedelta(days=1))
+        period = previous_period(self.clock.now(), self.p.settings.zone)
         invoice_run.run_invoices(self.p, self.op, period, finalize)
 
     @rule(amount=st.integers(1_000, 60_000), ref=st.integers(0, 6))
@@ -114,14 +139,16 @@ class LeaseMachine(RuleBasedStateMachine):
         with contextlib.suppress(Conflict):  # a reference used before adds nothing
             wallet.top_up(self.p, self.op, self.t.tenant_id, Decimal(amount), f"w{ref}")
 
-    @rule(data=st.data(), periods=st.integers(1, 2))
-    def renew(self, data: st.DataObject, periods: int) -> None:
+    @rule(data=st.data(), periods=st.integers(1, 2),
+          term=st.sampled_from([None, None, "day", "month"]))
+    def renew(self, data: st.DataObject, periods: int, term: str | None) -> None:
+        """By the lease's own term, or switching to another for this renewal."""
         if self.ids:
             iid = data.draw(st.sampled_from(self.ids))
             with self.p.db.read() as s:
                 before = s.scalar(select(Lease.ends_at).where(Lease.instance_id == iid))
             try:
-                after = leases.renew(self.p, self.t.principal, iid, periods).ends_at
+                after = leases.renew(self.p, self.t.principal, iid, periods, term).ends_at
                 assert before is not None and after > before
             except (Conflict, PaymentRequired):  # no lease yet, ended, or short: unchanged
                 with self.p.db.read() as s:
@@ -144,6 +171,21 @@ class LeaseMachine(RuleBasedStateMachine):
     @rule(hours=st.integers(1, 24 * 21))
     def time_passes(self, hours: int) -> None:
         self.clock.move(hours=hours)
+        self._sweep()
+
+    @rule(minutes=st.integers(-30, 30))
+    def to_a_month_edge(self, minutes: int) -> None:
+        """To just before or after midnight of the next 1st on the platform's calendar
+        (16:00 UTC in Beijing): where UTC and the calendar disagree on the month."""
+        zone = self.p.settings.zone
+        local = self.clock.now().astimezone(zone)
+        first = datetime(local.year + (local.month == 12), local.month % 12 + 1, 1,
+                         tzinfo=zone) + timedelta(minutes=minutes)
+        if first > self.clock.now():
+            self.clock.at = first.astimezone(UTC)
+            self._sweep()
+
+    def _sweep(self) -> None:
         lease_sweep.sweep_leases(self.p)
         self.worker.run_until_idle(timeout_s=60)
         container_meter.meter_containers(self.p)
@@ -173,6 +215,36 @@ class LeaseMachine(RuleBasedStateMachine):
 
 
     @invariant()
+    def periods_follow_each_other_and_refunds_cover_only_those_not_begun(self) -> None:
+        """refund ≤ paid − started periods, for every lease, whatever its renewals."""
+        with self.p.db.read() as s:
+            for lease in s.scalars(select(Lease)):
+                rows = list(s.scalars(select(LeasePeriod).where(
+                    LeasePeriod.lease_id == lease.id).order_by(LeasePeriod.seq)))
+                assert rows and rows[0].starts_at == lease.starts_at, lease.id
+                assert all(b.starts_at == a.ends_at for a, b in pairwise(rows)), lease.id
+                assert rows[-1].ends_at == lease.ends_at and len(rows) == lease.periods
+                assert lease.term == rows[0].term  # the base term never changes
+                for r in rows:
+                    assert r.refunded_at is None or r.starts_at >= r.refunded_at, lease.id
+                money = {k: -sum((e.amount for e in s.scalars(select(LedgerEntry).where(
+                    LedgerEntry.instance_id == lease.instance_id, LedgerEntry.kind == k))),
+                    Decimal(0)) for k in ("charge", "refund")}
+                kept = sum((r.price for r in rows if r.refunded_at is None), Decimal(0))
+                assert money["charge"] == sum((r.price for r in rows), Decimal(0)), lease.id
+                assert -money["refund"] <= money["charge"] - kept, lease.id
+
+    @invariant()
+    def each_invoice_holds_only_its_months_entries(self) -> None:
+        """Months are the platform calendar's: nothing served after a month's end (there)
+        is on that month's invoice."""
+        with self.p.db.read() as s:
+            for inv in s.scalars(select(Invoice).where(Invoice.kind == "invoice")):
+                _, end = period_bounds(inv.period, self.p.settings.zone)
+                for e in s.scalars(select(LedgerEntry).where(LedgerEntry.invoice_id == inv.id)):
+                    assert (e.service_at or e.at) < end, (inv.period, e.id)
+
+    @invariant()
     def finalized_invoices_never_change(self) -> None:
         with self.p.db.read() as s:
             for inv in s.scalars(select(Invoice).where(Invoice.status == "final")):
@@ -193,6 +265,7 @@ class LeaseMachine(RuleBasedStateMachine):
                     InvoiceLine.invoice_id == inv.id)))
                 assert inv.total == sum(lines, Decimal(0)) == -sum(
                     (e.amount for e in claimed), Decimal(0)), inv.id
+                assert inv.total >= 0, inv.id  # money back beyond it is carried forward
                 invoiced += inv.total
             unbilled = -sum((e.amount for e in billable if e.invoice_id is None), Decimal(0))
             assert invoiced + unbilled == -sum((e.amount for e in billable), Decimal(0))
@@ -220,7 +293,15 @@ class PostgresLeaseMachine(LeaseMachine):
     db = "postgresql"
 
 
+class VatOnTopLeaseMachine(LeaseMachine):
+    """The price book writes prices without VAT: every invariant holds the same."""
+
+    prices_include_vat = False
+
+
 TestLeasesSQLite = LeaseMachine.TestCase
 TestLeasesSQLite.settings = RUN
 TestLeasesPostgres = PostgresLeaseMachine.TestCase
 TestLeasesPostgres.settings = settings(RUN, max_examples=10)  # each example costs more there
+TestLeasesVatOnTop = VatOnTopLeaseMachine.TestCase
+TestLeasesVatOnTop.settings = settings(RUN, max_examples=10)

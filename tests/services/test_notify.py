@@ -20,6 +20,7 @@ from aiosmtpd.controller import Controller
 from gpulease.db.tables import User
 from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.errors import Forbidden, InvalidInput
+from gpulease.domain.leases import local_text
 from gpulease.platform import Platform
 from gpulease.services import leases, notify
 from gpulease.worker import lease_sweep
@@ -96,7 +97,9 @@ def test_reminders_by_email_and_signed_webhook(
         admin = s.get(User, tenant.principal.user_id).email  # type: ignore[union-attr]
     assert mail["To"] == admin and mail["From"] == "billing@provider.example"
     assert mail["Subject"] == f"[gpulease] Lease of {iid} ends in 7 days"
-    assert lease.ends_at.strftime("%Y-%m-%d %H:%M") in mail.get_content()
+    # the end on the platform's calendar (Asia/Shanghai), with its offset
+    assert local_text(lease.ends_at, fleet.settings.zone) in mail.get_content()
+    assert "UTC+08:00" in mail.get_content()
     ((headers, body),) = receiver.calls
     assert notify.verify_signature(hook["secret"], headers["X-Gpulease-Signature"], body)
     assert not notify.verify_signature(hook["secret"], headers["X-Gpulease-Signature"],

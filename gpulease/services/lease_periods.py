@@ -1,0 +1,93 @@
+"""A lease's periods in the database: the first at delivery, more at each renewal (each
+with its own term, price and dates, anchored as domain/leases.py counts them), and the
+refund of those not begun when the lease ends early."""
+
+from __future__ import annotations
+
+from datetime import datetime, tzinfo
+from decimal import Decimal
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpulease.db.money_tables import Lease, LeasePeriod
+from gpulease.db.tables import Instance
+from gpulease.domain.leases import Period, early_end_refund, first_period, following_periods
+from gpulease.schemas.money import LeasePeriodView
+from gpulease.services.history import note
+from gpulease.services.wallet import post, wallet_for_update
+
+
+def _period(row: LeasePeriod) -> Period:
+    return Period(seq=row.seq, term=row.term, price=row.price, anchor=row.anchor_at,
+                  index=row.run_index, starts_at=row.starts_at, ends_at=row.ends_at)
+
+
+def _row(lease: Lease, p: Period) -> LeasePeriod:
+    return LeasePeriod(lease_id=lease.id, seq=p.seq, term=p.term, price=p.price,
+                       anchor_at=p.anchor, run_index=p.index, starts_at=p.starts_at,
+                       ends_at=p.ends_at, refunded_at=None)
+
+
+def rows_of(s: Session, lease_id: str) -> list[LeasePeriod]:
+    return list(s.scalars(select(LeasePeriod).where(LeasePeriod.lease_id == lease_id)
+                          .order_by(LeasePeriod.seq)))
+
+
+def paid_periods(s: Session, lease_id: str) -> list[Period]:
+    """The lease's periods still paid for (not refunded), in order."""
+    return [_period(r) for r in rows_of(s, lease_id) if r.refunded_at is None]
+
+
+def start(s: Session, lease: Lease, tz: tzinfo) -> Period:
+    """The first period, from the lease's start at its base term and price."""
+    first = first_period(lease.starts_at, lease.term, lease.unit_price, tz)
+    s.add(_row(lease, first))
+    return first
+
+
+def plan(s: Session, lease: Lease, term: str, price: Decimal, count: int, tz: tzinfo
+         ) -> list[Period]:
+    """The periods a renewal by `count` × `term` at `price` would add (nothing written)."""
+    rows = rows_of(s, lease.id)
+    if not rows:  # a lease from before periods were kept: one period up to its end
+        last = Period(seq=0, term=lease.term, price=lease.unit_price, anchor=lease.starts_at,
+                      index=0, starts_at=lease.starts_at, ends_at=lease.ends_at)
+    else:
+        last = _period(rows[-1])
+    return following_periods(last, term, price, count, tz)
+
+
+def add(s: Session, lease: Lease, periods: list[Period]) -> None:
+    for p in periods:
+        s.add(_row(lease, p))
+    lease.ends_at = periods[-1].ends_at
+    lease.periods += len(periods)
+
+
+def refund_unstarted(s: Session, inst: Instance, lease: Lease, fee_percent: Decimal,
+                     now: datetime, *, actor: str) -> Decimal:
+    """An early end: the periods not begun are refunded, less the fee, and marked so. A
+    started period stays paid whatever its term."""
+    rows = {r.seq: r for r in rows_of(s, lease.id) if r.refunded_at is None}
+    todo, refund = early_end_refund([_period(r) for r in rows.values()], now, fee_percent)
+    for p in todo:
+        rows[p.seq].refunded_at = now
+    if refund > 0:
+        terms = ", ".join(f"{p.term} from {p.starts_at:%Y-%m-%d}" for p in todo[:3]) + (
+            f" and {len(todo) - 3} more" if len(todo) > 3 else "")
+        paid = sum((p.price for p in todo), Decimal("0.00"))
+        text = (f"early end of {inst.id}: {len(todo)} period(s) not begun ({terms}), "
+                f"¥{paid:,.2f} paid, less {fee_percent.normalize():f}%")
+        post(s, wallet_for_update(s, inst.tenant_id, now), "refund", refund, now,
+             instance_id=inst.id, reference=text[:200],
+             item=f"Early termination refund: {inst.id}", quantity=Decimal(len(todo)),
+             unit="period")
+        note(s, now, inst.id, "refund", f"¥{refund:,.2f} refunded: {text}", actor=actor)
+    return refund
+
+
+def schedule(s: Session, lease_id: str) -> list[LeasePeriodView]:
+    return [LeasePeriodView(seq=r.seq, term=r.term, price=r.price, starts_at=r.starts_at,
+                            ends_at=r.ends_at, refunded=r.refunded_at is not None)
+            for r in rows_of(s, lease_id)]
