@@ -134,6 +134,80 @@ def top_up(tenant_id: str, amount: str,
     out.print(f"{tenant_id}: balance ¥{Decimal(w['balance']):,.2f}", highlight=False)
 
 
+@app.command()
+def payout(tenant_id: str, amount: str,
+           reference: Annotated[str, typer.Option(help="the refund's bank reference")],
+           url: UrlOpt = "", token: TokenOpt = "") -> None:
+    """Operator: record wallet balance paid back to the tenant's original payment."""
+    w = api(lambda: connect(url, token).post_json(
+        f"/tenants/{tenant_id}/payouts", {"amount": amount, "reference": reference}))
+    out.print(f"{tenant_id}: ¥{Decimal(amount):,.2f} paid out; balance "
+              f"¥{Decimal(w['balance']):,.2f}", highlight=False)
+
+
+@app.command("billing-profile")
+def billing_profile(
+    title: Annotated[str | None, typer.Option(help="发票抬头: the buyer's name")] = None,
+    tax_id: Annotated[str, typer.Option(help="纳税人识别号")] = "",
+    address: Annotated[str, typer.Option(help="registered address")] = "",
+    phone: Annotated[str, typer.Option()] = "",
+    bank: Annotated[str, typer.Option(help="开户行")] = "",
+    bank_account: Annotated[str, typer.Option(help="账号")] = "",
+    invoice_type: Annotated[str, typer.Option(
+        help="normal (普票) or special (专票: needs every field)")] = "normal",
+    email: Annotated[str, typer.Option(help="where the fapiao is sent")] = "",
+    tenant: Annotated[str | None, typer.Option(help="operator: which tenant")] = None,
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+) -> None:
+    """The buyer printed on your invoices; with --title, set it (tenant admin)."""
+    suffix = f"?tenant={tenant}" if tenant else ""
+    client = connect(url, token)
+    if title is None:
+        b = api(lambda: client.get_json(f"/billing-profile{suffix}"))
+    else:
+        b = api(lambda: client.put_json(f"/billing-profile{suffix}", {
+            "title": title, "tax_id": tax_id, "address": address, "phone": phone,
+            "bank": bank, "bank_account": bank_account, "invoice_type": invoice_type,
+            "email": email}))
+    if as_json:
+        return print_json(b)
+    out.print(f"{b['title']} · {b['tax_id'] or 'no taxpayer id'} · "
+              f"{'专票 special' if b['invoice_type'] == 'special' else '普票 normal'}"
+              f"\n{b['address']} {b['phone']}\n{b['bank']} {b['bank_account']}"
+              + (f"\nfapiao to {b['email']}" if b["email"] else ""), highlight=False)
+
+
+@app.command("invoices-export")
+def invoices_export(period: Annotated[str, typer.Argument(help="YYYY-MM")],
+                    csv: Annotated[Path | None, typer.Option(
+                        help="write the CSV here (one row per line, buyer on each)")] = None,
+                    url: UrlOpt = "", token: TokenOpt = "") -> None:
+    """Operator: a month's final invoices and credit notes for the fapiao system (JSON to
+    stdout, or --csv FILE)."""
+    client = connect(url, token)
+    if csv is not None:
+        csv.write_bytes(api(lambda: client.get_bytes(
+            f"/invoices/export?period={period}&format=csv")))
+        out.print(f"wrote {csv}", highlight=False)
+        return None
+    return print_json(api(lambda: client.get_json(f"/invoices/export?period={period}")))
+
+
+@app.command()
+def revenue(start: Annotated[str, typer.Argument(help="first month, YYYY-MM")],
+            end: Annotated[str, typer.Argument(help="last month, YYYY-MM")],
+            url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Operator: invoiced net earned month by month over each line's service period."""
+    r = api(lambda: connect(url, token).get_json(f"/revenue?start={start}&end={end}"))
+    if as_json:
+        return print_json(r)
+    table = Table("month", "earned net ¥")
+    for m in r["months"]:
+        table.add_row(m["period"], f"{Decimal(m['net']):,.2f}")
+    table.add_row("total", f"{Decimal(r['total']):,.2f}")
+    out.print(table)
+
+
 @app.command("credit-limit")
 def credit_limit(tenant_id: str, amount: str, url: UrlOpt = "", token: TokenOpt = "") -> None:
     """Operator: let a tenant's orders hold up to this much beyond its balance."""
@@ -180,9 +254,15 @@ def invoice(invoice_id: Annotated[str, typer.Argument(help="id or number (GL2026
     if as_json:
         return print_json(inv)
     kind = "Credit note" if inv["kind"] == "credit_note" else "Invoice"
+    paid = {"paid": " · paid", "unpaid": f" · unpaid, ¥{Decimal(inv['amount_due'] or 0):,.2f} "
+            "due"}.get(inv.get("payment_status") or "", "")
     out.print(f"{kind} {inv['number'] or '(draft)'} · {inv['tenant_name']} · {inv['period']} · "
-              f"{inv['status']}" + (f" · corrects {inv['corrects']}: {inv['reason']}"
-                                    if inv["corrects"] else ""), highlight=False)
+              f"{inv['status']}{paid}" + (f" · corrects {inv['corrects']}: {inv['reason']}"
+                                          if inv["corrects"] else ""), highlight=False)
+    if inv.get("buyer"):
+        b = inv["buyer"]
+        out.print(f"buyer: {b['title']}" + (f" ({b['tax_id']})" if b["tax_id"] else ""),
+                  highlight=False)
     table = Table("#", "description", "qty", "unit price ¥", "net ¥", "VAT ¥", "amount ¥")
     for ln in inv["lines"]:
         qty = f"{ln['quantity']} {ln['unit'] or ''}" if ln["quantity"] is not None else ""

@@ -58,6 +58,10 @@ class LedgerEntry(Base):
     unit: Mapped[str | None] = mapped_column(String(16))
     unit_price: Mapped[Decimal | None] = mapped_column(UNIT_PRICE)
     service_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    # The span of service an entry pays for (lease periods, a usage span): its revenue is
+    # earned over it. (service_at says which month's invoice bills it.)
+    service_from: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    service_until: Mapped[datetime | None] = mapped_column(UtcDateTime())
     # The invoice (or credit note) that bills this entry: at most one, ever.
     invoice_id: Mapped[str | None] = mapped_column(ForeignKey("invoices.id"))
 
@@ -115,6 +119,13 @@ class Invoice(Base):
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
     finalized_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     digest: Mapped[str | None] = mapped_column(String(64))  # sha256 of the final content
+    # The buyer as the tenant's billing profile said when the invoice was finalized (JSON).
+    buyer: Mapped[str | None] = mapped_column(Text)
+    # Final invoices: paid while the wallet covers them; unpaid with what is due when the
+    # tenant's balance went below zero (credit limit), settled oldest first by top-ups.
+    payment_status: Mapped[str | None] = mapped_column(String(8), index=True)
+    amount_due: Mapped[Decimal | None] = mapped_column(MONEY)
+    paid_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
     # One monthly invoice per tenant and period (credit notes are not limited).
     __table_args__ = (Index("uq_invoices_tenant_period", "tenant_id", "period", unique=True,
@@ -178,6 +189,23 @@ class Lease(Base):
     auto_renew: Mapped[bool] = mapped_column(Boolean)
     reminders_sent: Mapped[str] = mapped_column(String(100))  # "7d,3d,1d,expiry"
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class BillingProfile(Base):
+    """What a tenant's invoices print about the buyer (domain/billing_profile.py)."""
+
+    __tablename__ = "billing_profiles"
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
+    title: Mapped[str] = mapped_column(String(200))
+    tax_id: Mapped[str] = mapped_column(String(20))
+    address: Mapped[str] = mapped_column(String(200))
+    phone: Mapped[str] = mapped_column(String(40))
+    bank: Mapped[str] = mapped_column(String(100))
+    bank_account: Mapped[str] = mapped_column(String(40))
+    invoice_type: Mapped[str] = mapped_column(String(8))
+    email: Mapped[str] = mapped_column(String(254))
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    updated_by: Mapped[str | None] = mapped_column(String(64))
 
 
 class LeasePeriod(Base):

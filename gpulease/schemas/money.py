@@ -180,6 +180,11 @@ class UsageView(BaseModel):
     duplicate: bool = Field(False, description="true: this key was recorded before; ignored")
 
 
+class RevenueLineView(BaseModel):
+    period: str = Field(description="YYYY-MM on the platform's calendar")
+    net: Money = Field(description="earned in that month (VAT excluded)")
+
+
 class InvoiceLineView(BaseModel):
     seq: int
     kind: str
@@ -194,6 +199,31 @@ class InvoiceLineView(BaseModel):
     net: Money
     vat: Money
     gross: Money
+    revenue: list[RevenueLineView] = Field(
+        default_factory=list,
+        description="the line's net earned month by month over its service period")
+
+
+class BillingProfileIn(BaseModel):
+    """The buyer on a tenant's invoices. `special` (专票) needs every field but `email`."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+    title: str = Field(min_length=1, max_length=200, description="发票抬头: the buyer's name")
+    tax_id: str = Field("", max_length=20, pattern=r"^[0-9A-Za-z]*$",
+                        description="纳税人识别号 (unified social credit code)")
+    address: str = Field("", max_length=200, description="registered address")
+    phone: str = Field("", max_length=40)
+    bank: str = Field("", max_length=100, description="开户行")
+    bank_account: str = Field("", max_length=40, description="账号")
+    invoice_type: Literal["normal", "special"] = Field(
+        "normal", description="normal: 增值税普通发票; special: 增值税专用发票")
+    email: str = Field("", max_length=254, description="where the fapiao is sent")
+
+
+class BillingProfileView(BillingProfileIn):
+    model_config = ConfigDict(extra="ignore")
+    tenant_id: str | None = None
+    updated_at: datetime | None = None
 
 
 class InvoiceView(BaseModel):
@@ -216,6 +246,12 @@ class InvoiceView(BaseModel):
     created_at: datetime
     finalized_at: datetime | None
     digest: str | None
+    buyer: BillingProfileView | None = Field(
+        None, description="the tenant's billing profile as it was when finalized")
+    payment_status: Literal["paid", "unpaid"] | None = Field(
+        None, description="final invoices: unpaid while the wallet is below zero")
+    amount_due: Money | None = None
+    paid_at: datetime | None = None
     lines: list[InvoiceLineView] = []
 
 
@@ -231,6 +267,22 @@ class InvoiceRunView(BaseModel):
     finalized: int
     tenants: int
     seconds: float
+
+
+class PayoutRequest(BaseModel):
+    """Operator: wallet balance paid back to the tenant's original payment."""
+
+    model_config = ConfigDict(extra="forbid")
+    amount: Decimal = Field(gt=0, max_digits=14, decimal_places=2)
+    reference: str = Field(min_length=1, max_length=200,
+                           description="the bank transfer's or refund's reference")
+
+
+class RevenueView(BaseModel):
+    start: str
+    end: str
+    months: list[RevenueLineView]
+    total: Money
 
 
 class CreditNoteRequest(BaseModel):

@@ -31,11 +31,30 @@ def _title(inv: InvoiceView) -> str:
     return f"{what} {inv.number or '(draft)'}"
 
 
+def _buyer_facts(inv: InvoiceView) -> list[str]:
+    b = inv.buyer
+    if b is None:
+        return [f"Customer: {inv.tenant_name} ({inv.tenant_id})"]
+    kind = "专票 special VAT invoice" if b.invoice_type == "special" else "普票 ordinary invoice"
+    facts = [f"Buyer (购买方): {b.title}" + (f", taxpayer id {b.tax_id}" if b.tax_id else "")
+             + f" ({kind})"]
+    if b.address or b.phone:
+        facts.append(f"Address, phone: {b.address} {b.phone}".rstrip())
+    if b.bank or b.bank_account:
+        facts.append(f"Bank, account: {b.bank} {b.bank_account}".rstrip())
+    return facts
+
+
 def render_csv(inv: InvoiceView) -> str:
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(("invoice", inv.number or inv.id, "tenant", inv.tenant_name or inv.tenant_id,
                 "period", inv.period, "status", inv.status, "currency", inv.currency))
+    if inv.buyer is not None:
+        b = inv.buyer
+        w.writerow(("buyer", b.title, "tax_id", b.tax_id, "invoice_type", b.invoice_type,
+                    "address", b.address, "phone", b.phone, "bank", b.bank,
+                    "bank_account", b.bank_account))
     w.writerow(CSV_COLUMNS)
     for ln in inv.lines:
         w.writerow((ln.seq, ln.kind, ln.instance_id or "", ln.description,
@@ -63,7 +82,7 @@ def render_pdf(inv: InvoiceView, issuer: str, issuer_tax_id: str = "") -> bytes:
                             topMargin=15 * mm, bottomMargin=15 * mm, title=_title(inv),
                             author=issuer)
     facts = [f"Issuer: {issuer}" + (f" (tax id {issuer_tax_id})" if issuer_tax_id else ""),
-             f"Customer: {inv.tenant_name} ({inv.tenant_id})", f"Period: {inv.period}",
+             *_buyer_facts(inv), f"Period: {inv.period}",
              f"Status: {inv.status}"
              + (f", finalized {inv.finalized_at:%Y-%m-%d %H:%M} UTC" if inv.finalized_at
                 else " (not an invoice until finalized)")]
@@ -92,3 +111,35 @@ def render_pdf(inv: InvoiceView, issuer: str, issuer_tax_id: str = "") -> bytes:
         story += [Spacer(1, 6 * mm), Paragraph(f"Seal (sha256): {inv.digest}", body)]
     doc.build(story)
     return buf.getvalue()
+
+
+EXPORT_COLUMNS = ("number", "kind", "corrects", "period", "finalized_at", "buyer", "tax_id",
+                  "invoice_type", "address", "phone", "bank", "bank_account", "email",
+                  "seq", "description", "quantity", "unit", "unit_price", "service_from",
+                  "service_to", "net", "vat_rate", "vat", "gross", "payment_status")
+
+
+def render_export_csv(invoices: list[InvoiceView]) -> str:
+    """A month's final invoices and credit notes, one row per line with the buyer on each:
+    what a fapiao system imports (UTF-8 with a BOM, so spreadsheet programs read the
+    Chinese names)."""
+    out = io.StringIO()
+    out.write("\ufeff")
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(EXPORT_COLUMNS)
+    for inv in invoices:
+        b = inv.buyer
+        buyer = ((b.title, b.tax_id, b.invoice_type, b.address, b.phone, b.bank,
+                  b.bank_account, b.email) if b else (inv.tenant_name, "", "", "", "", "", "",
+                                                      ""))
+        for ln in inv.lines:
+            w.writerow((inv.number, inv.kind, inv.corrects or "", inv.period,
+                        inv.finalized_at.isoformat() if inv.finalized_at else "", *buyer,
+                        ln.seq, ln.description,
+                        "" if ln.quantity is None else f"{ln.quantity:f}", ln.unit or "",
+                        "" if ln.unit_price is None else f"{ln.unit_price:f}",
+                        ln.service_from.isoformat() if ln.service_from else "",
+                        ln.service_to.isoformat() if ln.service_to else "",
+                        f"{ln.net:.2f}", f"{inv.vat_rate:f}", f"{ln.vat:.2f}",
+                        f"{ln.gross:.2f}", inv.payment_status or ""))
+    return out.getvalue()

@@ -26,7 +26,14 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from gpulease.db.money_tables import Invoice, InvoiceLine, InvoiceRun, InvoiceSequence, LedgerEntry
+from gpulease.db.money_tables import (
+    Invoice,
+    InvoiceLine,
+    InvoiceRun,
+    InvoiceSequence,
+    LedgerEntry,
+    Wallet,
+)
 from gpulease.db.tables import Event
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
@@ -37,9 +44,11 @@ from gpulease.domain.proration import period_bounds, period_of, previous_period
 from gpulease.domain.states import INVOICE, InvoiceStatus
 from gpulease.platform import Platform
 from gpulease.schemas.money import InvoiceRunView, InvoiceView
+from gpulease.services import billing_profiles
 from gpulease.services.history import INVOICE_RUN, by
 from gpulease.services.invoices import credited, dec, invoice_view
 from gpulease.services.lifecycle import bulk, initial, transition
+from gpulease.services.payments import PAID, settle
 from gpulease.services.wallet import post, wallet_for_update
 
 CHUNK = 500
@@ -54,15 +63,22 @@ _lines = cast(Table, InvoiceLine.__table__)
 
 # --- finalized invoices never change ------------------------------------------------------
 
+# What may change on a final invoice: whether it is paid (services/payments.py).
+PAYMENT_FIELDS = frozenset({"payment_status", "amount_due", "paid_at"})
+
+
 @event.listens_for(Session, "before_flush")
 def _refuse_changes_to_final(s: Session, _ctx: Any, _instances: Any) -> None:
     """A guard under the services: no ORM flush may alter or delete a final invoice or
-    its lines (the run's own set-based statements touch drafts only)."""
+    its lines (the run's own set-based statements touch drafts only), but for whether it
+    is paid."""
     for obj in (*s.dirty, *s.deleted):
         if isinstance(obj, Invoice):
-            status = inspect(obj).attrs.status.history
+            state = inspect(obj)
+            status = state.attrs.status.history
             before = (status.deleted or status.unchanged or [obj.status])[0]
-            if before == FINAL and (s.is_modified(obj) or obj in s.deleted):
+            changed = {a.key for a in state.attrs if a.history.has_changes()}
+            if before == FINAL and (changed - PAYMENT_FIELDS or obj in s.deleted):
                 raise Conflict(f"Invoice {obj.number or obj.id} is final and cannot change; "
                                "correct it with a credit note.")
         elif isinstance(obj, InvoiceLine):
@@ -196,7 +212,9 @@ def _lines_of(s: Session, drafts: dict[str, str], rate: Decimal, now: datetime) 
     rows = s.execute(
         select(LedgerEntry.invoice_id, LedgerEntry.kind, LedgerEntry.instance_id, label,
                LedgerEntry.unit, LedgerEntry.unit_price, func.sum(LedgerEntry.amount),
-               func.sum(LedgerEntry.quantity), func.min(_service), func.max(_service),
+               func.sum(LedgerEntry.quantity),
+               func.min(func.coalesce(LedgerEntry.service_from, _service)),
+               func.max(func.coalesce(LedgerEntry.service_until, _service)),
                func.count())
         .where(LedgerEntry.tenant_id.in_(list(drafts)),  # the (tenant, invoice) index
                LedgerEntry.invoice_id.in_(invoice_ids))
@@ -278,15 +296,25 @@ def _finalize(s: Session, content: Content, tenants: dict[str, str], period: str
     ids = sorted(content)
     numbers = _next_numbers(s, f"GL{period[:4]}", len(ids))
     tenant_of_invoice = {i: t for t, i in tenants.items()}
+    buyers = billing_profiles.snapshots(s, list(tenants))
+    # Paid from the prepaid wallet, but for tenants below zero: settled one by one below.
+    in_debt = set(s.scalars(select(Wallet.tenant_id).where(
+        Wallet.tenant_id.in_(list(tenants)), Wallet.balance < 0)))
     inv = _invoices
     s.connection().execute(
         update(inv).where(inv.c.id == bindparam("i"), FINALIZE.guard)
         .values(**FINALIZE.values, number=bindparam("num"), finalized_at=now, updated_at=now,
-                digest=bindparam("dig")),
-        [{"i": i, "num": num,
-          "dig": _digest(num, tenant_of_invoice[i], period, content[i][0], content[i][1])}
+                digest=bindparam("dig"), buyer=bindparam("buyer"),
+                payment_status=bindparam("ps"), amount_due=bindparam("due"),
+                paid_at=bindparam("paid")),
+        [{"i": i, "num": num, "buyer": buyers.get(tenant_of_invoice[i]),
+          "dig": _digest(num, tenant_of_invoice[i], period, content[i][0], content[i][1]),
+          **({"ps": None, "due": None, "paid": None} if tenant_of_invoice[i] in in_debt
+             else {"ps": PAID, "due": Decimal("0.00"), "paid": now})}
          for i, num in zip(ids, numbers, strict=True)])
     s.connection().execute(insert(Event), FINALIZE.events(ids, now, actor))
+    if in_debt:
+        settle(s, in_debt, now)
     return len(ids)
 
 
@@ -362,7 +390,7 @@ def finalize_invoice(p: Platform, actor: Principal, invoice_id: str) -> InvoiceV
         content = _recompute(s, {inv.tenant_id: inv.id}, rules.vat_rate, now)
         _finalize(s, content, {inv.tenant_id: inv.id}, inv.period, now, by(actor))
         s.expire(inv)
-        return invoice_view(s, inv, lines=True)
+        return invoice_view(s, inv, lines=True, tz=p.settings.zone)
 
 
 def sweep_invoices(p: Platform) -> InvoiceRunView | None:
@@ -443,6 +471,8 @@ def credit_note(p: Platform, actor: Principal, invoice_id: str, reason: str,
                               [(1, f"Correction of {inv.number}: {reason}"[:200], split.net,
                                 split.vat, split.gross)])
         transition(s, p, note, INVOICE, "finalize", now, actor=by(actor), reason=reason[:200])
-        return invoice_view(s, note, lines=True)
+        s.flush()
+        settle(s, [inv.tenant_id], now)  # money back pays what the invoices owed first
+        return invoice_view(s, note, lines=True, tz=p.settings.zone)
 
 

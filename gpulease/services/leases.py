@@ -91,7 +91,8 @@ def extend(s: Session, p: Platform, inst: Instance, lease: Lease, periods: int, 
     added = lease_periods.plan(s, lease, term, price, periods, p.settings.zone)
     amount = to_fen(sum((x.price for x in added), Decimal(0)))
     charge(s, inst.tenant_id, amount, now, instance_id=inst.id,
-           reference=f"renewal of {inst.id}: {periods} {term}(s) ({by})")
+           reference=f"renewal of {inst.id}: {periods} {term}(s) ({by})",
+           service=(added[0].starts_at, added[-1].ends_at))
     was = lease.status
     lease_periods.add(s, lease, added)
     lease.grace_until = None

@@ -203,7 +203,9 @@ class Effect:
 
 
 def _charge_first_period(c: Change) -> None:
-    wallet.charge_hold(c.s, c.row, c.now)
+    inst: Instance = c.row
+    term = inst.term if inst.kind in LEASED_KINDS else "hour"
+    wallet.charge_hold(c.s, inst, c.now, term_end(c.now, term, 1, c.p.settings.zone))
 
 
 def _start_lease(c: Change) -> None:

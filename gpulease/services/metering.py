@@ -138,7 +138,7 @@ def _charge(s: Session, wallet: Wallet, inst: Instance, row: UsageRecord, now: d
         post(s, wallet, "usage", -part, now, instance_id=inst.id,
              reference=f"usage {row.key}"[:200], item=_item(inst, row.kind),
              quantity=(quantity * share).quantize(QUANTUM), unit=USAGE_KINDS[row.kind].unit,
-             unit_price=price.quantize(QUANTUM), service_at=a)
+             unit_price=price.quantize(QUANTUM), service_at=a, service=(a, b))
 
 
 def report_usage(p: Platform, actor: Principal, records: Sequence[UsageIn]

@@ -22,6 +22,7 @@ from gpulease.domain.pricing import unit_price
 from gpulease.platform import Platform
 from gpulease.schemas import Page
 from gpulease.schemas.money import LedgerEntryView, WalletView
+from gpulease.services import payments
 from gpulease.services.history import WORKER, note
 
 MAX_TOP_UP = Decimal("100000000")  # ¥100M in one top-up: beyond that it is a typo
@@ -45,9 +46,12 @@ def post(s: Session, wallet: Wallet, kind: str, amount: Decimal, now: datetime, 
           user_id: str | None = None, item: str | None = None,
           quantity: Decimal | None = None, unit: str | None = None,
           unit_price: Decimal | None = None, service_at: datetime | None = None,
-          invoice_id: str | None = None) -> LedgerEntry:
+          service: tuple[datetime, datetime] | None = None, invoice_id: str | None = None
+          ) -> LedgerEntry:
     """Append one entry; the balance moves by exactly its amount in the same transaction.
-    `item`…`service_at` say what an invoice line shows for it."""
+    `item`…`service` say what an invoice line shows for it: `service_at` puts it on that
+    month's invoice (default: now), `service` is the span it pays for (its revenue is
+    earned over it)."""
     amount = to_fen(amount)
     wallet.balance = to_fen(wallet.balance + amount)
     wallet.updated_at = now
@@ -55,7 +59,9 @@ def post(s: Session, wallet: Wallet, kind: str, amount: Decimal, now: datetime, 
                         balance_after=wallet.balance, reference=reference,
                         instance_id=instance_id, created_by=user_id, item=item,
                         quantity=quantity, unit=unit, unit_price=unit_price,
-                        service_at=service_at, invoice_id=invoice_id)
+                        service_at=service_at, invoice_id=invoice_id,
+                        service_from=service[0] if service else None,
+                        service_until=service[1] if service else None)
     s.add(entry)
     return entry
 
@@ -146,12 +152,14 @@ def hold_first_period(s: Session, p: Platform, inst: Instance, now: datetime) ->
 
 
 def charge(s: Session, tenant_id: str, amount: Decimal, now: datetime, *,
-           instance_id: str | None, reference: str) -> None:
-    """Take `amount` now (a renewal), or refuse with 402 and the amount missing."""
+           instance_id: str | None, reference: str,
+           service: tuple[datetime, datetime] | None = None) -> None:
+    """Take `amount` now (a renewal, for the `service` span), or refuse with 402 and the
+    amount missing."""
     wallet = wallet_for_update(s, tenant_id, now)
     require_cover(wallet, amount, "This costs")
     post(s, wallet, "charge", -amount, now, instance_id=instance_id, reference=reference,
-          item=reference)
+         item=reference, service=service)
 
 
 def credit_late_delivery(s: Session, inst: Instance, now: datetime, sla_s: float,
@@ -190,8 +198,9 @@ def _held(s: Session, instance_id: str) -> Decimal:
                  LedgerEntry.kind.in_(("hold", "hold_release")))
 
 
-def charge_hold(s: Session, inst: Instance, now: datetime) -> None:
-    """Delivery: the order's hold becomes the charge for its first period."""
+def charge_hold(s: Session, inst: Instance, now: datetime, until: datetime) -> None:
+    """Delivery: the order's hold becomes the charge for its first period (which runs
+    until `until`)."""
     held = _held(s, inst.id)
     if held > 0:
         wallet = wallet_for_update(s, inst.tenant_id, now)
@@ -199,9 +208,10 @@ def charge_hold(s: Session, inst: Instance, now: datetime) -> None:
              reference=f"delivered {inst.id}")
         post(s, wallet, "charge", -held, now, instance_id=inst.id,
              reference=f"first {inst.term} of {inst.id} ({inst.sku})",
-             item=first_period_item(inst), quantity=Decimal(inst.node_count
-             if inst.kind != "container" else inst.gpu_count),
-             unit="server" if inst.kind != "container" else "GPU-hour")
+             item=first_period_item(inst), quantity=Decimal(
+                 inst.node_count if inst.kind != "container" else inst.gpu_count),
+             unit="server" if inst.kind != "container" else "GPU-hour",
+             service=(now, until))
 
 
 def return_hold(s: Session, inst: Instance, now: datetime) -> None:
@@ -237,6 +247,38 @@ def top_up(p: Platform, actor: Principal, tenant_id: str, amount: Decimal, refer
             raise Conflict(f"A top-up with reference {reference!r} is already recorded for "
                            "this tenant; nothing was added.")
         post(s, wallet, "topup", amount, now, reference=reference, user_id=actor.user_id)
+        s.flush()
+        payments.settle(s, [tenant_id], now)  # money in settles unpaid invoices
+        return _view(s, wallet)
+
+
+def payout(p: Platform, actor: Principal, tenant_id: str, amount: Decimal, reference: str
+           ) -> WalletView:
+    """An operator records wallet balance paid back to the tenant's original payment (a
+    bank refund); at most the balance (never the credit limit), one reference once."""
+    actor.require_operator()
+    reference = reference.strip()
+    if amount <= 0 or amount != to_fen(amount):
+        raise InvalidInput("amount", f"A payout is a positive amount in yuan with at most two "
+                                     f"decimals, not {amount}.")
+    if not reference:
+        raise InvalidInput("reference", "A payout needs the refund's reference (bank "
+                                        "transfer id).")
+    now = p.clock.now()
+    with p.db.write() as s:
+        wallet = wallet_for_update(s, tenant_id, now)
+        if amount > wallet.balance:
+            raise InvalidInput("amount", f"The balance is ¥{wallet.balance:,.2f}; at most that "
+                                         "can be paid out (a credit limit is not money held).")
+        dup = s.scalar(select(LedgerEntry.id).where(
+            LedgerEntry.tenant_id == tenant_id, LedgerEntry.kind == "payout",
+            LedgerEntry.reference == reference))
+        if dup is not None:
+            raise Conflict(f"A payout with reference {reference!r} is already recorded for "
+                           "this tenant; nothing was paid out.")
+        post(s, wallet, "payout", -amount, now, reference=reference, user_id=actor.user_id)
+        s.flush()
+        payments.settle(s, [tenant_id], now)
         return _view(s, wallet)
 
 

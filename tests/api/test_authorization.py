@@ -122,6 +122,8 @@ BODIES: dict[tuple[str, str], Any] = {
                                 "username": "u", "password": "p"},
     ("POST", "/api/v1/quotes"): {"sku": "h100-80g-x8", "region": "ningxia-1"},
     ("POST", "/api/v1/tenants/{tenant_id}/top-ups"): {"amount": "10", "reference": "t"},
+    ("POST", "/api/v1/tenants/{tenant_id}/payouts"): {"amount": "1", "reference": "p"},
+    ("PUT", "/api/v1/billing-profile"): {"title": "Acme 有限公司"},
     ("PUT", "/api/v1/tenants/{tenant_id}/credit-limit"): {"credit_limit": "10"},
     ("POST", "/api/v1/instances/{instance_id}/renew"): {"periods": 1},
     ("PUT", "/api/v1/instances/{instance_id}/auto-renew"): {"auto_renew": False},
@@ -143,7 +145,8 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/console/orders"): {"kind": "container", "offer": "rtx4090-24g-container",
                                   "gpus": 1, "ssh_key": ssh_key()},
 }
-QUERIES = {"/media/ipxe": {"mac": MAC}}
+QUERIES = {"/media/ipxe": {"mac": MAC}, "/api/v1/invoices/export": {"period": "2026-11"},
+           "/api/v1/revenue": {"start": "2026-01", "end": "2026-12"}}
 
 
 def routes(app: FastAPI) -> Iterator[tuple[str, str, APIRoute]]:

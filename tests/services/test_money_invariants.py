@@ -49,6 +49,7 @@ from gpulease.services import (
     leases,
     metering,
     orders,
+    payments,
     quotes,
     wallet,
 )
@@ -269,6 +270,18 @@ class LeaseMachine(RuleBasedStateMachine):
                 invoiced += inv.total
             unbilled = -sum((e.amount for e in billable if e.invoice_id is None), Decimal(0))
             assert invoiced + unbilled == -sum((e.amount for e in billable), Decimal(0))
+
+    @invariant()
+    def final_invoices_say_whether_they_are_paid(self) -> None:
+        with self.p.db.read() as s:
+            finals = list(s.scalars(select(Invoice).where(Invoice.kind == "invoice",
+                                                          Invoice.status == "final")))
+            for inv in finals:
+                assert inv.payment_status in ("paid", "unpaid"), inv.id
+                assert Decimal(0) <= (inv.amount_due or 0) <= inv.total, inv.id
+                assert (inv.payment_status == "unpaid") == ((inv.amount_due or 0) > 0)
+            due = sum((inv.amount_due or Decimal(0) for inv in finals), Decimal(0))
+            assert due <= payments.owed_on_invoices(s, self.t.tenant_id)
 
     @invariant()
     def no_usage_counted_twice_and_parts_sum_to_it(self) -> None:

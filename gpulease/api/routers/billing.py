@@ -12,17 +12,20 @@ from gpulease.api.access import EVERY_USER, Caller, access
 from gpulease.api.deps import Limit, Offset, PlatformDep, PrincipalDep
 from gpulease.schemas import Page
 from gpulease.schemas.money import (
+    BillingProfileIn,
+    BillingProfileView,
     CreditNoteRequest,
     InvoiceRunRequest,
     InvoiceRunView,
     InvoiceView,
+    RevenueView,
     SlaClaimView,
     SlaDecision,
     UsageBatch,
     UsageView,
 )
-from gpulease.services import invoice_run, invoices, metering, sla
-from gpulease.services.invoice_documents import render_csv, render_pdf
+from gpulease.services import billing_profiles, invoice_run, invoices, metering, sla
+from gpulease.services.invoice_documents import render_csv, render_export_csv, render_pdf
 
 router = APIRouter(tags=["billing"])
 TenantQuery = Annotated[str | None, Query(alias="tenant", description="operator: which tenant")]
@@ -74,6 +77,49 @@ def list_invoices(p: PlatformDep, actor: PrincipalDep, tenant: TenantQuery = Non
                   period: str | None = None, status: str | None = None, limit: Limit = 50,
                   offset: Offset = 0) -> Page[InvoiceView]:
     return invoices.list_invoices(p, actor, tenant, period, status, limit, offset)
+
+
+@router.get("/invoices/export", response_model=list[InvoiceView],
+            responses={200: {"content": {"text/csv": {}}}},
+            openapi_extra=access(Caller.OPERATOR))
+def export_invoices(period: Annotated[str, Query(description="YYYY-MM")], p: PlatformDep,
+                    actor: PrincipalDep, format: Literal["json", "csv"] = "json"
+                    ) -> list[InvoiceView] | Response:
+    """Operator: a month's final invoices and credit notes with their lines and buyers,
+    for the fapiao system (`?format=csv`: one row per line)."""
+    rows = invoices.export_period(p, actor, period)
+    if format == "csv":
+        return Response(render_export_csv(rows), media_type="text/csv; charset=utf-8",
+                        headers={"Content-Disposition":
+                                 f'attachment; filename="invoices-{period}.csv"'})
+    return rows
+
+
+@router.get("/revenue", response_model=RevenueView, openapi_extra=access(Caller.OPERATOR))
+def revenue(start: Annotated[str, Query(description="first month, YYYY-MM")],
+            end: Annotated[str, Query(description="last month, YYYY-MM")], p: PlatformDep,
+            actor: PrincipalDep) -> RevenueView:
+    """Operator: invoiced net earned month by month over each line's service period (a
+    year lease is earned month by month)."""
+    return invoices.revenue(p, actor, start, end)
+
+
+@router.get("/billing-profile", response_model=BillingProfileView,
+            openapi_extra=access(*EVERY_USER))
+def billing_profile(p: PlatformDep, actor: PrincipalDep, tenant: TenantQuery = None
+                    ) -> BillingProfileView:
+    """The buyer printed on the tenant's invoices (404 until one is set)."""
+    return billing_profiles.show_profile(p, actor, tenant)
+
+
+@router.put("/billing-profile", response_model=BillingProfileView,
+            openapi_extra=access(Caller.ADMIN, Caller.OPERATOR))
+def set_billing_profile(body: BillingProfileIn, p: PlatformDep, actor: PrincipalDep,
+                        tenant: TenantQuery = None) -> BillingProfileView:
+    """Tenant admin (or an operator with `?tenant=`): the invoice title, taxpayer id,
+    address, bank and 普票/专票; a special invoice needs them all. Invoices finalized from
+    now on print it; those issued before keep what they printed."""
+    return billing_profiles.set_profile(p, actor, body, tenant)
 
 
 @router.get("/invoices/{invoice_id}", response_model=InvoiceView,

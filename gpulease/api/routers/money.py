@@ -1,4 +1,4 @@
-"""Quotes, the prepaid wallet and its ledger, operator top-ups."""
+"""Quotes, the prepaid wallet and its ledger, operator top-ups and payouts."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from gpulease.schemas.money import (
     CreditLimitRequest,
     LeaseView,
     LedgerEntryView,
+    PayoutRequest,
     QuoteRequest,
     QuoteView,
     RenewRequest,
@@ -53,6 +54,15 @@ def top_up(tenant_id: str, body: TopUpRequest, p: PlatformDep, actor: PrincipalD
            ) -> WalletView:
     """Operator: record money received, with its payment reference (unique per tenant)."""
     return wallet.top_up(p, actor, tenant_id, body.amount, body.reference)
+
+
+@router.post("/tenants/{tenant_id}/payouts", response_model=WalletView, status_code=201,
+             openapi_extra=access(Caller.OPERATOR))
+def payout(tenant_id: str, body: PayoutRequest, p: PlatformDep, actor: PrincipalDep
+           ) -> WalletView:
+    """Operator: record wallet balance paid back to the tenant's original payment (at most
+    the balance; the reference once per tenant). Ledger kind `payout`."""
+    return wallet.payout(p, actor, tenant_id, body.amount, body.reference)
 
 
 @router.put("/tenants/{tenant_id}/credit-limit", response_model=WalletView,
