@@ -96,6 +96,16 @@ class Settings(BaseSettings):
     delivery_sla_s: float = Field(default=900.0, gt=0)
     # After a lease ends the machine stays this long (flagged) before it is erased.
     lease_grace_days: float = Field(default=3.0, ge=0)
+    # Spending bounded by the wallet (services/spending.py): metered usage that takes a
+    # tenant past balance + credit limit is warned at once; after this many hours without a
+    # top-up its containers stop and its bare metal is flagged to the operator, and orders
+    # are refused. A warning when the balance covers fewer hours of running containers.
+    overdraft_grace_hours: float = Field(default=24.0, ge=0)
+    low_balance_hours: float = Field(default=24.0, ge=0)
+    # Dunning: reminders of an unpaid invoice this many days after it was finalized; past
+    # the last limit, the tenant's new orders are refused until it is paid.
+    dunning_reminder_days: list[int] = Field(default_factory=lambda: [0, 7, 14])
+    dunning_suspend_days: int = Field(default=30, ge=1)
     # Lease reminders by e-mail to the tenant's admins; empty host: e-mail is not sent.
     # Where the platform may send on a tenant's behalf (services/egress.py): networks or
     # host names allowed beyond public addresses, and the provider's own networks refused.

@@ -16,6 +16,7 @@ from gpulease.cli.common import (
     connect,
     err,
     out,
+    parse_addons,
     print_json,
 )
 
@@ -106,18 +107,6 @@ def image_remove(image_id: str, url: UrlOpt = "", token: TokenOpt = "") -> None:
 
 
 # ----------------------------------------------------------------------- ordering
-def _addons(specs: list[str] | None) -> dict[str, str]:
-    found = {}
-    for spec in specs or []:
-        name, sep, qty = spec.partition("=")
-        if not sep:
-            err.print(f"[red]error[/red]: --add {spec!r}: expected NAME=QUANTITY, "
-                      "e.g. public-bandwidth=100")
-            raise typer.Exit(2)
-        found[name.strip()] = qty.strip()
-    return found
-
-
 @app.command()
 def quote(
     sku: Annotated[str, typer.Option(help="SKU id, e.g. h100-80g-x8")],
@@ -134,7 +123,7 @@ def quote(
 ) -> None:
     """The full fee list of a lease before ordering it."""
     body: dict[str, Any] = {"sku": sku, "region": region, "term": term, "count": count,
-                            "servers": servers, "add": _addons(add)}
+                            "servers": servers, "add": parse_addons(add)}
     if days_per_week is not None:
         body["days_per_week"] = str(days_per_week)
     q = api(lambda: connect(url, token).post_json("/quotes", body))

@@ -52,3 +52,16 @@ def print_json(data: Any) -> None:
     elif isinstance(data, list):
         data = [d.model_dump(mode="json") if isinstance(d, BaseModel) else d for d in data]
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def parse_addons(specs: list[str] | None) -> dict[str, str]:
+    """`--add NAME=QUANTITY` options as the API's `add`; exit 2 naming a malformed one."""
+    found = {}
+    for spec in specs or []:
+        name, sep, qty = spec.partition("=")
+        if not sep:
+            err.print(f"[red]error[/red]: --add {spec!r}: expected NAME=QUANTITY, "
+                      "e.g. public-bandwidth=100")
+            raise typer.Exit(2)
+        found[name.strip()] = qty.strip()
+    return found

@@ -21,6 +21,7 @@ from gpulease.cli.common import (
     connect,
     err,
     out,
+    parse_addons,
     print_json,
 )
 from gpulease.schemas import InstanceView, OrderRequest
@@ -95,6 +96,9 @@ def _follow(client: Client, inst: InstanceView, quiet: bool, timeout: float,
 
 
 KeyOpt = Annotated[list[Path], typer.Option("--ssh-key", help="public key file (repeatable)")]
+AddOpt = Annotated[list[str] | None, typer.Option(
+    help="add-on NAME=QUANTITY charged per period with the lease, repeatable: "
+    "public-bandwidth=100 (Mbps), extra-storage=2000 (GB), support-standard=1")]
 WaitOpt = Annotated[bool, typer.Option("--wait", help="with --json: wait until ready")]
 TimeoutOpt = Annotated[float, typer.Option(help="seconds to wait for delivery")]
 
@@ -107,12 +111,14 @@ def order_bare_metal(
     term: Annotated[str, typer.Option(help="day, month or year")] = "month",
     image: Annotated[str | None, typer.Option(help="image id (default: the offer's)")] = None,
     name: Annotated[str | None, typer.Option()] = None,
+    add: AddOpt = None,
     wait: WaitOpt = False, as_json: JsonOpt = False, timeout: TimeoutOpt = 1800.0,
     url: UrlOpt = "", token: TokenOpt = "",
 ) -> None:
     """Order one whole 8-GPU server and follow its delivery."""
-    req = OrderRequest(kind="bare_metal", sku=sku, region=region, term=term, image=image,
-                       ssh_keys=_read_keys(ssh_key), name=name)
+    req = OrderRequest.model_validate(dict(
+        kind="bare_metal", sku=sku, region=region, term=term, image=image,
+        ssh_keys=_read_keys(ssh_key), name=name, add=parse_addons(add)))
     _place_and_follow(url, token, req, wait or not as_json, as_json, timeout)
 
 
@@ -125,12 +131,14 @@ def order_cluster(
     term: Annotated[str, typer.Option()] = "month",
     image: Annotated[str | None, typer.Option()] = None,
     name: Annotated[str | None, typer.Option()] = None,
+    add: AddOpt = None,
     wait: WaitOpt = False, as_json: JsonOpt = False, timeout: TimeoutOpt = 1800.0,
     url: UrlOpt = "", token: TokenOpt = "",
 ) -> None:
     """Order N servers placed on one InfiniBand fabric (or be told what is free where)."""
-    req = OrderRequest(kind="cluster", nodes=nodes, sku=sku, region=region, term=term,
-                       image=image, ssh_keys=_read_keys(ssh_key), name=name)
+    req = OrderRequest.model_validate(dict(
+        kind="cluster", nodes=nodes, sku=sku, region=region, term=term, image=image,
+        ssh_keys=_read_keys(ssh_key), name=name, add=parse_addons(add)))
     _place_and_follow(url, token, req, wait or not as_json, as_json, timeout)
 
 

@@ -39,6 +39,12 @@ def wallet(tenant: Annotated[str | None, typer.Option(help="operator: which tena
               f"¥{Decimal(w['credit_limit']):,.2f}  held by undelivered orders "
               f"¥{Decimal(w['held']):,.2f}  available ¥{Decimal(w['available']):,.2f}",
               highlight=False)
+    if w.get("suspended_reason"):
+        out.print(f"[red]suspended[/red]: {w['suspended_reason']}; new orders are refused "
+                  "until you top up")
+    elif w.get("overdrawn_since"):
+        out.print(f"[yellow]overdrawn[/yellow] since {w['overdrawn_since'][:16]} UTC: top up "
+                  "before the grace ends")
 
 
 @app.command()
@@ -96,6 +102,32 @@ def renew(instance_id: str,
         body["term"] = term
     data = api(lambda: connect(url, token).post_json(f"/instances/{instance_id}/renew", body))
     return print_json(data) if as_json else _show_lease(data)
+
+
+@app.command()
+def addons(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
+           as_json: JsonOpt = False) -> None:
+    """A lease's add-ons, past, present and waiting for the end of the paid periods."""
+    rows = api(lambda: connect(url, token).get_json(f"/instances/{instance_id}/addons"))
+    if as_json:
+        return print_json(rows)
+    table = Table("add-on", "quantity", "unit", "unit price ¥", "since", "until")
+    for r in rows:
+        table.add_row(r["name"], r["quantity"], r["unit"], r["unit_price"], r["since"][:16],
+                      (r["until"] or "")[:16])
+    out.print(table)
+
+
+@app.command()
+def addon(instance_id: str, addon_id: Annotated[str, typer.Argument(
+              help="public-bandwidth, extra-storage, support-standard, support-premium")],
+          quantity: Annotated[str, typer.Argument(help="the new quantity; 0 removes it")],
+          url: UrlOpt = "", token: TokenOpt = "") -> None:
+    """Take, raise, lower or remove an add-on on a running lease: more is charged now for
+    the paid time left; less takes effect when the paid periods end."""
+    api(lambda: connect(url, token).put_json(f"/instances/{instance_id}/addons/{addon_id}",
+                                             {"quantity": quantity}))
+    addons(instance_id, url, token)
 
 
 @app.command("auto-renew")
@@ -205,6 +237,23 @@ def revenue(start: Annotated[str, typer.Argument(help="first month, YYYY-MM")],
     for m in r["months"]:
         table.add_row(m["period"], f"{Decimal(m['net']):,.2f}")
     table.add_row("total", f"{Decimal(r['total']):,.2f}")
+    out.print(table)
+
+
+@app.command("dunning")
+def dunning_cmd(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Operator: tenants overdrawn, suspended or with unpaid invoices."""
+    rows = api(lambda: connect(url, token).get_json("/dunning"))
+    if as_json:
+        return print_json(rows)
+    table = Table("tenant", "balance ¥", "owed on invoices ¥", "unpaid", "oldest (days)",
+                  "overdrawn since", "suspended", "running")
+    for r in rows:
+        table.add_row(f"{r['tenant_name']} ({r['tenant_id']})", f"{Decimal(r['balance']):,.2f}",
+                      f"{Decimal(r['owed_on_invoices']):,.2f}",
+                      ", ".join(r["unpaid_invoices"]), str(r["oldest_unpaid_days"] or ""),
+                      (r["overdrawn_since"] or "")[:16], r["suspended_reason"] or "",
+                      ", ".join(r["running"]))
     out.print(table)
 
 

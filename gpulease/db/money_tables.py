@@ -34,6 +34,12 @@ class Wallet(Base):
     balance: Mapped[Decimal] = mapped_column(MONEY)
     credit_limit: Mapped[Decimal] = mapped_column(MONEY)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    # Spending beyond balance + credit limit (services/spending.py): since when, and
+    # whether the tenant is suspended (orders refused; containers stopped) and why.
+    overdrawn_since: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    suspended_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    suspended_reason: Mapped[str | None] = mapped_column(String(500))
+    low_balance_notice_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
 
 class LedgerEntry(Base):
@@ -126,6 +132,7 @@ class Invoice(Base):
     payment_status: Mapped[str | None] = mapped_column(String(8), index=True)
     amount_due: Mapped[Decimal | None] = mapped_column(MONEY)
     paid_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    dunning_sent: Mapped[str | None] = mapped_column(String(60))  # "0,7": reminders sent
 
     # One monthly invoice per tenant and period (credit notes are not limited).
     __table_args__ = (Index("uq_invoices_tenant_period", "tenant_id", "period", unique=True,
@@ -226,14 +233,34 @@ class LeasePeriod(Base):
     refunded_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
 
+class InstanceAddon(Base):
+    """A periodic add-on on a leased instance (bandwidth, storage, support) from `since`
+    until `until` (open: still on), at the book price of when it was chosen. A change is a
+    new row: the old one ends when the change takes effect."""
+
+    __tablename__ = "instance_addons"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    instance_id: Mapped[str] = mapped_column(ForeignKey("instances.id"), index=True)
+    addon_id: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(200))
+    unit: Mapped[str] = mapped_column(String(16))
+    quantity: Mapped[Decimal] = mapped_column(Numeric(15, 3))
+    unit_price: Mapped[Decimal] = mapped_column(Numeric(14, 4))  # the book's, VAT as written
+    since: Mapped[datetime] = mapped_column(UtcDateTime())
+    until: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    created_by: Mapped[str | None] = mapped_column(String(64))
+
+
 class LeaseNotice(Base):
-    """The outbox of lease reminders (7, 3, 1 days before, at expiry, at erase)."""
+    """The outbox of what a tenant is told: lease reminders (7, 3, 1 days before, at expiry,
+    at erase) and money notices (low balance, overdrawn, suspended, dunning), which name no
+    lease."""
 
     __tablename__ = "lease_notices"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    lease_id: Mapped[str] = mapped_column(ForeignKey("leases.id"), index=True)
+    lease_id: Mapped[str | None] = mapped_column(ForeignKey("leases.id"), index=True)
     tenant_id: Mapped[str] = mapped_column(String(32), index=True)
-    instance_id: Mapped[str] = mapped_column(String(32))
+    instance_id: Mapped[str | None] = mapped_column(String(32))
     kind: Mapped[str] = mapped_column(String(16))
     text: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())

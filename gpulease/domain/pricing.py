@@ -75,13 +75,43 @@ def plain(value: Decimal, places: str = "0.0001") -> Decimal:
     return q.to_integral() if q == q.to_integral() else q.normalize()
 
 
-def _addon_quantity(addon: AddOn, qty: Decimal, months: Decimal, servers: int) -> Decimal:
+# Add-ons charged per lease period with the server (bandwidth, storage, support); a per-GB
+# add-on (egress) is metered usage instead.
+PERIODIC_UNITS = ("mbps-month", "gb-month", "month")
+
+
+def addon_quantity(unit: str, qty: Decimal, months: Decimal, servers: int) -> Decimal:
     """Quantity billed: per-month units scale with the lease length (and, for bandwidth and
     storage, per server); a per-GB fee is the GB given."""
-    if addon.unit == "gb":
+    if unit == "gb":
         return qty
-    per_server = servers if addon.unit in ("mbps-month", "gb-month") else 1
+    per_server = servers if unit in ("mbps-month", "gb-month") else 1
     return qty * months * per_server
+
+
+def addon_period(price: Decimal, unit: str, qty: Decimal, term: str, servers: int
+                 ) -> tuple[Decimal, Decimal]:
+    """(quantity billed, amount at book price) of a periodic add-on for one lease period of
+    `term`: the quote's add-on line for one period."""
+    billed = addon_quantity(unit, qty, months_in(term, 1), servers)
+    return plain(billed), to_fen(price * billed)
+
+
+def check_addon(catalog: Catalog, addon_id: str, qty: Decimal) -> AddOn:
+    """The periodic add-on `addon_id` for an order or a lease, or PricingError on `add`."""
+    addon = catalog.addon_by_id.get(addon_id)
+    if addon is None:
+        raise PricingError("add", f"Unknown add-on {addon_id!r}.", sorted(catalog.addon_by_id))
+    if addon.unit not in PERIODIC_UNITS:
+        raise PricingError("add", f"{addon_id} is metered ({addon.unit}): it is reported as "
+                                  "usage and billed by what was used, not ordered.",
+                           sorted(a.id for a in catalog.addons if a.unit in PERIODIC_UNITS))
+    if qty <= 0 or qty > 1_000_000:
+        raise PricingError("add", f"Add-on {addon_id} needs a quantity above 0 and at most "
+                                  f"1,000,000, not {qty}.")
+    if addon.unit == "month" and qty != qty.to_integral():
+        raise PricingError("add", f"{addon_id} is taken whole (1, 2, …), not {qty}.")
+    return addon
 
 
 def quote(catalog: Catalog, sku: str, region: str, term: str, count: int = 1,
@@ -113,7 +143,7 @@ def quote(catalog: Catalog, sku: str, region: str, term: str, count: int = 1,
         if qty <= 0:
             raise PricingError("add", f"Add-on {addon_id} needs a positive quantity, "
                                       f"not {qty}.")
-        billed = _addon_quantity(addon, qty, months, servers)
+        billed = addon_quantity(addon.unit, qty, months, servers)
         lines.append(QuoteLine(item=addon.id, description=addon.name, unit=addon.unit,
                                quantity=plain(billed), unit_price=addon.price,
                                amount=to_fen(addon.price * billed),

@@ -134,6 +134,12 @@ class OrderRequest(BaseModel):
         default=False,
         description="container: also let root log in over SSH with the password shown once "
                     "(off by default: SSH keys only); bare metal takes keys only")
+    add: dict[Annotated[str, Field(max_length=64)],
+              Annotated[Decimal, Field(gt=0, max_digits=12, decimal_places=3)]] = Field(
+        default_factory=dict, max_length=10, description=(
+            "bare metal / cluster: add-ons charged per period with the lease: "
+            "public-bandwidth (Mbps), extra-storage (GB), support-standard / "
+            "support-premium (1); the hold covers their first period"))
 
 
 class StageView(BaseModel):

@@ -19,6 +19,11 @@ class WalletView(BaseModel):
     held: Money = Field(description="held by orders not yet delivered (part of the balance)")
     available: Money = Field(description="balance + credit limit: what the next order may hold")
     updated_at: datetime
+    overdrawn_since: datetime | None = Field(
+        None, description="metered usage passed balance + credit limit: top up before grace "
+                          "ends")
+    suspended_reason: str | None = Field(
+        None, description="why new orders are refused (and containers were stopped)")
 
 
 class LedgerEntryView(BaseModel):
@@ -276,6 +281,37 @@ class PayoutRequest(BaseModel):
     amount: Decimal = Field(gt=0, max_digits=14, decimal_places=2)
     reference: str = Field(min_length=1, max_length=200,
                            description="the bank transfer's or refund's reference")
+
+
+class AddonView(BaseModel):
+    addon: str
+    name: str
+    unit: str
+    quantity: Decimal
+    unit_price: Decimal = Field(description="the book price when chosen, per unit")
+    since: datetime
+    until: datetime | None = Field(description="open: still on")
+
+
+class AddonRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    quantity: Decimal = Field(ge=0, max_digits=12, decimal_places=3,
+                              description="0 removes it (from the end of the paid periods)")
+
+
+class DunningView(BaseModel):
+    tenant_id: str
+    tenant_name: str
+    balance: Money
+    credit_limit: Money
+    owed_on_invoices: Money
+    unpaid_invoices: list[str]
+    oldest_unpaid_days: int | None
+    overdrawn_since: datetime | None = Field(description="spending passed balance + credit")
+    suspended_at: datetime | None = Field(description="orders refused; containers stopped "
+                                                      "when overdrawn")
+    suspended_reason: str | None
+    running: list[str] = Field(description="the tenant's running instances")
 
 
 class RevenueView(BaseModel):

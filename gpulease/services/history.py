@@ -17,6 +17,7 @@ SWEEP_TIMEOUTS = "sweep:timeouts"
 SWEEP_LEASES = "sweep:leases"
 METER = "meter:containers"
 INVOICE_RUN = "run:invoices"
+SWEEP_SPENDING = "sweep:spending"
 
 
 def by(principal: Principal) -> str:

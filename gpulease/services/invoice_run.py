@@ -63,15 +63,16 @@ _lines = cast(Table, InvoiceLine.__table__)
 
 # --- finalized invoices never change ------------------------------------------------------
 
-# What may change on a final invoice: whether it is paid (services/payments.py).
-PAYMENT_FIELDS = frozenset({"payment_status", "amount_due", "paid_at"})
+# What may change on a final invoice: whether it is paid (services/payments.py) and the
+# reminders sent while it is not (services/spending.py).
+PAYMENT_FIELDS = frozenset({"payment_status", "amount_due", "paid_at", "dunning_sent"})
 
 
 @event.listens_for(Session, "before_flush")
 def _refuse_changes_to_final(s: Session, _ctx: Any, _instances: Any) -> None:
     """A guard under the services: no ORM flush may alter or delete a final invoice or
     its lines (the run's own set-based statements touch drafts only), but for whether it
-    is paid."""
+    is paid and its reminders."""
     for obj in (*s.dirty, *s.deleted):
         if isinstance(obj, Invoice):
             state = inspect(obj)

@@ -39,9 +39,11 @@ def paid_periods(s: Session, lease_id: str) -> list[Period]:
     return [_period(r) for r in rows_of(s, lease_id) if r.refunded_at is None]
 
 
-def start(s: Session, lease: Lease, tz: tzinfo) -> Period:
-    """The first period, from the lease's start at its base term and price."""
-    first = first_period(lease.starts_at, lease.term, lease.unit_price, tz)
+def start(s: Session, lease: Lease, tz: tzinfo, price: Decimal | None = None) -> Period:
+    """The first period, from the lease's start at its base term; it cost `price` (the
+    servers and add-ons the order held; default: the lease's base price)."""
+    first = first_period(lease.starts_at, lease.term,
+                         lease.unit_price if price is None else price, tz)
     s.add(_row(lease, first))
     return first
 

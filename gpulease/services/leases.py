@@ -28,7 +28,7 @@ from gpulease.domain.pricing import PricingError
 from gpulease.domain.states import LEASE, InstanceStatus, LeaseStatus
 from gpulease.platform import Platform
 from gpulease.schemas.money import LeaseView
-from gpulease.services import lease_periods
+from gpulease.services import addons, lease_periods
 from gpulease.services.history import by, note
 from gpulease.services.lifecycle import transition
 from gpulease.services.wallet import charge, first_hold, first_period_amount
@@ -88,11 +88,16 @@ def extend(s: Session, p: Platform, inst: Instance, lease: Lease, periods: int, 
         price = held
     else:
         price = _current_price(p, inst, term)
-    added = lease_periods.plan(s, lease, term, price, periods, p.settings.zone)
-    amount = to_fen(sum((x.price for x in added), Decimal(0)))
+    # The add-ons on when the new periods start, each period's share on its own line.
+    extras = addons.period_lines(s, p, inst, lease.ends_at, term)
+    per_period = to_fen(price + sum((x.amount for x in extras), Decimal(0)))
+    added = lease_periods.plan(s, lease, term, per_period, periods, p.settings.zone)
+    amount = to_fen(price * periods)
     charge(s, inst.tenant_id, amount, now, instance_id=inst.id,
            reference=f"renewal of {inst.id}: {periods} {term}(s) ({by})",
-           service=(added[0].starts_at, added[-1].ends_at))
+           service=(added[0].starts_at, added[-1].ends_at),
+           extras=[x.line(periods) for x in extras])
+    amount = to_fen(per_period * periods)
     was = lease.status
     lease_periods.add(s, lease, added)
     lease.grace_until = None

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
@@ -40,7 +41,7 @@ from gpulease.domain.states import (
     LeaseStatus,
 )
 from gpulease.platform import Platform
-from gpulease.services import agents, lease_periods, wallet
+from gpulease.services import addons, agents, lease_periods, wallet
 from gpulease.services.history import record_event
 
 # --- where each machine lives in the database ------------------------------------------------
@@ -205,23 +206,26 @@ class Effect:
 def _charge_first_period(c: Change) -> None:
     inst: Instance = c.row
     term = inst.term if inst.kind in LEASED_KINDS else "hour"
-    wallet.charge_hold(c.s, inst, c.now, term_end(c.now, term, 1, c.p.settings.zone))
+    extras = [x.line() for x in addons.period_lines(c.s, c.p, inst, c.now, inst.term)]
+    wallet.charge_hold(c.s, inst, c.now, term_end(c.now, term, 1, c.p.settings.zone), extras)
 
 
 def _start_lease(c: Change) -> None:
     inst: Instance = c.row
     if inst.kind not in LEASED_KINDS:
         return
-    price = wallet.first_hold(c.s, inst.id)
-    if price is None:  # ordered before wallets existed: nothing held, no lease
+    held = wallet.first_hold(c.s, inst.id)
+    if held is None:  # ordered before wallets existed: nothing held, no lease
         return
+    extras = sum((x.amount for x in addons.period_lines(c.s, c.p, inst, c.now, inst.term)),
+                 Decimal(0))
     lease = Lease(id=uuid.uuid4().hex[:16], instance_id=inst.id, tenant_id=inst.tenant_id,
-                  term=inst.term, unit_price=price, starts_at=c.now,
+                  term=inst.term, unit_price=held - extras, starts_at=c.now,
                   ends_at=term_end(c.now, inst.term, 1, c.p.settings.zone), auto_renew=False,
                   periods=1, reminders_sent="", updated_at=c.now, **initial(Lease, LEASE))
     c.s.add(lease)
     c.s.flush()  # the period refers to it
-    lease_periods.start(c.s, lease, c.p.settings.zone)
+    lease_periods.start(c.s, lease, c.p.settings.zone, price=held)  # with its add-ons
 
 
 def _credit_late_delivery(c: Change) -> None:
@@ -282,7 +286,8 @@ EFFECTS: tuple[Effect, ...] = (
     Effect(INSTANCE, "deliver", _charge_first_period,
            "the order's hold becomes the charge for its first period"),
     Effect(INSTANCE, "deliver", _start_lease,
-           "bare metal and clusters: the lease term starts now, at the price the order held"),
+           "bare metal and clusters: the lease term starts now, at the price the order held "
+           "(its first period with the add-ons)"),
     Effect(INSTANCE, "deliver", _credit_late_delivery,
            "delivered later than the SLA: a credit on the first period, by the documented "
            "rule"),

@@ -25,6 +25,7 @@ from gpulease.domain.states import USAGE, UsageStatus
 from gpulease.platform import Platform
 from gpulease.schemas import Page
 from gpulease.schemas.money import UsageIn, UsageView
+from gpulease.services import spending
 from gpulease.services.history import by
 from gpulease.services.lifecycle import initial, transition
 from gpulease.services.usage_bounds import beyond_bounds
@@ -124,6 +125,7 @@ def record(s: Session, p: Platform, inst: Instance, key: str, kind: str, quantit
     s.flush()  # its id, for the answer
     if held is None:
         _charge(s, wallet, inst, row, now, p.settings.zone)
+        spending.check_overdraft(s, p, wallet, now)  # past the limit: told at once
     return row, False
 
 

@@ -1,7 +1,7 @@
-"""Lease reminders leave the outbox by e-mail (SMTP, to the tenant's admins) and by a
-webhook signed with the tenant's secret. Each channel is marked when it succeeds, so a
-failed webhook is retried without mailing twice; after MAX_ATTEMPTS a notice is given up
-with its last error (visible to the operator)."""
+"""Lease reminders and money notices leave the outbox by e-mail (SMTP, to the tenant's
+admins) and by a webhook signed with the tenant's secret. Each channel is marked when it
+succeeds, so a failed webhook is retried without mailing twice; after MAX_ATTEMPTS a notice
+is given up with its last error (visible to the operator)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,19 @@ MAX_ATTEMPTS = 8
 SIGNATURE_HEADER = "X-Gpulease-Signature"
 SUBJECTS = {"7d": "ends in 7 days", "3d": "ends in 3 days", "1d": "ends tomorrow",
             "expiry": "has expired: grace period started", "erased": "grace ended: erasing"}
+# Money notices (services/spending.py) name no lease.
+MONEY_SUBJECTS = {"low_balance": "Your balance is running low",
+                  "overdrawn": "Your account is past its credit limit: top up",
+                  "suspended": "Your account is suspended",
+                  "restored": "Your account is open again",
+                  "dunning": "An invoice is unpaid"}
+
+
+def _subject(kind: str, instance_id: str | None) -> tuple[str, str]:
+    """(e-mail subject, webhook event) of a notice."""
+    if kind in MONEY_SUBJECTS:
+        return f"[gpulease] {MONEY_SUBJECTS[kind]}", f"billing.{kind}"
+    return f"[gpulease] Lease of {instance_id} {SUBJECTS.get(kind, kind)}", f"lease.{kind}"
 
 
 def sign(secret: str, timestamp: int, body: bytes) -> str:
@@ -133,16 +146,16 @@ def deliver_notices(p: Platform, limit: int = 50) -> int:
     for nid, kind, iid, text, created, admins, mailed, hooked, hook in jobs:
         errors: list[str] = []
         mail_ok = hook_ok = None
+        subject, event = _subject(kind, iid)
         if mailed is None and admins and p.settings.smtp_host:
             try:
-                send_email(p, admins, f"[gpulease] Lease of {iid} {SUBJECTS.get(kind, kind)}",
-                       text)
+                send_email(p, admins, subject, text)
                 mail_ok = p.clock.now()
             except (OSError, smtplib.SMTPException) as exc:
                 errors.append(f"e-mail: {exc}")
         if hooked is None and hook is not None:
             try:
-                _webhook(p, hook[0], hook[1], {"event": f"lease.{kind}", "instance_id": iid,
+                _webhook(p, hook[0], hook[1], {"event": event, "instance_id": iid,
                                             "text": text, "notice_id": nid,
                                             "created_at": created.isoformat()})
                 hook_ok = p.clock.now()

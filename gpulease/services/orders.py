@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -16,11 +17,13 @@ from gpulease.db.tables import Event, Instance, Node
 from gpulease.domain.accounts import Principal
 from gpulease.domain.catalog import BARE_METAL_TERMS, Term
 from gpulease.domain.errors import InvalidInput, OutOfStock
+from gpulease.domain.pricing import PricingError, check_addon
 from gpulease.domain.ssh import check_ssh_key
 from gpulease.domain.states import INSTANCE, INSTANCE_STAGE
 from gpulease.platform import Platform
 from gpulease.schemas import InstanceView, OrderRequest
 from gpulease.security import new_id, new_root_password
+from gpulease.services import addons
 from gpulease.services.catalog import bare_metal_stock, free_gpus_by_node
 from gpulease.services.history import by
 from gpulease.services.idempotency import idem_for, remember, replay
@@ -57,6 +60,7 @@ class Plan:
     container_offer: str | None
     name: str | None
     password_login: bool = False
+    add: tuple[tuple[str, Decimal], ...] = ()  # add-ons and quantities
 
 
 def plan_order(p: Platform, req: OrderRequest) -> Plan:
@@ -68,6 +72,9 @@ def plan_order(p: Platform, req: OrderRequest) -> Plan:
         )
     keys = tuple(check_ssh_key(k) for k in req.ssh_keys)
     if req.kind == "container":
+        if req.add:
+            raise InvalidInput("add", "Add-ons go with bare-metal and cluster leases; a "
+                                      "container's egress is metered. Leave add out.")
         if not req.offer:
             raise InvalidInput("offer", "A container order needs an offer.",
                                sorted(c.container_offer_by_id))
@@ -118,8 +125,14 @@ def plan_order(p: Platform, req: OrderRequest) -> Plan:
         raise InvalidInput("gpus", "GPU count is fixed by the SKU for bare metal; leave it out.")
     sku = c.sku_by_id[req.sku]
     image = _image(p, req.image or offer.default_image, c.gpu_by_id[sku.gpu].vendor)
+    for addon_id, qty in req.add.items():
+        try:
+            check_addon(c, addon_id, qty)
+        except PricingError as exc:
+            raise InvalidInput(exc.field, str(exc), exc.accepted) from None
     return Plan(req.kind, req.sku, req.region, term, image, req.nodes,
-                req.nodes * sku.gpu_count, keys, None, req.name)
+                req.nodes * sku.gpu_count, keys, None, req.name,
+                add=tuple(sorted(req.add.items())))
 
 
 def _image(p: Platform, image_id: str, vendor: str) -> str:
@@ -209,7 +222,8 @@ def _place(s: Session, p: Platform, actor: Principal, tenant: str, plan: Plan) -
             c.gpus = held[c.id]
         events += node_claim_events(claimed, inst.id, now, who)
     conn.execute(_INSERT_EVENTS, events)
-    hold_first_period(s, p, inst, now)
+    extra = addons.attach_at_order(s, p, inst, dict(plan.add), now, who) if plan.add else 0
+    hold_first_period(s, p, inst, now, Decimal(extra))
     return assemble_view(p, inst, [(c, c.gpus, True) for c in claimed],
                          [Event(**e) for e in events])
 

@@ -4,6 +4,8 @@ turns the hold into a charge; an order that never reaches the tenant gets it bac
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -118,11 +120,12 @@ def first_period_item(inst: Instance) -> str:
     return f"{inst.sku} · {inst.region} · first {inst.term} of {inst.id}"
 
 
-# Debit only when covered, and say the new balance: the lock, the check and the write in
-# one statement. ROUND keeps SQLite (which stores REALs) on whole fen, as post() does.
+# Debit only when covered and the tenant is not suspended, and say the new balance: the
+# lock, the check and the write in one statement. ROUND keeps SQLite (which stores REALs)
+# on whole fen, as post() does.
 _TAKE_IF_COVERED = (
     update(Wallet)
-    .where(Wallet.tenant_id == bindparam("tenant"),
+    .where(Wallet.tenant_id == bindparam("tenant"), Wallet.suspended_at.is_(None),
            Wallet.balance + Wallet.credit_limit >= bindparam("amount", type_=Wallet.balance.type))
     .values(balance=func.round(Wallet.balance - bindparam("amount"), 2),
             updated_at=bindparam("at", type_=Wallet.updated_at.type))
@@ -130,16 +133,22 @@ _TAKE_IF_COVERED = (
 )
 
 
-def hold_first_period(s: Session, p: Platform, inst: Instance, now: datetime) -> Decimal:
-    """Hold the order's first period, or refuse with 402 and the amount missing. Called in
-    the order's own transaction: a refusal writes nothing."""
-    amount = first_period_amount(p, inst)
+def hold_first_period(s: Session, p: Platform, inst: Instance, now: datetime,
+                      extra: Decimal = Decimal(0)) -> Decimal:
+    """Hold the order's first period (and `extra`: its add-ons'), or refuse with 402 and
+    the amount missing. Called in the order's own transaction: a refusal writes nothing."""
+    amount = first_period_amount(p, inst) + extra
     reference = f"first {inst.term} of {inst.id}"
     conn = s.connection()
     balance = conn.execute(_TAKE_IF_COVERED, {"tenant": inst.tenant_id, "amount": amount,
                                               "at": now}).scalar()
-    if balance is None:  # no wallet yet, or short: the exact check says how much is missing
+    if balance is None:  # no wallet yet, short or suspended: the exact check says which
         wallet = wallet_for_update(s, inst.tenant_id, now)
+        if wallet.suspended_at is not None:
+            raise PaymentRequired(
+                f"New orders are refused: your account is suspended ({wallet.suspended_reason})."
+                " Top up your account (or pay the invoice), then order again.",
+                max(Decimal("0.00"), -to_fen(wallet.balance + wallet.credit_limit)))
         require_cover(wallet, amount, f"This order holds its first {inst.term}:")
         post(s, wallet, "hold", -amount, now, instance_id=inst.id, reference=reference)
         return amount
@@ -151,15 +160,31 @@ def hold_first_period(s: Session, p: Platform, inst: Instance, now: datetime) ->
     return amount
 
 
+@dataclass(frozen=True)
+class Line:
+    """One more thing a charge pays for, on its own invoice line (an add-on's periods)."""
+
+    item: str
+    amount: Decimal
+    quantity: Decimal | None = None
+    unit: str | None = None
+    unit_price: Decimal | None = None
+
+
 def charge(s: Session, tenant_id: str, amount: Decimal, now: datetime, *,
            instance_id: str | None, reference: str,
-           service: tuple[datetime, datetime] | None = None) -> None:
-    """Take `amount` now (a renewal, for the `service` span), or refuse with 402 and the
-    amount missing."""
+           service: tuple[datetime, datetime] | None = None,
+           extras: Sequence[Line] = ()) -> None:
+    """Take `amount` and the `extras` now (a renewal and its add-ons, for the `service`
+    span), or refuse with 402 and the amount missing: all or nothing."""
     wallet = wallet_for_update(s, tenant_id, now)
-    require_cover(wallet, amount, "This costs")
+    require_cover(wallet, amount + sum((x.amount for x in extras), Decimal(0)), "This costs")
     post(s, wallet, "charge", -amount, now, instance_id=instance_id, reference=reference,
          item=reference, service=service)
+    for x in extras:
+        post(s, wallet, "charge", -x.amount, now, instance_id=instance_id,
+             reference=f"{x.item} ({reference})"[:200], item=x.item, quantity=x.quantity,
+             unit=x.unit, unit_price=x.unit_price, service=service)
 
 
 def credit_late_delivery(s: Session, inst: Instance, now: datetime, sla_s: float,
@@ -198,14 +223,21 @@ def _held(s: Session, instance_id: str) -> Decimal:
                  LedgerEntry.kind.in_(("hold", "hold_release")))
 
 
-def charge_hold(s: Session, inst: Instance, now: datetime, until: datetime) -> None:
+def charge_hold(s: Session, inst: Instance, now: datetime, until: datetime,
+                extras: Sequence[Line] = ()) -> None:
     """Delivery: the order's hold becomes the charge for its first period (which runs
-    until `until`)."""
+    until `until`): the servers' line and one for each of the `extras` it held for."""
     held = _held(s, inst.id)
     if held > 0:
         wallet = wallet_for_update(s, inst.tenant_id, now)
         post(s, wallet, "hold_release", held, now, instance_id=inst.id,
              reference=f"delivered {inst.id}")
+        for x in extras:
+            post(s, wallet, "charge", -x.amount, now, instance_id=inst.id,
+                 reference=f"{x.item} (first {inst.term})"[:200], item=x.item,
+                 quantity=x.quantity, unit=x.unit, unit_price=x.unit_price,
+                 service=(now, until))
+        held -= sum((x.amount for x in extras), Decimal(0))
         post(s, wallet, "charge", -held, now, instance_id=inst.id,
              reference=f"first {inst.term} of {inst.id} ({inst.sku})",
              item=first_period_item(inst), quantity=Decimal(
@@ -301,7 +333,9 @@ def _view(s: Session, wallet: Wallet) -> WalletView:
     return WalletView(tenant_id=wallet.tenant_id, balance=wallet.balance,
                       credit_limit=wallet.credit_limit, held=to_fen(held),
                       available=to_fen(wallet.balance + wallet.credit_limit),
-                      updated_at=wallet.updated_at)
+                      updated_at=wallet.updated_at, overdrawn_since=wallet.overdrawn_since,
+                      suspended_reason=wallet.suspended_reason if wallet.suspended_at
+                      else None)
 
 
 def tenant_of(actor: Principal, tenant_id: str | None) -> str:

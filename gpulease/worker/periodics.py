@@ -17,6 +17,7 @@ from gpulease.services.history import SWEEP_TIMEOUTS
 from gpulease.services.invoice_run import sweep_invoices
 from gpulease.services.notify import deliver_notices
 from gpulease.services.password_resets import deliver_reset_mails
+from gpulease.services.spending import sweep_spending
 from gpulease.worker.lease_sweep import sweep_leases
 from gpulease.worker.metering import meter_containers
 from gpulease.worker.nodes import fail_node
@@ -59,10 +60,13 @@ PERIODICS: tuple[Periodic, ...] = (
              "reminders, automatic renewals, grace, release and erase after grace"),
     Periodic("meter", lambda p, _owner: meter_containers(p),
              "each started container GPU-hour, charged once; unpaid containers released"),
+    Periodic("spending", lambda p, _owner: sweep_spending(p),
+             "overdraft warnings, suspension after grace (containers stopped, bare metal "
+             "flagged), low-balance warnings, reminders of unpaid invoices"),
     Periodic("invoices", lambda p, _owner: sweep_invoices(p),
              "the month's invoices: drafted on the 1st, final on the finalize day"),
     Periodic("notices", lambda p, _owner: deliver_notices(p),
-             "lease reminders by e-mail and signed webhook"),
+             "lease reminders and money notices by e-mail and signed webhook"),
     Periodic("password-resets", lambda p, _owner: deliver_reset_mails(p),
              "password reset links by e-mail, each once"),
     Periodic("audit", lambda p, _owner: prune(p),

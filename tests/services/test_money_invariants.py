@@ -44,6 +44,7 @@ from gpulease.schemas import OrderRequest
 from gpulease.schemas.money import QuoteRequest, UsageIn
 from gpulease.services import (
     accounts,
+    addons,
     instances,
     invoice_run,
     leases,
@@ -51,6 +52,7 @@ from gpulease.services import (
     orders,
     payments,
     quotes,
+    spending,
     wallet,
 )
 from gpulease.services.wallet import ledger_sums_to_balance
@@ -93,17 +95,20 @@ class LeaseMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         drop_schema(self.p, self.schema)
 
-    @rule(offer=OFFERS, term=st.sampled_from(["day", "month"]))
-    def order(self, offer: tuple[str, str], term: str) -> None:
+    @rule(offer=OFFERS, term=st.sampled_from(["day", "month"]),
+          add=st.sampled_from([{}, {}, {"public-bandwidth": Decimal(10)},
+                               {"support-standard": Decimal(1),
+                                "extra-storage": Decimal("33.3")}]))
+    def order(self, offer: tuple[str, str], term: str, add: dict[str, Decimal]) -> None:
         try:
             view, _ = orders.place_order(self.p, self.t.principal, OrderRequest(
-                sku=offer[0], region=offer[1], term=term, ssh_keys=[KEY]))
+                sku=offer[0], region=offer[1], term=term, ssh_keys=[KEY], add=add))
             self.ids.append(view.id)
         except (OutOfStock, PaymentRequired):
             return
         # the hold is the quote's total, VAT included whichever way prices are written
         quoted = quotes.make_quote(self.p, QuoteRequest(sku=offer[0], region=offer[1],
-                                                        term=term)).total
+                                                        term=term, add=add)).total
         with self.p.db.read() as s:
             assert wallet.first_hold(s, view.id) == quoted
 
@@ -156,6 +161,15 @@ class LeaseMachine(RuleBasedStateMachine):
                     assert s.scalar(select(Lease.ends_at).where(
                         Lease.instance_id == iid)) == before
 
+    @rule(data=st.data(), mbps=st.sampled_from([0, 5, 50]))
+    def change_bandwidth(self, data: st.DataObject, mbps: int) -> None:
+        """Raise (charged pro rata now), lower or remove (from the end of the paid
+        periods) an add-on on a running lease."""
+        if self.ids:
+            with contextlib.suppress(Conflict, InvalidInput, PaymentRequired):
+                addons.set_addon(self.p, self.t.principal, data.draw(st.sampled_from(self.ids)),
+                                 "public-bandwidth", Decimal(mbps))
+
     @rule(data=st.data(), on=st.booleans())
     def auto_renew(self, data: st.DataObject, on: bool) -> None:
         if self.ids:
@@ -190,6 +204,7 @@ class LeaseMachine(RuleBasedStateMachine):
         lease_sweep.sweep_leases(self.p)
         self.worker.run_until_idle(timeout_s=60)
         container_meter.meter_containers(self.p)
+        spending.sweep_spending(self.p)
         invoice_run.sweep_invoices(self.p)
         self.worker.run_until_idle(timeout_s=60)
 

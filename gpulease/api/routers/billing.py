@@ -15,6 +15,7 @@ from gpulease.schemas.money import (
     BillingProfileIn,
     BillingProfileView,
     CreditNoteRequest,
+    DunningView,
     InvoiceRunRequest,
     InvoiceRunView,
     InvoiceView,
@@ -24,7 +25,14 @@ from gpulease.schemas.money import (
     UsageBatch,
     UsageView,
 )
-from gpulease.services import billing_profiles, invoice_run, invoices, metering, sla
+from gpulease.services import (
+    billing_profiles,
+    invoice_run,
+    invoices,
+    metering,
+    sla,
+    spending,
+)
 from gpulease.services.invoice_documents import render_csv, render_export_csv, render_pdf
 
 router = APIRouter(tags=["billing"])
@@ -102,6 +110,14 @@ def revenue(start: Annotated[str, Query(description="first month, YYYY-MM")],
     """Operator: invoiced net earned month by month over each line's service period (a
     year lease is earned month by month)."""
     return invoices.revenue(p, actor, start, end)
+
+
+@router.get("/dunning", response_model=list[DunningView], openapi_extra=access(Caller.OPERATOR))
+def dunning(p: PlatformDep, actor: PrincipalDep) -> list[DunningView]:
+    """Operator: tenants overdrawn, suspended or with unpaid invoices: balance, what the
+    invoices owe and since when, and their running instances (bare metal is flagged here,
+    not stopped)."""
+    return spending.dunning(p, actor)
 
 
 @router.get("/billing-profile", response_model=BillingProfileView,

@@ -10,6 +10,8 @@ from gpulease.api.access import EVERY_USER, ORDERING, Caller, access
 from gpulease.api.deps import PAYMENT_REQUIRED, Limit, Offset, PlatformDep, PrincipalDep
 from gpulease.schemas import Page
 from gpulease.schemas.money import (
+    AddonRequest,
+    AddonView,
     AutoRenewRequest,
     CreditLimitRequest,
     LeaseView,
@@ -22,7 +24,7 @@ from gpulease.schemas.money import (
     WalletView,
     WebhookRequest,
 )
-from gpulease.services import leases, notify, quotes, wallet
+from gpulease.services import addons, leases, notify, quotes, wallet
 
 router = APIRouter(tags=["money"])
 TenantQuery = Annotated[str | None, Query(alias="tenant", description="operator: which tenant")]
@@ -70,6 +72,23 @@ def payout(tenant_id: str, body: PayoutRequest, p: PlatformDep, actor: Principal
 def credit_limit(tenant_id: str, body: CreditLimitRequest, p: PlatformDep,
                  actor: PrincipalDep) -> WalletView:
     return wallet.set_credit_limit(p, actor, tenant_id, body.credit_limit)
+
+
+@router.get("/instances/{instance_id}/addons", response_model=list[AddonView],
+            openapi_extra=access(*EVERY_USER, owned=True))
+def list_addons(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> list[AddonView]:
+    """The lease's add-ons: each with its quantity, book price and since / until."""
+    return addons.list_addons(p, actor, instance_id)
+
+
+@router.put("/instances/{instance_id}/addons/{addon_id}", response_model=list[AddonView],
+            responses=PAYMENT_REQUIRED, openapi_extra=access(*ORDERING, owned=True))
+def set_addon(instance_id: str, addon_id: str, body: AddonRequest, p: PlatformDep,
+              actor: PrincipalDep) -> list[AddonView]:
+    """Take, raise, lower or (quantity 0) remove an add-on on a running lease. More is
+    charged at once for the paid time left (pro rata in the current period); less takes
+    effect when the paid periods end, without a refund."""
+    return addons.set_addon(p, actor, instance_id, addon_id, body.quantity)
 
 
 @router.get("/instances/{instance_id}/lease", response_model=LeaseView,
