@@ -89,7 +89,8 @@ def world(fleet: Platform, worker: Worker) -> World:
            "token_id": token.id, "tenant_id": owner.tenant_id, "invoice_id": invoice,
            "certificate_id": "ec-0000000000", "command_id": "cmd-0000000000",
            "image_id": "img-0000000000", "drive_id": "cd-0000000000", "name": "ubuntu",
-           "action": "drain", "claim_id": "slc-000000000000", "record_id": "1"}
+           "action": "drain", "claim_id": "slc-000000000000", "record_id": "1",
+           "addon_id": "public-bandwidth"}
     secrets = {owner.tenant_id, instance, member_id, token.id, invoice, node_id}
     unsent = {unnamed, "owner-training", "owner-laptop", "owner@example.com",
               f"member-{owner.tenant_id}@example.com", owner.principal.user_id,
@@ -124,6 +125,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/api/v1/tenants/{tenant_id}/top-ups"): {"amount": "10", "reference": "t"},
     ("POST", "/api/v1/tenants/{tenant_id}/payouts"): {"amount": "1", "reference": "p"},
     ("PUT", "/api/v1/billing-profile"): {"title": "Acme 有限公司"},
+    ("PUT", "/api/v1/instances/{instance_id}/addons/{addon_id}"): {"quantity": "10"},
     ("PUT", "/api/v1/tenants/{tenant_id}/credit-limit"): {"credit_limit": "10"},
     ("POST", "/api/v1/instances/{instance_id}/renew"): {"periods": 1},
     ("PUT", "/api/v1/instances/{instance_id}/auto-renew"): {"auto_renew": False},

@@ -47,11 +47,12 @@ def _hold_stalled(monkeypatch: pytest.MonkeyPatch, tenant_id: str) -> tuple[thre
     claimed, go = threading.Event(), threading.Event()
     real = wallet.hold_first_period
 
-    def stalled(s: Any, p: Platform, inst: Any, now: Any) -> Decimal:
+    def stalled(s: Any, p: Platform, inst: Any, now: Any, extra: Decimal = Decimal(0)
+                ) -> Decimal:
         if inst.tenant_id == tenant_id:
             claimed.set()
             assert go.wait(30)
-        return real(s, p, inst, now)
+        return real(s, p, inst, now, extra)
 
     monkeypatch.setattr(orders, "hold_first_period", stalled)
     return claimed, go
