@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gpulease.db.limits import SessionLimits
@@ -156,6 +156,18 @@ class Settings(BaseSettings):
                 "GPULEASE_DATABASE_URL must start with sqlite:// or postgresql+psycopg://"
             )
         return value
+
+    @model_validator(mode="after")
+    def _own_address(self) -> Settings:
+        """Unless given, the URLs servers and BMCs reach the control plane at are its own
+        listening address (`up --port 9000` writes config drives for port 9000)."""
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "", "::") else self.host
+        base = f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
+        if "public_url" not in self.model_fields_set:
+            self.public_url = base
+        if "media_base_url" not in self.model_fields_set:
+            self.media_base_url = f"{self.public_url.rstrip('/')}/media"
+        return self
 
     @field_validator("time_zone")
     @classmethod

@@ -94,6 +94,10 @@ class Node(LockedRow, Base):
     agent_kind: Mapped[str] = mapped_column(String(16), default="builtin",
                                             server_default="builtin")
     bmc_address: Mapped[str] = mapped_column(String(300))
+    # One spelling per BMC endpoint (domain/enrollment.bmc_key) and the system's UUID:
+    # with the serial, what makes a second enrollment of the same server a 409.
+    bmc_key: Mapped[str | None] = mapped_column(String(300), index=True)
+    system_uuid: Mapped[str | None] = mapped_column(String(64), index=True)
     bmc_username: Mapped[str] = mapped_column(String(100))
     bmc_password_enc: Mapped[str] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(16))

@@ -3,12 +3,84 @@ BMC does not report are listed as unchecked, never counted as a mismatch."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from decimal import Decimal
+from urllib.parse import urlsplit
 
 from gpulease.domain.catalog import Offer
 
 MEMORY_TOLERANCE = Decimal("0.05")  # BMCs report usable memory, a little under installed
+DRIVE_TOLERANCE = Decimal("0.05")  # "7.68 TB" drives report 7.68e12 bytes, or a bit less
+GPU_MEMORY_TOLERANCE = Decimal("0.10")
+# A GPU family in a model name: H100, A800, 4090, 910B (not 80GB)
+_FAMILY = re.compile(r"(?<![A-Z0-9])([A-Z]{0,3}\d{3,4}[A-Z]?)(?![A-Z0-9])")
+_GPU_MEMORY = re.compile(r"(\d{2,3})\s*G(?:I?B)?(?![A-Z0-9])")
+# What BMCs print where a serial or UUID was never set.
+PLACEHOLDERS = {"", "to be filled by o.e.m.", "default string", "none", "n/a", "na",
+                "not specified", "system serial number", "0123456789", "unknown",
+                "00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff",
+                "03000200-0400-0500-0006-000700080009"}
+
+
+def identity(value: str | None) -> str | None:
+    """A serial or UUID that names one server, lower-cased; None for a placeholder."""
+    text = (value or "").strip().lower()
+    return None if text in PLACEHOLDERS else text
+
+
+def bmc_key(address: str) -> str:
+    """One spelling per BMC endpoint: scheme and case ignored, the default port and any
+    trailing slash dropped, the system's path kept (an emulator serves many systems on
+    one port). 'https://BMC-1:443/redfish/v1/' and 'http://bmc-1/' are the same BMC."""
+    parts = urlsplit(address.strip())
+    host = (parts.hostname or "").lower()
+    port = parts.port
+    if port in (80, 443):
+        port = None
+    netloc = f"[{host}]" if ":" in host else host
+    path = re.sub(r"/+", "/", parts.path).rstrip("/")
+    system = path if "/Systems/" in path else ""
+    return f"{netloc}{f':{port}' if port else ''}{system}"
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    """What the offer's GPU is called, reduced to what BMCs print of it."""
+
+    name: str  # the catalog's, e.g. "NVIDIA H100 SXM 80GB"
+    memory_gb: int
+
+    @property
+    def family(self) -> str | None:
+        found = _FAMILY.findall(self.name.upper())
+        return found[0] if found else None
+
+
+def gpu_model_difference(reported: tuple[str, ...], want: GpuModel) -> str | None | bool:
+    """A difference naming the GPUs that are another model; True when every model read
+    matches; None when no model names a family (a BMC that says only "GPU")."""
+    family = want.family
+    if family is None:
+        return None
+    others: list[str] = []
+    named = False
+    for model in reported:
+        text = model.upper()
+        families = _FAMILY.findall(text)
+        if not families:
+            continue
+        named = True
+        memory = _GPU_MEMORY.findall(text)
+        off_memory = memory and abs(Decimal(memory[0]) - want.memory_gb) > (
+            want.memory_gb * GPU_MEMORY_TOLERANCE)
+        if family not in families or off_memory:
+            others.append(model)
+    if others:
+        shown = ", ".join(f"{n} × {m}" for m, n in sorted(
+            {m: others.count(m) for m in others}.items()))
+        return f"GPU model {shown}, offer says {want.name}"
+    return True if named else None
 
 
 @dataclass(frozen=True)
@@ -32,6 +104,10 @@ class Facts:
     gpu_vendors: tuple[str, ...] = ()
     gpu_links: tuple[GpuLink, ...] = ()
     hot: tuple[str, ...] = ()  # sensors at or above their critical threshold, or unhealthy
+    gpu_models: tuple[str, ...] = ()
+    virtual_media: tuple[str, ...] | None = None  # media types of the virtual drives
+    boot_targets: tuple[str, ...] | None = None  # one-time boot targets the BMC allows
+    warnings: tuple[str, ...] = ()  # parts of the inventory the BMC did not give
 
 
 @dataclass(frozen=True)
@@ -59,9 +135,9 @@ class Comparison:
 
 
 def compare(offer: Offer, facts: Facts, gpu_count: int | None = None,
-            gpu_vendor: str | None = None) -> Comparison:
-    """`gpu_count` and `gpu_vendor` are the offer's SKU's (checked when the BMC lists
-    GPUs)."""
+            gpu_vendor: str | None = None, gpu_model: GpuModel | None = None) -> Comparison:
+    """`gpu_count`, `gpu_vendor` and `gpu_model` are the offer's SKU's (checked when the
+    BMC lists GPUs)."""
     differences: list[str] = []
     unchecked: list[str] = []
     checked: list[str] = []
@@ -77,6 +153,14 @@ def compare(offer: Offer, facts: Facts, gpu_count: int | None = None,
                                f"offer says {gpu_vendor}")
         else:
             checked.append("GPUs")
+    if gpu_model is not None and facts.gpu_count:
+        model = gpu_model_difference(facts.gpu_models, gpu_model)
+        if isinstance(model, str):
+            differences.append(model)
+        elif model is None:
+            unchecked.append("GPU model")
+        else:
+            checked.append("GPU model")
     for link in facts.gpu_links:
         if link.max_gen and link.max_lanes and (link.gen, link.lanes) != (
                 link.max_gen, link.max_lanes) and link.gen is not None:
@@ -98,7 +182,15 @@ def compare(offer: Offer, facts: Facts, gpu_count: int | None = None,
     elif facts.drive_count < wanted_drives:
         differences.append(f"{facts.drive_count} drives, offer says {wanted_drives}")
     else:
-        checked.append("drives")
+        sizes = _drive_sizes(offer, facts.drive_bytes or ())
+        if isinstance(sizes, str):
+            differences.append(sizes)
+        elif sizes is None:
+            checked.append("drive count")
+            unchecked.append("drive sizes")
+        else:
+            checked.append("drives")
+    notes += [f"inventory: {w}" for w in facts.warnings]
     if offer.nic_count is not None:  # the offer may leave NICs unchecked
         if facts.nic_count is None:
             unchecked.append("NICs")
@@ -106,4 +198,57 @@ def compare(offer: Offer, facts: Facts, gpu_count: int | None = None,
             differences.append(f"{facts.nic_count} NICs, offer says {offer.nic_count}")
         else:
             checked.append("NICs")
+    _boot_mode(offer, facts, differences, unchecked, checked)
     return Comparison(tuple(differences), tuple(unchecked), tuple(checked), tuple(notes))
+
+
+def _drive_sizes(offer: Offer, sizes: tuple[int, ...]) -> str | bool | None:
+    """Each of the offer's disk lines found among the drives, by capacity within 5 %:
+    True, a difference, or None when drives of unknown size could be the missing ones."""
+    pool = sorted(b for b in sizes if b)
+    unknown = sum(1 for b in sizes if not b)
+    missing = []
+    for disk in sorted(offer.disks, key=lambda d: -d.size_tb):
+        want = disk.size_tb * Decimal(10**12)
+        fit = [b for b in pool if abs(Decimal(b) - want) <= want * DRIVE_TOLERANCE][:disk.count]
+        for b in fit:
+            pool.remove(b)
+        if len(fit) < disk.count:
+            missing.append((disk, len(fit)))
+    if not missing:
+        return True
+    if unknown >= sum(d.count - n for d, n in missing):
+        return None
+    found = ", ".join(f"{n} × {Decimal(b) / 10**12:.2f} TB" for b, n in sorted(
+        {b: sizes.count(b) for b in sizes if b}.items(), reverse=True)) or "no sizes"
+    return ("drives: " + "; ".join(f"offer says {d.count} × {d.size_tb} TB {d.kind}, "
+                                   f"{n} found" for d, n in missing) + f" (the BMC lists "
+            f"{found})")
+
+
+def _boot_mode(offer: Offer, facts: Facts, differences: list[str], unchecked: list[str],
+               checked: list[str]) -> None:
+    """What the offer's way of booting needs from the BMC."""
+    if offer.boot == "virtual_media":
+        if facts.virtual_media is None:
+            unchecked.append("virtual media")
+            return
+        have = {m.lower() for m in facts.virtual_media}
+        lacks = [name for name, kinds in (("CD", {"cd", "dvd"}),
+                                          ("USB", {"usbstick", "floppy"}))
+                 if not have & kinds]
+        if lacks:
+            differences.append(f"no virtual {' or '.join(lacks)} slot, which virtual-media "
+                               "deploys need (the image on CD, the config drive on USB); "
+                               "use network boot for this offer")
+        else:
+            checked.append("virtual media")
+        return
+    target = {"pxe": "Pxe", "uefi_http": "UefiHttp"}[offer.boot]
+    if facts.boot_targets is None:
+        unchecked.append("boot targets")
+    elif target not in facts.boot_targets:
+        differences.append(f"the BMC cannot boot once from {target} (it allows "
+                           f"{', '.join(facts.boot_targets)}), which this offer needs")
+    else:
+        checked.append(f"{target} boot")

@@ -20,7 +20,7 @@ from sushy import auth as sushy_auth
 from sushy import exceptions as sx
 
 from gpulease.drivers import redfish_hardware as hw
-from gpulease.drivers.redfish_hardware import Fan, GpuDevice, PcieDevice, Temperature
+from gpulease.drivers.redfish_hardware import Drive, Fan, GpuDevice, PcieDevice, Temperature
 from gpulease.ports.bmc import (
     BmcEndpoint,
     BmcError,
@@ -56,13 +56,6 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Drive:
-    name: str | None
-    capacity_bytes: int | None
-    serial: str | None
-
-
-@dataclass(frozen=True)
 class Inventory:
     """What the BMC says about the server; None where it does not say."""
 
@@ -71,15 +64,21 @@ class Inventory:
     model: str | None
     serial: str | None
     memory_gib: float | None
-    processor_count: int | None
+    processor_count: int | None  # CPU sockets
     processor_model: str | None
     drives: tuple[Drive, ...] | None
-    nic_macs: tuple[str, ...] | None
+    nic_macs: tuple[str, ...] | None  # physical ports, each once
     gpus: tuple[GpuDevice, ...] | None = None
     pcie_devices: tuple[PcieDevice, ...] | None = None
     temperatures: tuple[Temperature, ...] | None = None
     fans: tuple[Fan, ...] | None = None
     unknown: tuple[str, ...] = field(default=())
+    uuid: str | None = None  # the system's UUID: with the serial, the server's identity
+    cpu_cores: int | None = None
+    cpu_threads: int | None = None
+    virtual_media: tuple[str, ...] | None = None  # the slots' media types (CD, USBStick…)
+    boot_targets: tuple[str, ...] | None = None  # BootSourceOverrideTarget allowed values
+    warnings: tuple[str, ...] = field(default=())  # read in part: what could not be
 
 
 def split_address(address: str) -> tuple[str, str | None]:
@@ -260,30 +259,39 @@ class RedfishBmc:
                 unknown.append(name)
                 return None
 
+        warnings: list[str] = []
         memory = system.memory_summary
         memory_gib = getattr(memory, "size_gib", None) if memory else None
         if memory_gib is None:
             unknown.append("memory")
-        processors = optional("processors", lambda: system.processors.summary)
-        drives = optional("storage", lambda: tuple(
-            Drive(d.name, d.capacity_bytes, d.serial_number)
-            for storage in system.storage.get_members() for d in storage.drives))
-        macs = optional("nics", lambda: tuple(
-            str(n.mac_address) for n in system.ethernet_interfaces.get_members()))
-        pcie = hw.optional(unknown, "pcie", lambda: hw.pcie_devices(system)) or None
-        if pcie is None and "pcie" not in unknown:
+        cpus = optional("processors", lambda: hw.cpus(system))
+        drives = optional("storage", lambda: hw.drives(system, warnings))
+        macs = optional("nics", lambda: hw.nic_macs(system))
+        pcie = hw.optional(unknown, "pcie", lambda: hw.pcie_devices(system)) or ()
+        if not any(d.kind == "gpu" for d in pcie):  # many GPU servers list them per chassis
+            pcie += hw.optional(warnings, "chassis PCIe devices unreadable",
+                                lambda: hw.chassis_pcie(system)) or ()
+        if not pcie and "pcie" not in unknown:
             unknown.append("pcie")  # an empty collection: the BMC lists none
-        gpus = hw.gpus(system, pcie)
+        gpus = hw.gpus(system, pcie or None)
         if gpus is None:
             unknown.append("gpus")
         cooling = hw.optional(unknown, "thermal", lambda: hw.thermal(system))
+        media = hw.optional(unknown, "virtual media", lambda: tuple(sorted({
+            str(getattr(t, "value", t)) for manager in system.managers
+            for m in manager.virtual_media.get_members() for t in m.media_types})))
+        boot = system.json.get("Boot") or {}
+        targets = boot.get("BootSourceOverrideTarget@Redfish.AllowableValues")
         return Inventory(
             system_id=system.identity, manufacturer=system.manufacturer, model=system.model,
             serial=system.serial_number, memory_gib=float(memory_gib) if memory_gib else None,
-            processor_count=processors.count if processors else None,
-            processor_model=(processors.architecture.value if processors and
-                             processors.architecture else None),
-            drives=drives, nic_macs=macs, gpus=gpus, pcie_devices=pcie,
+            processor_count=cpus.sockets if cpus else None,
+            processor_model=cpus.model if cpus else None,
+            drives=drives, nic_macs=macs, gpus=gpus, pcie_devices=pcie or None,
             temperatures=cooling[0] if cooling else None,
             fans=cooling[1] if cooling else None, unknown=tuple(unknown),
+            uuid=str(system.uuid).lower() if system.uuid else None,
+            cpu_cores=cpus.cores if cpus else None, cpu_threads=cpus.threads if cpus else None,
+            virtual_media=media, boot_targets=tuple(targets) if isinstance(targets, list)
+            else None, warnings=tuple(warnings),
         )

@@ -23,15 +23,24 @@ PCI_VENDORS = {
     "0x1000": "Broadcom", "0x14e4": "Broadcom", "0x1344": "Micron", "0x1e0f": "KIOXIA",
     "0x1c5c": "SK hynix", "0x1dd8": "AMD Pensando", "0x1cc4": "Union Memory",
 }
-# Manufacturer strings as BMCs spell them, to one name.
+# Manufacturer names, normalised (`maker_key`), to one name.
 MANUFACTURERS = {
-    "nvidia": "NVIDIA", "nvidia corporation": "NVIDIA", "nvidia corp.": "NVIDIA",
-    "mellanox": "NVIDIA Networking", "mellanox technologies": "NVIDIA Networking",
-    "huawei": "Huawei", "huawei technologies co., ltd.": "Huawei", "hisilicon": "Huawei",
-    "intel": "Intel", "intel corporation": "Intel", "intel(r) corporation": "Intel",
-    "amd": "AMD", "advanced micro devices, inc.": "AMD", "samsung": "Samsung",
-    "broadcom": "Broadcom", "broadcom / lsi": "Broadcom",
+    "nvidia": "NVIDIA", "mellanox": "NVIDIA Networking", "huawei": "Huawei",
+    "hisilicon": "Huawei", "intel": "Intel", "amd": "AMD", "advanced micro devices": "AMD",
+    "samsung": "Samsung", "broadcom": "Broadcom", "broadcom / lsi": "Broadcom", "lsi": "Broadcom",
+    "micron": "Micron", "kioxia": "KIOXIA", "sk hynix": "SK hynix",
 }
+# What BMCs add around a maker's name: marks, legal forms.
+_MAKER_NOISE = re.compile(
+    r"\((?:r|tm|c)\)|[®™©]|\b(?:corporation|corp|incorporated|inc|co|ltd|limited|llc|gmbh|"
+    r"technologies|technology|semiconductor)\b\.?", re.IGNORECASE)
+
+
+def maker_key(name: str) -> str:
+    """'Nvidia(R) Corporation', 'NVIDIA Corp.' → 'nvidia'; 'Huawei Technologies Co., Ltd.'
+    → 'huawei'."""
+    text = _MAKER_NOISE.sub(" ", name).lower()
+    return re.sub(r"[\s,.]+", " ", text).strip()
 ACCELERATOR_CLASSES = {sys_cons.DeviceClass.DISPLAY_CONTROLLER,
                        sys_cons.DeviceClass.PROCESSING_ACCELERATORS}
 BENIGN = (sx.MissingAttributeError, sx.ResourceNotFoundError, sx.ServerSideError,
@@ -79,8 +88,8 @@ def vendor_of(manufacturer: str | None = None, vendor_id: str | None = None) -> 
         found = PCI_VENDORS.get(vendor_id.lower())
         if found:
             return found
-    if manufacturer:
-        return MANUFACTURERS.get(manufacturer.strip().lower(), manufacturer.strip())
+    if manufacturer and manufacturer.strip():
+        return MANUFACTURERS.get(maker_key(manufacturer), manufacturer.strip())
     return None
 
 
@@ -143,13 +152,15 @@ def pcie_devices(system: Any) -> tuple[PcieDevice, ...]:
 
 
 def gpus(system: Any, pcie: tuple[PcieDevice, ...] | None) -> tuple[GpuDevice, ...] | None:
-    """GPUs as Processors of type GPU (the DMTF way); else the PCIe accelerators; None
-    when the BMC lists neither (unknown, not zero)."""
+    """GPUs as Processors of type GPU or Accelerator (the DMTF way); else the PCIe
+    accelerators (the system's and its chassis'); else the GraphicsControllers; None when
+    the BMC lists none of these (unknown, not zero)."""
     try:
         found = [GpuDevice(p.model, vendor_of(p.manufacturer),
                            p.json.get("SerialNumber"), "processors")
                  for p in system.processors.get_members()
-                 if p.processor_type == sys_cons.ProcessorType.GPU]
+                 if p.processor_type in (sys_cons.ProcessorType.GPU,
+                                         sys_cons.ProcessorType.ACCELERATOR)]
     except BENIGN:
         found = []
     if found:
@@ -159,7 +170,11 @@ def gpus(system: Any, pcie: tuple[PcieDevice, ...] | None) -> tuple[GpuDevice, .
                  for d in pcie if d.kind == "gpu"]
         if accel:
             return tuple(accel)
-    return None
+    try:
+        graphics = graphics_controllers(system)
+    except BENIGN + (ValueError,):
+        graphics = ()
+    return graphics or None
 
 
 def _chassis(system: Any) -> list[Any]:
@@ -187,3 +202,157 @@ def thermal(system: Any) -> tuple[tuple[Temperature, ...], tuple[Fan, ...]]:
         fans += [Fan(f.name, f.reading, getattr(f.reading_units, "value", f.reading_units),
                      _health(f.status)) for f in (th.fans or [])]
     return tuple(temps), tuple(fans)
+
+
+# --- read from the JSON, shaped as each vendor publishes it ----------------------------------
+# sushy's typed resources reject what a vendor omits or spells its own way (a storage
+# controller without MemberId); these readers walk the JSON and keep what they can read,
+# noting what they could not as warnings.
+
+@dataclass(frozen=True)
+class Drive:
+    name: str | None
+    capacity_bytes: int | None
+    serial: str | None
+
+
+@dataclass(frozen=True)
+class Cpus:
+    sockets: int | None
+    cores: int | None
+    threads: int | None  # None when a BMC leaves a processor's thread count out
+    model: str | None
+
+
+def _doc(system: Any, path: str) -> dict[str, Any]:
+    doc = system._conn.get(path=path).json()
+    return doc if isinstance(doc, dict) else {}
+
+
+def _link(doc: dict[str, Any], name: str) -> str | None:
+    value = doc.get(name)
+    path = value.get("@odata.id") if isinstance(value, dict) else None
+    return path if isinstance(path, str) else None
+
+
+def _members(system: Any, path: str) -> list[dict[str, Any]]:
+    out = []
+    for m in _doc(system, path).get("Members") or []:
+        ref = m.get("@odata.id") if isinstance(m, dict) else None
+        if isinstance(ref, str):
+            out.append({"@odata.id": ref, **_doc(system, ref)})
+    return out
+
+
+def cpus(system: Any) -> Cpus:
+    """Sockets, cores, threads and model from the Processors of type CPU."""
+    path = _link(system.json, "Processors")
+    if path is None:
+        raise sx.MissingAttributeError(attribute="Processors", resource=system.path)
+    cpu = [m for m in _members(system, path) if (m.get("ProcessorType") or "CPU") == "CPU"]
+    if not cpu:
+        raise sx.MissingAttributeError(attribute="Processors/Members", resource=system.path)
+
+    def total(key: str) -> int | None:
+        ints = [v for v in (m.get(key) for m in cpu) if isinstance(v, int) and v > 0]
+        return sum(ints) if len(ints) == len(cpu) else None
+
+    model = next((str(m["Model"]).strip() for m in cpu if m.get("Model")), None)
+    return Cpus(len(cpu), total("TotalCores"), total("TotalThreads"), model)
+
+
+# An Ethernet interface that is no port of the server: the BMC's own link to the host
+# (Redfish host interface, USB NIC) or a VLAN of a port listed already.
+_NOT_A_PORT = re.compile(r"host ?interface|usb ?nic|virtual ?nic|tomanager|\bvlan", re.I)
+
+
+def nic_macs(system: Any) -> tuple[str, ...]:
+    """The MAC of each physical port, once (VLAN copies and host interfaces left out)."""
+    path = _link(system.json, "EthernetInterfaces")
+    if path is None:
+        raise sx.MissingAttributeError(attribute="EthernetInterfaces", resource=system.path)
+    macs: list[str] = []
+    for nic in _members(system, path):
+        words = " ".join(str(nic.get(k) or "") for k in ("Id", "Name", "Description"))
+        if nic.get("EthernetInterfaceType") == "Virtual" or _NOT_A_PORT.search(words):
+            continue
+        mac = str(nic.get("PermanentMACAddress") or nic.get("MACAddress") or "").lower()
+        if mac and mac not in macs:
+            macs.append(mac)
+    return tuple(macs)
+
+
+def drives(system: Any, warnings: list[str]) -> tuple[Drive, ...]:
+    """Every drive of every storage subsystem; a controller that cannot be read is a
+    warning, not every drive unknown. SimpleStorage where the BMC has no Storage."""
+    found: list[Drive] = []
+    storage = _link(system.json, "Storage")
+    if storage is not None:
+        for sub in _members(system, storage):
+            refs = [d.get("@odata.id") for d in sub.get("Drives") or [] if isinstance(d, dict)]
+            for ref in refs:
+                try:
+                    d = _doc(system, str(ref))
+                except BENIGN + (ValueError,) as exc:
+                    warnings.append(f"drive {ref} unreadable: {exc}")
+                    continue
+                found.append(Drive(d.get("Name"), _bytes(d.get("CapacityBytes")),
+                                   d.get("SerialNumber")))
+    simple = _link(system.json, "SimpleStorage")
+    if not found and simple is not None:
+        for sub in _members(system, simple):
+            for dev in sub.get("Devices") or []:
+                state = (dev.get("Status") or {}).get("State")
+                if isinstance(dev, dict) and state != "Absent":
+                    found.append(Drive(dev.get("Name"), _bytes(dev.get("CapacityBytes")), None))
+    if storage is None and simple is None:
+        raise sx.MissingAttributeError(attribute="Storage", resource=system.path)
+    return tuple(found)
+
+
+def _bytes(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def chassis_pcie(system: Any) -> tuple[PcieDevice, ...]:
+    """PCIe devices listed under the system's chassis (where many GPU servers put them),
+    each classified by its functions' class and vendor id."""
+    out: list[PcieDevice] = []
+    for link in system.json.get("Links", {}).get("Chassis", []):
+        ref = link.get("@odata.id") if isinstance(link, dict) else None
+        if not isinstance(ref, str):
+            continue
+        path = _link(_doc(system, ref), "PCIeDevices")
+        if path is None:
+            continue
+        for dev in _members(system, path):
+            fn_path = _link(dev, "PCIeFunctions")
+            fns = _members(system, fn_path) if fn_path else [
+                _doc(system, f["@odata.id"]) for f in
+                (dev.get("Links") or {}).get("PCIeFunctions") or [] if isinstance(f, dict)]
+            vendor, kind = vendor_of(dev.get("Manufacturer")), "other"
+            for fn in fns:
+                vendor = vendor_of(dev.get("Manufacturer"), fn.get("VendorId")) or vendor
+                cls = fn.get("DeviceClass")
+                if cls in ("ProcessingAccelerators", "DisplayController"):
+                    kind = "gpu"
+                elif cls == "NetworkController" and kind == "other":
+                    kind = "network"
+                elif cls == "MassStorageController" and kind == "other":
+                    kind = "storage"
+            iface = dev.get("PCIeInterface") or {}
+            out.append(PcieDevice(
+                name=dev.get("Name"), vendor=vendor, model=dev.get("Model"), kind=kind,
+                gen=pcie_gen(iface.get("PCIeType")), lanes=iface.get("LanesInUse"),
+                max_gen=pcie_gen(iface.get("MaxPCIeType")), max_lanes=iface.get("MaxLanes")))
+    return tuple(out)
+
+
+def graphics_controllers(system: Any) -> tuple[GpuDevice, ...]:
+    """GPUs as the system's GraphicsControllers (Redfish 2022.1 and later)."""
+    path = _link(system.json, "GraphicsControllers")
+    if path is None:
+        return ()
+    return tuple(GpuDevice(g.get("Model") or g.get("Name"), vendor_of(g.get("Manufacturer")),
+                           g.get("SerialNumber"), "graphics")
+                 for g in _members(system, path))

@@ -1,7 +1,10 @@
 """Enrolling a server by its BMC: check the credentials, read the inventory, compare it
 with the offer. A match is powered off and made available; a mismatch stays in enrolling
 with a report that says what differs. A BMC that refuses or cannot be reached writes
-nothing and answers with the BMC's own message."""
+nothing and answers with the BMC's own message. A server is its BMC endpoint (however the
+URL is spelled), its system UUID and its serial: a second enrollment of the same server is
+a 409 naming the node, and nothing that changes the server (power) happens before every
+check has passed."""
 
 from __future__ import annotations
 
@@ -9,13 +12,13 @@ import json
 from dataclasses import asdict
 
 from pydantic import BaseModel
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gpulease.db.tables import Node
 from gpulease.domain.accounts import Principal
 from gpulease.domain.catalog import Offer
-from gpulease.domain.enrollment import Facts, GpuLink, compare
+from gpulease.domain.enrollment import Facts, GpuLink, GpuModel, bmc_key, compare, identity
 from gpulease.domain.errors import BadGateway, Conflict, InvalidInput
 from gpulease.domain.states import NodeStatus
 from gpulease.drivers.redfish import Inventory, RedfishBmc, split_address
@@ -63,7 +66,35 @@ def facts_of(inv: Inventory) -> Facts:
                                 d.max_lanes)
                         for d in inv.pcie_devices or () if d.kind == "gpu"),
         hot=hot,
+        gpu_models=tuple(g.model for g in inv.gpus or () if g.model),
+        virtual_media=inv.virtual_media, boot_targets=inv.boot_targets,
+        warnings=inv.warnings,
     )
+
+
+def _same_server(s: Session, key: str | None, uuid: str | None, serial: str | None
+                 ) -> tuple[Node, str] | None:
+    """An enrolled node that is this server, and by what."""
+    checks = [(Node.bmc_key == key, "its BMC address")] if key else []
+    if uuid:
+        checks.append((Node.system_uuid == uuid, f"its system UUID {uuid}"))
+    if serial:
+        checks.append((func.lower(Node.serial) == serial, f"its serial {serial}"))
+    for where, what in checks:
+        node = s.scalar(select(Node).where(where).limit(1))
+        if node is not None:
+            return node, what
+    return None
+
+
+def _refuse_same_server(s: Session, key: str | None, uuid: str | None,
+                        serial: str | None) -> None:
+    found = _same_server(s, key, uuid, serial)
+    if found is not None:
+        node, what = found
+        raise Conflict(f"This server is enrolled already as node {node.name} ({node.id}, "
+                       f"{node.status}): same {what.removeprefix('its ')}. Nothing was "
+                       "changed; see `gpulease nodes`.")
 
 
 def enroll(p: Platform, actor: Principal, req: EnrollRequest,
@@ -81,9 +112,9 @@ def enroll(p: Platform, actor: Principal, req: EnrollRequest,
         split_address(req.bmc)
     except BmcPermanentError as exc:
         raise InvalidInput("bmc", str(exc)) from None
-    with p.db.read() as s:
-        if s.scalar(select(Node.id).where(Node.bmc_address == req.bmc)):
-            raise Conflict(f"A node with BMC {req.bmc} is enrolled already; see `gpulease nodes`.")
+    key = bmc_key(req.bmc)
+    with p.db.read() as s:  # before the BMC is asked anything
+        _refuse_same_server(s, key, None, None)
 
     bmc = p.drivers.bmc_for("redfish", BmcEndpoint(req.name or req.bmc, req.bmc,
                                                   req.username, req.password))
@@ -95,12 +126,20 @@ def enroll(p: Platform, actor: Principal, req: EnrollRequest,
     except BmcError as exc:
         raise BadGateway(f"{exc}. Retry when the BMC answers.") from None
 
+    uuid, serial = identity(inv.uuid), identity(inv.serial)
+    name = req.name or _default_name(inv)
+    with p.db.read() as s:  # every check before anything changes on the server
+        _refuse_same_server(s, key, uuid, serial)
+        if s.scalar(select(Node.id).where(Node.name == name)):
+            raise Conflict(f"A node named {name} exists already (another server); pass "
+                           "--name.")
     facts = facts_of(inv)
     if offer is None:
         offer = _guess_offer(p, facts)
     sku = p.catalog.sku_by_id[offer.sku]
     gpu = p.catalog.gpu_by_id[sku.gpu]
-    result = compare(offer, facts, sku.gpu_count, VENDOR_NAMES.get(gpu.vendor, gpu.vendor))
+    result = compare(offer, facts, sku.gpu_count, VENDOR_NAMES.get(gpu.vendor, gpu.vendor),
+                     GpuModel(gpu.name, gpu.memory_gb))
     status, reason = NodeStatus.AVAILABLE, None
     if not result.matches:
         status, reason = NodeStatus.ENROLLING, result.report()
@@ -113,11 +152,12 @@ def enroll(p: Platform, actor: Principal, req: EnrollRequest,
         "offer": offer.id, "matches": result.matches, "differences": list(result.differences),
         "unchecked": list(result.unchecked), "checked": list(result.checked),
         "notes": list(result.notes)}}
-    name = req.name or _default_name(inv)
 
     def create(s: Session) -> _NodeId:
+        _refuse_same_server(s, key, uuid, serial)  # one enrolled at the same moment
         if s.scalar(select(Node.id).where(Node.name == name)):
-            raise Conflict(f"A node named {name} exists already; pass --name.")
+            raise Conflict(f"A node named {name} exists already (another server); pass "
+                           "--name.")
         if req.fabric:
             ensure_fabric(s, req.fabric, offer.region)
             s.flush()
@@ -127,7 +167,8 @@ def enroll(p: Platform, actor: Principal, req: EnrollRequest,
             bmc_driver="redfish", bmc_address=req.bmc, bmc_username=req.username,
             bmc_password=req.password, status=status, status_reason=reason,
             inventory_json=json.dumps(record), agent_kind=req.agent, runtime_url=req.runtime,
-            boot_address=str(req.boot_address) if req.boot_address else None))
+            boot_address=str(req.boot_address) if req.boot_address else None,
+            system_uuid=uuid))
         s.flush()
         return _NodeId(id=node.id)
 

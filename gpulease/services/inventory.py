@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from gpulease.db.tables import Fabric, Gpu, GpuAllocation, Node, NodeAgent, Rack
 from gpulease.domain.accounts import Principal
+from gpulease.domain.enrollment import bmc_key
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
 from gpulease.domain.states import NODE, NODE_BUSY, NodeStatus
 from gpulease.platform import Platform
@@ -42,6 +43,7 @@ class NodeSpec:
     agent_kind: str = "builtin"  # builtin (simulated stand-in) | gpulease (the real agent)
     runtime_url: str | None = None  # a shared server's Docker engine
     boot_address: str | None = None  # network boot: its boot NIC's address (DHCP)
+    system_uuid: str | None = None  # what its BMC says the system's UUID is
 
 
 def ensure_fabric(s: Session, fabric_id: str, region: str, kind: str = "infiniband",
@@ -72,6 +74,8 @@ def add_node(s: Session, p: Platform, spec: NodeSpec) -> Node:
         serial=spec.serial or f"SIM-{uuid.uuid4().hex[:10].upper()}", rack_id=spec.rack_id,
         fabric_id=spec.fabric_id, bmc_driver=spec.bmc_driver,
         bmc_address=spec.bmc_address or f"simulated://{spec.name}",
+        bmc_key=bmc_key(spec.bmc_address) if spec.bmc_address else None,
+        system_uuid=spec.system_uuid,
         bmc_username=spec.bmc_username, bmc_password_enc=p.box.seal(spec.bmc_password),
         **initial(Node, NODE, spec.status, spec.status_reason),
         inventory_json=spec.inventory_json, agent_kind=spec.agent_kind,

@@ -34,7 +34,7 @@ def _collection(root: Path, path: str, members: list[str]) -> None:
 
 
 def write_mockup(root: Path, gpus: int = 8, slow_slot: int | None = 3,
-                 hot_psu: bool = True) -> None:
+                 hot_psu: bool = True, serial: str = "INSP-H100-0001") -> None:
     """An Inspur-like H100 server: 2 CPUs, `gpus` H100s (GPU `slow_slot` reads Gen4 x8),
     4 ConnectX-7 InfiniBand ports, 2 Ethernet NICs, 2 TB memory, a hot PSU sensor."""
     system = f"{R}/Systems/1"
@@ -49,7 +49,8 @@ def write_mockup(root: Path, gpus: int = 8, slow_slot: int | None = 3,
     _write(root, system, {
         "@odata.type": "#ComputerSystem.v1_20_0.ComputerSystem", "Id": "1",
         "Name": "gpu-server", "Manufacturer": "Inspur", "Model": "NF5688M7",
-        "SerialNumber": "INSP-H100-0001", "PowerState": "On",
+        "SerialNumber": serial, "UUID": f"4c4c4544-0000-1000-8000-{serial.encode().hex()[-12:]}",
+        "PowerState": "On",
         "MemorySummary": {"TotalSystemMemoryGiB": 2048},
         "ProcessorSummary": {"Count": 2, "Model": "Intel Xeon Platinum 8480+"},
         "Processors": {"@odata.id": f"{system}/Processors"},

@@ -83,7 +83,7 @@ def test_enrollment_checks_gpus_and_notes_links_and_heat(
     assert len(record["bmc"]["gpus"]) == 8 and record["bmc"]["fans"]
 
     seven = tmp_path / "seven"
-    write_mockup(seven, gpus=7, slow_slot=None, hot_psu=False)
+    write_mockup(seven, gpus=7, slow_slot=None, hot_psu=False, serial="INSP-H100-0007")
     short = serve_mockup(seven)
     try:
         odd = enrollment.enroll(platform, operator.principal, EnrollRequest(
