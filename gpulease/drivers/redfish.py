@@ -94,11 +94,48 @@ def split_address(address: str) -> tuple[str, str | None]:
     return root, (path if "/Systems/" in path else None)
 
 
+def _connection_hint(message: str, address: str) -> BmcError | None:
+    """What a failed connection means, when its cause says so: each its own answer with
+    what to do; a configuration error is permanent, a BMC that may come back transient."""
+    text = message.lower()
+    if "wrong_version_number" in text or "wrong version number" in text:
+        return BmcPermanentError(
+            f"BMC at {address}: https:// to a port that answers plain HTTP (the TLS handshake "
+            "failed); use http:// for this port, or the BMC's HTTPS port")
+    if "certificate verify failed" in text or "certificate_verify_failed" in text:
+        return BmcPermanentError(
+            f"BMC at {address}: its TLS certificate is not trusted; install its CA on this "
+            "host, or for a lab set GPULEASE_BMC_VERIFY_TLS=false")
+    if "timed out" in text or "timeout" in text:
+        return BmcTransientError(f"BMC at {address} did not answer in time (timed out); it "
+                                 "may be busy or rebooting: retried")
+    if "connection refused" in text or "errno 111" in text:
+        return BmcTransientError(
+            f"BMC at {address} refused the connection (nothing listens on that port): check "
+            "the address and port; retried in case the BMC is restarting")
+    if "name or service not known" in text or "nodename nor servname" in text or (
+            "failed to resolve" in text):
+        return BmcPermanentError(f"BMC at {address}: the host name does not resolve; check "
+                                 "the address")
+    return None
+
+
 def _translate(exc: Exception, address: str) -> BmcError:
     """sushy / requests errors -> the port's transient or permanent errors."""
     message = str(exc)
     if isinstance(exc, sx.AccessError):
-        return BmcPermanentError(f"BMC at {address} refused the credentials: {message}")
+        return BmcPermanentError(f"BMC at {address} refused the credentials: {message}; "
+                                 "check the user name and password")
+    if isinstance(exc, sx.ResourceNotFoundError) and message.rstrip("/ ").endswith(
+            ("/redfish/v1 not found", "/redfish/v1/ not found")):
+        return BmcPermanentError(f"BMC at {address}: nothing speaks Redfish there (no service "
+                                 "root at /redfish/v1); is this the BMC's address and port?")
+    if isinstance(exc, sx.ResourceNotFoundError):
+        return BmcPermanentError(f"BMC at {address}: {message}; check the system's path "
+                                 "(GET /redfish/v1/Systems lists them)")
+    if isinstance(exc, ValueError) and not isinstance(exc, sx.SushyError):
+        return BmcPermanentError(f"BMC at {address} answered something that is not Redfish "
+                                 f"JSON ({message[:120]}); is this the BMC's address?")
     if isinstance(exc, sx.ServerSideError):
         return BmcTransientError(f"BMC at {address} answered {exc.status_code}: {message}")
     if isinstance(exc, (sx.BadRequestError, sx.ResourceNotFoundError, sx.MissingActionError,
@@ -109,7 +146,8 @@ def _translate(exc: Exception, address: str) -> BmcError:
         cls = BmcTransientError if retry else BmcPermanentError
         return cls(f"BMC at {address} answered {exc.status_code}: {message}")
     if isinstance(exc, (sx.ConnectionError, requests.RequestException, OSError)):
-        return BmcTransientError(f"BMC at {address} unreachable: {message}")
+        return _connection_hint(message, address) or BmcTransientError(
+            f"BMC at {address} unreachable: {message}")
     return BmcTransientError(f"BMC at {address}: {type(exc).__name__}: {message}")
 
 

@@ -128,3 +128,39 @@ def test_a_supermicro_like_tree_of_another_gpu_and_small_drives_is_held_back(
     record = inventory.get_node(platform, operator.principal, node.id).inventory or {}
     assert record["bmc"]["processor_count"] == 2 and record["bmc"]["cpu_threads"] == 224
     assert Decimal(record["bmc"]["drives"][0]["capacity_bytes"]) == 480_103_981_056
+
+
+def test_each_bmc_address_mistake_gets_its_own_answer(
+    platform: Platform, operator: TenantCtx, tmp_path: Path,
+) -> None:
+    """TLS against a plain port and an address that is no Redfish service are the
+    operator's to fix (422 with what to do), a port nobody listens on may be a restarting
+    BMC (502, retried); nothing is recorded."""
+    import functools
+    import http.server
+    import threading
+
+    from gpulease.domain.errors import BadGateway, InvalidInput
+    from tests.conftest import free_port
+
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "index.html").write_text("<html>a web server</html>")
+    web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(
+        http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "www")))
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    port = web.server_address[1]
+    cases = [(f"https://127.0.0.1:{port}/redfish/v1/Systems/1", InvalidInput,
+              "answers plain HTTP"),
+             (f"http://127.0.0.1:{port}/redfish/v1/Systems/1", InvalidInput,
+              "nothing speaks Redfish there"),
+             (f"http://127.0.0.1:{free_port()}/redfish/v1/Systems/1", BadGateway,
+              "refused the connection")]
+    try:
+        for address, error, says in cases:
+            with pytest.raises(error, match=says):
+                enrollment.enroll(platform, operator.principal, EnrollRequest(
+                    bmc=address, username=USER, password=PASSWORD,
+                    offer="h100-80g-x8@ningxia-1"))
+    finally:
+        web.shutdown()
+    assert inventory.list_nodes(platform, operator.principal).total == 0
