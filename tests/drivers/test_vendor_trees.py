@@ -24,7 +24,7 @@ from gpulease.services import enrollment, inventory
 from tests.conftest import TenantCtx
 from tests.drivers.conftest import PASSWORD, USER
 from tests.drivers.redfish_mockup import StaticBmc, serve_mockup
-from tests.drivers.vendor_trees import write_dell_like, write_supermicro_like
+from tests.drivers.vendor_trees import write_dell_like, write_huawei_like, write_supermicro_like
 
 H100 = GpuModel("NVIDIA H100 SXM 80GB", 80)
 
@@ -164,3 +164,24 @@ def test_each_bmc_address_mistake_gets_its_own_answer(
     finally:
         web.shutdown()
     assert inventory.list_nodes(platform, operator.principal).total == 0
+
+
+def test_a_huawei_like_tree_of_ascend_npus_matches_its_offer(
+    platform: Platform, operator: TenantCtx, tmp_path: Path,
+) -> None:
+    write_huawei_like(tmp_path / "ibmc")
+    bmc = serve_mockup(tmp_path / "ibmc")
+    try:
+        node = enrollment.enroll(platform, operator.principal, EnrollRequest(
+            bmc=f"{bmc.url}/redfish/v1/Systems/1", username=USER, password=PASSWORD,
+            offer="ascend910b-64g-x8@huawei-zone"))
+    finally:
+        bmc.stop()
+    assert node.status == "available", node.status_reason
+    record = inventory.get_node(platform, operator.principal, node.id).inventory or {}
+    inv, comparison = record["bmc"], record["comparison"]
+    assert {g["vendor"] for g in inv["gpus"]} == {"Huawei"} and len(inv["gpus"]) == 8
+    assert (inv["processor_count"], inv["cpu_cores"], inv["cpu_threads"]) == (4, 192, 192)
+    assert inv["nic_macs"] == ["f4:1d:6b:00:00:01", "f4:1d:6b:00:00:02"]  # no virtual NIC
+    assert {"GPUs", "GPU model", "drives", "virtual media"} <= set(comparison["checked"])
+    assert any("HDDPlaneDisk9 unreadable" in n for n in comparison["notes"])

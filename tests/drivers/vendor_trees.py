@@ -8,6 +8,11 @@ sushy-static to serve over HTTP. Each carries what a tidy emulator does not:
   (CD and RemovableDisk), UEFI HTTP among the boot targets.
 - `write_supermicro_like`: GPUs as Processors of type GPU (A100s), SimpleStorage only with
   two 480 GB SATA drives, a manager with a CD slot only, no boot-target list.
+- `write_huawei_like`: an iBMC-style Atlas 800T A2: Ascend 910B NPUs as Processors of type
+  Accelerator, a drive listed but not served, the virtual host NIC marked Virtual.
+
+With tests/drivers/redfish_mockup.py's Inspur-style tree (GPUs under Processors and the
+system's PCIe devices), four shapes.
 """
 
 from __future__ import annotations
@@ -147,3 +152,61 @@ def write_supermicro_like(root: Path, serial: str = "S421903X3A12345") -> None:
                            "Name": "Chassis", "ChassisType": "RackMount",
                            "Links": {"ComputerSystems": [{"@odata.id": system}]}})
     _virtual_media(root, manager, {"CD1": ["CD"]})
+
+
+def write_huawei_like(root: Path, serial: str = "2102313XYZ10N4000123") -> None:
+    """An iBMC-style Atlas 800T A2: eight Ascend 910B NPUs as Processors of type
+    Accelerator (maker "Huawei Technologies Co., Ltd."), four Kunpeng CPUs with threads,
+    NVMe drives on two controllers (one unreadable), the iBMC's virtual host NIC marked
+    EthernetInterfaceType Virtual, virtual media with CD and USB."""
+    system = f"{R}/Systems/1"
+    chassis = f"{R}/Chassis/1"
+    manager = f"{R}/Managers/1"
+    _root(root, system, chassis, manager)
+    _system(root, system, Id="1", Name="Computer System", Manufacturer="Huawei",
+            Model="Atlas 800T A2", SerialNumber=serial,
+            UUID="f8a9e2c1-7b3d-11ee-8000-" + serial.encode().hex()[-12:],
+            MemorySummary={"TotalSystemMemoryGiB": 2048},
+            Processors={"@odata.id": f"{system}/Processors"},
+            EthernetInterfaces={"@odata.id": f"{system}/EthernetInterfaces"},
+            Storage={"@odata.id": f"{system}/Storages"},
+            Boot={"BootSourceOverrideEnabled": "Disabled", "BootSourceOverrideTarget": "None",
+                  "BootSourceOverrideTarget@Redfish.AllowableValues": ["None", "Pxe", "Cd",
+                                                                       "Hdd"]},
+            Links={"Chassis": [{"@odata.id": chassis}], "ManagedBy": [{"@odata.id": manager}]})
+    procs = [f"{system}/Processors/{n}" for n in
+             [f"CPU{i}" for i in range(1, 5)] + [f"NPU{i}" for i in range(1, 9)]]
+    _collection(root, f"{system}/Processors", procs)
+    for path in procs:
+        ident = path.rsplit("/", 1)[-1]
+        if ident.startswith("CPU"):
+            _write(root, path, {"Id": ident, "ProcessorType": "CPU", "Manufacturer": "HiSilicon",
+                                "Model": "Kunpeng 920 5250", "TotalCores": 48,
+                                "TotalThreads": 48})
+        else:
+            _write(root, path, {"Id": ident, "ProcessorType": "Accelerator",
+                                "Manufacturer": "Huawei Technologies Co., Ltd.",
+                                "Model": "Ascend 910B", "SerialNumber": f"NPU{ident}"})
+    nics = {"mainboardLOMPort1": ("Physical", "f4:1d:6b:00:00:01"),
+            "mainboardLOMPort2": ("Physical", "f4:1d:6b:00:00:02"),
+            "veth": ("Virtual", "f4:1d:6b:00:00:ff")}
+    paths = [f"{system}/EthernetInterfaces/{n}" for n in nics]
+    _collection(root, f"{system}/EthernetInterfaces", paths)
+    for (ident, (kind, mac)), path in zip(nics.items(), paths, strict=True):
+        _write(root, path, {"Id": ident, "Name": ident, "EthernetInterfaceType": kind,
+                            "MACAddress": mac, "PermanentMACAddress": mac})
+    storages = [f"{system}/Storages/RAIDStorage0", f"{system}/Storages/NVMeStorage"]
+    _collection(root, f"{system}/Storages", storages)
+    _write(root, storages[0], {"Id": "RAIDStorage0", "Name": "RAID card",
+                               "Drives": [{"@odata.id": f"{chassis}/Drives/HDDPlaneDisk9"}]})
+    drives = [f"{chassis}/Drives/NVMeDisk{i}" for i in range(2)]
+    _write(root, storages[1], {"Id": "NVMeStorage", "Name": "NVMe",
+                               "Drives": [{"@odata.id": d} for d in drives]})
+    for i, path in enumerate(drives):
+        _write(root, path, {"Id": f"NVMeDisk{i}", "Name": f"Disk{i}",
+                            "CapacityBytes": 3_840_755_982_336, "Protocol": "NVMe"})
+    # HDDPlaneDisk9 is listed but not served: a drive the BMC cannot read
+    _write(root, chassis, {"@odata.type": "#Chassis.v1_14_0.Chassis", "Id": "1",
+                           "Name": "Chassis", "ChassisType": "RackMount",
+                           "Links": {"ComputerSystems": [{"@odata.id": system}]}})
+    _virtual_media(root, manager, {"CD": ["CD", "DVD"], "USBStick": ["USBStick"]})
