@@ -98,6 +98,9 @@ class Node(LockedRow, Base):
     # with the serial, what makes a second enrollment of the same server a 409.
     bmc_key: Mapped[str | None] = mapped_column(String(300), index=True)
     system_uuid: Mapped[str | None] = mapped_column(String(64), index=True)
+    # A stage failed: media out, boot override cleared and power off, best effort, by the
+    # worker's safe-off job (outside any transaction), then recorded and cleared.
+    safe_off_due: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
     bmc_username: Mapped[str] = mapped_column(String(100))
     bmc_password_enc: Mapped[str] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(16))

@@ -107,12 +107,12 @@ def _connection_hint(message: str, address: str) -> BmcError | None:
             f"BMC at {address}: its TLS certificate is not trusted; install its CA on this "
             "host, or for a lab set GPULEASE_BMC_VERIFY_TLS=false")
     if "timed out" in text or "timeout" in text:
-        return BmcTransientError(f"BMC at {address} did not answer in time (timed out); it "
-                                 "may be busy or rebooting: retried")
+        return BmcTransientError(f"BMC at {address} unreachable: no answer in time (timed "
+                                 "out); it may be busy or rebooting: retried")
     if "connection refused" in text or "errno 111" in text:
         return BmcTransientError(
-            f"BMC at {address} refused the connection (nothing listens on that port): check "
-            "the address and port; retried in case the BMC is restarting")
+            f"BMC at {address} unreachable: it refused the connection (nothing listens on "
+            "that port): check the address and port; retried in case the BMC is restarting")
     if "name or service not known" in text or "nodename nor servname" in text or (
             "failed to resolve" in text):
         return BmcPermanentError(f"BMC at {address}: the host name does not resolve; check "
@@ -256,6 +256,10 @@ class RedfishBmc:
         self._call(lambda: self._system().set_system_boot_options(
             target=BOOT_SOURCES[device], enabled=sushy.BootSourceOverrideEnabled.ONCE,
             **extra))
+
+    def clear_boot_override(self) -> None:
+        self._call(lambda: self._system().set_system_boot_options(
+            enabled=sushy.BootSourceOverrideEnabled.DISABLED))
 
     def insert_media(self, image_url: str, slot: MediaSlot = MediaSlot.CD) -> None:
         def insert() -> None:

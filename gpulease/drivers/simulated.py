@@ -36,7 +36,7 @@ from gpulease.ports.bmc import (
 )
 from gpulease.ports.runtime import ContainerHandle, ContainerSpec, RuntimeError_
 
-FAULT_KINDS = ("transient", "permanent", "hang")
+FAULT_KINDS = ("transient", "permanent", "hang", "ignored")  # ignored: accepted, not done
 
 
 def simulated_ip(node_name: str) -> str:
@@ -131,6 +131,10 @@ class SimulatedFleet:
     # -- used by the drivers ------------------------------------------------------
     def request_power(self, node: str, target: str, op: str) -> None:
         with self._state(node) as state:
+            if state["faults"].get(op, {}).get("kind") == "ignored":
+                self._fault(state, op)  # a BMC that answers 204 and does nothing
+                state["ignored_requests"] = state.get("ignored_requests", 0) + 1
+                return
             self._raise_bmc_fault(state, op)
             if state["power_target"] != target:
                 state["power_target"] = target
@@ -146,6 +150,7 @@ class SimulatedBmc:
 
     def power_state(self) -> PowerState:
         with self._fleet._state(self._node) as state:
+            state["power_reads"] = state.get("power_reads", 0) + 1  # the polling load
             self._fleet._raise_bmc_fault(state, "power_state")
             return PowerState(state["power"])
 
@@ -168,6 +173,12 @@ class SimulatedBmc:
             self._fleet._raise_bmc_fault(state, "set_one_time_boot")
             state["boot_override"] = device.value
             state["http_boot_uri"] = http_boot_uri
+
+    def clear_boot_override(self) -> None:
+        with self._fleet._state(self._node) as state:
+            self._fleet._raise_bmc_fault(state, "clear_boot_override")
+            state["boot_override"] = None
+            state["http_boot_uri"] = None
 
     def insert_media(self, image_url: str, slot: MediaSlot = MediaSlot.CD) -> None:
         with self._fleet._state(self._node) as state:

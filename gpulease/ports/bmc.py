@@ -82,6 +82,11 @@ class Bmc(Protocol):
         """Eject the virtual media of every slot (a no-op when empty). Raises BmcError."""
         ...
 
+    def clear_boot_override(self) -> None:
+        """Boot as the server's own order says again (no one-time override). Raises
+        BmcError."""
+        ...
+
     def inserted_media(self, slot: MediaSlot = MediaSlot.CD) -> str | None:
         """The image URL in a slot, or None. Raises BmcError."""
         ...

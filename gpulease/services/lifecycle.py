@@ -136,6 +136,7 @@ def _restart_stage(row: Any, running: bool, now: datetime, timeout_s: float | No
     row.stage_deadline = now + timedelta(seconds=timeout_s) if running and timeout_s else None
     row.attempts = 0
     row.stage_polls = 0
+    row.stage_requests = 0
     row.last_error = None
 
 

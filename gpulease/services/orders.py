@@ -238,7 +238,7 @@ def _instance_row(p: Platform, actor: Principal, tenant: str, plan: Plan, now: d
         "name": plan.name, "password_login": plan.password_login, **_NEW_INSTANCE,
         "root_password_enc": p.box.seal(new_root_password()), "ordered_at": now,
         "next_attempt_at": now, "attempts": 0, "stage_started_at": now,
-        "stage_polls": 0, "metered_hours": 0,
+        "stage_polls": 0, "stage_requests": 0, "metered_hours": 0,
     }
 
 

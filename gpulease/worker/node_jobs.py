@@ -44,7 +44,7 @@ def node_job(s: Session, p: Platform, node: Node, inst: Instance | None) -> Node
         ssh_keys=tuple(inst.ssh_keys.splitlines()) if inst else (),
         root_password=password,
         hostname=(inst.name or inst.id) if inst else node.name,
-        polls=node.stage_polls or 0,
+        polls=node.stage_polls or 0, requests=node.stage_requests or 0,
         config_drive_url=_existing_drive_url(s, p, node, inst),
         acceptance=p.catalog.marks(node.sku, node.region)
         if node.stage == NodeStage.VERIFY else None,

@@ -11,6 +11,7 @@ from enum import Enum
 from typing import Any
 
 from gpulease.domain.acceptance import GpuSpec, Report, Thresholds
+from gpulease.domain.polling import FAST_FOR_S, power_ignored, power_request_due
 from gpulease.domain.states import NodeStage
 from gpulease.platform import Platform
 from gpulease.ports.agent import Agent, NodeConfig, NodeRef, Pending
@@ -46,6 +47,7 @@ class NodeJob:
     root_password: str
     hostname: str
     polls: int = 0  # how often this stage has polled already
+    requests: int = 0  # power requests this stage has sent (domain/polling.py)
     config_drive_url: str | None = None
     acceptance: tuple[Thresholds, GpuSpec] | None = None  # the offer's pass marks
     agent_kind: str = "builtin"  # which agent answers (services/node_agents.py)
@@ -61,24 +63,38 @@ class StepResult:
     note: str | None = None
     report: Report | None = None  # the acceptance suite's (VERIFY)
     certificates: tuple[dict[str, Any], ...] = ()  # erase certificates (ERASE)
+    requested: bool = False  # a power request went to the BMC (counted per stage)
 
 
 def _bmc(p: Platform, job: NodeJob) -> Bmc:
     return p.drivers.bmc_for(job.bmc_driver, job.endpoint)
 
 
-# A power request is sent once per stage and then only polled (some BMCs restart the
-# transition on every request); it is sent again only after this many silent polls.
-REREQUEST_EVERY_POLLS = 120
+def _elapsed(p: Platform, job: NodeJob) -> float:
+    started = job.stage_started_at
+    return (p.clock.now() - started).total_seconds() if started is not None else 0.0
 
 
 def _power(p: Platform, job: NodeJob, target: PowerState) -> StepResult:
+    """One read of the power state a poll; a request when one is due (domain/polling.py),
+    read once more in a stage's first seconds; a BMC that ignores the requests fails the
+    stage saying so (the node goes to maintenance)."""
     bmc = _bmc(p, job)
-    if bmc.power_state() == target:
+    state = bmc.power_state()
+    if state == target:
         return StepResult(Outcome.ADVANCE)
-    if job.polls % REREQUEST_EVERY_POLLS == 0:
-        bmc.power_on() if target == PowerState.ON else bmc.power_off()
-    return StepResult(Outcome.ADVANCE if bmc.power_state() == target else Outcome.WAIT)
+    elapsed = _elapsed(p, job)
+    verb = "power on" if target == PowerState.ON else "power off"
+    if power_ignored(job.requests, elapsed):
+        raise BmcPermanentError(
+            f"the BMC ignores power requests: {job.requests} × {verb} over {elapsed:.0f} s "
+            f"and the power is still {state.value}; check the BMC (or reset it) and the "
+            "server's power supply")
+    if not power_request_due(job.requests, elapsed):
+        return StepResult(Outcome.WAIT)
+    bmc.power_on() if target == PowerState.ON else bmc.power_off()
+    landed = elapsed < FAST_FOR_S and bmc.power_state() == target
+    return StepResult(Outcome.ADVANCE if landed else Outcome.WAIT, requested=True)
 
 
 def power_off(p: Platform, job: NodeJob) -> StepResult:

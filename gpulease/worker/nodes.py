@@ -11,6 +11,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from gpulease.db.tables import Event, GpuAllocation, Instance, Node
+from gpulease.domain.polling import next_poll_in
 from gpulease.domain.states import (
     INSTANCE,
     INSTANCE_STAGE,
@@ -124,9 +125,14 @@ def _apply_node(p: Platform, claim: Claim, job: NodeJob, result: StepResult | St
                                       f"{', '.join(unverified)}", now)
                 p.wake()
                 return
+        if result.requested:
+            node.stage_requests = (node.stage_requests or 0) + 1
         if result.outcome is Outcome.WAIT:
             node.stage_polls = (node.stage_polls or 0) + 1
-            node.next_attempt_at = now + timedelta(seconds=p.settings.poll_interval_s)
+            elapsed = (now - node.stage_started_at).total_seconds() if (
+                node.stage_started_at) else 0.0
+            node.next_attempt_at = now + timedelta(
+                seconds=next_poll_in(elapsed, p.settings.poll_interval_s))
             return
         if result.note:
             record_event(s, now, "node", node.id, "result", actor=WORKER,
@@ -172,6 +178,7 @@ def fail_node(s: Session, p: Platform, node: Node, reason: str, now: datetime,
     drop_config_drives(s, node.id)
     if node.stage is not None:
         transition(s, p, node, NODE_STAGE, "abort", now, actor=actor)
+        node.safe_off_due = True  # media out, no boot override, power off: worker/safe_off.py
     node.next_attempt_at = None
     if was_cleaning:
         reason = f"cleaning not finished, disks not certified erased: {reason}"

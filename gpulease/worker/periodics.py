@@ -22,6 +22,7 @@ from gpulease.worker.lease_sweep import sweep_leases
 from gpulease.worker.metering import meter_containers
 from gpulease.worker.nodes import fail_node
 from gpulease.worker.pipeline import claim_due, guarded, lock_instance_first, release_lock
+from gpulease.worker.safe_off import safe_off
 
 
 def sweep_timeouts(p: Platform, owner: str) -> int:
@@ -56,6 +57,8 @@ class Periodic:
 
 PERIODICS: tuple[Periodic, ...] = (
     Periodic("timeouts", sweep_timeouts, "fail nodes whose stage outlived its deadline"),
+    Periodic("safe-off", lambda p, _owner: safe_off(p),
+             "a node whose stage failed: media ejected, boot override cleared, power off"),
     Periodic("leases", lambda p, _owner: sweep_leases(p),
              "reminders, automatic renewals, grace, release and erase after grace"),
     Periodic("meter", lambda p, _owner: meter_containers(p),

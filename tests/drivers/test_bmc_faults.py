@@ -143,7 +143,7 @@ def test_a_stopped_bmc_sends_its_node_to_maintenance_and_the_order_moves_on(
         with platform.db.read() as s:
             broken = s.query(Node).filter(Node.name == "rf-first").one()
         assert broken.status == "maintenance" and broken.instance_id is None
-        assert "unreachable" in (broken.status_reason or "")
+        assert "refused the connection" in (broken.status_reason or "")
         assert "after 3 attempts" in (broken.status_reason or "")
     finally:
         second.stop()
