@@ -182,7 +182,7 @@ def compare(offer: Offer, facts: Facts, gpu_count: int | None = None,
     elif facts.drive_count < wanted_drives:
         differences.append(f"{facts.drive_count} drives, offer says {wanted_drives}")
     else:
-        sizes = _drive_sizes(offer, facts.drive_bytes or ())
+        sizes = _drive_sizes(offer, facts.drive_bytes) if facts.drive_bytes else None
         if isinstance(sizes, str):
             differences.append(sizes)
         elif sizes is None:

@@ -9,10 +9,15 @@ H100 = load_catalog().offer_by_id["h100-80g-x8@ningxia-1"]  # 2048 GB, 2 drives
 def test_matching_facts_and_unreported_ones() -> None:
     result = compare(H100, Facts(memory_gib=2000.0, drive_count=2, drive_bytes=None,
                                  nic_count=None))
-    assert result.matches and result.checked == ("memory", "drives")
+    # the count is checked; sizes and virtual media the BMC did not report stay unchecked
+    assert result.matches and result.checked == ("memory", "drive count")
+    assert result.unchecked == ("drive sizes", "virtual media")
+    sized = compare(H100, Facts(2000.0, 2, (7_681_501_126_656,) * 2, None,
+                                virtual_media=("CD", "USBStick")))
+    assert sized.checked == ("memory", "drives", "virtual media") and not sized.unchecked
     nothing = compare(H100, Facts(None, None, None, None))
-    assert nothing.matches and nothing.unchecked == ("memory", "drives")
-    assert "not reported by the BMC: memory, drives" in nothing.report()
+    assert nothing.matches and nothing.unchecked == ("memory", "drives", "virtual media")
+    assert "not reported by the BMC: memory, drives, virtual media" in nothing.report()
 
 
 def test_each_difference_is_named() -> None:
@@ -24,7 +29,11 @@ def test_each_difference_is_named() -> None:
     checked = H100.model_copy(update={"nic_count": 10})
     assert compare(checked, Facts(2048.0, 2, None, 8)).differences == (
         "8 NICs, offer says 10",)
-    assert compare(checked, Facts(2048.0, 2, None, None)).unchecked == ("NICs",)
+    assert compare(checked, Facts(2048.0, 2, None, None)).unchecked == (
+        "drive sizes", "NICs", "virtual media")
+    small = compare(H100, Facts(2048.0, 2, (480_103_981_056,) * 2, None))
+    assert small.differences == ("drives: offer says 2 × 7.6 TB NVMe, 0 found (the BMC lists "
+                                 "2 × 0.48 TB)",)
 
 
 def test_gpus_are_counted_and_their_vendor_checked_and_links_noted() -> None:
@@ -32,7 +41,8 @@ def test_gpus_are_counted_and_their_vendor_checked_and_links_noted() -> None:
 
     eight = Facts(2048.0, 2, None, None, gpu_count=8, gpu_vendors=("NVIDIA",) * 8)
     assert "GPUs" in compare(H100, eight, 8, "NVIDIA").checked
-    assert compare(H100, Facts(2048.0, 2, None, None), 8, "NVIDIA").unchecked == ("GPUs",)
+    assert compare(H100, Facts(2048.0, 2, None, None), 8, "NVIDIA").unchecked == (
+        "GPUs", "drive sizes", "virtual media")
     assert compare(H100, Facts(2048.0, 2, None, None, gpu_count=7), 8, "NVIDIA"
                    ).differences == ("7 GPUs, offer says 8",)
     ascend = Facts(2048.0, 2, None, None, gpu_count=8, gpu_vendors=("Huawei",) * 8)
