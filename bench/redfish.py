@@ -3,7 +3,8 @@
 - enrollment throughput: 40 BMCs enrolled with 8 at once (credentials, inventory, offer
   comparison, power off, database write), beside the emulator's own rate for plain
   authenticated GETs of a system resource at the same concurrency;
-- the control plane's share of a deploy and release: wall time, time inside BMC calls,
+- the control plane's share of a deploy and release: wall time, time inside BMC calls, the
+  polling load (BMC calls per second for the deploying node, and in its busiest 10 s),
   and the rest of the worker's own time (claims, transactions, decisions). Waiting for
   power changes to land is waiting on the BMC, not control-plane time.
 """
@@ -78,11 +79,13 @@ def deploy_share(db: str) -> dict[str, object]:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     emu = start_emulator(Path(tempfile.mkdtemp()), free_port(), count=1, power="Off")
     spent = {"bmc": 0.0, "worker": 0.0}
+    calls: list[float] = []  # when each BMC call began: the polling load
     original_call = redfish_driver.RedfishBmc._call
     original = (runner.process_node, runner.process_instance)
 
     def timed_call(self, what):  # type: ignore[no-untyped-def]
         t = time.perf_counter()
+        calls.append(t)
         try:
             return original_call(self, what)
         finally:
@@ -120,6 +123,7 @@ def deploy_share(db: str) -> dict[str, object]:
             who = accounts.authenticate(p, created.token.token)
             worker = runner.Worker(p)
             spent.update(bmc=0.0, worker=0.0)
+            calls.clear()
             t = time.perf_counter()
             iid = orders.place_order(p, who, OrderRequest(
                 sku="h100-80g-x8", region="ningxia-1", ssh_keys=[ssh_key()]))[0].id
@@ -136,7 +140,12 @@ def deploy_share(db: str) -> dict[str, object]:
         emu.stop()
         server.shutdown()
     control = spent["worker"] - spent["bmc"]
+    # the busiest 10 s of BMC calls for the one deploying node
+    busiest = max((sum(1 for c in calls if a <= c < a + 10) for a in calls), default=0)
     return {"db": db, "status_after_deploy": ready, "deploy_wall_s": round(deploy_s, 2),
+            "bmc_calls_per_node": len(calls),
+            "bmc_calls_per_s_per_node": round(len(calls) / total_s, 2),
+            "bmc_calls_busiest_10_s": busiest,
             "deploy_and_release_wall_s": round(total_s, 2),
             "inside_bmc_calls_s": round(spent["bmc"], 3),
             "control_plane_s": round(control, 3),
