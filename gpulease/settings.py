@@ -86,6 +86,9 @@ class Settings(BaseSettings):
     backoff_base_s: float = Field(default=1.0, ge=0)
     backoff_max_s: float = Field(default=60.0, ge=0)
     stage_timeout_s: float = Field(default=900.0, gt=0)
+    # How often the BMC's health and logs are read for a node that is rented or in a
+    # pipeline (critical GPU, memory, PSU and thermal entries become hardware alerts).
+    bmc_log_interval_s: float = Field(default=300.0, gt=0)
     # SLA credits of one lease period never exceed this many times the period's price.
     sla_credit_cap: Decimal = Field(default=Decimal("1"), ge=0, le=10, max_digits=6,
                                     decimal_places=3)

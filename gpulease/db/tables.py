@@ -101,6 +101,11 @@ class Node(LockedRow, Base):
     # A stage failed: media out, boot override cleared and power off, best effort, by the
     # worker's safe-off job (outside any transaction), then recorded and cleared.
     safe_off_due: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
+    # The BMC's log, read on a schedule (services/bmc_health.py): the last entry seen in
+    # each log service (JSON), the health rollup, when.
+    bmc_log_seen: Mapped[str | None] = mapped_column(Text)
+    bmc_health: Mapped[str | None] = mapped_column(String(16))
+    bmc_checked_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), index=True)
     bmc_username: Mapped[str] = mapped_column(String(100))
     bmc_password_enc: Mapped[str] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(16))
@@ -357,7 +362,8 @@ class TelemetrySummary(Base):
 
 
 class HardwareAlert(Base):
-    """An alert raised from telemetry; open until a window no longer shows it."""
+    """An alert raised from telemetry (open until a window no longer shows it) or from a
+    critical entry of the BMC's log (open until the BMC's health is OK again)."""
 
     __tablename__ = "hardware_alerts"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -371,6 +377,9 @@ class HardwareAlert(Base):
     opened_at: Mapped[datetime] = mapped_column(UtcDateTime())
     last_seen_at: Mapped[datetime] = mapped_column(UtcDateTime())
     closed_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    # agent: the node agent's telemetry (on the rented host: the tenant could forge it);
+    # bmc: the BMC's own log (platform-side evidence), open while its health is not OK.
+    source: Mapped[str] = mapped_column(String(16), default="agent", server_default="agent")
 
 
 class AcceptanceReport(Base):

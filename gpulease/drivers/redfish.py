@@ -19,11 +19,13 @@ import sushy
 from sushy import auth as sushy_auth
 from sushy import exceptions as sx
 
+from gpulease.domain.bmc_events import LogEntry
 from gpulease.drivers import redfish_hardware as hw
 from gpulease.drivers.redfish_hardware import Drive, Fan, GpuDevice, PcieDevice, Temperature
 from gpulease.ports.bmc import (
     BmcEndpoint,
     BmcError,
+    BmcLog,
     BmcPermanentError,
     BmcTransientError,
     BootDevice,
@@ -256,6 +258,23 @@ class RedfishBmc:
         self._call(lambda: self._system().set_system_boot_options(
             target=BOOT_SOURCES[device], enabled=sushy.BootSourceOverrideEnabled.ONCE,
             **extra))
+
+    def event_log(self) -> BmcLog:
+        def read() -> BmcLog:
+            system = self._system()
+            status = system.json.get("Status") or {}
+            services = hw.log_services(system)
+            entries = []
+            for service in services:
+                for e in hw.log_entries(system, service):
+                    entries.append(LogEntry(
+                        service=service, id=str(e.get("Id") or ""),
+                        created=e.get("Created"), severity=e.get("Severity"),
+                        message=str(e.get("Message") or ""), message_id=e.get("MessageId"),
+                        sensor=e.get("SensorType")))
+            return BmcLog(status.get("HealthRollup") or status.get("Health"),
+                          tuple(services), tuple(entries))
+        return self._call(read)
 
     def clear_boot_override(self) -> None:
         self._call(lambda: self._system().set_system_boot_options(

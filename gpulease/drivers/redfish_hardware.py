@@ -356,3 +356,35 @@ def graphics_controllers(system: Any) -> tuple[GpuDevice, ...]:
     return tuple(GpuDevice(g.get("Model") or g.get("Name"), vendor_of(g.get("Manufacturer")),
                            g.get("SerialNumber"), "graphics")
                  for g in _members(system, path))
+
+
+def log_services(system: Any) -> list[str]:
+    """The log services of the system and of the managers that manage it (iDRAC keeps its
+    SEL under the manager, most others under the system)."""
+    paths: list[str] = []
+    holders = [system.json] + [_doc(system, m["@odata.id"]) for m in (
+        system.json.get("Links", {}).get("ManagedBy") or []) if isinstance(m, dict)]
+    for holder in holders:
+        path = _link(holder, "LogServices")
+        if path is None:
+            continue
+        for m in _doc(system, path).get("Members") or []:
+            ref = m.get("@odata.id") if isinstance(m, dict) else None
+            if isinstance(ref, str) and ref not in paths:
+                paths.append(ref)
+    return paths
+
+
+def log_entries(system: Any, service: str, limit: int = 500) -> list[dict[str, Any]]:
+    """The newest `limit` entries of one log service (inline members or links)."""
+    entries = _link(_doc(system, service), "Entries")
+    if entries is None:
+        return []
+    members = _doc(system, entries).get("Members") or []
+    out = []
+    for m in members[-limit:]:
+        if isinstance(m, dict) and "Message" not in m and isinstance(m.get("@odata.id"), str):
+            m = _doc(system, m["@odata.id"])
+        if isinstance(m, dict):
+            out.append(m)
+    return out

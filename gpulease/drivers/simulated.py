@@ -25,9 +25,11 @@ from gpulease.agent.checks import simulated_node_report
 from gpulease.agent.erase import simulated_certificates
 from gpulease.agent.simulated import parse_faults
 from gpulease.domain.acceptance import GpuSpec, Report, Thresholds
+from gpulease.domain.bmc_events import LogEntry
 from gpulease.ports.agent import AgentError, ConfigureResult, EraseResult, NodeConfig, NodeRef
 from gpulease.ports.bmc import (
     BmcEndpoint,
+    BmcLog,
     BmcPermanentError,
     BmcTransientError,
     BootDevice,
@@ -115,6 +117,20 @@ class SimulatedFleet:
         with self._state(node) as state:
             state["faults"][op] = {"kind": kind, "remaining": times}
 
+    def add_bmc_log(self, node: str, severity: str, message: str, created: str,
+                    sensor: str | None = None) -> None:
+        """An entry in the simulated BMC's SEL (as a real one logs a fault)."""
+        with self._state(node) as state:
+            log = state.setdefault("bmc_log", [])
+            log.append({"service": "sel", "id": str(len(log) + 1), "created": created,
+                        "severity": severity, "message": message, "sensor": sensor})
+            if severity == "Critical":
+                state["health"] = "Critical"
+
+    def set_bmc_health(self, node: str, health: str) -> None:
+        with self._state(node) as state:
+            state["health"] = health
+
     def set_gpu_faults(self, node: str, faults: list[str]) -> None:
         """GPU faults (agent/simulated.py's KIND[:GPU[:ARG]]) the node's acceptance sees."""
         parse_faults(faults)  # refuse a typo now, not at the next delivery
@@ -173,6 +189,12 @@ class SimulatedBmc:
             self._fleet._raise_bmc_fault(state, "set_one_time_boot")
             state["boot_override"] = device.value
             state["http_boot_uri"] = http_boot_uri
+
+    def event_log(self) -> BmcLog:
+        with self._fleet._state(self._node) as state:
+            self._fleet._raise_bmc_fault(state, "event_log")
+            entries = tuple(LogEntry(**e) for e in state.get("bmc_log", []))
+            return BmcLog(state.get("health", "OK"), ("sel",), entries)
 
     def clear_boot_override(self) -> None:
         with self._fleet._state(self._node) as state:

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
+from gpulease.domain.bmc_events import LogEntry
+
 
 class BmcError(Exception):
     """Base of BMC failures; `message` is the BMC's own words where it gave any."""
@@ -49,6 +51,13 @@ class BmcEndpoint:
     password: str
 
 
+@dataclass(frozen=True)
+class BmcLog:
+    health: str | None  # the system's health rollup: OK | Warning | Critical
+    services: tuple[str, ...]  # the log services read
+    entries: tuple[LogEntry, ...]
+
+
 class Bmc(Protocol):
     """One server's BMC. Power requests return at once; callers poll power_state."""
 
@@ -80,6 +89,11 @@ class Bmc(Protocol):
 
     def eject_media(self) -> None:
         """Eject the virtual media of every slot (a no-op when empty). Raises BmcError."""
+        ...
+
+    def event_log(self) -> BmcLog:
+        """The health rollup and every entry of the BMC's log services (SEL, event log).
+        Raises BmcError."""
         ...
 
     def clear_boot_override(self) -> None:

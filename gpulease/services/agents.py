@@ -115,7 +115,8 @@ def _sync_alerts(s: Session, node: Node, summaries: Sequence[GpuSummary], now: d
     raised = {(a.gpu, a.kind.value): a for a in alerts_for(summaries)}
     reported = {g.index for g in summaries}
     open_rows = s.scalars(select(HardwareAlert).where(
-        HardwareAlert.node_id == node.id, HardwareAlert.closed_at.is_(None))).all()
+        HardwareAlert.node_id == node.id, HardwareAlert.closed_at.is_(None),
+        HardwareAlert.source == "agent")).all()  # the BMC's alerts close by its health
     seen = set()
     for row in open_rows:
         key = (row.gpu_index, row.kind)
@@ -188,7 +189,8 @@ def instance_metrics(p: Platform, actor: Principal, instance_id: str) -> dict[st
                 TelemetrySummary.gpu_index)).all()
             alerts = s.scalars(select(HardwareAlert).where(
                 HardwareAlert.node_id == node.id, HardwareAlert.closed_at.is_(None),
-                HardwareAlert.gpu_index.in_(gpu_indices)).order_by(HardwareAlert.id)).all()
+                HardwareAlert.gpu_index.in_(gpu_indices) | (HardwareAlert.source == "bmc"))
+                .order_by(HardwareAlert.id)).all()
             agent = s.get(NodeAgent, node.id)
             nodes.append({
                 "node": node.name,
@@ -197,7 +199,7 @@ def instance_metrics(p: Platform, actor: Principal, instance_id: str) -> dict[st
                 "received_at": max((r.received_at for r in rows), default=None),
                 "gpus": [json.loads(r.summary_json) for r in rows],
                 "alerts": [{"kind": a.kind, "gpu": a.gpu_index, "uuid": a.gpu_uuid,
-                            "severity": a.severity, "message": a.message,
+                            "source": a.source, "severity": a.severity, "message": a.message,
                             "opened_at": a.opened_at, "last_seen_at": a.last_seen_at}
                            for a in alerts],
             })

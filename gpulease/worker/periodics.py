@@ -13,6 +13,7 @@ from gpulease.db.tables import Node
 from gpulease.domain.states import NODE_IN_PIPELINE
 from gpulease.platform import Platform
 from gpulease.services.audit import prune
+from gpulease.services.bmc_health import check_bmc_logs
 from gpulease.services.history import SWEEP_TIMEOUTS
 from gpulease.services.invoice_run import sweep_invoices
 from gpulease.services.notify import deliver_notices
@@ -59,6 +60,9 @@ PERIODICS: tuple[Periodic, ...] = (
     Periodic("timeouts", sweep_timeouts, "fail nodes whose stage outlived its deadline"),
     Periodic("safe-off", lambda p, _owner: safe_off(p),
              "a node whose stage failed: media ejected, boot override cleared, power off"),
+    Periodic("bmc-logs", lambda p, _owner: check_bmc_logs(p),
+             "the BMC's health and logs of rented and deploying nodes: critical GPU, memory, "
+             "PSU and thermal entries become hardware alerts"),
     Periodic("leases", lambda p, _owner: sweep_leases(p),
              "reminders, automatic renewals, grace, release and erase after grace"),
     Periodic("meter", lambda p, _owner: meter_containers(p),

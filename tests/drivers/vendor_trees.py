@@ -117,6 +117,28 @@ def write_dell_like(root: Path, serial: str = "CN7X9X2", gpus: int = 8) -> None:
         _write(root, fn, {"Id": f"{i}-0-0", "DeviceClass": "ProcessingAccelerators",
                           "VendorId": "0x10de", "DeviceId": "0x2330"})
     _virtual_media(root, manager, {"CD": ["CD", "DVD"], "RemovableDisk": ["USBStick"]})
+    # iDRAC keeps its SEL under the manager; the manager document is rewritten to link it
+    _write(root, manager, {"@odata.type": "#Manager.v1_10_0.Manager",
+                           "Id": "iDRAC.Embedded.1", "Name": "Manager", "ManagerType": "BMC",
+                           "VirtualMedia": {"@odata.id": f"{manager}/VirtualMedia"},
+                           "LogServices": {"@odata.id": f"{manager}/LogServices"}})
+    _collection(root, f"{manager}/LogServices", [f"{manager}/LogServices/Sel"])
+    _write(root, f"{manager}/LogServices/Sel", {
+        "Id": "Sel", "Name": "SEL Log",
+        "Entries": {"@odata.id": f"{manager}/LogServices/Sel/Entries"}})
+    write_sel(root, [])
+
+
+def write_sel(root: Path, entries: list[tuple[str, str, str, str]]) -> None:
+    """The Dell-like tree's SEL: (created, severity, message, message id), oldest first."""
+    path = f"{R}/Managers/iDRAC.Embedded.1/LogServices/Sel/Entries"
+    _write(root, path, {"Name": "Log Entry Collection", "Members@odata.count": len(entries),
+                        "Members": [{"@odata.id": f"{path}/{i + 1}", "Id": str(i + 1),
+                                     "Created": created, "Severity": severity,
+                                     "Message": message, "MessageId": mid,
+                                     "EntryType": "SEL"}
+                                    for i, (created, severity, message, mid)
+                                    in enumerate(entries)]})
 
 
 def write_supermicro_like(root: Path, serial: str = "S421903X3A12345") -> None:
