@@ -195,7 +195,8 @@ def erase(p: Platform, job: NodeJob) -> StepResult:
 
 
 def clean_power_off(p: Platform, job: NodeJob) -> StepResult:
-    _bmc(p, job).eject_media()
+    if job.polls == 0:  # once, not at every poll of the power
+        _bmc(p, job).eject_media()
     return _power(p, job, PowerState.OFF)
 
 
