@@ -115,9 +115,10 @@ def deploy_share(db: str) -> dict[str, object]:
             p.settings.public_url = f"http://127.0.0.1:{api_port}"
             _, tok = accounts.create_operator(p, "op@bench.io", "Op")
             op = accounts.authenticate(p, tok.token)
+            # the emulator's server runs no node agent: the stand-in answers for it
             enrollment.enroll(p, op, EnrollRequest(
                 bmc=emu.system_url(0), username="admin", password="admin",
-                offer="h100-80g-x8@ningxia-1"))
+                offer="h100-80g-x8@ningxia-1", agent="builtin"))
             created = accounts.create_tenant(p, "bench", "b@bench.io", "B")
             fund(p, created.tenant.id)  # orders hold their first period
             who = accounts.authenticate(p, created.token.token)

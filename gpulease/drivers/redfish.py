@@ -338,9 +338,7 @@ class RedfishBmc:
         if gpus is None:
             unknown.append("gpus")
         cooling = hw.optional(unknown, "thermal", lambda: hw.thermal(system))
-        media = hw.optional(unknown, "virtual media", lambda: tuple(sorted({
-            str(getattr(t, "value", t)) for manager in system.managers
-            for m in manager.virtual_media.get_members() for t in m.media_types})))
+        media = hw.optional(unknown, "virtual media", lambda: hw.media_types(system))
         boot = system.json.get("Boot") or {}
         targets = boot.get("BootSourceOverrideTarget@Redfish.AllowableValues")
         return Inventory(

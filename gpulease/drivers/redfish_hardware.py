@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sushy import exceptions as sx
-from sushy.resources.chassis.chassis import Chassis
 from sushy.resources.system import constants as sys_cons
 
 T = TypeVar("T")
@@ -177,31 +176,32 @@ def gpus(system: Any, pcie: tuple[PcieDevice, ...] | None) -> tuple[GpuDevice, .
     return graphics or None
 
 
-def _chassis(system: Any) -> list[Any]:
-    links = system.json.get("Links", {}).get("Chassis", [])
-    conn, out = system._conn, []
-    for link in links:
-        path = link.get("@odata.id") if isinstance(link, dict) else None
-        if path:
-            out.append(Chassis(conn, path, redfish_version=system.redfish_version,
-                               registries=system.registries, root=system.root))
-    return out
-
-
 def thermal(system: Any) -> tuple[tuple[Temperature, ...], tuple[Fan, ...]]:
-    """Every temperature and fan of the system's chassis."""
+    """Every temperature and fan of the system's chassis (read from the JSON: the chassis
+    document is shared with the PCIe devices' read)."""
     temps: list[Temperature] = []
     fans: list[Fan] = []
-    chassis = _chassis(system)
-    if not chassis:
+    links = [c.get("@odata.id") for c in system.json.get("Links", {}).get("Chassis", [])
+             if isinstance(c, dict)]
+    if not links:
         raise sx.MissingAttributeError(attribute="Links/Chassis", resource=system.path)
-    for ch in chassis:
-        th = ch.thermal
-        temps += [Temperature(t.name, t.reading_celsius, t.upper_threshold_critical,
-                              _health(t.status)) for t in (th.temperatures or [])]
-        fans += [Fan(f.name, f.reading, getattr(f.reading_units, "value", f.reading_units),
-                     _health(f.status)) for f in (th.fans or [])]
+    for ref in links:
+        path = _link(_doc(system, str(ref)), "Thermal")
+        if path is None:
+            continue
+        th = _doc(system, path)
+        temps += [Temperature(t.get("Name"), _number(t.get("ReadingCelsius")),
+                              _number(t.get("UpperThresholdCritical")),
+                              (t.get("Status") or {}).get("Health"))
+                  for t in th.get("Temperatures") or [] if isinstance(t, dict)]
+        fans += [Fan(f.get("Name") or f.get("FanName"), _number(f.get("Reading")),
+                     f.get("ReadingUnits"), (f.get("Status") or {}).get("Health"))
+                 for f in th.get("Fans") or [] if isinstance(f, dict)]
     return tuple(temps), tuple(fans)
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
 
 
 # --- read from the JSON, shaped as each vendor publishes it ----------------------------------
@@ -225,8 +225,30 @@ class Cpus:
 
 
 def _doc(system: Any, path: str) -> dict[str, Any]:
-    doc = system._conn.get(path=path).json()
-    return doc if isinstance(doc, dict) else {}
+    """The JSON at `path`, read once per inventory (cached on the system object, which
+    lives for one read of the BMC)."""
+    cache: dict[str, dict[str, Any]] = system.__dict__.setdefault("_gl_docs", {})
+    if path not in cache:
+        doc = system._conn.get(path=path).json()
+        cache[path] = doc if isinstance(doc, dict) else {}
+    return cache[path]
+
+
+def media_types(system: Any) -> tuple[str, ...]:
+    """The media types of the virtual drives: under the system (Redfish 2021 and later)
+    or under the managers that manage it."""
+    holders = [system.json] if _link(system.json, "VirtualMedia") else [
+        _doc(system, m["@odata.id"]) for m in (
+            system.json.get("Links", {}).get("ManagedBy") or []) if isinstance(m, dict)]
+    found: set[str] = set()
+    for holder in holders:
+        path = _link(holder, "VirtualMedia")
+        if path is not None:
+            for drive in _members(system, path):
+                found.update(str(t) for t in drive.get("MediaTypes") or [])
+    if not holders:
+        raise sx.MissingAttributeError(attribute="VirtualMedia", resource=system.path)
+    return tuple(sorted(found))
 
 
 def _link(doc: dict[str, Any], name: str) -> str | None:

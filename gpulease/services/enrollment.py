@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from gpulease.db.tables import Node
@@ -72,29 +73,30 @@ def facts_of(inv: Inventory) -> Facts:
     )
 
 
-def _same_server(s: Session, key: str | None, uuid: str | None, serial: str | None
-                 ) -> tuple[Node, str] | None:
-    """An enrolled node that is this server, and by what."""
-    checks = [(Node.bmc_key == key, "its BMC address")] if key else []
+def _refuse_same_server(s: Session, key: str | None, uuid: str | None, serial: str | None,
+                        name: str | None = None) -> None:
+    """409 when an enrolled node is this server (its BMC address however spelled, its
+    system UUID, its serial), naming it; or when `name` is another server's. One query."""
+    checks: list[tuple[Any, str]] = [(Node.bmc_key == key, "BMC address")] if key else []
     if uuid:
-        checks.append((Node.system_uuid == uuid, f"its system UUID {uuid}"))
+        checks.append((Node.system_uuid == uuid, f"system UUID {uuid}"))
     if serial:
-        checks.append((func.lower(Node.serial) == serial, f"its serial {serial}"))
-    for where, what in checks:
-        node = s.scalar(select(Node).where(where).limit(1))
-        if node is not None:
-            return node, what
-    return None
-
-
-def _refuse_same_server(s: Session, key: str | None, uuid: str | None,
-                        serial: str | None) -> None:
-    found = _same_server(s, key, uuid, serial)
-    if found is not None:
-        node, what = found
-        raise Conflict(f"This server is enrolled already as node {node.name} ({node.id}, "
-                       f"{node.status}): same {what.removeprefix('its ')}. Nothing was "
-                       "changed; see `gpulease nodes`.")
+        checks.append((func.lower(Node.serial) == serial, f"serial {serial}"))
+    wanted = [c for c, _ in checks] + ([Node.name == name] if name else [])
+    if not wanted:
+        return
+    rows = s.execute(select(Node.id, Node.name, Node.status, Node.bmc_key, Node.system_uuid,
+                            func.lower(Node.serial)).where(or_(*wanted)).limit(10)).all()
+    for node_id, node_name, status, k, u, ser in rows:
+        for what in ("BMC address" if key and k == key else None,
+                     f"system UUID {uuid}" if uuid and u == uuid else None,
+                     f"serial {serial}" if serial and ser == serial else None):
+            if what:
+                raise Conflict(f"This server is enrolled already as node {node_name} "
+                               f"({node_id}, {status}): same {what}. Nothing was changed; "
+                               "see `gpulease nodes`.")
+    if name and any(row[1] == name for row in rows):
+        raise Conflict(f"A node named {name} exists already (another server); pass --name.")
 
 
 def enroll(p: Platform, actor: Principal, req: EnrollRequest,
@@ -129,10 +131,7 @@ def enroll(p: Platform, actor: Principal, req: EnrollRequest,
     uuid, serial = identity(inv.uuid), identity(inv.serial)
     name = req.name or _default_name(inv)
     with p.db.read() as s:  # every check before anything changes on the server
-        _refuse_same_server(s, key, uuid, serial)
-        if s.scalar(select(Node.id).where(Node.name == name)):
-            raise Conflict(f"A node named {name} exists already (another server); pass "
-                           "--name.")
+        _refuse_same_server(s, key, uuid, serial, name)
     facts = facts_of(inv)
     if offer is None:
         offer = _guess_offer(p, facts)
@@ -154,10 +153,7 @@ def enroll(p: Platform, actor: Principal, req: EnrollRequest,
         "notes": list(result.notes)}}
 
     def create(s: Session) -> _NodeId:
-        _refuse_same_server(s, key, uuid, serial)  # one enrolled at the same moment
-        if s.scalar(select(Node.id).where(Node.name == name)):
-            raise Conflict(f"A node named {name} exists already (another server); pass "
-                           "--name.")
+        _refuse_same_server(s, key, uuid, serial, name)  # one enrolled at the same moment
         if req.fabric:
             ensure_fabric(s, req.fabric, offer.region)
             s.flush()
