@@ -203,10 +203,11 @@ def billing_profile(
             "email": email}))
     if as_json:
         return print_json(b)
-    out.print(f"{b['title']} · {b['tax_id'] or 'no taxpayer id'} · "
-              f"{'专票 special' if b['invoice_type'] == 'special' else '普票 normal'}"
-              f"\n{b['address']} {b['phone']}\n{b['bank']} {b['bank_account']}"
-              + (f"\nfapiao to {b['email']}" if b["email"] else ""), highlight=False)
+    lines = [f"{b['title']} · {b['tax_id'] or 'no taxpayer id'} · "
+             f"{'专票 special' if b['invoice_type'] == 'special' else '普票 normal'}",
+             f"{b['address']} {b['phone']}".strip(), f"{b['bank']} {b['bank_account']}".strip(),
+             f"fapiao to {b['email']}" if b["email"] else ""]
+    out.print("\n".join(line for line in lines if line), highlight=False)
 
 
 @app.command("invoices-export")

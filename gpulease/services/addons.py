@@ -24,7 +24,7 @@ from gpulease.db.tables import Instance
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, InvalidInput
 from gpulease.domain.money import to_fen
-from gpulease.domain.pricing import PricingError, addon_period, check_addon
+from gpulease.domain.pricing import PricingError, addon_period, check_addon, plain
 from gpulease.domain.states import InstanceStatus, LeaseStatus
 from gpulease.platform import Platform
 from gpulease.schemas.money import AddonView
@@ -44,7 +44,7 @@ class PeriodCharge:
 
     @property
     def item(self) -> str:
-        return f"{self.row.name}: {self.row.quantity.normalize():f} · {self.row.instance_id}"
+        return f"{self.row.name}: {plain(self.row.quantity, '0.001')} · {self.row.instance_id}"
 
     def line(self, periods: int = 1) -> Line:
         return Line(item=self.item, amount=self.amount * periods,
@@ -101,8 +101,8 @@ def attach_at_order(s: Session, p: Platform, inst: Instance, add: Mapping[str, D
 
 def _view(row: InstanceAddon) -> AddonView:
     return AddonView(addon=row.addon_id, name=row.name, unit=row.unit,
-                     quantity=row.quantity.normalize(), unit_price=row.unit_price.normalize(),
-                     since=row.since, until=row.until)
+                     quantity=plain(row.quantity, "0.001"),
+                     unit_price=plain(row.unit_price), since=row.since, until=row.until)
 
 
 def list_addons(p: Platform, actor: Principal, instance_id: str) -> list[AddonView]:
