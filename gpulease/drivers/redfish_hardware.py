@@ -240,14 +240,14 @@ def media_types(system: Any) -> tuple[str, ...]:
     holders = [system.json] if _link(system.json, "VirtualMedia") else [
         _doc(system, m["@odata.id"]) for m in (
             system.json.get("Links", {}).get("ManagedBy") or []) if isinstance(m, dict)]
+    if not holders:
+        raise sx.MissingAttributeError(attribute="VirtualMedia", resource=system.path)
     found: set[str] = set()
     for holder in holders:
         path = _link(holder, "VirtualMedia")
         if path is not None:
             for drive in _members(system, path):
                 found.update(str(t) for t in drive.get("MediaTypes") or [])
-    if not holders:
-        raise sx.MissingAttributeError(attribute="VirtualMedia", resource=system.path)
     return tuple(sorted(found))
 
 
@@ -324,8 +324,7 @@ def drives(system: Any, warnings: list[str]) -> tuple[Drive, ...]:
     if not found and simple is not None:
         for sub in _members(system, simple):
             for dev in sub.get("Devices") or []:
-                state = (dev.get("Status") or {}).get("State")
-                if isinstance(dev, dict) and state != "Absent":
+                if isinstance(dev, dict) and (dev.get("Status") or {}).get("State") != "Absent":
                     found.append(Drive(dev.get("Name"), _bytes(dev.get("CapacityBytes")), None))
     if storage is None and simple is None:
         raise sx.MissingAttributeError(attribute="Storage", resource=system.path)

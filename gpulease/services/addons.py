@@ -138,6 +138,7 @@ def set_addon(p: Platform, actor: Principal, instance_id: str, addon_id: str,
         if quantity == have:
             raise Conflict(f"{addon.id} is already {have.normalize():f} on {inst.id}.")
         who = by(actor)
+        _drop_pending(s, inst.id, addon.id, now)  # the latest change wins
         if quantity > have:
             _raise(s, p, inst, lease, addon.id, addon.name, addon.unit, addon.price, have,
                    quantity, current, now, who)
@@ -183,15 +184,21 @@ def _raise(s: Session, p: Platform, inst: Instance, lease: Lease, addon_id: str,
     note(s, now, inst.id, "addon", text, actor=who)
 
 
+def _drop_pending(s: Session, instance_id: str, addon_id: str, now: datetime) -> None:
+    """A change waiting for the end of the paid periods gives way to a newer one."""
+    for row in s.scalars(select(InstanceAddon).where(
+            InstanceAddon.instance_id == instance_id, InstanceAddon.addon_id == addon_id,
+            InstanceAddon.since > now)):
+        s.delete(row)
+    s.flush()
+
+
 def _lower(s: Session, inst: Instance, lease: Lease, current: InstanceAddon | None,
            want: Decimal, now: datetime, who: str) -> None:
     """Lower or remove from the end of the periods paid: nothing is refunded."""
     assert current is not None
     at = lease.ends_at
-    if current.since >= at:  # a change already waiting for the end: replace it
-        s.delete(current)
-    else:
-        current.until = at
+    current.until = at
     if want > 0:
         s.add(InstanceAddon(instance_id=inst.id, addon_id=current.addon_id, name=current.name,
                             unit=current.unit, quantity=want, unit_price=current.unit_price,

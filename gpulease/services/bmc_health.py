@@ -80,14 +80,12 @@ def _record(p: Platform, node_id: str, read: BmcLog | None) -> int:
         node.bmc_log_seen = json.dumps(cursor(read.services, read.entries, seen),
                                        sort_keys=True)
         node.bmc_health = read.health
-        if (read.health or "OK") == "OK":  # healthy again: the BMC's alerts close
-            for alert in s.scalars(select(HardwareAlert).where(
-                    HardwareAlert.node_id == node.id, HardwareAlert.source == "bmc",
-                    HardwareAlert.closed_at.is_(None))):
+        healthy = (read.health or "OK") == "OK"
+        for alert in s.scalars(select(HardwareAlert).where(
+                HardwareAlert.node_id == node.id, HardwareAlert.source == "bmc",
+                HardwareAlert.closed_at.is_(None))):
+            if healthy:  # healthy again: the BMC's alerts close
                 alert.closed_at = now
-        else:
-            for alert in s.scalars(select(HardwareAlert).where(
-                    HardwareAlert.node_id == node.id, HardwareAlert.source == "bmc",
-                    HardwareAlert.closed_at.is_(None))):
+            else:
                 alert.last_seen_at = now
     return opened

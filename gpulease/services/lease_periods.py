@@ -51,13 +51,10 @@ def start(s: Session, lease: Lease, tz: tzinfo, price: Decimal | None = None) ->
 def plan(s: Session, lease: Lease, term: str, price: Decimal, count: int, tz: tzinfo
          ) -> list[Period]:
     """The periods a renewal by `count` × `term` at `price` would add (nothing written)."""
-    rows = rows_of(s, lease.id)
-    if not rows:  # a lease from before periods were kept: one period up to its end
-        last = Period(seq=0, term=lease.term, price=lease.unit_price, anchor=lease.starts_at,
-                      index=0, starts_at=lease.starts_at, ends_at=lease.ends_at)
-    else:
-        last = _period(rows[-1])
-    return following_periods(last, term, price, count, tz)
+    last = s.scalar(select(LeasePeriod).where(LeasePeriod.lease_id == lease.id)
+                    .order_by(LeasePeriod.seq.desc()).limit(1))
+    assert last is not None  # every lease has its first period (migration 0021 for old ones)
+    return following_periods(_period(last), term, price, count, tz)
 
 
 def add(s: Session, lease: Lease, periods: list[Period]) -> None:

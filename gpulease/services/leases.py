@@ -92,12 +92,11 @@ def extend(s: Session, p: Platform, inst: Instance, lease: Lease, periods: int, 
     extras = addons.period_lines(s, p, inst, lease.ends_at, term)
     per_period = to_fen(price + sum((x.amount for x in extras), Decimal(0)))
     added = lease_periods.plan(s, lease, term, per_period, periods, p.settings.zone)
-    amount = to_fen(price * periods)
-    charge(s, inst.tenant_id, amount, now, instance_id=inst.id,
+    charge(s, inst.tenant_id, to_fen(price * periods), now, instance_id=inst.id,
            reference=f"renewal of {inst.id}: {periods} {term}(s) ({by})",
            service=(added[0].starts_at, added[-1].ends_at),
            extras=[x.line(periods) for x in extras])
-    amount = to_fen(per_period * periods)
+    amount = to_fen(per_period * periods)  # the servers and their add-ons, for the text
     was = lease.status
     lease_periods.add(s, lease, added)
     lease.grace_until = None

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -49,14 +50,36 @@ def _running(s: Session, tenant_id: str) -> list[Instance]:
         .order_by(Instance.id)))
 
 
+def _container_costs() -> Any:
+    """Per tenant, what its running containers cost an hour (the hour their orders held)."""
+    return (select(Instance.tenant_id, (-func.sum(LedgerEntry.amount)).label("cost"))
+            .join(LedgerEntry, LedgerEntry.instance_id == Instance.id)
+            .where(Instance.kind == "container", Instance.status == InstanceStatus.READY.value,
+                   LedgerEntry.kind == "hold")
+            .group_by(Instance.tenant_id).subquery())
+
+
 def hourly_cost(s: Session, tenant_id: str) -> Decimal:
     """What the tenant's running containers cost an hour (the GPU-hour their orders held)."""
-    held = s.scalar(select(func.coalesce(func.sum(LedgerEntry.amount), 0))
-                    .join(Instance, Instance.id == LedgerEntry.instance_id)
-                    .where(Instance.tenant_id == tenant_id, Instance.kind == "container",
-                           Instance.status == InstanceStatus.READY.value,
-                           LedgerEntry.kind == "hold"))
-    return -to_fen(Decimal(str(held or 0)))
+    costs = _container_costs()
+    cost = s.scalar(select(costs.c.cost).where(costs.c.tenant_id == tenant_id))
+    return to_fen(Decimal(str(cost or 0)))
+
+
+def _low_on_money(s: Session, p: Platform, now: datetime) -> set[str]:
+    """Tenants whose balance pays fewer than GPULEASE_LOW_BALANCE_HOURS of their running
+    containers and who were not warned in the last day: one query, not one per tenant."""
+    hours = p.settings.low_balance_hours
+    if hours <= 0:
+        return set()
+    costs = _container_costs()
+    available = Wallet.balance + Wallet.credit_limit
+    return set(s.scalars(select(Wallet.tenant_id)
+                         .join(costs, costs.c.tenant_id == Wallet.tenant_id)
+                         .where(available >= 0,
+                                available < costs.c.cost * Decimal(str(hours)),
+                                Wallet.low_balance_notice_at.is_(None)
+                                | (Wallet.low_balance_notice_at <= now - timedelta(days=1)))))
 
 
 def check_overdraft(s: Session, p: Platform, wallet: Wallet, now: datetime) -> None:
@@ -171,9 +194,7 @@ def sweep_spending(p: Platform) -> int:
             | Wallet.suspended_at.is_not(None))))
         ids |= set(s.scalars(select(Invoice.tenant_id).where(
             Invoice.payment_status == "unpaid").distinct()))
-        ids |= set(s.scalars(select(Instance.tenant_id).where(
-            Instance.kind == "container", Instance.status == InstanceStatus.READY.value)
-            .distinct()))
+        ids |= _low_on_money(s, p, now)
     changed = 0
     for tenant_id in sorted(ids):
         with p.db.write() as s:

@@ -146,3 +146,23 @@ def test_a_cluster_s_bandwidth_is_per_server(
     assert leases.show_lease(fleet, tenant.principal, iid).schedule[0].price == quote.total
     assert timedelta(0) < leases.show_lease(fleet, tenant.principal, iid).ends_at - (
         fleet.clock.now())
+
+
+def test_the_latest_change_of_an_add_on_is_the_one_that_renews(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str,
+) -> None:
+    """Lowered twice, or lowered then raised: only the last wish is charged at renewal."""
+    fleet.clock = MovableClock(datetime(2026, 11, 1, 0, tzinfo=CAL))
+    iid = _order(fleet, tenant, key)  # 100 Mbps and support
+    worker.run_until_idle()
+    addons.set_addon(fleet, tenant.principal, iid, "public-bandwidth", Decimal(50))
+    rows = addons.set_addon(fleet, tenant.principal, iid, "public-bandwidth", Decimal(20))
+    pending = [r for r in rows if r.addon == "public-bandwidth" and r.until is None]
+    assert [r.quantity for r in pending] == [Decimal(20)]
+    lease = leases.renew(fleet, tenant.principal, iid)
+    # servers ¥84,480 + support ¥2,000 + 20 Mbps × ¥25
+    assert lease.schedule[-1].price == Decimal("86980.00")
+    addons.set_addon(fleet, tenant.principal, iid, "support-standard", Decimal(0))
+    rows = addons.set_addon(fleet, tenant.principal, iid, "support-standard", Decimal(2))
+    support = [r for r in rows if r.addon == "support-standard" and r.until is None]
+    assert [r.quantity for r in support] == [Decimal(2)]  # the pending removal is gone
