@@ -89,6 +89,11 @@ class Settings(BaseSettings):
     # How often the BMC's health and logs are read for a node that is rented or in a
     # pipeline (critical GPU, memory, PSU and thermal entries become hardware alerts).
     bmc_log_interval_s: float = Field(default=300.0, gt=0)
+    # Where the BMC offers an event service, it is asked to push its alerts to
+    # <public_url>/api/v1/bmc-events/<node>; such a node is then read on this slower
+    # schedule (the health rollup, events lost on the way, a dropped subscription).
+    bmc_events: bool = True
+    bmc_log_interval_subscribed_s: float = Field(default=3600.0, gt=0)
     # SLA credits of one lease period never exceed this many times the period's price.
     sla_credit_cap: Decimal = Field(default=Decimal("1"), ge=0, le=10, max_digits=6,
                                     decimal_places=3)

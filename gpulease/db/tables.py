@@ -106,6 +106,12 @@ class Node(LockedRow, Base):
     bmc_log_seen: Mapped[str | None] = mapped_column(Text)
     bmc_health: Mapped[str | None] = mapped_column(String(16))
     bmc_checked_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), index=True)
+    # The BMC pushes its alerts (Redfish EventService): the subscription's URI at the BMC,
+    # "" when the BMC offers none (polled only), None when not asked yet; the hash of the
+    # Context each pushed event must carry; when the last event came.
+    bmc_subscription: Mapped[str | None] = mapped_column(String(500))
+    bmc_events_hash: Mapped[str | None] = mapped_column(String(64))
+    bmc_event_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     bmc_username: Mapped[str] = mapped_column(String(100))
     bmc_password_enc: Mapped[str] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(16))

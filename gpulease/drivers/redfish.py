@@ -81,6 +81,7 @@ class Inventory:
     virtual_media: tuple[str, ...] | None = None  # the slots' media types (CD, USBStick…)
     boot_targets: tuple[str, ...] | None = None  # BootSourceOverrideTarget allowed values
     warnings: tuple[str, ...] = field(default=())  # read in part: what could not be
+    power: str | None = None  # the PowerState as read ("On", "Off", "PoweringOn"…)
 
 
 def split_address(address: str) -> tuple[str, str | None]:
@@ -276,6 +277,41 @@ class RedfishBmc:
                           tuple(services), tuple(entries))
         return self._call(read)
 
+    def subscribe_events(self, destination: str, context: str) -> str | None:
+        def subscribe() -> str | None:
+            conn = self._conn()
+            service = hw.event_service(conn)
+            if service is None:
+                return None
+            path, doc = service
+            payload: dict[str, Any] = {"Destination": destination, "Context": context,
+                                       "Protocol": "Redfish"}
+            if "Alert" in (doc.get("EventTypesForSubscription") or []):
+                payload["EventTypes"] = ["Alert"]  # older services need the type named
+            collection = hw.link(doc, "Subscriptions") or f"{path}/Subscriptions"
+            answer = conn._conn.post(collection, data=payload)
+            location = answer.headers.get("Location") or ""
+            if not location:
+                try:
+                    location = str(answer.json().get("@odata.id") or "")
+                except ValueError:
+                    location = ""
+            if not location:
+                raise BmcPermanentError(
+                    f"BMC at {self._endpoint.address} accepted the event subscription but "
+                    "did not say where it is (no Location); it is polled instead")
+            return urlsplit(location).path or location
+        return self._call(subscribe)
+
+    def subscription_alive(self, uri: str) -> bool:
+        def alive() -> bool:
+            try:
+                self._conn()._conn.get(path=uri)
+            except sx.ResourceNotFoundError:
+                return False
+            return True
+        return self._call(alive)
+
     def clear_boot_override(self) -> None:
         self._call(lambda: self._system().set_system_boot_options(
             enabled=sushy.BootSourceOverrideEnabled.DISABLED))
@@ -352,5 +388,5 @@ class RedfishBmc:
             uuid=str(system.uuid).lower() if system.uuid else None,
             cpu_cores=cpus.cores if cpus else None, cpu_threads=cpus.threads if cpus else None,
             virtual_media=media, boot_targets=tuple(targets) if isinstance(targets, list)
-            else None, warnings=tuple(warnings),
+            else None, warnings=tuple(warnings), power=system.json.get("PowerState"),
         )

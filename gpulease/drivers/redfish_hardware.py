@@ -251,6 +251,23 @@ def media_types(system: Any) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
+def event_service(conn: Any) -> tuple[str, dict[str, Any]] | None:
+    """The service root's EventService (its path and JSON), or None when the BMC has none
+    or has it switched off."""
+    path = _link(conn.json, "EventService")
+    if path is None:
+        return None
+    doc = conn._conn.get(path=path).json()
+    if not isinstance(doc, dict) or doc.get("ServiceEnabled") is False:
+        return None
+    return path, doc
+
+
+def link(doc: dict[str, Any], name: str) -> str | None:
+    """The path a resource links to under `name`, or None."""
+    return _link(doc, name)
+
+
 def _link(doc: dict[str, Any], name: str) -> str | None:
     value = doc.get(name)
     path = value.get("@odata.id") if isinstance(value, dict) else None

@@ -127,6 +127,14 @@ class SimulatedFleet:
             if severity == "Critical":
                 state["health"] = "Critical"
 
+    def offer_event_service(self, node: str, offered: bool = True) -> None:
+        """The node's BMC offers (or stops offering) an event service to subscribe to;
+        `offered=False` also drops a subscription it holds."""
+        with self._state(node) as state:
+            state["event_service"] = offered
+            if not offered:
+                state["subscription"] = None
+
     def set_bmc_health(self, node: str, health: str) -> None:
         with self._state(node) as state:
             state["health"] = health
@@ -195,6 +203,22 @@ class SimulatedBmc:
             self._fleet._raise_bmc_fault(state, "event_log")
             entries = tuple(LogEntry(**e) for e in state.get("bmc_log", []))
             return BmcLog(state.get("health", "OK"), ("sel",), entries)
+
+    def subscribe_events(self, destination: str, context: str) -> str | None:
+        with self._fleet._state(self._node) as state:
+            self._fleet._raise_bmc_fault(state, "subscribe_events")
+            if not state.get("event_service"):
+                return None
+            uri = f"/redfish/v1/EventService/Subscriptions/{self._node}"
+            state["subscription"] = {"uri": uri, "destination": destination,
+                                     "context": context}
+            return uri
+
+    def subscription_alive(self, uri: str) -> bool:
+        with self._fleet._state(self._node) as state:
+            self._fleet._raise_bmc_fault(state, "subscription_alive")
+            held = state.get("subscription") or {}
+            return bool(held.get("uri") == uri)
 
     def clear_boot_override(self) -> None:
         with self._fleet._state(self._node) as state:

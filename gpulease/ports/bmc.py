@@ -96,6 +96,17 @@ class Bmc(Protocol):
         Raises BmcError."""
         ...
 
+    def subscribe_events(self, destination: str, context: str) -> str | None:
+        """Ask the BMC to push its alerts to `destination` (an HTTP POST of a Redfish
+        Event each), every event carrying `context`. The subscription's URI, or None when
+        the BMC offers no enabled event service (it is polled only). Raises BmcError."""
+        ...
+
+    def subscription_alive(self, uri: str) -> bool:
+        """Whether the BMC still holds the subscription (BMCs drop one whose deliveries
+        fail). Raises BmcError when the BMC cannot be asked."""
+        ...
+
     def clear_boot_override(self) -> None:
         """Boot as the server's own order says again (no one-time override). Raises
         BmcError."""

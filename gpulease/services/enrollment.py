@@ -142,7 +142,7 @@ def enroll(p: Platform, actor: Principal, req: EnrollRequest,
     status, reason = NodeStatus.AVAILABLE, None
     if not result.matches:
         status, reason = NodeStatus.ENROLLING, result.report()
-    else:
+    elif inv.power != "Off":  # read a moment ago: no second read when it is off already
         try:
             bmc.power_off()  # idle until ordered; the deploy powers it on
         except BmcError as exc:

@@ -142,6 +142,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/api/v1/advise"): {"params": "7B", "workload": "inference"},
     ("POST", "/api/v1/agent/register"): {"token": "glat_unknown", "hostname": "h"},
     ("POST", "/api/v1/agent/telemetry"): {"gpus": []},
+    ("POST", "/api/v1/bmc-events/{node_id}"): {"Context": "glbe_unknown", "Events": []},
     ("POST", "/api/v1/agent/commands/{command_id}/result"): {"ok": True, "result": {}},
     ("POST", "/console/login"): {"email": "nobody@example.com", "password": "x"},
     ("POST", "/console/orders"): {"kind": "container", "offer": "rtx4090-24g-container",

@@ -8,9 +8,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
-from gpulease.db.tables import HardwareAlert
+from gpulease.db.tables import HardwareAlert, Node
 from gpulease.domain.bmc_events import (
     BmcFault,
     LogEntry,
@@ -104,3 +104,35 @@ def test_the_redfish_driver_reads_the_sel_under_the_manager(tmp_path: Path) -> N
     assert [e.severity for e in read.entries] == ["OK", "Critical"]
     critical = read.entries[1]
     assert classify(critical) == BmcFault.GPU and critical.message_id == "PCI3020"
+
+
+def test_a_subscribed_node_is_polled_hourly_and_resubscribed_when_dropped(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str,
+) -> None:
+    clock = MovableClock(datetime(2026, 12, 1, 9, tzinfo=UTC))
+    fleet.clock = clock
+    iid = deliver(fleet, tenant, worker, key)
+    name = instances.show_instance(fleet, tenant.principal, iid).nodes[0].name
+    sim(fleet).offer_event_service(name)
+    with fleet.db.write() as s:  # as if never read: asked to subscribe at the next read
+        s.execute(update(Node).where(Node.name == name).values(bmc_checked_at=None,
+                                                                bmc_subscription=None))
+    check_bmc_logs(fleet)
+    held = sim(fleet).snapshot(name)["subscription"]
+    assert held["destination"].endswith("/api/v1/bmc-events/" + _node_id(fleet, name))
+    sim(fleet).add_bmc_log(name, "Critical", "GPU 2 has fallen off the bus", "2026-12-01T09:07Z")
+    clock.move(minutes=30)
+    assert check_bmc_logs(fleet) == 0  # pushed alerts come by themselves: read hourly
+    clock.move(minutes=31)
+    assert check_bmc_logs(fleet) == 1  # the safety net: what the push may have lost
+    sim(fleet).offer_event_service(name, False)
+    sim(fleet).offer_event_service(name)  # the BMC dropped the subscription
+    clock.move(minutes=61)
+    check_bmc_logs(fleet)
+    again = sim(fleet).snapshot(name)["subscription"]
+    assert again is not None and again["context"] != held["context"]
+
+
+def _node_id(p: Platform, name: str) -> str:
+    with p.db.read() as s:
+        return str(s.scalar(select(Node.id).where(Node.name == name)))

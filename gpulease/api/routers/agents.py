@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from gpulease.api.access import EVERY_USER, ORDERING, Caller, access
 from gpulease.api.deps import Limit, Offset, PlatformDep, PrincipalDep
 from gpulease.ports.agent import Command, CommandOutcome
-from gpulease.services import agent_commands, agents, node_agents
+from gpulease.services import agent_commands, agents, bmc_health, node_agents
 from gpulease.services.node_agents import VerifyRun
 
 router = APIRouter(tags=["node agents"])
@@ -59,6 +59,15 @@ def push_telemetry(body: TelemetryPush, credential: AgentCredential, p: Platform
                    ) -> dict[str, Any]:
     """A window of GPU summaries from an agent; answers with the alerts it raises."""
     return {"alerts": agents.ingest(p, _bearer(credential), body.gpus)}
+
+
+@router.post("/bmc-events/{node_id}", status_code=202, tags=["BMC events"],
+             openapi_extra=access(Caller.ANYONE))
+def bmc_events(node_id: str, body: dict[str, Any], p: PlatformDep) -> dict[str, int]:
+    """A node's BMC pushes its events here (a Redfish Event, as its EventService sends
+    them). Accepted only with the Context of the subscription the platform made; critical
+    GPU, memory, power-supply and thermal records open hardware alerts."""
+    return {"alerts": bmc_health.receive_events(p, node_id, body)}
 
 
 @router.get("/agent/commands", response_model=list[Command], openapi_extra=access(Caller.AGENT))
