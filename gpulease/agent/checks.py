@@ -8,6 +8,7 @@ injected faults, and the report says simulated."""
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import subprocess
 import time
@@ -27,6 +28,8 @@ from gpulease.domain.acceptance import (
     judge,
 )
 from gpulease.domain.telemetry import summarize
+
+log = logging.getLogger("gpulease.agent")
 
 
 class CheckError(RuntimeError):
@@ -311,6 +314,7 @@ def _simulated_gpu_figures(backend: SimulatedGpus, spec: GpuSpec,
         "h2d_gbps": [h2d * (1 if s > 0 else 0) for s in speeds],
         "d2h_gbps": [h2d * (1 if s > 0 else 0) for s in speeds],
         "h2d_all_gbps": h2d * n * 0.6,
+        "responding": [s > 0 for s in speeds],
         "allreduce_busbw_gbps": busbw if n > 1 else None,
         "allreduce_bytes": 2**30 if n > 1 else None,
     }
@@ -320,18 +324,42 @@ SIMULATED_DISK = {"fio_randread_iops": 420_000.0, "fio_seqread_mbps": 6_500.0}
 
 
 def _real_gpu_figures(backend: GpuBackend, options: SuiteOptions) -> dict[str, Any]:
+    """Each GPU measured on its own: one that fails in CUDA (off the bus, say) is marked
+    not responding and the rest are still measured; the checks that need every GPU
+    (peer-to-peer, all-reduce) run only when all respond."""
     devices = [f"cuda:{g.index}" for g in backend.devices()]
-    mm = [matmul_tflops(d, options.matmul_n) for d in devices]
-    copies = [host_copy_gbps(d) for d in devices]
+    responding: list[bool] = []
+    mm: list[tuple[float, bool]] = []
+    hbm: list[float] = []
+    copies: list[tuple[float, float]] = []
+    for d in devices:
+        try:
+            figures_of_one = (matmul_tflops(d, options.matmul_n), hbm_gbps(d),
+                              host_copy_gbps(d))
+        except CheckError:
+            raise  # no PyTorch or no CUDA: nothing can be measured here
+        except Exception as exc:  # noqa: BLE001 - the device failed, not the suite
+            log.warning("%s does not respond: %s", d, exc)
+            responding.append(False)
+            mm.append((0.0, False))
+            hbm.append(0.0)
+            copies.append((0.0, 0.0))
+            continue
+        responding.append(True)
+        mm.append(figures_of_one[0])
+        hbm.append(figures_of_one[1])
+        copies.append(figures_of_one[2])
+    live = [d for d, ok in zip(devices, responding, strict=True) if ok]
     figures: dict[str, Any] = {
         "matmul_tflops": [t for t, _ in mm],
         "matmul_checksums_consistent": [ok for _, ok in mm],
-        "hbm_gbps": [hbm_gbps(d) for d in devices],
+        "hbm_gbps": hbm,
         "h2d_gbps": [h for h, _ in copies],
         "d2h_gbps": [d for _, d in copies],
-        "h2d_all_gbps": host_copy_all_gbps(devices),
+        "h2d_all_gbps": host_copy_all_gbps(live) if live else None,
+        "responding": responding,
     }
-    if len(devices) > 1:
+    if len(devices) > 1 and len(live) == len(devices):
         figures["p2p_gbps"] = p2p_matrix_gbps(devices)
         figures["allreduce_busbw_gbps"] = allreduce_busbw_gbps(len(devices),
                                                                options.allreduce_bytes)

@@ -141,7 +141,7 @@ class SimulatedGpus:
 
     def _temp(self, index: int, now: float) -> tuple[float, int]:
         """(temperature, clock-event bits) of one GPU at `now`."""
-        base = 34 + 36 * self.load + 1.5 * math.sin(now / 7 + index)
+        base = 34 + 36 * self.load + 0.3 * math.sin(now / 7 + index)
         if self._fault("thermal", index):
             phase = now % THERMAL_PERIOD_S
             if phase < 90:

@@ -25,8 +25,16 @@ class Thresholds:
     hbm_fraction: float = 0.80  # of the spec memory bandwidth
     h2d_gbps: float | None = None  # per GPU host→device; from PCIe generation by default
     p2p_gbps: float | None = None  # pairwise GPU↔GPU floor, where the offer promises one
-    burnin_s: float = 60.0
+    # Long enough to see a whole throttling cycle of a hot node (a saw-tooth of about two
+    # minutes: heating, throttled, cooling), and half of the next.
+    burnin_s: float = 180.0
     burnin_max_clock_drop: float = 0.10  # SM clock may sag this much under load
+    # Temperature ceilings under burn-in: the GPU's and its memory's maximum operating
+    # temperature (nvidia-smi -q: "GPU Max Operating Temp", "Memory Max Operating Temp");
+    # each SKU sets its own in the catalog. Reaching one fails, and so does a climb that
+    # would reach it within one burn-in's length.
+    gpu_temp_max_c: float = 85.0
+    memory_temp_max_c: float = 95.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -73,6 +81,8 @@ class Measurements:
     cuda_version: str | None = None
     simulated: bool = False
     notes: Sequence[str] = ()
+    # per GPU: did it run the checks at all (a GPU off the bus does not); empty = all did
+    responding: Sequence[bool] = ()
 
 
 @dataclass(frozen=True)
@@ -131,13 +141,36 @@ def _at_least(name: str, value: float | None, floor: float | None, unit: str,
     return Check(name, value >= floor, value, unit, f"≥ {floor:,.1f} {unit}", gpu, detail)
 
 
+NOT_RUN = "not run: the GPU does not respond"
+
+
+def _silent(m: Measurements) -> set[int]:
+    """The GPUs that did not respond (they ran no check)."""
+    return {gpu for gpu, ran in enumerate(m.responding) if not ran}
+
+
+def _responding(m: Measurements) -> list[Check]:
+    """One failed check per GPU that does not respond, named for what it is: a GPU that
+    fell off the bus (XID 79) is not responding, not corrupting data."""
+    xids = {g.index: set(g.xids) for g in m.burnin}
+    return [Check("gpu_responding", False, None, "", "runs the checks", gpu,
+                  "not responding (XID 79: fell off the bus)" if 79 in xids.get(gpu, ())
+                  else "not responding (no XID reported)")
+            for gpu in sorted(_silent(m))]
+
+
 def _matmul(m: Measurements, t: Thresholds, spec: GpuSpec) -> list[Check]:
     if not m.matmul_tflops:
         return [Check("matmul_bf16", None, detail="needs CUDA and PyTorch")]
+    silent = _silent(m)
     floor = t.matmul_ceiling_fraction * spec.matmul_ceiling_tflops
-    median = statistics.median(m.matmul_tflops)
+    ran = [v for gpu, v in enumerate(m.matmul_tflops) if gpu not in silent]
+    median = statistics.median(ran) if ran else 0.0
     checks = []
     for gpu, tflops in enumerate(m.matmul_tflops):
+        if gpu in silent:
+            checks.append(Check("matmul_bf16", None, None, "TFLOP/s", "", gpu, NOT_RUN))
+            continue
         spread = abs(tflops - median) / median if median else 1.0
         ok = tflops >= floor and spread <= t.matmul_node_spread
         why = f"{spread:.1%} from the node median {median:,.1f}"
@@ -145,10 +178,18 @@ def _matmul(m: Measurements, t: Thresholds, spec: GpuSpec) -> list[Check]:
                             f"≥ {floor:,.1f} and within {t.matmul_node_spread:.0%} of median",
                             gpu, why))
     for gpu, same in enumerate(m.matmul_checksums_consistent):
+        if gpu in silent:  # judged only on GPUs that ran
+            continue
         checks.append(Check("matmul_checksum", bool(same), None, "", "identical every iteration",
                             gpu, "" if same else "results differed between identical runs: "
                             "silent data corruption"))
     return checks
+
+
+def _per_gpu(name: str, values: Sequence[float], floor: float | None, unit: str,
+             silent: set[int]) -> list[Check]:
+    return [Check(name, None, None, unit, "", gpu, NOT_RUN) if gpu in silent
+            else _at_least(name, v, floor, unit, gpu) for gpu, v in enumerate(values)]
 
 
 def _burnin(m: Measurements, t: Thresholds) -> list[Check]:
@@ -156,9 +197,10 @@ def _burnin(m: Measurements, t: Thresholds) -> list[Check]:
         return [Check("burnin", None, detail="not run")]
     checks = []
     for g in m.burnin:
-        problems = []
-        if g.thermal_throttle_s > 0:
-            problems.append(f"thermal throttling {g.thermal_throttle_s:.0f} s")
+        problems = _heat(g, t)
+        if g.power_brake_samples:
+            problems.append(f"hardware or power-brake slowdown in {g.power_brake_samples} "
+                            "sample(s)")
         if g.power_throttle_s > 0.5 * max(g.end - g.start, 1.0):
             problems.append(f"power capped {g.power_throttle_s:.0f} s")
         if g.xids:
@@ -175,11 +217,39 @@ def _burnin(m: Measurements, t: Thresholds) -> list[Check]:
             if drop > t.burnin_max_clock_drop:
                 problems.append(f"SM clock fell {drop:.0%} (saw-tooth)")
         checks.append(Check("burnin", not problems, g.temp_max_c, "°C max",
-                            f"no throttling, XID, ECC growth; clock drop ≤ "
+                            f"below {t.gpu_temp_max_c:.0f} °C (memory "
+                            f"{t.memory_temp_max_c:.0f} °C) and not heading there; no "
+                            f"throttling, XID, ECC growth; clock drop ≤ "
                             f"{t.burnin_max_clock_drop:.0%}", g.index,
                             "; ".join(problems) or f"{g.samples} samples, "
                             f"{g.end - g.start:.0f} s"))
     return checks
+
+
+def _heat(g: GpuSummary, t: Thresholds) -> list[str]:
+    """Thermal problems of one GPU's burn-in: slowdown at any sample, a ceiling reached,
+    or a climb that would reach the ceiling within one burn-in's length (a climb that is
+    slowing counts only up to where it levels off)."""
+    problems = []
+    if g.thermal_samples or g.thermal_throttle_s > 0:
+        problems.append(f"thermal slowdown in {max(g.thermal_samples, 1)} sample(s)"
+                        + (f", {g.thermal_throttle_s:.0f} s" if g.thermal_throttle_s else ""))
+    if g.temp_max_c is not None and g.temp_max_c >= t.gpu_temp_max_c:
+        problems.append(f"GPU at {g.temp_max_c:.0f} °C, ceiling {t.gpu_temp_max_c:.0f} °C")
+    if g.memory_temp_max_c is not None and g.memory_temp_max_c >= t.memory_temp_max_c:
+        problems.append(f"memory at {g.memory_temp_max_c:.0f} °C, ceiling "
+                        f"{t.memory_temp_max_c:.0f} °C")
+    if (g.temp_rise_c_per_s and g.temp_last_c is not None
+            and g.temp_last_c < t.gpu_temp_max_c):
+        projected = g.temp_last_c + g.temp_rise_c_per_s * t.burnin_s
+        if g.temp_settle_c is not None:
+            projected = min(projected, g.temp_settle_c)
+        if projected >= t.gpu_temp_max_c:
+            reach = (t.gpu_temp_max_c - g.temp_last_c) / g.temp_rise_c_per_s
+            problems.append(f"heating {g.temp_rise_c_per_s * 60:.1f} °C/min at "
+                            f"{g.temp_last_c:.0f} °C: the {t.gpu_temp_max_c:.0f} °C ceiling "
+                            f"in about {reach:.0f} s")
+    return problems
 
 
 def judge(m: Measurements, t: Thresholds, spec: GpuSpec) -> Report:
@@ -190,16 +260,15 @@ def judge(m: Measurements, t: Thresholds, spec: GpuSpec) -> Report:
         checks.append(Check("gpu_count", m.gpu_count == spec.count, m.gpu_count, "GPUs",
                             f"= {spec.count}", detail="" if m.gpu_count == spec.count
                             else "a GPU is missing from the bus or the driver"))
+    silent = _silent(m)
+    checks += _responding(m)
     checks += _matmul(m, t, spec)
     hbm_floor = t.hbm_fraction * spec.memory_bandwidth_gbps
-    checks += [_at_least("hbm_bandwidth", v, hbm_floor, "GB/s", gpu)
-               for gpu, v in enumerate(m.hbm_gbps)] or [
+    checks += _per_gpu("hbm_bandwidth", m.hbm_gbps, hbm_floor, "GB/s", silent) or [
         Check("hbm_bandwidth", None, detail="needs CUDA and PyTorch")]
     h2d_floor = t.h2d_gbps if t.h2d_gbps is not None else h2d_floor_gbps(spec.pcie_gen)
-    checks += [_at_least("host_to_device", v, h2d_floor, "GB/s", gpu)
-               for gpu, v in enumerate(m.h2d_gbps)]
-    checks += [_at_least("device_to_host", v, h2d_floor, "GB/s", gpu)
-               for gpu, v in enumerate(m.d2h_gbps)]
+    checks += _per_gpu("host_to_device", m.h2d_gbps, h2d_floor, "GB/s", silent)
+    checks += _per_gpu("device_to_host", m.d2h_gbps, h2d_floor, "GB/s", silent)
     if m.h2d_all_gbps is not None:
         checks.append(_at_least("host_to_device_all", m.h2d_all_gbps, None, "GB/s",
                                 detail="all GPUs at once; reported, not judged"))
@@ -208,7 +277,10 @@ def judge(m: Measurements, t: Thresholds, spec: GpuSpec) -> Report:
             if v is not None and src != dst:
                 checks.append(_at_least(f"p2p_gpu{src}_to_gpu{dst}", v, t.p2p_gbps, "GB/s",
                                         src))
-    if m.gpu_count > 1:
+    if m.gpu_count > 1 and silent:
+        checks.append(Check("allreduce_busbw", None, unit="GB/s", detail=(
+            f"not run: GPU {', '.join(map(str, sorted(silent)))} does not respond")))
+    elif m.gpu_count > 1:
         size = f"{m.allreduce_bytes / 2**30:.0f} GiB messages" if m.allreduce_bytes else ""
         checks.append(_at_least("allreduce_busbw", m.allreduce_busbw_gbps,
                                 t.allreduce_busbw_gbps, "GB/s", detail=size))

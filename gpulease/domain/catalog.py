@@ -82,6 +82,8 @@ class AcceptanceMarks(_Entry):
     h2d_gbps: Decimal | None = Field(default=None, gt=0)
     p2p_gbps: Decimal | None = Field(default=None, gt=0)
     burnin_s: Decimal | None = Field(default=None, ge=0)
+    gpu_temp_max_c: Decimal | None = Field(default=None, gt=0, le=130)
+    memory_temp_max_c: Decimal | None = Field(default=None, gt=0, le=130)
 
 
 class Sku(_Entry):

@@ -26,6 +26,10 @@ class ClockEvent(IntFlag):
 
 THERMAL_BITS = ClockEvent.SW_THERMAL_SLOWDOWN | ClockEvent.HW_THERMAL_SLOWDOWN
 POWER_BITS = ClockEvent.SW_POWER_CAP | ClockEvent.HW_POWER_BRAKE_SLOWDOWN
+# Slowdowns a healthy GPU never shows under load (the software power cap it may: it is how
+# a GPU holds its power limit).
+HW_SLOWDOWN_BITS = ClockEvent.HW_SLOWDOWN | ClockEvent.HW_POWER_BRAKE_SLOWDOWN
+MIN_CLIMB_C = 0.5  # a climb smaller than this over a window is noise, not heating
 
 # XID codes that mean hardware trouble (NVIDIA's XID catalogue).
 XID_FELL_OFF_BUS = 79
@@ -98,6 +102,14 @@ class GpuSummary:
     nvlink_down: tuple[int, ...]  # link numbers down at the window's end
     energy_j: float | None
     simulated: bool = False
+    # Read by the burn-in's judgement (domain/acceptance.py); defaults for summaries pushed
+    # by older agents.
+    memory_temp_max_c: float | None = None
+    temp_last_c: float | None = None
+    thermal_samples: int = 0  # samples showing thermal slowdown (any one counts)
+    power_brake_samples: int = 0  # samples showing hardware or power-brake slowdown
+    temp_rise_c_per_s: float | None = None  # a steady climb over the window, else None
+    temp_settle_c: float | None = None  # where a slowing climb levels off, else None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -170,8 +182,40 @@ def summarize(samples: Iterable[GpuSample]) -> list[GpuSummary]:
             nvlink_down=tuple(i for i, up in enumerate(last.nvlink_up) if not up),
             energy_j=round((energy[-1] - energy[0]) / 1000, 3) if len(energy) > 1 else None,
             simulated=any(s.simulated for s in ss),
+            memory_temp_max_c=max(_values(ss, "memory_temp_c"), default=None),
+            temp_last_c=temps[-1] if temps else None,
+            thermal_samples=sum(1 for s in ss if s.clocks_event_reasons & THERMAL_BITS),
+            power_brake_samples=sum(1 for s in ss
+                                    if s.clocks_event_reasons & HW_SLOWDOWN_BITS),
+            **_trend(ss),
         ))
     return out
+
+
+def _trend(samples: Sequence[GpuSample]) -> dict[str, float | None]:
+    """How the temperature moves over a window: the mean of each third of the samples.
+    A steady climb (each third warmer, by MIN_CLIMB_C or more in all) gives its rate; a
+    climb that slows (each third's rise smaller than the one before, as a GPU warming
+    towards its steady temperature) also gives where it levels off, by the geometric
+    series of the rises. Noise and a steady temperature give neither."""
+    points = [(s.at, float(s.gpu_temp_c)) for s in samples if s.gpu_temp_c is not None]
+    none: dict[str, float | None] = {"temp_rise_c_per_s": None, "temp_settle_c": None}
+    if len(points) < 3:
+        return none
+    k = len(points) // 3
+    thirds = [points[:k], points[k:len(points) - k], points[len(points) - k:]]
+    (a1, t1), (a2, t2), (a3, t3) = (
+        (sum(a for a, _ in p) / len(p), sum(t for _, t in p) / len(p)) for p in thirds)
+    if not (t1 < t2 < t3) or t3 - t1 < MIN_CLIMB_C or a3 <= a1:
+        return none
+    rise = (t3 - t1) / (a3 - a1)
+    first, second = (t2 - t1) / (a2 - a1), (t3 - t2) / (a3 - a2)  # °C/s in each half
+    settle = None
+    if second < 0.8 * first:  # slowing: the rises shrink by r per step of (a3 - a2)
+        r = second / first
+        settle = t3 + (t3 - t2) * r / (1 - r)
+    return {"temp_rise_c_per_s": round(rise, 4),
+            "temp_settle_c": round(settle, 2) if settle is not None else None}
 
 
 class AlertKind(StrEnum):

@@ -37,7 +37,7 @@ def test_healthy_simulated_node_passes_and_says_simulated() -> None:
     ("slow-gpu:3", {("matmul_bf16", 3), ("hbm_bandwidth", 3), ("allreduce_busbw", None)}),
     ("nvlink-down:0", {("allreduce_busbw", None), ("burnin", 0)}),
     ("thermal:5", {("burnin", 5)}),
-    ("xid79:6", {("matmul_bf16", 6), ("burnin", 6)}),
+    ("xid79:6", {("gpu_responding", 6), ("burnin", 6)}),
     ("ecc-dbe:2", {("burnin", 2)}),
 ])
 def test_each_fault_fails_the_right_checks(fault: str, must_fail: set[tuple[str, int | None]]
