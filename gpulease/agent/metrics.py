@@ -1,5 +1,9 @@
 """Prometheus text exposition with dcgm-exporter's metric names and labels, so a provider's
-existing Prometheus rules and Grafana dashboards work unchanged.
+existing Prometheus rules and Grafana dashboards work unchanged: every counter of its
+default list that NVML can read (etc/default-counters.csv; the vGPU licence status is left
+out on bare metal), plus the ECC, NVLink CRC and link-state series it lists but leaves
+off, under its label set (gpu, UUID, pci_bus_id, device, modelName, Hostname,
+DCGM_FI_DRIVER_VERSION). docs/agent.md says what differs.
 
 Written out by hand rather than through prometheus_client's registry: that library appends
 `_total` to every counter's name, and dcgm-exporter's counters (e.g.
@@ -8,7 +12,7 @@ with prometheus_client's own parser."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpulease.domain.telemetry import GpuSample
@@ -39,6 +43,16 @@ FIELDS: tuple[Field, ...] = (
           lambda s: s.gpu_util_pct),
     Field("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).",
           lambda s: s.mem_copy_util_pct),
+    Field("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).",
+          lambda s: s.enc_util_pct),
+    Field("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).",
+          lambda s: s.dec_util_pct),
+    Field("DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "counter",
+          "Total number of bytes transmitted through PCIe TX (in KB) via NVML.",
+          lambda s: s.pcie_tx_kbps),
+    Field("DCGM_FI_DEV_PCIE_RX_THROUGHPUT", "counter",
+          "Total number of bytes received through PCIe RX (in KB) via NVML.",
+          lambda s: s.pcie_rx_kbps),
     Field("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).",
           lambda s: s.fb_free_mib),
     Field("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).",
@@ -84,10 +98,14 @@ def _number(value: float | int | bool) -> str:
 
 def render(samples: Sequence[GpuSample], hostname: str, backend: str,
            driver_version: str | None = None, cuda_version: str | None = None,
-           sweep_seconds: float | None = None) -> str:
-    """The /metrics page for the latest sample of each GPU."""
-    base = [{"gpu": str(s.index), "UUID": s.uuid, "device": f"nvidia{s.index}",
-             "modelName": s.name, "Hostname": hostname} for s in samples]
+           sweep_seconds: float | None = None, bus_ids: Mapping[int, str] | None = None
+           ) -> str:
+    """The /metrics page for the latest sample of each GPU; `bus_ids` are the GPUs' PCI
+    bus ids by index (dcgm-exporter's `pci_bus_id`)."""
+    base = [{"gpu": str(s.index), "UUID": s.uuid,
+             "pci_bus_id": (bus_ids or {}).get(s.index, ""), "device": f"nvidia{s.index}",
+             "modelName": s.name, "Hostname": hostname,
+             "DCGM_FI_DRIVER_VERSION": driver_version or ""} for s in samples]
     lines: list[str] = []
     for f in FIELDS:
         rows = [(labels, v) for labels, s in zip(base, samples, strict=True)

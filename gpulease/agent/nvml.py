@@ -123,6 +123,8 @@ class NvmlBackend:
             throughput = _maybe(nv.nvmlDeviceGetFieldValues, h,
                                 [nv.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
                                  nv.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX])
+            enc = _maybe(nv.nvmlDeviceGetEncoderUtilization, h)  # [percent, period µs]
+            dec = _maybe(nv.nvmlDeviceGetDecoderUtilization, h)
             new_xids = tuple(xids.get(i, ()))
             if new_xids:
                 self._last_xid[i] = new_xids[-1]
@@ -138,6 +140,12 @@ class NvmlBackend:
                                    float),
                 gpu_util_pct=float(util.gpu) if util is not None else None,
                 mem_copy_util_pct=float(util.memory) if util is not None else None,
+                enc_util_pct=float(enc[0]) if enc else None,
+                dec_util_pct=float(dec[0]) if dec else None,
+                pcie_tx_kbps=_num(_maybe(nv.nvmlDeviceGetPcieThroughput, h,
+                                         nv.NVML_PCIE_UTIL_TX_BYTES), float),
+                pcie_rx_kbps=_num(_maybe(nv.nvmlDeviceGetPcieThroughput, h,
+                                         nv.NVML_PCIE_UTIL_RX_BYTES), float),
                 fb_used_mib=mem.used / 2**20 if mem is not None else None,
                 fb_free_mib=mem.free / 2**20 if mem is not None else None,
                 clocks_event_reasons=int(_maybe(nv.nvmlDeviceGetCurrentClocksEventReasons, h)

@@ -28,10 +28,12 @@ class AgentState:
         self.backend_name = "simulated" if backend.simulated else backend_name
         self.driver_version = backend.driver_version()
         self.cuda_version = backend.cuda_version()
+        self.bus_ids = {g.index: g.pci_bus_id for g in backend.devices() if g.pci_bus_id}
 
     def metrics_text(self) -> str:
         return render(self.sampler.latest(), self.hostname, self.backend_name,
-                      self.driver_version, self.cuda_version, self.sampler.last_sweep_s)
+                      self.driver_version, self.cuda_version, self.sampler.last_sweep_s,
+                      self.bus_ids)
 
     def summary(self, seconds: float | None) -> dict[str, Any]:
         summaries = self.sampler.summaries(seconds)

@@ -54,6 +54,10 @@ class GpuSample:
     mem_clock_mhz: float | None = None
     gpu_util_pct: float | None = None
     mem_copy_util_pct: float | None = None
+    enc_util_pct: float | None = None
+    dec_util_pct: float | None = None
+    pcie_tx_kbps: float | None = None  # PCIe throughput as NVML reports it (KB/s)
+    pcie_rx_kbps: float | None = None
     fb_used_mib: float | None = None
     fb_free_mib: float | None = None
     clocks_event_reasons: int = 0

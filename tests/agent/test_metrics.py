@@ -20,7 +20,12 @@ DCGM = {"DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_MEMORY_TEMP", "DCGM_FI_DEV_POWER_US
         "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
         "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_ROW_REMAP_FAILURE",
         "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "DCGM_FI_DEV_NVLINK_LINK_STATUS",
-        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"}
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL",
+        "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "DCGM_FI_DEV_PCIE_RX_THROUGHPUT",
+        "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS"}
+# dcgm-exporter's label names, in its order
+LABELS = ["gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname",
+          "DCGM_FI_DRIVER_VERSION"]
 
 
 def families(text: str) -> dict[str, object]:
@@ -30,15 +35,20 @@ def families(text: str) -> dict[str, object]:
 def test_page_has_dcgm_names_labels_and_exact_wire_names() -> None:
     gpus = SimulatedGpus(8, faults=parse_faults(["xid79:2", "nvlink-down:4:11"]),
                          clock=VirtualClock())
-    text = render(gpus.sample(), "gpu-node-7", "simulated", "570.1", "12.8", 0.002)
+    bus_ids = {g.index: g.pci_bus_id or "" for g in gpus.devices()}
+    text = render(gpus.sample(), "gpu-node-7", "simulated", "570.1", "12.8", 0.002, bus_ids)
     fams = families(text)
     assert set(fams) >= DCGM
     temp = fams["DCGM_FI_DEV_GPU_TEMP"]
     samples = temp.samples  # type: ignore[attr-defined]
     assert len(samples) == 8
-    assert samples[0].labels == {"gpu": "0", "UUID": gpus.uuid(0), "device": "nvidia0",
+    assert samples[0].labels == {"gpu": "0", "UUID": gpus.uuid(0),
+                                 "pci_bus_id": "00000000:18:00.0", "device": "nvidia0",
                                  "modelName": "NVIDIA H100 80GB HBM3",
-                                 "Hostname": "gpu-node-7"}
+                                 "Hostname": "gpu-node-7", "DCGM_FI_DRIVER_VERSION": "570.1"}
+    first = next(line for line in text.splitlines() if line.startswith("DCGM_FI_DEV_GPU_TEMP{"))
+    assert [pair.split("=")[0] for pair in first[first.index("{") + 1:first.index("}")]
+            .split(",")] == LABELS
     xid = {s.labels["gpu"]: s.value for s in fams["DCGM_FI_DEV_XID_ERRORS"].samples}  # type: ignore[attr-defined]
     assert xid["2"] == 79 and xid["0"] == 0
     down = [(s.labels["gpu"], s.labels["link"]) for s in
