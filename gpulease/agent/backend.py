@@ -26,6 +26,7 @@ class GpuInfo:
 
 class GpuBackend(Protocol):
     simulated: bool
+    device_type: str  # PyTorch's device type for the checks: "cuda", or "npu" (Ascend)
 
     def devices(self) -> list[GpuInfo]: ...
 

@@ -94,8 +94,22 @@ def _torch() -> Any:
 
 
 def _sync(torch: Any, device: Any) -> None:
-    if getattr(device, "type", str(device)).startswith("cuda"):
+    kind = getattr(device, "type", str(device))
+    if kind.startswith("cuda"):
         torch.cuda.synchronize(device)
+    elif kind.startswith("npu"):  # Ascend: torch_npu adds torch.npu
+        torch.npu.synchronize(device)
+
+
+def _accelerator(device_type: str) -> None:
+    """Make PyTorch speak the device: CUDA is built in; Ascend needs torch_npu."""
+    _torch()
+    if device_type == "npu":
+        try:
+            import torch_npu  # type: ignore[import-not-found]  # noqa: F401
+        except ImportError:
+            raise CheckError("torch_npu (Ascend's PyTorch plugin, with CANN) is not "
+                             "installed: the NPU checks cannot run") from None
 
 
 def matmul_tflops(device: str, n: int = 8192, iters: int = 20) -> tuple[float, bool]:
@@ -147,7 +161,7 @@ def host_copy_gbps(device: str, mib: int = 1024, iters: int = 10) -> tuple[float
     """Pinned host→device and device→host bandwidth of one GPU."""
     torch = _torch()
     dev = torch.device(device)
-    pinned = dev.type == "cuda"
+    pinned = dev.type in ("cuda", "npu")
     host = torch.empty(mib * 2**20, dtype=torch.uint8, pin_memory=pinned)
     gpu = torch.empty(mib * 2**20, dtype=torch.uint8, device=dev)
     rates = []
@@ -168,8 +182,8 @@ def host_copy_all_gbps(devices: Sequence[str], mib: int = 512, iters: int = 5) -
     """Host→device into every GPU at once (one CUDA stream each): the host side's ceiling."""
     torch = _torch()
     devs = [torch.device(d) for d in devices]
-    hosts = [torch.empty(mib * 2**20, dtype=torch.uint8, pin_memory=d.type == "cuda")
-             for d in devs]
+    hosts = [torch.empty(mib * 2**20, dtype=torch.uint8,
+                         pin_memory=d.type in ("cuda", "npu")) for d in devs]
     gpus = [torch.empty(mib * 2**20, dtype=torch.uint8, device=d) for d in devs]
     for d in devs:
         _sync(torch, d)
@@ -213,9 +227,14 @@ def _allreduce_worker(rank: int, world: int, port: int, nbytes: int, iters: int,
 
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=world)
-    device = torch.device(f"cuda:{rank}" if backend == "nccl" else "cpu")
-    if backend == "nccl":
+    kind = {"nccl": "cuda", "hccl": "npu"}.get(backend)
+    if kind == "npu":
+        import torch_npu  # noqa: F401
+    device = torch.device(f"{kind}:{rank}" if kind else "cpu")
+    if kind == "cuda":
         torch.cuda.set_device(device)
+    elif kind == "npu":
+        torch.npu.set_device(device)
     t = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
     for _ in range(3):
         dist.all_reduce(t)
@@ -327,7 +346,9 @@ def _real_gpu_figures(backend: GpuBackend, options: SuiteOptions) -> dict[str, A
     """Each GPU measured on its own: one that fails in CUDA (off the bus, say) is marked
     not responding and the rest are still measured; the checks that need every GPU
     (peer-to-peer, all-reduce) run only when all respond."""
-    devices = [f"cuda:{g.index}" for g in backend.devices()]
+    kind = getattr(backend, "device_type", "cuda")
+    _accelerator(kind)
+    devices = [f"{kind}:{g.index}" for g in backend.devices()]
     responding: list[bool] = []
     mm: list[tuple[float, bool]] = []
     hbm: list[float] = []
@@ -361,8 +382,9 @@ def _real_gpu_figures(backend: GpuBackend, options: SuiteOptions) -> dict[str, A
     }
     if len(devices) > 1 and len(live) == len(devices):
         figures["p2p_gbps"] = p2p_matrix_gbps(devices)
-        figures["allreduce_busbw_gbps"] = allreduce_busbw_gbps(len(devices),
-                                                               options.allreduce_bytes)
+        figures["allreduce_busbw_gbps"] = allreduce_busbw_gbps(
+            len(devices), options.allreduce_bytes,
+            backend="hccl" if kind == "npu" else "nccl")
         figures["allreduce_bytes"] = options.allreduce_bytes
     return figures
 
@@ -381,7 +403,8 @@ def run_suite(backend: GpuBackend, thresholds: Thresholds, spec: GpuSpec,
     else:
         try:
             figures = _real_gpu_figures(backend, options)
-            devices = [f"cuda:{g.index}" for g in gpus]
+            kind = getattr(backend, "device_type", "cuda")
+            devices = [f"{kind}:{g.index}" for g in gpus]
 
             def load() -> None:
                 for d in devices:

@@ -84,6 +84,28 @@ FIELDS: tuple[Field, ...] = (
 )
 
 
+# Ascend NPUs: the names of Huawei's npu-exporter (MindX DL) where it has them, so its
+# users' rules and dashboards read these; ECC counters under our own prefix.
+NPU_FIELDS: tuple[Field, ...] = (
+    Field("npu_chip_info_temperature", "gauge", "NPU temperature (in C).",
+          lambda s: s.gpu_temp_c),
+    Field("npu_chip_info_power", "gauge", "NPU power (in W).", lambda s: s.power_w),
+    Field("npu_chip_info_utilization", "gauge", "AI Core utilization (in %).",
+          lambda s: s.gpu_util_pct),
+    Field("npu_chip_info_hbm_used_memory", "gauge", "HBM used (in MB).",
+          lambda s: s.fb_used_mib),
+    Field("npu_chip_info_hbm_total_memory", "gauge", "HBM total (in MB).",
+          lambda s: (s.fb_used_mib + s.fb_free_mib)
+          if s.fb_used_mib is not None and s.fb_free_mib is not None else None),
+    Field("npu_chip_info_health_status", "gauge", "NPU health (1 = OK).",
+          lambda s: None if s.health is None else s.health == "OK"),
+    Field("gpulease_npu_hbm_ecc_single_bit_errors", "counter",
+          "HBM single-bit ECC errors (npu-smi info -t ecc).", lambda s: s.ecc_sbe_volatile),
+    Field("gpulease_npu_hbm_ecc_double_bit_errors", "counter",
+          "HBM double-bit ECC errors (npu-smi info -t ecc).", lambda s: s.ecc_dbe_volatile),
+)
+
+
 def _escape(value: str) -> str:
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
@@ -101,13 +123,20 @@ def render(samples: Sequence[GpuSample], hostname: str, backend: str,
            sweep_seconds: float | None = None, bus_ids: Mapping[int, str] | None = None
            ) -> str:
     """The /metrics page for the latest sample of each GPU; `bus_ids` are the GPUs' PCI
-    bus ids by index (dcgm-exporter's `pci_bus_id`)."""
-    base = [{"gpu": str(s.index), "UUID": s.uuid,
-             "pci_bus_id": (bus_ids or {}).get(s.index, ""), "device": f"nvidia{s.index}",
-             "modelName": s.name, "Hostname": hostname,
-             "DCGM_FI_DRIVER_VERSION": driver_version or ""} for s in samples]
+    bus ids by index (dcgm-exporter's `pci_bus_id`). NPUs (samples that carry a health,
+    as npu-smi reports) get npu-exporter's names and labels instead."""
+    npu = any(s.health is not None for s in samples)
+    if npu:
+        base = [{"id": str(s.index), "model_name": s.name, "UUID": s.uuid,
+                 "pci_bus_id": (bus_ids or {}).get(s.index, ""), "Hostname": hostname}
+                for s in samples]
+    else:
+        base = [{"gpu": str(s.index), "UUID": s.uuid,
+                 "pci_bus_id": (bus_ids or {}).get(s.index, ""),
+                 "device": f"nvidia{s.index}", "modelName": s.name, "Hostname": hostname,
+                 "DCGM_FI_DRIVER_VERSION": driver_version or ""} for s in samples]
     lines: list[str] = []
-    for f in FIELDS:
+    for f in NPU_FIELDS if npu else FIELDS:
         rows = [(labels, v) for labels, s in zip(base, samples, strict=True)
                 if (v := f.value(s)) is not None]
         if not rows:

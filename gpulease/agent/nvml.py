@@ -37,6 +37,9 @@ def _text(value: Any) -> str:
 class NvmlBackend:
     simulated = False
 
+    simulated = False
+    device_type = "cuda"
+
     def __init__(self) -> None:
         if nv is None:
             raise BackendUnavailable("nvidia-ml-py is not installed")

@@ -8,6 +8,7 @@ Faults (`--fault KIND[:GPU[:ARG]]`, GPU defaults to 0):
   slow-gpu       the GPU runs at ARG of its speed (default 0.7)
   ecc-dbe        a double-bit ECC error every sweep
   row-remap      row remapping has failed
+  unhealthy      the device reports its health as Alarm (npu-smi's verdict; 910B)
 """
 
 from __future__ import annotations
@@ -41,8 +42,7 @@ MODELS: dict[str, Model] = {
     "a800-80g": Model("NVIDIA A800-SXM4-80GB", 81920, 1410, 1593, 400, 60, 8, 4),
     "rtx4090-24g": Model("NVIDIA GeForce RTX 4090", 24564, 2520, 10501, 450, 25, 0, 4),
     "rtx4090-48g": Model("NVIDIA GeForce RTX 4090", 49140, 2520, 10501, 450, 25, 0, 4),
-    "ascend910b-64g": Model("Ascend 910B (simulated as an NVML device)", 65536, 1800, 1600,
-                            400, 80, 0, 5),
+    "ascend910b-64g": Model("Ascend 910B3", 65536, 1800, 1600, 400, 80, 0, 5),
 }
 
 
@@ -58,7 +58,8 @@ class VirtualClock:
     def advance(self, seconds: float) -> None:
         self.now += seconds
 
-FAULT_KINDS = ("thermal", "xid79", "nvlink-down", "slow-gpu", "ecc-dbe", "row-remap")
+FAULT_KINDS = ("thermal", "xid79", "nvlink-down", "slow-gpu", "ecc-dbe", "row-remap",
+               "unhealthy")
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,8 @@ class SimulatedGpus:
             raise ValueError(f"unknown simulated GPU model {model!r}; known: "
                              f"{', '.join(MODELS)}")
         self.count, self.model_id, self.model = count, model, MODELS[model]
+        self.npu = model.startswith("ascend")  # read as npu-smi would: health, no XIDs
+        self.device_type = "npu" if self.npu else "cuda"
         self.faults = tuple(faults)
         for f in self.faults:
             if not 0 <= f.gpu < count:
@@ -192,11 +195,17 @@ class SimulatedGpus:
                 row_remap_failure=self._fault("row-remap", i) is not None,
                 pcie_replays=0, nvlink_up=nvl, nvlink_crc_errors=0,
                 nvlink_bytes_total=int(self._sweeps * 1e9 * load) if any(nvl) else 0,
-                xids=xids, last_xid=79 if dead else 0, simulated=True))
+                xids=() if self.npu else xids, last_xid=0 if self.npu else (79 if dead else 0),
+                simulated=True, health=self._health(i, dead) if self.npu else None))
         return out
 
+    def _health(self, index: int, dead: bool) -> str:
+        if dead:
+            return "Critical"  # an NPU off the bus: npu-smi marks it, no XID exists
+        return "Alarm" if self._fault("unhealthy", index) else "OK"
+
     def driver_version(self) -> str | None:
-        return "simulated-570.00"
+        return "simulated-23.0.rc3" if self.npu else "simulated-570.00"
 
     def cuda_version(self) -> str | None:
         return "12.8 (simulated)"

@@ -153,9 +153,16 @@ def _responding(m: Measurements) -> list[Check]:
     """One failed check per GPU that does not respond, named for what it is: a GPU that
     fell off the bus (XID 79) is not responding, not corrupting data."""
     xids = {g.index: set(g.xids) for g in m.burnin}
-    return [Check("gpu_responding", False, None, "", "runs the checks", gpu,
-                  "not responding (XID 79: fell off the bus)" if 79 in xids.get(gpu, ())
-                  else "not responding (no XID reported)")
+    health = {g.index: g.health for g in m.burnin}
+
+    def why(gpu: int) -> str:
+        if 79 in xids.get(gpu, ()):
+            return "not responding (XID 79: fell off the bus)"
+        if health.get(gpu) not in (None, "OK"):
+            return f"not responding (the device reports {health[gpu]})"
+        return "not responding (no XID reported)"
+
+    return [Check("gpu_responding", False, None, "", "runs the checks", gpu, why(gpu))
             for gpu in sorted(_silent(m))]
 
 
@@ -211,6 +218,8 @@ def _burnin(m: Measurements, t: Thresholds) -> list[Check]:
             problems.append("row remap failure")
         if g.nvlink_down:
             problems.append(f"NVLink down on link(s) {list(g.nvlink_down)}")
+        if g.health not in (None, "OK"):
+            problems.append(f"the device reports its health as {g.health}")
         drop = None
         if g.sm_clock_max_mhz and g.sm_clock_min_mhz is not None:
             drop = 1 - g.sm_clock_min_mhz / g.sm_clock_max_mhz

@@ -73,6 +73,7 @@ class GpuSample:
     xids: tuple[int, ...] = ()  # XID events seen since the previous sample
     last_xid: int = 0
     simulated: bool = False
+    health: str | None = None  # the device's own verdict where it gives one (npu-smi)
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ class GpuSummary:
     power_brake_samples: int = 0  # samples showing hardware or power-brake slowdown
     temp_rise_c_per_s: float | None = None  # a steady climb over the window, else None
     temp_settle_c: float | None = None  # where a slowing climb levels off, else None
+    health: str | None = None  # the worst health the device reported in the window
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -191,9 +193,20 @@ def summarize(samples: Iterable[GpuSample]) -> list[GpuSummary]:
             thermal_samples=sum(1 for s in ss if s.clocks_event_reasons & THERMAL_BITS),
             power_brake_samples=sum(1 for s in ss
                                     if s.clocks_event_reasons & HW_SLOWDOWN_BITS),
+            health=_worst_health(ss),
             **_trend(ss),
         ))
     return out
+
+
+HEALTH_ORDER = ("OK", "Warning", "Alarm", "Critical")  # npu-smi's words, mildest first
+
+
+def _worst_health(samples: Sequence[GpuSample]) -> str | None:
+    seen = [s.health for s in samples if s.health]
+    if not seen:
+        return None
+    return max(seen, key=lambda h: HEALTH_ORDER.index(h) if h in HEALTH_ORDER else 2)
 
 
 def _trend(samples: Sequence[GpuSample]) -> dict[str, float | None]:
@@ -228,6 +241,7 @@ class AlertKind(StrEnum):
     DOUBLE_BIT_ECC = "double_bit_ecc"
     NVLINK_DOWN = "nvlink_down"
     ROW_REMAP_FAILURE = "row_remap_failure"
+    DEVICE_UNHEALTHY = "device_unhealthy"  # the NPU's own health: Alarm or Critical
 
 
 @dataclass(frozen=True)
@@ -283,6 +297,9 @@ def alerts_for(summaries: Iterable[GpuSummary],
                                 f"{label}: row remapping failed "
                                 f"({g.remapped_rows_uncorrectable} uncorrectable rows "
                                 "remapped); the GPU needs replacement"))
+        if g.health in ("Alarm", "Critical"):
+            alerts.append(Alert(AlertKind.DEVICE_UNHEALTHY, g.index, g.uuid,
+                                f"{label}: the device reports its health as {g.health}"))
     return alerts
 
 
