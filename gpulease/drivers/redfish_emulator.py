@@ -36,10 +36,24 @@ class Emulator:
             self.proc.wait(10)
 
 
+# The emulator with its fake driver's random power delay replaced by a fixed one.
+_FIXED_DELAY = (
+    "import sys, types\n"
+    "from sushy_tools.emulator.resources.systems import fakedriver\n"
+    "fakedriver.random = types.SimpleNamespace(randint=lambda low, high: {delay})\n"
+    "from sushy_tools.emulator.main import main\n"
+    "sys.argv[0] = 'sushy-emulator'\n"
+    "sys.exit(main())\n")
+
+
 def start_emulator(
     workdir: Path, port: int, count: int = 2, power: str = "Off",
     nics: list[int] | None = None, username: str = "admin", password: str = "admin",
+    power_delay_s: int | None = None,
 ) -> Emulator:
+    """sushy-tools' emulator with its fake driver. Its power changes land after a random
+    1–11 s, as slow BMCs do; `power_delay_s` fixes that delay instead (tests of the flows
+    around power, not of the waiting)."""
     import bcrypt  # only needed here
 
     workdir.mkdir(parents=True, exist_ok=True)
@@ -65,9 +79,11 @@ def start_emulator(
         f"SUSHY_EMULATOR_LISTEN_PORT = {port}\n"
         f"SUSHY_EMULATOR_FAKE_SYSTEMS = [\n{fake}\n]\n")
     log = (workdir / "emulator.log").open("w")
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "sushy-emulator"), "--fake", "--config",
-         str(workdir / "emulator.conf")], stdout=subprocess.DEVNULL, stderr=log)
+    command = [str(Path(sys.executable).parent / "sushy-emulator")]
+    if power_delay_s is not None:
+        command = [sys.executable, "-c", _FIXED_DELAY.format(delay=int(power_delay_s))]
+    proc = subprocess.Popen(command + ["--fake", "--config", str(workdir / "emulator.conf")],
+                            stdout=subprocess.DEVNULL, stderr=log)
     emu = Emulator(f"http://127.0.0.1:{port}", systems, proc, workdir / "state", username,
                    password)
     deadline = time.monotonic() + 20

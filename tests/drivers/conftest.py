@@ -23,8 +23,10 @@ USER, PASSWORD = "admin", "s3cret-bmc"
 
 
 def start_emulator(tmp: Path, count: int = 2, power: str = "Off",
-                   nics: list[int] | None = None) -> Emulator:
-    return _start(tmp, free_port(), count, power, nics, USER, PASSWORD)
+                   nics: list[int] | None = None, power_delay_s: int | None = 1) -> Emulator:
+    """Power changes land within a second: these tests are about what happens around them
+    (bench/redfish.py and the demo keep the emulator's random 1–11 s)."""
+    return _start(tmp, free_port(), count, power, nics, USER, PASSWORD, power_delay_s)
 
 
 @pytest.fixture
