@@ -176,6 +176,13 @@ def advise(
     ffn: Annotated[int | None, typer.Option(help="MLP inner width")] = None,
     experts: Annotated[int, typer.Option(help="MoE experts")] = 1,
     top_k: Annotated[int, typer.Option("--top-k", help="MoE experts per token")] = 1,
+    bias: Annotated[bool, typer.Option(help="linear layers carry biases")] = False,
+    tied_embeddings: Annotated[bool, typer.Option(
+        "--tied-embeddings", help="the output head shares the embedding matrix")] = False,
+    learned_positions: Annotated[int, typer.Option(
+        "--learned-positions", help="rows of a learned position table; 0: rotary")] = 0,
+    post_norm: Annotated[bool, typer.Option(
+        "--post-norm", help="post-LN blocks (BERT), no final norm")] = False,
     url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
 ) -> None:
     """Size a job: memory term by term, the machines that fit ranked by total cost, time,
@@ -184,7 +191,9 @@ def advise(
         params=params, workload=workload, precision=precision, seq_len=seq_len, batch=batch,
         checkpointing=checkpointing, tokens=tokens, hours=hours, budget=budget, gpu=gpu,
         domestic=domestic, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
-        vocab=vocab, ffn=ffn, experts=experts, top_k=top_k).items() if v is not None}
+        vocab=vocab, ffn=ffn, experts=experts, top_k=top_k, bias=bias,
+        tied_embeddings=tied_embeddings, learned_positions=learned_positions,
+        post_norm=post_norm).items() if v is not None}
     a = api(lambda: connect(url, token).post_json("/advise", body))
     if as_json:
         return print_json(a)

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from gpulease.domain.catalog import Catalog, ContainerOffer, Gpu, Offer
+from gpulease.domain.catalog import Catalog, ContainerOffer, Gpu, Offer, Sku
 from gpulease.domain.money import to_fen
 from gpulease.domain.pricing import unit_price
 from gpulease.domain.sizing import (
@@ -34,8 +34,13 @@ class Assumptions:
     # A training step reaches this share of the GPU's bf16 matmul rate (the platform's
     # measured acceptance figure when the catalog has one, else 80 % of the data sheet).
     utilization: float = 0.50
-    multi_node_efficiency: float = 0.90  # per-node throughput kept across InfiniBand
-    pcie_only_efficiency: float = 0.50  # 4+ GPUs without NVLink: the seeds' "half speed"
+    # Communication (advisor.step_time): a training step is this many tokens over all
+    # data-parallel replicas (micro-batches accumulate up to it); the gradient exchange
+    # hides behind this share of the backward pass; the node's network carries this
+    # share of its line rate.
+    tokens_per_step: float = 2_000_000
+    gradient_overlap: float = 2 / 3
+    network_efficiency: float = 0.80
     # The seeds' case: a 7B job planned at 96 h on a shared RTX 4090 container took 140 h
     # after a neighbour took PCIe bandwidth, and 89 h on bare metal.
     container_overhead: float = 96 / 89 - 1  # virtualization and sharing: 7.9 %
@@ -90,14 +95,27 @@ class Advice:
     assumptions: Assumptions = field(default_factory=Assumptions)
 
 
+def attention_flops_per_token(job: Job) -> float:
+    """The attention's own matrix products, forward, per token: Q·Kᵀ and the weights · V
+    over the sequence, 2 × 2 × seq × hidden per layer; causal (decoders) half of that.
+    Embedding lookups are not products and count nothing."""
+    a = job.arch
+    causal = 0.5 if a.pre_norm else 1.0  # post-LN shapes are encoders (BERT): bidirectional
+    return 4.0 * a.layers * job.seq_len * a.hidden * causal
+
+
 def flops_per_token(job: Job) -> float:
     """Training: 6 × active parameters (forward 2, backward 4), + 2 more when activations
-    are recomputed; LoRA/QLoRA skip the weight gradients (4, + 2); inference 2."""
+    are recomputed; LoRA/QLoRA skip the weight gradients (4, + 2); inference 2. Plus the
+    attention's products: × 3 in training (its backward is twice its forward; + 1 when
+    recomputed), × 1 in inference."""
     p = job.arch.active_params
+    attention = attention_flops_per_token(job)
     if job.workload is Workload.INFERENCE:
-        return 2.0 * p
+        return 2.0 * p + attention
     base = 6.0 if job.workload.full else 4.0
-    return (base + (2.0 if job.checkpointing else 0.0)) * p
+    recompute = 1.0 if job.checkpointing else 0.0
+    return (base + 2.0 * recompute) * p + (3.0 + recompute) * attention
 
 
 def gpu_rate(gpu: Gpu, a: Assumptions, measured: Mapping[str, float] | None = None) -> float:
@@ -114,21 +132,106 @@ def has_gpu_link(gpu: Gpu) -> bool:
     return gpu.nvlink or gpu.gpu_link.upper().startswith("HCCS")
 
 
-def _throughput(gpu: Gpu, gpus: int, nodes: int, layout: Layout, a: Assumptions,
-                measured: Mapping[str, float] | None = None) -> tuple[float, list[str]]:
-    rate = gpu_rate(gpu, a, measured) * gpus
+@dataclass(frozen=True)
+class Links:
+    """What collectives get: all-reduce bus bandwidth inside a node (GB/s; the SKU's
+    acceptance mark, which is what a healthy node measures: NVLink, HCCS, or PCIe without
+    peer-to-peer on the RTX 4090), and the node's network to other nodes (GB/s, all
+    ports)."""
+
+    intra_gbps: float
+    inter_gbps: float
+    intra_name: str
+
+
+def links(sku: Sku, gpu: Gpu, a: Assumptions) -> Links:
+    mark = sku.acceptance.allreduce_busbw_gbps
+    intra = float(mark) if mark else float(sku.gpu_interconnect_gbps) * 0.4
+    inter = float(sku.network_gbits or 200) / 8 * a.network_efficiency
+    name = ("NVLink" if gpu.nvlink else "HCCS" if has_gpu_link(gpu)
+            else "PCIe (no peer-to-peer)")
+    return Links(intra, inter, name)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One training step (or, for inference, one batch) of a layout, in seconds."""
+
+    seconds: float
+    tokens: float
+    compute_s: float
+    tensor_parallel_s: float
+    gradients_s: float  # the part of the gradient exchange not hidden by the backward pass
+    bubble: float
+
+
+def step_time(job: Job, layout: Layout, nodes: int, rate: float, link: Links,
+              a: Assumptions) -> Step:
+    """Compute at `rate` FLOP/s per GPU, plus what the layout sends: tensor parallel's
+    all-reduces of each layer's output (2 forward, 2 backward, 2 more when recomputed;
+    sequence parallel sends the same volume as gathers and scatters), never hidden; the
+    gradients' all-reduce across data-parallel replicas (ZeRO-3 also gathers the weights:
+    1.5 ×), inside the node or over the network, hidden behind the backward pass up to
+    `gradient_overlap`; a pipeline's bubble. Ring collectives move 2(n − 1)/n of the data."""
+    arch, fpt = job.arch, flops_per_token(job)
+    tokens_mb = job.seq_len * job.batch
+    dp = layout.dp if job.workload.trains else 1
+    accumulate = max(1, math.ceil(a.tokens_per_step / (dp * tokens_mb))) if (
+        job.workload.trains) else 1
+    compute = tokens_mb * fpt / (layout.tp * layout.pp * rate)
+    tp = 0.0
+    if layout.tp > 1:
+        reduces = (4 + (2 if job.checkpointing else 0)) if job.workload.trains else 2
+        volume = arch.layers / layout.pp * reduces * tokens_mb * arch.hidden * 2
+        tp = volume * 2 * (layout.tp - 1) / layout.tp / (link.intra_gbps * 1e9)
+    bubble = ((layout.pp - 1) / (accumulate + layout.pp - 1)) if layout.pp > 1 else 0.0
+    exposed = 0.0
+    gather = 0.0
+    if dp > 1:
+        bandwidth = (link.inter_gbps if nodes > 1 else link.intra_gbps) * 1e9
+        ring = 2 * ((nodes - 1) / nodes if nodes > 1 else (dp - 1) / dp)
+        trained = (job.arch.params if job.workload.full else job.lora_params())
+        grads = 2.0 * trained / (layout.tp * layout.pp)
+        exposed = max(0.0, grads * ring / bandwidth
+                      - a.gradient_overlap * accumulate * compute)
+        if layout.zero >= 3:  # the 16-bit weights gathered for every pass of every micro-batch
+            passes = 2 + (1 if job.checkpointing else 0)
+            weights = 2.0 * job.arch.params / (layout.tp * layout.pp)
+            gather = max(0.0, passes * weights * ring / 2 / bandwidth
+                          - a.gradient_overlap * compute)
+    busy = accumulate * (compute + tp + gather) / (1 - bubble)
+    return Step(busy + exposed, dp * accumulate * tokens_mb, accumulate * compute,
+                accumulate * tp, exposed + accumulate * gather, bubble)
+
+
+def _throughput(job: Job, sku: Sku, gpu: Gpu, gpus: int, nodes: int, layout: Layout,
+                a: Assumptions, measured: Mapping[str, float] | None = None
+                ) -> tuple[float, list[str]]:
+    """The layout's sustained FLOP/s over all its GPUs, communication counted, and what
+    the communication costs in words."""
+    per_gpu = gpu_rate(gpu, a, measured)
     notes = []
     if measured and gpu.id in measured:
         notes.append(f"rate from this platform's acceptance runs: {measured[gpu.id]:,.0f} "
                      "TFLOP/s bf16 matmul per GPU (median)")
-    if nodes > 1:
-        rate *= a.multi_node_efficiency
-    if not has_gpu_link(gpu) and (layout.tp > 1 or gpus >= 4):
-        rate *= a.pcie_only_efficiency
-        notes.append(f"{gpu.name} has no NVLink: " + (
-            f"tensor parallelism {layout.tp} goes over PCIe" if layout.tp > 1
-            else "gradients are reduced over PCIe") + f", counted at "
-            f"{a.pcie_only_efficiency:.0%} speed")
+    link = links(sku, gpu, a)
+    step = step_time(job, layout, nodes, per_gpu, link, a)
+    rate = step.tokens * flops_per_token(job) / step.seconds
+    lost = 1 - step.compute_s / step.seconds
+    if step.tensor_parallel_s:
+        notes.append(f"tensor parallelism {layout.tp} over {link.intra_name} "
+                     f"({link.intra_gbps:,.0f} GB/s all-reduce): "
+                     f"{step.tensor_parallel_s / step.seconds:.0%} of each step")
+    if step.gradients_s:
+        where = (f"the network ({link.inter_gbps:,.0f} GB/s per node)" if nodes > 1
+                 else f"{link.intra_name}")
+        notes.append(f"gradient exchange over {where}: {step.gradients_s / step.seconds:.0%} "
+                     "of each step not hidden by the backward pass")
+    if step.bubble:
+        notes.append(f"pipeline bubble {step.bubble:.0%}")
+    if lost >= 0.005:
+        notes.append(f"communication and waiting: {lost:.0%} of the time; the rest computes "
+                     f"at {a.utilization:.0%} of the matmul rate")
     return rate, notes
 
 
@@ -188,7 +291,7 @@ def advise(catalog: Catalog, job: Job, *, tokens: float | None = None,
             if placed is None:
                 continue
             layout, share = placed
-            rate, notes = _throughput(gpu, gpus, nodes, layout, a, measured)
+            rate, notes = _throughput(job, sku, gpu, gpus, nodes, layout, a, measured)
             wall, nominal, tph = timing(rate, "bare_metal")
             term, periods, cost = bare_metal_cost(catalog, offer, nodes, wall)
             free = stock.get(offer.id, 0)
@@ -208,7 +311,8 @@ def advise(catalog: Catalog, job: Job, *, tokens: float | None = None,
             if placed is None:
                 continue
             layout, share = placed
-            rate, notes = _throughput(gpu, gpus, 1, layout, a, measured)
+            host = catalog.sku_by_id[co.host_sku]
+            rate, notes = _throughput(job, host, gpu, gpus, 1, layout, a, measured)
             wall, nominal, tph = timing(rate, "container")
             billed, cost = _container_cost(co, gpus, wall)
             free = container_stock.get(co.id, 0)
@@ -221,7 +325,8 @@ def advise(catalog: Catalog, job: Job, *, tokens: float | None = None,
             break
     options.sort(key=lambda o: (not o.in_stock, not o.within_budget, o.cost, o.hours))
     reasons = _bare_metal_reasons(options, a)
-    pcie_tp = sorted({o.gpu for o in options[:3] if "tensor parallelism" in " ".join(o.notes)})
+    pcie_tp = sorted({o.gpu for o in options[:3]
+                      if "tensor parallelism" in (n := " ".join(o.notes)) and "PCIe" in n})
     if pcie_tp:
         warnings.append(f"{', '.join(pcie_tp)}: no NVLink, so tensor parallelism runs over "
                         "PCIe (slow, and counted so); prefer an NVLink offer (H100, H200, "

@@ -95,6 +95,9 @@ class Sku(_Entry):
     advertised_interconnect: str | None = None
     network: str
     infiniband: bool
+    # The node's network to other nodes, all its ports (Gb/s: 8 × 400 Gb/s NDR = 3200); the
+    # advisor's time for gradient traffic across nodes.
+    network_gbits: Decimal | None = Field(default=None, gt=0)
     acceptance: AcceptanceMarks = AcceptanceMarks()
 
 

@@ -143,20 +143,41 @@ class Architecture:
         return self.layers * (self.attention_params() + self.mlp_params() * self.experts)
 
     # -- activations ------------------------------------------------------------------------
-    def layer_activation_elems(self) -> tuple[float, float]:
+    def norm_activation_elems(self, low_precision: bool) -> tuple[float, float]:
+        """(compute-dtype, fp32) elements one norm keeps per token, its output aside (the
+        next linear layer's input). LayerNorm: its input, mean and rstd. torch's
+        nn.RMSNorm in fp32: its input, the normalized values and rstd; in 16-bit training
+        it computes in fp32 and keeps the fp32 copy of its input, the fp32 normalized
+        values and rstd instead: four bytes where a hand-written norm keeps two."""
+        h = self.hidden
+        if self.norm == "layernorm":
+            return h, 2
+        if low_precision:
+            return 0, 2 * h + 1
+        return 2 * h, 1
+
+    def layer_activation_elems(self, low_precision: bool = True) -> tuple[float, float]:
         """(elements in the compute dtype, fp32 elements) one layer keeps for backward,
-        per token: norm inputs (RMSNorm also its normalized output), the linear layers'
-        inputs, Q and K/V as attention sees them (grouped K/V expanded to all heads), the
-        attention output, flash attention's log-sum-exp (fp32), the MLP's intermediates
-        (GELU: 2 × ffn; SwiGLU: gate, activation, up, product = 4 × ffn); LayerNorm's mean
-        and rstd (fp32)."""
-        h, f = self.hidden, self.ffn
-        norm = h if self.norm == "layernorm" else 2 * h
-        stats = 2 if self.norm == "layernorm" else 1
+        per token: its two norms (norm_activation_elems), the linear layers' inputs, Q and
+        K/V as attention sees them (grouped K/V expanded to all heads), with RoPE also Q
+        and K before rotation and the angles, the attention output, flash attention's
+        log-sum-exp (fp32), the MLP's intermediates (GELU: 2 × ffn; SwiGLU: gate,
+        activation, up, product = 4 × ffn). MoE: the router's fp32 probabilities over all
+        experts and its normalized top-k weights; each of the top-k experts' gathered
+        input and weighted output, beside its intermediates."""
+        h, f, k = self.hidden, self.ffn, self.top_k
+        norm, norm_fp32 = self.norm_activation_elems(low_precision)
         attention = h + 3 * h + h  # input to Q/K/V, Q and expanded K, V, output
-        mlp = h + (2 * f if self.mlp == "gelu" else 4 * f) * self.top_k
+        if not self.learned_positions:  # RoPE: Q and K kept before rotation, cos and sin
+            attention += h + self.kv_width + self.head_dim
+        inner = (2 * f if self.mlp == "gelu" else 4 * f) * k
+        if self.experts > 1:
+            mlp = h + inner + 2 * k * h + k  # gathered inputs, weighted outputs, weights
+            router_fp32 = self.experts + 2 * k  # probabilities, top-k and their sum
+        else:
+            mlp, router_fp32 = h + inner, 0
         compute = 2 * norm + attention + mlp
-        return compute, 2 * stats + self.heads
+        return compute, 2 * norm_fp32 + self.heads + router_fp32
 
 
 @dataclass(frozen=True)
@@ -167,6 +188,9 @@ class Term:
     bytes: float
     why: str
     shardable: str  # how it splits: "zero1", "zero2", "zero3", "tp", "none"
+    # The share that tensor parallelism splits without sequence parallelism (activations:
+    # the norms and the blocks' inputs are replicated on every rank then).
+    tp_split: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -254,23 +278,31 @@ def memory_terms(job: Job) -> list[Term]:
     tokens = job.seq_len * job.batch
     cb = job.compute_bytes
     if job.workload.trains:
-        comp, fp32 = a.layer_activation_elems()
+        low = job.precision is not Precision.FP32
+        comp, fp32 = a.layer_activation_elems(low)
         per_layer = tokens * (comp * cb + fp32 * 4)
-        head = tokens * ((2 * a.hidden if a.pre_norm else a.hidden) * cb
-                         + (2 if a.norm == "layernorm" and a.pre_norm else 0) * 4
-                         + a.vocab * 4)
+        norm, norm_fp32 = a.norm_activation_elems(low)
+        # replicated on every tensor-parallel rank unless sequence parallel: the norms and
+        # the inputs of the attention's and the MLP's first linear layers
+        replicated = tokens * ((2 * norm + 2 * a.hidden) * cb + 2 * norm_fp32 * 4)
+        final, final_fp32 = (norm, norm_fp32) if a.pre_norm else (0, 0)
+        head_kept = tokens * ((a.hidden + final) * cb + final_fp32 * 4)
+        head = head_kept + tokens * a.vocab * 4  # logits split by vocabulary
         if job.checkpointing:
-            kept = a.layers * tokens * a.hidden * cb + per_layer
-            terms.append(Term("activations", kept + head, f"checkpointing: each of "
+            inputs = a.layers * tokens * a.hidden * cb
+            total_act = inputs + per_layer + head
+            terms.append(Term("activations", total_act, f"checkpointing: each of "
                               f"{a.layers} layers keeps its input ({a.hidden} values per "
                               f"token), one layer is recomputed at a time "
                               f"({per_layer / GB:.2f} GB); {tokens:,} tokens per micro-batch",
-                              "tp"))
+                              "tp", 1 - (inputs + replicated + head_kept) / total_act))
         else:
-            terms.append(Term("activations", a.layers * per_layer + head,
+            total_act = a.layers * per_layer + head
+            terms.append(Term("activations", total_act,
                               f"{a.layers} layers × {comp:,.0f} values per token "
                               f"({cb:g} bytes) + {fp32:,.0f} fp32 (norm statistics, "
-                              f"attention log-sum-exp) × {tokens:,} tokens", "tp"))
+                              f"attention log-sum-exp) × {tokens:,} tokens", "tp",
+                              1 - (a.layers * replicated + head_kept) / total_act))
         terms[-1] = replace(terms[-1], why=terms[-1].why + f"; the loss keeps {a.vocab:,} "
                             "fp32 log-probabilities per token")
     else:
@@ -294,6 +326,7 @@ class Layout:
     tp: int = 1
     pp: int = 1
     zero: int = 0
+    sp: bool = False  # sequence parallel: the activations TP leaves whole split too
 
     @property
     def dp(self) -> int:
@@ -302,7 +335,8 @@ class Layout:
     def describe(self) -> str:
         parts = [f"{self.gpus} GPU{'s' if self.gpus > 1 else ''}"]
         if self.tp > 1:
-            parts.append(f"tensor parallel {self.tp}")
+            parts.append(f"tensor parallel {self.tp}"
+                         + (" with sequence parallel" if self.sp else ""))
         if self.pp > 1:
             parts.append(f"pipeline {self.pp}")
         if self.dp > 1:
@@ -318,8 +352,12 @@ def per_gpu(terms: list[Term], layout: Layout) -> dict[str, float]:
     for t in terms:
         b = t.bytes
         if t.name == "activations" or t.name == "kv_cache":
-            b /= layout.tp  # sequence/tensor parallel split activations; pipeline stage 1
-        else:              # keeps as many micro-batches as stages, so no saving there
+            # tensor parallel splits what it computes per rank; sequence parallel the rest
+            # too; the first pipeline stage keeps as many micro-batches as there are
+            # stages, so pipelining saves nothing here
+            share = 1.0 if layout.sp else t.tp_split
+            b = b * share / layout.tp + b * (1 - share)
+        else:
             b /= model_split
             sharded = {"zero1": layout.zero >= 1, "zero2": layout.zero >= 2,
                        "zero3": layout.zero >= 3}.get(t.shardable, False)
@@ -338,11 +376,13 @@ def layouts(gpus: int, gpus_per_node: int, trains: bool) -> list[Layout]:
     order: list[Layout] = []
     for pp in pps:
         for tp in tps:
-            for z in zeros:
-                if gpus % (tp * pp) == 0:
-                    order.append(Layout(gpus, tp, pp, z))
-    # ZeRO (DP traffic) before TP (per-layer traffic), TP before pipeline bubbles.
-    order.sort(key=lambda lay: (lay.pp > 1, lay.tp, lay.zero))
+            for sp in ((False, True) if tp > 1 and trains else (False,)):
+                for z in zeros:
+                    if gpus % (tp * pp) == 0:
+                        order.append(Layout(gpus, tp, pp, z, sp))
+    # ZeRO (DP traffic) before TP (per-layer traffic), TP before pipeline bubbles; within
+    # a TP degree, sequence parallelism only when the job needs it to fit (said so).
+    order.sort(key=lambda lay: (lay.pp > 1, lay.tp, lay.sp, lay.zero))
     return order
 
 

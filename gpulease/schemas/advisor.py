@@ -25,6 +25,13 @@ class AdviseRequest(BaseModel):
     norm: str = Field("rmsnorm", max_length=16)
     experts: int = Field(1, ge=1, le=100_000)
     top_k: int = Field(1, ge=1, le=1024)
+    bias: bool = Field(False, description="linear layers carry biases (GPT-2, BERT)")
+    tied_embeddings: bool = Field(False, description="the output head shares the "
+                                  "embedding matrix")
+    learned_positions: int = Field(0, ge=0, le=100_000_000, description="rows of a learned "
+                                   "position table (GPT-2: 1024); 0: rotary positions")
+    post_norm: bool = Field(False, description="post-LN blocks (BERT): norms after the "
+                            "residual add, no final norm")
     workload: str = Field(max_length=32,
                           description="inference, pretrain, full-finetune, lora, qlora")
     precision: str = Field("bf16", max_length=8,

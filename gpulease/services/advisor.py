@@ -49,7 +49,10 @@ def job_of(req: AdviseRequest) -> Job:
             arch = Architecture(layers=req.layers or 0, hidden=req.hidden or 0,
                                 heads=req.heads or 0, kv_heads=req.kv_heads or 0,
                                 vocab=req.vocab or 0, ffn=req.ffn or 0, mlp=req.mlp,
-                                norm=req.norm, experts=req.experts, top_k=req.top_k)
+                                norm=req.norm, experts=req.experts, top_k=req.top_k,
+                                bias=req.bias, tied_embeddings=req.tied_embeddings,
+                                learned_positions=req.learned_positions,
+                                pre_norm=not req.post_norm)
         elif req.params is not None:
             if any(v is not None for v in given):
                 missing = [f for f, v in zip(SHAPE, given, strict=True) if v is None]

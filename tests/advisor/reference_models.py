@@ -1,9 +1,11 @@
-"""Three real PyTorch transformers built on the CPU from configurations (no downloaded
+"""Six real PyTorch transformers built on the CPU from configurations (no downloaded
 weights) to check the advisor's memory model against: GPT-2-like (pre-LN, LayerNorm,
-learned positions, GELU, tied head), Llama-like (RMSNorm, RoPE, grouped KV heads, SwiGLU,
-untied head, no biases) and BERT-like (post-LN, bidirectional attention, GELU, tied head).
-Attention is PyTorch's fused scaled_dot_product_attention, as in current training code;
-the loss is computed on fp32 logits."""
+learned positions, GELU, biases, tied head), Llama-like (torch's nn.RMSNorm, RoPE, grouped
+KV heads, SwiGLU, untied head, no biases), BERT-like (post-LN, bidirectional attention,
+GELU, tied head), MoE (8 experts, top-2, router probabilities in fp32, tokens gathered per
+expert), a wide vocabulary (64k, tied, two layers) and a deep, narrow one (16 layers of 128,
+one KV head). Attention is PyTorch's fused scaled_dot_product_attention, as in current
+training code; the loss is computed on fp32 logits."""
 
 from __future__ import annotations
 
@@ -33,13 +35,16 @@ class Config:
     tied: bool
     post_norm: bool
     max_positions: int = 512
+    experts: int = 1
+    top_k: int = 1
 
     def architecture(self) -> Architecture:
         return Architecture(
             layers=self.layers, hidden=self.hidden, heads=self.heads, kv_heads=self.kv_heads,
             vocab=self.vocab, ffn=self.ffn, mlp=self.mlp, norm=self.norm, bias=self.bias,
             tied_embeddings=self.tied, pre_norm=not self.post_norm,
-            learned_positions=0 if self.rope else self.max_positions)
+            learned_positions=0 if self.rope else self.max_positions,
+            experts=self.experts, top_k=self.top_k)
 
 
 GPT2_LIKE = Config(4, 256, 8, 8, 1024, 8192, "layernorm", "gelu", bias=True, causal=True,
@@ -48,20 +53,16 @@ LLAMA_LIKE = Config(4, 256, 8, 2, 688, 8192, "rmsnorm", "swiglu", bias=False, ca
                     rope=True, tied=False, post_norm=False)
 BERT_LIKE = Config(4, 256, 4, 4, 1024, 8192, "layernorm", "gelu", bias=True, causal=False,
                    rope=False, tied=True, post_norm=True)
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, hidden: int, eps: float = 1e-6) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(hidden))
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+MOE = Config(4, 256, 8, 2, 512, 8192, "rmsnorm", "swiglu", bias=False, causal=True,
+             rope=True, tied=False, post_norm=False, experts=8, top_k=2)
+WIDE_VOCAB = Config(2, 256, 8, 8, 688, 65536, "rmsnorm", "swiglu", bias=False, causal=True,
+                    rope=True, tied=True, post_norm=False)
+DEEP_NARROW = Config(16, 128, 4, 1, 344, 4096, "rmsnorm", "swiglu", bias=False, causal=True,
+                     rope=True, tied=False, post_norm=False)
 
 
 def _norm(cfg: Config) -> nn.Module:
-    return RMSNorm(cfg.hidden) if cfg.norm == "rmsnorm" else nn.LayerNorm(cfg.hidden)
+    return nn.RMSNorm(cfg.hidden) if cfg.norm == "rmsnorm" else nn.LayerNorm(cfg.hidden)
 
 
 def rope(x: torch.Tensor) -> torch.Tensor:
@@ -111,12 +112,37 @@ class Mlp(nn.Module):
         return self.down(F.gelu(self.up(x)))
 
 
+class MoE(nn.Module):
+    """Top-k routed experts as MoE training code writes them: the router's probabilities
+    in fp32, each expert's tokens gathered, run, weighted and added back."""
+
+    def __init__(self, cfg: Config) -> None:
+        super().__init__()
+        self.top_k = cfg.top_k
+        self.router = nn.Linear(cfg.hidden, cfg.experts, bias=False)
+        self.experts = nn.ModuleList(Mlp(cfg) for _ in range(cfg.experts))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, h = x.shape
+        flat = x.reshape(-1, h)
+        probs = F.softmax(self.router(flat).float(), dim=-1)
+        weights, chosen = probs.topk(self.top_k, dim=-1)
+        weights = (weights / weights.sum(-1, keepdim=True)).to(x.dtype)
+        out = torch.zeros_like(flat)
+        for e, expert in enumerate(self.experts):
+            token, slot = (chosen == e).nonzero(as_tuple=True)
+            if token.numel():
+                out = out.index_add(0, token, expert(flat[token]) * weights[token, slot, None])
+        return out.view(b, t, h)
+
+
 class Block(nn.Module):
     def __init__(self, cfg: Config) -> None:
         super().__init__()
         self.post = cfg.post_norm
         self.norm1, self.norm2 = _norm(cfg), _norm(cfg)
-        self.attention, self.mlp = Attention(cfg), Mlp(cfg)
+        self.attention = Attention(cfg)
+        self.mlp: nn.Module = MoE(cfg) if cfg.experts > 1 else Mlp(cfg)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.post:

@@ -5,6 +5,7 @@ API and the CLI."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
 
 import httpx
@@ -98,7 +99,7 @@ def test_zero_and_tensor_parallel_split_memory() -> None:
 
 def test_4090_tensor_parallel_warning_and_domestic_ascend() -> None:
     a = advise(CATALOG, job("70B", "inference"), tokens=1e8, gpu_filter="rtx4090-24g")
-    assert any("no NVLink" in n for o in a.options for n in o.notes)
+    assert any("over PCIe (no peer-to-peer) (10 GB/s" in n for o in a.options for n in o.notes)
     assert any("RTX 4090" in w and "no NVLink" in w for w in a.warnings)
     ascend = advise(CATALOG, job("70B", "inference"), tokens=1e8, domestic=True)
     assert ascend.options and all("910B" in o.gpu for o in ascend.options)
@@ -161,7 +162,8 @@ def test_time_comes_from_this_platforms_acceptance_runs_when_it_has_them(
 
     from gpulease.db.tables import AcceptanceReport, Node
 
-    req = AdviseRequest(params="70B", workload="full-finetune", tokens=1e9, gpu="h100-80g")
+    # a 7B inference fits one GPU: no communication, so time scales with the rate alone
+    req = AdviseRequest(params="7B", workload="inference", tokens=1e9, gpu="h100-80g")
     before = advise_job(fleet, req).options[0]
     with fleet.db.write() as s:
         node_id = s.scalar(select(Node.id).where(Node.sku == "h100-80g-x8").limit(1))
@@ -176,3 +178,66 @@ def test_time_comes_from_this_platforms_acceptance_runs_when_it_has_them(
     # the median of the real runs (610) replaces the catalog's 795; simulated runs ignored
     assert after.tokens_per_hour == pytest.approx(before.tokens_per_hour * 610 / 795, rel=1e-3)
     assert any("610 TFLOP/s" in n for n in after.notes)
+
+
+def test_tied_embeddings_biases_learned_positions_and_post_ln_are_inputs() -> None:
+    from gpulease.services.advisor import job_of
+
+    gpt2 = job_of(AdviseRequest(layers=12, hidden=768, heads=12, kv_heads=12, vocab=50257,
+                                ffn=3072, mlp="gelu", norm="layernorm", bias=True,
+                                tied_embeddings=True, learned_positions=1024,
+                                workload="pretrain"))
+    assert gpt2.arch.params == 124_439_808  # GPT-2 small, as published
+    bert = job_of(AdviseRequest(layers=12, hidden=768, heads=12, kv_heads=12, vocab=30522,
+                                ffn=3072, mlp="gelu", norm="layernorm", bias=True,
+                                tied_embeddings=True, learned_positions=512, post_norm=True,
+                                workload="full-finetune"))
+    # BERT-base's encoder and embeddings, less its 2 token types and embedding LayerNorm
+    assert bert.arch.params == 108_891_648 - 2 * 768 - 2 * 768
+    assert not bert.arch.pre_norm
+
+
+def test_sequence_parallel_is_a_layout_of_its_own_and_said() -> None:
+    from gpulease.domain.sizing import Architecture
+
+    arch = Architecture(80, 8192, 64, 8, 32000, 28672)
+    terms = memory_terms(Job(arch, Workload.FULL_FINETUNE, Precision.BF16, seq_len=8192))
+    acts = next(t for t in terms if t.name == "activations")
+    # checkpointed layer inputs, the norms and the blocks' inputs stay whole under TP alone
+    assert 0.1 < acts.tp_split < 0.5
+    plain = per_gpu(terms, Layout(8, tp=8))["activations"]
+    split = per_gpu(terms, Layout(8, tp=8, sp=True))["activations"]
+    assert split == pytest.approx(acts.bytes / 8) and plain > 3 * split
+    assert Layout(16, tp=8, sp=True).describe() == (
+        "16 GPUs, tensor parallel 8 with sequence parallel, data parallel 2")
+
+
+def test_communication_comes_from_the_links_the_catalog_names() -> None:
+    from gpulease.domain.advisor import Assumptions, links, step_time
+
+    a = Assumptions()
+    h100_sku, g4090_sku = CATALOG.sku_by_id["h100-80g-x8"], CATALOG.sku_by_id["rtx4090-24g-x8"]
+    h100, g4090 = CATALOG.gpu_by_id["h100-80g"], CATALOG.gpu_by_id["rtx4090-24g"]
+    assert (links(h100_sku, h100, a).intra_gbps, links(g4090_sku, g4090, a).intra_gbps) == (
+        360, 10)  # the all-reduce marks a healthy node measures
+    assert links(h100_sku, h100, a).inter_gbps == pytest.approx(3200 / 8 * 0.8)
+    work = job("70B", "full-finetune")
+    layout = Layout(16, tp=8, sp=True, zero=1)
+    fast = step_time(work, layout, 2, 400e12, links(h100_sku, h100, a), a)
+    slow = step_time(work, layout, 2, 400e12, links(g4090_sku, g4090, a), a)
+    assert slow.compute_s == pytest.approx(fast.compute_s)  # the same work at the same rate
+    assert slow.tensor_parallel_s == pytest.approx(fast.tensor_parallel_s * 36)
+    assert slow.seconds > 1.5 * fast.seconds
+    plan = advise(CATALOG, work, tokens=1e9, gpu_filter="rtx4090-24g").options[0]
+    assert "with sequence parallel" in plan.layout
+    assert any("of each step" in n for n in plan.notes)
+
+
+def test_attention_products_count_and_grow_with_the_sequence() -> None:
+    from gpulease.domain.advisor import attention_flops_per_token, flops_per_token
+
+    short, long = job("7B", "pretrain"), replace(job("7B", "pretrain"), seq_len=32768)
+    arch = short.arch
+    assert attention_flops_per_token(short) == 4 * arch.layers * 4096 * arch.hidden * 0.5
+    assert flops_per_token(long) - flops_per_token(short) == pytest.approx(
+        (3 + 1) * 4 * arch.layers * (32768 - 4096) * arch.hidden * 0.5)
