@@ -142,6 +142,7 @@ class Links:
     intra_gbps: float
     inter_gbps: float
     intra_name: str
+    gpu_link: bool = True  # False: tensor parallel traffic and the rest share PCIe
 
 
 def links(sku: Sku, gpu: Gpu, a: Assumptions) -> Links:
@@ -150,7 +151,7 @@ def links(sku: Sku, gpu: Gpu, a: Assumptions) -> Links:
     inter = float(sku.network_gbits or 200) / 8 * a.network_efficiency
     name = ("NVLink" if gpu.nvlink else "HCCS" if has_gpu_link(gpu)
             else "PCIe (no peer-to-peer)")
-    return Links(intra, inter, name)
+    return Links(intra, inter, name, has_gpu_link(gpu))
 
 
 @dataclass(frozen=True)
@@ -172,7 +173,8 @@ def step_time(job: Job, layout: Layout, nodes: int, rate: float, link: Links,
     sequence parallel sends the same volume as gathers and scatters), never hidden; the
     gradients' all-reduce across data-parallel replicas (ZeRO-3 also gathers the weights:
     1.5 ×), inside the node or over the network, hidden behind the backward pass up to
-    `gradient_overlap`; a pipeline's bubble. Ring collectives move 2(n − 1)/n of the data."""
+    `gradient_overlap` (not at all when tensor parallelism already fills PCIe); a
+    pipeline's bubble. Ring collectives move 2(n − 1)/n of the data."""
     arch, fpt = job.arch, flops_per_token(job)
     tokens_mb = job.seq_len * job.batch
     dp = layout.dp if job.workload.trains else 1
@@ -187,18 +189,19 @@ def step_time(job: Job, layout: Layout, nodes: int, rate: float, link: Links,
     bubble = ((layout.pp - 1) / (accumulate + layout.pp - 1)) if layout.pp > 1 else 0.0
     exposed = 0.0
     gather = 0.0
+    # Over PCIe the tensor-parallel all-reduces already fill the bus while the GPUs
+    # compute: the gradient exchange and ZeRO-3's gathers find no idle link to hide in.
+    overlap = a.gradient_overlap if link.gpu_link or layout.tp == 1 else 0.0
     if dp > 1:
         bandwidth = (link.inter_gbps if nodes > 1 else link.intra_gbps) * 1e9
         ring = 2 * ((nodes - 1) / nodes if nodes > 1 else (dp - 1) / dp)
         trained = (job.arch.params if job.workload.full else job.lora_params())
         grads = 2.0 * trained / (layout.tp * layout.pp)
-        exposed = max(0.0, grads * ring / bandwidth
-                      - a.gradient_overlap * accumulate * compute)
+        exposed = max(0.0, grads * ring / bandwidth - overlap * accumulate * compute)
         if layout.zero >= 3:  # the 16-bit weights gathered for every pass of every micro-batch
             passes = 2 + (1 if job.checkpointing else 0)
             weights = 2.0 * job.arch.params / (layout.tp * layout.pp)
-            gather = max(0.0, passes * weights * ring / 2 / bandwidth
-                          - a.gradient_overlap * compute)
+            gather = max(0.0, passes * weights * ring / 2 / bandwidth - overlap * compute)
     busy = accumulate * (compute + tp + gather) / (1 - bubble)
     return Step(busy + exposed, dp * accumulate * tokens_mb, accumulate * compute,
                 accumulate * tp, exposed + accumulate * gather, bubble)
