@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import httpx
@@ -112,6 +113,32 @@ class Client:
 
     def instance(self, instance_id: str) -> InstanceView:
         return InstanceView.model_validate(self._call("GET", f"/api/v1/instances/{instance_id}"))
+
+    def follow(self, instance_id: str, until: Sequence[str], timeout: float
+               ) -> Iterator[InstanceView]:
+        """The instance at once and each time it changes, pushed by the API (server-sent
+        events), until its status is one of `until` or `timeout` seconds pass. Raises
+        ApiError where the stream cannot be had (callers poll instead)."""
+        params: dict[str, str | float] = {"until": ",".join(until),
+                                          "timeout": max(1.0, min(timeout, 3600.0))}
+        try:
+            with self._http.stream("GET", f"/api/v1/instances/{instance_id}/events",
+                                   params=params, timeout=httpx.Timeout(10.0, read=60.0)
+                                   ) as r:
+                if r.status_code != 200:
+                    raise ApiError(r.status_code, "No event stream", r.read().decode()[:300],
+                                   {})
+                kind = ""
+                for line in r.iter_lines():
+                    if line.startswith("event: "):
+                        kind = line.removeprefix("event: ")
+                    elif line.startswith("data: "):
+                        if kind == "end":
+                            return
+                        if kind == "instance":
+                            yield InstanceView.model_validate_json(line.removeprefix("data: "))
+        except httpx.HTTPError as exc:
+            raise ApiError(0, "Stream broken", str(exc), {}) from None
 
     def release(self, instance_id: str) -> InstanceView:
         return InstanceView.model_validate(

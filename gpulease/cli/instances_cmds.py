@@ -7,12 +7,12 @@ import json
 import time
 import uuid
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from gpulease.cli.client import Client
+from gpulease.cli.client import ApiError, Client
 from gpulease.cli.common import (
     JsonOpt,
     TokenOpt,
@@ -77,19 +77,35 @@ def _place_and_follow(url: str, token: str, req: OrderRequest, wait: bool, as_js
 
 def _follow(client: Client, inst: InstanceView, quiet: bool, timeout: float,
             until: tuple[str, ...] = ("ready", "failed", "released")) -> InstanceView:
+    """Print each stage as it comes: pushed by the API (server-sent events), or, where the
+    stream cannot be had (an older API, a proxy that buffers), by polling."""
     seen = 0
     deadline = time.monotonic() + timeout
     instance_id = inst.id
+
+    def show(view: InstanceView, status: Any) -> None:
+        nonlocal seen
+        if not quiet:
+            for st in view.stages[seen:]:
+                where = f" [dim]{st.node}[/dim]" if st.node else ""
+                msg = f" — {st.message}" if st.message else ""
+                out.print(f"  {st.at:%H:%M:%S}  {st.stage}{where}{msg}")
+            status.update(f"{view.status}: {view.stage or ''}")
+        seen = len(view.stages)
+
     with out.status("waiting…", spinner="dots") as status:
+        try:
+            for inst in client.follow(instance_id, until, timeout):
+                show(inst, status)
+                if inst.status in until:
+                    return inst
+            if time.monotonic() > deadline:
+                return inst
+        except ApiError:
+            pass  # no stream here: poll
         while True:
             inst = api(lambda: client.instance(instance_id))
-            if not quiet:
-                for st in inst.stages[seen:]:
-                    where = f" [dim]{st.node}[/dim]" if st.node else ""
-                    msg = f" — {st.message}" if st.message else ""
-                    out.print(f"  {st.at:%H:%M:%S}  {st.stage}{where}{msg}")
-                status.update(f"{inst.status}: {inst.stage or ''}")
-            seen = len(inst.stages)
+            show(inst, status)
             if inst.status in until or time.monotonic() > deadline:
                 return inst
             time.sleep(0.5)

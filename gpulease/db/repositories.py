@@ -3,6 +3,8 @@ tenant's instance is simply not found (404), never forbidden (which would confir
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
@@ -43,6 +45,35 @@ def instance_allocations(s: Session, instance_id: str) -> list[tuple[Node, list[
     for node, index, active in rows:
         out.setdefault(node.id, (node, [], bool(active)))[1].append(index)
     return list(out.values())
+
+
+def allocations_of(s: Session, instance_ids: Sequence[str]
+                   ) -> dict[str, list[tuple[Node, list[int], bool]]]:
+    """instance_allocations for a page of instances, in one statement."""
+    found: dict[str, dict[str, tuple[Node, list[int], bool]]] = {}
+    if not instance_ids:
+        return {}
+    rows = s.execute(
+        select(GpuAllocation.instance_id, Node, Gpu.index,
+               GpuAllocation.released_at.is_(None))
+        .join(Node, GpuAllocation.node_id == Node.id)
+        .join(Gpu, Gpu.id == GpuAllocation.gpu_id)
+        .where(GpuAllocation.instance_id.in_(instance_ids))
+        .order_by(GpuAllocation.instance_id, Node.name, Gpu.index))
+    for instance_id, node, index, active in rows:
+        found.setdefault(instance_id, {}).setdefault(
+            node.id, (node, [], bool(active)))[1].append(index)
+    return {i: list(found.get(i, {}).values()) for i in instance_ids}
+
+
+def events_of(s: Session, instance_ids: Sequence[str]) -> dict[str, list[Event]]:
+    """instance_events for a page of instances, in one statement."""
+    out: dict[str, list[Event]] = {i: [] for i in instance_ids}
+    if instance_ids:
+        for e in s.scalars(select(Event).where(Event.instance_id.in_(instance_ids))
+                           .order_by(Event.at, Event.id)):
+            out[str(e.instance_id)].append(e)
+    return out
 
 
 def instance_events(s: Session, instance_id: str) -> list[Event]:

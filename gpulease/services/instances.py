@@ -8,6 +8,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gpulease.db.repositories import (
+    allocations_of,
+    events_of,
     get_instance,
     instance_allocations,
     instance_events,
@@ -94,22 +96,51 @@ def assemble_view(
     )
 
 
+EXPANSIONS = ("stages",)
+
+
 def list_instances(
     p: Platform, actor: Principal, *, status: str | None = None, limit: int = 50,
-    offset: int = 0,
+    offset: int = 0, expand: str | None = None,
 ) -> Page[InstanceView]:
+    """A page of instances in a constant number of statements (the count, the page, the
+    nodes of all of it; with `expand="stages"` their histories): each item a summary
+    (status, current stage, nodes, IP, times) whose `stages` list is empty unless
+    expanded. One instance's whole history: show_instance."""
     if status is not None and status not in {st.value for st in InstanceStatus}:
         raise InvalidInput("status", f"Unknown instance status {status!r}.",
                            [st.value for st in InstanceStatus])
+    if expand is not None and expand not in EXPANSIONS:
+        raise InvalidInput("expand", f"Cannot expand {expand!r}; leave it out for "
+                           "summaries, or ask for stages.", list(EXPANSIONS))
     with p.db.read() as s:
         q = instances_query(actor)
         if status:
             q = q.where(Instance.status == status)
         total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
-        rows = s.scalars(q.order_by(Instance.ordered_at.desc(), Instance.id)
-                         .limit(limit).offset(offset))
-        items = [instance_view(s, p, inst) for inst in rows]
+        rows = list(s.scalars(q.order_by(Instance.ordered_at.desc(), Instance.id)
+                              .limit(limit).offset(offset)))
+        ids = [inst.id for inst in rows]
+        allocations = allocations_of(s, ids)
+        events = events_of(s, ids) if expand == "stages" else {i: [] for i in ids}
+        items = [assemble_view(p, inst, allocations[inst.id], events[inst.id])
+                 for inst in rows]
     return Page(items=items, total=total, limit=limit, offset=offset)
+
+
+def change_marker(p: Platform, instance_id: str) -> tuple[object, ...]:
+    """What changes whenever the instance's view does (status, stage, its nodes' stages,
+    its history's length), in two small statements: a follower (GET …/events) reads this
+    every half second and the whole view only when it moved. The caller has already
+    shown the instance to this actor."""
+    with p.db.read() as s:
+        row = s.execute(select(Instance.status, Instance.stage, Instance.ip_address)
+                        .where(Instance.id == instance_id)).one_or_none()
+        counted = s.execute(select(func.count(Event.id), func.max(Event.at))
+                            .where(Event.instance_id == instance_id)).one()
+        nodes = tuple(s.scalars(select(Node.stage).where(Node.instance_id == instance_id)
+                                .order_by(Node.name)))
+    return (tuple(row) if row else None, tuple(counted), nodes)
 
 
 def show_instance(p: Platform, actor: Principal, instance_id: str) -> InstanceView:

@@ -149,6 +149,7 @@ BODIES: dict[tuple[str, str], Any] = {
                                   "gpus": 1, "ssh_key": ssh_key()},
 }
 QUERIES = {"/media/ipxe": {"mac": MAC}, "/api/v1/invoices/export": {"period": "2026-11"},
+           "/api/v1/instances/{instance_id}/events": {"timeout": 0.5},
            "/api/v1/revenue": {"start": "2026-01", "end": "2026-12"}}
 
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from gpulease.api.access import EVERY_USER, Caller, access
@@ -13,6 +13,7 @@ from gpulease.api.deps import (
     TokenDep,
     meter_refused,
 )
+from gpulease.api.etags import conditional
 from gpulease.schemas import CatalogView, ImageCreate, ImageView
 from gpulease.services import catalog, images
 from gpulease.services.accounts import authenticate
@@ -22,8 +23,9 @@ router = APIRouter(tags=["catalog"])
 
 
 @router.get("/catalog", response_model=CatalogView, openapi_extra=access(*EVERY_USER))
-async def get_catalog(p: PlatformDep, token: TokenDep) -> Response:
-    """Every offer with its prices (month, derived day and year) and live stock."""
+async def get_catalog(p: PlatformDep, token: TokenDep, request: Request) -> Response:
+    """Every offer with its prices (month, derived day and year) and live stock. Sends an
+    ETag: a poller that sends it back in If-None-Match gets 304 until something changed."""
 
     def answer() -> str:
         if authenticate(p, token).is_meter:  # it checks its token itself (the hot path)
@@ -32,7 +34,7 @@ async def get_catalog(p: PlatformDep, token: TokenDep) -> Response:
 
     # The most read endpoint: the token check and the stock queries share one worker
     # thread, and the view (already a validated CatalogView) is serialized directly.
-    return Response(await run_in_threadpool(answer), media_type="application/json")
+    return conditional(request, await run_in_threadpool(answer))
 
 
 @router.get("/images", response_model=list[ImageView], openapi_extra=access(*EVERY_USER))

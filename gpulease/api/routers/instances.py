@@ -1,8 +1,13 @@
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
 
 from gpulease.api.access import EVERY_USER, ORDERING, access
 from gpulease.api.deps import (
@@ -14,6 +19,9 @@ from gpulease.api.deps import (
     PlatformDep,
     PrincipalDep,
 )
+from gpulease.api.etags import conditional
+from gpulease.domain.errors import InvalidInput
+from gpulease.domain.states import InstanceStatus
 from gpulease.schemas import CredentialsView, InstanceView, OrderRequest, Page
 from gpulease.services import instances, orders
 
@@ -38,14 +46,80 @@ def order(
 def list_instances(
     p: PlatformDep, actor: PrincipalDep, limit: Limit = 50, offset: Offset = 0,
     status: Annotated[str | None, Query()] = None,
+    expand: Annotated[str | None, Query(
+        description="`stages`: each item's whole delivery history (left out by default: "
+        "GET /instances/{id} has it)")] = None,
 ) -> Page[InstanceView]:
-    return instances.list_instances(p, actor, status=status, limit=limit, offset=offset)
+    return instances.list_instances(p, actor, status=status, limit=limit, offset=offset,
+                                    expand=expand)
 
 
 @router.get("/{instance_id}", response_model=InstanceView,
             openapi_extra=access(*EVERY_USER, owned=True))
-def show(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> InstanceView:
-    return instances.show_instance(p, actor, instance_id)
+def show(instance_id: str, p: PlatformDep, actor: PrincipalDep, request: Request
+         ) -> Response:
+    """The instance with its whole history. Sends an ETag: a poller that sends it back in
+    If-None-Match gets 304 until the instance changes (or follow /events instead)."""
+    return conditional(request, instances.show_instance(p, actor, instance_id)
+                       .model_dump_json())
+
+
+FOLLOW_POLL_S = 0.5  # how often a follower's change marker is read (two small statements)
+KEEP_ALIVE_S = 15.0  # a comment line this often, so proxies keep a quiet stream open
+ENDS = ("ready", "failed", "released")
+
+
+@router.get("/{instance_id}/events", openapi_extra=access(*EVERY_USER, owned=True),
+            response_class=StreamingResponse,
+            responses={200: {"content": {"text/event-stream": {}},
+                             "description": "server-sent events"}})
+async def follow(
+    instance_id: str, p: PlatformDep, actor: PrincipalDep, request: Request,
+    until: Annotated[str, Query(description="statuses that end the stream, comma-separated",
+                                max_length=100)] = ",".join(ENDS),
+    timeout: Annotated[float, Query(gt=0, le=3600, description="seconds at most")] = 1800,
+) -> StreamingResponse:
+    """Delivery progress pushed (server-sent events) instead of polled: an `instance` event
+    with the instance as GET /instances/{id} returns it, at once and each time it changes
+    (a stage, a node's stage, the status); `end` when its status is one of `until` (or at
+    `timeout`). Comment lines keep a quiet stream open."""
+    ends = tuple(u.strip() for u in until.split(",") if u.strip())
+    unknown = [u for u in ends if u not in {st.value for st in InstanceStatus}]
+    if unknown:
+        raise InvalidInput("until", f"Unknown instance status {unknown[0]!r}.",
+                           [st.value for st in InstanceStatus])
+    first = await run_in_threadpool(instances.show_instance, p, actor, instance_id)
+
+    async def stream() -> AsyncIterator[str]:
+        view: InstanceView | None = first
+        marker = await run_in_threadpool(instances.change_marker, p, instance_id)
+        deadline = time.monotonic() + timeout
+        sent = 0
+        quiet_since = time.monotonic()
+        while True:
+            if view is not None:
+                sent += 1
+                yield f"event: instance\nid: {sent}\ndata: {view.model_dump_json()}\n\n"
+                quiet_since = time.monotonic()
+                if view.status in ends:
+                    yield "event: end\ndata: {}\n\n"
+                    return
+                view = None
+            if time.monotonic() > deadline or await request.is_disconnected():
+                yield "event: end\ndata: {\"timeout\": true}\n\n"
+                return
+            if time.monotonic() - quiet_since > KEEP_ALIVE_S:
+                yield ": keep-alive\n\n"
+                quiet_since = time.monotonic()
+            await asyncio.sleep(FOLLOW_POLL_S)
+            moved = await run_in_threadpool(instances.change_marker, p, instance_id)
+            if moved != marker:
+                marker = moved
+                view = await run_in_threadpool(instances.show_instance, p, actor,
+                                               instance_id)
+
+    return StreamingResponse(stream(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
 @router.post("/{instance_id}/release", response_model=InstanceView, status_code=202,
