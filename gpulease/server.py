@@ -143,12 +143,35 @@ def start_demo_emulator(platform: Platform, port: int) -> tuple[Any, tuple[list[
     return emulator, (urls, "admin", password)
 
 
-def serve(settings: Settings) -> None:
+def serve(settings: Settings, workers: int = 1) -> None:
+    """The API: one process, or `workers` processes sharing the port (uvicorn's
+    supervisor: SIGHUP replaces them one at a time, each new one in service before its
+    old one leaves; SIGTTIN/SIGTTOU add or remove one). Migrations run once, here, before
+    any of them starts."""
     platform = prepare(settings)
-    try:
-        _serve(platform, settings)
-    finally:
-        platform.db.dispose()
+    if workers <= 1:
+        try:
+            _serve(platform, settings)
+        finally:
+            platform.db.dispose()
+        return
+    platform.db.dispose()
+    configure_logging(logging.WARNING)
+    # Each process builds its settings from the environment, as this one did, with the
+    # command line's own values put there (never the secret key: the data dir holds it).
+    os.environ.update({"GPULEASE_DATA_DIR": str(settings.data_dir),
+                       "GPULEASE_HOST": settings.host, "GPULEASE_PORT": str(settings.port)})
+    if settings.database_url:
+        os.environ["GPULEASE_DATABASE_URL"] = settings.database_url
+    uvicorn.run("gpulease.server:api_process", factory=True, host=settings.host,
+                port=settings.port, workers=workers, log_level="warning", access_log=False,
+                timeout_graceful_shutdown=30)
+
+
+def api_process() -> Any:
+    """One API process of `serve --workers N` (the database is migrated already)."""
+    configure_logging(logging.WARNING)
+    return create_app(Platform.from_settings(Settings()))
 
 
 def run_worker(settings: Settings, threads: int | None = None) -> None:

@@ -72,12 +72,15 @@ def serve(
     data_dir: Annotated[Path, typer.Option()] = Path(".gpulease"),
     port: Annotated[int, typer.Option()] = 8000,
     host: Annotated[str, typer.Option()] = "127.0.0.1",
+    workers: Annotated[int, typer.Option(
+        min=1, max=64, help="API processes sharing the port (PostgreSQL for more than one)"
+    )] = 1,
 ) -> None:
     """Start the API only (run workers separately with `gpulease worker`)."""
     from gpulease.server import serve as run_serve
 
     settings = _settings(data_dir=data_dir, port=port, host=host)
-    _running(lambda: run_serve(settings))
+    _running(lambda: run_serve(settings, workers))
 
 
 @app.command()
