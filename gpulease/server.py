@@ -163,9 +163,29 @@ def serve(settings: Settings, workers: int = 1) -> None:
                        "GPULEASE_HOST": settings.host, "GPULEASE_PORT": str(settings.port)})
     if settings.database_url:
         os.environ["GPULEASE_DATABASE_URL"] = settings.database_url
-    uvicorn.run("gpulease.server:api_process", factory=True, host=settings.host,
-                port=settings.port, workers=workers, log_level="warning", access_log=False,
-                timeout_graceful_shutdown=30)
+    from uvicorn.supervisors import Multiprocess
+
+    config = uvicorn.Config("gpulease.server:api_process", factory=True, host=settings.host,
+                            port=settings.port, workers=workers, log_level="warning",
+                            access_log=False, timeout_graceful_shutdown=30)
+    Multiprocess(config, sockets=[_listening_socket(settings.host, settings.port)]).run()
+
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """The port the API processes share. Made with its protocol named (IPPROTO_TCP):
+    asyncio turns Nagle's algorithm off only on connections whose socket says TCP, and
+    uvicorn's own shared socket leaves it unnamed, which cost every small answer a 40 ms
+    delayed-ACK stall (measured: 44 ms p50 for /healthz with 2 processes, 1 ms with one)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise PortInUse(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def api_process() -> Any:

@@ -77,10 +77,15 @@ def serve(
     )] = 1,
 ) -> None:
     """Start the API only (run workers separately with `gpulease worker`)."""
+    from gpulease.server import PortInUse
     from gpulease.server import serve as run_serve
 
     settings = _settings(data_dir=data_dir, port=port, host=host)
-    _running(lambda: run_serve(settings, workers))
+    try:
+        _running(lambda: run_serve(settings, workers))
+    except PortInUse as exc:
+        err.print(f"[red]error[/red]: {exc}")
+        raise typer.Exit(1) from None
 
 
 @app.command()

@@ -4,6 +4,7 @@ tenant's instance is simply not found (404), never forbidden (which would confir
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
@@ -47,22 +48,41 @@ def instance_allocations(s: Session, instance_id: str) -> list[tuple[Node, list[
     return list(out.values())
 
 
+class NodeBrief(NamedTuple):
+    """What an instance's view shows of a node (read as columns, not as a whole row)."""
+
+    id: str
+    name: str
+    status: str
+    stage: str | None
+    instance_id: str | None
+    ip_address: str | None
+    bmc_driver: str
+    agent_kind: str
+
+
+_BRIEF = (Node.id, Node.name, Node.status, Node.stage, Node.instance_id, Node.ip_address,
+          Node.bmc_driver, Node.agent_kind)
+
+
 def allocations_of(s: Session, instance_ids: Sequence[str]
-                   ) -> dict[str, list[tuple[Node, list[int], bool]]]:
-    """instance_allocations for a page of instances, in one statement."""
-    found: dict[str, dict[str, tuple[Node, list[int], bool]]] = {}
+                   ) -> dict[str, list[tuple[NodeBrief, list[int], bool]]]:
+    """Every node each instance of a page held (now or before), its GPU indices, and
+    whether held now: instance_allocations for the whole page, in one statement."""
+    found: dict[str, dict[str, tuple[NodeBrief, list[int], bool]]] = {}
     if not instance_ids:
         return {}
     rows = s.execute(
-        select(GpuAllocation.instance_id, Node, Gpu.index,
-               GpuAllocation.released_at.is_(None))
+        select(GpuAllocation.instance_id, Gpu.index, GpuAllocation.released_at.is_(None),
+               *_BRIEF)
         .join(Node, GpuAllocation.node_id == Node.id)
         .join(Gpu, Gpu.id == GpuAllocation.gpu_id)
         .where(GpuAllocation.instance_id.in_(instance_ids))
         .order_by(GpuAllocation.instance_id, Node.name, Gpu.index))
-    for instance_id, node, index, active in rows:
+    for instance_id, index, active, *node in rows:
+        brief = NodeBrief(*node)
         found.setdefault(instance_id, {}).setdefault(
-            node.id, (node, [], bool(active)))[1].append(index)
+            brief.id, (brief, [], bool(active)))[1].append(index)
     return {i: list(found.get(i, {}).values()) for i in instance_ids}
 
 

@@ -8,6 +8,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gpulease.db.repositories import (
+    NodeBrief,
     allocations_of,
     events_of,
     get_instance,
@@ -49,7 +50,8 @@ def instance_view(s: Session, p: Platform, inst: Instance) -> InstanceView:
 
 
 def assemble_view(
-    p: Platform, inst: Instance, allocations: Sequence[tuple[Node | Claimed, list[int], bool]],
+    p: Platform, inst: Instance,
+    allocations: Sequence[tuple[Node | Claimed | NodeBrief, list[int], bool]],
     events: Sequence[Event],
 ) -> InstanceView:
     """The instance as its owner sees it, from its row, the nodes it held (with GPU indices,

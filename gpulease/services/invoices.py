@@ -44,6 +44,18 @@ def credited(s: Session, invoice_id: str) -> Decimal:
     return -to_fen(dec(total))
 
 
+def credited_of(s: Session, invoice_ids: list[str]) -> dict[str, Decimal]:
+    """credited for a page of invoices, in one statement."""
+    out = dict.fromkeys(invoice_ids, Decimal("0.00"))
+    if invoice_ids:
+        for invoice_id, total in s.execute(
+                select(Invoice.corrects_id, func.sum(Invoice.total))
+                .where(Invoice.corrects_id.in_(invoice_ids), Invoice.kind == "credit_note")
+                .group_by(Invoice.corrects_id)):
+            out[str(invoice_id)] = -to_fen(dec(total))
+    return out
+
+
 # --- reading -------------------------------------------------------------------------------
 
 def earned(net: Decimal, start: datetime | None, end: datetime | None, at: datetime,
@@ -68,9 +80,10 @@ def _line_view(ln: InvoiceLine, at: datetime, tz: tzinfo | None) -> InvoiceLineV
             ln.net, ln.service_from, ln.service_to, at, tz)] if tz is not None else [])
 
 
-def invoice_view(s: Session, inv: Invoice, lines: bool = False, tz: tzinfo | None = None
-                 ) -> InvoiceView:
-    """The invoice; with `lines`, its lines (and with `tz`, each line's revenue by month)."""
+def invoice_view(s: Session, inv: Invoice, lines: bool = False, tz: tzinfo | None = None,
+                 credit: Decimal | None = None) -> InvoiceView:
+    """The invoice; with `lines`, its lines (and with `tz`, each line's revenue by month).
+    `credit`: what credit notes took off it, when the caller read it for a whole page."""
     tenant = s.get(Tenant, inv.tenant_id)
     line_rows: Iterable[InvoiceLine] = s.scalars(
         select(InvoiceLine).where(InvoiceLine.invoice_id == inv.id)
@@ -82,7 +95,8 @@ def invoice_view(s: Session, inv: Invoice, lines: bool = False, tz: tzinfo | Non
         corrects=inv.corrects_id, reason=inv.reason, currency=inv.currency,
         vat_rate=dec(inv.vat_rate).normalize(), prices_include_vat=inv.prices_include_vat,
         net=inv.net, vat=inv.vat, total=inv.total,
-        credited=credited(s, inv.id) if inv.kind == "invoice" else Decimal("0.00"),
+        credited=(Decimal("0.00") if inv.kind != "invoice" else credit
+                  if credit is not None else credited(s, inv.id)),
         created_at=inv.created_at, finalized_at=inv.finalized_at, digest=inv.digest,
         buyer=buyer_of(inv.buyer), payment_status=inv.payment_status,
         amount_due=inv.amount_due, paid_at=inv.paid_at,
@@ -127,8 +141,16 @@ def list_invoices(p: Platform, actor: Principal, tenant_id: str | None = None,
         rows = s.scalars(select(Invoice).where(*where)
                          .order_by(Invoice.period.desc(), Invoice.created_at.desc(),
                                    Invoice.id).limit(limit).offset(offset)).all()
-        return Page(items=[invoice_view(s, r) for r in rows], total=total, limit=limit,
-                    offset=offset)
+        # the page's tenants and credit notes in one statement each, not one per invoice
+        # (held here: the session's identity map keeps rows only while they are referenced)
+        tenants = list(s.scalars(select(Tenant).where(
+            Tenant.id.in_({r.tenant_id for r in rows}))))
+        credits = credited_of(s, [r.id for r in rows])
+        page: Page[InvoiceView] = Page(
+            items=[invoice_view(s, r, credit=credits[r.id]) for r in rows], total=total,
+            limit=limit, offset=offset)
+        del tenants
+        return page
 
 
 def unbilled(s: Session, tenant_id: str) -> Decimal:

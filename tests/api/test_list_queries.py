@@ -84,3 +84,51 @@ def test_an_unknown_expansion_is_a_clear_4xx(fleet: Platform, tenant: TenantCtx)
 
     with pytest.raises(InvalidInput, match="stages"):
         instances.list_instances(fleet, tenant.principal, expand="everything")
+
+
+def test_pages_of_invoices_and_usage_cost_the_same_few_statements(
+    platform: Platform, operator: TenantCtx,
+) -> None:
+    from datetime import UTC, datetime
+    from decimal import Decimal
+
+    from gpulease.db.money_tables import Invoice, UsageRecord
+    from gpulease.services import invoices, metering
+    from tests.conftest import new_tenant
+
+    now = datetime(2026, 11, 30, tzinfo=UTC)
+    tenants = [new_tenant(platform) for _ in range(4)]
+    with platform.db.write() as s:
+        for n in range(24):
+            t = tenants[n % 4]
+            s.add(Invoice(id=f"inv-{n:04d}", tenant_id=t.tenant_id, kind="invoice",
+                          period=f"2025-{n // 4 + 1:02d}", status="final", number=f"GL-{n:04d}",
+                          currency="CNY", vat_rate=Decimal("0.06"), prices_include_vat=True,
+                          net=Decimal("100.00"), vat=Decimal("6.00"), total=Decimal("106.00"),
+                          created_at=now, updated_at=now))
+            s.add(Invoice(id=f"crn-{n:04d}", tenant_id=t.tenant_id, kind="credit_note",
+                          period=f"2025-{n // 4 + 1:02d}", status="final", number=f"GC-{n:04d}",
+                          corrects_id=f"inv-{n:04d}", currency="CNY", vat_rate=Decimal("0.06"),
+                          prices_include_vat=True, net=Decimal("-10.00"),
+                          vat=Decimal("-0.60"), total=Decimal("-10.60"),
+                          created_at=now, updated_at=now))
+            s.add(UsageRecord(tenant_id=tenants[0].tenant_id, key=f"k-{n}", kind="egress_gb",
+                              quantity=Decimal("1"), unit_price=Decimal("0.8"),
+                              amount=Decimal("0.80"), started_at=now, ended_at=now,
+                              recorded_at=now, source="test"))
+
+    def page_of_invoices(limit: int) -> object:
+        return invoices.list_invoices(platform, operator.principal, limit=limit)
+
+    assert statements_for(platform, lambda: page_of_invoices(2)) == statements_for(
+        platform, lambda: page_of_invoices(48))
+    page = invoices.list_invoices(platform, operator.principal, limit=48)
+    first = next(i for i in page.items if i.id == "inv-0000")
+    assert first.credited == Decimal("10.60") and first.tenant_name  # as one invoice shows
+    assert invoices.show_invoice(platform, operator.principal, "inv-0000").credited == (
+        first.credited)
+    usage_small = statements_for(platform, lambda: metering.list_usage(
+        platform, tenants[0].principal, limit=2))
+    usage_large = statements_for(platform, lambda: metering.list_usage(
+        platform, tenants[0].principal, limit=24))
+    assert usage_small == usage_large
