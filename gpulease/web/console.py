@@ -2,10 +2,12 @@
 
 A tenant signs in with e-mail and password (the session is a 12-hour API token in an
 HttpOnly, SameSite=Strict cookie), sees the catalog with live stock, orders, watches the
-delivery stage by stage (the page refreshes itself until the instance settles) and then its
+delivery stage by stage (a small script of this origin follows the instance's server-sent
+events and reloads the page when it changes; without JavaScript the page refreshes itself
+every 2 s until the instance settles) and then its
 GPUs' telemetry and hardware alerts, reveals the root password once, releases, and sees
 the wallet, the ledger and the invoices (PDF). Operators see the fleet. Forms post only
-from this origin. No JavaScript, no CDN.
+from this origin. No CDN; the one script is progressive enhancement.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from gpulease.api.access import EVERY_USER, ORDERING, Caller, access
 from gpulease.api.deps import PlatformDep
+from gpulease.api.streams import follow_instance
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import DomainError, InvalidInput, TooManyRequests, Unauthorized
 from gpulease.platform import Platform
@@ -205,12 +208,24 @@ def instance_page(instance_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
     except DomainError as exc:  # another tenant's, or none: said on a page, not as JSON
         return _page("base.html", exc.status, **_ctx(who, error=exc.detail))
     # Telemetry arrives about once a minute: a delivered instance's page looks again every
-    # 30 s, one still on its way every 2 s.
+    # 30 s; one still on its way follows the instance's events (or, without JavaScript,
+    # refreshes every 2 s).
     ready = view.status == "ready"
     return _page("instance.html", **_ctx(
         who, inst=view, telemetry=agents.instance_metrics(p, who, view.id) if ready else None,
-        **_evidence(p, who, view),
-        refresh=2 if view.status not in SETTLED else 30 if ready else None))
+        **_evidence(p, who, view), follow=view.status not in SETTLED,
+        refresh=30 if ready else None))
+
+
+@router.get("/instances/{instance_id}/events", openapi_extra=access(*EVERY_USER, owned=True))
+async def instance_events(instance_id: str, p: PlatformDep, who: Who, request: Request,
+                          timeout: Annotated[float, Query(gt=0, le=3600)] = 1800) -> Response:
+    """The delivery page's server-sent events (as the API's, for the console session)."""
+    try:
+        return await follow_instance(p, who, request, instance_id, ",".join(SETTLED),
+                                     timeout)
+    except DomainError as exc:
+        return Response(exc.detail, status_code=exc.status, media_type="text/plain")
 
 
 def _evidence(p: Platform, who: Principal, inst: InstanceView) -> dict[str, Any]:

@@ -150,6 +150,7 @@ BODIES: dict[tuple[str, str], Any] = {
 }
 QUERIES = {"/media/ipxe": {"mac": MAC}, "/api/v1/invoices/export": {"period": "2026-11"},
            "/api/v1/instances/{instance_id}/events": {"timeout": 0.5},
+           "/console/instances/{instance_id}/events": {"timeout": 0.5},
            "/api/v1/revenue": {"start": "2026-01", "end": "2026-12"}}
 
 

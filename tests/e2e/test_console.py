@@ -49,7 +49,8 @@ def live(fleet: Platform) -> Iterator[LiveServer]:
 
 
 def _status_becomes(page, want: str, timeout_s: float = 40) -> None:  # type: ignore[no-untyped-def]
-    """The instance page refreshes itself every 2 s until the instance settles."""
+    """The instance page follows its server-sent events (reloading when the instance
+    changes) until the instance settles."""
     deadline = time.monotonic() + timeout_s
     while page.inner_text("#status") != want:
         assert time.monotonic() < deadline, f"still {page.inner_text('#status')}"

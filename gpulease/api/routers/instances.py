@@ -1,13 +1,9 @@
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
-from starlette.concurrency import run_in_threadpool
 
 from gpulease.api.access import EVERY_USER, ORDERING, access
 from gpulease.api.deps import (
@@ -20,8 +16,7 @@ from gpulease.api.deps import (
     PrincipalDep,
 )
 from gpulease.api.etags import conditional
-from gpulease.domain.errors import InvalidInput
-from gpulease.domain.states import InstanceStatus
+from gpulease.api.streams import ENDS, follow_instance
 from gpulease.schemas import CredentialsView, InstanceView, OrderRequest, Page
 from gpulease.services import instances, orders
 
@@ -67,11 +62,6 @@ def show(instance_id: str, p: PlatformDep, actor: PrincipalDep, request: Request
                        .model_dump_json())
 
 
-FOLLOW_POLL_S = 0.5  # how often a follower's change marker is read (two small statements)
-KEEP_ALIVE_S = 15.0  # a comment line this often, so proxies keep a quiet stream open
-ENDS = ("ready", "failed", "released")
-
-
 @router.get("/{instance_id}/events", openapi_extra=access(*EVERY_USER, owned=True),
             response_class=StreamingResponse,
             responses={200: {"content": {"text/event-stream": {}},
@@ -86,43 +76,7 @@ async def follow(
     with the instance as GET /instances/{id} returns it, at once and each time it changes
     (a stage, a node's stage, the status); `end` when its status is one of `until` (or at
     `timeout`). Comment lines keep a quiet stream open."""
-    ends = tuple(u.strip() for u in until.split(",") if u.strip())
-    unknown = [u for u in ends if u not in {st.value for st in InstanceStatus}]
-    if unknown:
-        raise InvalidInput("until", f"Unknown instance status {unknown[0]!r}.",
-                           [st.value for st in InstanceStatus])
-    first = await run_in_threadpool(instances.show_instance, p, actor, instance_id)
-
-    async def stream() -> AsyncIterator[str]:
-        view: InstanceView | None = first
-        marker = await run_in_threadpool(instances.change_marker, p, instance_id)
-        deadline = time.monotonic() + timeout
-        sent = 0
-        quiet_since = time.monotonic()
-        while True:
-            if view is not None:
-                sent += 1
-                yield f"event: instance\nid: {sent}\ndata: {view.model_dump_json()}\n\n"
-                quiet_since = time.monotonic()
-                if view.status in ends:
-                    yield "event: end\ndata: {}\n\n"
-                    return
-                view = None
-            if time.monotonic() > deadline or await request.is_disconnected():
-                yield "event: end\ndata: {\"timeout\": true}\n\n"
-                return
-            if time.monotonic() - quiet_since > KEEP_ALIVE_S:
-                yield ": keep-alive\n\n"
-                quiet_since = time.monotonic()
-            await asyncio.sleep(FOLLOW_POLL_S)
-            moved = await run_in_threadpool(instances.change_marker, p, instance_id)
-            if moved != marker:
-                marker = moved
-                view = await run_in_threadpool(instances.show_instance, p, actor,
-                                               instance_id)
-
-    return StreamingResponse(stream(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return await follow_instance(p, actor, request, instance_id, until, timeout)
 
 
 @router.post("/{instance_id}/release", response_model=InstanceView, status_code=202,

@@ -1,0 +1,28 @@
+// The delivery page follows its instance's server-sent events and reloads when the
+// instance changed (a stage, a node, the status), instead of every 2 s. Without
+// EventSource (or JavaScript) the page's <noscript> refresh does the same, more often.
+(function () {
+  "use strict";
+  var page = document.querySelector("[data-follow]");
+  if (!page || !window.EventSource) {
+    return;
+  }
+  var status = page.getAttribute("data-status");
+  var stages = Number(page.getAttribute("data-stages"));
+  var source = new EventSource(page.getAttribute("data-follow"));
+  source.addEventListener("instance", function (event) {
+    var seen = JSON.parse(event.data);
+    if (seen.status !== status || seen.stages.length !== stages) {
+      source.close();
+      window.location.reload();
+    }
+  });
+  source.addEventListener("end", function () {
+    source.close();
+  });
+  source.onerror = function () {
+    // the stream broke (a restart, a proxy): look again in a moment
+    source.close();
+    window.setTimeout(function () { window.location.reload(); }, 3000);
+  };
+}());
