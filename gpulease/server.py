@@ -34,8 +34,31 @@ def prepare(settings: Settings) -> Platform:
         settings.db_wait_s,
         lambda why, pause: log.warning("waiting for the database at %s (%s); next try in "
                                        "%.1f s", safe_url(platform.db.url), why, pause))
-    platform.db.migrate()
+    if settings.migrate_at_start:
+        platform.db.migrate()
+    else:
+        platform.db.require_current()
     return platform
+
+
+def bootstrap_operator(platform: Platform, say: Callable[[str], object] = log.warning) -> None:
+    """GPULEASE_BOOTSTRAP_OPERATOR_EMAIL on a platform without operators: make the first
+    one and write its token (expiring like any) to <data_dir>/operator.token, 0600; the
+    token itself is never logged."""
+    from gpulease.services import accounts
+
+    email = platform.settings.bootstrap_operator_email.strip()
+    if not email or accounts.operator_count(platform):
+        return
+    _, token = accounts.create_operator(platform, email, email.split("@")[0])
+    path = Path(platform.settings.data_dir) / "operator.token"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(token.secret() + "\n")
+    until = f"{token.expires_at:%Y-%m-%d}" if token.expires_at else "no end"
+    say(f"first operator {email} made; its token (valid until {until}) is in {path}: "
+        "read it, then delete the file")
 
 
 def up(settings: Settings, say: Callable[[str], object] = print,
@@ -149,6 +172,7 @@ def serve(settings: Settings, workers: int = 1) -> None:
     old one leaves; SIGTTIN/SIGTTOU add or remove one). Migrations run once, here, before
     any of them starts."""
     platform = prepare(settings)
+    bootstrap_operator(platform)
     if workers <= 1:
         try:
             _serve(platform, settings)

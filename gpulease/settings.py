@@ -53,6 +53,12 @@ class Settings(BaseSettings):
     # `serve`, `worker` and `up` wait this long for the database at start (backing off),
     # then exit with a one-line reason.
     db_wait_s: float = Field(default=60.0, ge=0)
+    # Apply pending migrations when a process starts (under a lock); false: only
+    # `gpulease migrate` does, and a process finding the schema behind refuses to start.
+    migrate_at_start: bool = True
+    # On first start with no operator yet: make one with this e-mail and write its
+    # (expiring) token to <data_dir>/operator.token, 0600.
+    bootstrap_operator_email: str = ""
 
     # API tokens live at most this many days; a token that never expires only when allowed.
     token_max_days: int = Field(default=365, ge=1, le=3650)
@@ -209,3 +215,21 @@ class Settings(BaseSettings):
                 return "postgresql+psycopg://" + self.database_url.removeprefix("postgresql://")
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'gpulease.db').resolve()}"
+
+
+SECRET_FIELDS = ("secret_key", "smtp_password")
+
+
+def effective(settings: Settings) -> dict[str, object]:
+    """Every setting as this process sees it, secrets masked (`gpulease config`)."""
+    from gpulease.db.session import safe_url
+
+    shown: dict[str, object] = {}
+    for name in type(settings).model_fields:
+        value = getattr(settings, name)
+        if name in SECRET_FIELDS:
+            value = "(set)" if value else "(not set)"
+        elif name.endswith("_url") and isinstance(value, str) and "@" in value:
+            value = safe_url(value)
+        shown[f"GPULEASE_{name.upper()}"] = value
+    return shown

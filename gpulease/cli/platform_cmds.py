@@ -17,6 +17,16 @@ app = typer.Typer()
 
 
 # ----------------------------------------------------------------------- platform
+# Options given on the command line win; otherwise the environment (GPULEASE_*), then the
+# built-in defaults, as for every other setting.
+DataDirOpt = Annotated[Path | None, typer.Option(
+    help="where SQLite, keys and tokens live (env GPULEASE_DATA_DIR; default .gpulease)")]
+PortOpt = Annotated[int | None, typer.Option(
+    help="port to listen on (env GPULEASE_PORT; default 8000)")]
+HostOpt = Annotated[str | None, typer.Option(
+    help="address to listen on (env GPULEASE_HOST; default 127.0.0.1)")]
+
+
 def _settings(**overrides: Any) -> Any:
     from gpulease.settings import Settings
 
@@ -24,22 +34,22 @@ def _settings(**overrides: Any) -> Any:
 
 
 def _running(start: Callable[[], object]) -> None:
-    """Run the platform; a database that never answered is one line, exit code 1."""
-    from gpulease.db.session import DatabaseUnreachable
+    """Run the platform; a database that never answered, or a schema this release cannot
+    use, is one line, exit code 1."""
+    from gpulease.db.session import DatabaseUnreachable, SchemaBehind, SchemaTooNew
 
     try:
         start()
-    except DatabaseUnreachable as exc:
+    except (DatabaseUnreachable, SchemaTooNew, SchemaBehind) as exc:
         err.print(f"[red]error[/red]: {exc}", highlight=False)
         raise typer.Exit(1) from None
 
 
 @app.command()
 def up(
-    data_dir: Annotated[Path, typer.Option(help="where SQLite, keys and tokens live")] = Path(
-        ".gpulease"),
-    port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 8000,
-    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    data_dir: DataDirOpt = None,
+    port: PortOpt = None,
+    host: HostOpt = None,
     demo_delay: Annotated[float, typer.Option(help="simulated seconds per stage")] = 2.0,
     nodes_per_offer: Annotated[int, typer.Option(help="demo nodes per offer")] = 2,
     database_url: Annotated[str | None, typer.Option(envvar="GPULEASE_DATABASE_URL")] = None,
@@ -69,9 +79,9 @@ def up(
 
 @app.command()
 def serve(
-    data_dir: Annotated[Path, typer.Option()] = Path(".gpulease"),
-    port: Annotated[int, typer.Option()] = 8000,
-    host: Annotated[str, typer.Option()] = "127.0.0.1",
+    data_dir: DataDirOpt = None,
+    port: PortOpt = None,
+    host: HostOpt = None,
     workers: Annotated[int, typer.Option(
         min=1, max=64, help="API processes sharing the port (PostgreSQL for more than one)"
     )] = 1,
@@ -90,7 +100,7 @@ def serve(
 
 @app.command()
 def worker(
-    data_dir: Annotated[Path, typer.Option()] = Path(".gpulease"),
+    data_dir: DataDirOpt = None,
     threads: Annotated[int | None, typer.Option(help="worker threads")] = None,
     demo_delay: Annotated[float | None, typer.Option(help="simulated seconds per stage")] = None,
 ) -> None:
@@ -106,13 +116,97 @@ def worker(
 
 
 @app.command()
-def migrate(data_dir: Annotated[Path, typer.Option()] = Path(".gpulease")) -> None:
-    """Apply database migrations (also done at every start)."""
+def migrate(
+    data_dir: DataDirOpt = None,
+    check: Annotated[bool, typer.Option(
+        "--check", help="change nothing; exit 0 when current, 1 when migrations are "
+        "pending, 2 when the database is newer than this gpulease or does not answer")
+    ] = False,
+    current: Annotated[bool, typer.Option(
+        "--current", help="print the database's migration and this release's latest")
+    ] = False,
+) -> None:
+    """Apply database migrations, under a lock (every start does this too unless
+    GPULEASE_MIGRATE_AT_START=false)."""
+    from gpulease.db.session import DatabaseUnreachable, SchemaTooNew
+    from gpulease.platform import Platform
     from gpulease.server import prepare
 
     settings = _settings(data_dir=data_dir)
+    if check or current:
+        platform = Platform.from_settings(settings)
+        try:
+            platform.db.wait_until_reachable(min(settings.db_wait_s, 10.0))
+            at, head = platform.db.schema()
+        except (DatabaseUnreachable, SchemaTooNew) as exc:
+            err.print(f"[red]error[/red]: {exc}", highlight=False)
+            raise typer.Exit(2) from None
+        finally:
+            platform.db.dispose()
+        if current:
+            out.print(f"database: {at or 'none'}   this release: {head}", highlight=False)
+        if check:
+            if at == head:
+                out.print(f"the database is current ({head})", highlight=False)
+                return
+            out.print(f"migrations pending: the database is at {at or 'none'}, this "
+                      f"release at {head}; run `gpulease migrate`", highlight=False)
+            raise typer.Exit(1)
+        return
+    settings.migrate_at_start = True
     _running(lambda: prepare(settings).db.dispose())
     out.print("database is at the latest migration")
+
+
+@app.command("operator-create")
+def operator_create(
+    email: Annotated[str, typer.Option(help="the operator's e-mail (their sign-in)")],
+    name: Annotated[str | None, typer.Option(help="display name")] = None,
+    expires_in_days: Annotated[int, typer.Option(
+        "--expires-in-days", min=1, max=3650, help="the token's life (default 90)")] = 90,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Make an operator on this platform's database and print its API token, once (the
+    first operator of a new installation; later ones too)."""
+    from gpulease.domain.errors import DomainError
+    from gpulease.server import prepare
+    from gpulease.services import accounts
+
+    settings = _settings(data_dir=data_dir)
+
+    def create() -> None:
+        platform = prepare(settings)
+        try:
+            _, token = accounts.create_operator(platform, email, name or email.split("@")[0],
+                                                expires_in_days)
+        except DomainError as exc:
+            err.print(f"[red]error[/red]: {exc.detail}", highlight=False)
+            raise typer.Exit(1) from None
+        finally:
+            platform.db.dispose()
+        out.print(f"operator {email}: token (shown once, valid until "
+                  f"{token.expires_at:%Y-%m-%d}):", highlight=False)
+        print(token.secret())
+
+    _running(create)
+
+
+@app.command("config")
+def config(data_dir: DataDirOpt = None, port: PortOpt = None, host: HostOpt = None,
+           as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """The effective settings (command line, then GPULEASE_* environment, then defaults),
+    secrets masked."""
+    import json
+
+    from gpulease.settings import effective
+
+    shown = effective(_settings(data_dir=data_dir, port=port, host=host))
+    if as_json:
+        print(json.dumps(shown, indent=2, default=str))
+        return
+    width = max(len(k) for k in shown)
+    for key, value in shown.items():
+        out.print(f"{key.ljust(width)}  {value}", highlight=False, markup=False)
 
 
 @app.command()

@@ -132,14 +132,99 @@ class Database:
                 delay = min(delay * 2, 5.0)
 
     def migrate(self) -> None:
-        """Apply every Alembic migration (idempotent; run at start-up)."""
-        with self.engine.begin() as conn:
+        """Apply every Alembic migration (idempotent; run at start-up), one process at a
+        time: under a PostgreSQL advisory lock held by the migrating transaction, or a
+        file lock beside the SQLite file. Several processes starting at once: one
+        migrates, the others wait and find nothing left to do. A database newer than this
+        code is refused (SchemaTooNew), untouched."""
+        with self._migration_lock(), self.engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"),
+                             {"key": MIGRATION_LOCK_KEY})
+            current, head = _revisions(conn, self.url)
+            _refuse_newer(current, head)
             cfg = alembic_config(self.url)
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
 
+    def schema(self) -> tuple[str | None, str]:
+        """(the database's migration, this code's latest); raises SchemaTooNew when the
+        database's is one this code does not know."""
+        with self.engine.connect() as conn:
+            current, head = _revisions(conn, self.url)
+        _refuse_newer(current, head)
+        return current, head
+
+    def require_current(self) -> None:
+        """For processes that do not migrate at start: the schema must be this code's."""
+        current, head = self.schema()
+        if current != head:
+            raise SchemaBehind(
+                f"the database is at migration {current or 'none'}, this gpulease needs "
+                f"{head}: run `gpulease migrate` (or set GPULEASE_MIGRATE_AT_START=true)")
+
+    @contextmanager
+    def _migration_lock(self) -> Iterator[None]:
+        path = sqlite_file(self.url)
+        if path is None:
+            yield
+            return
+        import fcntl
+
+        with open(f"{path}.migrate.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+MIGRATION_LOCK_KEY = 0x67706C6D  # "gplm": the advisory lock migrations take
+
+
+class SchemaTooNew(RuntimeError):
+    """The database was migrated by a newer gpulease than this one."""
+
+
+class SchemaBehind(RuntimeError):
+    """The database needs migrations this process is not to apply itself."""
+
+
+def sqlite_file(url: str) -> str | None:
+    if not url.startswith("sqlite") or ":memory:" in url:
+        return None
+    return url.split(":///", 1)[-1].split("?", 1)[0] or None
+
+
+def _revisions(conn: Any, url: str) -> tuple[str | None, str]:
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    current = MigrationContext.configure(conn).get_current_revision()
+    head = ScriptDirectory.from_config(alembic_config(url)).get_current_head()
+    assert head is not None
+    return current, head
+
+
+def _refuse_newer(current: str | None, head: str) -> None:
+    if current is None:
+        return
+    from alembic.script import ScriptDirectory
+    from alembic.util.exc import CommandError
+
+    scripts = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    try:
+        known = scripts.get_revision(current)
+    except CommandError:
+        known = None
+    if known is None:
+        raise SchemaTooNew(
+            f"the database is at migration {current}, newer than this gpulease knows (up "
+            f"to {head}): run the release that migrated it (or a newer one); this process "
+            "changes nothing")
 
 
 def safe_url(url: str) -> str:

@@ -101,10 +101,19 @@ def create_user(
     return user
 
 
-def create_operator(p: Platform, email: str, name: str) -> tuple[User, TokenCreated]:
+def create_operator(p: Platform, email: str, name: str, days: int | None = 90
+                    ) -> tuple[User, TokenCreated]:
+    """An operator and its first token, expiring in `days` like any token (None: never,
+    for the demo's and the tests' own use)."""
     with p.db.write() as s:
         user = create_user(s, p, None, email, name, Role.OPERATOR)
-        return user, _issue(s, p, user, "operator", None)
+        return user, _issue(s, p, user, "operator", days)
+
+
+def operator_count(p: Platform) -> int:
+    with p.db.read() as s:
+        return int(s.scalar(select(func.count()).select_from(User)
+                            .where(User.role == Role.OPERATOR.value)) or 0)
 
 
 def create_meter(p: Platform, actor: Principal, name: str, days: int | None = None,
