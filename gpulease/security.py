@@ -63,6 +63,11 @@ class SecretBox:
         """A key for one purpose (the audit trail's MAC), derived from the secret key."""
         return hashlib.sha256(b"gpulease/" + purpose.encode() + b"/" + self._key).digest()
 
+    def fingerprint(self) -> str:
+        """Names the key without revealing it (kept in the database: a process with another
+        key refuses to start)."""
+        return hashlib.sha256(b"gpulease/fingerprint/" + self._key).hexdigest()[:16]
+
     def seal(self, plaintext: str) -> str:
         return self._fernet.encrypt(plaintext.encode()).decode()
 

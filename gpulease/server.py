@@ -28,7 +28,10 @@ log = logging.getLogger("gpulease")
 def prepare(settings: Settings) -> Platform:
     """The platform on a reachable, migrated database: waits for the database first (with
     backoff, up to db_wait_s; raises DatabaseUnreachable after that)."""
+    from gpulease.services.keys import check_key, require_shared_key
+
     os.umask(0o077)  # what this process writes (database, keys, tokens, state) is its own
+    require_shared_key(settings.resolved_database_url(), settings.secret_key)
     platform = Platform.from_settings(settings)
     platform.db.wait_until_reachable(
         settings.db_wait_s,
@@ -38,6 +41,7 @@ def prepare(settings: Settings) -> Platform:
         platform.db.migrate()
     else:
         platform.db.require_current()
+    check_key(platform)
     return platform
 
 

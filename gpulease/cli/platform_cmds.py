@@ -37,10 +37,11 @@ def _running(start: Callable[[], object]) -> None:
     """Run the platform; a database that never answered, or a schema this release cannot
     use, is one line, exit code 1."""
     from gpulease.db.session import DatabaseUnreachable, SchemaBehind, SchemaTooNew
+    from gpulease.services.keys import KeyMismatch, KeyMissing
 
     try:
         start()
-    except (DatabaseUnreachable, SchemaTooNew, SchemaBehind) as exc:
+    except (DatabaseUnreachable, SchemaTooNew, SchemaBehind, KeyMismatch, KeyMissing) as exc:
         err.print(f"[red]error[/red]: {exc}", highlight=False)
         raise typer.Exit(1) from None
 
@@ -189,6 +190,52 @@ def operator_create(
         print(token.secret())
 
     _running(create)
+
+
+key_app = typer.Typer(help="The secret key that seals passwords and keys the audit trail.",
+                      no_args_is_help=True)
+app.add_typer(key_app, name="key")
+
+
+@key_app.command("rotate")
+def key_rotate(
+    new_key: Annotated[str | None, typer.Option(
+        "--new-key", envvar="GPULEASE_NEW_SECRET_KEY",
+        help="the new Fernet key (default: a fresh one, printed once)")] = None,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Re-seal every secret and re-key the audit chain (verified intact first) under a new
+    key, in one transaction. Stop every process first; start them with the new key."""
+    from cryptography.fernet import Fernet
+
+    from gpulease.domain.errors import DomainError
+    from gpulease.server import prepare
+    from gpulease.services import keys
+
+    settings = _settings(data_dir=data_dir)
+    fresh = new_key or Fernet.generate_key().decode()
+
+    def rotate() -> None:
+        platform = prepare(settings)
+        try:
+            counts = keys.rotate(platform, fresh)
+        except (DomainError, ValueError) as exc:
+            err.print(f"[red]error[/red]: {getattr(exc, 'detail', exc)}", highlight=False)
+            raise typer.Exit(1) from None
+        finally:
+            platform.db.dispose()
+        key_file = settings.data_dir / "secret.key"
+        if not settings.secret_key and key_file.exists():
+            key_file.write_text(fresh)  # the embedded default keeps its key in the data dir
+            out.print(f"re-sealed {counts}; the new key is in {key_file}", highlight=False)
+            return
+        out.print(f"re-sealed {counts}. Give every process the new key before starting "
+                  "it (GPULEASE_SECRET_KEY), and back it up with the database:",
+                  highlight=False)
+        if not new_key:
+            print(fresh)
+
+    _running(rotate)
 
 
 @app.command("config")

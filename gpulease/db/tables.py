@@ -277,6 +277,14 @@ class AuditHead(Base):
     pruned_mac: Mapped[str] = mapped_column(String(64))
 
 
+class PlatformFact(Base):
+    """Facts about the installation itself, by name (the secret key's fingerprint)."""
+
+    __tablename__ = "platform_facts"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
 class RateCounter(Base):
     """Hits per key and fixed window, shared by API processes (db/rates.py)."""
 

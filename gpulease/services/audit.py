@@ -89,6 +89,11 @@ def record(p: Platform, happening: Happening) -> None:
     append(p, [happening])
 
 
+def mac_of(key: bytes, seq: int, prev: str, row: AuditEntry) -> str:
+    """A stored row's MAC under `key` (key rotation re-keys the chain with it)."""
+    return _mac(key, seq, prev, _happening(row))
+
+
 def _happening(row: AuditEntry) -> Happening:
     return Happening(at=row.at, action=row.action, outcome=row.outcome,
                      request_id=row.request_id, user_id=row.user_id, token_id=row.token_id,

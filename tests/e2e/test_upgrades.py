@@ -111,6 +111,18 @@ def test_the_first_operator_and_the_environment(tmp_path: Path) -> None:
     again = gpulease(["operator-create", "--email", "sre@example.com"], env)
     assert again.returncode == 1 and "exists already" in again.stderr
 
+    from cryptography.fernet import Fernet
+
+    other = env | {"GPULEASE_SECRET_KEY": Fernet.generate_key().decode()}
+    refused = gpulease(["migrate"], other)
+    assert refused.returncode == 1 and "fingerprint" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    rotated = gpulease(["key", "rotate"], env)
+    assert rotated.returncode == 0, rotated.stderr
+    new_key = rotated.stdout.strip().splitlines()[-1]
+    assert gpulease(["migrate"], env).returncode == 1  # the old key is refused now
+    assert gpulease(["migrate"], env | {"GPULEASE_SECRET_KEY": new_key}).returncode == 0
+
     fresh = tmp_path / "bootstrap"
     port = free_port()
     serve = gpulease(["serve", "--port", str(port)],
