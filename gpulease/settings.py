@@ -56,6 +56,10 @@ class Settings(BaseSettings):
     # Apply pending migrations when a process starts (under a lock); false: only
     # `gpulease migrate` does, and a process finding the schema behind refuses to start.
     migrate_at_start: bool = True
+    # /metrics answers this bearer token (besides operators' API tokens); /readyz is 503
+    # while no worker is alive unless this is false.
+    metrics_token: str = ""
+    readyz_needs_worker: bool = True
     # On first start with no operator yet: make one with this e-mail and write its
     # (expiring) token to <data_dir>/operator.token, 0600.
     bootstrap_operator_email: str = ""
@@ -217,7 +221,7 @@ class Settings(BaseSettings):
         return f"sqlite:///{(self.data_dir / 'gpulease.db').resolve()}"
 
 
-SECRET_FIELDS = ("secret_key", "smtp_password")
+SECRET_FIELDS = ("secret_key", "smtp_password", "metrics_token")
 
 
 def effective(settings: Settings) -> dict[str, object]:

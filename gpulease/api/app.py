@@ -7,8 +7,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-from fastapi import APIRouter, FastAPI
-from fastapi.responses import RedirectResponse
+from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse
 from sqlalchemy import text
 
 from gpulease import __version__
@@ -29,6 +29,7 @@ from gpulease.api.routers import (
     media,
     money,
     nodes,
+    workers,
 )
 from gpulease.platform import Platform
 from gpulease.schemas import Problem
@@ -75,7 +76,7 @@ def create_app(platform: Platform) -> FastAPI:
     app.add_middleware(Guards, max_body_bytes=platform.settings.max_body_bytes)  # outermost
     api = APIRouter(prefix=API, responses=PROBLEMS)
     for module in (catalog, instances, nodes, accounts, agents, money, billing, advisor,
-                   audit):
+                   audit, workers):
         api.include_router(module.router)
     app.include_router(api)
     app.include_router(media.router)
@@ -93,5 +94,51 @@ def create_app(platform: Platform) -> FastAPI:
         with p.db.read() as s:
             s.execute(text("SELECT 1"))
         return {"status": "ok", "database": p.db.dialect, "version": __version__}
+
+    @app.get("/readyz", tags=["health"], openapi_extra=access(Caller.ANYONE),
+             responses={**PUBLIC_PROBLEMS, 503: {
+                 "description": "not ready: the answer's `checks` say why",
+                 "content": {"application/json": {}}}})
+    def readyz(p: PlatformDep) -> Response:
+        """Ready for traffic: the database answers, its schema is this release's, and a
+        worker is alive (seen within three heartbeats; GPULEASE_READYZ_NEEDS_WORKER=false
+        for an API whose workers are elsewhere by design). 200 or 503, with each check."""
+        from gpulease.services import workers
+
+        checks: dict[str, Any] = {}
+        try:
+            at, head = p.db.schema()
+            checks["database"] = "ok"
+            checks["schema"] = "ok" if at == head else f"at {at}, this release needs {head}"
+        except Exception as exc:  # noqa: BLE001 - said in the answer, not raised
+            checks["database"] = f"unreachable or unusable: {str(exc)[:200]}"
+        if checks.get("database") == "ok":
+            live = workers.live_count(p)
+            checks["workers"] = live if live or not p.settings.readyz_needs_worker else (
+                "no worker alive (start `gpulease worker`)")
+        ready = all(v == "ok" or isinstance(v, int) for v in checks.values())
+        return JSONResponse({"ready": ready, "checks": checks, "version": __version__},
+                            status_code=200 if ready else 503)
+
+    @app.get("/metrics", tags=["health"], responses=PROBLEMS,
+             response_class=PlainTextResponse, openapi_extra=access(Caller.ANYONE))
+    def metrics(p: PlatformDep, request: Request) -> Response:
+        """The control plane's metrics in Prometheus form (`gpulease_` names). Send
+        GPULEASE_METRICS_TOKEN, or an operator's API token, as a bearer token."""
+        import hmac
+
+        from gpulease.domain.errors import Unauthorized
+        from gpulease.services import control_metrics
+        from gpulease.services.accounts import authenticate
+
+        sent = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        wanted = p.settings.metrics_token
+        if not (wanted and hmac.compare_digest(sent.encode(), wanted.encode())):
+            if not sent:
+                raise Unauthorized("Send GPULEASE_METRICS_TOKEN (or an operator's API "
+                                   "token) as a bearer token")
+            authenticate(p, sent).require_operator()
+        return Response(control_metrics.render(p),
+                        media_type="text/plain; version=0.0.4; charset=utf-8")
 
     return app

@@ -16,7 +16,7 @@ from gpulease.db.rates import window_end
 from gpulease.platform import Platform
 
 MINUTE = 60
-UNLIMITED_PREFIXES = ("/healthz", "/console/static/", "/media/", "/api/v1/docs/")
+UNLIMITED_PREFIXES = ("/healthz", "/readyz", "/console/static/", "/media/", "/api/v1/docs/")
 SESSION_COOKIE = b"gpulease_session="
 
 

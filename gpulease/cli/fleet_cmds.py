@@ -48,6 +48,26 @@ def nodes(
     out.print(t)
 
 
+@app.command()
+def workers(
+    stopped: Annotated[bool, typer.Option("--stopped", help="include stopped workers")] = False,
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+) -> None:
+    """Operator: the worker processes, alive, dead (silent for three heartbeats) or
+    stopped."""
+    found = api(lambda: connect(url, token).get_json(
+        "/workers" + ("?stopped=true" if stopped else "")))
+    if as_json:
+        return print_json(found)
+    t = Table(title=f"{len(found)} workers")
+    for col in ("worker", "host", "pid", "state", "threads", "claims", "started", "last seen"):
+        t.add_column(col, overflow="fold")
+    for w in found:
+        t.add_row(w["owner"], w["host"], str(w["pid"]), w["state"], str(w["threads"]),
+                  str(w["claims"]), w["started_at"][:19], w["seen_at"][:19])
+    out.print(t)
+
+
 def _node_action(action: str, node_id: str, reason: str | None, url: str, token: str,
                  as_json: bool) -> None:
     node = api(lambda: connect(url, token).node_action(node_id, action, reason))

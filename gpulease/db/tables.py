@@ -277,6 +277,22 @@ class AuditHead(Base):
     pruned_mac: Mapped[str] = mapped_column(String(64))
 
 
+class WorkerProcess(Base):
+    """A worker that has run against this database (`gpulease workers`): where, since when,
+    when last seen (its heartbeat), how many rows it has claimed, and when it stopped."""
+
+    __tablename__ = "worker_processes"
+    owner: Mapped[str] = mapped_column(String(80), primary_key=True)
+    host: Mapped[str] = mapped_column(String(200))
+    pid: Mapped[int] = mapped_column(Integer)
+    version: Mapped[str] = mapped_column(String(32))
+    threads: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    seen_at: Mapped[datetime] = mapped_column(UtcDateTime(), index=True)
+    claims: Mapped[int] = mapped_column(BigInteger, default=0)
+    stopped_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
 class PlatformFact(Base):
     """Facts about the installation itself, by name (the secret key's fingerprint)."""
 

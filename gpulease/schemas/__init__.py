@@ -383,3 +383,16 @@ class TenantCreated(BaseModel):
 
     def without_secrets(self) -> TenantCreated:
         return self.model_copy(update={"token": self.token.without_secrets()})
+
+
+class WorkerView(BaseModel):
+    owner: str
+    host: str
+    pid: int
+    version: str
+    threads: int
+    started_at: datetime
+    seen_at: datetime
+    claims: int
+    stopped_at: datetime | None
+    state: str = Field(description="alive (seen within three heartbeats), dead, or stopped")

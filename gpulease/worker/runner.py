@@ -17,6 +17,7 @@ from gpulease.db.session import transient
 from gpulease.db.tables import Instance, Node
 from gpulease.domain.states import NODE_IN_PIPELINE
 from gpulease.platform import Platform
+from gpulease.services import workers
 from gpulease.worker.instances import process_instance
 from gpulease.worker.nodes import process_node
 from gpulease.worker.periodics import PERIODICS
@@ -35,6 +36,7 @@ class Worker:
         self._sweep_mutex = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._claims = 0  # since the last heartbeat (the registry adds them up)
 
     # -- one unit of work ------------------------------------------------------------
     def step(self) -> bool:
@@ -45,6 +47,7 @@ class Worker:
                 Node.status.in_([st.value for st in NODE_IN_PIPELINE])] if table is Node else None
             for claim in claim_due(self.p, table, self.owner, limit=1, extra=extra):
                 did = True
+                self._claims += 1
                 self.locks.add(claim)
                 try:
                     process(self.p, claim)
@@ -94,6 +97,7 @@ class Worker:
     # -- threads -----------------------------------------------------------------------
     def start(self, threads: int | None = None) -> None:
         count = threads or self.p.settings.worker_threads
+        workers.register(self.p, self.owner, count)
         for i in range(count):
             t = threading.Thread(target=self._loop, name=f"gpulease-worker-{i}", daemon=True)
             t.start()
@@ -126,16 +130,24 @@ class Worker:
                 self.p.wake_event.clear()
 
     def _heartbeat_loop(self) -> None:
-        interval = self.p.settings.lock_ttl_s / 3
+        interval = workers.heartbeat_s(self.p)
         while not self._stop.wait(interval):
             try:
                 heartbeat(self.p, self.locks)
+                claims, self._claims = self._claims, 0
+                workers.seen(self.p, self.owner, claims)
             except Exception:
                 log.exception("heartbeat failed")
 
     def stop(self, timeout_s: float = 10.0) -> None:
         self._stop.set()
         self.p.wake_event.set()
+        started = bool(self._threads)
         for t in self._threads:
             t.join(timeout_s)
         self._threads.clear()
+        if started:
+            try:
+                workers.stopped(self.p, self.owner)
+            except Exception:  # the database may be gone at shutdown; it will look dead
+                log.warning("could not mark worker %s stopped", self.owner)

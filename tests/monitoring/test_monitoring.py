@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from gpulease.agent.metrics import render
 from gpulease.agent.simulated import SimulatedGpus, VirtualClock, parse_faults
@@ -58,6 +59,32 @@ def test_the_alert_rules_load_and_pass_their_unit_tests() -> None:
             "GpuNvlinkDown"} <= names  # XID, thermal, ECC, NVLink down, as promised
     used = {m for r in rules for m in SERIES.findall(r["expr"])}
     assert used <= agent_series()
+
+
+def test_the_control_plane_rules_load_and_pass_their_unit_tests(tmp_path: Path) -> None:
+    tool = promtool()
+    rules_file = MONITORING / "control-plane-alerts.rules.yml"
+    checked = subprocess.run([tool, "check", "rules", str(rules_file)], capture_output=True,
+                             text=True, timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    tested = subprocess.run([tool, "test", "rules", "control-plane-alerts.test.yml"],
+                            cwd=Path(__file__).parent, capture_output=True, text=True,
+                            timeout=60)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    rules = yaml.safe_load(rules_file.read_text())["groups"][0]["rules"]
+    assert {"GpuleaseNoWorker", "GpuleaseStagePastTimeout", "GpuleaseDeliverySlaAtRisk",
+            "GpuleaseNodeErrorStorm"} <= {r["alert"] for r in rules}
+    from gpulease.platform import Platform
+    from gpulease.services import control_metrics
+    from tests.conftest import make_settings
+
+    p = Platform.from_settings(make_settings(f"sqlite:///{tmp_path / 'm.db'}", tmp_path))
+    p.db.migrate()
+    served = {f.name for f in text_string_to_metric_families(
+        control_metrics.render(p).decode())}
+    p.db.dispose()
+    used = {m for r in rules for m in re.findall(r"\bgpulease_[a-z0-9_]+", r["expr"])}
+    assert used <= served, used - served
 
 
 def test_every_dashboard_query_parses_and_reads_what_the_agent_serves(tmp_path: Path

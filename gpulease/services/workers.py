@@ -1,0 +1,80 @@
+"""The worker registry: a worker registers when it starts, its heartbeat keeps `seen_at`
+and its claim count fresh, and it marks itself stopped; a worker not seen for three
+heartbeats is dead (SIGKILL, a lost host). `/readyz`, `/metrics` and `gpulease workers`
+read it."""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+
+from gpulease import __version__
+from gpulease.db.tables import WorkerProcess
+from gpulease.domain.accounts import Principal
+from gpulease.platform import Platform
+from gpulease.schemas import WorkerView
+
+
+def heartbeat_s(p: Platform) -> float:
+    return p.settings.lock_ttl_s / 3
+
+
+def live_after(p: Platform, now: datetime) -> datetime:
+    """A worker seen after this is alive."""
+    return now - timedelta(seconds=3 * heartbeat_s(p))
+
+
+def register(p: Platform, owner: str, threads: int) -> None:
+    now = p.clock.now()
+    with p.db.write() as s:
+        row = s.get(WorkerProcess, owner)
+        if row is None:
+            s.add(WorkerProcess(owner=owner, host=socket.gethostname()[:200], pid=os.getpid(),
+                                version=__version__, threads=threads, started_at=now,
+                                seen_at=now, claims=0))
+        else:
+            row.started_at, row.seen_at, row.stopped_at, row.threads = now, now, None, threads
+
+
+def seen(p: Platform, owner: str, new_claims: int) -> None:
+    with p.db.write() as s:
+        row = s.get(WorkerProcess, owner)
+        if row is not None:
+            row.seen_at = p.clock.now()
+            row.claims += new_claims
+
+
+def stopped(p: Platform, owner: str) -> None:
+    with p.db.write() as s:
+        row = s.get(WorkerProcess, owner)
+        if row is not None:
+            row.stopped_at = row.seen_at = p.clock.now()
+
+
+def live_count(p: Platform) -> int:
+    now = p.clock.now()
+    with p.db.read() as s:
+        return len(s.scalars(select(WorkerProcess.owner).where(
+            WorkerProcess.stopped_at.is_(None),
+            WorkerProcess.seen_at > live_after(p, now))).all())
+
+
+def list_workers(p: Platform, actor: Principal, include_stopped: bool = False
+                 ) -> list[WorkerView]:
+    actor.require_operator()
+    now = p.clock.now()
+    alive_after = live_after(p, now)
+    with p.db.read() as s:
+        q = select(WorkerProcess).order_by(WorkerProcess.started_at.desc())
+        if not include_stopped:
+            q = q.where(WorkerProcess.stopped_at.is_(None))
+        rows = s.scalars(q.limit(500)).all()
+        return [WorkerView(
+            owner=r.owner, host=r.host, pid=r.pid, version=r.version, threads=r.threads,
+            started_at=r.started_at, seen_at=r.seen_at, claims=r.claims,
+            stopped_at=r.stopped_at,
+            state="stopped" if r.stopped_at else "alive" if r.seen_at > alive_after
+            else "dead") for r in rows]

@@ -1,0 +1,91 @@
+"""The control plane watched: /readyz says whether this process can serve (database,
+schema, a live worker), /metrics gives the fleet's and the pipelines' figures to
+Prometheus (with the metrics token or an operator's), and the worker registry knows which
+worker is alive, dead or stopped. SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import update
+
+from gpulease.db.tables import WorkerProcess
+from gpulease.platform import Platform
+from gpulease.schemas import OrderRequest
+from gpulease.services import orders, workers
+from gpulease.worker.runner import Worker
+from tests.api.test_money_api import auth
+from tests.conftest import LiveServer, TenantCtx
+
+
+def scrape(server: LiveServer, token: str) -> dict[str, object]:
+    r = httpx.get(f"{server.url}/metrics", headers=auth(token))
+    assert r.status_code == 200, r.text
+    return {f.name: f for f in text_string_to_metric_families(r.text)}
+
+
+def value(families: dict[str, object], name: str, **labels: str) -> float:
+    """A sample by its own name (a histogram's _bucket and _count included)."""
+    for family in families.values():
+        for sample in family.samples:  # type: ignore[attr-defined]
+            if sample.name == name and all(sample.labels.get(k) == v
+                                           for k, v in labels.items()):
+                return float(sample.value)
+    raise AssertionError(f"no {name} {labels}")
+
+
+def test_readiness_metrics_and_the_worker_registry(
+    fleet: Platform, server: LiveServer, operator: TenantCtx, tenant: TenantCtx, key: str,
+) -> None:
+    not_ready = httpx.get(f"{server.url}/readyz")
+    assert not_ready.status_code == 503
+    assert not_ready.json()["checks"] == {"database": "ok", "schema": "ok",
+                                          "workers": "no worker alive (start `gpulease "
+                                                     "worker`)"}
+    assert httpx.get(f"{server.url}/metrics").status_code == 401
+    assert httpx.get(f"{server.url}/metrics", headers=auth(tenant.token)).status_code == 403
+    fleet.settings.metrics_token = "prom-secret-1"
+    assert httpx.get(f"{server.url}/metrics",
+                     headers=auth("prom-secret-1")).status_code == 200
+
+    orders.place_order(fleet, tenant.principal, OrderRequest(
+        sku="h100-80g-x8", region="ningxia-1", ssh_keys=[key]))
+    before = scrape(server, operator.token)
+    assert value(before, "gpulease_workers_live") == 0
+    assert value(before, "gpulease_instances", status="pending") == 1
+    assert value(before, "gpulease_nodes", status="available", region="ningxia-1") >= 1
+    assert value(before, "gpulease_delivery_oldest_waiting_seconds") >= 0
+
+    worker = Worker(fleet, owner="metrics-worker")
+    worker.start(1)
+    try:
+        worker_ready = httpx.get(f"{server.url}/readyz")
+        assert worker_ready.status_code == 200 and worker_ready.json()["checks"]["workers"] == 1
+        for _ in range(200):  # bounded: the order is delivered
+            if value(scrape(server, operator.token), "gpulease_delivery_seconds_count") == 1:
+                break
+            import time
+
+            time.sleep(0.05)
+        after = scrape(server, operator.token)
+        assert value(after, "gpulease_workers_live") == 1
+        assert value(after, "gpulease_delivery_seconds_bucket", le="+Inf") == 1
+        listed = httpx.get(f"{server.url}/api/v1/workers", headers=auth(operator.token)).json()
+        assert [(w["owner"], w["state"]) for w in listed] == [("metrics-worker", "alive")]
+    finally:
+        worker.stop()
+    stopped = httpx.get(f"{server.url}/api/v1/workers", params={"stopped": True},
+                        headers=auth(operator.token)).json()
+    assert [w["state"] for w in stopped] == ["stopped"]
+
+    workers.register(fleet, "killed-worker", 4)  # then SIGKILLed: never seen again
+    with fleet.db.write() as s:
+        s.execute(update(WorkerProcess).where(WorkerProcess.owner == "killed-worker")
+                  .values(seen_at=fleet.clock.now() - timedelta(minutes=5)))
+    dead = workers.list_workers(fleet, operator.principal)
+    assert [(w.owner, w.state) for w in dead] == [("killed-worker", "dead")]
+    assert httpx.get(f"{server.url}/readyz").status_code == 503
+    silent = scrape(server, operator.token)
+    assert value(silent, "gpulease_worker_last_seen_seconds", worker="killed-worker") >= 300
