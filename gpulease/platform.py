@@ -112,7 +112,8 @@ class Platform:
     def from_settings(cls, settings: Settings, drivers: Drivers | None = None) -> Platform:
         settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         settings.data_dir.chmod(0o700)  # secrets live here: the owner alone may enter
-        db = Database(settings.resolved_database_url(), limits=settings.session_limits())
+        db = Database(settings.resolved_database_url(), pool_size=settings.db_pool_size,
+                      limits=settings.session_limits(), max_overflow=settings.db_pool_overflow)
         catalog = load_catalog(settings.catalog_file)
         box = SecretBox(load_or_create_key(settings.secret_key, settings.data_dir))
         if drivers is None:

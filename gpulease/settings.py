@@ -53,6 +53,10 @@ class Settings(BaseSettings):
     # `serve`, `worker` and `up` wait this long for the database at start (backing off),
     # then exit with a one-line reason.
     db_wait_s: float = Field(default=60.0, ge=0)
+    # Connections each process keeps open, and how many more it may open at a peak
+    # (PostgreSQL: processes × (size + overflow) must stay under max_connections).
+    db_pool_size: int = Field(default=20, ge=1, le=1000)
+    db_pool_overflow: int = Field(default=20, ge=0, le=1000)
     # Apply pending migrations when a process starts (under a lock); false: only
     # `gpulease migrate` does, and a process finding the schema behind refuses to start.
     migrate_at_start: bool = True

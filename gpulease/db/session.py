@@ -25,12 +25,13 @@ from gpulease.db.limits import SessionLimits
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 
-def make_engine(url: str, pool_size: int = 20, limits: SessionLimits | None = None) -> Engine:
+def make_engine(url: str, pool_size: int = 20, limits: SessionLimits | None = None,
+                max_overflow: int = 20) -> Engine:
     if url.startswith("sqlite"):
         # Pooled: a connection's PRAGMAs run once, not per transaction.
         engine = create_engine(
             url, connect_args={"check_same_thread": False, "timeout": 60},
-            pool_size=pool_size, max_overflow=20,
+            pool_size=pool_size, max_overflow=max_overflow,
         )
 
         @event.listens_for(engine, "connect")
@@ -50,7 +51,8 @@ def make_engine(url: str, pool_size: int = 20, limits: SessionLimits | None = No
 
         return engine
     limits = limits or SessionLimits()
-    engine = create_engine(url, pool_size=pool_size, max_overflow=20, pool_pre_ping=True,
+    engine = create_engine(url, pool_size=pool_size, max_overflow=max_overflow,
+                           pool_pre_ping=True,
                            connect_args=limits.connect_args())
 
     @event.listens_for(engine, "do_connect")
@@ -85,12 +87,12 @@ def transient(exc: BaseException) -> bool:
 class Database:
     """Hands out short transactions: `with db.write() as s:` / `with db.read() as s:`."""
 
-    def __init__(self, url: str, pool_size: int = 20, limits: SessionLimits | None = None
-                 ) -> None:
+    def __init__(self, url: str, pool_size: int = 20, limits: SessionLimits | None = None,
+                 max_overflow: int = 20) -> None:
         self.url = url
         if url.startswith("sqlite:///"):
             _owner_only(Path(url.removeprefix("sqlite:///").split("?", 1)[0]))
-        self.engine = make_engine(url, pool_size, limits)
+        self.engine = make_engine(url, pool_size, limits, max_overflow)
         self.dialect = self.engine.dialect.name
         writer = self.engine.execution_options(sqlite_immediate=True)
         self._write = sessionmaker(writer, expire_on_commit=False)
