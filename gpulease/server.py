@@ -106,8 +106,10 @@ def up(settings: Settings, say: Callable[[str], object] = print,
     say(f"web console:       {url}/console  (e-mail and password: {console_login})")
     say(f"try:  export GPULEASE_URL={url} GPULEASE_TOKEN=$(cat {tenant_token.resolve()})")
     say("      gpulease catalog")
+    # the demo's terminal stays readable: warnings only, unless a level was asked for
+    level = None if "log_level" in settings.model_fields_set else "WARNING"
     try:
-        _serve(platform, settings)
+        _serve(platform, settings, level)
     finally:
         telemetry.stop()
         worker.stop()
@@ -184,7 +186,7 @@ def serve(settings: Settings, workers: int = 1) -> None:
             platform.db.dispose()
         return
     platform.db.dispose()
-    configure_logging(logging.WARNING)
+    configure_logging(settings.log_level, settings.log_format)
     # Each process builds its settings from the environment, as this one did, with the
     # command line's own values put there (never the secret key: the data dir holds it).
     os.environ.update({"GPULEASE_DATA_DIR": str(settings.data_dir),
@@ -218,8 +220,9 @@ def _listening_socket(host: str, port: int) -> socket.socket:
 
 def api_process() -> Any:
     """One API process of `serve --workers N` (the database is migrated already)."""
-    configure_logging(logging.WARNING)
-    return create_app(Platform.from_settings(Settings()))
+    settings = Settings()
+    configure_logging(settings.log_level, settings.log_format)
+    return create_app(Platform.from_settings(settings))
 
 
 def run_worker(settings: Settings, threads: int | None = None) -> None:
@@ -239,8 +242,8 @@ def _exit_cleanly_on_sigterm(*_: object) -> None:
     raise SystemExit(128 + signal.SIGTERM)
 
 
-def _serve(platform: Platform, settings: Settings) -> None:
-    configure_logging(logging.WARNING)  # with the request id on each line
+def _serve(platform: Platform, settings: Settings, level: str | None = None) -> None:
+    configure_logging(level or settings.log_level, settings.log_format)
     # uvicorn shuts down gracefully on SIGTERM, then raises the signal again once its own
     # handlers are gone. With the default action the process would die right there, before
     # the caller's cleanup (worker, emulator) runs; as SystemExit, the cleanup runs.

@@ -60,6 +60,11 @@ class Settings(BaseSettings):
     # Apply pending migrations when a process starts (under a lock); false: only
     # `gpulease migrate` does, and a process finding the schema behind refuses to start.
     migrate_at_start: bool = True
+    # Logs: one line per request (method, path, status, time, request id, actor) and per
+    # lifecycle transition, at INFO; `text`, or `json` lines for a log pipeline. `up`
+    # logs at WARNING unless the level is set (its terminal stays readable).
+    log_level: str = Field(default="INFO", pattern=r"^(?i:debug|info|warning|error)$")
+    log_format: str = Field(default="text", pattern=r"^(text|json)$")
     # /metrics answers this bearer token (besides operators' API tokens); /readyz is 503
     # while no worker is alive unless this is false.
     metrics_token: str = ""

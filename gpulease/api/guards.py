@@ -8,6 +8,7 @@ import json
 import logging
 import re
 import secrets
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from contextvars import ContextVar
 from typing import Any
@@ -43,15 +44,39 @@ class RequestIdFilter(logging.Filter):
         return True
 
 
-def configure_logging(level: int = logging.INFO) -> None:
-    """One line per record, with its request id."""
+class JsonLines(logging.Formatter):
+    """One JSON object per record: time, level, logger, request id, message, and the
+    record's structured fields (`fields`: an access line's method, path, status…)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, object] = {
+            "at": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+            "level": record.levelname, "logger": record.name,
+            "request_id": getattr(record, "request_id", "-"), "message": record.getMessage()}
+        doc.update(getattr(record, "fields", None) or {})
+        if record.exc_info:
+            doc["error"] = self.formatException(record.exc_info)
+        return json.dumps(doc, default=str)
+
+
+def configure_logging(level: int | str = logging.INFO, fmt: str = "text") -> None:
+    """One line per record, with its request id: text, or JSON lines (`fmt="json"`)."""
     handler = logging.StreamHandler()
     handler.addFilter(RequestIdFilter())
-    handler.setFormatter(logging.Formatter(
-        "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"))
+    if fmt == "json":
+        formatter: logging.Formatter = JsonLines()
+        formatter.converter = time.gmtime
+    else:
+        formatter = logging.Formatter(
+            "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s")
+    handler.setFormatter(formatter)
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level)
+    root.setLevel(level.upper() if isinstance(level, str) else level)
+
+
+access_log = logging.getLogger("gpulease.access")
+QUIET_PATHS = ("/healthz", "/readyz", "/console/static/")  # probes and assets: no line
 
 
 class BodyTooLarge(Exception):
@@ -79,6 +104,8 @@ class Guards:
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
+        began = time.perf_counter()
+        status = 0
         given = headers.get(REQUEST_ID.encode(), b"").decode("latin-1")
         rid = given if _SANE_ID.match(given) else secrets.token_hex(8)
         token = request_id.set(rid)
@@ -96,7 +123,7 @@ class Guards:
             await send(body)
 
         async def send_guarded(message: Message) -> None:
-            nonlocal started
+            nonlocal started, status
             if too_large:  # the app answered a body it could not read: say why instead
                 if message["type"] == "http.response.start" and not started:
                     started = True
@@ -104,6 +131,7 @@ class Guards:
                 return
             if message["type"] == "http.response.start":
                 started = True
+                status = int(message["status"])
                 message["headers"] = [*message.get("headers", []), *extra]
             await send(message)
 
@@ -131,9 +159,28 @@ class Guards:
         except BodyTooLarge:
             if not started:
                 started = True
+                status = 413
                 await refuse()
         finally:
+            self._log(scope, status or 500, time.perf_counter() - began)
             request_id.reset(token)
+
+    @staticmethod
+    def _log(scope: Scope, status: int, seconds: float) -> None:
+        """The access line: method, path, status, time, request id (on every line) and the
+        actor, when one was authenticated."""
+        path: str = scope.get("path", "")
+        if not access_log.isEnabledFor(logging.INFO) or path.startswith(QUIET_PATHS):
+            return
+        state = scope.get("state") or {}
+        who = state.get("principal") if isinstance(state, dict) else None
+        actor = f"{who.role.value}:{who.user_id}" if who is not None else "-"
+        client = scope.get("client")
+        access_log.info("%s %s %d %.1f ms %s", scope.get("method"), path, status,
+                        seconds * 1000, actor, extra={"fields": {
+                            "method": scope.get("method"), "path": path, "status": status,
+                            "ms": round(seconds * 1000, 1), "actor": actor,
+                            "source": client[0] if client else None}})
 
     @staticmethod
     def _headers(scope: Scope, rid: str) -> list[tuple[bytes, bytes]]:

@@ -106,13 +106,12 @@ def worker(
     demo_delay: Annotated[float | None, typer.Option(help="simulated seconds per stage")] = None,
 ) -> None:
     """Run a provisioning worker; any number may share one PostgreSQL database."""
-    import logging
 
     from gpulease.api.guards import configure_logging
     from gpulease.server import run_worker
 
-    configure_logging(logging.INFO)
     settings = _settings(data_dir=data_dir, demo_delay_s=demo_delay)
+    configure_logging(settings.log_level, settings.log_format)
     _running(lambda: run_worker(settings, threads))
 
 

@@ -13,6 +13,7 @@ A test walks the package's syntax tree and fails on any other assignment.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ from gpulease.domain.states import (
 from gpulease.platform import Platform
 from gpulease.services import addons, agents, lease_periods, wallet
 from gpulease.services.history import record_event
+
+log = logging.getLogger("gpulease.lifecycle")
 
 # --- where each machine lives in the database ------------------------------------------------
 
@@ -123,6 +126,11 @@ def transition(s: Session, p: Platform, row: Any, machine: Machine[Any], event: 
     record_event(s, now, b.resource, row.id, b.column, actor=actor,
                  instance_id=_instance_of(row), from_value=source.value,
                  to_value=target.value, message=reason)
+    log.info("%s %s: %s %s -> %s (%s) by %s%s", b.resource, row.id, b.column, source.value,
+             target.value, event, actor, f": {reason}" if reason else "",
+             extra={"fields": {"resource": b.resource, "id": row.id, "column": b.column,
+                               "from": source.value, "to": target.value, "event": event,
+                               "actor": actor, "reason": reason}})
     change = Change(s, p, row, machine, event, source, target, now, actor, reason)
     for effect in EFFECTS:
         if effect.machine is machine and effect.event == event and (
