@@ -52,7 +52,8 @@ def test_two_api_processes_restart_one_at_a_time_without_a_failed_call(tmp_path:
             env=os.environ | {"GPULEASE_SECRET_KEY": SECRET, "GPULEASE_DATABASE_URL": url,
                               # the caller below calls as fast as it can: not a limit test
                               "GPULEASE_RATE_LIMIT_PER_TOKEN_PER_MIN": str(10**9)},
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            # its access log is a line per call: to a file, not a pipe nobody drains
+            stdout=subprocess.DEVNULL, stderr=(tmp_path / "serve.log").open("w"), text=True)
         base = f"http://127.0.0.1:{port}"
         headers = {"Authorization": f"Bearer {token.token}"}
         try:
