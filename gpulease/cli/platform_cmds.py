@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from gpulease.cli.common import (
     err,
@@ -37,12 +38,14 @@ def _running(start: Callable[[], object]) -> None:
     """Run the platform; a database that never answered, or a schema this release cannot
     use, is one line, exit code 1."""
     from gpulease.db.session import DatabaseUnreachable, SchemaBehind, SchemaTooNew
+    from gpulease.domain.catalog import CatalogError
     from gpulease.services.keys import KeyMismatch, KeyMissing
 
     try:
         start()
-    except (DatabaseUnreachable, SchemaTooNew, SchemaBehind, KeyMismatch, KeyMissing) as exc:
-        err.print(f"[red]error[/red]: {exc}", highlight=False)
+    except (DatabaseUnreachable, SchemaTooNew, SchemaBehind, KeyMismatch, KeyMissing,
+            CatalogError) as exc:
+        err.print(f"[red]error[/red]: {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
 
 
@@ -235,6 +238,27 @@ def key_rotate(
             print(fresh)
 
     _running(rotate)
+
+
+@app.command("catalog-check")
+def catalog_check(
+    path: Annotated[Path | None, typer.Argument(
+        help="the catalog file (default: GPULEASE_CATALOG_FILE, else the built-in one)")
+    ] = None,
+) -> None:
+    """Check a catalog file without starting anything: OK with what it holds, or the first
+    problem in one line naming the file, the entry and the field (exit 1)."""
+    from gpulease.domain.catalog import CatalogError, load_catalog
+
+    chosen = path or (_settings().catalog_file or None)
+    try:
+        catalog = load_catalog(Path(chosen) if chosen else None)
+    except CatalogError as exc:
+        err.print(f"[red]error[/red]: {escape(str(exc))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    out.print(f"{catalog.source}: OK: {len(catalog.gpus)} GPUs, {len(catalog.skus)} SKUs, "
+              f"{len(catalog.offers)} offers, {len(catalog.container_offers)} container "
+              f"offers, {len(catalog.images)} images", highlight=False)
 
 
 @app.command("config")
