@@ -150,9 +150,11 @@ class Client:
 
     # nodes (operator)
     def nodes(self, status: str | None = None, region: str | None = None,
-              sku: str | None = None, limit: int = 500, offset: int = 0) -> Page[NodeView]:
+              sku: str | None = None, limit: int = 500, offset: int = 0,
+              fabric: str | None = None, rack: str | None = None) -> Page[NodeView]:
         params = {k: v for k, v in {"status": status, "region": region, "sku": sku,
-                                    "limit": limit, "offset": offset}.items() if v is not None}
+                                    "limit": limit, "offset": offset, "fabric": fabric,
+                                    "rack": rack}.items() if v is not None}
         return Page[NodeView].model_validate(self._call("GET", "/api/v1/nodes", params=params))
 
     def enroll(self, body: EnrollRequest) -> NodeView:

@@ -30,10 +30,25 @@ def nodes(
     status: Annotated[str | None, typer.Option()] = None,
     region: Annotated[str | None, typer.Option()] = None,
     sku: Annotated[str | None, typer.Option()] = None,
+    fabric: Annotated[str | None, typer.Option(help="InfiniBand fabric id")] = None,
+    rack: Annotated[str | None, typer.Option()] = None,
+    counts: Annotated[bool, typer.Option(
+        "--counts", help="nodes per region, rack, fabric and status instead")] = False,
     url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
 ) -> None:
     """Operator: the fleet, with status, stage and reason."""
-    page = api(lambda: connect(url, token).nodes(status=status, region=region, sku=sku))
+    if counts:
+        found = api(lambda: connect(url, token).get_json("/nodes/counts"))
+        if as_json:
+            return print_json(found)
+        c = Table("region", "rack", "fabric", "status", "nodes", title="Nodes")
+        for row in found:
+            c.add_row(row["region"], row["rack"] or "", row["fabric"] or "", row["status"],
+                      str(row["nodes"]))
+        out.print(c)
+        return None
+    page = api(lambda: connect(url, token).nodes(status=status, region=region, sku=sku,
+                                                 fabric=fabric, rack=rack))
     if as_json:
         return print_json(page.items)
     t = Table(title=f"{page.total} nodes")
@@ -75,6 +90,24 @@ def _node_action(action: str, node_id: str, reason: str | None, url: str, token:
         return print_json(node)
     out.print(f"{node.name}: {node.status}" + (" (draining)" if node.drain_requested else "")
               + (f" — {node.status_reason}" if node.status_reason else ""))
+
+
+@node_app.command("history")
+def node_history(
+    node_id: Annotated[str, typer.Argument(help="node id or name")],
+    limit: Annotated[int, typer.Option(min=1, max=1000)] = 50,
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+) -> None:
+    """Operator: a node's history, newest first, with who caused each step."""
+    page = api(lambda: connect(url, token).get_json(f"/nodes/{node_id}/history?limit={limit}"))
+    if as_json:
+        return print_json(page)
+    t = Table("at (UTC)", "kind", "from", "to", "by", "message",
+              title=f"{node_id}: {page['total']} events")
+    for e in page["items"]:
+        t.add_row(e["at"][:19], e["kind"], e["from_value"] or "", e["to_value"] or "",
+                  e["actor"] or "", e["message"] or "")
+    out.print(t)
 
 
 @node_app.command("enroll")

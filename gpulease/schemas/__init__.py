@@ -396,3 +396,21 @@ class WorkerView(BaseModel):
     claims: int
     stopped_at: datetime | None
     state: str = Field(description="alive (seen within three heartbeats), dead, or stopped")
+
+
+class NodeEventView(BaseModel):
+    at: datetime
+    kind: str = Field(description="status | stage | error | result | note | bmc_alert …")
+    from_value: str | None
+    to_value: str | None
+    message: str | None
+    actor: str | None
+    instance_id: str | None
+
+
+class FleetCount(BaseModel):
+    region: str
+    rack: str | None
+    fabric: str | None
+    status: str
+    nodes: int

@@ -11,13 +11,13 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from gpulease.db.tables import Fabric, Gpu, GpuAllocation, Node, NodeAgent, Rack
+from gpulease.db.tables import Event, Fabric, Gpu, GpuAllocation, Node, NodeAgent, Rack
 from gpulease.domain.accounts import Principal
 from gpulease.domain.enrollment import bmc_key
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
 from gpulease.domain.states import NODE, NODE_BUSY, NodeStatus
 from gpulease.platform import Platform
-from gpulease.schemas import NodeView, Page
+from gpulease.schemas import FleetCount, NodeEventView, NodeView, Page
 from gpulease.security import new_id
 from gpulease.services.history import by
 from gpulease.services.lifecycle import initial, transition
@@ -128,7 +128,8 @@ def node_view(node: Node, rack: Rack | None, counts: tuple[int, int],
 
 def list_nodes(
     p: Platform, actor: Principal, *, status: str | None = None, region: str | None = None,
-    sku: str | None = None, limit: int = 100, offset: int = 0,
+    sku: str | None = None, limit: int = 100, offset: int = 0, fabric: str | None = None,
+    rack: str | None = None,
 ) -> Page[NodeView]:
     actor.require_operator()
     if status is not None and status not in {s.value for s in NodeStatus}:
@@ -142,6 +143,10 @@ def list_nodes(
             q = q.where(Node.region == region)
         if sku:
             q = q.where(Node.sku == sku)
+        if fabric:
+            q = q.where(Node.fabric_id == fabric)
+        if rack:
+            q = q.where(Node.rack_id == rack)
         total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
         nodes = list(s.scalars(q.order_by(Node.name).limit(limit).offset(offset)))
         counts = _free_gpu_counts(s, [n.id for n in nodes])
@@ -248,3 +253,34 @@ def resume_node(p: Platform, actor: Principal, node_id: str) -> NodeView:
             transition(s, p, node, NODE, "cancel_drain", now, actor=by(actor))
     p.wake()
     return get_node(p, actor, node_id)
+
+
+def node_history(p: Platform, actor: Principal, node_id: str, limit: int = 100,
+                 offset: int = 0) -> Page[NodeEventView]:
+    """A node's history, newest first: every transition, error, result and note, with who
+    caused it (the worker, a sweep, an operator, the BMC)."""
+    actor.require_operator()
+    with p.db.read() as s:
+        node = s.scalar(select(Node).where((Node.id == node_id) | (Node.name == node_id)))
+        if node is None:
+            raise NotFound(f"No node {node_id}; `gpulease nodes` lists them.")
+        where = (Event.resource == "node", Event.resource_id == node.id)
+        total = s.scalar(select(func.count()).select_from(Event).where(*where)) or 0
+        rows = s.scalars(select(Event).where(*where).order_by(Event.at.desc(), Event.id.desc())
+                         .limit(limit).offset(offset))
+        items = [NodeEventView(at=e.at, kind=e.kind, from_value=e.from_value,
+                               to_value=e.to_value, message=e.message, actor=e.actor,
+                               instance_id=e.instance_id) for e in rows]
+    return Page(items=items, total=total, limit=limit, offset=offset)
+
+
+def fleet_counts(p: Platform, actor: Principal) -> list[FleetCount]:
+    """Nodes per region, rack, fabric and status (one statement)."""
+    actor.require_operator()
+    with p.db.read() as s:
+        rows = s.execute(select(Node.region, Node.rack_id, Node.fabric_id, Node.status,
+                                func.count())
+                         .group_by(Node.region, Node.rack_id, Node.fabric_id, Node.status)
+                         .order_by(Node.region, Node.rack_id, Node.fabric_id, Node.status))
+        return [FleetCount(region=r, rack=k, fabric=f, status=st, nodes=n)
+                for r, k, f, st, n in rows]

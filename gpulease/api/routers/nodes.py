@@ -6,7 +6,14 @@ from fastapi import APIRouter, Query
 
 from gpulease.api.access import Caller, access
 from gpulease.api.deps import IdempotencyKey, Limit, Offset, PlatformDep, PrincipalDep
-from gpulease.schemas import EnrollRequest, NodeActionRequest, NodeView, Page
+from gpulease.schemas import (
+    EnrollRequest,
+    FleetCount,
+    NodeActionRequest,
+    NodeEventView,
+    NodeView,
+    Page,
+)
 from gpulease.services import enrollment, inventory
 from gpulease.services.idempotency import idem_for
 
@@ -19,9 +26,17 @@ def list_nodes(
     status: Annotated[str | None, Query()] = None,
     region: Annotated[str | None, Query()] = None,
     sku: Annotated[str | None, Query()] = None,
+    fabric: Annotated[str | None, Query(description="InfiniBand fabric id")] = None,
+    rack: Annotated[str | None, Query()] = None,
 ) -> Page[NodeView]:
     return inventory.list_nodes(p, actor, status=status, region=region, sku=sku, limit=limit,
-                                offset=offset)
+                                offset=offset, fabric=fabric, rack=rack)
+
+
+@router.get("/counts", response_model=list[FleetCount], openapi_extra=access(Caller.OPERATOR))
+def counts(p: PlatformDep, actor: PrincipalDep) -> list[FleetCount]:
+    """Nodes per region, rack, fabric and status."""
+    return inventory.fleet_counts(p, actor)
 
 
 @router.post("", response_model=NodeView, status_code=201, openapi_extra=access(Caller.OPERATOR))
@@ -35,6 +50,15 @@ def enroll(body: EnrollRequest, p: PlatformDep, actor: PrincipalDep,
 @router.get("/{node_id}", response_model=NodeView, openapi_extra=access(Caller.OPERATOR))
 def show(node_id: str, p: PlatformDep, actor: PrincipalDep) -> NodeView:
     return inventory.get_node(p, actor, node_id)
+
+
+@router.get("/{node_id}/history", response_model=Page[NodeEventView],
+            openapi_extra=access(Caller.OPERATOR))
+def history(node_id: str, p: PlatformDep, actor: PrincipalDep, limit: Limit = 100,
+            offset: Offset = 0) -> Page[NodeEventView]:
+    """The node's history, newest first: transitions, errors, results and notes, with who
+    caused each."""
+    return inventory.node_history(p, actor, node_id, limit=limit, offset=offset)
 
 
 @router.post("/{node_id}/drain", response_model=NodeView, openapi_extra=access(Caller.OPERATOR))
