@@ -3,8 +3,8 @@
 A tenant signs in with e-mail and password (the session is a 12-hour API token in an
 HttpOnly, SameSite=Strict cookie), sees the catalog with live stock, orders, watches the
 delivery stage by stage (a small script of this origin follows the instance's server-sent
-events and reloads the page when it changes; without JavaScript the page refreshes itself
-every 2 s until the instance settles) and then its
+events and reloads the page when it changes; the page also refreshes itself every 5 s
+until the instance settles, whatever happens to the stream) and then its
 GPUs' telemetry and hardware alerts, reveals the root password once, releases, and sees
 the wallet, the ledger and the invoices (PDF). Operators see the fleet. Forms post only
 from this origin. No CDN; the one script is progressive enhancement.
@@ -208,8 +208,8 @@ def instance_page(instance_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
     except DomainError as exc:  # another tenant's, or none: said on a page, not as JSON
         return _page("base.html", exc.status, **_ctx(who, error=exc.detail))
     # Telemetry arrives about once a minute: a delivered instance's page looks again every
-    # 30 s; one still on its way follows the instance's events (or, without JavaScript,
-    # refreshes every 2 s).
+    # 30 s; one still on its way follows the instance's events (and refreshes every 5 s
+    # whatever happens to the stream).
     ready = view.status == "ready"
     return _page("instance.html", **_ctx(
         who, inst=view, telemetry=agents.instance_metrics(p, who, view.id) if ready else None,

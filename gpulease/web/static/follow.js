@@ -1,6 +1,6 @@
-// The delivery page follows its instance's server-sent events and reloads when the
-// instance changed (a stage, a node, the status), instead of every 2 s. Without
-// EventSource (or JavaScript) the page's <noscript> refresh does the same, more often.
+// The delivery page follows its instance's server-sent events and reloads as soon as the
+// instance changed (a stage, a node, the status). The page's own 5 s refresh stays as the
+// floor: without EventSource or JavaScript, or if a proxy holds the stream back.
 (function () {
   "use strict";
   var page = document.querySelector("[data-follow]");
