@@ -34,6 +34,7 @@ import httpx  # noqa: E402
 
 from bench._common import bench_platform, free_port, fund, pct, ssh_key  # noqa: E402
 from gpulease.demo import seed_demo_fleet  # noqa: E402
+from gpulease.platform import Platform  # noqa: E402
 from gpulease.schemas import OrderRequest  # noqa: E402
 from gpulease.services import accounts, agents, orders  # noqa: E402
 
@@ -43,11 +44,8 @@ MIX = (("catalog", 0.25), ("list", 0.20), ("one", 0.20), ("me", 0.10),
        ("telemetry", 0.10), ("order", 0.05))
 
 
-def prepare(p: object) -> dict[str, object]:
+def prepare(p: Platform) -> dict[str, object]:
     """A tenant with 50 one-GPU container instances, its token, and an agent credential."""
-    from gpulease.platform import Platform
-
-    assert isinstance(p, Platform)
     seed_demo_fleet(p, 8)
     created = accounts.create_tenant(p, "load", "load@example.com", "Load")
     fund(p, created.tenant.id)
@@ -130,8 +128,6 @@ class Load:
                 if r.status_code in (201, 202):
                     r = client.post(f"/api/v1/instances/{r.json()['id']}/release",
                                     headers=auth)
-                    if r.status_code == 409:  # not releasable yet (pending): still a 4xx
-                        pass
             else:
                 r = client.get("/healthz")
             code = r.status_code

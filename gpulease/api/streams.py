@@ -1,6 +1,6 @@
 """Server-sent events of an instance: its view pushed each time it changes, for the API
 (`GET /api/v1/instances/{id}/events`) and the console's delivery page alike. The server
-reads a two-statement change marker every half second per stream and the whole view only
+reads a three-statement change marker every half second per stream and the whole view only
 when it moved; any API process can serve any stream (it is all in the database)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from gpulease.platform import Platform
 from gpulease.schemas import InstanceView
 from gpulease.services import instances
 
-FOLLOW_POLL_S = 0.5  # how often a follower's change marker is read (two small statements)
+FOLLOW_POLL_S = 0.5  # how often a follower's change marker is read (three small statements)
 KEEP_ALIVE_S = 15.0  # a comment line this often, so proxies keep a quiet stream open
 ENDS = ("ready", "failed", "released")
 

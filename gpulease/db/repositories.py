@@ -61,8 +61,8 @@ class NodeBrief(NamedTuple):
     agent_kind: str
 
 
-_BRIEF = (Node.id, Node.name, Node.status, Node.stage, Node.instance_id, Node.ip_address,
-          Node.bmc_driver, Node.agent_kind)
+NODE_BRIEF = (Node.id, Node.name, Node.status, Node.stage, Node.instance_id,
+              Node.ip_address, Node.bmc_driver, Node.agent_kind)
 
 
 def allocations_of(s: Session, instance_ids: Sequence[str]
@@ -74,7 +74,7 @@ def allocations_of(s: Session, instance_ids: Sequence[str]
         return {}
     rows = s.execute(
         select(GpuAllocation.instance_id, Gpu.index, GpuAllocation.released_at.is_(None),
-               *_BRIEF)
+               *NODE_BRIEF)
         .join(Node, GpuAllocation.node_id == Node.id)
         .join(Gpu, Gpu.id == GpuAllocation.gpu_id)
         .where(GpuAllocation.instance_id.in_(instance_ids))

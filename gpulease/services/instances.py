@@ -132,7 +132,7 @@ def list_instances(
 
 def change_marker(p: Platform, instance_id: str) -> tuple[object, ...]:
     """What changes whenever the instance's view does (status, stage, its nodes' stages,
-    its history's length), in two small statements: a follower (GET …/events) reads this
+    its history's length), in three small statements: a follower (GET …/events) reads this
     every half second and the whole view only when it moved. The caller has already
     shown the instance to this actor."""
     with p.db.read() as s:

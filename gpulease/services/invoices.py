@@ -81,16 +81,19 @@ def _line_view(ln: InvoiceLine, at: datetime, tz: tzinfo | None) -> InvoiceLineV
 
 
 def invoice_view(s: Session, inv: Invoice, lines: bool = False, tz: tzinfo | None = None,
-                 credit: Decimal | None = None) -> InvoiceView:
+                 credit: Decimal | None = None, tenant_name: str | None = None
+                 ) -> InvoiceView:
     """The invoice; with `lines`, its lines (and with `tz`, each line's revenue by month).
-    `credit`: what credit notes took off it, when the caller read it for a whole page."""
-    tenant = s.get(Tenant, inv.tenant_id)
+    `credit` and `tenant_name`: when the caller read them for a whole page."""
+    if tenant_name is None:
+        tenant = s.get(Tenant, inv.tenant_id)
+        tenant_name = tenant.name if tenant else ""
     line_rows: Iterable[InvoiceLine] = s.scalars(
         select(InvoiceLine).where(InvoiceLine.invoice_id == inv.id)
         .order_by(InvoiceLine.seq)) if lines else ()
     at = inv.finalized_at or inv.created_at
     return InvoiceView(
-        id=inv.id, tenant_id=inv.tenant_id, tenant_name=tenant.name if tenant else "",
+        id=inv.id, tenant_id=inv.tenant_id, tenant_name=tenant_name,
         kind=inv.kind, period=inv.period, status=inv.status, number=inv.number,
         corrects=inv.corrects_id, reason=inv.reason, currency=inv.currency,
         vat_rate=dec(inv.vat_rate).normalize(), prices_include_vat=inv.prices_include_vat,
@@ -141,16 +144,13 @@ def list_invoices(p: Platform, actor: Principal, tenant_id: str | None = None,
         rows = s.scalars(select(Invoice).where(*where)
                          .order_by(Invoice.period.desc(), Invoice.created_at.desc(),
                                    Invoice.id).limit(limit).offset(offset)).all()
-        # the page's tenants and credit notes in one statement each, not one per invoice
-        # (held here: the session's identity map keeps rows only while they are referenced)
-        tenants = list(s.scalars(select(Tenant).where(
-            Tenant.id.in_({r.tenant_id for r in rows}))))
+        # the page's tenant names and credit notes in one statement each, not one per invoice
+        names = dict(s.execute(select(Tenant.id, Tenant.name).where(
+            Tenant.id.in_({r.tenant_id for r in rows}))).tuples().all())
         credits = credited_of(s, [r.id for r in rows])
-        page: Page[InvoiceView] = Page(
-            items=[invoice_view(s, r, credit=credits[r.id]) for r in rows], total=total,
-            limit=limit, offset=offset)
-        del tenants
-        return page
+        return Page(items=[invoice_view(s, r, credit=credits[r.id],
+                                        tenant_name=names.get(r.tenant_id, ""))
+                           for r in rows], total=total, limit=limit, offset=offset)
 
 
 def unbilled(s: Session, tenant_id: str) -> Decimal:

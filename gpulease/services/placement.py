@@ -35,6 +35,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 from sqlalchemy.sql import Executable
 
+from gpulease.db.repositories import NODE_BRIEF
 from gpulease.db.tables import Event, Gpu, GpuAllocation, Instance, Node, UtcDateTime
 from gpulease.domain.states import NODE
 from gpulease.services.lifecycle import bulk
@@ -61,8 +62,7 @@ class Claimed:
     gpus: list[int] = field(default_factory=list)
 
 
-_CLAIMED = (Node.id, Node.name, Node.status, Node.stage, Node.instance_id, Node.ip_address,
-            Node.bmc_driver, Node.agent_kind)
+_CLAIMED = NODE_BRIEF  # the claim returns what an instance's view shows of its nodes
 
 
 # The node lifecycle's `allocate` (available -> allocated), set-based: its guard in the
