@@ -44,11 +44,11 @@ def seed_demo_fleet(p: Platform, nodes_per_offer: int,
             ensure_rack(s, f"{region}-r01", region, f"{region}-a", fabric, f"leaf-{region}-01")
         s.flush()
         for n, (name, sku, region, pool) in enumerate(demo_node_names(p, nodes_per_offer)):
-            bmc = {"bmc_password": "simulated"}
+            bmc = {"bmc_password": "simulated", "serial": f"SIM-{name}"}
             if redfish is not None:
                 urls, user, password = redfish
                 bmc = {"bmc_driver": "redfish", "bmc_address": urls[n], "bmc_username": user,
-                       "bmc_password": password}
+                       "bmc_password": password, "serial": f"SIM-{name}"}
             add_node(s, p, NodeSpec(name=name, sku=sku, region=region, pool=pool,
                                     rack_id=f"{region}-r01", fabric_id=f"ib-{region}-1",
                                     **bmc))  # type: ignore[arg-type]

@@ -25,6 +25,7 @@ from gpulease.api.routers import (
     audit,
     billing,
     catalog,
+    fabrics,
     instances,
     media,
     money,
@@ -76,7 +77,7 @@ def create_app(platform: Platform) -> FastAPI:
     app.add_middleware(Guards, max_body_bytes=platform.settings.max_body_bytes)  # outermost
     api = APIRouter(prefix=API, responses=PROBLEMS)
     for module in (catalog, instances, nodes, accounts, agents, money, billing, advisor,
-                   audit, workers):
+                   audit, workers, fabrics):
         api.include_router(module.router)
     app.include_router(api)
     app.include_router(media.router)

@@ -194,6 +194,12 @@ class Client:
     def put_json(self, path: str, body: Any) -> Any:
         return self._call("PUT", f"/api/v1{path}", json=body)
 
+    def patch_json(self, path: str, body: Any) -> Any:
+        return self._call("PATCH", f"/api/v1{path}", json=body)
+
+    def delete(self, path: str, params: dict[str, str] | None = None) -> Any:
+        return self._call("DELETE", f"/api/v1{path}", params=params)
+
     def users(self) -> list[UserView]:
         return [UserView.model_validate(u) for u in self._every("/api/v1/users")]
 

@@ -19,13 +19,13 @@ from gpulease.schemas import EnrollRequest, NodeView
 
 def _request(bmc: str, username: str, password_file: Path, offer: str | None,
              name: str | None, fabric: str | None, runtime: str | None = None,
-             boot_address: str | None = None) -> EnrollRequest:
+             boot_address: str | None = None, rack: str | None = None) -> EnrollRequest:
     """A Docker engine URL makes the server a shared one: its GPUs go to containers."""
     password = password_file.read_text().strip()
     return EnrollRequest(bmc=bmc, username=username, password=password, offer=offer or None,
                          name=name or None, fabric=fabric or None, runtime=runtime or None,
                          pool="container" if runtime else "bare_metal",
-                         boot_address=boot_address or None)
+                         boot_address=boot_address or None, rack=rack or None)
 
 
 def _describe(node: NodeView) -> str:
@@ -35,11 +35,11 @@ def _describe(node: NodeView) -> str:
 
 def enroll_one(client: Client, bmc: str, username: str, password_file: Path,
                offer: str | None, name: str | None, fabric: str | None, runtime: str | None,
-               boot_address: str | None,
+               boot_address: str | None, rack: str | None,
                as_json: bool, out: Console, err: Console) -> int:
     try:
         node = client.enroll(_request(bmc, username, password_file, offer, name, fabric,
-                                      runtime, boot_address))
+                                      runtime, boot_address, rack))
     except OSError as exc:
         err.print(f"[red]error[/red]: cannot read {password_file}: {exc.strerror}")
         return 2
@@ -75,7 +75,7 @@ def enroll_many(client: Client, csv_file: Path, parallel: int, as_json: bool,
             pw = Path(row["password_file"])
             req = _request(row["bmc"], row["username"], pw if pw.is_absolute() else base / pw,
                            row.get("offer"), row.get("name"), row.get("fabric"),
-                           row.get("runtime"), row.get("boot_address"))
+                           row.get("runtime"), row.get("boot_address"), row.get("rack"))
             node = client.enroll(req)
             return {"bmc": row["bmc"], "node": node.name, "status": node.status,
                     "detail": node.status_reason or ""}

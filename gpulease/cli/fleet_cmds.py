@@ -118,7 +118,8 @@ def node_enroll(
     = None,
     offer: Annotated[str | None, typer.Option(help="expected offer, SKU@region")] = None,
     name: Annotated[str | None, typer.Option()] = None,
-    fabric: Annotated[str | None, typer.Option(help="InfiniBand fabric id")] = None,
+    fabric: Annotated[str | None, typer.Option(help="fabric id (`gpulease fabrics`)")] = None,
+    rack: Annotated[str | None, typer.Option(help="rack id (`gpulease racks`)")] = None,
     runtime: Annotated[str | None, typer.Option(help=(
         "a shared server for container instances: its Docker engine URL "
         "(tcp://HOST:2376, ssh://root@HOST)"))] = None,
@@ -126,7 +127,7 @@ def node_enroll(
         "network boot: the address the server's boot NIC gets from your DHCP"))] = None,
     csv_file: Annotated[Path | None, typer.Option("--csv", help=(
         "bulk: columns bmc,username,password_file"
-        "[,offer,name,fabric,runtime,boot_address]"))] = None,
+        "[,offer,name,fabric,rack,runtime,boot_address]"))] = None,
     parallel: Annotated[int, typer.Option(help="bulk: BMCs at once")] = 8,
     url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
 ) -> None:
@@ -140,7 +141,7 @@ def node_enroll(
         err.print("[red]error[/red]: give --bmc, --username and --password-file, or --csv FILE")
         raise typer.Exit(2)
     raise typer.Exit(enroll_one(client, bmc, username, password_file, offer, name, fabric,
-                                runtime, boot_address, as_json, out, err))
+                                runtime, boot_address, rack, as_json, out, err))
 
 
 @node_app.command("drain")
@@ -170,6 +171,55 @@ def node_resume(node_id: str, url: UrlOpt = "", token: TokenOpt = "",
                 as_json: JsonOpt = False) -> None:
     """Put a node back in service."""
     _node_action("resume", node_id, None, url, token, as_json)
+
+
+@node_app.command("update")
+def node_update(
+    node_id: Annotated[str, typer.Argument(help="node id or name")],
+    name: Annotated[str | None, typer.Option(help="new name")] = None,
+    rack: Annotated[str | None, typer.Option(help="rack id; '' takes it out of its rack")]
+    = None,
+    fabric: Annotated[str | None, typer.Option(help="fabric id; '' takes it off its fabric")]
+    = None,
+    bmc_username: Annotated[str | None, typer.Option(help="new BMC user")] = None,
+    bmc_password_file: Annotated[Path | None, typer.Option(
+        help="file holding the new BMC password (tried on the BMC first)")] = None,
+    no_verify: Annotated[bool, typer.Option("--no-verify", help=(
+        "store the BMC credentials without trying them (the BMC is down)"))] = False,
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+) -> None:
+    """Operator: rename a node, move it to another rack or fabric, or rotate its BMC
+    password."""
+    body: dict[str, object] = {k: v for k, v in (("name", name), ("rack", rack),
+                                                 ("fabric", fabric),
+                                                 ("bmc_username", bmc_username))
+                               if v is not None}
+    if bmc_password_file is not None:
+        try:
+            body["bmc_password"] = bmc_password_file.read_text().strip()
+        except OSError as exc:
+            err.print(f"[red]error[/red]: cannot read {bmc_password_file}: {exc.strerror}")
+            raise typer.Exit(2) from None
+        body["verify"] = not no_verify
+    node = api(lambda: connect(url, token).patch_json(f"/nodes/{node_id}", body))
+    if as_json:
+        return print_json(node)
+    out.print(f"{node['name']}: rack {node['rack'] or '-'}, fabric {node['fabric'] or '-'}, "
+              f"BMC user {bmc_username or '(unchanged)'}")
+
+
+@node_app.command("delete")
+def node_delete(
+    node_id: Annotated[str, typer.Argument(help="node id or name")],
+    reason: ReasonOpt = None, url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+) -> None:
+    """Operator: remove a node from the fleet (not while a tenant holds it). Its history
+    and certificates stay, found by its id; the server may be enrolled again."""
+    node = api(lambda: connect(url, token).delete(f"/nodes/{node_id}",
+                                                  {"reason": reason} if reason else None))
+    if as_json:
+        return print_json(node)
+    out.print(f"node {node['id']} deleted — {node['status_reason']}")
 
 
 @node_app.command("agent-token")

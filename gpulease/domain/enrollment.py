@@ -110,6 +110,13 @@ class Facts:
     warnings: tuple[str, ...] = ()  # parts of the inventory the BMC did not give
 
 
+def nothing_checkable(facts: Facts) -> bool:
+    """The BMC reports neither memory, GPUs, drives nor NICs: nothing says this server is
+    what the offer sells (a BMC account without inventory rights, or a bare service root)."""
+    return (facts.memory_gib is None and facts.gpu_count is None and facts.drive_count is None
+            and facts.nic_count is None)
+
+
 @dataclass(frozen=True)
 class Comparison:
     differences: tuple[str, ...]

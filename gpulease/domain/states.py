@@ -25,6 +25,7 @@ class NodeStatus(StrEnum):
     CLEANING = "cleaning"
     MAINTENANCE = "maintenance"
     FAILED = "failed"
+    DELETED = "deleted"
 
 
 N = NodeStatus
@@ -42,6 +43,8 @@ NODE = Machine(
         N.MAINTENANCE: "out of the pool: drained, set aside by an operator, or a step failed "
                        "for good (the reason says which)",
         N.FAILED: "declared broken beyond repair by an operator; kept for the record",
+        N.DELETED: "removed from the fleet by an operator: its history and certificates kept, "
+                   "its name, BMC and serial free to be enrolled again",
     },
     starts=frozenset({N.ENROLLING, N.AVAILABLE}),
     transitions=(
@@ -66,9 +69,12 @@ NODE = Machine(
              "an operator puts it (back) in the pool"),
         move("retire", [N.MAINTENANCE], N.FAILED,
              "an operator declares it broken beyond repair"),
+        move("delete", [N.ENROLLING, N.AVAILABLE, N.MAINTENANCE, N.FAILED], N.DELETED,
+             "an operator removes it from the fleet (never while a tenant holds it)"),
     ),
     waits=frozenset({N.ALLOCATED, N.DEPLOYING, N.CLEANING}),
     failures=frozenset({N.MAINTENANCE, N.FAILED}),
+    finals=frozenset({N.DELETED}),
 )
 
 # Statuses in which a node holds (or is on its way to hold) a tenant's instance.

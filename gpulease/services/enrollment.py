@@ -19,15 +19,24 @@ from sqlalchemy.orm import Session
 from gpulease.db.tables import Node
 from gpulease.domain.accounts import Principal
 from gpulease.domain.catalog import Offer
-from gpulease.domain.enrollment import Facts, GpuLink, GpuModel, bmc_key, compare, identity
+from gpulease.domain.enrollment import (
+    Facts,
+    GpuLink,
+    GpuModel,
+    bmc_key,
+    compare,
+    identity,
+    nothing_checkable,
+)
 from gpulease.domain.errors import BadGateway, Conflict, InvalidInput
 from gpulease.domain.states import NodeStatus
 from gpulease.drivers.redfish import Inventory, RedfishBmc, split_address
 from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint, BmcError, BmcPermanentError
 from gpulease.schemas import EnrollRequest, NodeView
+from gpulease.services.fleet_objects import fabric_named, rack_named
 from gpulease.services.idempotency import Idem, run_once
-from gpulease.services.inventory import NodeSpec, add_node, ensure_fabric, get_node
+from gpulease.services.inventory import NodeSpec, add_node, get_node
 
 
 class _NodeId(BaseModel):
@@ -86,7 +95,9 @@ def _refuse_same_server(s: Session, key: str | None, uuid: str | None, serial: s
     if not wanted:
         return
     rows = s.execute(select(Node.id, Node.name, Node.status, Node.bmc_key, Node.system_uuid,
-                            func.lower(Node.serial)).where(or_(*wanted)).limit(10)).all()
+                            func.lower(Node.serial))
+                     .where(or_(*wanted), Node.status != NodeStatus.DELETED.value)
+                     .limit(10)).all()
     for node_id, node_name, status, k, u, ser in rows:
         for what in ("BMC address" if key and k == key else None,
                      f"system UUID {uuid}" if uuid and u == uuid else None,
@@ -117,6 +128,7 @@ def enroll(p: Platform, actor: Principal, req: EnrollRequest,
     key = bmc_key(req.bmc)
     with p.db.read() as s:  # before the BMC is asked anything
         _refuse_same_server(s, key, None, None)
+        _place(s, req, offer.region if offer else None)
 
     bmc = p.drivers.bmc_for("redfish", BmcEndpoint(req.name or req.bmc, req.bmc,
                                                   req.username, req.password))
@@ -133,8 +145,15 @@ def enroll(p: Platform, actor: Principal, req: EnrollRequest,
     with p.db.read() as s:  # every check before anything changes on the server
         _refuse_same_server(s, key, uuid, serial, name)
     facts = facts_of(inv)
+    if nothing_checkable(facts):
+        raise InvalidInput("bmc", f"The BMC at {req.bmc} reports no memory, GPUs, drives or "
+                           "NICs, so nothing shows the server is what the offer sells. Give "
+                           "the BMC user inventory rights (or update its firmware) and enroll "
+                           "again; nothing was changed.")
     if offer is None:
         offer = _guess_offer(p, facts)
+        with p.db.read() as s:
+            _place(s, req, offer.region)
     sku = p.catalog.sku_by_id[offer.sku]
     gpu = p.catalog.gpu_by_id[sku.gpu]
     result = compare(offer, facts, sku.gpu_count, VENDOR_NAMES.get(gpu.vendor, gpu.vendor),
@@ -154,9 +173,7 @@ def enroll(p: Platform, actor: Principal, req: EnrollRequest,
 
     def create(s: Session) -> _NodeId:
         _refuse_same_server(s, key, uuid, serial, name)  # one enrolled at the same moment
-        if req.fabric:
-            ensure_fabric(s, req.fabric, offer.region)
-            s.flush()
+        _place(s, req, offer.region)
         node = add_node(s, p, NodeSpec(
             name=name, sku=offer.sku, region=offer.region, pool=req.pool,
             serial=inv.serial or "", fabric_id=req.fabric, rack_id=req.rack,
@@ -170,6 +187,15 @@ def enroll(p: Platform, actor: Principal, req: EnrollRequest,
 
     node_id = run_once(p, actor, idem, _NodeId, create)[0].id
     return get_node(p, actor, node_id)
+
+
+def _place(s: Session, req: EnrollRequest, region: str | None) -> None:
+    """The rack and fabric named exist (in the offer's region): checked before the server
+    is touched."""
+    if req.rack:
+        rack_named(s, req.rack, region)
+    if req.fabric:
+        fabric_named(s, req.fabric, region)
 
 
 def _default_name(inv: Inventory) -> str:

@@ -71,7 +71,7 @@ def add_node(s: Session, p: Platform, spec: NodeSpec) -> Node:
     now = p.clock.now()
     node = Node(
         id=new_id("node"), name=spec.name, sku=spec.sku, region=spec.region, pool=spec.pool,
-        serial=spec.serial or f"SIM-{uuid.uuid4().hex[:10].upper()}", rack_id=spec.rack_id,
+        serial=spec.serial, rack_id=spec.rack_id,
         fabric_id=spec.fabric_id, bmc_driver=spec.bmc_driver,
         bmc_address=spec.bmc_address or f"simulated://{spec.name}",
         bmc_key=bmc_key(spec.bmc_address) if spec.bmc_address else None,
@@ -139,6 +139,8 @@ def list_nodes(
         q = select(Node)
         if status:
             q = q.where(Node.status == status)
+        else:  # deleted nodes only when asked for
+            q = q.where(Node.status != NodeStatus.DELETED.value)
         if region:
             q = q.where(Node.region == region)
         if sku:
@@ -156,9 +158,10 @@ def list_nodes(
     return Page(items=items, total=total, limit=limit, offset=offset)
 
 
-def _load(s: Session, node_id: str) -> Node:
-    node = s.scalar(select(Node).where((Node.id == node_id) | (Node.name == node_id))
-                    .with_for_update())
+def load_node(s: Session, node_id: str, lock: bool = True) -> Node:
+    """The node by id or name (deleted nodes by id only), locked for a change."""
+    q = select(Node).where((Node.id == node_id) | (Node.name == node_id))
+    node = s.scalar(q.with_for_update() if lock else q)
     if node is None:
         raise NotFound(f"No node {node_id}; `gpulease nodes` lists them.")
     return node
@@ -167,7 +170,7 @@ def _load(s: Session, node_id: str) -> Node:
 def get_node(p: Platform, actor: Principal, node_id: str) -> NodeView:
     actor.require_operator()
     with p.db.read() as s:
-        node = _load(s, node_id)
+        node = load_node(s, node_id)
         rack = s.get(Rack, node.rack_id) if node.rack_id else None
         view = node_view(node, rack, _free_gpu_counts(s, [node.id])[node.id],
                          is_simulated(p, node.bmc_driver, node.agent_kind))
@@ -185,7 +188,7 @@ def drain_node(p: Platform, actor: Principal, node_id: str, reason: str | None) 
     """No new allocations; a free node goes to maintenance now, a busy one once freed."""
     actor.require_operator()
     with p.db.write() as s:
-        node = _load(s, node_id)
+        node = load_node(s, node_id)
         now = p.clock.now()
         node.drain_requested_at = now
         node.generation += 1  # a claim that read the node before the drain now fails
@@ -203,7 +206,7 @@ def drain_node(p: Platform, actor: Principal, node_id: str, reason: str | None) 
 def maintenance_node(p: Platform, actor: Principal, node_id: str, reason: str | None) -> NodeView:
     actor.require_operator()
     with p.db.write() as s:
-        node = _load(s, node_id)
+        node = load_node(s, node_id)
         busy = node.status in NODE_BUSY or node.instance_id is not None or bool(
             s.scalar(select(func.count()).where(GpuAllocation.node_id == node.id,
                                                 GpuAllocation.released_at.is_(None))))
@@ -227,7 +230,7 @@ def retire_node(p: Platform, actor: Principal, node_id: str, reason: str | None)
     if not (reason or "").strip():
         raise InvalidInput("reason", "Say why the node is retired (kept with its record).")
     with p.db.write() as s:
-        node = _load(s, node_id)
+        node = load_node(s, node_id)
         if not NODE.allows(NodeStatus(node.status), "retire"):
             raise Conflict(f"Node {node.name} is {node.status}; set it aside (`gpulease node "
                            "maintenance`, or drain it) before retiring it.")
@@ -239,7 +242,7 @@ def retire_node(p: Platform, actor: Principal, node_id: str, reason: str | None)
 def resume_node(p: Platform, actor: Principal, node_id: str) -> NodeView:
     actor.require_operator()
     with p.db.write() as s:
-        node = _load(s, node_id)
+        node = load_node(s, node_id)
         now = p.clock.now()
         drained, node.drain_requested_at = node.drain_requested_at, None
         status = NodeStatus(node.status)
@@ -280,6 +283,7 @@ def fleet_counts(p: Platform, actor: Principal) -> list[FleetCount]:
     with p.db.read() as s:
         rows = s.execute(select(Node.region, Node.rack_id, Node.fabric_id, Node.status,
                                 func.count())
+                         .where(Node.status != NodeStatus.DELETED.value)
                          .group_by(Node.region, Node.rack_id, Node.fabric_id, Node.status)
                          .order_by(Node.region, Node.rack_id, Node.fabric_id, Node.status))
         return [FleetCount(region=r, rack=k, fabric=f, status=st, nodes=n)

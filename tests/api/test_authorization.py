@@ -90,7 +90,8 @@ def world(fleet: Platform, worker: Worker) -> World:
            "certificate_id": "ec-0000000000", "command_id": "cmd-0000000000",
            "image_id": "img-0000000000", "drive_id": "cd-0000000000", "name": "ubuntu",
            "action": "drain", "claim_id": "slc-000000000000", "record_id": "1",
-           "addon_id": "public-bandwidth"}
+           "addon_id": "public-bandwidth", "fabric_id": "ib-ningxia-1-1",
+           "rack_id": "ningxia-1-r01"}
     secrets = {owner.tenant_id, instance, member_id, token.id, invoice, node_id}
     unsent = {unnamed, "owner-training", "owner-laptop", "owner@example.com",
               f"member-{owner.tenant_id}@example.com", owner.principal.user_id,
@@ -121,6 +122,11 @@ BODIES: dict[tuple[str, str], Any] = {
                                     "gpus": 1, "ssh_keys": [ssh_key()]},
     ("POST", "/api/v1/nodes"): {"bmc": "http://127.0.0.1:9/redfish/v1/Systems/1",
                                 "username": "u", "password": "p"},
+    ("POST", "/api/v1/fabrics"): {"id": "ib-new", "region": "ningxia-1"},
+    ("PATCH", "/api/v1/fabrics/{fabric_id}"): {"rate_gbps": 400},
+    ("PATCH", "/api/v1/racks/{rack_id}"): {"zone": "hall-a"},
+    ("PATCH", "/api/v1/nodes/{node_id}"): {"rack": "ningxia-1-r01"},
+    ("POST", "/api/v1/racks"): {"id": "r-new", "region": "ningxia-1", "zone": "a"},
     ("POST", "/api/v1/quotes"): {"sku": "h100-80g-x8", "region": "ningxia-1"},
     ("POST", "/api/v1/tenants/{tenant_id}/top-ups"): {"amount": "10", "reference": "t"},
     ("POST", "/api/v1/tenants/{tenant_id}/payouts"): {"amount": "1", "reference": "p"},

@@ -13,14 +13,16 @@ from rich.console import Console
 from sqlalchemy import func, select
 
 from gpulease.cli.enroll import enroll_many
-from gpulease.db.tables import Node
+from gpulease.db.tables import Fabric, Node
 from gpulease.domain.catalog import DEFAULT_CATALOG, load_catalog
 from gpulease.domain.errors import BadGateway, Conflict, InvalidInput
 from gpulease.platform import Platform
 from gpulease.schemas import EnrollRequest
-from gpulease.services import enrollment
+from gpulease.schemas.fleet import NodeUpdate
+from gpulease.services import enrollment, node_changes
 from tests.conftest import LiveServer, TenantCtx, free_port
 from tests.drivers.conftest import PASSWORD, USER, Emulator, start_emulator
+from tests.drivers.redfish_mockup import serve_mockup
 
 pytestmark = pytest.mark.slow
 OFFER = "h100-80g-x8@ningxia-1"
@@ -42,6 +44,8 @@ def checked(platform: Platform, tmp_path: Path) -> Platform:
         'monthly_price = "84480"', 'monthly_price = "84480"\nnic_count = 2')
     (tmp_path / "ops.toml").write_text(text)
     platform.catalog = load_catalog(tmp_path / "ops.toml")
+    with platform.db.write() as s:
+        s.add(Fabric(id="ib-ningxia-1-1", region="ningxia-1", kind="infiniband", rate_gbps=400))
     return platform
 
 
@@ -102,11 +106,15 @@ def test_bmc_refusals_and_bad_input_write_nothing(
         (req(rack, 0, runtime="tcp://10.0.0.9:2376"), InvalidInput,
          "Only a shared \\(container\\) server has a Docker engine URL"),
         (req(rack, 0, pool="container"), InvalidInput, "needs its Docker engine URL"),
+        (req(rack, 0, fabric="ib-nowhere"), InvalidInput, "No fabric 'ib-nowhere'.*fabric create"),
+        (req(rack, 0, rack="r-nowhere"), InvalidInput, "No rack 'r-nowhere'.*rack create"),
     ]
     for request, error, says in cases:
         with pytest.raises(error, match=says):
             enrollment.enroll(checked, operator.principal, request)
     assert nodes(checked) == 0
+    # an unknown rack or fabric is refused before the BMC is told anything: still on
+    assert rack.get(f"/redfish/v1/Systems/{rack.systems[0]}")["PowerState"] == "On"
     enrollment.enroll(checked, operator.principal, req(rack, 0))
     with pytest.raises(Conflict, match="enrolled already"):
         enrollment.enroll(checked, operator.principal, req(rack, 0))
@@ -133,3 +141,51 @@ def test_bulk_enrollment_from_csv_over_http(
     assert code == 1  # one row failed
     assert text.count("available") == 3 and "refused the credentials" in text
     assert nodes(checked) == 3
+
+
+def test_a_bmc_that_reports_nothing_checkable_is_refused_and_no_serial_is_invented(
+    checked: Platform, rack: Emulator, operator: TenantCtx, tmp_path: Path
+) -> None:
+    root = tmp_path / "bare"
+    system = "/redfish/v1/Systems/1"
+    docs = {"/redfish/v1": {"Id": "RootService", "Name": "Root", "RedfishVersion": "1.6.0",
+                            "Systems": {"@odata.id": "/redfish/v1/Systems"}},
+            "/redfish/v1/Systems": {"Name": "Systems", "Members@odata.count": 1,
+                                    "Members": [{"@odata.id": system}]},
+            system: {"@odata.type": "#ComputerSystem.v1_10_0.ComputerSystem", "Id": "1",
+                     "Name": "server", "PowerState": "On"}}
+    for path, doc in docs.items():
+        target = root / path.removeprefix("/redfish/v1").lstrip("/") / "index.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps({"@odata.id": path, **doc}))
+    bare = serve_mockup(root)
+    try:
+        with pytest.raises(InvalidInput, match="reports no memory, GPUs, drives or NICs"):
+            enrollment.enroll(checked, operator.principal, EnrollRequest(
+                bmc=bare.system_url, username=USER, password=PASSWORD, offer=OFFER))
+    finally:
+        bare.stop()
+    assert nodes(checked) == 0
+    # the emulator's systems have no serial: the node says so instead of making one up
+    view = enrollment.enroll(checked, operator.principal, req(rack, 2))
+    assert view.serial == ""
+
+
+def test_bmc_credentials_are_tried_before_they_are_stored(
+    checked: Platform, rack: Emulator, operator: TenantCtx
+) -> None:
+    node = enrollment.enroll(checked, operator.principal, req(rack, 3))
+    with pytest.raises(InvalidInput, match="refused the new credentials"):
+        node_changes.update_node(checked, operator.principal, node.id,
+                                 NodeUpdate(bmc_username=USER, bmc_password="wrong"))
+    with checked.db.read() as s:
+        sealed = s.scalar(select(Node.bmc_password_enc).where(Node.id == node.id))
+    assert sealed and checked.box.open(sealed) == PASSWORD  # nothing changed
+    node_changes.update_node(checked, operator.principal, node.id,
+                             NodeUpdate(bmc_username=USER, bmc_password=PASSWORD))
+    untried = node_changes.update_node(checked, operator.principal, node.id, NodeUpdate(
+        bmc_password="set-on-the-bmc-later", verify=False))
+    assert untried.status == "available"
+    with checked.db.read() as s:
+        sealed = s.scalar(select(Node.bmc_password_enc).where(Node.id == node.id))
+    assert sealed and checked.box.open(sealed) == "set-on-the-bmc-later"

@@ -14,7 +14,8 @@ from gpulease.schemas import (
     NodeView,
     Page,
 )
-from gpulease.services import enrollment, inventory
+from gpulease.schemas.fleet import NodeUpdate
+from gpulease.services import enrollment, inventory, node_changes
 from gpulease.services.idempotency import idem_for
 
 router = APIRouter(prefix="/nodes", tags=["nodes (operator)"])
@@ -50,6 +51,21 @@ def enroll(body: EnrollRequest, p: PlatformDep, actor: PrincipalDep,
 @router.get("/{node_id}", response_model=NodeView, openapi_extra=access(Caller.OPERATOR))
 def show(node_id: str, p: PlatformDep, actor: PrincipalDep) -> NodeView:
     return inventory.get_node(p, actor, node_id)
+
+
+@router.patch("/{node_id}", response_model=NodeView, openapi_extra=access(Caller.OPERATOR))
+def update(node_id: str, body: NodeUpdate, p: PlatformDep, actor: PrincipalDep) -> NodeView:
+    """Rename a node, move it to another rack or fabric (not while a tenant holds it), or
+    store new BMC credentials (tried on the BMC first unless verify is false)."""
+    return node_changes.update_node(p, actor, node_id, body)
+
+
+@router.delete("/{node_id}", response_model=NodeView, openapi_extra=access(Caller.OPERATOR))
+def delete(node_id: str, p: PlatformDep, actor: PrincipalDep,
+           reason: Annotated[str | None, Query(max_length=500)] = None) -> NodeView:
+    """Remove a node from the fleet (never while a tenant holds it). Its record, history and
+    erase certificates stay, found by id; the server may be enrolled again."""
+    return node_changes.delete_node(p, actor, node_id, reason)
 
 
 @router.get("/{node_id}/history", response_model=Page[NodeEventView],

@@ -1,0 +1,72 @@
+"""The fleet's managed objects as the API sees them: fabrics, racks, and changes to a node."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+
+class FabricCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(pattern=ID_PATTERN, description="e.g. ib-ningxia-1")
+    region: str = Field(min_length=1, max_length=64)
+    kind: Literal["infiniband", "roce"] = "infiniband"
+    rate_gbps: int = Field(default=400, ge=1, le=3200,
+                           description="per-port line rate, e.g. 200 (HDR), 400 (NDR)")
+
+
+class FabricUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["infiniband", "roce"] | None = None
+    rate_gbps: int | None = Field(default=None, ge=1, le=3200)
+
+
+class FabricView(BaseModel):
+    id: str
+    region: str
+    kind: str
+    rate_gbps: int
+    racks: int
+    nodes: int
+
+
+class RackCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(pattern=ID_PATTERN, description="e.g. ningxia-1-r07")
+    region: str = Field(min_length=1, max_length=64)
+    zone: str = Field(min_length=1, max_length=64, description="room or hall")
+    fabric: str | None = Field(default=None, max_length=64)
+    leaf_switch: str | None = Field(default=None, max_length=64)
+
+
+class RackUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    zone: str | None = Field(default=None, min_length=1, max_length=64)
+    fabric: str | None = Field(default=None, max_length=64,
+                               description="a fabric id; an empty string takes it off one")
+    leaf_switch: str | None = Field(default=None, max_length=64)
+
+
+class RackView(BaseModel):
+    id: str
+    region: str
+    zone: str
+    fabric: str | None
+    leaf_switch: str | None
+    nodes: int
+
+
+class NodeUpdate(BaseModel):
+    """Fields left out are kept; an empty rack or fabric takes the node off it."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+    rack: str | None = Field(default=None, max_length=64)
+    fabric: str | None = Field(default=None, max_length=64)
+    bmc_username: str | None = Field(default=None, min_length=1, max_length=100)
+    bmc_password: str | None = Field(default=None, min_length=1, max_length=200)
+    verify: bool = Field(default=True, description="new BMC credentials are tried on the BMC "
+                         "before they are stored")

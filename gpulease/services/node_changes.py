@@ -1,0 +1,120 @@
+"""Changing an enrolled node: its name, rack, fabric and BMC credentials (new credentials
+tried on the BMC first), and deleting it from the fleet. A node a tenant holds keeps its
+fabric and is never deleted. Every change is a line in the node's history."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from gpulease.db.tables import GpuAllocation, Node, NodeAgent
+from gpulease.domain.accounts import Principal
+from gpulease.domain.errors import BadGateway, Conflict, InvalidInput
+from gpulease.domain.states import NODE, NODE_BUSY, NodeStatus
+from gpulease.platform import Platform
+from gpulease.ports.bmc import BmcEndpoint, BmcError, BmcPermanentError
+from gpulease.schemas import NodeView
+from gpulease.schemas.fleet import NodeUpdate
+from gpulease.services.fleet_objects import fabric_named, rack_named
+from gpulease.services.history import by, record_event
+from gpulease.services.inventory import get_node, load_node
+from gpulease.services.lifecycle import transition
+
+
+def holds_tenant(s: Session, node: Node) -> bool:
+    """The node is claimed, deploying or rented as a whole, or hosts containers."""
+    return node.status in NODE_BUSY or node.instance_id is not None or bool(s.scalar(
+        select(func.count()).where(GpuAllocation.node_id == node.id,
+                                   GpuAllocation.released_at.is_(None))))
+
+
+def _try_credentials(p: Platform, node: Node, username: str, password: str) -> None:
+    """Ask the BMC something harmless with the new credentials (a 422 when it refuses them,
+    a 502 when it does not answer); nothing is stored before this passes."""
+    bmc = p.drivers.bmc_for(node.bmc_driver, BmcEndpoint(node.name, node.bmc_address,
+                                                         username, password))
+    try:
+        bmc.power_state()
+    except BmcPermanentError as exc:
+        raise InvalidInput("bmc_password", f"The BMC of {node.name} refused the new "
+                           f"credentials: {exc}. Nothing was changed.") from None
+    except BmcError as exc:
+        raise BadGateway(f"The BMC of {node.name} did not answer: {exc}. Nothing was changed; "
+                         "retry, or pass verify=false to store the credentials untried.") \
+            from None
+
+
+def update_node(p: Platform, actor: Principal, node_id: str, body: NodeUpdate) -> NodeView:
+    actor.require_operator()
+    if (body.bmc_username is None) != (body.bmc_password is None) and body.bmc_password is None:
+        raise InvalidInput("bmc_password", "Give the BMC password with the user name "
+                           "(both are tried together).")
+    with p.db.read() as s:
+        node = load_node(s, node_id, lock=False)
+        if node.status == NodeStatus.DELETED.value:
+            raise Conflict(f"Node {node.name} was deleted; enroll the server again.")
+        username = body.bmc_username or node.bmc_username
+        if body.bmc_password is not None and body.verify:
+            s.expunge(node)
+            _try_credentials(p, node, username, body.bmc_password)
+    changes: list[str] = []
+    with p.db.write() as s:
+        node = load_node(s, node_id)
+        now = p.clock.now()
+        if body.name is not None and body.name != node.name:
+            if s.scalar(select(Node.id).where(Node.name == body.name)) is not None:
+                raise Conflict(f"A node named {body.name} exists; pick another name.")
+            changes.append(f"name {node.name} → {body.name}")
+            node.name = body.name
+        if body.rack is not None and (body.rack or None) != node.rack_id:
+            rack = rack_named(s, body.rack, node.region).id if body.rack else None
+            changes.append(f"rack {node.rack_id or '-'} → {rack or '-'}")
+            node.rack_id = rack
+        if body.fabric is not None and (body.fabric or None) != node.fabric_id:
+            if holds_tenant(s, node):
+                raise Conflict(f"Node {node.name} holds a tenant's instance; its fabric changes "
+                               "once released (drain it first).")
+            fabric = fabric_named(s, body.fabric, node.region).id if body.fabric else None
+            changes.append(f"fabric {node.fabric_id or '-'} → {fabric or '-'}")
+            node.fabric_id = fabric
+        if body.bmc_password is not None:
+            node.bmc_username = body.bmc_username or node.bmc_username
+            node.bmc_password_enc = p.box.seal(body.bmc_password)
+            node.last_error = None
+            changes.append("BMC credentials" + (" (tried on the BMC)" if body.verify
+                                                else " (not tried)"))
+        if changes:
+            node.updated_at = now
+            record_event(s, now, "node", node.id, "note", actor=by(actor),
+                         instance_id=node.instance_id, to_value="updated",
+                         message="; ".join(changes))
+    return get_node(p, actor, node_id if body.name is None else body.name)
+
+
+def delete_node(p: Platform, actor: Principal, node_id: str, reason: str | None) -> NodeView:
+    """Remove a node from the fleet. Its row, history, alerts and erase certificates stay
+    (looked up by id); its name, BMC address, system UUID and serial are free to enroll
+    again; its rack and fabric let go; its agent's credential ends."""
+    actor.require_operator()
+    with p.db.write() as s:
+        node = load_node(s, node_id)
+        if holds_tenant(s, node):
+            raise Conflict(f"Node {node.name} holds a tenant's instance "
+                           f"({node.instance_id or 'container slices'}); drain it and delete "
+                           "it once released.")
+        if not NODE.allows(NodeStatus(node.status), "delete"):
+            raise Conflict(f"Node {node.name} is {node.status}; it can be deleted once it is "
+                           "available, in maintenance or retired.")
+        now = p.clock.now()
+        was = f"{node.name} (rack {node.rack_id or '-'}, fabric {node.fabric_id or '-'})"
+        node.name = f"{node.name[:60]}~deleted~{node.id}"
+        node.bmc_key = node.system_uuid = node.rack_id = node.fabric_id = None
+        node.drain_requested_at = None
+        node.generation += 1
+        agent = s.get(NodeAgent, node.id)
+        if agent is not None:
+            s.delete(agent)
+        transition(s, p, node, NODE, "delete", now, actor=by(actor),
+                   reason=(reason or "deleted by operator") + f"; was {was}")
+        deleted_id = node.id
+    return get_node(p, actor, deleted_id)
