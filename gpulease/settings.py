@@ -91,6 +91,10 @@ class Settings(BaseSettings):
 
     # Audit rows older than this are pruned from the start of the chain.
     audit_retention_days: int = Field(default=400, ge=1)
+    # GPU telemetry: per-window (about a minute) summaries are kept this long, then merged
+    # into one summary per GPU and hour, kept for the second setting.
+    telemetry_minute_days: int = Field(default=7, ge=1)
+    telemetry_hour_days: int = Field(default=90, ge=1)
     # batch: a request answers while a writer thread appends its row with those of others
     # (milliseconds later); sync: its row is committed before the answer leaves.
     audit_write: Literal["batch", "sync"] = "batch"

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from decimal import Decimal
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
 from gpulease.cli.common import (
     JsonOpt,
+    ReasonOpt,
     TokenOpt,
     UrlOpt,
     api,
@@ -150,3 +152,63 @@ def password_cmd(url: UrlOpt = "", token: TokenOpt = "") -> None:
                        confirmation_prompt=True)
     api(lambda: connect(url, token).set_password(new, current or None))
     out.print("password set; your other console sessions have ended")
+
+
+tenant_app = typer.Typer(help="Operator: one tenant's account.", no_args_is_help=True)
+app.add_typer(tenant_app, name="tenant")
+
+
+@app.command("tenants")
+def tenants(status: Annotated[str | None, typer.Option(help="active, suspended or closed")]
+            = None, url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Operator: every tenant, its users, live instances and balance."""
+    client = connect(url, token)
+    found: list[dict[str, Any]] = []
+    while True:
+        path = f"/tenants?limit=500&offset={len(found)}" + (f"&status={status}" if status else "")
+        page = api(lambda: client.get_json(path))  # noqa: B023 (called at once)
+        found += page["items"]
+        if not page["items"] or len(found) >= page["total"]:
+            break
+    if as_json:
+        return print_json(found)
+    t = Table(title=f"{len(found)} tenants")
+    for col in ("id", "name", "status", "users", "live", "balance", "since", "reason"):
+        t.add_column(col, overflow="fold")
+    for row in found:
+        t.add_row(row["id"], row["name"], row["status"], str(row["users"]),
+                  str(row["live_instances"]), f"¥{Decimal(row['balance']):,.2f}",
+                  row["created_at"][:10], row["status_reason"] or "")
+    out.print(t)
+
+
+def _tenant_action(tenant_id: str, action: str, reason: str | None, url: str, token: str,
+                   as_json: bool) -> None:
+    row = api(lambda: connect(url, token).post_json(
+        f"/tenants/{tenant_id}/{action}", {"reason": reason} if reason else None))
+    if as_json:
+        return print_json(row)
+    out.print(f"{row['name']} ({row['id']}): {row['status']}"
+              + (f" — {row['status_reason']}" if row["status_reason"] else ""))
+
+
+@tenant_app.command("suspend")
+def tenant_suspend(tenant_id: str, reason: Annotated[str, typer.Option(help="shown to its "
+                   "users when an order is refused")], url: UrlOpt = "", token: TokenOpt = "",
+                   as_json: JsonOpt = False) -> None:
+    """New orders refused; its machines are kept and billed."""
+    _tenant_action(tenant_id, "suspend", reason, url, token, as_json)
+
+
+@tenant_app.command("reinstate")
+def tenant_reinstate(tenant_id: str, url: UrlOpt = "", token: TokenOpt = "",
+                     as_json: JsonOpt = False) -> None:
+    """Lift a suspension."""
+    _tenant_action(tenant_id, "reinstate", None, url, token, as_json)
+
+
+@tenant_app.command("close")
+def tenant_close(tenant_id: str, reason: ReasonOpt = None, url: UrlOpt = "",
+                 token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Close an account once nothing is rented, unbilled or owed (it says what is left)."""
+    _tenant_action(tenant_id, "close", reason, url, token, as_json)

@@ -31,6 +31,10 @@ class Tenant(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    # domain/states.TENANT: active, suspended by an operator, closed
+    status: Mapped[str] = mapped_column(String(16), default="active", server_default="active")
+    status_reason: Mapped[str | None] = mapped_column(String(500))
+    updated_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
 
 class User(Base):
@@ -385,10 +389,26 @@ class TelemetrySummary(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id"), index=True)
     instance_id: Mapped[str | None] = mapped_column(String(32), index=True)
-    received_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    received_at: Mapped[datetime] = mapped_column(UtcDateTime(), index=True)
     gpu_index: Mapped[int] = mapped_column(Integer)
     gpu_uuid: Mapped[str] = mapped_column(String(80))
     summary_json: Mapped[str] = mapped_column(Text)
+
+
+class TelemetryHourly(Base):
+    """One GPU's hour: the per-minute summaries older than GPULEASE_TELEMETRY_MINUTE_DAYS
+    merged (domain/telemetry.merge), kept GPULEASE_TELEMETRY_HOUR_DAYS."""
+
+    __tablename__ = "telemetry_hourly"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id"))
+    instance_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    hour: Mapped[datetime] = mapped_column(UtcDateTime(), index=True)
+    gpu_index: Mapped[int] = mapped_column(Integer)
+    gpu_uuid: Mapped[str] = mapped_column(String(80))
+    summary_json: Mapped[str] = mapped_column(Text)
+
+    __table_args__ = (Index("ix_telemetry_hourly_node_hour", "node_id", "hour"),)
 
 
 class HardwareAlert(Base):

@@ -294,6 +294,36 @@ INVOICE = Machine(
 )
 
 
+# --- tenant ---------------------------------------------------------------------------------
+
+class TenantStatus(StrEnum):
+    ACTIVE = "active"
+    SUSPENDED = "suspended"
+    CLOSED = "closed"
+
+
+TS = TenantStatus
+TENANT = Machine(
+    name="tenant",
+    states={
+        TS.ACTIVE: "may order, renew and use what it rents",
+        TS.SUSPENDED: "suspended by an operator (the reason says why): new orders refused, "
+                      "its machines kept and billed as before",
+        TS.CLOSED: "closed after its last release, final invoice and payout: its users "
+                   "disabled and tokens ended; its records kept",
+    },
+    starts=frozenset({TS.ACTIVE}),
+    transitions=(
+        move("suspend", [TS.ACTIVE], TS.SUSPENDED, "an operator suspends the account"),
+        move("reinstate", [TS.SUSPENDED], TS.ACTIVE, "an operator lifts the suspension"),
+        move("close", [TS.ACTIVE, TS.SUSPENDED], TS.CLOSED,
+             "an operator closes the account once nothing is rented, invoiced or owed"),
+    ),
+    failures=frozenset({TS.SUSPENDED}),
+    finals=frozenset({TS.CLOSED}),
+)
+
+
 # --- usage record --------------------------------------------------------------------------
 
 class UsageStatus(StrEnum):

@@ -4,7 +4,7 @@ keeps summaries per instance); no I/O here."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import IntFlag, StrEnum
 from typing import Any
@@ -322,3 +322,63 @@ class SampleWindow:
         for s in self.samples:
             newest[s.index] = s
         return [newest[i] for i in sorted(newest)]
+
+
+def _weighted(parts: Sequence[GpuSummary], attr: str) -> float | None:
+    """The sample-weighted mean of an average over windows that have it."""
+    pairs = [(float(v), p.samples) for p in parts if (v := getattr(p, attr)) is not None]
+    weight = sum(n for _, n in pairs)
+    if not pairs:
+        return None
+    if weight == 0:
+        return sum(v for v, _ in pairs) / len(pairs)
+    return sum(v * n for v, n in pairs) / weight
+
+
+def _extreme(parts: Sequence[GpuSummary], attr: str, pick: Callable[[list[float]], float]
+             ) -> float | None:
+    vals = [float(v) for p in parts if (v := getattr(p, attr)) is not None]
+    return pick(vals) if vals else None
+
+
+def merge(parts: Sequence[GpuSummary]) -> GpuSummary:
+    """One summary of one GPU over consecutive windows (an hour of per-minute summaries,
+    for retention): extremes of extremes, sample-weighted means, sums of counts and
+    seconds, every XID, and the state at the last window's end."""
+    if not parts:
+        raise ValueError("nothing to merge")
+    parts = sorted(parts, key=lambda p: (p.start, p.end))
+    last = parts[-1]
+    energies = [p.energy_j for p in parts if p.energy_j is not None]
+    unhealthy = [p.health for p in parts if p.health not in (None, "OK", "Healthy")]
+    return GpuSummary(
+        index=last.index, uuid=last.uuid, name=last.name,
+        samples=sum(p.samples for p in parts), start=parts[0].start,
+        end=max(p.end for p in parts),
+        temp_max_c=_extreme(parts, "temp_max_c", max),
+        temp_avg_c=_weighted(parts, "temp_avg_c"),
+        power_avg_w=_weighted(parts, "power_avg_w"),
+        power_max_w=_extreme(parts, "power_max_w", max),
+        util_avg_pct=_weighted(parts, "util_avg_pct"),
+        sm_clock_min_mhz=_extreme(parts, "sm_clock_min_mhz", min),
+        sm_clock_max_mhz=_extreme(parts, "sm_clock_max_mhz", max),
+        fb_used_max_mib=_extreme(parts, "fb_used_max_mib", max),
+        thermal_throttle_s=sum(p.thermal_throttle_s for p in parts),
+        power_throttle_s=sum(p.power_throttle_s for p in parts),
+        xids=tuple(sorted({x for p in parts for x in p.xids})),
+        ecc_sbe_delta=sum(p.ecc_sbe_delta for p in parts),
+        ecc_dbe_delta=sum(p.ecc_dbe_delta for p in parts),
+        ecc_dbe_total=max(p.ecc_dbe_total for p in parts),
+        remapped_rows_uncorrectable=max(p.remapped_rows_uncorrectable for p in parts),
+        row_remap_failure=any(p.row_remap_failure for p in parts),
+        pcie_replay_delta=sum(p.pcie_replay_delta for p in parts),
+        nvlink_links=last.nvlink_links, nvlink_down=last.nvlink_down,
+        energy_j=sum(energies) if energies else None,
+        simulated=any(p.simulated for p in parts),
+        memory_temp_max_c=_extreme(parts, "memory_temp_max_c", max),
+        temp_last_c=last.temp_last_c,
+        thermal_samples=sum(p.thermal_samples for p in parts),
+        power_brake_samples=sum(p.power_brake_samples for p in parts),
+        temp_rise_c_per_s=None, temp_settle_c=None,
+        health=unhealthy[0] if unhealthy else last.health,
+    )

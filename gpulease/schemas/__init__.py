@@ -339,6 +339,19 @@ class TenantView(BaseModel):
     created_at: datetime
 
 
+class TenantSummary(BaseModel):
+    """A tenant in the operator's list."""
+
+    id: str
+    name: str
+    status: str  # active | suspended | closed
+    status_reason: str | None
+    created_at: datetime
+    users: int
+    live_instances: int
+    balance: Decimal
+
+
 class UserView(BaseModel):
     id: str
     tenant_id: str | None

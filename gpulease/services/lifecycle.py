@@ -26,7 +26,7 @@ from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from gpulease.db.money_tables import Invoice, Lease, UsageRecord
-from gpulease.db.tables import AgentCommand, Base, Instance, Node
+from gpulease.db.tables import AgentCommand, Base, Instance, Node, Tenant
 from gpulease.domain.leases import term_end
 from gpulease.domain.lifecycle import Machine
 from gpulease.domain.states import (
@@ -37,6 +37,7 @@ from gpulease.domain.states import (
     LEASE,
     NODE,
     NODE_STAGE,
+    TENANT,
     USAGE,
     InstanceStatus,
     LeaseStatus,
@@ -70,6 +71,7 @@ BINDINGS: tuple[Binding, ...] = (
     Binding(INVOICE, Invoice, "status", "invoice"),
     Binding(USAGE, UsageRecord, "status", "usage", reason="held_reason", keeps_reason=True),
     Binding(AGENT_COMMAND, AgentCommand, "status", "agent_command"),
+    Binding(TENANT, Tenant, "status", "tenant", reason="status_reason"),
 )
 _BY_TABLE_AND_MACHINE = {(b.table, b.machine.name): b for b in BINDINGS}
 

@@ -41,6 +41,7 @@ from gpulease.services.placement import (
     node_claim_events,
     pick_fabric,
 )
+from gpulease.services.tenants import refuse_orders_unless_active
 from gpulease.services.wallet import hold_first_period
 
 MAX_CLUSTER_NODES = 256
@@ -194,6 +195,7 @@ def _place(s: Session, p: Platform, actor: Principal, tenant: str, plan: Plan) -
     """One order's transaction: the instance, its nodes or GPUs, its history and the hold on
     its first period; any refusal (409 stock, 402 money) rolls all of it back."""
     now = p.clock.now()
+    refuse_orders_unless_active(s, tenant)
     conn = s.connection()
     fabric = None
     if plan.kind == "cluster":

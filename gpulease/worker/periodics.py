@@ -19,6 +19,7 @@ from gpulease.services.invoice_run import sweep_invoices
 from gpulease.services.notify import deliver_notices
 from gpulease.services.password_resets import deliver_reset_mails
 from gpulease.services.spending import sweep_spending
+from gpulease.services.telemetry_retention import downsample
 from gpulease.worker.lease_sweep import sweep_leases
 from gpulease.worker.metering import meter_containers
 from gpulease.worker.nodes import fail_node
@@ -76,6 +77,9 @@ PERIODICS: tuple[Periodic, ...] = (
              "lease reminders and money notices by e-mail and signed webhook"),
     Periodic("password-resets", lambda p, _owner: deliver_reset_mails(p),
              "password reset links by e-mail, each once"),
+    Periodic("telemetry", lambda p, _owner: downsample(p),
+             "GPU summaries past GPULEASE_TELEMETRY_MINUTE_DAYS merged per GPU and hour; "
+             "hourly ones past GPULEASE_TELEMETRY_HOUR_DAYS deleted"),
     Periodic("audit", lambda p, _owner: prune(p),
              "audit rows past GPULEASE_AUDIT_RETENTION_DAYS pruned from the chain's start"),
 )

@@ -129,6 +129,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/api/v1/racks"): {"id": "r-new", "region": "ningxia-1", "zone": "a"},
     ("POST", "/api/v1/quotes"): {"sku": "h100-80g-x8", "region": "ningxia-1"},
     ("POST", "/api/v1/tenants/{tenant_id}/top-ups"): {"amount": "10", "reference": "t"},
+    ("POST", "/api/v1/tenants/{tenant_id}/suspend"): {"reason": "test"},
     ("POST", "/api/v1/tenants/{tenant_id}/payouts"): {"amount": "1", "reference": "p"},
     ("PUT", "/api/v1/billing-profile"): {"title": "Acme 有限公司"},
     ("PUT", "/api/v1/instances/{instance_id}/addons/{addon_id}"): {"quantity": "10"},
