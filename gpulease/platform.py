@@ -93,6 +93,9 @@ class Platform:
     audit_writer: Any = field(default=None, repr=False)
     _price_book: tuple[date, Catalog, Catalog] | None = field(default=None, init=False,
                                                               repr=False)
+    # The published catalog version this process prices from (services/catalog_versions);
+    # None until it has adopted one (a catalog only from its file).
+    catalog_version: int | None = field(default=None, init=False)
 
     def price_book(self) -> Catalog:
         """The catalog at the prices in effect now (a price change takes effect on its

@@ -25,9 +25,11 @@ from gpulease.worker.runner import Worker
 log = logging.getLogger("gpulease")
 
 
-def prepare(settings: Settings) -> Platform:
+def prepare(settings: Settings, publish_catalog: bool = False) -> Platform:
     """The platform on a reachable, migrated database: waits for the database first (with
-    backoff, up to db_wait_s; raises DatabaseUnreachable after that)."""
+    backoff, up to db_wait_s; raises DatabaseUnreachable after that); the published
+    catalog adopted (`publish_catalog`: this process's file becomes the newest version)."""
+    from gpulease.services.catalog_versions import adopt
     from gpulease.services.keys import check_key, require_shared_key
 
     os.umask(0o077)  # what this process writes (database, keys, tokens, state) is its own
@@ -42,6 +44,7 @@ def prepare(settings: Settings) -> Platform:
     else:
         platform.db.require_current()
     check_key(platform)
+    adopt(platform, publish_file=publish_catalog)
     return platform
 
 
@@ -80,7 +83,7 @@ def up(settings: Settings, say: Callable[[str], object] = print,
         settings.public_url = url
         settings.media_base_url = f"{url}/media/images"
         write_demo_images(settings)
-    platform = prepare(settings)
+    platform = prepare(settings, publish_catalog=True)  # its own embedded database
     if bmc == "redfish":
         emulator, redfish = start_demo_emulator(platform, emulator_port or settings.port + 1)
         added = seed_demo_fleet(platform, settings.demo_nodes_per_offer, redfish)

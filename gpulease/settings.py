@@ -95,6 +95,8 @@ class Settings(BaseSettings):
     # into one summary per GPU and hour, kept for the second setting.
     telemetry_minute_days: int = Field(default=7, ge=1)
     telemetry_hour_days: int = Field(default=90, ge=1)
+    # How often each process looks for a newly published catalog (`gpulease catalog reload`).
+    catalog_follow_s: float = Field(default=5.0, gt=0, le=3600)
     # batch: a request answers while a writer thread appends its row with those of others
     # (milliseconds later); sync: its row is committed before the answer leaves.
     audit_write: Literal["batch", "sync"] = "batch"

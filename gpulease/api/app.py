@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -35,9 +36,11 @@ from gpulease.api.routers import (
 )
 from gpulease.platform import Platform
 from gpulease.schemas import Problem
+from gpulease.services import catalog_versions
 from gpulease.web import console
 
 API = "/api/v1"
+log = logging.getLogger("gpulease.api")
 
 
 def _document_problems(app: FastAPI) -> None:
@@ -55,10 +58,23 @@ def _document_problems(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
+async def _follow_catalog(platform: Platform) -> None:
+    """Every GPULEASE_CATALOG_FOLLOW_S: a newer published catalog swapped in."""
+    while True:
+        try:
+            await anyio.to_thread.run_sync(catalog_versions.follow, platform)
+        except Exception:  # the database away: the next look will tell
+            log.debug("catalog follow failed", exc_info=True)
+        await anyio.sleep(platform.settings.catalog_follow_s)
+
+
 def create_app(platform: Platform) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        yield
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(_follow_catalog, platform)
+            yield
+            tasks.cancel_scope.cancel()
         if platform.audit_writer is not None:  # the rows still queued, before the exit
             await anyio.to_thread.run_sync(platform.audit_writer.close)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -19,16 +20,54 @@ from gpulease.cli.common import (
     parse_addons,
     print_json,
 )
+from gpulease.cli.platform_cmds import check_catalog_file
 
 app = typer.Typer()
 image_app = typer.Typer(help="Operator: custom OS images.", no_args_is_help=True)
 app.add_typer(image_app, name="image")
+catalog_app = typer.Typer(invoke_without_command=True)
+app.add_typer(catalog_app, name="catalog")
 
 
 # ----------------------------------------------------------------------- catalog
-@app.command()
-def catalog(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
-    """Every offer: GPUs, host, interconnect, prices and stock; and container prices."""
+@catalog_app.command("check")
+def catalog_check(path: Annotated[Path | None, typer.Argument(
+        help="the catalog file (default: GPULEASE_CATALOG_FILE, else the built-in one)")]
+        = None) -> None:
+    """Check a catalog file without starting anything (exit 1 naming file, entry, field)."""
+    check_catalog_file(path)
+
+
+@catalog_app.command("reload")
+def catalog_reload(
+    file: Annotated[Path | None, typer.Option(
+        "--file", help="publish this TOML file (default: the server's own catalog file)")]
+    = None,
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+) -> None:
+    """Operator: publish a catalog to every API and worker process (no restart)."""
+    body: dict[str, str] | None = None
+    if file is not None:
+        try:
+            body = {"text": file.read_text(encoding="utf-8")}
+        except (OSError, UnicodeDecodeError) as exc:
+            err.print(f"[red]error[/red]: cannot read {file}: {exc}")
+            raise typer.Exit(2) from None
+    v = api(lambda: connect(url, token).post_json("/catalog/reload", body))
+    if as_json:
+        return print_json(v)
+    out.print(f"catalog version {v['id']} in force (sha256 {v['digest'][:12]}…, from "
+              f"{v['source']}, by {v['published_by']}); every process follows within "
+              "GPULEASE_CATALOG_FOLLOW_S", highlight=False)
+
+
+@catalog_app.callback()
+def catalog(ctx: typer.Context, url: UrlOpt = "", token: TokenOpt = "",
+            as_json: JsonOpt = False) -> None:
+    """Every offer: GPUs, host, interconnect, prices and stock; and container prices.
+    `catalog check FILE` and `catalog reload` for operators."""
+    if ctx.invoked_subcommand is not None:
+        return
     c = api(lambda: connect(url, token).catalog())
     if as_json:
         return print_json(c)

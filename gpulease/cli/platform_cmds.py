@@ -248,6 +248,10 @@ def catalog_check(
 ) -> None:
     """Check a catalog file without starting anything: OK with what it holds, or the first
     problem in one line naming the file, the entry and the field (exit 1)."""
+    check_catalog_file(path)
+
+
+def check_catalog_file(path: Path | None) -> None:
     from gpulease.domain.catalog import CatalogError, load_catalog
 
     chosen = path or (_settings().catalog_file or None)

@@ -482,3 +482,16 @@ class AgentCommand(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     claimed_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class CatalogVersion(Base):
+    """A catalog published to every process (services/catalog_versions.py): its TOML text,
+    digest, where it came from, who published it and when. The newest one is in force."""
+
+    __tablename__ = "catalog_versions"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    digest: Mapped[str] = mapped_column(String(64))
+    text: Mapped[str] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(String(500))
+    published_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    published_by: Mapped[str] = mapped_column(String(64))

@@ -433,15 +433,28 @@ def parse_catalog(data: dict[str, Any], where: str = "<catalog>") -> Catalog:
     return catalog
 
 
-def load_catalog(path: Path | None = None) -> Catalog:
+def read_catalog_text(path: Path | None = None) -> str:
     path = path or DEFAULT_CATALOG
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise CatalogError(f"{path}: cannot read catalog file: {exc.strerror}") from None
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise CatalogError(f"{path}: not valid TOML: {exc}") from None
-    data.setdefault("source", str(path))
-    return parse_catalog(data, str(path))
+
+
+def catalog_from_text(text: str, where: str) -> Catalog:
+    """A catalog from its TOML text; errors in one line naming `where`, entry and field."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogError(f"{where}: not valid TOML: {exc}") from None
+    data.setdefault("source", where)
+    return parse_catalog(data, where)
+
+
+def load_catalog(path: Path | None = None) -> Catalog:
+    path = path or DEFAULT_CATALOG
+    return catalog_from_text(read_catalog_text(path), str(path))

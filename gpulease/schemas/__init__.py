@@ -87,6 +87,8 @@ class CatalogView(BaseModel):
     pricing_rule: str
     offers: list[OfferView]
     container_offers: list[ContainerOfferView]
+    # the published catalog version these prices come from (None: the process's file)
+    version: int | None = None
 
 
 class ImageView(BaseModel):

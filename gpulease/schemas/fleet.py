@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -70,3 +71,18 @@ class NodeUpdate(BaseModel):
     bmc_password: str | None = Field(default=None, min_length=1, max_length=200)
     verify: bool = Field(default=True, description="new BMC credentials are tried on the BMC "
                          "before they are stored")
+
+
+class CatalogReload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str | None = Field(default=None, max_length=1_000_000, description=(
+        "a catalog's TOML text; left out, the server publishes its own catalog file"))
+
+
+class CatalogVersionView(BaseModel):
+    id: int
+    digest: str  # SHA-256 of the TOML text
+    source: str
+    published_at: datetime
+    published_by: str
+    this_process: int | None  # the version the answering process prices from

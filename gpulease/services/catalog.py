@@ -119,6 +119,7 @@ def catalog_view(p: Platform) -> CatalogView:
     static = _static_view(p.price_book(), p.clock.now().date())
     hosts = {co.id: (co.host_sku, co.region) for co in p.catalog.container_offers}
     return CatalogView(
+        version=p.catalog_version,
         pricing_rule=static.pricing_rule,
         offers=[o.model_copy(update={"stock": stock.get((o.sku, o.region), 0)})
                 for o in static.offers],

@@ -21,7 +21,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
 from gpulease import __version__
-from gpulease.db.tables import Event, Instance, Node, WorkerProcess
+from gpulease.db.tables import CatalogVersion, Event, Instance, Node, WorkerProcess
 from gpulease.platform import Platform
 from gpulease.services.workers import live_after
 
@@ -61,11 +61,14 @@ class ControlPlane(Collector):
             errors = s.scalar(select(func.count()).select_from(Event).where(
                 Event.resource == "node", Event.kind == "error",
                 Event.at >= now - timedelta(minutes=10))) or 0
+            catalog = s.scalar(select(func.max(CatalogVersion.id))) or 0
 
         info = GaugeMetricFamily("gpulease_build_info", "The control plane's version.",
                                  labels=["version"])
         info.add_metric([__version__], 1)
         yield info
+        yield GaugeMetricFamily("gpulease_catalog_version", "The published catalog version "
+                                "in force (0: none published).", value=catalog)
         g = GaugeMetricFamily("gpulease_nodes", "Nodes by status, stage and region.",
                               labels=["status", "stage", "region"])
         for status, stage, region, n in nodes:

@@ -14,6 +14,7 @@ from gpulease.domain.states import NODE_IN_PIPELINE
 from gpulease.platform import Platform
 from gpulease.services.audit import prune
 from gpulease.services.bmc_health import check_bmc_logs
+from gpulease.services.catalog_versions import follow
 from gpulease.services.history import SWEEP_TIMEOUTS
 from gpulease.services.invoice_run import sweep_invoices
 from gpulease.services.notify import deliver_notices
@@ -58,6 +59,8 @@ class Periodic:
 
 
 PERIODICS: tuple[Periodic, ...] = (
+    Periodic("catalog", lambda p, _owner: follow(p),
+             "a newly published catalog (`gpulease catalog reload`) swapped in"),
     Periodic("timeouts", sweep_timeouts, "fail nodes whose stage outlived its deadline"),
     Periodic("safe-off", lambda p, _owner: safe_off(p),
              "a node whose stage failed: media ejected, boot override cleared, power off"),

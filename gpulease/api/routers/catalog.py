@@ -15,7 +15,8 @@ from gpulease.api.deps import (
 )
 from gpulease.api.etags import conditional
 from gpulease.schemas import CatalogView, ImageCreate, ImageView
-from gpulease.services import catalog, images
+from gpulease.schemas.fleet import CatalogReload, CatalogVersionView
+from gpulease.services import catalog, catalog_versions, images
 from gpulease.services.accounts import authenticate
 from gpulease.services.idempotency import idem_for
 
@@ -35,6 +36,25 @@ async def get_catalog(p: PlatformDep, token: TokenDep, request: Request) -> Resp
     # The most read endpoint: the token check and the stock queries share one worker
     # thread, and the view (already a validated CatalogView) is serialized directly.
     return conditional(request, await run_in_threadpool(answer))
+
+
+@router.get("/catalog/version", response_model=CatalogVersionView | None,
+            openapi_extra=access(Caller.OPERATOR))
+def catalog_version(p: PlatformDep, actor: PrincipalDep) -> CatalogVersionView | None:
+    """The published catalog version in force (and the one the answering process prices
+    from: the same within GPULEASE_CATALOG_FOLLOW_S of a reload)."""
+    actor.require_operator()
+    return catalog_versions.current(p)
+
+
+@router.post("/catalog/reload", response_model=CatalogVersionView,
+             openapi_extra=access(Caller.OPERATOR))
+def reload_catalog(p: PlatformDep, actor: PrincipalDep,
+                   body: CatalogReload | None = None) -> CatalogVersionView:
+    """Publish a catalog to every process: the TOML text sent, else the server's catalog
+    file. Validated first (422 in one line naming file, entry and field; nothing changes);
+    the same text as the version in force publishes nothing new."""
+    return catalog_versions.publish(p, actor, body.text if body else None)
 
 
 @router.get("/images", response_model=list[ImageView], openapi_extra=access(*EVERY_USER))
