@@ -95,6 +95,12 @@ class Settings(BaseSettings):
     # into one summary per GPU and hour, kept for the second setting.
     telemetry_minute_days: int = Field(default=7, ge=1)
     telemetry_hour_days: int = Field(default=90, ge=1)
+    # The deploy circuit breaker: it opens when this many deploys in a row (within the
+    # window) failed the same way; while open, a failing deploy is retried every retry_s
+    # instead of sending its node to maintenance.
+    breaker_failures: int = Field(default=5, ge=2)
+    breaker_window_s: float = Field(default=1800.0, gt=0)
+    breaker_retry_s: float = Field(default=300.0, gt=0)
     # How often each process looks for a newly published catalog (`gpulease catalog reload`).
     catalog_follow_s: float = Field(default=5.0, gt=0, le=3600)
     # batch: a request answers while a writer thread appends its row with those of others

@@ -23,6 +23,39 @@ from gpulease.cli.common import (
 app = typer.Typer()
 node_app = typer.Typer(help="Operator actions on one node.", no_args_is_help=True)
 app.add_typer(node_app, name="node")
+breaker_app = typer.Typer(invoke_without_command=True)
+app.add_typer(breaker_app, name="breaker")
+
+
+def _show_breaker(b: dict[str, object]) -> None:
+    out.print(f"deploy circuit breaker: {b['status']}"
+              + (f" since {str(b['opened_at'])[:19]}" if b["status"] == "open" else "")
+              + (f", {b['held_deploys']} deploys held" if b["held_deploys"] else "")
+              + (f"\n{b['reason']}" if b["status"] == "open" and b["reason"] else ""),
+              highlight=False)
+
+
+@breaker_app.callback()
+def breaker(ctx: typer.Context, url: UrlOpt = "", token: TokenOpt = "",
+            as_json: JsonOpt = False) -> None:
+    """Operator: the deploy circuit breaker (open when the latest deploys all failed the
+    same way: failing deploys are then held, not sent to maintenance). `breaker reset`
+    closes it."""
+    if ctx.invoked_subcommand is not None:
+        return
+    b = api(lambda: connect(url, token).get_json("/breaker"))
+    if as_json:
+        return print_json(b)
+    _show_breaker(b)
+
+
+@breaker_app.command("reset")
+def breaker_reset(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Close it once the cause is fixed: held deploys retry at once."""
+    b = api(lambda: connect(url, token).post_json("/breaker/reset"))
+    if as_json:
+        return print_json(b)
+    _show_breaker(b)
 
 
 @app.command()

@@ -495,3 +495,14 @@ class CatalogVersion(Base):
     source: Mapped[str] = mapped_column(String(500))
     published_at: Mapped[datetime] = mapped_column(UtcDateTime())
     published_by: Mapped[str] = mapped_column(String(64))
+
+
+class CircuitBreaker(Base):
+    """A fleet-wide circuit breaker by name ("deploy"): domain/states.BREAKER."""
+
+    __tablename__ = "circuit_breakers"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16))
+    status_reason: Mapped[str | None] = mapped_column(Text)
+    opened_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    updated_at: Mapped[datetime | None] = mapped_column(UtcDateTime())

@@ -324,6 +324,35 @@ TENANT = Machine(
 )
 
 
+# --- the deploy circuit breaker -------------------------------------------------------------
+
+class BreakerStatus(StrEnum):
+    CLOSED = "closed"
+    OPEN = "open"
+
+
+BREAKER = Machine(
+    name="deploy breaker",
+    states={
+        BreakerStatus.CLOSED: "deploys run; a node whose deploy fails for good goes to "
+                              "maintenance",
+        BreakerStatus.OPEN: "the latest deploys all failed the same way (the reason says "
+                            "how): a failing deploy is held and retried, its node stays out "
+                            "of maintenance, operators are alerted",
+    },
+    starts=frozenset({BreakerStatus.CLOSED}),
+    transitions=(
+        move("trip", [BreakerStatus.CLOSED], BreakerStatus.OPEN,
+             "the latest GPULEASE_BREAKER_FAILURES deploys failed the same way"),
+        move("close", [BreakerStatus.OPEN], BreakerStatus.CLOSED,
+             "a deploy succeeded: the cause is gone; held deploys retry at once"),
+        move("reset", [BreakerStatus.OPEN], BreakerStatus.CLOSED,
+             "an operator closes it; held deploys retry at once"),
+    ),
+    failures=frozenset({BreakerStatus.OPEN}),
+)
+
+
 # --- usage record --------------------------------------------------------------------------
 
 class UsageStatus(StrEnum):

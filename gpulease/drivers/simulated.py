@@ -117,6 +117,11 @@ class SimulatedFleet:
         with self._state(node) as state:
             state["faults"][op] = {"kind": kind, "remaining": times}
 
+    def clear_faults(self, node: str) -> None:
+        """The injected faults of a node's BMC and agent are gone (the cause was fixed)."""
+        with self._state(node) as state:
+            state["faults"].clear()
+
     def add_bmc_log(self, node: str, severity: str, message: str, created: str,
                     sensor: str | None = None) -> None:
         """An entry in the simulated BMC's SEL (as a real one logs a fault)."""

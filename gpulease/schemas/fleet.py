@@ -86,3 +86,10 @@ class CatalogVersionView(BaseModel):
     published_at: datetime
     published_by: str
     this_process: int | None  # the version the answering process prices from
+
+
+class BreakerView(BaseModel):
+    status: str  # closed | open
+    reason: str | None
+    opened_at: datetime | None
+    held_deploys: int  # deploys held for a retry instead of going to maintenance

@@ -21,8 +21,17 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
 from gpulease import __version__
-from gpulease.db.tables import CatalogVersion, Event, Instance, Node, WorkerProcess
+from gpulease.db.tables import (
+    CatalogVersion,
+    CircuitBreaker,
+    Event,
+    Instance,
+    Node,
+    WorkerProcess,
+)
 from gpulease.platform import Platform
+from gpulease.services.deploy_breaker import DEPLOY as DEPLOY_BREAKER
+from gpulease.services.deploy_breaker import HELD
 from gpulease.services.workers import live_after
 
 DELIVERY_BUCKETS = (60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0)
@@ -62,11 +71,20 @@ class ControlPlane(Collector):
                 Event.resource == "node", Event.kind == "error",
                 Event.at >= now - timedelta(minutes=10))) or 0
             catalog = s.scalar(select(func.max(CatalogVersion.id))) or 0
+            breaker = s.scalar(select(CircuitBreaker.status).where(
+                CircuitBreaker.id == DEPLOY_BREAKER))
+            held = s.scalar(select(func.count()).select_from(Node).where(
+                Node.status == "deploying", Node.last_error.startswith(HELD))) or 0
 
         info = GaugeMetricFamily("gpulease_build_info", "The control plane's version.",
                                  labels=["version"])
         info.add_metric([__version__], 1)
         yield info
+        yield GaugeMetricFamily("gpulease_deploy_breaker_open", "1 while the deploy circuit "
+                                "breaker is open (deploys failing the same way are held).",
+                                value=1.0 if breaker == "open" else 0.0)
+        yield GaugeMetricFamily("gpulease_deploys_held", "Deploys held by the open breaker "
+                                "for a retry instead of going to maintenance.", value=held)
         yield GaugeMetricFamily("gpulease_catalog_version", "The published catalog version "
                                 "in force (0: none published).", value=catalog)
         g = GaugeMetricFamily("gpulease_nodes", "Nodes by status, stage and region.",

@@ -26,11 +26,12 @@ from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from gpulease.db.money_tables import Invoice, Lease, UsageRecord
-from gpulease.db.tables import AgentCommand, Base, Instance, Node, Tenant
+from gpulease.db.tables import AgentCommand, Base, CircuitBreaker, Instance, Node, Tenant
 from gpulease.domain.leases import term_end
 from gpulease.domain.lifecycle import Machine
 from gpulease.domain.states import (
     AGENT_COMMAND,
+    BREAKER,
     INSTANCE,
     INSTANCE_STAGE,
     INVOICE,
@@ -72,6 +73,7 @@ BINDINGS: tuple[Binding, ...] = (
     Binding(USAGE, UsageRecord, "status", "usage", reason="held_reason", keeps_reason=True),
     Binding(AGENT_COMMAND, AgentCommand, "status", "agent_command"),
     Binding(TENANT, Tenant, "status", "tenant", reason="status_reason"),
+    Binding(BREAKER, CircuitBreaker, "status", "breaker", reason="status_reason"),
 )
 _BY_TABLE_AND_MACHINE = {(b.table, b.machine.name): b for b in BINDINGS}
 

@@ -25,6 +25,7 @@ from gpulease.domain.states import (
 )
 from gpulease.platform import Platform
 from gpulease.services.agents import failure_reason, record_acceptance, record_certificates
+from gpulease.services.deploy_breaker import deploy_succeeded, hold_failed_deploy
 from gpulease.services.history import WORKER, note, record_event
 from gpulease.services.lifecycle import transition
 from gpulease.services.placement import claim_replacement
@@ -106,7 +107,7 @@ def _apply_node(p: Platform, claim: Claim, job: NodeJob, result: StepResult | St
                              message=f"attempt {node.attempts}: {result}")
                 return
             tries = f" after {node.attempts} attempts" if result.retryable else ""
-            fail_node(s, p, node, f"{job.stage} failed{tries}: {result}", now)
+            fail_node(s, p, node, f"{job.stage} failed{tries}: {result}", now, breaker=True)
             return
         if result.ip_address:
             node.ip_address = result.ip_address
@@ -154,6 +155,7 @@ def _finish_node(s: Session, p: Platform, node: Node, now: datetime) -> None:
     node.next_attempt_at = None
     if node.status == NodeStatus.DEPLOYING.value:
         transition(s, p, node, NODE, "activate", now, actor=WORKER)
+        deploy_succeeded(s, p, node, now)
     else:
         release_allocations(s, node.id, now)
         node.instance_id = None
@@ -168,13 +170,17 @@ def _finish_node(s: Session, p: Platform, node: Node, now: datetime) -> None:
 
 
 def fail_node(s: Session, p: Platform, node: Node, reason: str, now: datetime,
-              actor: str = WORKER) -> None:
+              actor: str = WORKER, breaker: bool = False) -> None:
     """A step failed for good: the node needs an operator. It goes to maintenance with the
     reason and lets go of its instance. During delivery the order moves to a free node of
     the same offer (same fabric for a cluster) when there is one; else it fails with the
-    reason."""
+    reason. `breaker`: a failure the deploy circuit breaker judges (a step's error or a
+    timeout, not a hardware verdict): while it is open the deploy is held instead."""
     instance_id = node.instance_id
     was_cleaning = node.status == NodeStatus.CLEANING.value
+    if breaker and node.status == NodeStatus.DEPLOYING.value and hold_failed_deploy(
+            s, p, node, reason, now):
+        return
     drop_config_drives(s, node.id)
     if node.stage is not None:
         transition(s, p, node, NODE_STAGE, "abort", now, actor=actor)

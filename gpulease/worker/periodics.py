@@ -45,7 +45,7 @@ def sweep_timeouts(p: Platform, owner: str) -> int:
             release_lock(node)
             timeout = p.settings.stage_timeout_s
             fail_node(s, p, node, f"stage {node.stage} timed out after {timeout:.0f} s", now,
-                      actor=SWEEP_TIMEOUTS)
+                      actor=SWEEP_TIMEOUTS, breaker=True)
     if claims:
         p.wake()
     return len(claims)

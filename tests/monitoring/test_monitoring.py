@@ -73,7 +73,7 @@ def test_the_control_plane_rules_load_and_pass_their_unit_tests(tmp_path: Path) 
     assert tested.returncode == 0, tested.stdout + tested.stderr
     rules = yaml.safe_load(rules_file.read_text())["groups"][0]["rules"]
     assert {"GpuleaseNoWorker", "GpuleaseStagePastTimeout", "GpuleaseDeliverySlaAtRisk",
-            "GpuleaseNodeErrorStorm"} <= {r["alert"] for r in rules}
+            "GpuleaseNodeErrorStorm", "GpuleaseDeployBreakerOpen"} <= {r["alert"] for r in rules}
     from gpulease.platform import Platform
     from gpulease.services import control_metrics
     from tests.conftest import make_settings

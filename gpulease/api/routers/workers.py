@@ -9,7 +9,8 @@ from fastapi import APIRouter, Query
 from gpulease.api.access import Caller, access
 from gpulease.api.deps import PlatformDep, PrincipalDep
 from gpulease.schemas import WorkerView
-from gpulease.services import workers
+from gpulease.schemas.fleet import BreakerView
+from gpulease.services import deploy_breaker, workers
 
 router = APIRouter(tags=["nodes (operator)"])
 
@@ -21,3 +22,18 @@ def list_workers(p: PlatformDep, actor: PrincipalDep,
     """Every worker process: host, pid, since when, last heartbeat, rows claimed, and
     whether it is alive, dead (silent for three heartbeats) or stopped."""
     return workers.list_workers(p, actor, include_stopped=stopped)
+
+
+@router.get("/breaker", response_model=BreakerView, openapi_extra=access(Caller.OPERATOR))
+def breaker(p: PlatformDep, actor: PrincipalDep) -> BreakerView:
+    """The deploy circuit breaker: closed, or open with how the latest deploys failed and
+    how many deploys it holds."""
+    return deploy_breaker.view(p, actor)
+
+
+@router.post("/breaker/reset", response_model=BreakerView,
+             openapi_extra=access(Caller.OPERATOR))
+def reset_breaker(p: PlatformDep, actor: PrincipalDep) -> BreakerView:
+    """Close an open breaker (the cause is fixed): held deploys retry at once (409 when
+    closed)."""
+    return deploy_breaker.reset(p, actor)
