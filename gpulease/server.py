@@ -229,15 +229,23 @@ def api_process() -> Any:
 
 
 def run_worker(settings: Settings, threads: int | None = None) -> None:
+    from gpulease.services.control_metrics import serve_worker_metrics
+
     platform = prepare(settings)
     worker = Worker(platform)
     worker.start(threads)
+    stop_metrics = serve_worker_metrics(platform)
+    if stop_metrics is not None:
+        log.info("worker metrics on http://%s:%d/metrics", settings.worker_metrics_host,
+                 settings.worker_metrics_port)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     log.info("worker %s running", worker.owner)
     stop.wait()
     worker.stop()
+    if stop_metrics is not None:
+        stop_metrics()
     platform.db.dispose()
 
 

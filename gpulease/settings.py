@@ -68,6 +68,10 @@ class Settings(BaseSettings):
     # /metrics answers this bearer token (besides operators' API tokens); /readyz is 503
     # while no worker is alive unless this is false.
     metrics_token: str = ""
+    # A worker's own /metrics (0: none): the database's view plus its BMC errors by kind
+    # and periodic job runs, behind metrics_token when set.
+    worker_metrics_port: int = Field(default=0, ge=0, le=65535)
+    worker_metrics_host: str = "127.0.0.1"
     readyz_needs_worker: bool = True
     # On first start with no operator yet: make one with this e-mail and write its
     # (expiring) token to <data_dir>/operator.token, 0600.

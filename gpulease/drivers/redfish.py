@@ -32,6 +32,7 @@ from gpulease.ports.bmc import (
     MediaSlot,
     PowerState,
 )
+from gpulease.process_metrics import bmc_error
 
 # Redfish power states, as sushy reports them, to what the engine waits for. A state in
 # transition counts as the one it is leaving, so the engine keeps polling.
@@ -123,6 +124,24 @@ def _connection_hint(message: str, address: str) -> BmcError | None:
     return None
 
 
+def error_kind(exc: Exception) -> str:
+    """A failed call's kind, for gpulease_bmc_call_errors."""
+    text = str(exc).lower()
+    if isinstance(exc, sx.AccessError):
+        return "auth"
+    if isinstance(exc, sx.ResourceNotFoundError):
+        return "not_found"
+    if isinstance(exc, sx.ServerSideError):
+        return "server_error"
+    if isinstance(exc, sx.HTTPError):
+        return "refused"
+    if isinstance(exc, ValueError):
+        return "not_redfish"
+    if isinstance(exc, (sx.ConnectionError, requests.RequestException, OSError)):
+        return "timeout" if "timed out" in text or "timeout" in text else "connection"
+    return "other"
+
+
 def _translate(exc: Exception, address: str) -> BmcError:
     """sushy / requests errors -> the port's transient or permanent errors."""
     message = str(exc)
@@ -198,8 +217,10 @@ class RedfishBmc:
         try:
             return what()
         except BmcError:
+            bmc_error("redfish", "unsupported")  # the BMC lacks what the step needs
             raise
         except Exception as exc:
+            bmc_error("redfish", error_kind(exc))
             if isinstance(exc, (sx.AccessError, sx.ConnectionError)):
                 # a stale session or a restarted BMC: log in afresh next time
                 self._driver.forget(self._root, self._endpoint.username,

@@ -37,6 +37,7 @@ from gpulease.ports.bmc import (
     PowerState,
 )
 from gpulease.ports.runtime import ContainerHandle, ContainerSpec, RuntimeError_
+from gpulease.process_metrics import bmc_error
 
 FAULT_KINDS = ("transient", "permanent", "hang", "ignored")  # ignored: accepted, not done
 
@@ -105,6 +106,8 @@ class SimulatedFleet:
 
     def _raise_bmc_fault(self, state: dict[str, Any], op: str) -> None:
         kind = self._fault(state, op)
+        if kind in ("transient", "permanent"):
+            bmc_error("simulated", "server_error" if kind == "transient" else "auth")
         if kind == "transient":
             raise BmcTransientError(f"simulated BMC: 503 Service Unavailable during {op}")
         if kind == "permanent":

@@ -7,11 +7,14 @@ alerts on them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import hmac
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from datetime import timedelta
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, generate_latest, make_wsgi_app
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -30,6 +33,7 @@ from gpulease.db.tables import (
     WorkerProcess,
 )
 from gpulease.platform import Platform
+from gpulease.process_metrics import REGISTRY as PROCESS
 from gpulease.services.deploy_breaker import DEPLOY as DEPLOY_BREAKER
 from gpulease.services.deploy_breaker import HELD
 from gpulease.services.workers import live_after
@@ -146,7 +150,48 @@ class ControlPlane(Collector):
                                 value=errors)
 
 
+class ThisProcess(Collector):
+    """What this process counted itself (gpulease/process_metrics.py)."""
+
+    def collect(self) -> Iterator[Any]:
+        yield from PROCESS.collect()
+
+
+def registry(p: Platform) -> CollectorRegistry:
+    found = CollectorRegistry(auto_describe=False)
+    found.register(ControlPlane(p))
+    found.register(ThisProcess())
+    return found
+
+
 def render(p: Platform) -> bytes:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(ControlPlane(p))
-    return generate_latest(registry)
+    return generate_latest(registry(p))
+
+
+def serve_worker_metrics(p: Platform) -> Callable[[], None] | None:
+    """The worker's /metrics on GPULEASE_WORKER_METRICS_HOST:PORT (the database's view and
+    this worker's own counters), behind GPULEASE_METRICS_TOKEN when one is set. Returns
+    what stops it; None when no port is set."""
+    port = p.settings.worker_metrics_port
+    if not port:
+        return None
+    app = make_wsgi_app(registry(p))
+    token = p.settings.metrics_token.encode()
+
+    def guarded(environ: dict[str, Any], start: Any) -> Iterable[bytes]:
+        sent = environ.get("HTTP_AUTHORIZATION", "").removeprefix("Bearer ").strip().encode()
+        if token and not hmac.compare_digest(sent, token):
+            start("401 Unauthorized", [("Content-Type", "text/plain")])
+            return [b"send GPULEASE_METRICS_TOKEN as a bearer token\n"]
+        return app(environ, start)  # type: ignore[no-any-return]
+
+    server = make_server(p.settings.worker_metrics_host, port, guarded,
+                         handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, name="gpulease-worker-metrics",
+                     daemon=True).start()
+    return server.shutdown
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base's name)
+        pass

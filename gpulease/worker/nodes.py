@@ -102,6 +102,11 @@ def _apply_node(p: Platform, claim: Claim, job: NodeJob, result: StepResult | St
             node.last_error = str(result)
             if result.retryable and node.attempts < p.settings.max_attempts:
                 node.next_attempt_at = now + timedelta(seconds=backoff(p, node.attempts))
+                log.info("node %s: %s retried (attempt %d of %d): %s", job.node_name,
+                         job.stage, node.attempts, p.settings.max_attempts, result,
+                         extra={"fields": {"decision": "retry", "node": job.node_name,
+                                           "stage": job.stage, "attempt": node.attempts,
+                                           "error": str(result)}})
                 record_event(s, now, "node", node.id, "error", actor=WORKER,
                              instance_id=node.instance_id, to_value=job.stage,
                              message=f"attempt {node.attempts}: {result}")
@@ -219,6 +224,10 @@ def _move_to_spare(s: Session, p: Platform, inst: Instance, failed: Node, reason
         return False
     note(s, now, inst.id, "moved",
          f"node {failed.name} failed ({reason}); continuing on {spare.name}", actor=actor)
+    log.info("instance %s moved from node %s to %s: %s", inst.id, failed.name, spare.name,
+             reason, extra={"fields": {"decision": "move", "instance": inst.id,
+                                       "from_node": failed.name, "to_node": spare.name,
+                                       "reason": reason}})
     if inst.status == InstanceStatus.DEPLOYING.value:
         start_deploy(s, p, spare, now, actor)
     return True

@@ -17,6 +17,7 @@ from gpulease.db.session import transient
 from gpulease.db.tables import Instance, Node
 from gpulease.domain.states import NODE_IN_PIPELINE
 from gpulease.platform import Platform
+from gpulease.process_metrics import PERIODIC_ERRORS, PERIODIC_RUNS, PERIODIC_SECONDS
 from gpulease.services import workers
 from gpulease.worker.instances import process_instance
 from gpulease.worker.nodes import process_node
@@ -65,7 +66,10 @@ class Worker:
         try:
             self._last_sweep = now
             for job in PERIODICS:
-                job.run(self.p, self.owner)
+                PERIODIC_RUNS.labels(job.name).inc()
+                with PERIODIC_SECONDS.labels(job.name).time(), \
+                        PERIODIC_ERRORS.labels(job.name).count_exceptions():
+                    job.run(self.p, self.owner)
         finally:
             self._sweep_mutex.release()
 

@@ -15,9 +15,10 @@ from gpulease.db.tables import WorkerProcess
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.services import orders, workers
+from gpulease.services.control_metrics import serve_worker_metrics
 from gpulease.worker.runner import Worker
 from tests.api.test_money_api import auth
-from tests.conftest import LiveServer, TenantCtx
+from tests.conftest import LiveServer, TenantCtx, free_port
 
 
 def scrape(server: LiveServer, token: str) -> dict[str, object]:
@@ -89,3 +90,31 @@ def test_readiness_metrics_and_the_worker_registry(
     assert httpx.get(f"{server.url}/readyz").status_code == 503
     silent = scrape(server, operator.token)
     assert value(silent, "gpulease_worker_last_seen_seconds", worker="killed-worker") >= 300
+
+
+def test_a_worker_serves_its_own_metrics_with_bmc_errors_by_kind(
+    fleet: Platform, tenant: TenantCtx, key: str
+) -> None:
+    fleet.settings.worker_metrics_port = free_port()
+    fleet.settings.metrics_token = "scrape-me"
+    stop = serve_worker_metrics(fleet)
+    assert stop is not None
+    try:
+        view, _ = orders.place_order(fleet, tenant.principal, OrderRequest(
+            sku="h100-80g-x8", region="ningxia-1", ssh_keys=[key]))
+        fleet.drivers.fleet.inject_fault(  # type: ignore[union-attr]
+            view.nodes[0].name, "power_on", "transient", times=2)
+        Worker(fleet).run_until_idle()
+        url = f"http://127.0.0.1:{fleet.settings.worker_metrics_port}/metrics"
+        assert httpx.get(url).status_code == 401
+        text = httpx.get(url, headers=auth("scrape-me")).text
+    finally:
+        stop()
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families(text) for s in f.samples}
+    errors = samples[("gpulease_bmc_call_errors_total",
+                      (("driver", "simulated"), ("kind", "server_error")))]
+    assert errors >= 2
+    assert samples[("gpulease_periodic_runs_total", (("job", "leases"),))] >= 1
+    assert ("gpulease_nodes", (("region", "ningxia-1"), ("stage", ""),
+                               ("status", "active"))) in samples
