@@ -105,7 +105,7 @@ def _apply_node(p: Platform, claim: Claim, job: NodeJob, result: StepResult | St
                 log.info("node %s: %s retried (attempt %d of %d): %s", job.node_name,
                          job.stage, node.attempts, p.settings.max_attempts, result,
                          extra={"fields": {"decision": "retry", "node": job.node_name,
-                                           "stage": job.stage, "attempt": node.attempts,
+                                           "step": job.stage, "attempt": node.attempts,
                                            "error": str(result)}})
                 record_event(s, now, "node", node.id, "error", actor=WORKER,
                              instance_id=node.instance_id, to_value=job.stage,
