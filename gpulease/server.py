@@ -200,7 +200,9 @@ def serve(settings: Settings, workers: int = 1) -> None:
 
     config = uvicorn.Config("gpulease.server:api_process", factory=True, host=settings.host,
                             port=settings.port, workers=workers, log_level="warning",
-                            access_log=False, timeout_graceful_shutdown=30)
+                            access_log=False, timeout_graceful_shutdown=30,
+                            proxy_headers=True,
+                            forwarded_allow_ips=settings.forwarded_allow_ips)
     Multiprocess(config, sockets=[_listening_socket(settings.host, settings.port)]).run()
 
 
@@ -261,7 +263,8 @@ def _serve(platform: Platform, settings: Settings, level: str | None = None) -> 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _exit_cleanly_on_sigterm)
     config = uvicorn.Config(create_app(platform), host=settings.host, port=settings.port,
-                            log_level="warning", access_log=False)
+                            log_level="warning", access_log=False, proxy_headers=True,
+                            forwarded_allow_ips=settings.forwarded_allow_ips)
     uvicorn.Server(config).run()
 
 

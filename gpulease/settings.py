@@ -28,6 +28,14 @@ class Settings(BaseSettings):
 
     # How servers and their BMCs reach this control plane (config drives, the agent)
     public_url: str = "http://127.0.0.1:8000"
+    # Where the console's forms may come from besides the address the request reached (a
+    # proxy that rewrites Host, as nginx does by default): origins such as
+    # https://gpu.example.com, a JSON list; empty: the public URL's.
+    console_origins: list[str] = Field(default_factory=list)
+    # Proxies whose X-Forwarded-For and X-Forwarded-Proto are believed (client address for
+    # rate limits and audit, https for secure cookies): addresses or CIDRs, comma-separated,
+    # or "*" (uvicorn's forwarded_allow_ips).
+    forwarded_allow_ips: str = "127.0.0.1"
     # Where nodes fetch OS images and the agent ramdisk (served by the control plane)
     media_base_url: str = "http://127.0.0.1:8000/media"
 

@@ -73,10 +73,18 @@ def _who(request: Request, p: PlatformDep) -> Principal:
 
 def _same_origin(request: Request) -> None:
     """Forms post only from the console's own pages (with the SameSite cookie, against
-    cross-site request forgery)."""
+    cross-site request forgery): the address the request reached, or the console's public
+    origins (GPULEASE_CONSOLE_ORIGINS, else GPULEASE_PUBLIC_URL) when a proxy rewrote
+    Host on the way."""
     source = request.headers.get("origin") or request.headers.get("referer")
-    if source and urlsplit(source).netloc != request.url.netloc:
-        raise Unauthorized("That form came from another site; use the console's own pages.")
+    if not source:
+        return
+    settings = request.app.state.platform.settings
+    allowed = {request.url.netloc} | {urlsplit(o).netloc for o in (
+        settings.console_origins or [settings.public_url])}
+    if urlsplit(source).netloc not in allowed:
+        raise Unauthorized("That form came from another site; use the console's own pages "
+                           "(behind a proxy that rewrites Host, set GPULEASE_CONSOLE_ORIGINS).")
 
 
 Who = Annotated[Principal, Depends(_who)]
