@@ -139,15 +139,34 @@ class Database:
         file lock beside the SQLite file. Several processes starting at once: one
         migrates, the others wait and find nothing left to do. A database newer than this
         code is refused (SchemaTooNew), untouched."""
-        with self._migration_lock(), self.engine.begin() as conn:
-            if conn.dialect.name == "postgresql":
-                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"),
-                             {"key": MIGRATION_LOCK_KEY})
-            current, head = _revisions(conn, self.url)
-            _refuse_newer(current, head)
-            cfg = alembic_config(self.url)
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
+        with self._migration_lock(), self.engine.connect() as conn:
+            sqlite = conn.dialect.name == "sqlite"
+            if sqlite:
+                # SQLite's batch migrations rebuild a table (copy, drop, rename): with rows
+                # referring to it, a drop under enforced foreign keys fails. Off for the
+                # migration (outside its transaction, where the pragma takes effect), the
+                # references checked before it commits, on again after.
+                conn.connection.driver_connection.execute(  # type: ignore[union-attr]
+                    "PRAGMA foreign_keys=OFF")
+            try:
+                with conn.begin():
+                    if conn.dialect.name == "postgresql":
+                        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"),
+                                     {"key": MIGRATION_LOCK_KEY})
+                    current, head = _revisions(conn, self.url)
+                    _refuse_newer(current, head)
+                    cfg = alembic_config(self.url)
+                    cfg.attributes["connection"] = conn
+                    command.upgrade(cfg, "head")
+                    if sqlite:
+                        broken = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+                        if broken:
+                            raise RuntimeError(f"the migration left rows referring to "
+                                               f"nothing: {broken[:5]}; nothing was changed")
+            finally:
+                if sqlite:
+                    conn.connection.driver_connection.execute(  # type: ignore[union-attr]
+                        "PRAGMA foreign_keys=ON")
 
     def schema(self) -> tuple[str | None, str]:
         """(the database's migration, this code's latest); raises SchemaTooNew when the

@@ -12,11 +12,16 @@ import os
 import stat
 import subprocess
 import sys
+import time
+from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 
+import httpx
 import pytest
 from alembic import command
-from sqlalchemy import create_engine, text
+from cryptography.fernet import Fernet
+from sqlalchemy import MetaData, create_engine, insert, text
 
 from gpulease.db.session import alembic_config
 from tests.conftest import SECRET, database_url, free_port
@@ -55,22 +60,112 @@ def revision_of(url: str) -> str:
     return str(found)
 
 
+# The schema the previous release (round 1) left: its last migration.
+PREVIOUS_RELEASE = "0011"
+WHEN = datetime(2026, 10, 1, 8, 0, tzinfo=UTC)
+
+
+def seed_previous_release(url: str) -> None:
+    """What a provider's database held under the previous release: a tenant with its admin,
+    wallet and ledger, an eight-GPU node with its history, and an instance released on it,
+    written with that release's columns (reflected from its schema)."""
+    engine = create_engine(url)
+    meta = MetaData()
+    meta.reflect(engine)
+    t = meta.tables
+    sealed = Fernet(SECRET.encode()).encrypt(b"bmc-password").decode()
+    with engine.begin() as conn:
+        conn.execute(insert(t["tenants"]).values(id="ten-old", name="old-team",
+                                                 created_at=WHEN))
+        conn.execute(insert(t["users"]).values(id="usr-old", tenant_id="ten-old",
+                                               email="admin@old.example", name="Admin",
+                                               role="admin", created_at=WHEN))
+        conn.execute(insert(t["wallets"]).values(tenant_id="ten-old", balance=Decimal("1000.00"),
+                                                 credit_limit=Decimal("0"), updated_at=WHEN))
+        conn.execute(insert(t["ledger_entries"]).values(
+            tenant_id="ten-old", at=WHEN, kind="topup", amount=Decimal("1000.00"),
+            balance_after=Decimal("1000.00"), reference="bank-1"))
+        conn.execute(insert(t["fabrics"]).values(id="ib-ningxia-1-1", region="ningxia-1",
+                                                 kind="infiniband", rate_gbps=400))
+        conn.execute(insert(t["nodes"]).values(
+            id="node-old", name="h100-old-01", sku="h100-80g-x8", region="ningxia-1",
+            pool="bare_metal", serial="SN-OLD-01", fabric_id="ib-ningxia-1-1",
+            bmc_driver="simulated", bmc_address="simulated://h100-old-01",
+            bmc_username="admin", bmc_password_enc=sealed, status="available",
+            generation=3, created_at=WHEN, updated_at=WHEN, attempts=0))
+        conn.execute(insert(t["gpus"]), [
+            {"id": f"gpu-old-{i}", "node_id": "node-old", "index": i,
+             "model": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-old-{i}"} for i in range(8)])
+        conn.execute(insert(t["instances"]).values(
+            id="i-old", tenant_id="ten-old", created_by="usr-old", kind="bare_metal",
+            sku="h100-80g-x8", region="ningxia-1", term="day",
+            image_id="ubuntu22.04-cuda12.4-pytorch2.5", node_count=1, gpu_count=8,
+            ssh_keys="[]", status="released", ordered_at=WHEN, attempts=0))
+        conn.execute(insert(t["events"]), [
+            {"at": WHEN, "resource": "node", "resource_id": "node-old", "kind": "status",
+             "from_value": "cleaning", "to_value": "available", "message": "erased",
+             "instance_id": None},
+            {"at": WHEN, "resource": "instance", "resource_id": "i-old", "kind": "status",
+             "from_value": "releasing", "to_value": "released", "message": None,
+             "instance_id": "i-old"}])
+    engine.dispose()
+
+
+def wait_ready(url: str, timeout_s: float = 60) -> httpx.Response:
+    deadline = time.monotonic() + timeout_s
+    while True:  # bounded by the deadline
+        try:
+            ready = httpx.get(f"{url}/readyz", timeout=2)
+            if ready.status_code == 200 or time.monotonic() > deadline:
+                return ready
+        except httpx.TransportError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+
+
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
-def test_two_processes_upgrade_an_old_database_at_once(kind: str, tmp_path: Path) -> None:
+def test_two_processes_upgrade_the_previous_release_at_once(kind: str, tmp_path: Path) -> None:
+    """An API process and a worker start at once on the previous release's database with
+    its data: one migrates under the lock, the other waits and finds it done; the data is
+    read by this release's API as it was written."""
     with database_url(kind, tmp_path) as url:
-        at_revision(url, "0020")
-        env = {"GPULEASE_DATABASE_URL": url}
-        pending = gpulease(["migrate", "--check", "--data-dir", str(tmp_path)], env)
-        assert pending.returncode == 1 and "0020" in pending.stdout, pending.stdout
-        both = [gpulease(["migrate", "--data-dir", str(tmp_path)], env, wait=False)
-                for _ in range(2)]
-        results = [p.communicate(timeout=120) for p in both]  # type: ignore[union-attr]
-        assert [p.returncode for p in both] == [0, 0], results  # type: ignore[union-attr]
-        head = gpulease(["migrate", "--current", "--data-dir", str(tmp_path)], env)
-        latest = head.stdout.split()[-1]
-        assert revision_of(url) == latest and f"database: {latest}" in head.stdout
-        assert gpulease(["migrate", "--check", "--data-dir", str(tmp_path)],
-                        env).returncode == 0
+        at_revision(url, PREVIOUS_RELEASE)
+        seed_previous_release(url)
+        env = {"GPULEASE_DATABASE_URL": url, "GPULEASE_DATA_DIR": str(tmp_path / "data")}
+        pending = gpulease(["migrate", "--check"], env)
+        assert pending.returncode == 1 and PREVIOUS_RELEASE in pending.stdout, pending.stdout
+        port = free_port()
+        serve = gpulease(["serve", "--port", str(port)], env, wait=False)
+        worker = gpulease(["worker"], env, wait=False)
+        procs = [serve, worker]
+        try:
+            ready = wait_ready(f"http://127.0.0.1:{port}")
+            assert ready.status_code == 200, ready.text
+            head = gpulease(["migrate", "--current"], env)
+            latest = head.stdout.split()[-1]
+            assert revision_of(url) == latest and f"database: {latest}" in head.stdout
+            made = gpulease(["operator-create", "--email", "sre@example.com"], env)
+            assert made.returncode == 0, made.stderr
+            auth = {"Authorization": f"Bearer {made.stdout.strip().splitlines()[-1]}"}
+            api = f"http://127.0.0.1:{port}/api/v1"
+            tenants = httpx.get(f"{api}/tenants", headers=auth).json()["items"]
+            assert [(t["name"], t["status"], t["balance"], t["live_instances"])
+                    for t in tenants] == [("old-team", "active", "1000.00", 0)]
+            node = httpx.get(f"{api}/nodes/h100-old-01", headers=auth).json()
+            assert (node["status"], node["serial"], node["gpu_count"], node["fabric"]) == (
+                "available", "SN-OLD-01", 8, "ib-ningxia-1-1")
+            history = httpx.get(f"{api}/nodes/h100-old-01/history", headers=auth).json()
+            assert history["items"][0]["message"] == "erased"
+            fabric = httpx.get(f"{api}/fabrics", headers=auth).json()
+            assert fabric[0]["nodes"] == 1 and fabric[0]["rate_gbps"] == 400
+            assert httpx.get(f"{api}/catalog", headers=auth).json()["version"] == 1
+        finally:
+            for proc in procs:
+                proc.terminate()  # type: ignore[union-attr]
+            outputs = [proc.communicate(timeout=60) for proc in procs]  # type: ignore[union-attr]
+        assert all("Traceback" not in err for _, err in outputs), outputs
+        assert gpulease(["migrate", "--check"], env).returncode == 0
 
 
 def test_a_newer_schema_and_a_pending_one_are_refused_in_one_line(tmp_path: Path) -> None:
