@@ -56,7 +56,8 @@ def test_a_reload_reaches_every_process_and_a_bad_catalog_changes_nothing(
             (tmp_path / "bad.toml").write_text(broken)
             r = CliRunner().invoke(app, ["catalog", "reload", "--file",
                                          str(tmp_path / "bad.toml")], env=env)
-            assert r.exit_code == 1 and "uploaded" in r.output and "monthly_price" in r.output, r.output
+            assert r.exit_code == 1, r.output
+            assert "uploaded" in r.output and "monthly_price" in r.output
             assert len(r.output.strip().splitlines()) <= 3  # one line, no traceback
             r = CliRunner().invoke(app, ["catalog", "check", str(tmp_path / "bad.toml")])
             assert r.exit_code == 1 and "bad.toml" in r.output
