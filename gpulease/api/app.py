@@ -32,6 +32,7 @@ from gpulease.api.routers import (
     money,
     nodes,
     tenants,
+    tickets,
     workers,
 )
 from gpulease.platform import Platform
@@ -94,7 +95,7 @@ def create_app(platform: Platform) -> FastAPI:
     app.add_middleware(Guards, max_body_bytes=platform.settings.max_body_bytes)  # outermost
     api = APIRouter(prefix=API, responses=PROBLEMS)
     for module in (catalog, instances, nodes, accounts, agents, money, billing, advisor,
-                   audit, workers, fabrics, tenants):
+                   audit, workers, fabrics, tenants, tickets):
         api.include_router(module.router)
     app.include_router(api)
     app.include_router(media.router)

@@ -255,6 +255,20 @@ def node_delete(
     out.print(f"node {node['id']} deleted — {node['status_reason']}")
 
 
+@node_app.command("fault")
+def node_fault(
+    node_id: Annotated[str, typer.Argument(help="node id or name (a simulated server)")],
+    faults: Annotated[list[str] | None, typer.Argument(
+        help="KIND[:GPU] …, e.g. xid79:3 (thermal, xid79, nvlink-down, slow-gpu, ecc-dbe, "
+        "row-remap); none: clear")] = None,
+    url: UrlOpt = "", token: TokenOpt = "",
+) -> None:
+    """Operator, demo: inject GPU faults into a simulated server and its stand-in agent."""
+    now = api(lambda: connect(url, token).put_json(f"/nodes/{node_id}/faults",
+                                                   {"faults": faults or []}))
+    out.print(f"{node_id}: " + (", ".join(now) if now else "no faults"))
+
+
 @node_app.command("agent-token")
 def node_agent_token(node_id: str, url: UrlOpt = "", token: TokenOpt = "") -> None:
     """Operator: a one-time enrollment token for the node's agent (24 hours)."""

@@ -506,3 +506,51 @@ class CircuitBreaker(Base):
     status_reason: Mapped[str | None] = mapped_column(Text)
     opened_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     updated_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class Ticket(Base):
+    """A fault or a question about a rented machine (or a free node): its severity, what it
+    concerns, its SLA clocks and where it stands (domain/states.TICKET)."""
+
+    __tablename__ = "tickets"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tenant_id: Mapped[str | None] = mapped_column(ForeignKey("tenants.id"), index=True)
+    instance_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    node_id: Mapped[str | None] = mapped_column(ForeignKey("nodes.id"), index=True)
+    gpu_index: Mapped[int | None] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(32))  # a fault's kind, or tenant_report
+    severity: Mapped[str] = mapped_column(String(2))
+    summary: Mapped[str] = mapped_column(String(300))
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    status_reason: Mapped[str | None] = mapped_column(Text)
+    opened_by: Mapped[str] = mapped_column(String(64))
+    opened_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    acknowledged_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    mitigated_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    resolved_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    response_due: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    mitigation_due: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    resolution_due: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    # The clocks operators were warned about before their breach, comma-separated, and
+    # when the next warning is due (None: none left).
+    warned: Mapped[str] = mapped_column(String(64), default="", server_default="")
+    next_warning_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), index=True)
+    # "node:gpu:kind" while a fault's ticket is open (one at a time), then NULL.
+    fault_key: Mapped[str | None] = mapped_column(String(100), unique=True)
+    updated_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class TicketEntry(Base):
+    """A line of a ticket's timeline besides its moves: a comment (the tenant's or an
+    operator's; internal ones only operators see) or a piece of evidence (a hardware alert,
+    a BMC log entry, an acceptance report)."""
+
+    __tablename__ = "ticket_entries"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    ticket_id: Mapped[str] = mapped_column(ForeignKey("tickets.id"), index=True)
+    at: Mapped[datetime] = mapped_column(UtcDateTime())
+    kind: Mapped[str] = mapped_column(String(16))  # comment | evidence
+    actor: Mapped[str] = mapped_column(String(64))
+    body: Mapped[str] = mapped_column(Text)
+    ref: Mapped[str | None] = mapped_column(String(64))  # alert:<id>, report:<id>
+    internal: Mapped[bool] = mapped_column(Boolean, default=False)

@@ -124,6 +124,32 @@ def _check_changes(changes: tuple[PriceChange, ...], field: str) -> None:
         raise ValueError(f"each of price_changes needs {field}")
 
 
+class SeverityClock(_Entry):
+    """A clock's length per ticket severity; None: no such clock for that severity."""
+
+    P1: Decimal | None = Field(default=None, gt=0)
+    P2: Decimal | None = Field(default=None, gt=0)
+    P3: Decimal | None = Field(default=None, gt=0)
+
+    def of(self, severity: str) -> Decimal | None:
+        value: Decimal | None = getattr(self, severity)
+        return value
+
+
+class SupportTerms(_Entry):
+    """The support an offer comes with: how soon a ticket of each severity gets its first
+    response (minutes), its mitigation (hours: the tenant served again) and its resolution
+    (hours)."""
+
+    response_minutes: SeverityClock = SeverityClock(P1=Decimal(15), P2=Decimal(60),
+                                                    P3=Decimal(480))
+    mitigation_hours: SeverityClock = SeverityClock(P1=Decimal(4), P2=Decimal(24))
+    resolution_hours: SeverityClock = SeverityClock(P1=Decimal(72), P2=Decimal(168),
+                                                    P3=Decimal(336))
+    # Operators are warned when this share of a clock has run without its milestone.
+    warn_at: Decimal = Field(default=Decimal("0.8"), gt=0, lt=1)
+
+
 class Offer(_Entry):
     """A SKU in one region, with that region's host configuration and monthly price."""
 
@@ -150,6 +176,8 @@ class Offer(_Entry):
     # UEFI HTTP boot of the image URL, or PXE from the operator's boot network (iPXE
     # chained to the control plane, docs/operations.md).
     boot: str = Field(default="virtual_media", pattern=r"^(virtual_media|uefi_http|pxe)$")
+    # Its own support clocks; None: the catalog's [support].
+    support: SupportTerms | None = None
 
     def priced_at(self, at: datetime) -> Offer:
         """This offer at the prices in effect at `at`."""
@@ -263,6 +291,11 @@ class AddOn(_Entry):
 class Catalog(_Entry):
     source: str = ""
     pricing: PricingRules = PricingRules()
+    support: SupportTerms = SupportTerms()  # every offer's, unless the offer sets its own
+
+    def support_for(self, sku: str | None, region: str | None) -> SupportTerms:
+        offer = self.offer(sku, region) if sku and region else None
+        return offer.support if offer is not None and offer.support else self.support
     regions: tuple[Region, ...]
     gpus: tuple[Gpu, ...]
     skus: tuple[Sku, ...]

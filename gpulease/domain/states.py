@@ -353,6 +353,39 @@ BREAKER = Machine(
 )
 
 
+# --- ticket ---------------------------------------------------------------------------------
+
+class TicketStatus(StrEnum):
+    OPEN = "open"
+    ACKNOWLEDGED = "acknowledged"
+    MITIGATED = "mitigated"
+    RESOLVED = "resolved"
+
+
+TK = TicketStatus
+TICKET = Machine(
+    name="ticket",
+    states={
+        TK.OPEN: "opened from a fault's evidence or by a tenant: waiting for its first response",
+        TK.ACKNOWLEDGED: "an operator has responded and works on it",
+        TK.MITIGATED: "the tenant is served again (moved to a spare, the node fixed, a "
+                      "workaround); a repair may go on",
+        TK.RESOLVED: "done, with what was found and done",
+    },
+    starts=frozenset({TK.OPEN}),
+    transitions=(
+        move("acknowledge", [TK.OPEN], TK.ACKNOWLEDGED,
+             "an operator's first response (an acknowledgement or a reply)"),
+        move("mitigate", [TK.OPEN, TK.ACKNOWLEDGED], TK.MITIGATED,
+             "the tenant is served again"),
+        move("resolve", [TK.OPEN, TK.ACKNOWLEDGED, TK.MITIGATED], TK.RESOLVED,
+             "an operator resolves it (or the tenant withdraws their own)"),
+    ),
+    waits=frozenset({TK.OPEN}),
+    finals=frozenset({TK.RESOLVED}),
+)
+
+
 # --- usage record --------------------------------------------------------------------------
 
 class UsageStatus(StrEnum):

@@ -93,3 +93,10 @@ class BreakerView(BaseModel):
     reason: str | None
     opened_at: datetime | None
     held_deploys: int  # deploys held for a retry instead of going to maintenance
+
+
+class NodeFaults(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    faults: list[str] = Field(max_length=16, description=(
+        "KIND[:GPU[:NUMBER]] with KIND one of thermal, xid79, nvlink-down, slow-gpu, ecc-dbe, "
+        "row-remap, …; an empty list clears them"))

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gpulease.db.repositories import get_instance, instance_allocations
@@ -30,12 +30,12 @@ from gpulease.domain.errors import Forbidden, InvalidInput, NotFound, Unauthoriz
 from gpulease.domain.telemetry import GpuSummary, alerts_for
 from gpulease.platform import Platform
 from gpulease.security import hash_token
-from gpulease.services import sla
+from gpulease.services import sla, tickets
+from gpulease.services.history import agent as agent_actor
 
 ENROLL_PREFIX = "glat_"  # one-time, from the config drive or an operator
 CREDENTIAL_PREFIX = "glan_"  # the agent's own credential afterwards
 ENROLL_TTL = timedelta(hours=24)
-REVOKED = "revoked:"  # a credential_hash no hash of a credential can equal
 
 
 def mint_enrollment(s: Session, node_id: str, instance_id: str | None, now: datetime,
@@ -85,19 +85,6 @@ def register(p: Platform, token: str, hostname: str, address: str | None,
         return enrollment.node_id, credential
 
 
-def revoke_credential(s: Session, node_id: str, now: datetime) -> None:
-    """The node's agent credential ends (its record stays, for the operator). Unused
-    one-time enrollment tokens of the node die with it: a new agent needs a new token."""
-    s.execute(update(NodeAgent).where(NodeAgent.node_id == node_id,
-                                      ~NodeAgent.credential_hash.startswith(REVOKED))
-              .values(credential_hash=REVOKED + node_id)
-              .execution_options(synchronize_session=False))
-    s.execute(delete(AgentEnrollment).where(AgentEnrollment.node_id == node_id,
-                                            AgentEnrollment.used_at.is_(None),
-                                            AgentEnrollment.created_at < now)
-              .execution_options(synchronize_session=False))
-
-
 def authenticate_agent(s: Session, credential: str | None) -> NodeAgent:
     if not credential or not credential.startswith(CREDENTIAL_PREFIX):
         raise Unauthorized(f"Send the agent credential: 'Authorization: Bearer "
@@ -109,8 +96,8 @@ def authenticate_agent(s: Session, credential: str | None) -> NodeAgent:
     return agent
 
 
-def _sync_alerts(s: Session, node: Node, summaries: Sequence[GpuSummary], now: datetime
-                 ) -> list[dict[str, Any]]:
+def _sync_alerts(s: Session, p: Platform, node: Node, summaries: Sequence[GpuSummary],
+                 now: datetime) -> list[dict[str, Any]]:
     """Open an alert the window shows, refresh one still shown, close one no longer shown."""
     raised = {(a.gpu, a.kind.value): a for a in alerts_for(summaries)}
     reported = {g.index for g in summaries}
@@ -126,12 +113,16 @@ def _sync_alerts(s: Session, node: Node, summaries: Sequence[GpuSummary], now: d
         elif row.gpu_index in reported:
             row.closed_at = now
             sla.claim_outage(s, row)  # beyond the outage SLA: a claim for the operator
+            tickets.alert_cleared(s, row, now, agent_actor(node.id))
     for key, alert in raised.items():
         if key not in seen:
-            s.add(HardwareAlert(node_id=node.id, instance_id=node.instance_id,
-                                gpu_index=alert.gpu, gpu_uuid=alert.uuid,
-                                kind=alert.kind.value, severity=alert.severity,
-                                message=alert.message, opened_at=now, last_seen_at=now))
+            opened = HardwareAlert(node_id=node.id, instance_id=node.instance_id,
+                                   gpu_index=alert.gpu, gpu_uuid=alert.uuid,
+                                   kind=alert.kind.value, severity=alert.severity,
+                                   message=alert.message, opened_at=now, last_seen_at=now)
+            s.add(opened)
+            s.flush()  # the ticket's evidence names it
+            tickets.open_from_alert(s, p, opened, now, agent_actor(node.id))
     return [a.as_dict() for a in raised.values()]
 
 
@@ -167,7 +158,7 @@ def ingest(p: Platform, credential: str | None, gpus: Iterable[dict[str, Any]]
                                    received_at=now, gpu_index=g.index, gpu_uuid=g.uuid,
                                    summary_json=json.dumps(g.as_dict()))
                   for g in summaries)
-        return _sync_alerts(s, node, summaries, now)
+        return _sync_alerts(s, p, node, summaries, now)
 
 
 def instance_metrics(p: Platform, actor: Principal, instance_id: str) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from gpulease.domain.states import NodeStatus
 from gpulease.platform import Platform
 from gpulease.ports.bmc import Bmc, BmcEndpoint, BmcError, BmcLog, BmcPermanentError
 from gpulease.security import hash_token
+from gpulease.services import tickets
 from gpulease.services.history import note, record_event
 
 log = logging.getLogger("gpulease.bmc")
@@ -133,7 +134,7 @@ def receive_events(p: Platform, node_id: str, payload: dict[str, Any]) -> int:
                                "it subscribed")
         node.bmc_event_at = now
         entries = [_entry(e) for e in events if isinstance(e, dict)]
-        return _open_alerts(s, node, now, entries, actor=PUSHED)
+        return _open_alerts(s, p, node, now, entries, actor=PUSHED)
 
 
 def _entry(event: dict[str, Any]) -> LogEntry:
@@ -161,7 +162,8 @@ def _record(p: Platform, node_id: str, read: BmcLog | None) -> int:
         if read is None:
             return 0
         seen: dict[str, str] = json.loads(node.bmc_log_seen or "{}")
-        opened = _open_alerts(s, node, now, new_entries(read.entries, seen), actor=ACTOR)
+        opened = _open_alerts(s, p, node, now, new_entries(read.entries, seen),
+                              actor=ACTOR)
         node.bmc_log_seen = json.dumps(cursor(read.services, read.entries, seen),
                                        sort_keys=True)
         node.bmc_health = read.health
@@ -169,6 +171,7 @@ def _record(p: Platform, node_id: str, read: BmcLog | None) -> int:
         for alert in _open_bmc_alerts(s, node.id):
             if healthy:  # healthy again: the BMC's alerts close
                 alert.closed_at = now
+                tickets.alert_cleared(s, alert, now, ACTOR)
             else:
                 alert.last_seen_at = now
     return opened
@@ -180,8 +183,8 @@ def _open_bmc_alerts(s: Session, node_id: str) -> list[HardwareAlert]:
         HardwareAlert.closed_at.is_(None))))
 
 
-def _open_alerts(s: Session, node: Node, now: datetime, entries: Iterable[LogEntry],
-                 actor: str) -> int:
+def _open_alerts(s: Session, p: Platform, node: Node, now: datetime,
+                 entries: Iterable[LogEntry], actor: str) -> int:
     """An alert per new fault; a fault already open (same kind and GPU) is seen again."""
     open_by_fault = {(a.kind, a.gpu_index): a for a in _open_bmc_alerts(s, node.id)}
     opened = 0
@@ -200,6 +203,8 @@ def _open_alerts(s: Session, node: Node, now: datetime, entries: Iterable[LogEnt
                               gpu_uuid="", kind=fault.value, severity="critical",
                               message=message, opened_at=now, last_seen_at=now, source="bmc")
         s.add(alert)
+        s.flush()  # the ticket's evidence names it
+        tickets.open_from_alert(s, p, alert, now, actor)
         open_by_fault[(fault.value, gpu)] = alert
         record_event(s, now, "node", node.id, "bmc_alert", actor=actor,
                      instance_id=node.instance_id, message=message)

@@ -30,6 +30,7 @@ from gpulease.db.tables import (
     Event,
     Instance,
     Node,
+    Ticket,
     WorkerProcess,
 )
 from gpulease.platform import Platform
@@ -77,6 +78,17 @@ class ControlPlane(Collector):
             catalog = s.scalar(select(func.max(CatalogVersion.id))) or 0
             breaker = s.scalar(select(CircuitBreaker.status).where(
                 CircuitBreaker.id == DEPLOY_BREAKER))
+            tickets = s.execute(select(Ticket.severity, Ticket.status, func.count())
+                                .where(Ticket.status != "resolved")
+                                .group_by(Ticket.severity, Ticket.status)).all()
+            breached = {
+                clock: s.scalar(select(func.count()).select_from(Ticket).where(
+                    Ticket.status.in_(statuses), due < now)) or 0
+                for clock, due, statuses in (
+                    ("response", Ticket.response_due, ("open",)),
+                    ("mitigation", Ticket.mitigation_due, ("open", "acknowledged")),
+                    ("resolution", Ticket.resolution_due,
+                     ("open", "acknowledged", "mitigated")))}
             held = s.scalar(select(func.count()).select_from(Node).where(
                 Node.status == "deploying", Node.last_error.startswith(HELD))) or 0
 
@@ -89,6 +101,16 @@ class ControlPlane(Collector):
                                 value=1.0 if breaker == "open" else 0.0)
         yield GaugeMetricFamily("gpulease_deploys_held", "Deploys held by the open breaker "
                                 "for a retry instead of going to maintenance.", value=held)
+        g = GaugeMetricFamily("gpulease_tickets_open", "Tickets not resolved, by severity and "
+                              "status.", labels=["severity", "status"])
+        for severity, status, n in tickets:
+            g.add_metric([severity, status], n)
+        yield g
+        g = GaugeMetricFamily("gpulease_tickets_breached", "Unresolved tickets past a clock's "
+                              "deadline without its milestone.", labels=["clock"])
+        for clock, n in breached.items():
+            g.add_metric([clock], n)
+        yield g
         yield GaugeMetricFamily("gpulease_catalog_version", "The published catalog version "
                                 "in force (0: none published).", value=catalog)
         g = GaugeMetricFamily("gpulease_nodes", "Nodes by status, stage and region.",

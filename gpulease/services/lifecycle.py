@@ -26,7 +26,15 @@ from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from gpulease.db.money_tables import Invoice, Lease, UsageRecord
-from gpulease.db.tables import AgentCommand, Base, CircuitBreaker, Instance, Node, Tenant
+from gpulease.db.tables import (
+    AgentCommand,
+    Base,
+    CircuitBreaker,
+    Instance,
+    Node,
+    Tenant,
+    Ticket,
+)
 from gpulease.domain.leases import term_end
 from gpulease.domain.lifecycle import Machine
 from gpulease.domain.states import (
@@ -39,12 +47,14 @@ from gpulease.domain.states import (
     NODE,
     NODE_STAGE,
     TENANT,
+    TICKET,
     USAGE,
     InstanceStatus,
     LeaseStatus,
 )
 from gpulease.platform import Platform
-from gpulease.services import addons, agents, lease_periods, wallet
+from gpulease.services import addons, lease_periods, wallet
+from gpulease.services.agent_credentials import revoke_credential
 from gpulease.services.history import record_event
 
 log = logging.getLogger("gpulease.lifecycle")
@@ -74,6 +84,7 @@ BINDINGS: tuple[Binding, ...] = (
     Binding(AGENT_COMMAND, AgentCommand, "status", "agent_command"),
     Binding(TENANT, Tenant, "status", "tenant", reason="status_reason"),
     Binding(BREAKER, CircuitBreaker, "status", "breaker", reason="status_reason"),
+    Binding(TICKET, Ticket, "status", "ticket", reason="status_reason", keeps_reason=True),
 )
 _BY_TABLE_AND_MACHINE = {(b.table, b.machine.name): b for b in BINDINGS}
 
@@ -289,7 +300,7 @@ def _release_after_grace(c: Change) -> None:
 
 
 def _revoke_agent(c: Change) -> None:
-    agents.revoke_credential(c.s, c.row.id, c.now)
+    revoke_credential(c.s, c.row.id, c.now)
 
 
 LEASED_KINDS = ("bare_metal", "cluster")

@@ -7,7 +7,8 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from gpulease.db.tables import GpuAllocation, Node, NodeAgent
+from gpulease.agent.simulated import parse_faults
+from gpulease.db.tables import GpuAllocation, Node
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import BadGateway, Conflict, InvalidInput
 from gpulease.domain.states import NODE, NODE_BUSY, NodeStatus
@@ -15,10 +16,12 @@ from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint, BmcError, BmcPermanentError
 from gpulease.schemas import NodeView
 from gpulease.schemas.fleet import NodeUpdate
+from gpulease.services.agent_credentials import revoke_credential
 from gpulease.services.fleet_objects import fabric_named, rack_named
 from gpulease.services.history import by, record_event
 from gpulease.services.inventory import get_node, load_node
 from gpulease.services.lifecycle import transition
+from gpulease.services.node_agents import is_simulated
 
 
 def holds_tenant(s: Session, node: Node) -> bool:
@@ -111,10 +114,37 @@ def delete_node(p: Platform, actor: Principal, node_id: str, reason: str | None)
         node.bmc_key = node.system_uuid = node.rack_id = node.fabric_id = None
         node.drain_requested_at = None
         node.generation += 1
-        agent = s.get(NodeAgent, node.id)
-        if agent is not None:
-            s.delete(agent)
+        revoke_credential(s, node.id, now)
         transition(s, p, node, NODE, "delete", now, actor=by(actor),
                    reason=(reason or "deleted by operator") + f"; was {was}")
         deleted_id = node.id
     return get_node(p, actor, deleted_id)
+
+
+def inject_faults(p: Platform, actor: Principal, node_id: str, faults: list[str]) -> list[str]:
+    """The demo's fault injection: GPU faults (agent/simulated.py's KIND[:GPU[:ARG]]) a
+    simulated server's stand-in agent reports from now on (its telemetry, its acceptance);
+    an empty list clears them. Refused for real hardware."""
+    actor.require_operator()
+    try:
+        parse_faults(faults)
+    except ValueError as exc:
+        raise InvalidInput("faults", str(exc)) from None
+    with p.db.read() as s:
+        node = load_node(s, node_id, lock=False)
+        name, driver, agent_kind = node.name, node.bmc_driver, node.agent_kind
+    if not is_simulated(p, driver, agent_kind):
+        raise Conflict(f"Node {name} is real hardware; faults are injected only into "
+                       "simulated servers.")
+    fleet = p.drivers.fleet
+    if driver == "simulated" and fleet is not None:
+        fleet.set_gpu_faults(name, faults)
+    else:  # a stand-in agent for a server behind a real BMC (the Redfish demo)
+        agent = p.drivers.agents.get(driver)
+        getattr(agent, "gpu_faults", {})[name] = list(faults)
+    with p.db.write() as s:
+        node = load_node(s, node_id)
+        record_event(s, p.clock.now(), "node", node.id, "note", actor=by(actor),
+                     instance_id=node.instance_id, to_value="faults",
+                     message="simulated faults: " + (", ".join(faults) or "none"))
+    return list(faults)

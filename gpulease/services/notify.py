@@ -38,8 +38,18 @@ MONEY_SUBJECTS = {"low_balance": "Your balance is running low",
                   "dunning": "An invoice is unpaid"}
 
 
+# Tickets (services/tickets.py): to the tenant, and to operators (OPERATORS).
+TICKET_SUBJECTS = {"ticket_opened": "A ticket was opened", "ticket_updated": "A ticket was "
+                   "updated", "ticket_resolved": "A ticket was resolved",
+                   "ops_p1": "New P1 ticket", "ops_sla_risk": "A ticket's SLA is at risk"}
+OPERATORS = "@operators"  # the outbox's address for the provider's operators
+
+
 def _subject(kind: str, instance_id: str | None) -> tuple[str, str]:
     """(e-mail subject, webhook event) of a notice."""
+    if kind in TICKET_SUBJECTS:
+        event = kind.removeprefix("ticket_") if kind.startswith("ticket_") else kind
+        return f"[gpulease] {TICKET_SUBJECTS[kind]}", f"ticket.{event}"
     if kind in MONEY_SUBJECTS:
         return f"[gpulease] {MONEY_SUBJECTS[kind]}", f"billing.{kind}"
     return f"[gpulease] Lease of {instance_id} {SUBJECTS.get(kind, kind)}", f"lease.{kind}"
@@ -136,8 +146,11 @@ def deliver_notices(p: Platform, limit: int = 50) -> int:
         jobs = []
         for n in pending:
             admins = list(s.scalars(select(User.email).where(
-                User.tenant_id == n.tenant_id, User.role == Role.ADMIN.value,
-                User.disabled_at.is_(None))))
+                User.tenant_id.is_(None), User.role == Role.OPERATOR.value,
+                User.disabled_at.is_(None)))) if n.tenant_id == OPERATORS else list(
+                s.scalars(select(User.email).where(
+                    User.tenant_id == n.tenant_id, User.role == Role.ADMIN.value,
+                    User.disabled_at.is_(None))))
             row = s.get(TenantWebhook, n.tenant_id)
             jobs.append((n.id, n.kind, n.instance_id, n.text, n.created_at, admins,
                          n.email_sent_at, n.webhook_sent_at,

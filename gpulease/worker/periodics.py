@@ -21,6 +21,7 @@ from gpulease.services.notify import deliver_notices
 from gpulease.services.password_resets import deliver_reset_mails
 from gpulease.services.spending import sweep_spending
 from gpulease.services.telemetry_retention import downsample
+from gpulease.services.ticket_sla import sweep_ticket_clocks
 from gpulease.worker.lease_sweep import sweep_leases
 from gpulease.worker.metering import meter_containers
 from gpulease.worker.nodes import fail_node
@@ -80,6 +81,8 @@ PERIODICS: tuple[Periodic, ...] = (
              "lease reminders and money notices by e-mail and signed webhook"),
     Periodic("password-resets", lambda p, _owner: deliver_reset_mails(p),
              "password reset links by e-mail, each once"),
+    Periodic("tickets", lambda p, _owner: sweep_ticket_clocks(p),
+             "operators warned of tickets' SLA clocks at risk (once per clock)"),
     Periodic("telemetry", lambda p, _owner: downsample(p),
              "GPU summaries past GPULEASE_TELEMETRY_MINUTE_DAYS merged per GPU and hour; "
              "hourly ones past GPULEASE_TELEMETRY_HOUR_DAYS deleted"),

@@ -24,7 +24,8 @@ from gpulease.api.app import create_app
 from gpulease.db.tables import Node
 from gpulease.domain.accounts import Role
 from gpulease.platform import Platform
-from gpulease.services import accounts, agents, invoice_run
+from gpulease.schemas.tickets import TicketOpen
+from gpulease.services import accounts, agents, invoice_run, tickets
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, listing_app, new_tenant, ssh_key
 from tests.services.test_leases import MovableClock, deliver
@@ -74,6 +75,8 @@ def world(fleet: Platform, worker: Worker) -> World:
         assert spare is not None
         node_id, node_ip, spare_id = node.id, node.ip_address, spare.id
     invoice = invoices_of(fleet, owner)[0]
+    ticket = tickets.open_by_tenant(fleet, owner.principal, TicketOpen(
+        instance_id=instance, summary="GPU 2 is slow")).id
     enrollment = agents.operator_enrollment(fleet, operator, spare_id)
     _, agent_credential = agents.register(fleet, enrollment, "spare", None, None)
     stranger = new_tenant(fleet, "stranger")
@@ -91,8 +94,8 @@ def world(fleet: Platform, worker: Worker) -> World:
            "image_id": "img-0000000000", "drive_id": "cd-0000000000", "name": "ubuntu",
            "action": "drain", "claim_id": "slc-000000000000", "record_id": "1",
            "addon_id": "public-bandwidth", "fabric_id": "ib-ningxia-1-1",
-           "rack_id": "ningxia-1-r01"}
-    secrets = {owner.tenant_id, instance, member_id, token.id, invoice, node_id}
+           "rack_id": "ningxia-1-r01", "ticket_id": ticket}
+    secrets = {owner.tenant_id, instance, member_id, token.id, invoice, node_id, ticket}
     unsent = {unnamed, "owner-training", "owner-laptop", "owner@example.com",
               f"member-{owner.tenant_id}@example.com", owner.principal.user_id,
               str(owner.principal.token_id), "GL2026-000001"} | (
@@ -126,6 +129,9 @@ BODIES: dict[tuple[str, str], Any] = {
     ("PATCH", "/api/v1/fabrics/{fabric_id}"): {"rate_gbps": 400},
     ("PATCH", "/api/v1/racks/{rack_id}"): {"zone": "hall-a"},
     ("PATCH", "/api/v1/nodes/{node_id}"): {"rack": "ningxia-1-r01"},
+    ("POST", "/api/v1/tickets"): {"instance_id": "{instance_id}", "summary": "it is slow"},
+    ("POST", "/api/v1/tickets/{ticket_id}/comments"): {"body": "any news?"},
+    ("PUT", "/api/v1/nodes/{node_id}/faults"): {"faults": []},
     ("POST", "/api/v1/racks"): {"id": "r-new", "region": "ningxia-1", "zone": "a"},
     ("POST", "/api/v1/quotes"): {"sku": "h100-80g-x8", "region": "ningxia-1"},
     ("POST", "/api/v1/tenants/{tenant_id}/top-ups"): {"amount": "10", "reference": "t"},

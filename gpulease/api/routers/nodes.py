@@ -14,7 +14,7 @@ from gpulease.schemas import (
     NodeView,
     Page,
 )
-from gpulease.schemas.fleet import NodeUpdate
+from gpulease.schemas.fleet import NodeFaults, NodeUpdate
 from gpulease.services import enrollment, inventory, node_changes
 from gpulease.services.idempotency import idem_for
 
@@ -66,6 +66,14 @@ def delete(node_id: str, p: PlatformDep, actor: PrincipalDep,
     """Remove a node from the fleet (never while a tenant holds it). Its record, history and
     erase certificates stay, found by id; the server may be enrolled again."""
     return node_changes.delete_node(p, actor, node_id, reason)
+
+
+@router.put("/{node_id}/faults", response_model=list[str],
+            openapi_extra=access(Caller.OPERATOR))
+def faults(node_id: str, body: NodeFaults, p: PlatformDep, actor: PrincipalDep) -> list[str]:
+    """Demo and drills: the GPU faults a simulated server reports from now on (its stand-in
+    agent's telemetry and acceptance); 409 for real hardware."""
+    return node_changes.inject_faults(p, actor, node_id, body.faults)
 
 
 @router.get("/{node_id}/history", response_model=Page[NodeEventView],

@@ -1,0 +1,130 @@
+"""Tickets: a tenant's own, every one for operators."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from gpulease.cli.common import JsonOpt, TokenOpt, UrlOpt, api, connect, out, print_json
+
+app = typer.Typer()
+ticket_app = typer.Typer(help="One ticket: show, open, comment, ack, mitigate, resolve.",
+                         no_args_is_help=True)
+app.add_typer(ticket_app, name="ticket")
+NoteOpt = Annotated[str | None, typer.Option(help="what was done or found (the tenant sees "
+                                                  "it)")]
+
+
+def _clocks(t: dict[str, Any]) -> str:
+    flags = [f"[red]{c} breached[/red]" for c in t["breached"]]
+    flags += [f"[yellow]{c} at risk[/yellow]" for c in t["at_risk"]]
+    return ", ".join(flags)
+
+
+@app.command()
+def tickets(
+    open_only: Annotated[bool, typer.Option("--open", help="only unresolved ones")] = False,
+    status: Annotated[str | None, typer.Option(help="open, acknowledged, mitigated or "
+                                               "resolved")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=500)] = 50,
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+) -> None:
+    """Tickets, newest first: your own (a tenant), or every one (an operator)."""
+    query = f"/tickets?limit={limit}" + ("&open=true" if open_only else "") + (
+        f"&status={status}" if status else "")
+    page = api(lambda: connect(url, token).get_json(query))
+    if as_json:
+        return print_json(page)
+    t = Table(title=f"{page['total']} tickets")
+    for col in ("id", "sev", "status", "opened (UTC)", "instance"):  # ids are typed: whole
+        t.add_column(col, no_wrap=True, min_width=15 if col in ("id", "instance") else None)
+    for col in ("node/GPU", "summary", "SLA"):
+        t.add_column(col, overflow="fold")
+    for k in page["items"]:
+        where = (k["node"] or "") + (f" GPU {k['gpu']}" if k["gpu"] is not None else "")
+        t.add_row(k["id"], k["severity"], k["status"], k["opened_at"][:16].replace("T", " "),
+                  k["instance_id"] or "", where, k["summary"], _clocks(k))
+    out.print(t)
+
+
+def _show(k: dict[str, Any]) -> None:
+    out.print(f"[bold]{k['id']}[/bold] {k['severity']} {k['status']}: {k['summary']}")
+    where = [f"instance {k['instance_id']}" if k["instance_id"] else "",
+             f"node {k['node']}" if k["node"] else "",
+             f"GPU {k['gpu']}" if k["gpu"] is not None else ""]
+    out.print(", ".join(w for w in where if w) or "(no instance)")
+    for clock in ("response", "mitigation", "resolution"):
+        if k[f"{clock}_due"]:
+            out.print(f"  {clock} due {k[f'{clock}_due'][:16].replace('T', ' ')} UTC")
+    flags = _clocks(k)
+    if flags:
+        out.print("  " + flags)
+    t = Table("at (UTC)", "what", "by", "", title="timeline")
+    for e in k["timeline"]:
+        t.add_row(e["at"][:19].replace("T", " "), e["kind"] + (" (internal)" if e["internal"]
+                                                               else ""),
+                  e["actor"], e["text"])
+    out.print(t)
+
+
+@ticket_app.command("show")
+def show(ticket_id: str, url: UrlOpt = "", token: TokenOpt = "",
+         as_json: JsonOpt = False) -> None:
+    k = api(lambda: connect(url, token).get_json(f"/tickets/{ticket_id}"))
+    return print_json(k) if as_json else _show(k)
+
+
+@ticket_app.command("open")
+def open_ticket(
+    instance_id: str,
+    summary: Annotated[str, typer.Option(help="what is wrong, in one line")],
+    gpu: Annotated[int | None, typer.Option(help="the GPU, if one")] = None,
+    severity: Annotated[str, typer.Option(help="P1 down, P2 degraded, P3 a question")] = "P2",
+    details: Annotated[str | None, typer.Option(help="more, as a first comment")] = None,
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+) -> None:
+    """Report a problem with one of your instances."""
+    body = {"instance_id": instance_id, "summary": summary, "gpu": gpu,
+            "severity": severity.upper(), "details": details}
+    k = api(lambda: connect(url, token).post_json("/tickets", body))
+    return print_json(k) if as_json else _show(k)
+
+
+@ticket_app.command("comment")
+def comment(ticket_id: str, text: str,
+            internal: Annotated[bool, typer.Option(help="operators: not shown to the "
+                                                   "tenant")] = False,
+            url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    k = api(lambda: connect(url, token).post_json(f"/tickets/{ticket_id}/comments",
+                                                  {"body": text, "internal": internal}))
+    return print_json(k) if as_json else _show(k)
+
+
+def _action(ticket_id: str, action: str, note: str | None, url: str, token: str,
+            as_json: bool) -> None:
+    k = api(lambda: connect(url, token).post_json(f"/tickets/{ticket_id}/{action}",
+                                                  {"note": note}))
+    return print_json(k) if as_json else _show(k)
+
+
+@ticket_app.command("ack")
+def ack(ticket_id: str, note: NoteOpt = None, url: UrlOpt = "", token: TokenOpt = "",
+        as_json: JsonOpt = False) -> None:
+    """Operator: the first response (stops the response clock)."""
+    _action(ticket_id, "ack", note, url, token, as_json)
+
+
+@ticket_app.command("mitigate")
+def mitigate(ticket_id: str, note: NoteOpt = None, url: UrlOpt = "", token: TokenOpt = "",
+             as_json: JsonOpt = False) -> None:
+    """Operator: the tenant is served again (stops the mitigation clock)."""
+    _action(ticket_id, "mitigate", note, url, token, as_json)
+
+
+@ticket_app.command("resolve")
+def resolve(ticket_id: str, note: NoteOpt = None, url: UrlOpt = "", token: TokenOpt = "",
+            as_json: JsonOpt = False) -> None:
+    """Operator: resolve a ticket (a tenant: withdraw a report of their own)."""
+    _action(ticket_id, "resolve", note, url, token, as_json)

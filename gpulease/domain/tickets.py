@@ -1,0 +1,103 @@
+"""Tickets: what a fault is worth (its severity), the SLA clocks a ticket runs under and
+where each stands. No I/O here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from enum import StrEnum
+
+from gpulease.domain.catalog import SupportTerms
+
+
+class Severity(StrEnum):
+    P1 = "P1"  # a node or a GPU down
+    P2 = "P2"  # degraded
+    P3 = "P3"  # a question
+
+
+# Hardware alerts (domain/telemetry.AlertKind, domain/bmc_events.BmcFault) and the other
+# faults that open tickets on their own.
+SEVERITY_OF_FAULT: dict[str, Severity] = {
+    "gpu_fell_off_bus": Severity.P1,  # XID 79
+    "double_bit_ecc": Severity.P1,  # XID 48, uncorrectable memory
+    "row_remap_failure": Severity.P1,
+    "device_unhealthy": Severity.P1,  # an NPU's own health
+    "bmc_gpu": Severity.P1,
+    "acceptance_failed": Severity.P1,
+    "nvlink_down": Severity.P2,
+    "thermal_throttling": Severity.P2,
+    "bmc_memory": Severity.P2,
+    "bmc_psu": Severity.P2,
+    "bmc_thermal": Severity.P2,
+}
+FAULT_TITLES = {
+    "gpu_fell_off_bus": "GPU {gpu} not responding (XID 79: fell off the bus)",
+    "double_bit_ecc": "GPU {gpu}: uncorrectable (double-bit) memory errors",
+    "row_remap_failure": "GPU {gpu}: row remapping failed",
+    "device_unhealthy": "NPU {gpu} reports itself unhealthy",
+    "bmc_gpu": "The BMC reports a GPU fault",
+    "acceptance_failed": "The acceptance suite failed",
+    "nvlink_down": "GPU {gpu}: NVLink links down",
+    "thermal_throttling": "GPU {gpu}: sustained thermal throttling",
+    "bmc_memory": "The BMC reports a memory fault",
+    "bmc_psu": "The BMC reports a power supply fault",
+    "bmc_thermal": "The BMC reports a thermal fault",
+}
+
+
+def severity_of(fault: str) -> Severity:
+    return SEVERITY_OF_FAULT.get(fault, Severity.P2)
+
+
+def title_of(fault: str, gpu: int | None) -> str:
+    return FAULT_TITLES.get(fault, fault.replace("_", " ")).format(
+        gpu=gpu if gpu is not None and gpu >= 0 else "?")
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    response: datetime | None
+    mitigation: datetime | None
+    resolution: datetime | None
+
+
+def deadlines(terms: SupportTerms, severity: Severity, opened: datetime) -> Deadlines:
+    def after(length: Decimal | None, unit: str) -> datetime | None:
+        if length is None:
+            return None
+        return opened + timedelta(**{unit: float(length)})
+
+    return Deadlines(after(terms.response_minutes.of(severity), "minutes"),
+                     after(terms.mitigation_hours.of(severity), "hours"),
+                     after(terms.resolution_hours.of(severity), "hours"))
+
+
+@dataclass(frozen=True)
+class Clock:
+    """One SLA clock of a ticket: when it is due, when its milestone came (if it did)."""
+
+    name: str  # response | mitigation | resolution
+    due: datetime | None
+    met_at: datetime | None
+
+    def breached(self, now: datetime) -> bool:
+        if self.due is None:
+            return False
+        return (self.met_at or now) > self.due
+
+    def at_risk(self, opened: datetime, now: datetime, warn_at: Decimal) -> bool:
+        """Running, not breached, and past `warn_at` of its length."""
+        if self.due is None or self.met_at is not None or now > self.due:
+            return False
+        return (now - opened) >= (self.due - opened) * float(warn_at)
+
+
+def next_warning(clocks: list[Clock], opened: datetime, warned: set[str],
+                 warn_at: Decimal) -> datetime | None:
+    """When operators are next to be warned: the earliest warning point of a clock still
+    running that they were not warned about (None: no warning left)."""
+    points = [opened + (c.due - opened) * float(warn_at) for c in clocks
+              if c.due is not None and c.met_at is None and c.name not in warned]
+    return min(points) if points else None

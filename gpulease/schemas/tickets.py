@@ -1,0 +1,65 @@
+"""Tickets as the API sees them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class TicketOpen(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    instance_id: str = Field(max_length=32)
+    summary: str = Field(min_length=3, max_length=300)
+    details: str | None = Field(default=None, max_length=10_000)
+    gpu: int | None = Field(default=None, ge=0, le=15, description="the GPU, if one")
+    severity: Literal["P1", "P2", "P3"] = Field(
+        default="P2", description="P1 a node or GPU down, P2 degraded, P3 a question")
+
+
+class TicketComment(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    body: str = Field(min_length=1, max_length=10_000)
+    internal: bool = Field(default=False, description="operators only: not shown to the "
+                           "tenant")
+
+
+class TicketAction(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    note: str | None = Field(default=None, max_length=10_000)
+
+
+class TicketView(BaseModel):
+    id: str
+    tenant_id: str | None
+    instance_id: str | None
+    node: str | None
+    gpu: int | None
+    kind: str
+    severity: str
+    summary: str
+    status: str
+    opened_by: str
+    opened_at: datetime
+    acknowledged_at: datetime | None
+    mitigated_at: datetime | None
+    resolved_at: datetime | None
+    response_due: datetime | None
+    mitigation_due: datetime | None
+    resolution_due: datetime | None
+    breached: list[str]  # the clocks past their deadline without their milestone
+    at_risk: list[str]  # the clocks past the warning share of their length
+
+
+class TimelineEntry(BaseModel):
+    at: datetime
+    kind: Literal["opened", "status", "comment", "evidence", "note"]
+    actor: str
+    text: str
+    ref: str | None = None
+    internal: bool = False
+
+
+class TicketDetail(TicketView):
+    timeline: list[TimelineEntry]

@@ -1,0 +1,314 @@
+"""Tickets: opened from a fault's evidence (a hardware alert of the agent or the BMC), one
+per node, GPU and kind at a time, or by a tenant about their instance; each with its
+severity, SLA clocks from the offer's support terms, and a timeline (its moves, comments,
+evidence). Tenants see their own tickets (not operators' internal comments) and are told
+on open, update and resolve (e-mail and webhook, the notice outbox); operators are told of
+every new P1 (services/ticket_sla.py warns them before a breach)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from gpulease.db.money_tables import LeaseNotice
+from gpulease.db.repositories import get_instance
+from gpulease.db.tables import Event, HardwareAlert, Instance, Node, Ticket, TicketEntry
+from gpulease.domain.accounts import Principal, Role
+from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
+from gpulease.domain.states import TICKET, TicketStatus
+from gpulease.domain.tickets import (
+    Clock,
+    Severity,
+    deadlines,
+    next_warning,
+    severity_of,
+    title_of,
+)
+from gpulease.platform import Platform
+from gpulease.schemas import Page
+from gpulease.schemas.tickets import (
+    TicketAction,
+    TicketComment,
+    TicketDetail,
+    TicketOpen,
+    TicketView,
+    TimelineEntry,
+)
+from gpulease.security import new_id
+from gpulease.services.history import by, record_event
+from gpulease.services.lifecycle import initial, transition
+from gpulease.services.notify import OPERATORS
+
+TENANT_REPORT = "tenant_report"
+UNRESOLVED = Ticket.status != TicketStatus.RESOLVED.value
+
+
+def notice(s: Session, to: str, kind: str, ticket: Ticket, text: str, now: datetime) -> None:
+    s.add(LeaseNotice(lease_id=None, tenant_id=to, instance_id=ticket.instance_id, kind=kind,
+                      text=f"Ticket {ticket.id} ({ticket.severity}): {text}", created_at=now))
+
+
+def clocks(t: Ticket) -> list[Clock]:
+    return [Clock("response", t.response_due, t.acknowledged_at or t.mitigated_at
+                  or t.resolved_at),
+            Clock("mitigation", t.mitigation_due, t.mitigated_at or t.resolved_at),
+            Clock("resolution", t.resolution_due, t.resolved_at)]
+
+
+def plan_warning(p: Platform, t: Ticket) -> None:
+    """When operators are next warned about the ticket's clocks (after it opens, moves, or
+    a warning went out)."""
+    warned = {w for w in t.warned.split(",") if w}
+    t.next_warning_at = next_warning(clocks(t), t.opened_at, warned,
+                                     p.catalog.support.warn_at)
+
+
+def _open(s: Session, p: Platform, *, tenant_id: str | None, instance_id: str | None,
+          node: Node | None, gpu: int | None, kind: str, severity: Severity, summary: str,
+          actor: str, now: datetime, fault_key: str | None = None) -> Ticket:
+    sku = region = None
+    if instance_id is not None:
+        inst = s.get(Instance, instance_id)
+        sku, region = (inst.sku, inst.region) if inst is not None else (None, None)
+    elif node is not None:
+        sku, region = node.sku, node.region
+    due = deadlines(p.catalog.support_for(sku, region), severity, now)
+    ticket = Ticket(id=new_id("tk"), tenant_id=tenant_id, instance_id=instance_id,
+                    node_id=node.id if node else None, gpu_index=gpu, kind=kind,
+                    severity=severity.value, summary=summary[:300], opened_by=actor,
+                    opened_at=now, response_due=due.response, mitigation_due=due.mitigation,
+                    resolution_due=due.resolution, fault_key=fault_key, updated_at=now,
+                    warned="",
+                    **initial(Ticket, TICKET))
+    plan_warning(p, ticket)
+    s.add(ticket)
+    s.flush()
+    record_event(s, now, "ticket", ticket.id, "opened", actor=actor, instance_id=instance_id,
+                 to_value=severity.value, message=summary[:300])
+    if tenant_id is not None:
+        notice(s, tenant_id, "ticket_opened", ticket, f"opened: {summary}", now)
+    if severity is Severity.P1:
+        where = f" on node {node.name}" if node else ""
+        notice(s, OPERATORS, "ops_p1", ticket, f"new P1{where}: {summary}", now)
+    return ticket
+
+
+def _entry(s: Session, ticket: Ticket, now: datetime, kind: str, actor: str, body: str,
+           ref: str | None = None, internal: bool = False) -> None:
+    s.add(TicketEntry(ticket_id=ticket.id, at=now, kind=kind, actor=actor, body=body,
+                      ref=ref, internal=internal))
+    ticket.updated_at = now
+
+
+def open_from_alert(s: Session, p: Platform, alert: HardwareAlert, now: datetime,
+                    actor: str) -> Ticket:
+    """The alert's ticket: the open one for its node, GPU and kind (the alert added to its
+    evidence), or a new one."""
+    key = f"{alert.node_id}:{alert.gpu_index}:{alert.kind}"
+    ticket = s.scalar(select(Ticket).where(Ticket.fault_key == key))
+    if ticket is None:
+        node = s.get(Node, alert.node_id)
+        inst = s.get(Instance, alert.instance_id) if alert.instance_id else None
+        gpu = alert.gpu_index if alert.gpu_index >= 0 else None
+        ticket = _open(s, p, tenant_id=inst.tenant_id if inst else None,
+                       instance_id=inst.id if inst else None, node=node, gpu=gpu,
+                       kind=alert.kind, severity=severity_of(alert.kind),
+                       summary=title_of(alert.kind, gpu), actor=actor, now=now, fault_key=key)
+    _entry(s, ticket, now, "evidence", actor, f"{alert.source} alert: {alert.message}",
+           ref=f"alert:{alert.id}")
+    return ticket
+
+
+def alert_cleared(s: Session, alert: HardwareAlert, now: datetime, actor: str) -> None:
+    """The evidence says the fault is gone: a line in its open ticket (an operator
+    resolves it)."""
+    key = f"{alert.node_id}:{alert.gpu_index}:{alert.kind}"
+    ticket = s.scalar(select(Ticket).where(Ticket.fault_key == key))
+    if ticket is not None:
+        _entry(s, ticket, now, "evidence", actor, f"{alert.source} alert cleared",
+               ref=f"alert:{alert.id}")
+
+
+def open_by_tenant(p: Platform, actor: Principal, body: TicketOpen) -> TicketDetail:
+    tenant = actor.require_order_rights()
+    now = p.clock.now()
+    with p.db.write() as s:
+        inst = get_instance(s, actor, body.instance_id)
+        node = None
+        if inst.node_count:
+            node = s.scalar(select(Node).where(Node.instance_id == inst.id)
+                            .order_by(Node.name).limit(1))
+        if body.gpu is not None and body.gpu >= max(inst.gpu_count, 1):
+            raise InvalidInput("gpu", f"Instance {inst.id} has GPUs 0 to "
+                               f"{inst.gpu_count - 1}.")
+        ticket = _open(s, p, tenant_id=tenant, instance_id=inst.id, node=node, gpu=body.gpu,
+                       kind=TENANT_REPORT, severity=Severity(body.severity),
+                       summary=body.summary, actor=by(actor), now=now)
+        if body.details:
+            _entry(s, ticket, now, "comment", by(actor), body.details)
+        ticket_id = ticket.id
+    return show_ticket(p, actor, ticket_id)
+
+
+def _load(s: Session, actor: Principal, ticket_id: str, lock: bool = False) -> Ticket:
+    q = select(Ticket).where(Ticket.id == ticket_id)
+    if not actor.is_operator:
+        q = q.where(Ticket.tenant_id == actor.require_tenant())
+    ticket = s.scalar(q.with_for_update() if lock else q)
+    if ticket is None:
+        raise NotFound(f"No ticket {ticket_id}; `gpulease tickets` lists yours.")
+    return ticket
+
+
+def _view(t: Ticket, node_name: str | None, now: datetime,
+          warn_at: Decimal = Decimal("0.8")) -> TicketView:
+    return TicketView(
+        id=t.id, tenant_id=t.tenant_id, instance_id=t.instance_id, node=node_name,
+        gpu=t.gpu_index, kind=t.kind, severity=t.severity, summary=t.summary,
+        status=t.status, opened_by=t.opened_by, opened_at=t.opened_at,
+        acknowledged_at=t.acknowledged_at, mitigated_at=t.mitigated_at,
+        resolved_at=t.resolved_at, response_due=t.response_due,
+        mitigation_due=t.mitigation_due, resolution_due=t.resolution_due,
+        breached=[c.name for c in clocks(t) if c.breached(now)],
+        at_risk=[c.name for c in clocks(t) if c.at_risk(t.opened_at, now, warn_at)])
+
+
+def list_tickets(p: Platform, actor: Principal, *, status: str | None = None,
+                 open_only: bool = False, instance_id: str | None = None, limit: int = 100,
+                 offset: int = 0) -> Page[TicketView]:
+    """A page of tickets, newest first (the tenant's own; an operator's: all), in three
+    statements: the count, the page, its nodes' names."""
+    if status is not None and status not in {st.value for st in TicketStatus}:
+        raise InvalidInput("status", f"Unknown ticket status {status!r}.",
+                           [st.value for st in TicketStatus])
+    now = p.clock.now()
+    with p.db.read() as s:
+        q = select(Ticket)
+        if not actor.is_operator:
+            q = q.where(Ticket.tenant_id == actor.require_tenant())
+        if status:
+            q = q.where(Ticket.status == status)
+        if open_only:
+            q = q.where(UNRESOLVED)
+        if instance_id:
+            q = q.where(Ticket.instance_id == instance_id)
+        total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
+        rows = list(s.scalars(q.order_by(Ticket.opened_at.desc(), Ticket.id.desc())
+                              .limit(limit).offset(offset)))
+        names = {i: n for i, n in s.execute(select(Node.id, Node.name).where(
+            Node.id.in_({t.node_id for t in rows if t.node_id})))}
+        items = [_view(t, names.get(t.node_id or ""), now,
+                       p.catalog.support.warn_at) for t in rows]
+    return Page(items=items, total=total, limit=limit, offset=offset)
+
+
+def show_ticket(p: Platform, actor: Principal, ticket_id: str) -> TicketDetail:
+    now = p.clock.now()
+    with p.db.read() as s:
+        t = _load(s, actor, ticket_id)
+        node = s.get(Node, t.node_id) if t.node_id else None
+        timeline = [TimelineEntry(at=e.at, kind="opened" if e.kind == "opened" else "status",
+                                  actor=e.actor or "", text=(
+                                      e.message or "" if e.kind == "opened"
+                                      else f"{e.from_value} → {e.to_value}"
+                                      + (f": {e.message}" if e.message else "")))
+                    for e in s.scalars(select(Event).where(
+                        Event.resource == "ticket", Event.resource_id == t.id))]
+        entries = select(TicketEntry).where(TicketEntry.ticket_id == t.id)
+        if not actor.is_operator:
+            entries = entries.where(TicketEntry.internal.is_(False))
+        timeline += [TimelineEntry(at=e.at, kind=e.kind,
+                                   actor=e.actor, text=e.body, ref=e.ref, internal=e.internal)
+                     for e in s.scalars(entries)]
+        timeline.sort(key=lambda e: e.at)
+        view = _view(t, node.name if node else None, now, p.catalog.support.warn_at)
+    return TicketDetail(**view.model_dump(), timeline=timeline)
+
+
+def _operator_responds(s: Session, p: Platform, t: Ticket, actor: Principal,
+                       now: datetime) -> None:
+    """An operator's first response stops the response clock."""
+    if t.status == TicketStatus.OPEN.value:
+        t.acknowledged_at = now
+        transition(s, p, t, TICKET, "acknowledge", now, actor=by(actor))
+        plan_warning(p, t)
+
+
+def comment(p: Platform, actor: Principal, ticket_id: str, body: TicketComment
+            ) -> TicketDetail:
+    if body.internal and not actor.is_operator:
+        raise Forbidden("Only operators write internal notes.")
+    if actor.role is Role.READER:
+        raise Forbidden("Role 'reader' may only read; ask a tenant admin for a member token.")
+    now = p.clock.now()
+    with p.db.write() as s:
+        t = _load(s, actor, ticket_id, lock=True)
+        if t.status == TicketStatus.RESOLVED.value:
+            raise Conflict(f"Ticket {t.id} is resolved; open a new one.")
+        _entry(s, t, now, "comment", by(actor), body.body, internal=body.internal)
+        if actor.is_operator and not body.internal:
+            _operator_responds(s, p, t, actor, now)
+            if t.tenant_id:
+                notice(s, t.tenant_id, "ticket_updated", t, f"reply: {body.body[:500]}", now)
+    return show_ticket(p, actor, ticket_id)
+
+
+def acknowledge(p: Platform, actor: Principal, ticket_id: str, body: TicketAction
+                ) -> TicketDetail:
+    actor.require_operator()
+    now = p.clock.now()
+    with p.db.write() as s:
+        t = _load(s, actor, ticket_id, lock=True)
+        if t.status != TicketStatus.OPEN.value:
+            raise Conflict(f"Ticket {t.id} is {t.status}, not waiting for a response.")
+        if body.note:
+            _entry(s, t, now, "comment", by(actor), body.note)
+        _operator_responds(s, p, t, actor, now)
+        if t.tenant_id:
+            notice(s, t.tenant_id, "ticket_updated", t,
+                    "an operator is on it" + (f": {body.note}" if body.note else ""), now)
+    return show_ticket(p, actor, ticket_id)
+
+
+def mitigate(p: Platform, actor: Principal, ticket_id: str, body: TicketAction
+             ) -> TicketDetail:
+    """The tenant is served again (the mitigation clock stops)."""
+    actor.require_operator()
+    now = p.clock.now()
+    with p.db.write() as s:
+        t = _load(s, actor, ticket_id, lock=True)
+        if t.status not in (TicketStatus.OPEN.value, TicketStatus.ACKNOWLEDGED.value):
+            raise Conflict(f"Ticket {t.id} is {t.status}.")
+        t.acknowledged_at = t.acknowledged_at or now
+        t.mitigated_at = now
+        transition(s, p, t, TICKET, "mitigate", now, actor=by(actor), reason=body.note)
+        plan_warning(p, t)
+        if t.tenant_id:
+            notice(s, t.tenant_id, "ticket_updated", t,
+                    "mitigated" + (f": {body.note}" if body.note else ""), now)
+    return show_ticket(p, actor, ticket_id)
+
+
+def resolve(p: Platform, actor: Principal, ticket_id: str, body: TicketAction) -> TicketDetail:
+    """An operator resolves any ticket; a tenant withdraws one of their own reports."""
+    if actor.role is Role.READER:
+        raise Forbidden("Role 'reader' may only read; ask a tenant admin for a member token.")
+    now = p.clock.now()
+    with p.db.write() as s:
+        t = _load(s, actor, ticket_id, lock=True)
+        if not actor.is_operator and t.kind != TENANT_REPORT:
+            raise Forbidden("A fault's ticket is resolved by the provider's operators; you "
+                            "may comment on it.")
+        if t.status == TicketStatus.RESOLVED.value:
+            raise Conflict(f"Ticket {t.id} is resolved already.")
+        t.resolved_at = now
+        t.fault_key = None  # the next fault of this kind opens a new ticket
+        transition(s, p, t, TICKET, "resolve", now, actor=by(actor), reason=body.note)
+        t.next_warning_at = None
+        if t.tenant_id:
+            notice(s, t.tenant_id, "ticket_resolved", t,
+                    "resolved" + (f": {body.note}" if body.note else ""), now)
+    return show_ticket(p, actor, ticket_id)

@@ -1,0 +1,137 @@
+"""Tickets: a GPU fault on a rented server opens a P1 ticket for its tenant (one per node,
+GPU and kind), the tenant and the operators are told (a real SMTP server), operators
+respond, mitigate and resolve along the timeline; tenants open their own; SLA clocks warn
+operators before a breach and count breaches. SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import select
+from typer.testing import CliRunner
+
+from gpulease.cli.main import app
+from gpulease.db.money_tables import LeaseNotice
+from gpulease.demo_agents import DemoAgents
+from gpulease.domain.errors import Conflict, Forbidden, NotFound
+from gpulease.platform import Platform
+from gpulease.schemas.tickets import TicketAction, TicketComment
+from gpulease.services import control_metrics, instances, node_changes, notify, tickets
+from gpulease.services.ticket_sla import sweep_ticket_clocks
+from gpulease.worker.runner import Worker
+from tests.api.test_money_api import auth
+from tests.conftest import LiveServer, TenantCtx, new_tenant
+from tests.services.test_leases import MovableClock, deliver
+from tests.services.test_notify import Inbox, smtp  # noqa: F401
+
+
+def notices(p: Platform, to: str) -> list[str]:
+    with p.db.read() as s:
+        return list(s.scalars(select(LeaseNotice.kind).where(LeaseNotice.tenant_id == to)
+                              .order_by(LeaseNotice.id)))
+
+
+def test_a_gpu_that_falls_off_the_bus_opens_one_p1_ticket_and_operators_follow_it(
+    fleet: Platform, tenant: TenantCtx, operator: TenantCtx, key: str, smtp: Inbox,  # noqa: F811
+) -> None:
+    worker = Worker(fleet)
+    iid = deliver(fleet, tenant, worker, key)
+    node = instances.show_instance(fleet, tenant.principal, iid).nodes[0].name
+    op = operator.principal
+    node_changes.inject_faults(fleet, op, node, ["xid79:3"])
+    agents = DemoAgents(fleet, interval_s=2)
+    agents.tick()
+    agents.tick()  # the fault seen again: the same alert, the same ticket
+    (ticket,) = tickets.list_tickets(fleet, tenant.principal).items
+    assert (ticket.severity, ticket.kind, ticket.gpu, ticket.node, ticket.instance_id) == (
+        "P1", "gpu_fell_off_bus", 3, node, iid)
+    assert ticket.summary == "GPU 3 not responding (XID 79: fell off the bus)"
+    assert ticket.status == "open" and ticket.response_due == ticket.opened_at + timedelta(
+        minutes=15)
+    assert notices(fleet, tenant.tenant_id)[-1] == "ticket_opened"
+    assert notices(fleet, notify.OPERATORS) == ["ops_p1"]
+    notify.deliver_notices(fleet)
+    subjects = {m["Subject"]: m["To"] for m in smtp.messages}
+    assert "[gpulease] New P1 ticket" in subjects
+    assert "@example.com" in subjects["[gpulease] A ticket was opened"]  # the tenant's admin
+    assert subjects["[gpulease] New P1 ticket"].startswith("op-")  # the operators
+
+    other = new_tenant(fleet, "neighbour")
+    assert tickets.list_tickets(fleet, other.principal).total == 0
+    with pytest.raises(NotFound):
+        tickets.show_ticket(fleet, other.principal, ticket.id)
+    with pytest.raises(Forbidden):
+        tickets.resolve(fleet, tenant.principal, ticket.id, TicketAction())
+
+    tickets.comment(fleet, op, ticket.id, TicketComment(body="card swap needs a window",
+                                                        internal=True))
+    shown = tickets.show_ticket(fleet, tenant.principal, ticket.id)
+    assert shown.status == "open"  # an internal note is no response
+    assert not any("card swap" in e.text for e in shown.timeline)
+    replied = tickets.comment(fleet, op, ticket.id, TicketComment(body="Looking at it now."))
+    assert replied.status == "acknowledged" and replied.acknowledged_at is not None
+    evidence = [e for e in replied.timeline if e.kind == "evidence"]
+    assert len(evidence) == 1 and evidence[0].ref and evidence[0].ref.startswith("alert:")
+    assert tickets.mitigate(fleet, op, ticket.id, TicketAction(
+        note="moved to a spare")).status == "mitigated"
+
+    node_changes.inject_faults(fleet, op, node, [])
+    agents.tick()  # the GPU answers again
+    cleared = tickets.show_ticket(fleet, op, ticket.id)
+    assert cleared.timeline[-1].text == "agent alert cleared"
+    done = tickets.resolve(fleet, op, ticket.id, TicketAction(note="GPU reseated"))
+    assert done.status == "resolved" and [e.kind for e in done.timeline][0] == "opened"
+    with pytest.raises(Conflict):
+        tickets.comment(fleet, tenant.principal, ticket.id, TicketComment(body="thanks"))
+    assert notices(fleet, tenant.tenant_id)[-1] == "ticket_resolved"
+    node_changes.inject_faults(fleet, op, node, ["xid79:3"])
+    agents.tick()  # the same fault again: a new ticket
+    assert tickets.list_tickets(fleet, op, open_only=True).total == 1
+    assert tickets.list_tickets(fleet, op).total == 2
+
+
+def test_tenants_open_their_own_and_the_clocks_warn_before_a_breach(
+    fleet: Platform, tenant: TenantCtx, operator: TenantCtx, key: str
+) -> None:
+    clock = MovableClock(datetime(2026, 12, 1, 9, 0, tzinfo=UTC))
+    fleet.clock = clock
+    iid = deliver(fleet, tenant, Worker(fleet), key)
+    with LiveServer(fleet) as server:
+        env = {"GPULEASE_URL": server.url, "GPULEASE_TOKEN": tenant.token}
+        r = CliRunner().invoke(app, ["ticket", "open", iid, "--summary", "NCCL hangs on "
+                                     "all-reduce", "--severity", "p1", "--gpu", "2",
+                                     "--details", "since 08:40"], env=env)
+        assert r.exit_code == 0, r.output
+        listed = httpx.get(f"{server.url}/api/v1/tickets", headers=auth(tenant.token)).json()
+        ticket = listed["items"][0]
+        assert (ticket["severity"], ticket["kind"], ticket["gpu"]) == ("P1", "tenant_report", 2)
+        bad = httpx.post(f"{server.url}/api/v1/tickets", headers=auth(tenant.token),
+                         json={"instance_id": iid, "summary": "x" * 10, "gpu": 9})
+        assert bad.status_code == 422 and "GPUs 0 to 7" in bad.json()["detail"]
+        env_op = {"GPULEASE_URL": server.url, "GPULEASE_TOKEN": operator.token}
+        r = CliRunner().invoke(app, ["tickets", "--open"], env=env_op)
+        assert r.exit_code == 0 and ticket["id"] in r.output
+
+    t = ticket["id"]
+    clock.move(minutes=11)
+    assert sweep_ticket_clocks(fleet) == 0  # 11 of 15 minutes: not yet 80 %
+    clock.move(minutes=1, seconds=30)
+    assert sweep_ticket_clocks(fleet) == 1  # 12.5 minutes: the response clock at risk
+    assert sweep_ticket_clocks(fleet) == 0  # once per clock
+    assert notices(fleet, notify.OPERATORS)[-1] == "ops_sla_risk"
+    assert tickets.show_ticket(fleet, operator.principal, t).at_risk == ["response"]
+    clock.move(minutes=5)
+    late = tickets.show_ticket(fleet, operator.principal, t)
+    assert late.breached == ["response"] and late.at_risk == []
+    metrics = {(s.name, s.labels.get("clock")): s.value for f in text_string_to_metric_families(
+        control_metrics.render(fleet).decode()) for s in f.samples
+        if s.name == "gpulease_tickets_breached"}
+    assert metrics[("gpulease_tickets_breached", "response")] == 1
+    acked = tickets.acknowledge(fleet, operator.principal, t, TicketAction(note="on it"))
+    assert acked.breached == ["response"]  # answered late: still a breach, for the record
+    withdrawn = tickets.resolve(fleet, tenant.principal, t, TicketAction(note="our bug"))
+    assert withdrawn.status == "resolved"
+    assert tickets.list_tickets(fleet, tenant.principal, open_only=True).total == 0
