@@ -10,7 +10,7 @@ from rich.table import Table
 from gpulease.cli.common import JsonOpt, TokenOpt, UrlOpt, api, connect, out, print_json
 
 app = typer.Typer()
-ticket_app = typer.Typer(help="One ticket: show, open, comment, ack, mitigate, resolve.",
+ticket_app = typer.Typer(help="One ticket: show, open, comment, ack, swap, mitigate, resolve.",
                          no_args_is_help=True)
 app.add_typer(ticket_app, name="ticket")
 NoteOpt = Annotated[str | None, typer.Option(help="what was done or found (the tenant sees "
@@ -121,6 +121,14 @@ def mitigate(ticket_id: str, note: NoteOpt = None, url: UrlOpt = "", token: Toke
              as_json: JsonOpt = False) -> None:
     """Operator: the tenant is served again (stops the mitigation clock)."""
     _action(ticket_id, "mitigate", note, url, token, as_json)
+
+
+@ticket_app.command("swap")
+def swap(ticket_id: str, note: NoteOpt = None, url: UrlOpt = "", token: TokenOpt = "",
+         as_json: JsonOpt = False) -> None:
+    """Operator: replace the ticket's rented node by a spare of the same offer (deployed
+    and accepted as at delivery); the faulty one is erased, then out for repair."""
+    _action(ticket_id, "swap", note, url, token, as_json)
 
 
 @ticket_app.command("resolve")

@@ -209,6 +209,7 @@ class InstanceStage(StrEnum):
     ORDERED = "ordered"
     DEPLOYING = "deploying"
     READY = "ready"
+    REPLACING = "replacing"
     CLEANING = "cleaning"
     RELEASED = "released"
     FAILED = "failed"
@@ -221,6 +222,8 @@ INSTANCE_STAGE = Machine(
         ISt.ORDERED: "placed; waiting for the worker",
         ISt.DEPLOYING: "its nodes deploy (shown as the slowest node's step)",
         ISt.READY: "delivered: the tenant has it",
+        ISt.REPLACING: "delivered, and a faulty node is being replaced by a spare of the "
+                       "same offer (deployed and accepted as at delivery)",
         ISt.CLEANING: "handed back: its nodes are being erased",
         ISt.RELEASED: "handed back and nothing held any more",
         ISt.FAILED: "delivery failed (the status reason says why)",
@@ -230,12 +233,16 @@ INSTANCE_STAGE = Machine(
         move("deploy", [ISt.ORDERED], ISt.DEPLOYING, "its nodes' deploys begin"),
         move("deliver", [ISt.ORDERED, ISt.DEPLOYING], ISt.READY, "delivered"),
         move("fail", [ISt.ORDERED, ISt.DEPLOYING], ISt.FAILED, "delivery failed"),
-        move("clean", [ISt.ORDERED, ISt.DEPLOYING, ISt.READY, ISt.FAILED], ISt.CLEANING,
-             "released with nodes to erase"),
-        move("finish", [ISt.ORDERED, ISt.DEPLOYING, ISt.READY, ISt.CLEANING, ISt.FAILED],
-             ISt.RELEASED, "nothing held any more"),
+        move("replace", [ISt.READY], ISt.REPLACING,
+             "an operator swaps a faulty node for a spare (a ticket says why)"),
+        move("settle", [ISt.REPLACING], ISt.READY,
+             "the spare is delivered (or the replacement given up, the reason says why)"),
+        move("clean", [ISt.ORDERED, ISt.DEPLOYING, ISt.READY, ISt.REPLACING, ISt.FAILED],
+             ISt.CLEANING, "released with nodes to erase"),
+        move("finish", [ISt.ORDERED, ISt.DEPLOYING, ISt.READY, ISt.REPLACING, ISt.CLEANING,
+                        ISt.FAILED], ISt.RELEASED, "nothing held any more"),
     ),
-    waits=frozenset({ISt.ORDERED, ISt.DEPLOYING, ISt.CLEANING}),
+    waits=frozenset({ISt.ORDERED, ISt.DEPLOYING, ISt.REPLACING, ISt.CLEANING}),
     failures=frozenset({ISt.FAILED}),
     finals=frozenset({ISt.RELEASED}),
 )

@@ -10,6 +10,9 @@ from enum import StrEnum
 
 from gpulease.domain.catalog import SupportTerms
 
+# How a node swapped out of a rented instance says why it is erased and set aside.
+SWAPPED_OUT = "swapped out for repair"
+
 
 class Severity(StrEnum):
     P1 = "P1"  # a node or a GPU down

@@ -96,7 +96,7 @@ def _open(s: Session, p: Platform, *, tenant_id: str | None, instance_id: str | 
     return ticket
 
 
-def _entry(s: Session, ticket: Ticket, now: datetime, kind: str, actor: str, body: str,
+def entry(s: Session, ticket: Ticket, now: datetime, kind: str, actor: str, body: str,
            ref: str | None = None, internal: bool = False) -> None:
     s.add(TicketEntry(ticket_id=ticket.id, at=now, kind=kind, actor=actor, body=body,
                       ref=ref, internal=internal))
@@ -117,7 +117,7 @@ def open_from_alert(s: Session, p: Platform, alert: HardwareAlert, now: datetime
                        instance_id=inst.id if inst else None, node=node, gpu=gpu,
                        kind=alert.kind, severity=severity_of(alert.kind),
                        summary=title_of(alert.kind, gpu), actor=actor, now=now, fault_key=key)
-    _entry(s, ticket, now, "evidence", actor, f"{alert.source} alert: {alert.message}",
+    entry(s, ticket, now, "evidence", actor, f"{alert.source} alert: {alert.message}",
            ref=f"alert:{alert.id}")
     return ticket
 
@@ -128,7 +128,7 @@ def alert_cleared(s: Session, alert: HardwareAlert, now: datetime, actor: str) -
     key = f"{alert.node_id}:{alert.gpu_index}:{alert.kind}"
     ticket = s.scalar(select(Ticket).where(Ticket.fault_key == key))
     if ticket is not None:
-        _entry(s, ticket, now, "evidence", actor, f"{alert.source} alert cleared",
+        entry(s, ticket, now, "evidence", actor, f"{alert.source} alert cleared",
                ref=f"alert:{alert.id}")
 
 
@@ -148,7 +148,7 @@ def open_by_tenant(p: Platform, actor: Principal, body: TicketOpen) -> TicketDet
                        kind=TENANT_REPORT, severity=Severity(body.severity),
                        summary=body.summary, actor=by(actor), now=now)
         if body.details:
-            _entry(s, ticket, now, "comment", by(actor), body.details)
+            entry(s, ticket, now, "comment", by(actor), body.details)
         ticket_id = ticket.id
     return show_ticket(p, actor, ticket_id)
 
@@ -228,7 +228,7 @@ def show_ticket(p: Platform, actor: Principal, ticket_id: str) -> TicketDetail:
     return TicketDetail(**view.model_dump(), timeline=timeline)
 
 
-def _operator_responds(s: Session, p: Platform, t: Ticket, actor: Principal,
+def operator_responds(s: Session, p: Platform, t: Ticket, actor: Principal,
                        now: datetime) -> None:
     """An operator's first response stops the response clock."""
     if t.status == TicketStatus.OPEN.value:
@@ -248,9 +248,9 @@ def comment(p: Platform, actor: Principal, ticket_id: str, body: TicketComment
         t = _load(s, actor, ticket_id, lock=True)
         if t.status == TicketStatus.RESOLVED.value:
             raise Conflict(f"Ticket {t.id} is resolved; open a new one.")
-        _entry(s, t, now, "comment", by(actor), body.body, internal=body.internal)
+        entry(s, t, now, "comment", by(actor), body.body, internal=body.internal)
         if actor.is_operator and not body.internal:
-            _operator_responds(s, p, t, actor, now)
+            operator_responds(s, p, t, actor, now)
             if t.tenant_id:
                 notice(s, t.tenant_id, "ticket_updated", t, f"reply: {body.body[:500]}", now)
     return show_ticket(p, actor, ticket_id)
@@ -265,8 +265,8 @@ def acknowledge(p: Platform, actor: Principal, ticket_id: str, body: TicketActio
         if t.status != TicketStatus.OPEN.value:
             raise Conflict(f"Ticket {t.id} is {t.status}, not waiting for a response.")
         if body.note:
-            _entry(s, t, now, "comment", by(actor), body.note)
-        _operator_responds(s, p, t, actor, now)
+            entry(s, t, now, "comment", by(actor), body.note)
+        operator_responds(s, p, t, actor, now)
         if t.tenant_id:
             notice(s, t.tenant_id, "ticket_updated", t,
                     "an operator is on it" + (f": {body.note}" if body.note else ""), now)
@@ -312,3 +312,25 @@ def resolve(p: Platform, actor: Principal, ticket_id: str, body: TicketAction) -
             notice(s, t.tenant_id, "ticket_resolved", t,
                     "resolved" + (f": {body.note}" if body.note else ""), now)
     return show_ticket(p, actor, ticket_id)
+
+
+def mitigate_replaced(s: Session, p: Platform, inst: Instance, spares: list[str],
+                      now: datetime, actor: str) -> None:
+    """The instance's spare is delivered: its tickets about a node it no longer has are
+    mitigated (the tenant is served again)."""
+    serving = {n for n in s.scalars(select(Node.id).where(Node.instance_id == inst.id,
+                                                          Node.status == "active"))}
+    for t in s.scalars(select(Ticket).where(
+            Ticket.instance_id == inst.id, Ticket.node_id.is_not(None),
+            Ticket.status.in_((TicketStatus.OPEN.value, TicketStatus.ACKNOWLEDGED.value)))
+            .with_for_update()):
+        if t.node_id in serving:
+            continue
+        t.acknowledged_at = t.acknowledged_at or now
+        t.mitigated_at = now
+        text = "replaced: the instance runs on " + ", ".join(spares)
+        transition(s, p, t, TICKET, "mitigate", now, actor=actor, reason=text)
+        plan_warning(p, t)
+        if t.tenant_id:
+            notice(s, t.tenant_id, "ticket_updated", t, text + "; reveal the new root "
+                   "password once with `gpulease credentials`", now)

@@ -19,8 +19,9 @@ from gpulease.domain.states import (
     NodeStatus,
 )
 from gpulease.platform import Platform
-from gpulease.services.history import WORKER
+from gpulease.services.history import WORKER, note
 from gpulease.services.lifecycle import transition
+from gpulease.services.tickets import mitigate_replaced
 from gpulease.worker.nodes import start_cleaning, start_deploy
 from gpulease.worker.pipeline import release_lock
 
@@ -86,5 +87,18 @@ def reconcile(s: Session, p: Platform, inst: Instance) -> None:
             inst.next_attempt_at = poll
         else:
             finish_release(s, p, inst, now)
+    elif status is InstanceStatus.READY and inst.stage == InstanceStage.REPLACING:
+        serving = [n for n in nodes if n.status != NodeStatus.CLEANING.value]
+        if len(serving) == inst.node_count and all(
+                n.status == NodeStatus.ACTIVE.value for n in serving):
+            inst.ip_address = serving[0].ip_address
+            transition(s, p, inst, INSTANCE_STAGE, "settle", now, actor=WORKER,
+                       reason="replaced: now on " + ", ".join(n.name for n in serving))
+            note(s, now, inst.id, "replaced", "the spare is delivered and accepted: "
+                 + ", ".join(n.name for n in serving), actor=WORKER)
+            mitigate_replaced(s, p, inst, [n.name for n in serving], now, WORKER)
+            inst.next_attempt_at = None
+        else:
+            inst.next_attempt_at = poll
     else:  # READY or RELEASED: nothing to drive
         inst.next_attempt_at = None

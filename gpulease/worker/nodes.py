@@ -19,10 +19,12 @@ from gpulease.domain.states import (
     NODE_IN_PIPELINE,
     NODE_STAGE,
     UNSAFE_TO_REPEAT,
+    InstanceStage,
     InstanceStatus,
     NodeStage,
     NodeStatus,
 )
+from gpulease.domain.tickets import SWAPPED_OUT
 from gpulease.platform import Platform
 from gpulease.services.agents import failure_reason, record_acceptance, record_certificates
 from gpulease.services.deploy_breaker import deploy_succeeded, hold_failed_deploy
@@ -167,8 +169,10 @@ def _finish_node(s: Session, p: Platform, node: Node, now: datetime) -> None:
         node.ip_address = None
         node.generation += 1
         if node.drain_requested_at is not None:
+            swapped = (node.status_reason or "").startswith(SWAPPED_OUT)
             transition(s, p, node, NODE, "drain", now, actor=WORKER,
-                       reason="drained by operator")
+                       reason=f"in repair: {node.status_reason}; erased" if swapped
+                       else "drained by operator")
         else:
             transition(s, p, node, NODE, "free", now, actor=WORKER)
     wake_instance(s, instance_id, now)
@@ -200,9 +204,17 @@ def fail_node(s: Session, p: Platform, node: Node, reason: str, now: datetime,
     inst = s.get(Instance, instance_id) if instance_id and not was_cleaning else None
     delivering = inst is not None and inst.status in (InstanceStatus.PENDING.value,
                                                       InstanceStatus.DEPLOYING.value)
+    replacing = inst is not None and inst.status == InstanceStatus.READY.value and (
+        inst.stage == InstanceStage.REPLACING.value)
     if inst is not None and delivering and not _move_to_spare(s, p, inst, node, reason, now,
                                                               actor):
         fail_instance(s, p, inst, f"node {node.name}: {reason}", now, actor)
+    elif inst is not None and replacing and not _move_to_spare(s, p, inst, node, reason, now,
+                                                               actor):
+        why = f"the spare {node.name} failed ({reason}) and no other is free"
+        transition(s, p, inst, INSTANCE_STAGE, "settle", now, actor=actor,
+                   reason=f"replacement given up: {why}")
+        note(s, now, inst.id, "replacement_failed", why, actor=actor)
     wake_instance(s, instance_id, now)
 
 
@@ -228,7 +240,8 @@ def _move_to_spare(s: Session, p: Platform, inst: Instance, failed: Node, reason
              reason, extra={"fields": {"decision": "move", "instance": inst.id,
                                        "from_node": failed.name, "to_node": spare.name,
                                        "reason": reason}})
-    if inst.status == InstanceStatus.DEPLOYING.value:
+    if inst.status == InstanceStatus.DEPLOYING.value or (
+            inst.stage == InstanceStage.REPLACING.value):
         start_deploy(s, p, spare, now, actor)
     return True
 

@@ -15,11 +15,20 @@ from typer.testing import CliRunner
 
 from gpulease.cli.main import app
 from gpulease.db.money_tables import LeaseNotice
+from gpulease.db.tables import Node
 from gpulease.demo_agents import DemoAgents
-from gpulease.domain.errors import Conflict, Forbidden, NotFound
+from gpulease.domain.errors import Conflict, Forbidden, NotFound, OutOfStock
 from gpulease.platform import Platform
 from gpulease.schemas.tickets import TicketAction, TicketComment
-from gpulease.services import control_metrics, instances, node_changes, notify, tickets
+from gpulease.services import (
+    agents,
+    control_metrics,
+    instances,
+    node_changes,
+    notify,
+    replacement,
+    tickets,
+)
 from gpulease.services.ticket_sla import sweep_ticket_clocks
 from gpulease.worker.runner import Worker
 from tests.api.test_money_api import auth
@@ -135,3 +144,55 @@ def test_tenants_open_their_own_and_the_clocks_warn_before_a_breach(
     withdrawn = tickets.resolve(fleet, tenant.principal, t, TicketAction(note="our bug"))
     assert withdrawn.status == "resolved"
     assert tickets.list_tickets(fleet, tenant.principal, open_only=True).total == 0
+
+
+def test_a_swap_moves_the_lease_to_a_spare_and_sends_the_faulty_node_to_repair(
+    fleet: Platform, tenant: TenantCtx, operator: TenantCtx, key: str
+) -> None:
+    worker = Worker(fleet)
+    iid = deliver(fleet, tenant, worker, key)
+    before = instances.show_instance(fleet, tenant.principal, iid)
+    old = before.nodes[0].name
+    instances.reveal_credentials(fleet, tenant.principal, iid)  # the first password, seen
+    op = operator.principal
+    node_changes.inject_faults(fleet, op, old, ["xid79:3"])
+    DemoAgents(fleet).tick()
+    (ticket,) = tickets.list_tickets(fleet, op, open_only=True).items
+    with LiveServer(fleet) as server:
+        env = {"GPULEASE_URL": server.url, "GPULEASE_TOKEN": operator.token}
+        r = CliRunner().invoke(app, ["ticket", "swap", ticket.id, "--note", "GPU 3 dead"],
+                               env=env)
+        assert r.exit_code == 0, r.output
+        assert "is being replaced by" in r.output
+    swapping = instances.show_instance(fleet, tenant.principal, iid)
+    assert swapping.status == "ready"  # the lease runs on
+    worker.run_until_idle()
+    after = instances.show_instance(fleet, tenant.principal, iid)
+    assert after.status == "ready" and after.stage == "ready"
+    serving = [n.name for n in after.nodes if n.status == "active"]
+    assert len(serving) == 1 and serving[0] != old
+    with fleet.db.read() as s:
+        faulty = s.scalar(select(Node).where(Node.name == old))
+        assert faulty is not None and faulty.status == "maintenance"
+        assert faulty.instance_id is None and "ticket" in (faulty.status_reason or "")
+    certificates, _ = agents.instance_certificates(fleet, tenant.principal, iid, 100, 0)
+    erased = [c for c in certificates if c["node"] == old]
+    assert erased and all(c["passed"] for c in erased)  # the tenant's disks erased first
+    done = tickets.show_ticket(fleet, tenant.principal, ticket.id)
+    assert done.status == "mitigated" and done.mitigated_at is not None
+    assert any("now on" in e.text or "replaced" in e.text for e in done.timeline)
+    again = instances.reveal_credentials(fleet, tenant.principal, iid)
+    assert again.root_password  # a new password, shown once
+    stages = [st.stage for st in after.stages]
+    assert "replacing" in stages and "replaced" in stages
+
+    # the spare is taken: the next fault has nowhere to go, and the ticket says so
+    node_changes.inject_faults(fleet, op, serving[0], ["ecc-dbe:1"])
+    DemoAgents(fleet).tick()
+    second = next(t for t in tickets.list_tickets(fleet, op, open_only=True).items
+                  if t.node == serving[0])
+    with pytest.raises(OutOfStock, match="No spare h100-80g-x8 server is free"):
+        replacement.swap(fleet, op, second.id, None)
+    shown = tickets.show_ticket(fleet, tenant.principal, second.id)
+    assert "No spare" in shown.timeline[-1].text
+    assert instances.show_instance(fleet, tenant.principal, iid).stage == "ready"

@@ -16,7 +16,7 @@ from gpulease.schemas.tickets import (
     TicketOpen,
     TicketView,
 )
-from gpulease.services import tickets
+from gpulease.services import replacement, tickets
 
 router = APIRouter(prefix="/tickets", tags=["tickets"])
 OWN = access(*EVERY_USER, owned=True)
@@ -70,6 +70,17 @@ def mitigate(ticket_id: str, p: PlatformDep, actor: PrincipalDep,
              body: TicketAction | None = None) -> TicketDetail:
     """The tenant is served again (moved, fixed, a workaround): the mitigation clock stops."""
     return tickets.mitigate(p, actor, ticket_id, body or TicketAction())
+
+
+@router.post("/{ticket_id}/swap", response_model=TicketDetail,
+             openapi_extra=access(Caller.OPERATOR))
+def swap(ticket_id: str, p: PlatformDep, actor: PrincipalDep,
+         body: TicketAction | None = None) -> TicketDetail:
+    """Replace the ticket's rented node by a spare of the same offer (same fabric for a
+    cluster): deployed and accepted as at delivery, a new root password shown once; the
+    faulty node is erased and goes to maintenance. 409 when no spare is free (the ticket
+    says so)."""
+    return replacement.swap(p, actor, ticket_id, (body or TicketAction()).note)
 
 
 @router.post("/{ticket_id}/resolve", response_model=TicketDetail, openapi_extra=WRITERS)

@@ -1,0 +1,100 @@
+"""Whole-machine replacement: a rented server with a fault is swapped for a spare of the
+same offer (on the same fabric for a cluster member). The spare goes through the normal
+deploy pipeline and its acceptance gate while the instance stays delivered (its stage
+`replacing`); the faulty node leaves for repair through an erase of the tenant's disks
+(then maintenance); the tenant gets a new root password, shown once. When no spare is
+free, the ticket says so and nothing changes."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpulease.db.tables import Instance, Node, Ticket
+from gpulease.domain.accounts import Principal
+from gpulease.domain.errors import Conflict, OutOfStock
+from gpulease.domain.states import (
+    INSTANCE_STAGE,
+    NODE,
+    NODE_STAGE,
+    InstanceStage,
+    InstanceStatus,
+    NodeStatus,
+)
+from gpulease.domain.tickets import SWAPPED_OUT
+from gpulease.platform import Platform
+from gpulease.schemas.tickets import TicketDetail
+from gpulease.security import new_root_password
+from gpulease.services.history import by, note
+from gpulease.services.lifecycle import transition
+from gpulease.services.placement import claim_replacement
+from gpulease.services.tickets import entry, operator_responds, show_ticket
+
+
+def swap(p: Platform, actor: Principal, ticket_id: str, note_text: str | None
+         ) -> TicketDetail:
+    actor.require_operator()
+    now = p.clock.now()
+    who = by(actor)
+    no_spare: str | None = None
+    with p.db.write() as s:
+        ticket = s.get(Ticket, ticket_id, with_for_update=True)
+        if ticket is None:
+            raise Conflict(f"No ticket {ticket_id}.")
+        if ticket.status == "resolved" or not ticket.instance_id or not ticket.node_id:
+            raise Conflict(f"Ticket {ticket_id} names no rented node to replace (or is "
+                           "resolved).")
+        inst = s.scalar(select(Instance).where(Instance.id == ticket.instance_id)
+                        .with_for_update())  # the instance before its nodes, as always
+        old = s.scalar(select(Node).where(Node.id == ticket.node_id).with_for_update())
+        if inst is None or old is None or old.instance_id != inst.id or (
+                old.status != NodeStatus.ACTIVE.value):
+            raise Conflict(f"Node {old.name if old else ticket.node_id} no longer serves "
+                           f"instance {ticket.instance_id}; nothing to replace.")
+        if inst.status != InstanceStatus.READY.value or inst.stage != InstanceStage.READY:
+            raise Conflict(f"Instance {inst.id} is {inst.status} ({inst.stage}); a node is "
+                           "swapped only on a delivered instance, one at a time.")
+        spare = claim_replacement(s, now, inst, old, actor=who)
+        if spare is None:
+            no_spare = (f"No spare {inst.sku} server is free in {inst.region}"
+                        + (" on this cluster's fabric" if inst.node_count > 1 else "")
+                        + ": the node stays as it is. The tenant may release the instance; "
+                        "the card can be repaired in a window the tenant accepts.")
+        else:
+            _swap(s, p, actor, ticket, inst, old, spare, note_text)
+    if no_spare:
+        with p.db.write() as s:  # said on the ticket, nothing else changed
+            ticket = s.get(Ticket, ticket_id, with_for_update=True)
+            assert ticket is not None
+            entry(s, ticket, p.clock.now(), "note", who, no_spare)
+        raise OutOfStock(no_spare)
+    p.wake()
+    return show_ticket(p, actor, ticket_id)
+
+
+def _swap(s: Session, p: Platform, actor: Principal, ticket: Ticket, inst: Instance,
+          old: Node, spare: Node, note_text: str | None) -> None:
+    now, who = p.clock.now(), by(actor)
+    # the spare: deployed and accepted as at delivery
+    transition(s, p, spare, NODE, "deploy", now, actor=who)
+    transition(s, p, spare, NODE_STAGE, "deploy", now, actor=who,
+               timeout_s=p.settings.stage_timeout_s)
+    spare.next_attempt_at = now
+    # the faulty node: its disks erased (the tenant's data), then out for repair
+    old.drain_requested_at = now
+    old.generation += 1
+    reason = f"{SWAPPED_OUT} (ticket {ticket.id}): erase, then maintenance"
+    transition(s, p, old, NODE, "clean", now, actor=who, reason=reason)
+    transition(s, p, old, NODE_STAGE, "clean", now, actor=who,
+               timeout_s=p.settings.stage_timeout_s)
+    old.next_attempt_at = now
+    transition(s, p, inst, INSTANCE_STAGE, "replace", now, actor=who,
+               timeout_s=p.settings.stage_timeout_s)
+    inst.next_attempt_at = now
+    inst.root_password_enc = p.box.seal(new_root_password())  # shown once, again
+    inst.credentials_revealed_at = None
+    text = (f"node {old.name} is being replaced by {spare.name} (ticket {ticket.id})"
+            + (f": {note_text}" if note_text else ""))
+    note(s, now, inst.id, "replacing", text, actor=who)
+    entry(s, ticket, now, "note", who, text + "; new root password once delivered")
+    operator_responds(s, p, ticket, actor, now)
