@@ -269,6 +269,50 @@ def node_fault(
     out.print(f"{node_id}: " + (", ".join(now) if now else "no faults"))
 
 
+@node_app.command("repair")
+def node_repair(
+    node_id: Annotated[str, typer.Argument(help="node id or name")],
+    reason: ReasonOpt = None,
+    ticket: Annotated[str | None, typer.Option(help="the ticket it is repaired for")] = None,
+    url: UrlOpt = "", token: TokenOpt = "",
+) -> None:
+    """Operator: send a free node for repair."""
+    r = api(lambda: connect(url, token).post_json(f"/nodes/{node_id}/repair",
+                                                  {"reason": reason, "ticket": ticket}))
+    out.print(f"{r['node']}: in repair since {r['started_at'][:16]} — {r['reason']}")
+
+
+@node_app.command("repaired")
+def node_repaired(
+    node_id: Annotated[str, typer.Argument(help="node id or name")],
+    parts: Annotated[str, typer.Option(help="what was replaced, with serials")],
+    url: UrlOpt = "", token: TokenOpt = "",
+) -> None:
+    """Operator: record the parts replaced; the node is erased and returns to the pool."""
+    r = api(lambda: connect(url, token).post_json(f"/nodes/{node_id}/repaired",
+                                                  {"parts": parts}))
+    out.print(f"{r['node']}: repaired in {r['hours']} h ({r['parts']}); erasing, then the "
+              "pool", highlight=False)
+
+
+@app.command()
+def repairs(open_only: Annotated[bool, typer.Option("--open", help="only running ones")]
+            = False, url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Operator: repairs, newest first, with parts, serials and time to repair."""
+    found = api(lambda: connect(url, token).get_json(
+        "/repairs" + ("?open=true" if open_only else "")))
+    if as_json:
+        return print_json(found)
+    t = Table(title=f"{len(found)} repairs")
+    for col in ("node", "offer", "ticket", "started", "hours", "parts", "reason"):
+        t.add_column(col, overflow="fold")
+    for r in found:
+        t.add_row(r["node"], r["offer"], r["ticket_id"] or "", r["started_at"][:16],
+                  "" if r["hours"] is None else f"{r['hours']:.2f}", r["parts"] or "",
+                  r["reason"])
+    out.print(t)
+
+
 @node_app.command("agent-token")
 def node_agent_token(node_id: str, url: UrlOpt = "", token: TokenOpt = "") -> None:
     """Operator: a one-time enrollment token for the node's agent (24 hours)."""

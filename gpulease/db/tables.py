@@ -554,3 +554,20 @@ class TicketEntry(Base):
     body: Mapped[str] = mapped_column(Text)
     ref: Mapped[str | None] = mapped_column(String(64))  # alert:<id>, report:<id>
     internal: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class Repair(Base):
+    """One repair of a node: why (a ticket, a reason), the parts replaced with their serials,
+    when it started and ended, and who did what; time to repair per node and offer."""
+
+    __tablename__ = "repairs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id"), index=True)
+    offer: Mapped[str] = mapped_column(String(200))  # sku@region, as it was
+    ticket_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    reason: Mapped[str] = mapped_column(Text)
+    parts: Mapped[str | None] = mapped_column(Text)  # what was replaced, serials old → new
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    started_by: Mapped[str] = mapped_column(String(64))
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), index=True)
+    finished_by: Mapped[str | None] = mapped_column(String(64))

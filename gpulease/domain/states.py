@@ -25,6 +25,7 @@ class NodeStatus(StrEnum):
     CLEANING = "cleaning"
     MAINTENANCE = "maintenance"
     FAILED = "failed"
+    REPAIR = "repair"
     DELETED = "deleted"
 
 
@@ -43,6 +44,9 @@ NODE = Machine(
         N.MAINTENANCE: "out of the pool: drained, set aside by an operator, or a step failed "
                        "for good (the reason says which)",
         N.FAILED: "declared broken beyond repair by an operator; kept for the record",
+        N.REPAIR: "out for repair after a fault (a ticket may name it): parts replaced, then "
+                  "erased before it returns to the pool (burned in at its next delivery's "
+                  "acceptance gate)",
         N.DELETED: "removed from the fleet by an operator: its history and certificates kept, "
                    "its name, BMC and serial free to be enrolled again",
     },
@@ -69,11 +73,17 @@ NODE = Machine(
              "an operator puts it (back) in the pool"),
         move("retire", [N.MAINTENANCE], N.FAILED,
              "an operator declares it broken beyond repair"),
-        move("delete", [N.ENROLLING, N.AVAILABLE, N.MAINTENANCE, N.FAILED], N.DELETED,
+        move("send_to_repair", [N.AVAILABLE, N.MAINTENANCE, N.FAILED, N.CLEANING], N.REPAIR,
+             "an operator sends it for repair (a swapped-out node once its tenant's disks "
+             "are erased)"),
+        move("repaired", [N.REPAIR], N.CLEANING,
+             "an operator records the parts replaced: erased, then back in the pool"),
+        move("delete", [N.ENROLLING, N.AVAILABLE, N.MAINTENANCE, N.FAILED, N.REPAIR],
+             N.DELETED,
              "an operator removes it from the fleet (never while a tenant holds it)"),
     ),
     waits=frozenset({N.ALLOCATED, N.DEPLOYING, N.CLEANING}),
-    failures=frozenset({N.MAINTENANCE, N.FAILED}),
+    failures=frozenset({N.MAINTENANCE, N.FAILED, N.REPAIR}),
     finals=frozenset({N.DELETED}),
 )
 

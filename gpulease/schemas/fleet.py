@@ -100,3 +100,27 @@ class NodeFaults(BaseModel):
     faults: list[str] = Field(max_length=16, description=(
         "KIND[:GPU[:NUMBER]] with KIND one of thermal, xid79, nvlink-down, slow-gpu, ecc-dbe, "
         "row-remap, …; an empty list clears them"))
+
+
+class RepairStart(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reason: str | None = Field(default=None, max_length=2000)
+    ticket: str | None = Field(default=None, max_length=32)
+
+
+class RepairDone(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    parts: str = Field(min_length=1, max_length=4000, description=(
+        "what was replaced, with serials, e.g. \"GPU 3: 1652200012 → 1652200087\""))
+
+
+class RepairView(BaseModel):
+    id: int
+    node: str
+    offer: str
+    ticket_id: str | None
+    reason: str
+    parts: str | None
+    started_at: datetime
+    finished_at: datetime | None
+    hours: float | None  # time to repair, once finished

@@ -19,6 +19,7 @@ from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
+    SummaryMetricFamily,
 )
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
@@ -30,6 +31,7 @@ from gpulease.db.tables import (
     Event,
     Instance,
     Node,
+    Repair,
     Ticket,
     WorkerProcess,
 )
@@ -89,6 +91,10 @@ class ControlPlane(Collector):
                     ("mitigation", Ticket.mitigation_due, ("open", "acknowledged")),
                     ("resolution", Ticket.resolution_due,
                      ("open", "acknowledged", "mitigated")))}
+            repairs = s.execute(select(Repair.offer, Repair.started_at, Repair.finished_at)
+                                .where(Repair.finished_at >= now - timedelta(days=90))).all()
+            repairs_open = s.scalar(select(func.count()).select_from(Repair).where(
+                Repair.finished_at.is_(None))) or 0
             held = s.scalar(select(func.count()).select_from(Node).where(
                 Node.status == "deploying", Node.last_error.startswith(HELD))) or 0
 
@@ -111,6 +117,18 @@ class ControlPlane(Collector):
         for clock, n in breached.items():
             g.add_metric([clock], n)
         yield g
+        yield GaugeMetricFamily("gpulease_repairs_open", "Nodes in repair now.",
+                                value=repairs_open)
+        per_offer: dict[str, list[float]] = {}
+        for offer, started, finished in repairs:
+            if finished is not None:
+                per_offer.setdefault(offer, []).append((finished - started).total_seconds())
+        summary = SummaryMetricFamily("gpulease_repair_seconds", "Time to repair of the "
+                                      "repairs finished in the last 90 days, per offer.",
+                                      labels=["offer"])
+        for offer, seconds in sorted(per_offer.items()):
+            summary.add_metric([offer], count_value=len(seconds), sum_value=sum(seconds))
+        yield summary
         yield GaugeMetricFamily("gpulease_catalog_version", "The published catalog version "
                                 "in force (0: none published).", value=catalog)
         g = GaugeMetricFamily("gpulease_nodes", "Nodes by status, stage and region.",

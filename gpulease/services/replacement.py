@@ -2,7 +2,7 @@
 same offer (on the same fabric for a cluster member). The spare goes through the normal
 deploy pipeline and its acceptance gate while the instance stays delivered (its stage
 `replacing`); the faulty node leaves for repair through an erase of the tenant's disks
-(then maintenance); the tenant gets a new root password, shown once. When no spare is
+(then repair); the tenant gets a new root password, shown once. When no spare is
 free, the ticket says so and nothing changes."""
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from gpulease.security import new_root_password
 from gpulease.services.history import by, note
 from gpulease.services.lifecycle import transition
 from gpulease.services.placement import claim_replacement
+from gpulease.services.repairs import begin
 from gpulease.services.tickets import entry, operator_responds, show_ticket
 
 
@@ -83,7 +84,8 @@ def _swap(s: Session, p: Platform, actor: Principal, ticket: Ticket, inst: Insta
     # the faulty node: its disks erased (the tenant's data), then out for repair
     old.drain_requested_at = now
     old.generation += 1
-    reason = f"{SWAPPED_OUT} (ticket {ticket.id}): erase, then maintenance"
+    reason = f"{SWAPPED_OUT} (ticket {ticket.id}): erase, then repair"
+    begin(s, old, ticket.id, f"{ticket.summary} (ticket {ticket.id})", now, who)
     transition(s, p, old, NODE, "clean", now, actor=who, reason=reason)
     transition(s, p, old, NODE_STAGE, "clean", now, actor=who,
                timeout_s=p.settings.stage_timeout_s)

@@ -24,13 +24,13 @@ from gpulease.domain.states import (
     NodeStage,
     NodeStatus,
 )
-from gpulease.domain.tickets import SWAPPED_OUT
 from gpulease.platform import Platform
 from gpulease.services.agents import failure_reason, record_acceptance, record_certificates
 from gpulease.services.deploy_breaker import deploy_succeeded, hold_failed_deploy
 from gpulease.services.history import WORKER, note, record_event
 from gpulease.services.lifecycle import transition
 from gpulease.services.placement import claim_replacement
+from gpulease.services.repairs import open_repair
 from gpulease.worker.node_jobs import drop_config_drives, make_config_drive, needs_drive, node_job
 from gpulease.worker.node_steps import STEPS, NodeJob, Outcome, StepResult
 from gpulease.worker.pipeline import (
@@ -168,11 +168,14 @@ def _finish_node(s: Session, p: Platform, node: Node, now: datetime) -> None:
         node.instance_id = None
         node.ip_address = None
         node.generation += 1
-        if node.drain_requested_at is not None:
-            swapped = (node.status_reason or "").startswith(SWAPPED_OUT)
+        repair = open_repair(s, node.id)
+        if repair is not None:  # swapped out of its instance: erased, now for repair
+            node.drain_requested_at = None
+            transition(s, p, node, NODE, "send_to_repair", now, actor=WORKER,
+                       reason=f"in repair: {repair.reason}; the tenant's disks erased")
+        elif node.drain_requested_at is not None:
             transition(s, p, node, NODE, "drain", now, actor=WORKER,
-                       reason=f"in repair: {node.status_reason}; erased" if swapped
-                       else "drained by operator")
+                       reason="drained by operator")
         else:
             transition(s, p, node, NODE, "free", now, actor=WORKER)
     wake_instance(s, instance_id, now)

@@ -132,6 +132,8 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/api/v1/tickets"): {"instance_id": "{instance_id}", "summary": "it is slow"},
     ("POST", "/api/v1/tickets/{ticket_id}/comments"): {"body": "any news?"},
     ("PUT", "/api/v1/nodes/{node_id}/faults"): {"faults": []},
+    ("POST", "/api/v1/nodes/{node_id}/repair"): {"reason": "fan noise"},
+    ("POST", "/api/v1/nodes/{node_id}/repaired"): {"parts": "fan 2: A1 -> B7"},
     ("POST", "/api/v1/racks"): {"id": "r-new", "region": "ningxia-1", "zone": "a"},
     ("POST", "/api/v1/quotes"): {"sku": "h100-80g-x8", "region": "ningxia-1"},
     ("POST", "/api/v1/tenants/{tenant_id}/top-ups"): {"amount": "10", "reference": "t"},

@@ -17,7 +17,7 @@ from gpulease.cli.main import app
 from gpulease.db.money_tables import LeaseNotice
 from gpulease.db.tables import Node
 from gpulease.demo_agents import DemoAgents
-from gpulease.domain.errors import Conflict, Forbidden, NotFound, OutOfStock
+from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound, OutOfStock
 from gpulease.platform import Platform
 from gpulease.schemas.tickets import TicketAction, TicketComment
 from gpulease.services import (
@@ -26,6 +26,7 @@ from gpulease.services import (
     instances,
     node_changes,
     notify,
+    repairs,
     replacement,
     tickets,
 )
@@ -173,7 +174,7 @@ def test_a_swap_moves_the_lease_to_a_spare_and_sends_the_faulty_node_to_repair(
     assert len(serving) == 1 and serving[0] != old
     with fleet.db.read() as s:
         faulty = s.scalar(select(Node).where(Node.name == old))
-        assert faulty is not None and faulty.status == "maintenance"
+        assert faulty is not None and faulty.status == "repair"
         assert faulty.instance_id is None and "ticket" in (faulty.status_reason or "")
     certificates, _ = agents.instance_certificates(fleet, tenant.principal, iid, 100, 0)
     erased = [c for c in certificates if c["node"] == old]
@@ -196,3 +197,27 @@ def test_a_swap_moves_the_lease_to_a_spare_and_sends_the_faulty_node_to_repair(
     shown = tickets.show_ticket(fleet, tenant.principal, second.id)
     assert "No spare" in shown.timeline[-1].text
     assert instances.show_instance(fleet, tenant.principal, iid).stage == "ready"
+
+    # the repair loop: parts replaced and recorded, erased, back in the pool
+    (running,) = [r for r in repairs.list_repairs(fleet, op, open_only=True)
+                  if r.node == old]
+    assert (running.node, running.ticket_id, running.finished_at) == (old, ticket.id, None)
+    with pytest.raises(InvalidInput, match="serials"):
+        repairs.finish(fleet, op, old, " ")
+    with LiveServer(fleet) as server:
+        env = {"GPULEASE_URL": server.url, "GPULEASE_TOKEN": operator.token}
+        r = CliRunner().invoke(app, ["node", "repaired", old, "--parts",
+                                     "GPU 3: 1652200012 -> 1652200087"], env=env)
+        assert r.exit_code == 0 and "repaired in" in r.output, r.output
+        listed = CliRunner().invoke(app, ["repairs", "--json"], env=env)
+        assert listed.exit_code == 0 and "1652200087" in listed.output
+    worker.run_until_idle()
+    with fleet.db.read() as s:
+        back = s.scalar(select(Node).where(Node.name == old))
+        assert back is not None and back.status == "available"
+    (done_repair,) = [r for r in repairs.list_repairs(fleet, op) if r.finished_at]
+    assert done_repair.hours is not None and done_repair.parts
+    internal = tickets.show_ticket(fleet, op, ticket.id).timeline
+    assert any("repaired: GPU 3" in e.text and e.internal for e in internal)
+    assert not any("repaired: GPU 3" in e.text
+                   for e in tickets.show_ticket(fleet, tenant.principal, ticket.id).timeline)

@@ -14,8 +14,8 @@ from gpulease.schemas import (
     NodeView,
     Page,
 )
-from gpulease.schemas.fleet import NodeFaults, NodeUpdate
-from gpulease.services import enrollment, inventory, node_changes
+from gpulease.schemas.fleet import NodeFaults, NodeUpdate, RepairDone, RepairStart, RepairView
+from gpulease.services import enrollment, inventory, node_changes, repairs
 from gpulease.services.idempotency import idem_for
 
 router = APIRouter(prefix="/nodes", tags=["nodes (operator)"])
@@ -74,6 +74,24 @@ def faults(node_id: str, body: NodeFaults, p: PlatformDep, actor: PrincipalDep) 
     """Demo and drills: the GPU faults a simulated server reports from now on (its stand-in
     agent's telemetry and acceptance); 409 for real hardware."""
     return node_changes.inject_faults(p, actor, node_id, body.faults)
+
+
+@router.post("/{node_id}/repair", response_model=RepairView,
+             openapi_extra=access(Caller.OPERATOR))
+def repair(node_id: str, body: RepairStart, p: PlatformDep, actor: PrincipalDep
+           ) -> RepairView:
+    """A free node (available, maintenance, retired) goes for repair (a reason or a
+    ticket)."""
+    return repairs.send_to_repair(p, actor, node_id, body.reason, body.ticket)
+
+
+@router.post("/{node_id}/repaired", response_model=RepairView,
+             openapi_extra=access(Caller.OPERATOR))
+def repaired(node_id: str, body: RepairDone, p: PlatformDep, actor: PrincipalDep
+             ) -> RepairView:
+    """The parts replaced (with serials) are recorded; the node is erased and returns to
+    the pool (its acceptance suite runs at its next delivery)."""
+    return repairs.finish(p, actor, node_id, body.parts)
 
 
 @router.get("/{node_id}/history", response_model=Page[NodeEventView],

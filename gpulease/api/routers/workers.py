@@ -9,8 +9,8 @@ from fastapi import APIRouter, Query
 from gpulease.api.access import Caller, access
 from gpulease.api.deps import PlatformDep, PrincipalDep
 from gpulease.schemas import WorkerView
-from gpulease.schemas.fleet import BreakerView
-from gpulease.services import deploy_breaker, workers
+from gpulease.schemas.fleet import BreakerView, RepairView
+from gpulease.services import deploy_breaker, repairs, workers
 
 router = APIRouter(tags=["nodes (operator)"])
 
@@ -37,3 +37,11 @@ def reset_breaker(p: PlatformDep, actor: PrincipalDep) -> BreakerView:
     """Close an open breaker (the cause is fixed): held deploys retry at once (409 when
     closed)."""
     return deploy_breaker.reset(p, actor)
+
+
+@router.get("/repairs", response_model=list[RepairView], openapi_extra=access(Caller.OPERATOR))
+def list_repairs(p: PlatformDep, actor: PrincipalDep,
+                 open_only: Annotated[bool, Query(alias="open")] = False,
+                 limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> list[RepairView]:
+    """Repairs, newest first: node, offer, ticket, parts and serials, time to repair."""
+    return repairs.list_repairs(p, actor, open_only, limit)

@@ -1,0 +1,111 @@
+"""The repair loop: a node goes out for repair (from a ticket's swap, once its tenant's
+disks are erased, or by an operator), the parts replaced are recorded with their serials,
+and it returns through an erase to the pool; its acceptance suite (burn-in included) runs
+at its next delivery's gate, so a node that is still faulty never reaches a tenant. Time
+to repair per node and per offer."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpulease.db.tables import Node, Repair, Ticket
+from gpulease.domain.accounts import Principal
+from gpulease.domain.errors import Conflict, InvalidInput
+from gpulease.domain.states import NODE, NODE_STAGE, NodeStatus
+from gpulease.platform import Platform
+from gpulease.schemas.fleet import RepairView
+from gpulease.services.history import by
+from gpulease.services.inventory import load_node
+from gpulease.services.lifecycle import transition
+from gpulease.services.tickets import entry
+
+
+def open_repair(s: Session, node_id: str) -> Repair | None:
+    return s.scalar(select(Repair).where(Repair.node_id == node_id,
+                                         Repair.finished_at.is_(None)))
+
+
+def begin(s: Session, node: Node, ticket_id: str | None, reason: str, now: datetime,
+          actor: str) -> Repair:
+    """A repair's record (the node's move to `repair` is the caller's)."""
+    repair = Repair(node_id=node.id, offer=f"{node.sku}@{node.region}", ticket_id=ticket_id,
+                    reason=reason[:2000], started_at=now, started_by=actor)
+    s.add(repair)
+    return repair
+
+
+def send_to_repair(p: Platform, actor: Principal, node_id: str, reason: str | None,
+                   ticket_id: str | None) -> RepairView:
+    actor.require_operator()
+    if not (reason or ticket_id):
+        raise InvalidInput("reason", "Say why the node goes for repair, or name its ticket.")
+    now = p.clock.now()
+    with p.db.write() as s:
+        node = load_node(s, node_id)
+        if node.status not in (NodeStatus.AVAILABLE.value, NodeStatus.MAINTENANCE.value,
+                               NodeStatus.FAILED.value) or node.instance_id is not None:
+            raise Conflict(f"Node {node.name} is {node.status}; a node goes for repair free "
+                           "(drain it, or swap it out of its instance from its ticket).")
+        if ticket_id and s.get(Ticket, ticket_id) is None:
+            raise InvalidInput("ticket", f"No ticket {ticket_id}.")
+        why = reason or f"ticket {ticket_id}"
+        repair = begin(s, node, ticket_id, why, now, by(actor))
+        node.drain_requested_at = None
+        node.generation += 1  # a claim that read it before now fails
+        transition(s, p, node, NODE, "send_to_repair", now, actor=by(actor),
+                   reason=f"in repair: {why}")
+        s.flush()
+        return _view(repair, node.name)
+
+
+def finish(p: Platform, actor: Principal, node_id: str, parts: str) -> RepairView:
+    """The parts are replaced: recorded, then the node is erased and returns to the pool."""
+    actor.require_operator()
+    if not parts.strip():
+        raise InvalidInput("parts", "Say what was replaced, with serials (e.g. \"GPU 3: "
+                           "1652200012 → 1652200087\"); kept with the node's record.")
+    now = p.clock.now()
+    with p.db.write() as s:
+        node = load_node(s, node_id)
+        repair = open_repair(s, node.id)
+        if node.status != NodeStatus.REPAIR.value or repair is None:
+            raise Conflict(f"Node {node.name} is {node.status}, not in repair.")
+        repair.parts, repair.finished_at, repair.finished_by = parts[:4000], now, by(actor)
+        transition(s, p, node, NODE, "repaired", now, actor=by(actor),
+                   reason=f"repaired ({parts[:200]}): erase, then the pool")
+        transition(s, p, node, NODE_STAGE, "clean", now, actor=by(actor),
+                   timeout_s=p.settings.stage_timeout_s)
+        node.next_attempt_at = now
+        node.last_error = None
+        if repair.ticket_id:
+            ticket = s.get(Ticket, repair.ticket_id, with_for_update=True)
+            if ticket is not None:
+                entry(s, ticket, now, "note", by(actor),
+                      f"node {node.name} repaired: {parts}", internal=True)
+        s.flush()
+        view = _view(repair, node.name)
+    p.wake()
+    return view
+
+
+def _view(r: Repair, node_name: str) -> RepairView:
+    hours = ((r.finished_at - r.started_at).total_seconds() / 3600
+             if r.finished_at else None)
+    return RepairView(id=r.id, node=node_name, offer=r.offer, ticket_id=r.ticket_id,
+                      reason=r.reason, parts=r.parts, started_at=r.started_at,
+                      finished_at=r.finished_at,
+                      hours=round(hours, 2) if hours is not None else None)
+
+
+def list_repairs(p: Platform, actor: Principal, open_only: bool = False, limit: int = 100
+                 ) -> list[RepairView]:
+    actor.require_operator()
+    with p.db.read() as s:
+        q = select(Repair, Node.name).join(Node, Node.id == Repair.node_id)
+        if open_only:
+            q = q.where(Repair.finished_at.is_(None))
+        rows = s.execute(q.order_by(Repair.started_at.desc()).limit(limit)).all()
+        return [_view(r, name) for r, name in rows]
