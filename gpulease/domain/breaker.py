@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 _VARIABLE = re.compile(
-    r"[0-9a-f]{8}-[0-9a-f-]{27}|"  # UUIDs
+    # tokens, UUIDs and node names (with a digit; not words such as BmcPermanentError)
+    r"(?=[A-Za-z_-]*\d)[A-Za-z0-9_-]{16,}|"
     r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b|"  # IPv4 addresses and ports
     r"\[[0-9a-f:]+\](?::\d+)?|"  # IPv6 addresses
     r"\b[a-z]+[-_][0-9a-z]{6,}\b|"  # ids such as node-3f2a9c1b or cmd_ab12cd34
-    r"[A-Za-z0-9_-]{16,}|"  # tokens (a config drive's name in its URL)
     r"\d+(?:\.\d+)?", re.IGNORECASE)
 
 

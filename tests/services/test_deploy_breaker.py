@@ -33,7 +33,8 @@ def test_the_same_failure_trips_and_different_ones_do_not() -> None:
     assert signature(a) == signature(b)
     assert signature("stage wait_agent timed out after 900 s") != signature(a)
     assert signature("image http://h/media/config/aT2Iz7B4oXqCPNKzo26G_p2e9w.iso answered 404") \
-        == signature("image http://h/media/config/NFY5GnEwboNLkJaul6WinsYRVa.iso answered 404")
+        == signature("image http://h/media/config/VU-se8VvYv9pY8S3gRlieu-oNp4w.iso answered 404")
+    assert signature("BmcPermanentError: 401") != signature("BmcTransientError: 401")
     fails = [DeployOutcome(False, a), DeployOutcome(False, b), DeployOutcome(False, a)]
     assert should_trip(fails, 3) is not None
     assert should_trip(fails[:2], 3) is None
