@@ -136,3 +136,36 @@ def resolve(ticket_id: str, note: NoteOpt = None, url: UrlOpt = "", token: Token
             as_json: JsonOpt = False) -> None:
     """Operator: resolve a ticket (a tenant: withdraw a report of their own)."""
     _action(ticket_id, "resolve", note, url, token, as_json)
+
+
+@app.command("sla-claims")
+def sla_claims(
+    status: Annotated[str | None, typer.Option(help="open, confirmed or rejected")] = None,
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+) -> None:
+    """SLA credits claimed for outages (from tickets' evidence) and failed acceptance: your
+    own, or every one (an operator)."""
+    page = api(lambda: connect(url, token).get_json(
+        "/sla-claims?limit=200" + (f"&status={status}" if status else "")))
+    if as_json:
+        return print_json(page)
+    t = Table(title=f"{page['total']} SLA claims")
+    t.add_column("id", no_wrap=True, min_width=16)
+    for col in ("instance", "kind", "¥", "decision", "evidence", "text"):
+        t.add_column(col, overflow="fold")
+    for c in page["items"]:
+        t.add_row(c["id"], c["instance_id"], c["kind"], str(c["credited"] or c["amount"]),
+                  c["decision"] or "open", c["evidence"], c["text"])
+    out.print(t)
+
+
+@app.command("sla-decide")
+def sla_decide(claim_id: str,
+               confirm: Annotated[bool, typer.Option("--confirm/--reject",
+                                                     help="credit it, or not")],
+               note: NoteOpt = None, url: UrlOpt = "", token: TokenOpt = "") -> None:
+    """Operator: confirm a claim (credited once, capped per lease period) or reject it."""
+    c = api(lambda: connect(url, token).post_json(
+        f"/sla-claims/{claim_id}/{'confirm' if confirm else 'reject'}", {"note": note}))
+    out.print(f"{c['id']}: {c['decision']}" + (f", ¥{c['credited']} credited"
+                                                if c["credited"] else ""), highlight=False)

@@ -17,7 +17,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gpulease.db.money_tables import Lease, LedgerEntry, SlaClaim
-from gpulease.db.tables import HardwareAlert, Instance
+from gpulease.db.tables import HardwareAlert, Instance, Ticket, TicketEntry
 from gpulease.domain.accounts import Principal
 from gpulease.domain.credits import (
     AcceptanceRule,
@@ -132,6 +132,33 @@ def claim_outage(s: Session, alert: HardwareAlert, rule: OutageRule = OutageRule
                    f"GPU {alert.gpu_index} of {inst.id} out of service {outage_s / 60:.0f} min "
                    f"({alert.kind}); rule: {rule.describe()}", credit, alert.closed_at)
     return claim.amount if claim is not None else Decimal("0.00")
+
+
+def claim_ticket_outage(s: Session, ticket: Ticket, now: datetime,
+                        rule: OutageRule = OutageRule()  # noqa: B008
+                        ) -> SlaClaim | None:
+    """Called as a fault's ticket is mitigated: the GPU (or node) was out of service from
+    the fault's first evidence to the mitigation. One claim per fault: keyed by the alert
+    that opened the ticket, so the alert closing later (or earlier) claims nothing more."""
+    if ticket.kind not in OUTAGE_KINDS or ticket.instance_id is None:
+        return None
+    first = s.scalar(select(TicketEntry.ref).where(
+        TicketEntry.ticket_id == ticket.id, TicketEntry.ref.like("alert:%"))
+        .order_by(TicketEntry.id).limit(1))
+    alert = s.get(HardwareAlert, int(first.split(":", 1)[1])) if first else None
+    inst = s.get(Instance, ticket.instance_id)
+    if alert is None or inst is None:
+        return None
+    basis = _price_basis(s, inst, alert.opened_at)
+    if basis is None:
+        return None
+    outage_s = (now - alert.opened_at).total_seconds()
+    item = f"SLA credit: GPU {alert.gpu_index} outage ({alert.kind}) of {inst.id}, alert {alert.id}"
+    return _claim(s, inst, "outage", f"ticket {ticket.id}: hardware alert {alert.id} "
+                  f"({alert.source}) to mitigation", item,
+                  f"GPU {alert.gpu_index} of {inst.id} out of service {outage_s / 60:.0f} min "
+                  f"({alert.kind}, ticket {ticket.id}); rule: {rule.describe()}",
+                  outage_credit(outage_s, basis[0], basis[1], rule), now)
 
 
 def credit_failed_acceptance(s: Session, instance_id: str, now: datetime, *, actor: str,

@@ -41,6 +41,7 @@ from gpulease.security import new_id
 from gpulease.services.history import by, record_event
 from gpulease.services.lifecycle import initial, transition
 from gpulease.services.notify import OPERATORS
+from gpulease.services.sla import claim_ticket_outage
 
 TENANT_REPORT = "tenant_report"
 UNRESOLVED = Ticket.status != TicketStatus.RESOLVED.value
@@ -286,6 +287,7 @@ def mitigate(p: Platform, actor: Principal, ticket_id: str, body: TicketAction
         t.mitigated_at = now
         transition(s, p, t, TICKET, "mitigate", now, actor=by(actor), reason=body.note)
         plan_warning(p, t)
+        _claim_outage(s, t, now)
         if t.tenant_id:
             notice(s, t.tenant_id, "ticket_updated", t,
                     "mitigated" + (f": {body.note}" if body.note else ""), now)
@@ -314,6 +316,16 @@ def resolve(p: Platform, actor: Principal, ticket_id: str, body: TicketAction) -
     return show_ticket(p, actor, ticket_id)
 
 
+def _claim_outage(s: Session, t: Ticket, now: datetime) -> None:
+    """The outage this ticket's fault caused, as an SLA claim with its evidence (an
+    operator confirms it: the agent's telemetry is the tenant's host's)."""
+    claim = claim_ticket_outage(s, t, now)
+    if claim is not None:
+        entry(s, t, now, "note", "sla", f"SLA claim {claim.id}: ¥{claim.amount:,.2f} for the "
+              "outage, waiting for an operator's decision (`gpulease sla-decide`)",
+              ref=f"claim:{claim.id}")
+
+
 def mitigate_replaced(s: Session, p: Platform, inst: Instance, spares: list[str],
                       now: datetime, actor: str) -> None:
     """The instance's spare is delivered: its tickets about a node it no longer has are
@@ -331,6 +343,7 @@ def mitigate_replaced(s: Session, p: Platform, inst: Instance, spares: list[str]
         text = "replaced: the instance runs on " + ", ".join(spares)
         transition(s, p, t, TICKET, "mitigate", now, actor=actor, reason=text)
         plan_warning(p, t)
+        _claim_outage(s, t, now)
         if t.tenant_id:
             notice(s, t.tenant_id, "ticket_updated", t, text + "; reveal the new root "
                    "password once with `gpulease credentials`", now)

@@ -29,6 +29,7 @@ from gpulease.services import (
     repairs,
     replacement,
     tickets,
+    wallet,
 )
 from gpulease.services.ticket_sla import sweep_ticket_clocks
 from gpulease.worker.runner import Worker
@@ -47,6 +48,8 @@ def notices(p: Platform, to: str) -> list[str]:
 def test_a_gpu_that_falls_off_the_bus_opens_one_p1_ticket_and_operators_follow_it(
     fleet: Platform, tenant: TenantCtx, operator: TenantCtx, key: str, smtp: Inbox,  # noqa: F811
 ) -> None:
+    clock = MovableClock(datetime(2026, 12, 1, 9, 0, tzinfo=UTC))
+    fleet.clock = clock
     worker = Worker(fleet)
     iid = deliver(fleet, tenant, worker, key)
     node = instances.show_instance(fleet, tenant.principal, iid).nodes[0].name
@@ -85,8 +88,21 @@ def test_a_gpu_that_falls_off_the_bus_opens_one_p1_ticket_and_operators_follow_i
     assert replied.status == "acknowledged" and replied.acknowledged_at is not None
     evidence = [e for e in replied.timeline if e.kind == "evidence"]
     assert len(evidence) == 1 and evidence[0].ref and evidence[0].ref.startswith("alert:")
-    assert tickets.mitigate(fleet, op, ticket.id, TicketAction(
-        note="moved to a spare")).status == "mitigated"
+    clock.move(hours=2)  # out of service two hours: beyond the 60-minute outage SLA
+    mitigated = tickets.mitigate(fleet, op, ticket.id, TicketAction(note="GPU reset"))
+    assert mitigated.status == "mitigated"
+    (claim_line,) = [e for e in mitigated.timeline if e.ref and e.ref.startswith("claim:")]
+    claim_id = claim_line.ref.split(":", 1)[1]  # type: ignore[union-attr]
+    with LiveServer(fleet) as server:
+        env = {"GPULEASE_URL": server.url, "GPULEASE_TOKEN": operator.token}
+        listed = CliRunner().invoke(app, ["sla-claims", "--status", "open"], env=env)
+        assert listed.exit_code == 0 and claim_id in listed.output
+        claims = CliRunner().invoke(app, ["sla-claims", "--json"], env=env)
+        assert f"ticket {ticket.id}: hardware alert" in claims.output
+        decided = CliRunner().invoke(app, ["sla-decide", claim_id, "--confirm"], env=env)
+        assert decided.exit_code == 0 and "confirmed" in decided.output, decided.output
+    credited = wallet.ledger(fleet, tenant.principal).items[0]
+    assert credited.kind == "credit" and credited.amount > 0
 
     node_changes.inject_faults(fleet, op, node, [])
     agents.tick()  # the GPU answers again
