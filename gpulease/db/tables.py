@@ -535,6 +535,9 @@ class Ticket(Base):
     # when the next warning is due (None: none left).
     warned: Mapped[str] = mapped_column(String(64), default="", server_default="")
     next_warning_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), index=True)
+    # No spare could take the faulty node's place: the tenant may release with the unused
+    # time refunded in full (services/lease_periods.refund_unused), since then.
+    refund_unused_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     # "node:gpu:kind" while a fault's ticket is open (one at a time), then NULL.
     fault_key: Mapped[str | None] = mapped_column(String(100), unique=True)
     updated_at: Mapped[datetime | None] = mapped_column(UtcDateTime())

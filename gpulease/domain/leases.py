@@ -96,6 +96,23 @@ def early_end_refund(periods: Sequence[Period], now: datetime, fee_percent: Deci
     return todo, to_fen(paid * (100 - fee_percent) / 100)
 
 
+def unused_refund(periods: Sequence[Period], now: datetime
+                  ) -> tuple[list[Period], Decimal, Decimal]:
+    """When the platform cannot serve the tenant any more (a fault with no spare): (the
+    periods not begun, their price, the unused part of the current period's price pro
+    rata), with no fee. Never more than was paid."""
+    todo = unstarted(periods, now)
+    ahead = sum((p.price for p in todo), Decimal("0.00"))
+    current = current_period(periods, now)
+    unused = Decimal("0.00")
+    if current is not None:
+        length = (current.ends_at - current.starts_at).total_seconds()
+        left = (current.ends_at - now).total_seconds()
+        if length > 0 and left > 0:
+            unused = to_fen(current.price * Decimal(str(left)) / Decimal(str(length)))
+    return todo, to_fen(ahead), min(unused, current.price) if current else unused
+
+
 def current_period(periods: Sequence[Period], at: datetime) -> Period | None:
     """The period `at` falls in (None before the first or after the last)."""
     for p in periods:

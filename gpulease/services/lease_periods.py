@@ -12,7 +12,13 @@ from sqlalchemy.orm import Session
 
 from gpulease.db.money_tables import Lease, LeasePeriod
 from gpulease.db.tables import Instance
-from gpulease.domain.leases import Period, early_end_refund, first_period, following_periods
+from gpulease.domain.leases import (
+    Period,
+    early_end_refund,
+    first_period,
+    following_periods,
+    unused_refund,
+)
 from gpulease.schemas.money import LeasePeriodView
 from gpulease.services.history import note
 from gpulease.services.wallet import post, wallet_for_update
@@ -82,6 +88,25 @@ def refund_unstarted(s: Session, inst: Instance, lease: Lease, fee_percent: Deci
              instance_id=inst.id, reference=text[:200],
              item=f"Early termination refund: {inst.id}", quantity=Decimal(len(todo)),
              unit="period")
+        note(s, now, inst.id, "refund", f"¥{refund:,.2f} refunded: {text}", actor=actor)
+    return refund
+
+
+def refund_unused(s: Session, inst: Instance, lease: Lease, now: datetime, why: str, *,
+                  actor: str) -> Decimal:
+    """The platform could not keep serving (a fault, no spare): every period not begun and
+    the rest of the current one come back in full, no fee; those periods are marked."""
+    rows = {r.seq: r for r in rows_of(s, lease.id) if r.refunded_at is None}
+    todo, ahead, unused = unused_refund([_period(r) for r in rows.values()], now)
+    for p in todo:
+        rows[p.seq].refunded_at = now
+    refund = ahead + unused
+    if refund > 0:
+        text = (f"unused time of {inst.id} refunded in full ({why}): ¥{unused:,.2f} of the "
+                f"current period, ¥{ahead:,.2f} for {len(todo)} period(s) not begun")
+        post(s, wallet_for_update(s, inst.tenant_id, now), "refund", refund, now,
+             instance_id=inst.id, reference=text[:200],
+             item=f"Refund of unused time: {inst.id}", quantity=Decimal(1), unit="lease")
         note(s, now, inst.id, "refund", f"¥{refund:,.2f} refunded: {text}", actor=actor)
     return refund
 

@@ -280,9 +280,15 @@ def _end_lease_early(c: Change) -> None:
     if lease is None:
         return
     if lease.status == LeaseStatus.ACTIVE.value and c.now < lease.ends_at:
-        lease_periods.refund_unstarted(c.s, c.row, lease,
-                                       c.p.catalog.pricing.early_termination_fee_percent,
-                                       c.now, actor=c.actor)
+        granted = c.s.scalar(select(Ticket.id).where(
+            Ticket.instance_id == c.row.id, Ticket.refund_unused_at.is_not(None)).limit(1))
+        if granted is not None:  # a fault the platform could not replace
+            lease_periods.refund_unused(c.s, c.row, lease, c.now,
+                                        f"ticket {granted}: no spare", actor=c.actor)
+        else:
+            lease_periods.refund_unstarted(
+                c.s, c.row, lease, c.p.catalog.pricing.early_termination_fee_percent,
+                c.now, actor=c.actor)
     transition(c.s, c.p, lease, LEASE, "end", c.now, actor=c.actor, reason=c.reason)
 
 

@@ -29,7 +29,7 @@ from gpulease.services.history import by, note
 from gpulease.services.lifecycle import transition
 from gpulease.services.placement import claim_replacement
 from gpulease.services.repairs import begin
-from gpulease.services.tickets import entry, operator_responds, show_ticket
+from gpulease.services.tickets import entry, notice, operator_responds, show_ticket
 
 
 def swap(p: Platform, actor: Principal, ticket_id: str, note_text: str | None
@@ -59,15 +59,20 @@ def swap(p: Platform, actor: Principal, ticket_id: str, note_text: str | None
         if spare is None:
             no_spare = (f"No spare {inst.sku} server is free in {inst.region}"
                         + (" on this cluster's fabric" if inst.node_count > 1 else "")
-                        + ": the node stays as it is. The tenant may release the instance; "
-                        "the card can be repaired in a window the tenant accepts.")
+                        + ": the node stays as it is. The tenant may release the instance "
+                        "with the unused time refunded in full (the rest of this period and "
+                        "every later one, no fee), or keep it until the card is repaired.")
         else:
             _swap(s, p, actor, ticket, inst, old, spare, note_text)
     if no_spare:
         with p.db.write() as s:  # said on the ticket, nothing else changed
             ticket = s.get(Ticket, ticket_id, with_for_update=True)
             assert ticket is not None
-            entry(s, ticket, p.clock.now(), "note", who, no_spare)
+            now = p.clock.now()
+            ticket.refund_unused_at = ticket.refund_unused_at or now
+            entry(s, ticket, now, "note", who, no_spare)
+            if ticket.tenant_id:
+                notice(s, ticket.tenant_id, "ticket_updated", ticket, no_spare, now)
         raise OutOfStock(no_spare)
     p.wake()
     return show_ticket(p, actor, ticket_id)

@@ -6,6 +6,7 @@ operators before a breach and count breaches. SQLite and PostgreSQL."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 import httpx
 import pytest
@@ -237,3 +238,11 @@ def test_a_swap_moves_the_lease_to_a_spare_and_sends_the_faulty_node_to_repair(
     assert any("repaired: GPU 3" in e.text and e.internal for e in internal)
     assert not any("repaired: GPU 3" in e.text
                    for e in tickets.show_ticket(fleet, tenant.principal, ticket.id).timeline)
+
+    # no spare was found for the second fault: releasing refunds the unused time in full
+    assert tickets.show_ticket(fleet, op, second.id).status == "open"
+    lease_price = Decimal("84480")
+    instances.release_instance(fleet, tenant.principal, iid)
+    refund = wallet.ledger(fleet, tenant.principal).items[0]
+    assert refund.kind == "refund" and "unused time" in (refund.reference or "")
+    assert lease_price * Decimal("0.99") < refund.amount <= lease_price
