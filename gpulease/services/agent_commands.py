@@ -169,8 +169,8 @@ def post_result(p: Platform, credential: str | None, command_id: str,
             if isinstance(result, VerifyResult) and row.trigger == ON_DEMAND:
                 node = s.get(Node, row.node_id)
                 assert node is not None
-                record_acceptance(s, node, row.instance_id, result.report(), ON_DEMAND, now,
-                                  actor=who, cap=p.settings.sla_credit_cap)
+                record_acceptance(s, p, node, row.instance_id, result.report(), ON_DEMAND,
+                                  now, actor=who)
             row.result_json = result.model_dump_json()
             transition(s, p, row, AGENT_COMMAND, "succeed", now, actor=who)
         else:

@@ -8,7 +8,6 @@ import secrets
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import func, select
@@ -199,9 +198,10 @@ def instance_metrics(p: Platform, actor: Principal, instance_id: str) -> dict[st
 
 # --- acceptance reports and erase certificates -----------------------------------------
 
-def record_acceptance(s: Session, node: Node, instance_id: str | None, report: Report,
-                      trigger: str, now: datetime, *, actor: str,
-                      cap: Decimal = Decimal("1")) -> str:
+def record_acceptance(s: Session, p: Platform, node: Node, instance_id: str | None,
+                      report: Report, trigger: str, now: datetime, *, actor: str) -> str:
+    """The report kept; a failed run on a rented machine (on its tenant's request) is an
+    SLA claim and a P1 ticket with the report as evidence."""
     report_id = uuid.uuid4().hex
     s.add(AcceptanceReport(id=report_id, node_id=node.id, instance_id=instance_id,
                            created_at=now, trigger=trigger, passed=report.passed,
@@ -209,7 +209,10 @@ def record_acceptance(s: Session, node: Node, instance_id: str | None, report: R
                            report_json=json.dumps(report.as_dict())))
     if trigger == "on_demand" and not report.passed and instance_id is not None:
         sla.credit_failed_acceptance(s, instance_id, now, actor=actor, report_id=report_id,
-                                     platform_evidence=node.agent_kind == "builtin", cap=cap)
+                                     platform_evidence=node.agent_kind == "builtin",
+                                     cap=p.settings.sla_credit_cap)
+        tickets.open_for_failed_acceptance(s, p, node, instance_id, report_id,
+                                           failure_reason(report, report_id), now, actor)
     return report_id
 
 

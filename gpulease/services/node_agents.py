@@ -121,8 +121,8 @@ def verify_now(p: Platform, actor: Principal, instance_id: str) -> list[VerifyRu
         with p.db.write() as s:
             row = s.get(Node, node_id)
             assert row is not None
-            rid = record_acceptance(s, row, inst.id, report, "on_demand", p.clock.now(),
-                                    actor=by(actor), cap=p.settings.sla_credit_cap)
+            rid = record_acceptance(s, p, row, inst.id, report, "on_demand", p.clock.now(),
+                                    actor=by(actor))
         runs.append(VerifyRun(node=ref.name, status="done", report=rid, passed=report.passed))
     p.wake()
     return runs

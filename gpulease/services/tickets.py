@@ -123,6 +123,24 @@ def open_from_alert(s: Session, p: Platform, alert: HardwareAlert, now: datetime
     return ticket
 
 
+def open_for_failed_acceptance(s: Session, p: Platform, node: Node, instance_id: str,
+                               report_id: str, summary: str, now: datetime,
+                               actor: str) -> Ticket:
+    """A rented machine failed its acceptance suite on request: a P1 ticket (one open per
+    node at a time) with the report as evidence."""
+    key = f"{node.id}:-1:acceptance_failed"
+    ticket = s.scalar(select(Ticket).where(Ticket.fault_key == key))
+    if ticket is None:
+        inst = s.get(Instance, instance_id)
+        ticket = _open(s, p, tenant_id=inst.tenant_id if inst else None,
+                       instance_id=instance_id, node=node, gpu=None, kind="acceptance_failed",
+                       severity=severity_of("acceptance_failed"),
+                       summary=f"{title_of('acceptance_failed', None)} on {node.name}",
+                       actor=actor, now=now, fault_key=key)
+    entry(s, ticket, now, "evidence", actor, summary, ref=f"report:{report_id}")
+    return ticket
+
+
 def alert_cleared(s: Session, alert: HardwareAlert, now: datetime, actor: str) -> None:
     """The evidence says the fault is gone: a line in its open ticket (an operator
     resolves it)."""

@@ -119,7 +119,7 @@ def _apply_node(p: Platform, claim: Claim, job: NodeJob, result: StepResult | St
         if result.ip_address:
             node.ip_address = result.ip_address
         if result.report is not None:
-            report_id = record_acceptance(s, node, node.instance_id, result.report,
+            report_id = record_acceptance(s, p, node, node.instance_id, result.report,
                                           "delivery", now, actor=WORKER)
             if not result.report.passed:
                 fail_node(s, p, node, failure_reason(result.report, report_id), now)

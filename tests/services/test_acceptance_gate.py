@@ -181,3 +181,11 @@ def test_on_demand_verify_with_a_stand_in_agent(
     assert 0 < refused.value.retry_after_s <= 301
     # an on-demand failure is reported; the tenant's machine is not taken away
     assert instances.show_instance(fleet, tenant.principal, iid).status == "ready"
+    # and it is a P1 ticket for the tenant, with the report as its evidence
+    from gpulease.services import tickets
+
+    (ticket,) = tickets.list_tickets(fleet, tenant.principal).items
+    assert (ticket.kind, ticket.severity, ticket.instance_id) == ("acceptance_failed", "P1", iid)
+    evidence = tickets.show_ticket(fleet, tenant.principal, ticket.id).timeline
+    assert any(e.ref == f"report:{reports[1]['id']}" and "acceptance failed" in e.text
+               for e in evidence)
