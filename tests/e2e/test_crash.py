@@ -168,3 +168,60 @@ def test_two_worker_processes_share_the_work_without_stepping_on_each_other(
             # each stage entered exactly once, in order, then done: no step applied twice
             assert stages == [*(st.value for st in DEPLOY_ORDER), "idle"], (node.name, stages)
     assert len(ids) == len(fleet.catalog.offers)
+
+
+def test_a_swap_survives_a_worker_killed_in_the_middle(
+    platform: Platform, tenant: TenantCtx, operator: TenantCtx, key: str
+) -> None:
+    """The drill: a rented H100 → XID 79 on GPU 3 → a P1 ticket → the operator swaps → the
+    worker is SIGKILLed while the spare boots → a new worker finishes: the spare delivered,
+    the old node erased and in repair → repaired → back in the pool; the ticket's timeline
+    whole."""
+    from gpulease.demo import seed_demo_fleet
+    from gpulease.demo_agents import DemoAgents
+    from gpulease.services import instances, node_changes, repairs, replacement, tickets
+
+    seed_demo_fleet(platform, 3)
+    op = operator.principal
+    worker = start_worker(platform)
+    try:
+        req = OrderRequest(sku="h100-80g-x8", region="ningxia-1", ssh_keys=[key])
+        iid = orders.place_order(platform, tenant.principal, req)[0].id
+        wait_for(lambda: instance(platform, iid).status == "ready", 60, "ready")
+        old = instances.show_instance(platform, tenant.principal, iid).nodes[0].name
+        node_changes.inject_faults(platform, op, old, ["xid79:3"])
+        DemoAgents(platform).tick()
+        (ticket,) = tickets.list_tickets(platform, tenant.principal).items
+        assert ticket.severity == "P1" and ticket.gpu == 3
+        replacement.swap(platform, op, ticket.id, "drill")
+
+        def spare_booting() -> bool:
+            with platform.db.read() as s:
+                return s.scalar(select(Node.id).where(
+                    Node.instance_id == iid, Node.status == NodeStatus.DEPLOYING.value,
+                    Node.step_in_progress == "power_on")) is not None
+
+        wait_for(spare_booting, 30, "the spare inside power_on")
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(10)
+        worker = start_worker(platform)
+        wait_for(lambda: instance(platform, iid).stage == "ready", LOCK_TTL + STAGE_TIMEOUT
+                 + 20, "the spare delivered after the kill")
+        wait_for(lambda: old in _nodes_in(platform, NodeStatus.REPAIR), 30,
+                 "the old node erased and in repair")
+        done = tickets.show_ticket(platform, tenant.principal, ticket.id)
+        assert done.status == "mitigated"
+        kinds = [e.kind for e in done.timeline]
+        assert kinds[0] == "opened" and "evidence" in kinds and "status" in kinds
+        serving = [n for n in instances.show_instance(platform, tenant.principal, iid).nodes
+                   if n.status == "active"]
+        assert len(serving) == 1 and serving[0].name != old
+        repairs.finish(platform, op, old, "GPU 3: 1652200012 -> 1652200087")
+        wait_for(lambda: old in _nodes_in(platform, NodeStatus.AVAILABLE), 30,
+                 "the repaired node back in the pool")
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(10)
+        except subprocess.TimeoutExpired:
+            worker.kill()
