@@ -169,6 +169,10 @@ class Settings(BaseSettings):
     smtp_starttls: bool = False
     smtp_username: str = ""
     smtp_password: str = ""
+    # Operators' notices (new P1 tickets, SLA clocks at risk) as a signed webhook too (your
+    # paging or chat bridge), besides e-mail to every operator; the secret signs them.
+    operator_webhook_url: str = ""
+    operator_webhook_secret: str = ""
     # UEFI HTTP boot: the URL a BMC passes to the firmware (e.g. your iPXE EFI binary that
     # chains to <public_url>/media/ipxe?mac=${net0/mac}); empty: the firmware asks DHCP.
     http_boot_uri: str = ""
@@ -254,7 +258,7 @@ class Settings(BaseSettings):
         return f"sqlite:///{(self.data_dir / 'gpulease.db').resolve()}"
 
 
-SECRET_FIELDS = ("secret_key", "smtp_password", "metrics_token")
+SECRET_FIELDS = ("secret_key", "smtp_password", "metrics_token", "operator_webhook_secret")
 
 
 def effective(settings: Settings) -> dict[str, object]:

@@ -48,7 +48,7 @@ OPERATORS = "@operators"  # the outbox's address for the provider's operators
 def _subject(kind: str, instance_id: str | None) -> tuple[str, str]:
     """(e-mail subject, webhook event) of a notice."""
     if kind in TICKET_SUBJECTS:
-        event = kind.removeprefix("ticket_") if kind.startswith("ticket_") else kind
+        event = kind.removeprefix("ticket_").removeprefix("ops_")
         return f"[gpulease] {TICKET_SUBJECTS[kind]}", f"ticket.{event}"
     if kind in MONEY_SUBJECTS:
         return f"[gpulease] {MONEY_SUBJECTS[kind]}", f"billing.{kind}"
@@ -151,10 +151,15 @@ def deliver_notices(p: Platform, limit: int = 50) -> int:
                 s.scalars(select(User.email).where(
                     User.tenant_id == n.tenant_id, User.role == Role.ADMIN.value,
                     User.disabled_at.is_(None))))
-            row = s.get(TenantWebhook, n.tenant_id)
+            if n.tenant_id == OPERATORS:  # the provider's own bridge, from its settings
+                st = p.settings
+                hook = ((st.operator_webhook_url, st.operator_webhook_secret)
+                        if st.operator_webhook_url else None)
+            else:
+                row = s.get(TenantWebhook, n.tenant_id)
+                hook = (row.url, p.box.open(row.secret_enc)) if row else None
             jobs.append((n.id, n.kind, n.instance_id, n.text, n.created_at, admins,
-                         n.email_sent_at, n.webhook_sent_at,
-                         (row.url, p.box.open(row.secret_enc)) if row else None))
+                         n.email_sent_at, n.webhook_sent_at, hook))
     done = 0
     for nid, kind, iid, text, created, admins, mailed, hooked, hook in jobs:
         errors: list[str] = []

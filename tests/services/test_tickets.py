@@ -5,6 +5,7 @@ operators before a breach and count breaches. SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -37,7 +38,7 @@ from gpulease.worker.runner import Worker
 from tests.api.test_money_api import auth
 from tests.conftest import LiveServer, TenantCtx, new_tenant
 from tests.services.test_leases import MovableClock, deliver
-from tests.services.test_notify import Inbox, smtp  # noqa: F401
+from tests.services.test_notify import Inbox, Receiver, receiver, smtp  # noqa: F401
 
 
 def notices(p: Platform, to: str) -> list[str]:
@@ -48,7 +49,11 @@ def notices(p: Platform, to: str) -> list[str]:
 
 def test_a_gpu_that_falls_off_the_bus_opens_one_p1_ticket_and_operators_follow_it(
     fleet: Platform, tenant: TenantCtx, operator: TenantCtx, key: str, smtp: Inbox,  # noqa: F811
+    receiver: Receiver,  # noqa: F811
 ) -> None:
+    fleet.settings.egress_allow = ["127.0.0.1/32"]  # the operators' bridge, on loopback
+    fleet.settings.operator_webhook_url = receiver.url
+    fleet.settings.operator_webhook_secret = "whsec_operators"
     clock = MovableClock(datetime(2026, 12, 1, 9, 0, tzinfo=UTC))
     fleet.clock = clock
     worker = Worker(fleet)
@@ -72,6 +77,9 @@ def test_a_gpu_that_falls_off_the_bus_opens_one_p1_ticket_and_operators_follow_i
     assert "[gpulease] New P1 ticket" in subjects
     assert "@example.com" in subjects["[gpulease] A ticket was opened"]  # the tenant's admin
     assert subjects["[gpulease] New P1 ticket"].startswith("op-")  # the operators
+    ((headers, body),) = receiver.calls  # the operators' bridge: the tenant has none
+    assert notify.verify_signature("whsec_operators", headers["X-Gpulease-Signature"], body)
+    assert json.loads(body)["event"] == "ticket.p1"
 
     other = new_tenant(fleet, "neighbour")
     assert tickets.list_tickets(fleet, other.principal).total == 0
