@@ -180,14 +180,16 @@ def test_a_swap_survives_a_worker_killed_in_the_middle(
     from gpulease.demo import seed_demo_fleet
     from gpulease.demo_agents import DemoAgents
     from gpulease.services import instances, node_changes, repairs, replacement, tickets
+    from gpulease.worker.runner import Worker
 
     seed_demo_fleet(platform, 3)
     op = operator.principal
+    req = OrderRequest(sku="h100-80g-x8", region="ningxia-1", ssh_keys=[key])
+    iid = orders.place_order(platform, tenant.principal, req)[0].id
+    Worker(platform).run_until_idle()  # delivered at once; the drill starts from here
+    assert instance(platform, iid).status == "ready"
     worker = start_worker(platform)
     try:
-        req = OrderRequest(sku="h100-80g-x8", region="ningxia-1", ssh_keys=[key])
-        iid = orders.place_order(platform, tenant.principal, req)[0].id
-        wait_for(lambda: instance(platform, iid).status == "ready", 60, "ready")
         old = instances.show_instance(platform, tenant.principal, iid).nodes[0].name
         node_changes.inject_faults(platform, op, old, ["xid79:3"])
         DemoAgents(platform).tick()
