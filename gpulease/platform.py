@@ -22,6 +22,7 @@ from gpulease.drivers.simulated import (
 from gpulease.ports.agent import Agent
 from gpulease.ports.bmc import Bmc, BmcEndpoint
 from gpulease.ports.clock import Clock, SystemClock
+from gpulease.ports.object_store import ObjectStore
 from gpulease.ports.runtime import ContainerRuntime
 from gpulease.security import SecretBox, load_or_create_key
 from gpulease.settings import Settings
@@ -96,6 +97,7 @@ class Platform:
     # The published catalog version this process prices from (services/catalog_versions);
     # None until it has adopted one (a catalog only from its file).
     catalog_version: int | None = field(default=None, init=False)
+    _object_store: Any = field(default=None, init=False, repr=False)
 
     def price_book(self) -> Catalog:
         """The catalog at the prices in effect now (a price change takes effect on its
@@ -106,6 +108,19 @@ class Platform:
             cached = (today, self.catalog, self.catalog.priced_at(self.clock.now()))
             self._price_book = cached
         return cached[2]
+
+    def object_store(self) -> ObjectStore | None:
+        """The tenants' object storage (GPULEASE_S3_*), None when none is configured."""
+        st = self.settings
+        if not st.s3_endpoint:
+            return None
+        if self._object_store is None or self._object_store.endpoint != st.s3_endpoint:
+            from gpulease.drivers.s3_store import S3Store  # boto3 off the start-up path
+
+            self._object_store = S3Store(st.s3_endpoint, st.s3_access_key, st.s3_secret_key,
+                                         st.s3_region)
+        store: ObjectStore = self._object_store
+        return store
 
     def wake(self) -> None:
         """Hint the in-process worker that there is work (others poll)."""

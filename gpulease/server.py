@@ -83,7 +83,19 @@ def up(settings: Settings, say: Callable[[str], object] = print,
         settings.public_url = url
         settings.media_base_url = f"{url}/media/images"
         write_demo_images(settings)
-    platform = prepare(settings, publish_catalog=True)  # its own embedded database
+    s3 = None
+    if not settings.s3_endpoint:  # tenants' object storage: SeaweedFS under the data dir
+        from gpulease.drivers.seaweedfs import start_embedded_s3
+
+        s3 = start_embedded_s3(settings.data_dir / "s3", port=_port_or_any(settings.port + 2))
+        settings.s3_endpoint, settings.s3_access_key, settings.s3_secret_key = (
+            s3.url, s3.access_key, s3.secret_key)
+    try:
+        platform = prepare(settings, publish_catalog=True)  # its own embedded database
+    except BaseException:
+        if s3 is not None:
+            s3.stop()
+        raise
     if bmc == "redfish":
         emulator, redfish = start_demo_emulator(platform, emulator_port or settings.port + 1)
         added = seed_demo_fleet(platform, settings.demo_nodes_per_offer, redfish)
@@ -104,6 +116,8 @@ def up(settings: Settings, say: Callable[[str], object] = print,
     else:
         say(f"demo fleet: {added or 'existing'} simulated nodes, {settings.demo_delay_s:g} s "
             "per stage (SIMULATED hardware)")
+    if s3 is not None:
+        say(f"object storage:    {s3.url} (SeaweedFS S3; `gpulease storage` for your bucket)")
     say(f"operator token:    {op_token}")
     say(f"demo tenant token: {tenant_token}")
     say(f"web console:       {url}/console  (e-mail and password: {console_login})")
@@ -119,6 +133,18 @@ def up(settings: Settings, say: Callable[[str], object] = print,
         platform.db.dispose()
         if emulator is not None:
             emulator.stop()
+        if s3 is not None:
+            s3.stop()
+
+
+def _port_or_any(port: int) -> int | None:
+    """`port` when it is free on loopback, else None (any free one)."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return None
+    return port
 
 
 class PortInUse(RuntimeError):

@@ -169,6 +169,13 @@ class Settings(BaseSettings):
     smtp_starttls: bool = False
     smtp_username: str = ""
     smtp_password: str = ""
+    # Object storage (tenants' buckets): any S3 with an IAM API. Empty endpoint: `up` runs
+    # SeaweedFS under the data directory; `serve` has no object storage until it is set.
+    s3_endpoint: str = ""
+    s3_access_key: str = ""
+    s3_secret_key: str = ""
+    s3_region: str = "us-east-1"
+    s3_public_endpoint: str = ""  # what tenants are told to use; default: s3_endpoint
     # Operators' notices (new P1 tickets, SLA clocks at risk) as a signed webhook too (your
     # paging or chat bridge), besides e-mail to every operator; the secret signs them.
     operator_webhook_url: str = ""
@@ -258,7 +265,8 @@ class Settings(BaseSettings):
         return f"sqlite:///{(self.data_dir / 'gpulease.db').resolve()}"
 
 
-SECRET_FIELDS = ("secret_key", "smtp_password", "metrics_token", "operator_webhook_secret")
+SECRET_FIELDS = ("secret_key", "smtp_password", "metrics_token", "operator_webhook_secret",
+                 "s3_secret_key")
 
 
 def effective(settings: Settings) -> dict[str, object]:

@@ -31,6 +31,7 @@ from gpulease.api.routers import (
     media,
     money,
     nodes,
+    storage,
     tenants,
     tickets,
     workers,
@@ -95,7 +96,7 @@ def create_app(platform: Platform) -> FastAPI:
     app.add_middleware(Guards, max_body_bytes=platform.settings.max_body_bytes)  # outermost
     api = APIRouter(prefix=API, responses=PROBLEMS)
     for module in (catalog, instances, nodes, accounts, agents, money, billing, advisor,
-                   audit, workers, fabrics, tenants, tickets):
+                   audit, workers, fabrics, tenants, tickets, storage):
         api.include_router(module.router)
     app.include_router(api)
     app.include_router(media.router)

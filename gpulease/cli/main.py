@@ -15,13 +15,14 @@ from gpulease.cli import (
     instances_cmds,
     money_cmds,
     platform_cmds,
+    storage_cmds,
     ticket_cmds,
 )
 from gpulease.cli.agent import agent_app
 
 app = typer.Typer(help="gpulease: rent out and rent GPU servers.", no_args_is_help=True)
 for group in (platform_cmds, catalog_cmds, instances_cmds, fleet_cmds, fabric_cmds,
-              accounts_cmds, money_cmds, audit_cmds, ticket_cmds):
+              accounts_cmds, money_cmds, audit_cmds, ticket_cmds, storage_cmds):
     app.add_typer(group.app)
 app.add_typer(agent_app, name="agent")
 

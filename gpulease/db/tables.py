@@ -574,3 +574,24 @@ class Repair(Base):
     started_by: Mapped[str] = mapped_column(String(64))
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), index=True)
     finished_by: Mapped[str | None] = mapped_column(String(64))
+
+
+class StorageAccount(Base):
+    """A tenant's object storage: its bucket and the store's user its keys belong to."""
+
+    __tablename__ = "storage_accounts"
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
+    bucket: Mapped[str] = mapped_column(String(63), unique=True)
+    store_user: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class StorageKey(Base):
+    """An access key to a tenant's bucket (its secret shown once, never kept)."""
+
+    __tablename__ = "storage_keys"
+    access_key_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    created_by: Mapped[str] = mapped_column(String(64))
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())

@@ -124,3 +124,25 @@ class RepairView(BaseModel):
     started_at: datetime
     finished_at: datetime | None
     hours: float | None  # time to repair, once finished
+
+
+class StorageKeyView(BaseModel):
+    access_key_id: str
+    created_at: datetime
+    created_by: str
+    revoked_at: datetime | None
+
+
+class StorageView(BaseModel):
+    endpoint: str
+    region: str
+    bucket: str
+    used_bytes: int
+    keys: list[StorageKeyView]
+
+
+class StorageKeyCreated(BaseModel):
+    endpoint: str
+    bucket: str
+    access_key_id: str
+    secret_access_key: str  # shown once: the platform does not keep it

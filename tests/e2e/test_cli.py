@@ -168,13 +168,18 @@ def test_the_default_demo_runs_behind_a_redfish_emulator(tmp_path: Path) -> None
         assert all(n["bmc_address"].startswith("http://127.0.0.1:") for n in nodes)
         released = cli(up, "release", inst["id"], "--wait", "--json")
         assert json.loads(released.stdout)["status"] == "released"
+        # the embedded S3 server runs with it: the demo tenant's bucket
+        stored = json.loads(cli(up, "storage", "--json").stdout)
+        assert stored["bucket"].startswith("gl-") and stored["used_bytes"] == 0
     finally:
         proc.send_signal(signal.SIGTERM)  # what a service manager sends
         proc.wait(20)
     assert proc.returncode == 128 + signal.SIGTERM  # stopped through its cleanup
-    # the emulator went down with the platform
+    # the emulator and the S3 server went down with the platform
     with pytest.raises(httpx.TransportError):
         httpx.get(nodes[0]["bmc_address"], timeout=2)
+    with pytest.raises(httpx.TransportError):
+        httpx.get(stored["endpoint"], timeout=2)
 
 
 def test_quote_and_funded_demo_wallet_through_the_cli(up: Up) -> None:

@@ -1,0 +1,31 @@
+"""A tenant's object storage: its bucket and access keys."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from gpulease.api.access import TENANT_USERS, Caller, access
+from gpulease.api.deps import PlatformDep, PrincipalDep
+from gpulease.schemas.fleet import StorageKeyCreated, StorageKeyView, StorageView
+from gpulease.services import storage
+
+router = APIRouter(prefix="/storage", tags=["storage"])
+
+
+@router.get("", response_model=StorageView, openapi_extra=access(*TENANT_USERS))
+def show(p: PlatformDep, actor: PrincipalDep) -> StorageView:
+    """The S3 endpoint, your bucket (made on first look), what it holds and your keys."""
+    return storage.show(p, actor)
+
+
+@router.post("/keys", response_model=StorageKeyCreated, status_code=201,
+             openapi_extra=access(Caller.ADMIN))
+def new_key(p: PlatformDep, actor: PrincipalDep) -> StorageKeyCreated:
+    """A new access key to your bucket only; the secret is in this answer and nowhere else."""
+    return storage.new_key(p, actor)
+
+
+@router.delete("/keys/{key_id}", response_model=StorageKeyView,
+               openapi_extra=access(Caller.ADMIN, owned=True))
+def revoke_key(key_id: str, p: PlatformDep, actor: PrincipalDep) -> StorageKeyView:
+    return storage.revoke_key(p, actor, key_id)

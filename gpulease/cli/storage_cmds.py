@@ -1,0 +1,64 @@
+"""A tenant's object storage: `gpulease storage`, keys made and revoked."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from gpulease.cli.common import JsonOpt, TokenOpt, UrlOpt, api, connect, out, print_json
+
+app = typer.Typer()
+storage_app = typer.Typer(invoke_without_command=True)
+app.add_typer(storage_app, name="storage")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+@storage_app.callback()
+def storage(ctx: typer.Context, url: UrlOpt = "", token: TokenOpt = "",
+            as_json: JsonOpt = False) -> None:
+    """Your object storage: the S3 endpoint, your bucket, what it holds and your keys.
+    `storage key` makes a key (shown once), `storage revoke ID` ends one."""
+    if ctx.invoked_subcommand is not None:
+        return
+    v = api(lambda: connect(url, token).get_json("/storage"))
+    if as_json:
+        return print_json(v)
+    out.print(f"endpoint {v['endpoint']} (region {v['region']}), bucket [bold]{v['bucket']}"
+              f"[/bold], {_size(int(v['used_bytes']))} stored", highlight=False)
+    t = Table(title=f"{len(v['keys'])} keys")
+    t.add_column("access key id", no_wrap=True, min_width=20)
+    for col in ("made", "by", "revoked"):
+        t.add_column(col)
+    for k in v["keys"]:
+        t.add_row(k["access_key_id"], k["created_at"][:16], k["created_by"],
+                  (k["revoked_at"] or "")[:16])
+    out.print(t)
+
+
+@storage_app.command("key")
+def key(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Tenant admin: a new access key to your bucket; the secret is shown this once."""
+    k = api(lambda: connect(url, token).post_json("/storage/keys"))
+    if as_json:
+        return print_json(k)
+    out.print(f"endpoint {k['endpoint']}, bucket {k['bucket']}\n"
+              f"AWS_ACCESS_KEY_ID={k['access_key_id']}\n"
+              f"AWS_SECRET_ACCESS_KEY={k['secret_access_key']}\n"
+              "(the secret is not kept: store it now)", highlight=False)
+
+
+@storage_app.command("revoke")
+def revoke(access_key_id: Annotated[str, typer.Argument()], url: UrlOpt = "",
+           token: TokenOpt = "") -> None:
+    """Tenant admin: end an access key."""
+    api(lambda: connect(url, token).delete(f"/storage/keys/{access_key_id}"))
+    out.print(f"{access_key_id} revoked")

@@ -1,0 +1,36 @@
+"""The object storage port: a bucket per tenant and access keys scoped to it, on any S3
+with an IAM API (the embedded SeaweedFS, MinIO, Ceph RGW, a cloud)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class ObjectStoreError(Exception):
+    """The object store refused or did not answer; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class AccessKey:
+    access_key_id: str
+    secret_access_key: str
+
+
+class ObjectStore(Protocol):
+    endpoint: str
+
+    def ensure_bucket(self, bucket: str) -> None:
+        """Create the bucket unless it exists."""
+        ...
+
+    def create_key(self, user: str, bucket: str) -> AccessKey:
+        """A new access key of `user`, allowed on `bucket` and its objects only."""
+        ...
+
+    def delete_key(self, user: str, access_key_id: str) -> None:
+        ...
+
+    def bucket_bytes(self, bucket: str) -> int:
+        """What the bucket holds now, in bytes."""
+        ...

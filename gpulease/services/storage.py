@@ -1,0 +1,107 @@
+"""Object storage as a product: each tenant's bucket on the platform's S3 (the embedded
+SeaweedFS, or the provider's own), made on first use, with access keys scoped to it (one
+tenant's key is refused on another's bucket by the store itself); a key's secret is shown
+once and never kept."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpulease.db.tables import StorageAccount, StorageKey
+from gpulease.domain.accounts import Principal
+from gpulease.domain.errors import BadGateway, Conflict, NotFound
+from gpulease.platform import Platform
+from gpulease.ports.object_store import ObjectStore, ObjectStoreError
+from gpulease.schemas.fleet import StorageKeyCreated, StorageKeyView, StorageView
+from gpulease.services.history import by
+
+
+def _store(p: Platform) -> ObjectStore:
+    store = p.object_store()
+    if store is None:
+        raise Conflict("Object storage is not set up on this platform: the provider sets "
+                       "GPULEASE_S3_ENDPOINT (or runs `gpulease up`, which starts one).")
+    return store
+
+
+def _endpoint(p: Platform) -> str:
+    return p.settings.s3_public_endpoint or p.settings.s3_endpoint
+
+
+def bucket_of(tenant_id: str) -> str:
+    return f"gl-{tenant_id.lower()}"[:63]
+
+
+def _account(s: Session, p: Platform, store: ObjectStore, tenant: str) -> StorageAccount:
+    account = s.get(StorageAccount, tenant)
+    if account is None:
+        bucket = bucket_of(tenant)
+        try:
+            store.ensure_bucket(bucket)
+        except ObjectStoreError as exc:
+            raise BadGateway(f"{exc}. Retry shortly.") from None
+        account = StorageAccount(tenant_id=tenant, bucket=bucket, store_user=tenant,
+                                 created_at=p.clock.now())
+        s.add(account)
+        s.flush()
+    return account
+
+
+def show(p: Platform, actor: Principal) -> StorageView:
+    """The tenant's endpoint, bucket (made on first look), what it holds and its keys."""
+    tenant = actor.require_tenant()
+    store = _store(p)
+    with p.db.write() as s:
+        account = _account(s, p, store, tenant)
+        bucket = account.bucket
+        keys = [StorageKeyView(access_key_id=k.access_key_id, created_at=k.created_at,
+                               created_by=k.created_by, revoked_at=k.revoked_at)
+                for k in s.scalars(select(StorageKey).where(StorageKey.tenant_id == tenant)
+                                   .order_by(StorageKey.created_at))]
+    try:
+        used = store.bucket_bytes(bucket)
+    except ObjectStoreError as exc:
+        raise BadGateway(f"{exc}. Retry shortly.") from None
+    return StorageView(endpoint=_endpoint(p), region=p.settings.s3_region, bucket=bucket,
+                       used_bytes=used, keys=keys)
+
+
+def new_key(p: Platform, actor: Principal) -> StorageKeyCreated:
+    """A new access key to the tenant's bucket (tenant admins); its secret is shown once."""
+    tenant = actor.require_tenant_admin()
+    store = _store(p)
+    with p.db.write() as s:
+        account = _account(s, p, store, tenant)
+        bucket, user = account.bucket, account.store_user
+    try:
+        key = store.create_key(user, bucket)
+    except ObjectStoreError as exc:
+        raise BadGateway(f"{exc}. Retry shortly.") from None
+    with p.db.write() as s:
+        s.add(StorageKey(access_key_id=key.access_key_id, tenant_id=tenant,
+                         created_at=p.clock.now(), created_by=by(actor)))
+    return StorageKeyCreated(endpoint=_endpoint(p), bucket=bucket,
+                             access_key_id=key.access_key_id,
+                             secret_access_key=key.secret_access_key)
+
+
+def revoke_key(p: Platform, actor: Principal, access_key_id: str) -> StorageKeyView:
+    tenant = actor.require_tenant_admin()
+    with p.db.write() as s:
+        key = s.scalar(select(StorageKey).where(StorageKey.access_key_id == access_key_id,
+                                                StorageKey.tenant_id == tenant)
+                       .with_for_update())
+        if key is None:
+            raise NotFound(f"No storage key {access_key_id} in your account; `gpulease "
+                           "storage` lists them.")
+        if key.revoked_at is None:
+            account = s.get(StorageAccount, tenant)
+            assert account is not None
+            try:
+                _store(p).delete_key(account.store_user, access_key_id)
+            except ObjectStoreError as exc:
+                raise BadGateway(f"{exc}. Nothing was changed; retry.") from None
+            key.revoked_at = p.clock.now()
+        return StorageKeyView(access_key_id=key.access_key_id, created_at=key.created_at,
+                              created_by=key.created_by, revoked_at=key.revoked_at)
