@@ -196,7 +196,8 @@ def start_demo_emulator(platform: Platform, port: int) -> tuple[Any, tuple[list[
     password = secret_file.read_text().strip()
     count = len(demo_node_names(platform, settings.demo_nodes_per_offer))
     emulator = start_emulator(folder, port, count=count, power="Off", nics=[2] * count,
-                              username="admin", password=password)
+                              username="admin", password=password,
+                              power_delay_s=settings.demo_bmc_power_delay_s)
     urls = [emulator.system_url(i) for i in range(count)]
     return emulator, (urls, "admin", password)
 

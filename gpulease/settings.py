@@ -208,6 +208,9 @@ class Settings(BaseSettings):
     demo_delay_s: float = Field(default=2.0, ge=0)
     # Round-trip time of every simulated BMC/agent call (real BMCs answer in 0.1-2 s).
     demo_call_latency_s: float = Field(default=0.0, ge=0)
+    # The demo's Redfish emulator: power changes land after a random 1-11 s as slow BMCs
+    # do, or after exactly this many seconds.
+    demo_bmc_power_delay_s: int | None = Field(default=None, ge=0, le=60)
     demo_nodes_per_offer: int = Field(default=2, ge=0)
 
     @field_validator("database_url")

@@ -144,7 +144,9 @@ def test_the_default_demo_runs_behind_a_redfish_emulator(tmp_path: Path) -> None
          str(data), "--port", str(port), "--emulator-port", str(free_port()),
          "--demo-delay", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=os.environ | {"GPULEASE_POLL_INTERVAL_S": "0.25", "COLUMNS": "200"})
+        # the emulator's power changes land after 1 s: the flows, not the waiting
+        env=os.environ | {"GPULEASE_POLL_INTERVAL_S": "0.25", "COLUMNS": "200",
+                          "GPULEASE_DEMO_BMC_POWER_DELAY_S": "1"})
     try:
         deadline = time.monotonic() + 40
         while time.monotonic() < deadline:

@@ -34,9 +34,9 @@ def start_worker(p: Platform) -> subprocess.Popen[bytes]:
         "GPULEASE_LOCK_TTL_S": str(LOCK_TTL),
         "GPULEASE_POLL_INTERVAL_S": "0.02",
         "GPULEASE_STAGE_TIMEOUT_S": str(STAGE_TIMEOUT),
-        "GPULEASE_DEMO_DELAY_S": "0.2",
+        "GPULEASE_DEMO_DELAY_S": "0.1",
         # every simulated BMC/agent call takes this long, so the kill lands inside a step
-        "GPULEASE_DEMO_CALL_LATENCY_S": "0.25",
+        "GPULEASE_DEMO_CALL_LATENCY_S": "0.15",
         "GPULEASE_BACKOFF_BASE_S": "0.05",
     }
     return subprocess.Popen(
