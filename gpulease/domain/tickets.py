@@ -90,6 +90,12 @@ class Clock:
             return False
         return (self.met_at or now) > self.due
 
+    def warning_at(self, opened: datetime, warn_at: Decimal) -> datetime | None:
+        """When `warn_at` of the clock has run (None: no deadline, or its milestone came)."""
+        if self.due is None or self.met_at is not None:
+            return None
+        return opened + (self.due - opened) * float(warn_at)
+
     def at_risk(self, opened: datetime, now: datetime, warn_at: Decimal) -> bool:
         """Running, not breached, and past `warn_at` of its length."""
         if self.due is None or self.met_at is not None or now > self.due:
@@ -101,6 +107,6 @@ def next_warning(clocks: list[Clock], opened: datetime, warned: set[str],
                  warn_at: Decimal) -> datetime | None:
     """When operators are next to be warned: the earliest warning point of a clock still
     running that they were not warned about (None: no warning left)."""
-    points = [opened + (c.due - opened) * float(warn_at) for c in clocks
-              if c.due is not None and c.met_at is None and c.name not in warned]
+    points = [point for c in clocks if c.name not in warned
+              if (point := c.warning_at(opened, warn_at)) is not None]
     return min(points) if points else None

@@ -93,7 +93,11 @@ def update_fabric(p: Platform, actor: Principal, fabric_id: str,
         if body.rate_gbps is not None:
             fabric.rate_gbps = body.rate_gbps
         s.flush()
-    return next(f for f in list_fabrics(p, actor) if f.id == fabric_id)
+        nodes = s.scalar(select(func.count()).select_from(Node).where(
+            Node.fabric_id == fabric_id, ON_FLEET)) or 0
+        racks = s.scalar(select(func.count()).select_from(Rack).where(
+            Rack.fabric_id == fabric_id)) or 0
+        return _fabric_view(fabric, racks, nodes)
 
 
 def delete_fabric(p: Platform, actor: Principal, fabric_id: str) -> None:
@@ -157,7 +161,9 @@ def update_rack(p: Platform, actor: Principal, rack_id: str, body: RackUpdate) -
         if body.leaf_switch is not None:
             rack.leaf_switch = body.leaf_switch or None
         s.flush()
-    return next(r for r in list_racks(p, actor) if r.id == rack_id)
+        nodes = s.scalar(select(func.count()).select_from(Node).where(
+            Node.rack_id == rack_id, ON_FLEET)) or 0
+        return _rack_view(rack, nodes)
 
 
 def delete_rack(p: Platform, actor: Principal, rack_id: str) -> None:

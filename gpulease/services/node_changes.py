@@ -49,7 +49,7 @@ def _try_credentials(p: Platform, node: Node, username: str, password: str) -> N
 
 def update_node(p: Platform, actor: Principal, node_id: str, body: NodeUpdate) -> NodeView:
     actor.require_operator()
-    if (body.bmc_username is None) != (body.bmc_password is None) and body.bmc_password is None:
+    if body.bmc_username is not None and body.bmc_password is None:
         raise InvalidInput("bmc_password", "Give the BMC password with the user name "
                            "(both are tried together).")
     with p.db.read() as s:

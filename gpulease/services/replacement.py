@@ -20,6 +20,7 @@ from gpulease.domain.states import (
     InstanceStage,
     InstanceStatus,
     NodeStatus,
+    TicketStatus,
 )
 from gpulease.domain.tickets import SWAPPED_OUT
 from gpulease.platform import Platform
@@ -42,7 +43,8 @@ def swap(p: Platform, actor: Principal, ticket_id: str, note_text: str | None
         ticket = s.get(Ticket, ticket_id, with_for_update=True)
         if ticket is None:
             raise Conflict(f"No ticket {ticket_id}.")
-        if ticket.status == "resolved" or not ticket.instance_id or not ticket.node_id:
+        if ticket.status == TicketStatus.RESOLVED.value or not ticket.instance_id or (
+                not ticket.node_id):
             raise Conflict(f"Ticket {ticket_id} names no rented node to replace (or is "
                            "resolved).")
         inst = s.scalar(select(Instance).where(Instance.id == ticket.instance_id)

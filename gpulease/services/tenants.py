@@ -49,21 +49,26 @@ def list_tenants(p: Platform, actor: Principal, status: str | None = None, limit
         total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
         rows = list(s.scalars(q.order_by(Tenant.created_at, Tenant.id).limit(limit)
                               .offset(offset)))
-        ids = [t.id for t in rows]
-        users = {k: n for k, n in s.execute(
-            select(User.tenant_id, func.count()).where(User.tenant_id.in_(ids),
-                                                       User.removed_at.is_(None))
-            .group_by(User.tenant_id))}
-        live = {k: n for k, n in s.execute(
-            select(Instance.tenant_id, func.count()).where(Instance.tenant_id.in_(ids), LIVE)
-            .group_by(Instance.tenant_id))}
-        balances = {k: b for k, b in s.execute(
-            select(Wallet.tenant_id, Wallet.balance).where(Wallet.tenant_id.in_(ids)))}
-        items = [TenantSummary(
-            id=t.id, name=t.name, status=t.status, status_reason=t.status_reason,
-            created_at=t.created_at, users=users.get(t.id, 0), live_instances=live.get(t.id, 0),
-            balance=to_fen(Decimal(str(balances.get(t.id, 0))))) for t in rows]
+        items = _summaries(s, rows)
     return Page(items=items, total=total, limit=limit, offset=offset)
+
+
+def _summaries(s: Session, rows: list[Tenant]) -> list[TenantSummary]:
+    """The rows with their users, live instances and balance (three statements)."""
+    ids = [t.id for t in rows]
+    users = {k: n for k, n in s.execute(
+        select(User.tenant_id, func.count()).where(User.tenant_id.in_(ids),
+                                                   User.removed_at.is_(None))
+        .group_by(User.tenant_id))}
+    live = {k: n for k, n in s.execute(
+        select(Instance.tenant_id, func.count()).where(Instance.tenant_id.in_(ids), LIVE)
+        .group_by(Instance.tenant_id))}
+    balances = {k: b for k, b in s.execute(
+        select(Wallet.tenant_id, Wallet.balance).where(Wallet.tenant_id.in_(ids)))}
+    return [TenantSummary(
+        id=t.id, name=t.name, status=t.status, status_reason=t.status_reason,
+        created_at=t.created_at, users=users.get(t.id, 0), live_instances=live.get(t.id, 0),
+        balance=to_fen(Decimal(str(balances.get(t.id, 0))))) for t in rows]
 
 
 def _load(s: Session, tenant_id: str) -> Tenant:
@@ -74,11 +79,12 @@ def _load(s: Session, tenant_id: str) -> Tenant:
     return tenant
 
 
-def _summary(p: Platform, actor: Principal, tenant_id: str) -> TenantSummary:
+def _summary(p: Platform, tenant_id: str) -> TenantSummary:
+    """One tenant as the list shows it, after a change."""
     with p.db.read() as s:
-        status = s.scalar(select(Tenant.status).where(Tenant.id == tenant_id))
-    page = list_tenants(p, actor, status=status, limit=1_000_000)
-    return next(t for t in page.items if t.id == tenant_id)
+        tenant = s.get(Tenant, tenant_id)
+        assert tenant is not None
+        return _summaries(s, [tenant])[0]
 
 
 def suspend(p: Platform, actor: Principal, tenant_id: str, reason: str | None) -> TenantSummary:
@@ -93,7 +99,7 @@ def suspend(p: Platform, actor: Principal, tenant_id: str, reason: str | None) -
         transition(s, p, tenant, TENANT, "suspend", p.clock.now(), actor=by(actor),
                    reason=reason)
         found = tenant.id
-    return _summary(p, actor, found)
+    return _summary(p, found)
 
 
 def reinstate(p: Platform, actor: Principal, tenant_id: str) -> TenantSummary:
@@ -104,7 +110,7 @@ def reinstate(p: Platform, actor: Principal, tenant_id: str) -> TenantSummary:
             raise Conflict(f"Tenant {tenant.name} is {tenant.status}, not suspended.")
         transition(s, p, tenant, TENANT, "reinstate", p.clock.now(), actor=by(actor))
         found = tenant.id
-    return _summary(p, actor, found)
+    return _summary(p, found)
 
 
 def _why_not_closable(s: Session, tenant_id: str) -> list[str]:
@@ -157,4 +163,4 @@ def close(p: Platform, actor: Principal, tenant_id: str, reason: str | None) -> 
         transition(s, p, tenant, TENANT, "close", now, actor=by(actor),
                    reason=reason or "closed by operator")
         found = tenant.id
-    return _summary(p, actor, found)
+    return _summary(p, found)

@@ -27,11 +27,9 @@ def sweep_ticket_clocks(p: Platform, limit: int = 200) -> int:
                         .with_for_update(skip_locked=True)).all()
         for t in due:
             warned = {w for w in t.warned.split(",") if w}
-            risky = [c for c in clocks(t) if c.name not in warned and c.due is not None
-                     and c.met_at is None]
-            for c in risky:
-                if c.due is None or now < t.opened_at + (c.due - t.opened_at) * float(
-                        p.catalog.support.warn_at):
+            for c in clocks(t):
+                point = c.warning_at(t.opened_at, p.catalog.support.warn_at)
+                if c.name in warned or point is None or c.due is None or now < point:
                     continue
                 left = (c.due - now).total_seconds()
                 when = (f"due in {left / 60:.0f} min" if left > 0
