@@ -7,6 +7,7 @@ Faults (`--fault KIND[:GPU[:ARG]]`, GPU defaults to 0):
   nvlink-down    one NVLink link (ARG, default 0) of the GPU is down
   slow-gpu       the GPU runs at ARG of its speed (default 0.7)
   ecc-dbe        a double-bit ECC error every sweep
+  xid            the GPU reports XID ARG once (e.g. xid:3:94, a contained ECC error)
   row-remap      row remapping has failed
   unhealthy      the device reports its health as Alarm (npu-smi's verdict; 910B)
 """
@@ -58,7 +59,7 @@ class VirtualClock:
     def advance(self, seconds: float) -> None:
         self.now += seconds
 
-FAULT_KINDS = ("thermal", "xid79", "nvlink-down", "slow-gpu", "ecc-dbe", "row-remap",
+FAULT_KINDS = ("thermal", "xid79", "xid", "nvlink-down", "slow-gpu", "ecc-dbe", "row-remap",
                "unhealthy")
 
 
@@ -80,6 +81,8 @@ def parse_faults(specs: Iterable[str]) -> tuple[Fault, ...]:
             arg = float(parts[2]) if len(parts) > 2 else None
         except ValueError:
             raise ValueError(f"fault {spec!r}: expected KIND[:GPU[:NUMBER]]") from None
+        if parts[0] == "xid" and (arg is None or arg != int(arg) or arg <= 0):
+            raise ValueError(f"fault {spec!r}: say which XID, e.g. xid:3:94")
         faults.append(Fault(parts[0], gpu, arg))
     return tuple(faults)
 
@@ -113,6 +116,7 @@ class SimulatedGpus:
         self._dbe = [0] * count
         self._last_at: float | None = None
         self._xid_sent: set[int] = set()
+        self._xids_sent: set[tuple[int, int]] = set()  # (GPU, XID) of the `xid` faults
 
     def _fault(self, kind: str, gpu: int) -> Fault | None:
         return next((f for f in self.faults if f.kind == kind and f.gpu == gpu), None)
@@ -168,6 +172,11 @@ class SimulatedGpus:
             if dead and i not in self._xid_sent:
                 self._xid_sent.add(i)
                 xids = (79,)
+            for f in self.faults:
+                if f.kind == "xid" and f.gpu == i and f.arg is not None and (
+                        (i, int(f.arg)) not in self._xids_sent):
+                    self._xids_sent.add((i, int(f.arg)))
+                    xids += (int(f.arg),)
             temp, bits = self._temp(i, now)
             speed = self.speed(i)
             load = 0.0 if dead else self.load
@@ -195,7 +204,8 @@ class SimulatedGpus:
                 row_remap_failure=self._fault("row-remap", i) is not None,
                 pcie_replays=0, nvlink_up=nvl, nvlink_crc_errors=0,
                 nvlink_bytes_total=int(self._sweeps * 1e9 * load) if any(nvl) else 0,
-                xids=() if self.npu else xids, last_xid=0 if self.npu else (79 if dead else 0),
+                xids=() if self.npu else xids,
+                last_xid=0 if self.npu else (79 if dead else (xids[-1] if xids else 0)),
                 simulated=True, health=self._health(i, dead) if self.npu else None))
         return out
 

@@ -22,8 +22,8 @@ BackendOpt = Annotated[str, typer.Option(
     "--backend", help="GPU backend: nvml, npu-smi (Ascend), simulated, or auto (NVML, then "
     "npu-smi, where one loads)")]
 FaultOpt = Annotated[list[str] | None, typer.Option(
-    "--fault", help="simulated backend: inject KIND[:GPU[:ARG]] (thermal, xid79, unhealthy, "
-    "nvlink-down, slow-gpu, ecc-dbe, row-remap)")]
+    "--fault", help="simulated backend: inject KIND[:GPU[:ARG]] (thermal, xid79, xid:GPU:N, "
+    "unhealthy, nvlink-down, slow-gpu, ecc-dbe, row-remap)")]
 GpusOpt = Annotated[int, typer.Option("--gpus", help="simulated backend: GPU count")]
 ModelOpt = Annotated[str, typer.Option("--model", help="simulated backend: GPU model id")]
 

@@ -259,8 +259,8 @@ def node_delete(
 def node_fault(
     node_id: Annotated[str, typer.Argument(help="node id or name (a simulated server)")],
     faults: Annotated[list[str] | None, typer.Argument(
-        help="KIND[:GPU] …, e.g. xid79:3 (thermal, xid79, nvlink-down, slow-gpu, ecc-dbe, "
-        "row-remap); none: clear")] = None,
+        help="KIND[:GPU[:ARG]] …, e.g. xid79:3 or xid:3:94 (thermal, xid79, xid, nvlink-down, "
+        "slow-gpu, ecc-dbe, row-remap); none: clear")] = None,
     url: UrlOpt = "", token: TokenOpt = "",
 ) -> None:
     """Operator, demo: inject GPU faults into a simulated server and its stand-in agent."""
@@ -288,11 +288,15 @@ def node_repaired(
     parts: Annotated[str, typer.Option(help="what was replaced, with serials")],
     url: UrlOpt = "", token: TokenOpt = "",
 ) -> None:
-    """Operator: record the parts replaced; the node is erased and returns to the pool."""
+    """Operator: record the parts replaced; the node is erased and burned in before it
+    returns to the pool (after a card repair: burned in on its tenant's system, then back
+    to them)."""
     r = api(lambda: connect(url, token).post_json(f"/nodes/{node_id}/repaired",
                                                   {"parts": parts}))
-    out.print(f"{r['node']}: repaired in {r['hours']} h ({r['parts']}); erasing, then the "
-              "pool", highlight=False)
+    then = (f"burn-in, then back to instance {r['instance_id']}" if r.get("instance_id")
+            else "erase and burn-in, then the pool")
+    out.print(f"{r['node']}: repaired in {r['hours']} h ({r['parts']}); {then}",
+              highlight=False)
 
 
 @app.command()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
@@ -10,8 +11,8 @@ from rich.table import Table
 from gpulease.cli.common import JsonOpt, TokenOpt, UrlOpt, api, connect, out, print_json
 
 app = typer.Typer()
-ticket_app = typer.Typer(help="One ticket: show, open, comment, ack, swap, mitigate, resolve.",
-                         no_args_is_help=True)
+ticket_app = typer.Typer(help="One ticket: show, open, comment, ack, swap, repair, window, "
+                              "mitigate, resolve.", no_args_is_help=True)
 app.add_typer(ticket_app, name="ticket")
 NoteOpt = Annotated[str | None, typer.Option(help="what was done or found (the tenant sees "
                                                   "it)")]
@@ -61,6 +62,11 @@ def _show(k: dict[str, Any]) -> None:
     flags = _clocks(k)
     if flags:
         out.print("  " + flags)
+    if w := k.get("repair_window"):
+        state = ("begun " + w["begun_at"][:16] if w["begun_at"] else "accepted"
+                 if w["accepted_at"] else "waiting for the tenant's answer")
+        out.print(f"  repair window {w['start'][:16].replace('T', ' ')} to "
+                  f"{w['end'][:16].replace('T', ' ')} UTC: {state}")
     t = Table("at (UTC)", "what", "by", "", title="timeline")
     for e in k["timeline"]:
         t.add_row(e["at"][:19].replace("T", " "), e["kind"] + (" (internal)" if e["internal"]
@@ -129,6 +135,39 @@ def swap(ticket_id: str, note: NoteOpt = None, url: UrlOpt = "", token: TokenOpt
     """Operator: replace the ticket's rented node by a spare of the same offer (deployed
     and accepted as at delivery); the faulty one is erased, then out for repair."""
     _action(ticket_id, "swap", note, url, token, as_json)
+
+
+@ticket_app.command("repair")
+def repair(ticket_id: str,
+           start: Annotated[str, typer.Option(help="when the node goes out: ISO 8601 with its "
+                                              "zone (2026-12-02T02:00+08:00), or 'now'")],
+           hours: Annotated[float, typer.Option(help="how long it may take, at most")] = 4.0,
+           note: NoteOpt = None, url: UrlOpt = "", token: TokenOpt = "",
+           as_json: JsonOpt = False) -> None:
+    """Operator: the card path. Propose a window in which the ticket's rented node is
+    repaired in place (powered off, its tenant's disks kept); the tenant accepts it, and
+    after `gpulease node repaired` it is burned in and accepted before they have it back."""
+    when = start
+    if start.strip().lower() == "now":
+        when = datetime.now(UTC).isoformat(timespec="seconds")
+    body = {"start": when, "hours": hours, "note": note}
+    k = api(lambda: connect(url, token).post_json(f"/tickets/{ticket_id}/repair-window", body))
+    return print_json(k) if as_json else _show(k)
+
+
+@ticket_app.command("window")
+def window(ticket_id: str,
+           accept: Annotated[bool | None, typer.Option(
+               "--accept/--decline", help="let the node go out in the proposed window, or "
+               "not (the operators then propose another or swap the server)")] = None,
+           note: Annotated[str | None, typer.Option(help="for the operators")] = None,
+           url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Tenant: answer the repair window an operator proposed on your ticket."""
+    if accept is None:
+        raise typer.BadParameter("say --accept or --decline", param_hint="--accept/--decline")
+    k = api(lambda: connect(url, token).post_json(
+        f"/tickets/{ticket_id}/repair-window/answer", {"accept": accept, "note": note}))
+    return print_json(k) if as_json else _show(k)
 
 
 @ticket_app.command("resolve")

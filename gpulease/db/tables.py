@@ -1,5 +1,6 @@
 """SQLAlchemy 2 tables of the fleet, accounts, instances, history, the audit trail and the
-node agents (the money side is db/money_tables.py). Times are timezone-aware UTC."""
+node agents (the money side is db/money_tables.py; tickets, repairs and object storage
+db/ops_tables.py). Times are timezone-aware UTC."""
 
 from __future__ import annotations
 
@@ -506,92 +507,3 @@ class CircuitBreaker(Base):
     status_reason: Mapped[str | None] = mapped_column(Text)
     opened_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     updated_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
-
-
-class Ticket(Base):
-    """A fault or a question about a rented machine (or a free node): its severity, what it
-    concerns, its SLA clocks and where it stands (domain/states.TICKET)."""
-
-    __tablename__ = "tickets"
-    id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    tenant_id: Mapped[str | None] = mapped_column(ForeignKey("tenants.id"), index=True)
-    instance_id: Mapped[str | None] = mapped_column(String(32), index=True)
-    node_id: Mapped[str | None] = mapped_column(ForeignKey("nodes.id"), index=True)
-    gpu_index: Mapped[int | None] = mapped_column(Integer)
-    kind: Mapped[str] = mapped_column(String(32))  # a fault's kind, or tenant_report
-    severity: Mapped[str] = mapped_column(String(2))
-    summary: Mapped[str] = mapped_column(String(300))
-    status: Mapped[str] = mapped_column(String(16), index=True)
-    status_reason: Mapped[str | None] = mapped_column(Text)
-    opened_by: Mapped[str] = mapped_column(String(64))
-    opened_at: Mapped[datetime] = mapped_column(UtcDateTime())
-    acknowledged_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
-    mitigated_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
-    resolved_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
-    response_due: Mapped[datetime | None] = mapped_column(UtcDateTime())
-    mitigation_due: Mapped[datetime | None] = mapped_column(UtcDateTime())
-    resolution_due: Mapped[datetime | None] = mapped_column(UtcDateTime())
-    # The clocks operators were warned about before their breach, comma-separated, and
-    # when the next warning is due (None: none left).
-    warned: Mapped[str] = mapped_column(String(64), default="", server_default="")
-    next_warning_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), index=True)
-    # No spare could take the faulty node's place: the tenant may release with the unused
-    # time refunded in full (services/lease_periods.refund_unused), since then.
-    refund_unused_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
-    # "node:gpu:kind" while a fault's ticket is open (one at a time), then NULL.
-    fault_key: Mapped[str | None] = mapped_column(String(100), unique=True)
-    updated_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
-
-
-class TicketEntry(Base):
-    """A line of a ticket's timeline besides its moves: a comment (the tenant's or an
-    operator's; internal ones only operators see) or a piece of evidence (a hardware alert,
-    a BMC log entry, an acceptance report)."""
-
-    __tablename__ = "ticket_entries"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    ticket_id: Mapped[str] = mapped_column(ForeignKey("tickets.id"), index=True)
-    at: Mapped[datetime] = mapped_column(UtcDateTime())
-    kind: Mapped[str] = mapped_column(String(16))  # comment | evidence
-    actor: Mapped[str] = mapped_column(String(64))
-    body: Mapped[str] = mapped_column(Text)
-    ref: Mapped[str | None] = mapped_column(String(64))  # alert:<id>, report:<id>
-    internal: Mapped[bool] = mapped_column(Boolean, default=False)
-
-
-class Repair(Base):
-    """One repair of a node: why (a ticket, a reason), the parts replaced with their serials,
-    when it started and ended, and who did what; time to repair per node and offer."""
-
-    __tablename__ = "repairs"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id"), index=True)
-    offer: Mapped[str] = mapped_column(String(200))  # sku@region, as it was
-    ticket_id: Mapped[str | None] = mapped_column(String(32), index=True)
-    reason: Mapped[str] = mapped_column(Text)
-    parts: Mapped[str | None] = mapped_column(Text)  # what was replaced, serials old → new
-    started_at: Mapped[datetime] = mapped_column(UtcDateTime())
-    started_by: Mapped[str] = mapped_column(String(64))
-    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), index=True)
-    finished_by: Mapped[str | None] = mapped_column(String(64))
-
-
-class StorageAccount(Base):
-    """A tenant's object storage: its bucket and the store's user its keys belong to."""
-
-    __tablename__ = "storage_accounts"
-    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
-    bucket: Mapped[str] = mapped_column(String(63), unique=True)
-    store_user: Mapped[str] = mapped_column(String(64))
-    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
-
-
-class StorageKey(Base):
-    """An access key to a tenant's bucket (its secret shown once, never kept)."""
-
-    __tablename__ = "storage_keys"
-    access_key_id: Mapped[str] = mapped_column(String(128), primary_key=True)
-    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
-    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
-    created_by: Mapped[str] = mapped_column(String(64))
-    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())

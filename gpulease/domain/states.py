@@ -45,8 +45,9 @@ NODE = Machine(
                        "for good (the reason says which)",
         N.FAILED: "declared broken beyond repair by an operator; kept for the record",
         N.REPAIR: "out for repair after a fault (a ticket may name it): parts replaced, then "
-                  "erased before it returns to the pool (burned in at its next delivery's "
-                  "acceptance gate)",
+                  "erased and burned in before it returns to the pool; or, for a card "
+                  "repair in a window its tenant accepted, still theirs (disks kept) and "
+                  "burned in before it returns to them",
         N.DELETED: "removed from the fleet by an operator: its history and certificates kept, "
                    "its name, BMC and serial free to be enrolled again",
     },
@@ -77,7 +78,16 @@ NODE = Machine(
              "an operator sends it for repair (a swapped-out node once its tenant's disks "
              "are erased)"),
         move("repaired", [N.REPAIR], N.CLEANING,
-             "an operator records the parts replaced: erased, then back in the pool"),
+             "an operator records the parts replaced: erased and burned in, then back in "
+             "the pool"),
+        move("card_out", [N.ACTIVE], N.REPAIR,
+             "the repair window its tenant accepted begins: out for a card repair, still "
+             "theirs, disks kept"),
+        move("return_to_tenant", [N.REPAIR], N.DEPLOYING,
+             "a card repair is done: powered on, burned in and accepted before its tenant "
+             "has it back"),
+        move("burn_in_failed", [N.DEPLOYING, N.CLEANING], N.REPAIR,
+             "the burn-in after a repair failed: back to repair, with the report"),
         move("delete", [N.ENROLLING, N.AVAILABLE, N.MAINTENANCE, N.FAILED, N.REPAIR],
              N.DELETED,
              "an operator removes it from the fleet (never while a tenant holds it)"),
@@ -109,7 +119,11 @@ class NodeStage(StrEnum):
     CLEAN_POWER_ON = "clean_power_on"
     CLEAN_WAIT_AGENT = "clean_wait_agent"
     ERASE = "erase"
+    BURN_IN = "burn_in"
     CLEAN_POWER_OFF = "clean_power_off"
+    RETURN_POWER_ON = "return_power_on"
+    RETURN_WAIT_AGENT = "return_wait_agent"
+    RETURN_VERIFY = "return_verify"
 
 
 St = NodeStage
@@ -118,7 +132,14 @@ DEPLOY_ORDER: tuple[NodeStage, ...] = (St.POWER_OFF, St.ATTACH_MEDIA, St.POWER_O
 # Erasure always runs from a freshly booted agent ramdisk, never from the tenant's system.
 CLEAN_ORDER: tuple[NodeStage, ...] = (St.CLEAN_SHUTDOWN, St.CLEAN_ATTACH_MEDIA,
                                       St.CLEAN_POWER_ON, St.CLEAN_WAIT_AGENT, St.ERASE,
-                                      St.CLEAN_POWER_OFF)
+                                      St.BURN_IN, St.CLEAN_POWER_OFF)
+# A node back from a card repair for the tenant who holds it: their system boots as it was
+# (nothing reinstalled, nothing erased) and the acceptance suite, burn-in included, runs
+# before they have it back.
+RETURN_ORDER: tuple[NodeStage, ...] = (St.RETURN_POWER_ON, St.RETURN_WAIT_AGENT,
+                                       St.RETURN_VERIFY)
+# The stages whose acceptance run judges a repair: a failure sends the node back to repair.
+BURN_IN_STAGES = frozenset({St.BURN_IN, *RETURN_ORDER})
 
 
 def _pipeline(order: tuple[NodeStage, ...]) -> list[tuple[NodeStage, NodeStage]]:
@@ -144,24 +165,33 @@ NODE_STAGE = Machine(
         St.CLEAN_POWER_ON: "clean: power on into the ramdisk",
         St.CLEAN_WAIT_AGENT: "clean: wait for the ramdisk's agent",
         St.ERASE: "clean: erase every tenant-writable disk, one certificate per disk",
+        St.BURN_IN: "clean: after a repair only, the acceptance suite (burn-in included) "
+                    "from the ramdisk; a failure sends the node back to repair",
         St.CLEAN_POWER_OFF: "clean: eject the media and power off; the node is free",
+        St.RETURN_POWER_ON: "card repair done: power on into the tenant's own system",
+        St.RETURN_WAIT_AGENT: "card repair done: wait for the node agent to call in",
+        St.RETURN_VERIFY: "card repair done: the acceptance suite, burn-in included; a "
+                          "failure sends the node back to repair",
     },
     starts=frozenset({St.IDLE}),
     idle=St.IDLE,
     transitions=(
         move("deploy", [St.IDLE], St.POWER_OFF, "the node's deploy begins"),
+        move("return", [St.IDLE], St.RETURN_POWER_ON,
+             "a card repair is done: the node's return to its tenant begins"),
         *(move("advance", [a], b, "the step is done: the next one")
-          for a, b in _pipeline(DEPLOY_ORDER) + _pipeline(CLEAN_ORDER)),
-        move("done", [St.DETACH_MEDIA, St.CLEAN_POWER_OFF], St.IDLE,
+          for a, b in _pipeline(DEPLOY_ORDER) + _pipeline(CLEAN_ORDER)
+          + _pipeline(RETURN_ORDER)),
+        move("done", [St.DETACH_MEDIA, St.CLEAN_POWER_OFF, St.RETURN_VERIFY], St.IDLE,
              "the last step is done: the node is active, or free"),
-        move("clean", [St.IDLE, *DEPLOY_ORDER], St.CLEAN_SHUTDOWN,
+        move("clean", [St.IDLE, *DEPLOY_ORDER, *RETURN_ORDER], St.CLEAN_SHUTDOWN,
              "cleaning begins, from wherever the node was"),
         move("abort", [s for s in St if s != St.IDLE], St.IDLE,
              "a step failed for good: the node leaves the pipeline"),
     ),
     waits=frozenset({St.POWER_OFF, St.POWER_ON, St.WAIT_AGENT, St.CONFIGURE, St.VERIFY,
                      St.CLEAN_SHUTDOWN, St.CLEAN_POWER_ON, St.CLEAN_WAIT_AGENT, St.ERASE,
-                     St.CLEAN_POWER_OFF}),
+                     St.BURN_IN, St.CLEAN_POWER_OFF, *RETURN_ORDER}),
 )
 
 # CONFIGURE formats and mounts the data disk and writes credentials through the agent; a
@@ -220,6 +250,7 @@ class InstanceStage(StrEnum):
     DEPLOYING = "deploying"
     READY = "ready"
     REPLACING = "replacing"
+    IN_REPAIR = "in_repair"
     CLEANING = "cleaning"
     RELEASED = "released"
     FAILED = "failed"
@@ -234,6 +265,8 @@ INSTANCE_STAGE = Machine(
         ISt.READY: "delivered: the tenant has it",
         ISt.REPLACING: "delivered, and a faulty node is being replaced by a spare of the "
                        "same offer (deployed and accepted as at delivery)",
+        ISt.IN_REPAIR: "delivered, and a node is out for a card repair in the window its "
+                       "tenant accepted; it comes back burned in and accepted",
         ISt.CLEANING: "handed back: its nodes are being erased",
         ISt.RELEASED: "handed back and nothing held any more",
         ISt.FAILED: "delivery failed (the status reason says why)",
@@ -245,14 +278,19 @@ INSTANCE_STAGE = Machine(
         move("fail", [ISt.ORDERED, ISt.DEPLOYING], ISt.FAILED, "delivery failed"),
         move("replace", [ISt.READY], ISt.REPLACING,
              "an operator swaps a faulty node for a spare (a ticket says why)"),
-        move("settle", [ISt.REPLACING], ISt.READY,
-             "the spare is delivered (or the replacement given up, the reason says why)"),
-        move("clean", [ISt.ORDERED, ISt.DEPLOYING, ISt.READY, ISt.REPLACING, ISt.FAILED],
+        move("card_repair", [ISt.READY], ISt.IN_REPAIR,
+             "the repair window its tenant accepted begins (a ticket says why)"),
+        move("settle", [ISt.REPLACING, ISt.IN_REPAIR], ISt.READY,
+             "the spare is delivered, or the repaired node is back and accepted (or the "
+             "replacement given up, the reason says why)"),
+        move("clean", [ISt.ORDERED, ISt.DEPLOYING, ISt.READY, ISt.REPLACING, ISt.IN_REPAIR,
+                       ISt.FAILED],
              ISt.CLEANING, "released with nodes to erase"),
-        move("finish", [ISt.ORDERED, ISt.DEPLOYING, ISt.READY, ISt.REPLACING, ISt.CLEANING,
-                        ISt.FAILED], ISt.RELEASED, "nothing held any more"),
+        move("finish", [ISt.ORDERED, ISt.DEPLOYING, ISt.READY, ISt.REPLACING, ISt.IN_REPAIR,
+                        ISt.CLEANING, ISt.FAILED], ISt.RELEASED, "nothing held any more"),
     ),
-    waits=frozenset({ISt.ORDERED, ISt.DEPLOYING, ISt.REPLACING, ISt.CLEANING}),
+    waits=frozenset({ISt.ORDERED, ISt.DEPLOYING, ISt.REPLACING, ISt.IN_REPAIR,
+                     ISt.CLEANING}),
     failures=frozenset({ISt.FAILED}),
     finals=frozenset({ISt.RELEASED}),
 )

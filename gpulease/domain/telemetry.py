@@ -33,9 +33,11 @@ MIN_CLIMB_C = 0.5  # a climb smaller than this over a window is noise, not heati
 
 # XID codes that mean hardware trouble (NVIDIA's XID catalogue).
 XID_FELL_OFF_BUS = 79
-XID_ECC = frozenset({48, 94, 95})
-XID_ROW_REMAP = frozenset({63, 64})
-XID_NVLINK = frozenset({74})
+XID_DOUBLE_BIT_ECC = 48  # uncorrectable memory error; the GPU needs a reset
+XID_CONTAINED_ECC = 94  # one process stopped by a memory error; the GPU runs on
+XID_UNCONTAINED_ECC = 95  # a memory error every process on the GPU may have met: reset it
+XID_ROW_REMAP_FAILURE = 64  # a row could not be remapped (63 records a remap: no fault)
+XID_NVLINK = 74
 
 
 @dataclass(frozen=True)
@@ -238,7 +240,9 @@ def _trend(samples: Sequence[GpuSample]) -> dict[str, float | None]:
 class AlertKind(StrEnum):
     THERMAL_THROTTLING = "thermal_throttling"
     GPU_FELL_OFF_BUS = "gpu_fell_off_bus"  # XID 79
-    DOUBLE_BIT_ECC = "double_bit_ecc"
+    DOUBLE_BIT_ECC = "double_bit_ecc"  # XID 48 or the ECC counters
+    ECC_CONTAINED = "ecc_contained"  # XID 94
+    ECC_UNCONTAINED = "ecc_uncontained"  # XID 95
     NVLINK_DOWN = "nvlink_down"
     ROW_REMAP_FAILURE = "row_remap_failure"
     DEVICE_UNHEALTHY = "device_unhealthy"  # the NPU's own health: Alarm or Critical
@@ -283,20 +287,33 @@ def alerts_for(summaries: Iterable[GpuSummary],
             alerts.append(Alert(AlertKind.GPU_FELL_OFF_BUS, g.index, g.uuid,
                                 f"{label} reported XID 79: it fell off the bus; "
                                 "the node needs a hardware check"))
-        if g.ecc_dbe_delta > 0 or any(x in XID_ECC for x in g.xids):
+        if g.ecc_dbe_delta > 0 or XID_DOUBLE_BIT_ECC in g.xids:
             alerts.append(Alert(AlertKind.DOUBLE_BIT_ECC, g.index, g.uuid,
                                 f"{label}: {g.ecc_dbe_delta} new double-bit ECC error(s) "
                                 f"(total {g.ecc_dbe_total}); XIDs {list(g.xids) or 'none'}"))
-        if g.nvlink_down or any(x in XID_NVLINK for x in g.xids):
-            links = ", ".join(str(i) for i in g.nvlink_down) or "see XID 74"
+        if XID_UNCONTAINED_ECC in g.xids:
+            alerts.append(Alert(AlertKind.ECC_UNCONTAINED, g.index, g.uuid,
+                                f"{label} reported XID 95: an uncontained memory error that "
+                                "every process on the GPU may have met; the GPU needs a "
+                                "reset, and a check if it recurs"))
+        if XID_CONTAINED_ECC in g.xids:
+            alerts.append(Alert(AlertKind.ECC_CONTAINED, g.index, g.uuid,
+                                f"{label} reported XID 94: a contained memory error stopped "
+                                "one process; the GPU runs on and remaps the row at its next "
+                                "reset", severity="warning"))
+        if g.nvlink_down or XID_NVLINK in g.xids:
+            links = ", ".join(str(i) for i in g.nvlink_down) or "none reported down"
             alerts.append(Alert(AlertKind.NVLINK_DOWN, g.index, g.uuid,
-                                f"{label}: NVLink link(s) down: {links} "
-                                f"of {g.nvlink_links}"))
-        if g.row_remap_failure:
+                                f"{label}: NVLink error (links down: {links} of "
+                                f"{g.nvlink_links}"
+                                + ("; XID 74" if XID_NVLINK in g.xids else "") + ")"))
+        if g.row_remap_failure or XID_ROW_REMAP_FAILURE in g.xids:
             alerts.append(Alert(AlertKind.ROW_REMAP_FAILURE, g.index, g.uuid,
                                 f"{label}: row remapping failed "
                                 f"({g.remapped_rows_uncorrectable} uncorrectable rows "
-                                "remapped); the GPU needs replacement"))
+                                "remapped"
+                                + ("; XID 64" if XID_ROW_REMAP_FAILURE in g.xids else "")
+                                + "); the GPU needs replacement"))
         if g.health in ("Alarm", "Critical"):
             alerts.append(Alert(AlertKind.DEVICE_UNHEALTHY, g.index, g.uuid,
                                 f"{label}: the device reports its health as {g.health}"))

@@ -25,6 +25,8 @@ class Severity(StrEnum):
 SEVERITY_OF_FAULT: dict[str, Severity] = {
     "gpu_fell_off_bus": Severity.P1,  # XID 79
     "double_bit_ecc": Severity.P1,  # XID 48, uncorrectable memory
+    "ecc_uncontained": Severity.P1,  # XID 95
+    "ecc_contained": Severity.P2,  # XID 94: one process stopped, the GPU runs on
     "row_remap_failure": Severity.P1,
     "device_unhealthy": Severity.P1,  # an NPU's own health
     "bmc_gpu": Severity.P1,
@@ -38,6 +40,8 @@ SEVERITY_OF_FAULT: dict[str, Severity] = {
 FAULT_TITLES = {
     "gpu_fell_off_bus": "GPU {gpu} not responding (XID 79: fell off the bus)",
     "double_bit_ecc": "GPU {gpu}: uncorrectable (double-bit) memory errors",
+    "ecc_uncontained": "GPU {gpu}: uncontained memory error (XID 95), needs a reset",
+    "ecc_contained": "GPU {gpu}: contained memory error (XID 94)",
     "row_remap_failure": "GPU {gpu}: row remapping failed",
     "device_unhealthy": "NPU {gpu} reports itself unhealthy",
     "bmc_gpu": "The BMC reports a GPU fault",

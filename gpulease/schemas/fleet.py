@@ -98,8 +98,8 @@ class BreakerView(BaseModel):
 class NodeFaults(BaseModel):
     model_config = ConfigDict(extra="forbid")
     faults: list[str] = Field(max_length=16, description=(
-        "KIND[:GPU[:NUMBER]] with KIND one of thermal, xid79, nvlink-down, slow-gpu, ecc-dbe, "
-        "row-remap, …; an empty list clears them"))
+        "KIND[:GPU[:NUMBER]] with KIND one of thermal, xid79, xid (xid:GPU:NUMBER, e.g. "
+        "xid:3:94), nvlink-down, slow-gpu, ecc-dbe, row-remap, …; an empty list clears them"))
 
 
 class RepairStart(BaseModel):
@@ -124,6 +124,8 @@ class RepairView(BaseModel):
     started_at: datetime
     finished_at: datetime | None
     hours: float | None  # time to repair, once finished
+    instance_id: str | None = None  # a card repair: the instance it returns to
+    burned_in_at: datetime | None = None  # its burn-in and acceptance passed
 
 
 class StorageKeyView(BaseModel):

@@ -61,5 +61,27 @@ class TimelineEntry(BaseModel):
     internal: bool = False
 
 
+class RepairWindowProposal(BaseModel):
+    """An operator proposes when the node goes out for a card repair (its tenant accepts)."""
+
+    start: datetime = Field(description="when the node goes out (ISO 8601, with its zone)")
+    hours: float = Field(gt=0, le=168, description="how long it may take, at most")
+    note: str | None = Field(default=None, max_length=10_000,
+                             description="what will be done, for the tenant")
+
+
+class RepairWindowAnswer(BaseModel):
+    accept: bool = Field(description="true: the node may go out in the proposed window")
+    note: str | None = Field(default=None, max_length=10_000)
+
+
+class RepairWindow(BaseModel):
+    start: datetime
+    end: datetime
+    accepted_at: datetime | None  # None: waiting for the tenant
+    begun_at: datetime | None  # the node went out for repair
+
+
 class TicketDetail(TicketView):
     timeline: list[TimelineEntry]
+    repair_window: RepairWindow | None = None

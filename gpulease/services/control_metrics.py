@@ -25,16 +25,8 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
 from gpulease import __version__
-from gpulease.db.tables import (
-    CatalogVersion,
-    CircuitBreaker,
-    Event,
-    Instance,
-    Node,
-    Repair,
-    Ticket,
-    WorkerProcess,
-)
+from gpulease.db.ops_tables import Repair, Ticket
+from gpulease.db.tables import CatalogVersion, CircuitBreaker, Event, Instance, Node, WorkerProcess
 from gpulease.platform import Platform
 from gpulease.process_metrics import REGISTRY as PROCESS
 from gpulease.services.deploy_breaker import DEPLOY as DEPLOY_BREAKER

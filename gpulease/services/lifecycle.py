@@ -26,15 +26,8 @@ from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from gpulease.db.money_tables import Invoice, Lease, UsageRecord
-from gpulease.db.tables import (
-    AgentCommand,
-    Base,
-    CircuitBreaker,
-    Instance,
-    Node,
-    Tenant,
-    Ticket,
-)
+from gpulease.db.ops_tables import Ticket
+from gpulease.db.tables import AgentCommand, Base, CircuitBreaker, Instance, Node, Tenant
 from gpulease.domain.leases import term_end
 from gpulease.domain.lifecycle import Machine
 from gpulease.domain.states import (

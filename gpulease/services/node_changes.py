@@ -121,6 +121,19 @@ def delete_node(p: Platform, actor: Principal, node_id: str, reason: str | None)
     return get_node(p, actor, deleted_id)
 
 
+def replace_simulated_parts(p: Platform, name: str, driver: str, agent_kind: str) -> bool:
+    """A simulated server's repair replaces its faulty parts: the faults injected into it
+    are gone (its burn-in then passes, unless new ones are injected). Real hardware: no-op."""
+    if not is_simulated(p, driver, agent_kind):
+        return False
+    fleet = p.drivers.fleet
+    if driver == "simulated" and fleet is not None:
+        fleet.set_gpu_faults(name, [])
+    else:
+        getattr(p.drivers.agents.get(driver), "gpu_faults", {}).pop(name, None)
+    return True
+
+
 def inject_faults(p: Platform, actor: Principal, node_id: str, faults: list[str]) -> list[str]:
     """The demo's fault injection: GPU faults (agent/simulated.py's KIND[:GPU[:ARG]]) a
     simulated server's stand-in agent reports from now on (its telemetry, its acceptance);

@@ -41,7 +41,8 @@ MONEY_SUBJECTS = {"low_balance": "Your balance is running low",
 # Tickets (services/tickets.py): to the tenant, and to operators (OPERATORS).
 TICKET_SUBJECTS = {"ticket_opened": "A ticket was opened", "ticket_updated": "A ticket was "
                    "updated", "ticket_resolved": "A ticket was resolved",
-                   "ops_p1": "New P1 ticket", "ops_sla_risk": "A ticket's SLA is at risk"}
+                   "ops_p1": "New P1 ticket", "ops_sla_risk": "A ticket's SLA is at risk",
+                   "ops_window": "A tenant answered a repair window"}
 OPERATORS = "@operators"  # the outbox's address for the provider's operators
 
 

@@ -1,8 +1,10 @@
 """The repair loop: a node goes out for repair (from a ticket's swap, once its tenant's
-disks are erased, or by an operator), the parts replaced are recorded with their serials,
-and it returns through an erase to the pool; its acceptance suite (burn-in included) runs
-at its next delivery's gate, so a node that is still faulty never reaches a tenant. Time
-to repair per node and per offer."""
+disks are erased; by an operator; or for a card repair in a window its tenant accepted,
+services/card_repairs.py), the parts replaced are recorded with their serials, and it
+returns through an erase and a burn-in (the acceptance suite from the ramdisk) to the pool,
+or, after a card repair, through a burn-in on its tenant's own system to that tenant. A
+failed burn-in sends it back to repair with the report. Time to repair per node and
+per offer."""
 
 from __future__ import annotations
 
@@ -11,21 +13,82 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gpulease.db.tables import Node, Repair, Ticket
+from gpulease.db.ops_tables import Repair, Ticket
+from gpulease.db.tables import Node
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, InvalidInput
 from gpulease.domain.states import NODE, NODE_STAGE, NodeStatus
 from gpulease.platform import Platform
 from gpulease.schemas.fleet import RepairView
-from gpulease.services.history import by
+from gpulease.services.history import WORKER, by
 from gpulease.services.inventory import load_node
 from gpulease.services.lifecycle import transition
-from gpulease.services.tickets import entry
+from gpulease.services.node_changes import replace_simulated_parts
+from gpulease.services.tickets import entry, served_again
 
 
 def open_repair(s: Session, node_id: str) -> Repair | None:
     return s.scalar(select(Repair).where(Repair.node_id == node_id,
                                          Repair.finished_at.is_(None)))
+
+
+def burn_in_due(s: Session, node_id: str) -> Repair | None:
+    """The node's latest repair when it is finished and its burn-in has not passed yet
+    (None: no burn-in due; an earlier repair whose burn-in failed led to this one)."""
+    latest = s.scalar(select(Repair).where(Repair.node_id == node_id)
+                      .order_by(Repair.started_at.desc(), Repair.id.desc()).limit(1))
+    if latest is None or latest.finished_at is None or latest.burned_in_at is not None:
+        return None
+    return latest
+
+
+def burned_in(s: Session, p: Platform, node: Node, report_id: str | None, now: datetime
+              ) -> None:
+    """The burn-in after a repair passed: recorded; after a card repair the ticket is
+    mitigated (its tenant has the node back)."""
+    repair = burn_in_due(s, node.id)
+    if repair is None:
+        return
+    repair.burned_in_at, repair.burn_in_report_id = now, report_id
+    if repair.ticket_id is None:
+        return
+    ticket = s.get(Ticket, repair.ticket_id, with_for_update=True)
+    if ticket is None:
+        return
+    evidence = f" (report {report_id})" if report_id else " (the offer sets no marks)"
+    if repair.instance_id is not None:
+        served_again(s, p, ticket, f"node {node.name} is back from repair, burned in and "
+                     f"accepted{evidence}", now, WORKER)
+    else:
+        entry(s, ticket, now, "note", WORKER, f"node {node.name} burned in and accepted "
+              f"after its repair{evidence}: back in the pool", internal=True)
+
+
+def stays_for_erase(s: Session, node_id: str, now: datetime) -> None:
+    """The instance of a node out for a card repair is released: the node no longer returns
+    to it; once repaired it is erased (its certificates for that tenant) and burned in on its
+    way to the pool."""
+    repair = open_repair(s, node_id)
+    if repair is not None and repair.instance_id is not None:
+        repair.instance_id = None
+        repair.reason = (repair.reason + "; its instance was released during the repair: "
+                         "erased after it")[:2000]
+
+
+def burn_in_failed(s: Session, node: Node, reason: str, now: datetime) -> Repair:
+    """The burn-in after a repair failed: a new repair record (same ticket, same instance
+    for a card repair); the node's move back to `repair` is the caller's."""
+    last = burn_in_due(s, node.id)
+    again = begin(s, node, last.ticket_id if last else None,
+                  f"burn-in failed after repair: {reason}", now, WORKER)
+    again.instance_id = last.instance_id if last else None
+    if last is not None and last.ticket_id:
+        ticket = s.get(Ticket, last.ticket_id, with_for_update=True)
+        if ticket is not None:
+            entry(s, ticket, now, "note", WORKER,
+                  f"node {node.name} failed its burn-in after repair; back to repair: "
+                  f"{reason}", internal=last.instance_id is None)
+    return again
 
 
 def begin(s: Session, node: Node, ticket_id: str | None, reason: str, now: datetime,
@@ -74,10 +137,17 @@ def finish(p: Platform, actor: Principal, node_id: str, parts: str) -> RepairVie
         if node.status != NodeStatus.REPAIR.value or repair is None:
             raise Conflict(f"Node {node.name} is {node.status}, not in repair.")
         repair.parts, repair.finished_at, repair.finished_by = parts[:4000], now, by(actor)
-        transition(s, p, node, NODE, "repaired", now, actor=by(actor),
-                   reason=f"repaired ({parts[:200]}): erase, then the pool")
-        transition(s, p, node, NODE_STAGE, "clean", now, actor=by(actor),
-                   timeout_s=p.settings.stage_timeout_s)
+        card = repair.instance_id is not None and node.instance_id == repair.instance_id
+        if card:  # back to the tenant who holds it: their own system, burned in first
+            transition(s, p, node, NODE, "return_to_tenant", now, actor=by(actor),
+                       reason=f"repaired ({parts[:200]}): burn-in, then back to its tenant")
+            transition(s, p, node, NODE_STAGE, "return", now, actor=by(actor),
+                       timeout_s=p.settings.stage_timeout_s)
+        else:
+            transition(s, p, node, NODE, "repaired", now, actor=by(actor),
+                       reason=f"repaired ({parts[:200]}): erase and burn-in, then the pool")
+            transition(s, p, node, NODE_STAGE, "clean", now, actor=by(actor),
+                       timeout_s=p.settings.stage_timeout_s)
         node.next_attempt_at = now
         node.last_error = None
         if repair.ticket_id:
@@ -87,6 +157,8 @@ def finish(p: Platform, actor: Principal, node_id: str, parts: str) -> RepairVie
                       f"node {node.name} repaired: {parts}", internal=True)
         s.flush()
         view = _view(repair, node.name)
+        name, driver, agent_kind = node.name, node.bmc_driver, node.agent_kind
+    replace_simulated_parts(p, name, driver, agent_kind)
     p.wake()
     return view
 
@@ -97,7 +169,8 @@ def _view(r: Repair, node_name: str) -> RepairView:
     return RepairView(id=r.id, node=node_name, offer=r.offer, ticket_id=r.ticket_id,
                       reason=r.reason, parts=r.parts, started_at=r.started_at,
                       finished_at=r.finished_at,
-                      hours=round(hours, 2) if hours is not None else None)
+                      hours=round(hours, 2) if hours is not None else None,
+                      instance_id=r.instance_id, burned_in_at=r.burned_in_at)
 
 
 def list_repairs(p: Platform, actor: Principal, open_only: bool = False, limit: int = 100

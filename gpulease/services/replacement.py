@@ -10,7 +10,8 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gpulease.db.tables import Instance, Node, Ticket
+from gpulease.db.ops_tables import Ticket
+from gpulease.db.tables import Instance, Node
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, OutOfStock
 from gpulease.domain.states import (

@@ -17,7 +17,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gpulease.db.money_tables import Lease, LedgerEntry, SlaClaim
-from gpulease.db.tables import HardwareAlert, Instance, Ticket, TicketEntry
+from gpulease.db.ops_tables import Ticket, TicketEntry
+from gpulease.db.tables import HardwareAlert, Instance
 from gpulease.domain.accounts import Principal
 from gpulease.domain.credits import (
     AcceptanceRule,
@@ -39,7 +40,7 @@ from gpulease.services.wallet import credit_sla, first_hold
 
 # Faults that take a GPU out of service (throttling and a down NVLink only slow it).
 OUTAGE_KINDS = frozenset({AlertKind.GPU_FELL_OFF_BUS.value, AlertKind.DOUBLE_BIT_ECC.value,
-                          AlertKind.ROW_REMAP_FAILURE.value})
+                          AlertKind.ECC_UNCONTAINED.value, AlertKind.ROW_REMAP_FAILURE.value})
 PERIOD_S = {"hour": 3600.0}
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gpulease.db.tables import StorageAccount, StorageKey
+from gpulease.db.ops_tables import StorageAccount, StorageKey
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import BadGateway, Conflict, NotFound
 from gpulease.platform import Platform

@@ -9,7 +9,7 @@ import logging
 
 from sqlalchemy import select
 
-from gpulease.db.tables import Ticket
+from gpulease.db.ops_tables import Ticket
 from gpulease.platform import Platform
 from gpulease.services.notify import OPERATORS
 from gpulease.services.tickets import UNRESOLVED, clocks, notice, plan_warning

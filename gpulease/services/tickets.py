@@ -14,8 +14,9 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gpulease.db.money_tables import LeaseNotice
+from gpulease.db.ops_tables import Ticket, TicketEntry
 from gpulease.db.repositories import get_instance
-from gpulease.db.tables import Event, HardwareAlert, Instance, Node, Ticket, TicketEntry
+from gpulease.db.tables import Event, HardwareAlert, Instance, Node
 from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
 from gpulease.domain.states import TICKET, TicketStatus
@@ -30,6 +31,7 @@ from gpulease.domain.tickets import (
 from gpulease.platform import Platform
 from gpulease.schemas import Page
 from gpulease.schemas.tickets import (
+    RepairWindow,
     TicketAction,
     TicketComment,
     TicketDetail,
@@ -244,7 +246,11 @@ def show_ticket(p: Platform, actor: Principal, ticket_id: str) -> TicketDetail:
                      for e in s.scalars(entries)]
         timeline.sort(key=lambda e: e.at)
         view = _view(t, node.name if node else None, now, p.catalog.support.warn_at)
-    return TicketDetail(**view.model_dump(), timeline=timeline)
+        window = RepairWindow(start=t.repair_window_start, end=t.repair_window_end,
+                              accepted_at=t.repair_window_accepted_at,
+                              begun_at=t.repair_window_begun_at) if (
+            t.repair_window_start and t.repair_window_end) else None
+    return TicketDetail(**view.model_dump(), timeline=timeline, repair_window=window)
 
 
 def operator_responds(s: Session, p: Platform, t: Ticket, actor: Principal,
@@ -356,12 +362,21 @@ def mitigate_replaced(s: Session, p: Platform, inst: Instance, spares: list[str]
             .with_for_update()):
         if t.node_id in serving:
             continue
-        t.acknowledged_at = t.acknowledged_at or now
-        t.mitigated_at = now
-        text = "replaced: the instance runs on " + ", ".join(spares)
-        transition(s, p, t, TICKET, "mitigate", now, actor=actor, reason=text)
-        plan_warning(p, t)
-        _claim_outage(s, t, now)
-        if t.tenant_id:
-            notice(s, t.tenant_id, "ticket_updated", t, text + "; reveal the new root "
-                   "password once with `gpulease credentials`", now)
+        served_again(s, p, t, "replaced: the instance runs on " + ", ".join(spares), now,
+                     actor, "; reveal the new root password once with `gpulease credentials`")
+
+
+def served_again(s: Session, p: Platform, t: Ticket, text: str, now: datetime, actor: str,
+                 for_tenant: str = "") -> None:
+    """The work on a ticket's fault serves its tenant again: mitigated (the clock stops),
+    the outage claimed, the tenant told. `t` is locked by the caller."""
+    if t.status not in (TicketStatus.OPEN.value, TicketStatus.ACKNOWLEDGED.value):
+        entry(s, t, now, "note", actor, text)
+        return
+    t.acknowledged_at = t.acknowledged_at or now
+    t.mitigated_at = now
+    transition(s, p, t, TICKET, "mitigate", now, actor=actor, reason=text)
+    plan_warning(p, t)
+    _claim_outage(s, t, now)
+    if t.tenant_id:
+        notice(s, t.tenant_id, "ticket_updated", t, text + for_tenant, now)

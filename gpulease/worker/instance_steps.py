@@ -21,6 +21,7 @@ from gpulease.domain.states import (
 from gpulease.platform import Platform
 from gpulease.services.history import WORKER, note
 from gpulease.services.lifecycle import transition
+from gpulease.services.repairs import stays_for_erase
 from gpulease.services.tickets import mitigate_replaced
 from gpulease.worker.nodes import start_cleaning, start_deploy
 from gpulease.worker.pipeline import release_lock
@@ -80,6 +81,10 @@ def reconcile(s: Session, p: Platform, inst: Instance) -> None:
             if NodeStatus(node.status) in NODE_BUSY:
                 start_cleaning(s, p, node, now, reason)
                 p.wake()
+            elif node.status == NodeStatus.REPAIR.value:
+                # out for a card repair: it no longer returns to this instance; the erase
+                # after its repair (certificates for this tenant) ends the release
+                stays_for_erase(s, node.id, now)
         if nodes:
             if status is InstanceStatus.RELEASING and inst.stage != InstanceStage.CLEANING:
                 transition(s, p, inst, INSTANCE_STAGE, "clean", now, actor=WORKER,
@@ -100,5 +105,15 @@ def reconcile(s: Session, p: Platform, inst: Instance) -> None:
             inst.next_attempt_at = None
         else:
             inst.next_attempt_at = poll
+    elif status is InstanceStatus.READY and inst.stage == InstanceStage.IN_REPAIR:
+        if len(nodes) == inst.node_count and all(
+                n.status == NodeStatus.ACTIVE.value for n in nodes):
+            transition(s, p, inst, INSTANCE_STAGE, "settle", now, actor=WORKER,
+                       reason="the repaired node is back, burned in and accepted")
+            note(s, now, inst.id, "repaired", "the node is back from repair, burned in and "
+                 "accepted: " + ", ".join(n.name for n in nodes), actor=WORKER)
+            inst.next_attempt_at = None
+        else:
+            inst.next_attempt_at = None  # the node's return wakes us (a repair takes hours)
     else:  # READY or RELEASED: nothing to drive
         inst.next_attempt_at = None

@@ -18,6 +18,7 @@ from gpulease.security import hash_token
 from gpulease.services.agents import mint_enrollment
 from gpulease.services.images import find_image
 from gpulease.services.node_agents import agent_for
+from gpulease.services.repairs import burn_in_due
 from gpulease.worker.node_steps import NodeJob
 
 
@@ -47,7 +48,9 @@ def node_job(s: Session, p: Platform, node: Node, inst: Instance | None) -> Node
         polls=node.stage_polls or 0, requests=node.stage_requests or 0,
         config_drive_url=_existing_drive_url(s, p, node, inst),
         acceptance=p.catalog.marks(node.sku, node.region)
-        if node.stage == NodeStage.VERIFY else None,
+        if node.stage in (NodeStage.VERIFY, NodeStage.RETURN_VERIFY) or (
+            node.stage == NodeStage.BURN_IN and burn_in_due(s, node.id) is not None)
+        else None,
         agent_kind=node.agent_kind,
         stage_started_at=node.stage_started_at,
         boot=offer.boot if (offer := p.catalog.offer(node.sku, node.region)) else

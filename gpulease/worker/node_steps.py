@@ -173,6 +173,14 @@ def verify(p: Platform, job: NodeJob) -> StepResult:
                            f"{len(report.failures)} failed")
 
 
+def burn_in(p: Platform, job: NodeJob) -> StepResult:
+    """After a repair only (the job carries the offer's marks then): the acceptance suite,
+    burn-in included, from the cleaning ramdisk."""
+    if job.acceptance is None:
+        return StepResult(Outcome.ADVANCE)
+    return verify(p, job)
+
+
 def detach_media(p: Platform, job: NodeJob) -> StepResult:
     _bmc(p, job).eject_media()
     return StepResult(Outcome.ADVANCE)
@@ -213,5 +221,9 @@ STEPS: dict[str, Callable[[Platform, NodeJob], StepResult]] = {
     NodeStage.CLEAN_POWER_ON: power_on,
     NodeStage.CLEAN_WAIT_AGENT: wait_agent,
     NodeStage.ERASE: erase,
+    NodeStage.BURN_IN: burn_in,
     NodeStage.CLEAN_POWER_OFF: clean_power_off,
+    NodeStage.RETURN_POWER_ON: power_on,
+    NodeStage.RETURN_WAIT_AGENT: wait_agent,
+    NodeStage.RETURN_VERIFY: verify,
 }

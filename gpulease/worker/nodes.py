@@ -13,11 +13,13 @@ from sqlalchemy.orm import Session
 from gpulease.db.tables import Event, GpuAllocation, Instance, Node
 from gpulease.domain.polling import next_poll_in
 from gpulease.domain.states import (
+    BURN_IN_STAGES,
     INSTANCE,
     INSTANCE_STAGE,
     NODE,
     NODE_IN_PIPELINE,
     NODE_STAGE,
+    RETURN_ORDER,
     UNSAFE_TO_REPEAT,
     InstanceStage,
     InstanceStatus,
@@ -30,7 +32,7 @@ from gpulease.services.deploy_breaker import deploy_succeeded, hold_failed_deplo
 from gpulease.services.history import WORKER, note, record_event
 from gpulease.services.lifecycle import transition
 from gpulease.services.placement import claim_replacement
-from gpulease.services.repairs import open_repair
+from gpulease.services.repairs import burn_in_failed, burned_in, open_repair
 from gpulease.worker.node_jobs import drop_config_drives, make_config_drive, needs_drive, node_job
 from gpulease.worker.node_steps import STEPS, NodeJob, Outcome, StepResult
 from gpulease.worker.pipeline import (
@@ -118,13 +120,22 @@ def _apply_node(p: Platform, claim: Claim, job: NodeJob, result: StepResult | St
             return
         if result.ip_address:
             node.ip_address = result.ip_address
+        burning_in = job.stage in BURN_IN_STAGES
         if result.report is not None:
             report_id = record_acceptance(s, p, node, node.instance_id, result.report,
-                                          "delivery", now, actor=WORKER)
+                                          "burn_in" if burning_in else "delivery", now,
+                                          actor=WORKER)
             if not result.report.passed:
-                fail_node(s, p, node, failure_reason(result.report, report_id), now)
+                if burning_in:
+                    back_to_repair(s, p, node, failure_reason(result.report, report_id), now)
+                else:
+                    fail_node(s, p, node, failure_reason(result.report, report_id), now)
                 p.wake()
                 return
+            if burning_in:
+                burned_in(s, p, node, report_id, now)
+        elif job.stage == NodeStage.RETURN_VERIFY and result.outcome is Outcome.ADVANCE:
+            burned_in(s, p, node, None, now)  # the offer sets no marks: back as it is
         if result.certificates:
             unverified = record_certificates(s, node.id, node.instance_id,
                                              result.certificates, now)
@@ -188,6 +199,9 @@ def fail_node(s: Session, p: Platform, node: Node, reason: str, now: datetime,
     the same offer (same fabric for a cluster) when there is one; else it fails with the
     reason. `breaker`: a failure the deploy circuit breaker judges (a step's error or a
     timeout, not a hardware verdict): while it is open the deploy is held instead."""
+    if node.stage in RETURN_ORDER:  # back from a card repair: it stays its tenant's
+        back_to_repair(s, p, node, reason, now, actor)
+        return
     instance_id = node.instance_id
     was_cleaning = node.status == NodeStatus.CLEANING.value
     if breaker and node.status == NodeStatus.DEPLOYING.value and hold_failed_deploy(
@@ -219,6 +233,28 @@ def fail_node(s: Session, p: Platform, node: Node, reason: str, now: datetime,
                    reason=f"replacement given up: {why}")
         note(s, now, inst.id, "replacement_failed", why, actor=actor)
     wake_instance(s, instance_id, now)
+
+
+def back_to_repair(s: Session, p: Platform, node: Node, reason: str, now: datetime,
+                   actor: str = WORKER) -> None:
+    """A repaired node failed its burn-in (or its return to its tenant failed): back to
+    repair with why, powered off. After a card repair it stays its tenant's (the instance
+    waits in `in_repair`); a node on its way to the pool lets go of what it held."""
+    drop_config_drives(s, node.id)
+    if node.stage is not None:
+        transition(s, p, node, NODE_STAGE, "abort", now, actor=actor)
+    node.safe_off_due = True
+    node.next_attempt_at = None
+    repair = burn_in_failed(s, node, reason, now)
+    transition(s, p, node, NODE, "burn_in_failed", now, actor=actor,
+               reason=f"burn-in after repair failed, back to repair: {reason}")
+    node.generation += 1
+    if repair.instance_id is None and node.instance_id is not None:
+        instance_id = node.instance_id
+        release_allocations(s, node.id, now)
+        node.instance_id = None
+        node.ip_address = None
+        wake_instance(s, instance_id, now)
 
 
 def fail_instance(s: Session, p: Platform, inst: Instance, reason: str, now: datetime,

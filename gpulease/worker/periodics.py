@@ -14,6 +14,7 @@ from gpulease.domain.states import NODE_IN_PIPELINE
 from gpulease.platform import Platform
 from gpulease.services.audit import prune
 from gpulease.services.bmc_health import check_bmc_logs
+from gpulease.services.card_repairs import begin_due_windows
 from gpulease.services.catalog_versions import follow
 from gpulease.services.history import SWEEP_TIMEOUTS
 from gpulease.services.invoice_run import sweep_invoices
@@ -83,6 +84,9 @@ PERIODICS: tuple[Periodic, ...] = (
              "password reset links by e-mail, each once"),
     Periodic("tickets", lambda p, _owner: sweep_ticket_clocks(p),
              "operators warned of tickets' SLA clocks at risk (once per clock)"),
+    Periodic("repair-windows", lambda p, _owner: begin_due_windows(p),
+             "card repairs whose accepted window has begun: the node out for repair, still "
+             "its tenant's, powered off"),
     Periodic("telemetry", lambda p, _owner: downsample(p),
              "GPU summaries past GPULEASE_TELEMETRY_MINUTE_DAYS merged per GPU and hour; "
              "hourly ones past GPULEASE_TELEMETRY_HOUR_DAYS deleted"),

@@ -37,7 +37,7 @@ def safe_off(p: Platform, limit: int = 20) -> int:
             if node is None:
                 continue
             node.safe_off_due = False
-            text = ("left safe after the failure: " + ", ".join(done) if done
+            text = ("left safe: " + ", ".join(done) if done
                     else "could not be left safe") + (
                 f"; failed ({'; '.join(failed)}): check the server at its BMC" if failed
                 else "")

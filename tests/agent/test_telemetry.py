@@ -40,12 +40,27 @@ def test_healthy_server_raises_nothing_and_says_simulated() -> None:
     ("nvlink-down:3:7", (3, AlertKind.NVLINK_DOWN)),
     ("ecc-dbe:1", (1, AlertKind.DOUBLE_BIT_ECC)),
     ("row-remap:6", (6, AlertKind.ROW_REMAP_FAILURE)),
+    # XIDs by themselves, each its own kind (NVIDIA's XID catalogue)
+    ("xid:1:48", (1, AlertKind.DOUBLE_BIT_ECC)),
+    ("xid:2:94", (2, AlertKind.ECC_CONTAINED)),
+    ("xid:4:95", (4, AlertKind.ECC_UNCONTAINED)),
+    ("xid:3:74", (3, AlertKind.NVLINK_DOWN)),
+    ("xid:6:64", (6, AlertKind.ROW_REMAP_FAILURE)),
 ])
 def test_each_fault_raises_its_alert_on_its_gpu_only(
         fault: str, expected: tuple[int, AlertKind]) -> None:
     sampler = run_window(SimulatedGpus(8, faults=parse_faults([fault]), clock=VirtualClock()),
                          240)
     assert kinds(sampler) == {expected}
+
+
+def test_an_xid_fault_names_its_xid_and_needs_one() -> None:
+    with pytest.raises(ValueError, match="say which XID"):
+        parse_faults(["xid:3"])
+    sampler = run_window(SimulatedGpus(8, faults=parse_faults(["xid:2:94"]),
+                                       clock=VirtualClock()), 240)
+    (alert,) = alerts_for(sampler.summaries())
+    assert alert.severity == "warning" and "XID 94" in alert.message
 
 
 def test_thermal_fault_is_a_saw_tooth() -> None:

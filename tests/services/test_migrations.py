@@ -3,7 +3,7 @@ from __future__ import annotations
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-from gpulease.db import money_tables  # noqa: F401  (its tables join the metadata)
+from gpulease.db import money_tables, ops_tables  # noqa: F401  (their tables join the metadata)
 from gpulease.db.tables import Base
 from gpulease.platform import Platform
 

@@ -10,13 +10,15 @@ from gpulease.api.access import EVERY_USER, Caller, access
 from gpulease.api.deps import Limit, Offset, PlatformDep, PrincipalDep
 from gpulease.schemas import Page
 from gpulease.schemas.tickets import (
+    RepairWindowAnswer,
+    RepairWindowProposal,
     TicketAction,
     TicketComment,
     TicketDetail,
     TicketOpen,
     TicketView,
 )
-from gpulease.services import replacement, tickets
+from gpulease.services import card_repairs, replacement, tickets
 
 router = APIRouter(prefix="/tickets", tags=["tickets"])
 OWN = access(*EVERY_USER, owned=True)
@@ -78,9 +80,29 @@ def swap(ticket_id: str, p: PlatformDep, actor: PrincipalDep,
          body: TicketAction | None = None) -> TicketDetail:
     """Replace the ticket's rented node by a spare of the same offer (same fabric for a
     cluster): deployed and accepted as at delivery, a new root password shown once; the
-    faulty node is erased and goes to maintenance. 409 when no spare is free (the ticket
-    says so)."""
+    faulty node is erased and goes to repair. 409 when no spare is free (the ticket says
+    so)."""
     return replacement.swap(p, actor, ticket_id, (body or TicketAction()).note)
+
+
+@router.post("/{ticket_id}/repair-window", response_model=TicketDetail,
+             openapi_extra=access(Caller.OPERATOR))
+def propose_repair_window(ticket_id: str, body: RepairWindowProposal, p: PlatformDep,
+                          actor: PrincipalDep) -> TicketDetail:
+    """The card path: propose when the ticket's rented node goes out to be repaired in
+    place (powered off, disks kept); its tenant accepts or declines. Once it is repaired
+    (`POST /nodes/{id}/repaired`) it is burned in and accepted before the tenant has it
+    back."""
+    return card_repairs.propose_window(p, actor, ticket_id, body)
+
+
+@router.post("/{ticket_id}/repair-window/answer", response_model=TicketDetail,
+             openapi_extra=access(Caller.MEMBER, Caller.ADMIN, owned=True))
+def answer_repair_window(ticket_id: str, body: RepairWindowAnswer, p: PlatformDep,
+                         actor: PrincipalDep) -> TicketDetail:
+    """The tenant accepts the proposed repair window (the node goes out at its start) or
+    declines it (the operators propose another or swap the server)."""
+    return card_repairs.answer_window(p, actor, ticket_id, body)
 
 
 @router.post("/{ticket_id}/resolve", response_model=TicketDetail, openapi_extra=WRITERS)

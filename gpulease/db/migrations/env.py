@@ -5,10 +5,11 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine
 
-from gpulease.db import money_tables, tables
+from gpulease.db import money_tables, ops_tables, tables
 
 Base = tables.Base
-assert "wallets" in Base.metadata.tables, money_tables  # both sets of tables are known
+assert "wallets" in Base.metadata.tables, money_tables  # every set of tables is known
+assert "tickets" in Base.metadata.tables, ops_tables
 
 config = context.config
 target_metadata = Base.metadata

@@ -1,0 +1,176 @@
+"""The card path of a repair: a rented server with a faulty part (a GPU, a DIMM, a PSU) is
+repaired without moving its tenant. An operator proposes a window on the fault's ticket;
+the tenant accepts it (or declines: then a swap, or another window); when it begins the
+node goes out for repair still bound to its instance, disks kept, and powered off; once the
+parts are recorded (`gpulease node repaired`) it boots the tenant's own system again and
+passes the acceptance suite, burn-in included, before the tenant has it back
+(worker/nodes.py drives that return; a failure sends it back to repair)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpulease.db.ops_tables import Ticket
+from gpulease.db.tables import Instance, Node
+from gpulease.domain.accounts import Principal
+from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
+from gpulease.domain.states import (
+    INSTANCE_STAGE,
+    NODE,
+    InstanceStage,
+    InstanceStatus,
+    NodeStatus,
+    TicketStatus,
+)
+from gpulease.platform import Platform
+from gpulease.schemas.tickets import RepairWindowAnswer, RepairWindowProposal, TicketDetail
+from gpulease.services.history import by, note
+from gpulease.services.lifecycle import transition
+from gpulease.services.notify import OPERATORS
+from gpulease.services.repairs import begin
+from gpulease.services.tickets import entry, notice, operator_responds, show_ticket
+
+WINDOWS = "sweep:repair-windows"
+LATE_START = timedelta(minutes=5)  # a window may start this far in the past (clock skew)
+
+
+def _when(at: datetime) -> str:
+    return at.strftime("%Y-%m-%d %H:%M %Z").strip()
+
+
+def _served_node(s: Session, ticket: Ticket) -> tuple[Instance, Node]:
+    """The ticket's instance and node, locked in that order, while the node still serves
+    it as delivered; else a 409 that says why."""
+    inst = s.scalar(select(Instance).where(Instance.id == ticket.instance_id)
+                    .with_for_update())
+    node = s.scalar(select(Node).where(Node.id == ticket.node_id).with_for_update())
+    if inst is None or node is None or node.instance_id != inst.id or (
+            node.status != NodeStatus.ACTIVE.value):
+        raise Conflict(f"Node {node.name if node else ticket.node_id} no longer serves "
+                       f"instance {ticket.instance_id}; nothing to repair in place.")
+    if inst.status != InstanceStatus.READY.value or inst.stage != InstanceStage.READY:
+        raise Conflict(f"Instance {inst.id} is {inst.status} ({inst.stage}); a card repair "
+                       "is planned on a delivered instance, one at a time.")
+    return inst, node
+
+
+def propose_window(p: Platform, actor: Principal, ticket_id: str,
+                   body: RepairWindowProposal) -> TicketDetail:
+    """An operator proposes when the node goes out; its tenant is asked to accept."""
+    actor.require_operator()
+    if body.start.tzinfo is None:
+        raise InvalidInput("start", "Give the window's start with its zone, e.g. "
+                           "2026-12-02T02:00+08:00.")
+    now = p.clock.now()
+    if body.start < now - LATE_START:
+        raise InvalidInput("start", f"The window starts in the past ({_when(body.start)}); "
+                           "propose a start from now on.")
+    end = body.start + timedelta(hours=body.hours)
+    with p.db.write() as s:
+        t = s.get(Ticket, ticket_id, with_for_update=True)
+        if t is None:
+            raise NotFound(f"No ticket {ticket_id}; `gpulease tickets` lists them.")
+        if t.status == TicketStatus.RESOLVED.value or not t.instance_id or not t.node_id:
+            raise Conflict(f"Ticket {ticket_id} names no rented node to repair (or is "
+                           "resolved).")
+        if t.repair_window_begun_at is not None:
+            raise Conflict(f"The node of ticket {ticket_id} is out for repair already.")
+        _, node = _served_node(s, t)
+        t.repair_window_start, t.repair_window_end = body.start, end
+        t.repair_window_accepted_at = None
+        text = (f"card repair of {node.name} proposed for {_when(body.start)} to {_when(end)}: "
+                "the server is powered off and repaired in place, your disks are kept, and "
+                "it comes back burned in and accepted"
+                + (f". {body.note}" if body.note else ""))
+        entry(s, t, now, "note", by(actor), text)
+        operator_responds(s, p, t, actor, now)
+        if t.tenant_id:
+            notice(s, t.tenant_id, "ticket_updated", t, text + f"; accept or decline it: "
+                   f"`gpulease ticket window {t.id} --accept` (or --decline)", now)
+    return show_ticket(p, actor, ticket_id)
+
+
+def answer_window(p: Platform, actor: Principal, ticket_id: str, body: RepairWindowAnswer
+                  ) -> TicketDetail:
+    """The tenant accepts the proposed window (the node goes out at its start) or
+    declines it (the operators propose another, or swap the server)."""
+    if actor.is_operator:
+        raise Forbidden("The tenant accepts or declines a repair window; an operator "
+                        "proposes one (`gpulease ticket repair`).")
+    tenant = actor.require_order_rights()
+    now = p.clock.now()
+    with p.db.write() as s:
+        t = s.scalar(select(Ticket).where(Ticket.id == ticket_id, Ticket.tenant_id == tenant)
+                     .with_for_update())
+        if t is None:
+            raise NotFound(f"No ticket {ticket_id}; `gpulease tickets` lists yours.")
+        if t.repair_window_start is None or t.repair_window_end is None:
+            raise Conflict(f"Ticket {ticket_id} has no repair window to answer.")
+        if t.repair_window_begun_at is not None:
+            raise Conflict(f"The repair of ticket {ticket_id} has begun already.")
+        if now >= t.repair_window_end:
+            raise Conflict(f"The proposed window ended at {_when(t.repair_window_end)}; "
+                           "ask the operators for another on the ticket.")
+        window = f"{_when(t.repair_window_start)} to {_when(t.repair_window_end)}"
+        if body.accept:
+            t.repair_window_accepted_at = now
+            text = f"repair window {window} accepted"
+        else:
+            t.repair_window_start = t.repair_window_end = None
+            t.repair_window_accepted_at = None
+            text = f"repair window {window} declined"
+        text += f": {body.note}" if body.note else ""
+        entry(s, t, now, "comment", by(actor), text)
+        notice(s, OPERATORS, "ops_window", t, text, now)
+    return show_ticket(p, actor, ticket_id)
+
+
+def begin_due_windows(p: Platform, limit: int = 20) -> int:
+    """Accepted windows whose start has come: the node goes out for repair (still its
+    tenant's, disks kept), its instance shows `in_repair`, the server is powered off
+    (worker/safe_off.py). A window whose node no longer serves its instance lapses, said
+    on the ticket. Returns how many began."""
+    now = p.clock.now()
+    with p.db.read() as s:
+        due = list(s.scalars(select(Ticket.id).where(
+            Ticket.repair_window_accepted_at.is_not(None),
+            Ticket.repair_window_begun_at.is_(None),
+            Ticket.repair_window_start <= now,
+            Ticket.status != TicketStatus.RESOLVED.value).limit(limit)))
+    begun = 0
+    for ticket_id in due:
+        with p.db.write() as s:
+            t = s.get(Ticket, ticket_id, with_for_update=True)
+            if t is None or t.repair_window_begun_at is not None or (
+                    t.repair_window_accepted_at is None):
+                continue
+            try:
+                inst, node = _served_node(s, t)
+            except Conflict as exc:
+                t.repair_window_start = t.repair_window_end = None
+                t.repair_window_accepted_at = None
+                entry(s, t, now, "note", WINDOWS, f"repair window lapsed: {exc}")
+                continue
+            repair = begin(s, node, t.id, f"card repair: {t.summary} (ticket {t.id})", now,
+                           WINDOWS)
+            repair.instance_id = inst.id
+            node.generation += 1
+            node.safe_off_due = True  # powered off for the work (media out, no override)
+            transition(s, p, node, NODE, "card_out", now, actor=WINDOWS,
+                       reason=f"card repair in the window its tenant accepted (ticket {t.id})")
+            transition(s, p, inst, INSTANCE_STAGE, "card_repair", now, actor=WINDOWS,
+                       reason=f"node {node.name} out for repair (ticket {t.id})")
+            t.repair_window_begun_at = now
+            text = (f"node {node.name} is out for repair now (window until "
+                    f"{_when(t.repair_window_end or now)}); it returns burned in and accepted")
+            note(s, now, inst.id, "in_repair", text, actor=WINDOWS)
+            entry(s, t, now, "note", WINDOWS, text)
+            if t.tenant_id:
+                notice(s, t.tenant_id, "ticket_updated", t, text, now)
+            begun += 1
+    if begun:
+        p.wake()
+    return begun
