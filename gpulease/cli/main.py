@@ -8,6 +8,7 @@ import typer
 
 from gpulease.cli import (
     accounts_cmds,
+    agent_backup,
     audit_cmds,
     catalog_cmds,
     fabric_cmds,
@@ -24,8 +25,8 @@ app = typer.Typer(help="gpulease: rent out and rent GPU servers.", no_args_is_he
 for group in (platform_cmds, catalog_cmds, instances_cmds, fleet_cmds, fabric_cmds,
               accounts_cmds, money_cmds, audit_cmds, ticket_cmds, storage_cmds):
     app.add_typer(group.app)
-app.add_typer(agent_app, name="agent")
-
+app.add_typer(agent_app, name="agent")  # with agent_backup's commands
+assert agent_backup
 
 if __name__ == "__main__":
     app()

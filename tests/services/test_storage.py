@@ -4,8 +4,10 @@ itself, a secret shown once, a revoked key refused. SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import boto3
@@ -14,9 +16,11 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from typer.testing import CliRunner
 
+from gpulease.agent.backup import BackupError, Target, backup, list_snapshots
 from gpulease.cli.main import app
 from gpulease.domain.accounts import Role
 from gpulease.domain.errors import Conflict, Forbidden
+from gpulease.domain.snapshots import blob_key, manifest_key
 from gpulease.drivers.seaweedfs import EmbeddedS3, start_embedded_s3
 from gpulease.platform import Platform
 from gpulease.services import accounts, storage
@@ -72,6 +76,21 @@ def test_each_tenant_reaches_its_own_bucket_only(platform: Platform, s3: Embedde
         Bucket=b_key.bucket, Key="x", Body=b"x")) == "AccessDenied"
     assert refused(lambda: b.delete_object(  # type: ignore[attr-defined]
         Bucket=a_key.bucket, Key="ckpt/step-100.pt")) == "AccessDenied"
+
+    # the agent's checkpoint backup with a tenant's key: its bucket yes, another's no
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "step-1.pt").write_bytes(b"c" * 1000)
+    mine = Target(endpoint=s3.url, bucket=a_key.bucket, access_key_id=a_key.access_key_id,
+                  secret_access_key=a_key.secret_access_key, prefix="backups/n1")
+    made = backup(tmp_path / "ckpt", mine)
+    assert made.files == 1 and list_snapshots(mine)[0]["id"] == made.snapshot_id
+    with pytest.raises(BackupError, match="refused"):
+        backup(tmp_path / "ckpt", replace(mine, bucket=b_key.bucket))
+    admin = client(s3, s3.access_key, s3.secret_key)
+    admin.delete_object(Bucket=a_key.bucket,  # type: ignore[attr-defined]
+                        Key=manifest_key("backups/n1/", made.snapshot_id))
+    admin.delete_object(Bucket=a_key.bucket,  # type: ignore[attr-defined]
+                        Key=blob_key("backups/n1/", hashlib.sha256(b"c" * 1000).hexdigest()))
 
     seen = storage.show(platform, alpha.principal)
     assert seen.used_bytes == 4096
