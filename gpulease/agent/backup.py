@@ -209,7 +209,7 @@ def _manager(s3: Any, parallel: int, max_bytes_per_s: int | None) -> Any:
     return create_transfer_manager(s3, config)
 
 
-class _Counter(BaseSubscriber):  # type: ignore[misc]
+class _Counter(BaseSubscriber):  # type: ignore[misc]  # untyped base
     """Passes the bytes each transfer moves on to a progress callback."""
 
     def __init__(self, progress: Progress | None) -> None:
