@@ -398,3 +398,40 @@ def restore(target: Target, snapshot_id: str, dest: Path, *, parallel: int = 8,
                          bytes_total=manifest.total_bytes,
                          bytes_downloaded=sum(f.size for f in firsts.values()),
                          seconds=round(time.monotonic() - started, 3))
+
+
+DATA_MOUNT = "/data"  # where a rented server's data disk is mounted (domain: NodeConfig)
+
+
+def on_data_disk(root: Path, path: str) -> Path:
+    """Where `path` (absolute, under /data, as the tenant names it) lies under `root` (the
+    data disk's mount, or a simulated server's disk directory); ValueError outside it."""
+    from pathlib import PurePosixPath
+
+    p = PurePosixPath(path)
+    if not p.is_absolute() or ".." in p.parts or not (
+            p == PurePosixPath(DATA_MOUNT) or PurePosixPath(DATA_MOUNT) in p.parents):
+        raise ValueError(f"{path!r} is not on the data disk ({DATA_MOUNT}/…)")
+    return root.joinpath(*p.relative_to(DATA_MOUNT).parts)
+
+
+def run_transfer(root: Path, payload: Any, simulated: bool = False) -> Any:
+    """A backup or restore command (ports/agent.BackupPayload / RestorePayload) carried out
+    on the data disk mounted at `root`; its TransferResult."""
+    from gpulease.ports.agent import RestorePayload, TransferResult
+
+    target = Target(endpoint=payload.endpoint, bucket=payload.bucket,
+                    access_key_id=payload.access_key_id,
+                    secret_access_key=payload.secret_access_key, prefix=payload.prefix)
+    where = on_data_disk(root, payload.path)
+    rate = int(payload.max_mbps * 1e6) if payload.max_mbps else None
+    if isinstance(payload, RestorePayload):
+        done = restore(target, payload.snapshot_id, where, max_bytes_per_s=rate)
+        return TransferResult(snapshot_id=done.snapshot_id, files=done.files,
+                              bytes_total=done.bytes_total, bytes_moved=done.bytes_downloaded,
+                              seconds=done.seconds, simulated=simulated)
+    where.mkdir(parents=True, exist_ok=True)
+    made = backup(where, target, max_bytes_per_s=rate, cache=default_cache(where, target))
+    return TransferResult(snapshot_id=made.snapshot_id, files=made.files,
+                          bytes_total=made.bytes_total, bytes_moved=made.bytes_uploaded,
+                          seconds=made.seconds, simulated=simulated)

@@ -18,10 +18,12 @@ from urllib.parse import urlparse
 import httpx
 from pydantic import TypeAdapter
 
+from gpulease.agent.backup import run_transfer
 from gpulease.agent.checks import SuiteOptions, run_suite
 from gpulease.agent.erase import erase_device, tenant_disks
 from gpulease.agent.server import AgentState
 from gpulease.ports.agent import (
+    BackupCommand,
     Command,
     CommandOutcome,
     ConfigureCommand,
@@ -29,6 +31,9 @@ from gpulease.ports.agent import (
     ConfigureResult,
     ErasePayload,
     EraseResult,
+    RestoreCommand,
+    Result,
+    TransferResult,
     VerifyCommand,
     VerifyPayload,
     VerifyResult,
@@ -57,6 +62,7 @@ class NodeOptions:
     allow_erase: bool = False  # only the cleaning ramdisk's agent erases
     burnin_s: float | None = None  # None: the offer's pass mark
     fio_runtime_s: float = 10.0  # per fio job
+    data_root: Path = Path("/data")  # the data disk: what backups read and restores write
 
 
 class PhoneHome:
@@ -169,11 +175,14 @@ class PhoneHome:
             self._stop.wait(2)
         self.commands_done += 1
 
-    def _carry_out(self, command: Command) -> ConfigureResult | VerifyResult | EraseResult:
+    def _carry_out(self, command: Command) -> Result:
         if isinstance(command, ConfigureCommand):
             return self.configure(command.payload)
         if isinstance(command, VerifyCommand):
             return self.verify(command.payload)
+        if isinstance(command, BackupCommand | RestoreCommand):
+            result: TransferResult = run_transfer(self.options.data_root, command.payload)
+            return result
         return self.erase(command.payload)
 
     def _address(self) -> str:

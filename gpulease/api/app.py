@@ -24,6 +24,7 @@ from gpulease.api.routers import (
     advisor,
     agents,
     audit,
+    backups,
     billing,
     catalog,
     fabrics,
@@ -96,7 +97,7 @@ def create_app(platform: Platform) -> FastAPI:
     app.add_middleware(Guards, max_body_bytes=platform.settings.max_body_bytes)  # outermost
     api = APIRouter(prefix=API, responses=PROBLEMS)
     for module in (catalog, instances, nodes, accounts, agents, money, billing, advisor,
-                   audit, workers, fabrics, tenants, tickets, storage):
+                   audit, workers, fabrics, tenants, tickets, storage, backups):
         api.include_router(module.router)
     app.include_router(api)
     app.include_router(media.router)

@@ -10,6 +10,7 @@ from gpulease.cli import (
     accounts_cmds,
     agent_backup,
     audit_cmds,
+    backup_cmds,
     catalog_cmds,
     fabric_cmds,
     fleet_cmds,
@@ -23,7 +24,7 @@ from gpulease.cli.agent import agent_app
 
 app = typer.Typer(help="gpulease: rent out and rent GPU servers.", no_args_is_help=True)
 for group in (platform_cmds, catalog_cmds, instances_cmds, fleet_cmds, fabric_cmds,
-              accounts_cmds, money_cmds, audit_cmds, ticket_cmds, storage_cmds):
+              accounts_cmds, money_cmds, audit_cmds, ticket_cmds, storage_cmds, backup_cmds):
     app.add_typer(group.app)
 app.add_typer(agent_app, name="agent")  # with agent_backup's commands
 assert agent_backup

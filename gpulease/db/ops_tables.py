@@ -1,11 +1,12 @@
-"""SQLAlchemy 2 tables of operations and data: tickets and their timelines, repairs, and
-tenants' object storage (its accounts and keys). Times are timezone-aware UTC."""
+"""SQLAlchemy 2 tables of operations and data: tickets and their timelines, repairs,
+tenants' object storage (its accounts and keys) and the backups of rented servers' data
+disks. Times are timezone-aware UTC."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Boolean, ForeignKey, Integer, String, Text
+from sqlalchemy import BigInteger, Boolean, Float, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from gpulease.db.base import Base, UtcDateTime
@@ -109,3 +110,33 @@ class StorageKey(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     created_by: Mapped[str] = mapped_column(String(64))
     revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class Backup(Base):
+    """A backup of a rented server's data disk to its tenant's bucket, or a restore from
+    it, carried out by the node's agent with a key minted for the run (deleted after)."""
+
+    __tablename__ = "backups"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(String(32), index=True)
+    instance_id: Mapped[str] = mapped_column(String(32), index=True)
+    node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id"))
+    kind: Mapped[str] = mapped_column(String(16))  # backup | restore
+    trigger: Mapped[str] = mapped_column(String(16))  # on_demand, …
+    path: Mapped[str] = mapped_column(String(1024))  # on the server's data disk
+    max_mbps: Mapped[float | None] = mapped_column(Float)  # bandwidth cap
+    payload_enc: Mapped[str | None] = mapped_column(Text)  # sealed: the run's key secret
+    snapshot_id: Mapped[str | None] = mapped_column(String(64))  # made, or restored
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    status_reason: Mapped[str | None] = mapped_column(Text)
+    files: Mapped[int | None] = mapped_column(Integer)
+    bytes_total: Mapped[int | None] = mapped_column(BigInteger)
+    bytes_moved: Mapped[int | None] = mapped_column(BigInteger)
+    seconds: Mapped[float | None] = mapped_column(Float)
+    key_id: Mapped[str | None] = mapped_column(String(128))  # the run's key, until deleted
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), index=True)
+    requested_by: Mapped[str] = mapped_column(String(64))
+    requested_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    started_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())

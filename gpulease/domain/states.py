@@ -500,5 +500,42 @@ AGENT_COMMAND = Machine(
 )
 
 
+# --- backup (and restore) of a rented server's data disk ------------------------------------
+
+class BackupStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+B = BackupStatus
+BACKUP = Machine(
+    name="backup",
+    states={
+        B.QUEUED: "asked for (by the tenant, or again after a transient failure): the worker "
+                  "mints a key for the run and sends the work to the node's agent",
+        B.RUNNING: "the node's agent moves the bytes between the data disk and the tenant's "
+                   "bucket (a backup, or a restore)",
+        B.SUCCEEDED: "done: the snapshot (or the restored files) with its figures; the run's "
+                     "key deleted",
+        B.FAILED: "failed for good (the reason says why), after its retries; the tenant is "
+                  "told",
+    },
+    starts=frozenset({B.QUEUED}),
+    transitions=(
+        move("start", [B.QUEUED], B.RUNNING, "the worker sends it to the node's agent"),
+        move("succeed", [B.RUNNING], B.SUCCEEDED, "the agent reports it done"),
+        move("retry", [B.RUNNING], B.QUEUED, "a transient failure: again after a pause"),
+        move("fail", [B.QUEUED, B.RUNNING], B.FAILED,
+             "the agent failed for good, the retries ran out, or the machine is gone"),
+    ),
+    waits=frozenset({B.QUEUED, B.RUNNING}),
+    failures=frozenset({B.FAILED}),
+    finals=frozenset({B.SUCCEEDED, B.FAILED}),
+)
+
+
 MACHINES: tuple[Machine[Any], ...] = (
-    NODE, NODE_STAGE, INSTANCE, INSTANCE_STAGE, LEASE, INVOICE, USAGE, AGENT_COMMAND)
+    NODE, NODE_STAGE, INSTANCE, INSTANCE_STAGE, LEASE, INVOICE, USAGE, AGENT_COMMAND, TENANT,
+    BREAKER, TICKET, BACKUP)

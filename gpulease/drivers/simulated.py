@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,7 +27,16 @@ from gpulease.agent.erase import simulated_certificates
 from gpulease.agent.simulated import parse_faults
 from gpulease.domain.acceptance import GpuSpec, Report, Thresholds
 from gpulease.domain.bmc_events import LogEntry
-from gpulease.ports.agent import AgentError, ConfigureResult, EraseResult, NodeConfig, NodeRef
+from gpulease.ports.agent import (
+    AgentError,
+    BackupPayload,
+    ConfigureResult,
+    EraseResult,
+    NodeConfig,
+    NodeRef,
+    RestorePayload,
+    TransferResult,
+)
 from gpulease.ports.bmc import (
     BmcEndpoint,
     BmcLog,
@@ -146,6 +156,11 @@ class SimulatedFleet:
     def set_bmc_health(self, node: str, health: str) -> None:
         with self._state(node) as state:
             state["health"] = health
+
+    def data_disk(self, node: str) -> Path:
+        """The simulated server's data disk, mounted at /data: a directory of the state
+        (backups read it, restores write it, an erase empties it)."""
+        return self.state_dir / "disks" / node
 
     def set_gpu_faults(self, node: str, faults: list[str]) -> None:
         """GPU faults (agent/simulated.py's KIND[:GPU[:ARG]]) the node's acceptance sees."""
@@ -294,6 +309,7 @@ class SimulatedAgent:
             self._check(state, "agent_erase")
             state["erase_count"] += 1
             state["config"] = None
+        shutil.rmtree(self._fleet.data_disk(node.name), ignore_errors=True)
         return _simulated_erase(node.name, lease)
 
     def verify(self, node: NodeRef, thresholds: Thresholds, spec: GpuSpec) -> Report:
@@ -301,6 +317,14 @@ class SimulatedAgent:
             self._check(state, "agent_verify")
             faults = list(state.get("gpu_faults", []))
         return simulated_node_report(node.name, faults, thresholds, spec)
+
+    def transfer(self, node: NodeRef, payload: BackupPayload | RestorePayload
+                 ) -> TransferResult:
+        """The real backup engine against the real S3 server, on the simulated server's
+        data disk (a directory under the fleet's state)."""
+        with self._fleet._state(node.name) as state:
+            self._check(state, "agent_transfer")
+        return _transfer(self._fleet.data_disk(node.name), payload)
 
 
 class SimulatedRuntime:
@@ -343,8 +367,10 @@ class BmcWatchingAgent:
 
     def __init__(self, bmc_for: Callable[[BmcEndpoint], Any], boot_delay_s: float = 0.0,
                  now: Callable[[], float] = time.time,
-                 boot_server: Callable[[], str] | None = None) -> None:
+                 boot_server: Callable[[], str] | None = None,
+                 disks_dir: Path | None = None) -> None:
         self._bmc_for = bmc_for
+        self.disks_dir = disks_dir  # the servers' data disks, a directory each
         self.boot_delay_s = boot_delay_s
         self._now = now
         # A server on with no media inserted asks the boot server for its iPXE script, as
@@ -427,6 +453,27 @@ class BmcWatchingAgent:
         self._require_up(node, "verify")
         return simulated_node_report(node.name, self.gpu_faults.get(node.name, []),
                                      thresholds, spec)
+
+    def transfer(self, node: NodeRef, payload: BackupPayload | RestorePayload
+                 ) -> TransferResult:
+        self._require_up(node, "transfer")
+        if self.disks_dir is None:
+            err = AgentError("this stand-in agent keeps no data disk to back up")
+            err.retryable = False
+            raise err
+        return _transfer(self.disks_dir / node.name, payload)
+
+
+def _transfer(disk: Path, payload: BackupPayload | RestorePayload) -> TransferResult:
+    from gpulease.agent.backup import BackupError, run_transfer
+
+    try:
+        result: TransferResult = run_transfer(disk, payload, simulated=True)
+    except (BackupError, ValueError, OSError) as exc:
+        err = AgentError(str(exc))
+        err.retryable = isinstance(exc, OSError)
+        raise err from None
+    return result
 
 
 def _simulated_erase(node: str, lease: str | None) -> EraseResult:

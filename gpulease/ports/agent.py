@@ -112,6 +112,18 @@ class EraseResult(BaseModel):
         return [str(c.get("device", "?")) for c in self.certificates]
 
 
+class TransferResult(BaseModel):
+    """A backup's snapshot, or a restore's, with its figures (agent/backup.py)."""
+
+    model_config = ConfigDict(extra="ignore")
+    snapshot_id: str = Field(min_length=1, max_length=64)
+    files: int = Field(ge=0)
+    bytes_total: int = Field(ge=0)
+    bytes_moved: int = Field(ge=0)  # sent (a backup: only what the bucket lacked) or read
+    seconds: float = Field(ge=0)
+    simulated: bool = False
+
+
 # --- commands, as the real agent fetches them ------------------------------------------------
 
 class ConfigurePayload(BaseModel):
@@ -126,6 +138,23 @@ class VerifyPayload(BaseModel):
 
 class ErasePayload(BaseModel):
     lease: str | None = None
+
+
+class BackupPayload(BaseModel):
+    """Where the agent sends a directory of its data disk (or restores one from): the
+    tenant's bucket, with a key minted for this run and deleted after it."""
+
+    endpoint: str
+    bucket: str
+    prefix: str
+    access_key_id: str
+    secret_access_key: str
+    path: str  # on the server, under its data disk
+    max_mbps: float | None = None
+
+
+class RestorePayload(BackupPayload):
+    snapshot_id: str
 
 
 class _Message(BaseModel):
@@ -148,13 +177,26 @@ class EraseCommand(_Message):
     payload: ErasePayload
 
 
-Command = Annotated[ConfigureCommand | VerifyCommand | EraseCommand,
-                    Field(discriminator="kind")]
-Payload = ConfigurePayload | VerifyPayload | ErasePayload
+class BackupCommand(_Message):
+    kind: Literal["backup"] = "backup"
+    payload: BackupPayload
+
+
+class RestoreCommand(_Message):
+    kind: Literal["restore"] = "restore"
+    payload: RestorePayload
+
+
+Command = Annotated[ConfigureCommand | VerifyCommand | EraseCommand | BackupCommand
+                    | RestoreCommand, Field(discriminator="kind")]
+Payload = ConfigurePayload | VerifyPayload | ErasePayload | BackupPayload | RestorePayload
 COMMAND_KINDS: dict[type[BaseModel], str] = {
-    ConfigurePayload: "configure", VerifyPayload: "verify", ErasePayload: "erase"}
-RESULTS: dict[str, type[ConfigureResult] | type[VerifyResult] | type[EraseResult]] = {
-    "configure": ConfigureResult, "verify": VerifyResult, "erase": EraseResult}
+    ConfigurePayload: "configure", VerifyPayload: "verify", ErasePayload: "erase",
+    BackupPayload: "backup", RestorePayload: "restore"}
+Result = ConfigureResult | VerifyResult | EraseResult | TransferResult
+RESULTS: dict[str, type[Result]] = {
+    "configure": ConfigureResult, "verify": VerifyResult, "erase": EraseResult,
+    "backup": TransferResult, "restore": TransferResult}
 
 
 class CommandOutcome(BaseModel):
@@ -188,4 +230,11 @@ class Agent(Protocol):
     def verify(self, node: NodeRef, thresholds: Thresholds, spec: GpuSpec
                ) -> Report | Pending:
         """Run the acceptance suite on the node and return its judged report."""
+        ...
+
+    def transfer(self, node: NodeRef, payload: BackupPayload | RestorePayload
+                 ) -> TransferResult | Pending:
+        """Back a directory of the data disk up to the tenant's bucket (BackupPayload) or
+        restore a snapshot into it (RestorePayload). `node.stage` names the run (its
+        backup's id), so that later calls find the work it filed. Raises AgentError."""
         ...

@@ -148,3 +148,35 @@ class StorageKeyCreated(BaseModel):
     bucket: str
     access_key_id: str
     secret_access_key: str  # shown once: the platform does not keep it
+
+
+class BackupRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str = Field(default="/data/checkpoints", max_length=1024,
+                      description="a directory on the server's data disk (/data/…)")
+    max_mbps: float | None = Field(default=None, gt=0, le=100_000,
+                                   description="bandwidth cap in MB/s")
+
+
+class RestoreRequest(BackupRequest):
+    snapshot_id: str = Field(min_length=1, max_length=64,
+                             description="a snapshot of this tenant's (`gpulease backups`)")
+
+
+class BackupView(BaseModel):
+    id: str
+    instance_id: str
+    node: str
+    kind: str  # backup | restore
+    trigger: str
+    path: str
+    status: str
+    status_reason: str | None
+    snapshot_id: str | None
+    files: int | None
+    bytes_total: int | None
+    bytes_moved: int | None
+    seconds: float | None
+    attempts: int
+    requested_at: datetime
+    finished_at: datetime | None

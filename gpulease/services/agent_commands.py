@@ -24,6 +24,7 @@ from gpulease.ports.agent import (
     COMMAND_KINDS,
     RESULTS,
     AgentError,
+    BackupPayload,
     Command,
     CommandOutcome,
     ConfigurePayload,
@@ -34,6 +35,9 @@ from gpulease.ports.agent import (
     NodeRef,
     Payload,
     Pending,
+    RestorePayload,
+    Result,
+    TransferResult,
     VerifyPayload,
     VerifyResult,
 )
@@ -77,6 +81,11 @@ class CommandQueueAgent:
     def erase(self, node: NodeRef, lease: str | None = None) -> EraseResult | Pending:
         answer = self._ask(node, ErasePayload(lease=lease))
         return answer if isinstance(answer, Pending) else EraseResult.model_validate(answer)
+
+    def transfer(self, node: NodeRef, payload: BackupPayload | RestorePayload
+                 ) -> TransferResult | Pending:
+        answer = self._ask(node, payload)
+        return answer if isinstance(answer, Pending) else TransferResult.model_validate(answer)
 
     def _ask(self, node: NodeRef, payload: Payload) -> dict[str, Any] | Pending:
         """The command's result once the agent posted it; Pending until then. Raises
@@ -141,7 +150,7 @@ def fetch(p: Platform, credential: str | None) -> list[Command]:
         return out
 
 
-def _result(kind: str, outcome: CommandOutcome) -> ConfigureResult | VerifyResult | EraseResult:
+def _result(kind: str, outcome: CommandOutcome) -> Result:
     try:
         return RESULTS[kind].model_validate(outcome.result or {})
     except ValidationError as exc:

@@ -26,12 +26,13 @@ from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from gpulease.db.money_tables import Invoice, Lease, UsageRecord
-from gpulease.db.ops_tables import Ticket
+from gpulease.db.ops_tables import Backup, Ticket
 from gpulease.db.tables import AgentCommand, Base, CircuitBreaker, Instance, Node, Tenant
 from gpulease.domain.leases import term_end
 from gpulease.domain.lifecycle import Machine
 from gpulease.domain.states import (
     AGENT_COMMAND,
+    BACKUP,
     BREAKER,
     INSTANCE,
     INSTANCE_STAGE,
@@ -78,6 +79,7 @@ BINDINGS: tuple[Binding, ...] = (
     Binding(TENANT, Tenant, "status", "tenant", reason="status_reason"),
     Binding(BREAKER, CircuitBreaker, "status", "breaker", reason="status_reason"),
     Binding(TICKET, Ticket, "status", "ticket", reason="status_reason", keeps_reason=True),
+    Binding(BACKUP, Backup, "status", "backup", reason="status_reason"),
 )
 _BY_TABLE_AND_MACHINE = {(b.table, b.machine.name): b for b in BINDINGS}
 

@@ -44,6 +44,8 @@ TICKET_SUBJECTS = {"ticket_opened": "A ticket was opened", "ticket_updated": "A 
                    "ops_p1": "New P1 ticket", "ops_sla_risk": "A ticket's SLA is at risk",
                    "ops_window": "A tenant answered a repair window"}
 OPERATORS = "@operators"  # the outbox's address for the provider's operators
+# Backups and restores of a rented server's data disk (services/backups.py).
+DATA_SUBJECTS = {"backup_failed": "A backup failed", "restore_failed": "A restore failed"}
 
 
 def _subject(kind: str, instance_id: str | None) -> tuple[str, str]:
@@ -51,6 +53,9 @@ def _subject(kind: str, instance_id: str | None) -> tuple[str, str]:
     if kind in TICKET_SUBJECTS:
         event = kind.removeprefix("ticket_").removeprefix("ops_")
         return f"[gpulease] {TICKET_SUBJECTS[kind]}", f"ticket.{event}"
+    if kind in DATA_SUBJECTS:
+        return (f"[gpulease] {DATA_SUBJECTS[kind]} on {instance_id}",
+                kind.replace("_", "."))
     if kind in MONEY_SUBJECTS:
         return f"[gpulease] {MONEY_SUBJECTS[kind]}", f"billing.{kind}"
     return f"[gpulease] Lease of {instance_id} {SUBJECTS.get(kind, kind)}", f"lease.{kind}"

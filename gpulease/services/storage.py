@@ -12,7 +12,7 @@ from gpulease.db.ops_tables import StorageAccount, StorageKey
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import BadGateway, Conflict, NotFound
 from gpulease.platform import Platform
-from gpulease.ports.object_store import ObjectStore, ObjectStoreError
+from gpulease.ports.object_store import AccessKey, ObjectStore, ObjectStoreError
 from gpulease.schemas.fleet import StorageKeyCreated, StorageKeyView, StorageView
 from gpulease.services.history import by
 
@@ -23,6 +23,11 @@ def _store(p: Platform) -> ObjectStore:
         raise Conflict("Object storage is not set up on this platform: the provider sets "
                        "GPULEASE_S3_ENDPOINT (or runs `gpulease up`, which starts one).")
     return store
+
+
+def configured(p: Platform) -> None:
+    """A 409 that says how, when the platform has no object storage."""
+    _store(p)
 
 
 def _endpoint(p: Platform) -> str:
@@ -105,3 +110,32 @@ def revoke_key(p: Platform, actor: Principal, access_key_id: str) -> StorageKeyV
             key.revoked_at = p.clock.now()
         return StorageKeyView(access_key_id=key.access_key_id, created_at=key.created_at,
                               created_by=key.created_by, revoked_at=key.revoked_at)
+
+
+def run_key(p: Platform, tenant: str) -> tuple[str, str, AccessKey]:
+    """(endpoint, bucket, key) for one run the platform carries out in the tenant's bucket
+    (a backup or restore by the node's agent): scoped like the tenant's own keys, not listed
+    among them, deleted by end_run_key when the run ends."""
+    store = _store(p)
+    with p.db.write() as s:
+        account = _account(s, p, store, tenant)
+        bucket, user = account.bucket, account.store_user
+    try:
+        return _endpoint(p), bucket, store.create_key(user, bucket)
+    except ObjectStoreError as exc:
+        raise BadGateway(f"{exc}. Retry shortly.") from None
+
+
+def end_run_key(p: Platform, tenant: str, access_key_id: str) -> bool:
+    """Delete a run's key; False when the store did not answer (the caller retries)."""
+    store = p.object_store()
+    with p.db.read() as s:
+        account = s.get(StorageAccount, tenant)
+        user = account.store_user if account else tenant
+    if store is None:
+        return True
+    try:
+        store.delete_key(user, access_key_id)
+    except ObjectStoreError:
+        return False
+    return True

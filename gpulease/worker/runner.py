@@ -13,12 +13,13 @@ import time
 from sqlalchemy import ColumnElement, select
 from sqlalchemy.exc import DBAPIError
 
+from gpulease.db.ops_tables import Backup
 from gpulease.db.session import transient
 from gpulease.db.tables import Instance, Node
-from gpulease.domain.states import NODE_IN_PIPELINE
+from gpulease.domain.states import NODE_IN_PIPELINE, BackupStatus
 from gpulease.platform import Platform
 from gpulease.process_metrics import PERIODIC_ERRORS, PERIODIC_RUNS, PERIODIC_SECONDS
-from gpulease.services import workers
+from gpulease.services import backups, workers
 from gpulease.worker.instances import process_instance
 from gpulease.worker.nodes import process_node
 from gpulease.worker.periodics import PERIODICS
@@ -56,6 +57,8 @@ class Worker:
                     log.exception("processing %s %s failed", table.__name__, claim.id)
                 finally:
                     self.locks.discard(claim)
+        if backups.drive(self.p, limit=1):  # a backup or restore due (row-locked inside)
+            did = True
         self._maybe_sweep()
         return did
 
@@ -81,7 +84,9 @@ class Worker:
                 Node.status.in_([st.value for st in NODE_IN_PIPELINE]),
                 Node.next_attempt_at.is_not(None)).limit(1))
             inst = s.scalar(select(Instance.id).where(Instance.next_attempt_at <= now).limit(1))
-        return node is not None or inst is not None
+            run = s.scalar(select(Backup.id).where(Backup.status.in_(
+                (BackupStatus.QUEUED.value, BackupStatus.RUNNING.value))).limit(1))
+        return node is not None or inst is not None or run is not None
 
     def run_until_idle(self, timeout_s: float = 30.0, settle_s: float = 0.0) -> None:
         """For tests and benches: work until no row has work left, or time out."""

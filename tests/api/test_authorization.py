@@ -94,7 +94,8 @@ def world(fleet: Platform, worker: Worker) -> World:
            "image_id": "img-0000000000", "drive_id": "cd-0000000000", "name": "ubuntu",
            "action": "drain", "claim_id": "slc-000000000000", "record_id": "1",
            "addon_id": "public-bandwidth", "fabric_id": "ib-ningxia-1-1",
-           "rack_id": "ningxia-1-r01", "ticket_id": ticket, "key_id": "AKIA0000000000000000"}
+           "rack_id": "ningxia-1-r01", "ticket_id": ticket, "key_id": "AKIA0000000000000000",
+           "run_id": "bk-000000000000"}
     secrets = {owner.tenant_id, instance, member_id, token.id, invoice, node_id, ticket}
     unsent = {unnamed, "owner-training", "owner-laptop", "owner@example.com",
               f"member-{owner.tenant_id}@example.com", owner.principal.user_id,
@@ -134,6 +135,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/api/v1/tickets/{ticket_id}/repair-window"): {"start": "2030-01-01T00:00:00Z",
                                                             "hours": 2},
     ("POST", "/api/v1/tickets/{ticket_id}/repair-window/answer"): {"accept": True},
+    ("POST", "/api/v1/instances/{instance_id}/restores"): {"snapshot_id": "none"},
     ("PUT", "/api/v1/nodes/{node_id}/faults"): {"faults": []},
     ("POST", "/api/v1/nodes/{node_id}/repair"): {"reason": "fan noise"},
     ("POST", "/api/v1/nodes/{node_id}/repaired"): {"parts": "fan 2: A1 -> B7"},

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from sqlalchemy import update
@@ -14,9 +15,11 @@ from gpulease.db.tables import Node
 from gpulease.domain.errors import InvalidInput, NotFound, Unauthorized
 from gpulease.platform import Platform
 from gpulease.ports.agent import (
+    BackupCommand,
     Command,
     CommandOutcome,
     ConfigureCommand,
+    RestoreCommand,
     VerifyCommand,
     VerifyResult,
 )
@@ -187,3 +190,49 @@ def test_results_are_checked(
     reports = agents.acceptance_reports(fleet, tenant.principal, iid)
     assert [(r["trigger"], r["passed"]) for r in reports] == [("delivery", True),
                                                               ("on_demand", True)]
+
+
+def test_a_backup_and_a_restore_through_the_real_agents_commands(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str, real: tuple[str, AgentOn],
+    tmp_path: Path,
+) -> None:
+    """The real agent's side (agent/backup.run_transfer, as `gpulease agent` runs it) on a
+    data disk of its own, against the real S3 server, through fetched commands."""
+    from gpulease.agent.backup import run_transfer
+    from gpulease.drivers.seaweedfs import start_embedded_s3
+    from gpulease.schemas.fleet import BackupRequest, RestoreRequest
+    from gpulease.services import backups
+
+    name, agent = real
+    iid = order(fleet, tenant, key)
+    drive(fleet, worker, agent, healthy, lambda: status(fleet, tenant, iid) == "ready")
+    data = tmp_path / "data"
+    (data / "checkpoints").mkdir(parents=True)
+    (data / "checkpoints" / "step-1.pt").write_bytes(b"w" * 50_000)
+    s3 = start_embedded_s3(tmp_path / "s3")
+    try:
+        fleet.settings.s3_endpoint = s3.url
+        fleet.settings.s3_access_key, fleet.settings.s3_secret_key = (s3.access_key,
+                                                                      s3.secret_key)
+
+        def on_disk(cmd: Command) -> CommandOutcome:
+            if isinstance(cmd, BackupCommand | RestoreCommand):
+                assert cmd.payload.secret_access_key  # delivered to the agent, sealed at rest
+                return CommandOutcome(ok=True, result=run_transfer(data, cmd.payload)
+                                      .model_dump(mode="json"))
+            return healthy(cmd)
+
+        run = backups.request(fleet, tenant.principal, iid, BackupRequest())
+        seen = drive(fleet, worker, agent, on_disk, lambda: backups.show_run(
+            fleet, tenant.principal, iid, run.id).status in ("succeeded", "failed"))
+        made = backups.show_run(fleet, tenant.principal, iid, run.id)
+        assert seen == ["backup"] and made.status == "succeeded" and made.files == 1
+        (data / "checkpoints" / "step-1.pt").write_bytes(b"lost")
+        back = backups.request(fleet, tenant.principal, iid,
+                               RestoreRequest(snapshot_id=made.snapshot_id or ""))
+        drive(fleet, worker, agent, on_disk, lambda: backups.show_run(
+            fleet, tenant.principal, iid, back.id).status in ("succeeded", "failed"))
+        assert backups.show_run(fleet, tenant.principal, iid, back.id).status == "succeeded"
+        assert (data / "checkpoints" / "step-1.pt").read_bytes() == b"w" * 50_000
+    finally:
+        s3.stop()

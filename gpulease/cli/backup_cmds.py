@@ -1,0 +1,92 @@
+"""Backups the platform runs on a rented server: `gpulease backup INSTANCE`, `gpulease
+backups INSTANCE`, `gpulease restore INSTANCE SNAPSHOT` (the node agent moves the bytes;
+docs/agent.md has the agent's own `gpulease agent backup` for tenants who run it
+themselves)."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from gpulease.cli.common import JsonOpt, TokenOpt, UrlOpt, api, connect, out, print_json
+
+app = typer.Typer()
+PathOpt = Annotated[str, typer.Option(help="a directory on the server's data disk")]
+WaitOpt = Annotated[bool, typer.Option("--wait", help="wait until it is done")]
+RateOpt = Annotated[float | None, typer.Option("--max-mbps", help="bandwidth cap, MB/s")]
+FINAL = ("succeeded", "failed")
+
+
+def _line(r: dict[str, Any]) -> str:
+    size = f"{r['bytes_total'] / 1e6:,.1f} MB" if r["bytes_total"] is not None else ""
+    what = (f"{r['kind']} {r['id']} of {r['path']} on {r['node']}: {r['status']}"
+            + (f", snapshot {r['snapshot_id']}" if r["snapshot_id"] else "")
+            + (f", {r['files']} files, {size}" if r["files"] is not None else "")
+            + (f" in {r['seconds']:.1f} s" if r["seconds"] is not None else ""))
+    return what + (f" — {r['status_reason']}" if r["status_reason"] else "")
+
+
+def _follow(url: str, token: str, instance_id: str, run: dict[str, Any], wait: bool,
+            timeout_s: float = 3600) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    where = f"/instances/{instance_id}/backups/{run['id']}"
+    while wait and run["status"] not in FINAL and time.monotonic() < deadline:
+        time.sleep(1)
+        run = api(lambda: connect(url, token).get_json(where))
+    return run
+
+
+@app.command("backup")
+def backup(instance_id: str, path: PathOpt = "/data/checkpoints", max_mbps: RateOpt = None,
+           wait: WaitOpt = False, url: UrlOpt = "", token: TokenOpt = "",
+           as_json: JsonOpt = False) -> None:
+    """Back a directory of the server's data disk up to your bucket as a snapshot (only
+    what the bucket lacks is sent)."""
+    run = api(lambda: connect(url, token).post_json(
+        f"/instances/{instance_id}/backups", {"path": path, "max_mbps": max_mbps}))
+    run = _follow(url, token, instance_id, run, wait)
+    if as_json:
+        return print_json(run)
+    out.print(_line(run), highlight=False)
+    if run["status"] == "failed":
+        raise typer.Exit(1)
+
+
+@app.command("restore")
+def restore(instance_id: str, snapshot: str, path: PathOpt = "/data/checkpoints",
+            max_mbps: RateOpt = None, wait: WaitOpt = False, url: UrlOpt = "",
+            token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Restore a snapshot onto the server's data disk, every file verified by SHA-256."""
+    run = api(lambda: connect(url, token).post_json(
+        f"/instances/{instance_id}/restores",
+        {"snapshot_id": snapshot, "path": path, "max_mbps": max_mbps}))
+    run = _follow(url, token, instance_id, run, wait)
+    if as_json:
+        return print_json(run)
+    out.print(_line(run), highlight=False)
+    if run["status"] == "failed":
+        raise typer.Exit(1)
+
+
+@app.command("backups")
+def backups(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
+            as_json: JsonOpt = False) -> None:
+    """The instance's backups and restores, newest first."""
+    runs = api(lambda: connect(url, token).get_json(f"/instances/{instance_id}/backups"))
+    if as_json:
+        return print_json(runs)
+    t = Table(title=f"{len(runs)} backups and restores of {instance_id}")
+    for col in ("id", "kind", "status", "snapshot"):
+        t.add_column(col, no_wrap=True)
+    for col in ("path", "files", "MB", "s", "reason"):
+        t.add_column(col, overflow="fold")
+    for r in runs:
+        t.add_row(r["id"], r["kind"], r["status"], r["snapshot_id"] or "", r["path"],
+                  "" if r["files"] is None else str(r["files"]),
+                  "" if r["bytes_total"] is None else f"{r['bytes_total'] / 1e6:,.1f}",
+                  "" if r["seconds"] is None else f"{r['seconds']:.1f}",
+                  r["status_reason"] or "")
+    out.print(t)

@@ -1,0 +1,276 @@
+"""Backups and restores the platform runs on a rented server: a directory of its data disk
+to the tenant's bucket as a snapshot, or a snapshot back onto it. The node's agent moves
+the bytes (agent/backup.py) with a key minted for the run, scoped to the tenant's bucket
+and deleted when the run ends; the platform keeps the run's record and figures. The
+worker's `backups` periodic drives them (domain/states.BACKUP): queued → running →
+succeeded, or failed after its retries (the tenant told)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
+
+from gpulease.agent.backup import DATA_MOUNT, on_data_disk
+from gpulease.db.money_tables import LeaseNotice
+from gpulease.db.ops_tables import Backup
+from gpulease.db.repositories import bound_nodes, get_instance
+from gpulease.db.tables import Node
+from gpulease.domain.accounts import Principal
+from gpulease.domain.errors import Conflict, InvalidInput, NotFound
+from gpulease.domain.states import BACKUP, BackupStatus, InstanceStatus, NodeStatus
+from gpulease.platform import Platform
+from gpulease.ports.agent import (
+    Agent,
+    AgentError,
+    BackupPayload,
+    NodeRef,
+    Pending,
+    RestorePayload,
+)
+from gpulease.ports.object_store import AccessKey
+from gpulease.schemas.fleet import BackupRequest, BackupView, RestoreRequest
+from gpulease.security import new_id
+from gpulease.services import storage
+from gpulease.services.history import WORKER, by, note
+from gpulease.services.lifecycle import initial, transition
+from gpulease.services.node_agents import agent_for, node_ref
+
+log = logging.getLogger("gpulease.backups")
+ON_DEMAND = "on_demand"
+MAX_ATTEMPTS = 3
+RETRY_AFTER_S = 60.0
+SYNCHRONOUS_LEASE_S = 600.0
+PREFIX = "backups"  # in the tenant's bucket: backups/<instance>/
+
+
+def prefix_of(instance_id: str) -> str:
+    return f"{PREFIX}/{instance_id}"
+
+
+def _view(b: Backup, node_name: str) -> BackupView:
+    return BackupView(id=b.id, instance_id=b.instance_id, node=node_name, kind=b.kind,
+                      trigger=b.trigger, path=b.path, status=b.status,
+                      status_reason=b.status_reason, snapshot_id=b.snapshot_id,
+                      files=b.files, bytes_total=b.bytes_total, bytes_moved=b.bytes_moved,
+                      seconds=b.seconds, attempts=b.attempts, requested_at=b.requested_at,
+                      finished_at=b.finished_at)
+
+
+def request(p: Platform, actor: Principal, instance_id: str,
+            body: BackupRequest | RestoreRequest, trigger: str = ON_DEMAND) -> BackupView:
+    """A backup (or, given a snapshot, a restore) of a delivered bare-metal instance's data
+    disk, queued for the worker; one run per instance at a time."""
+    tenant = actor.require_order_rights()
+    try:
+        on_data_disk(Path("/"), body.path)
+    except ValueError:
+        raise InvalidInput("path", f"{body.path!r} is not on the server's data disk: name a "
+                           f"directory under {DATA_MOUNT}/, e.g. {DATA_MOUNT}/checkpoints."
+                           ) from None
+    now = p.clock.now()
+    with p.db.write() as s:
+        inst = get_instance(s, actor, instance_id, lock=True)
+        storage.configured(p)
+        if inst.kind == "container":
+            raise Conflict("Container instances keep no data disk of their own; save the "
+                           "environment as an image instead.")
+        if inst.status != InstanceStatus.READY.value:
+            raise Conflict(f"Instance {inst.id} is {inst.status}; backups and restores run "
+                           "on a delivered server.")
+        nodes = [n for n in bound_nodes(s, inst.id) if n.status == NodeStatus.ACTIVE.value]
+        if not nodes:
+            raise Conflict(f"Instance {inst.id} has no server up to run it on (in repair or "
+                           "being replaced); try again once it is back.")
+        busy = s.scalar(select(Backup.id).where(
+            Backup.instance_id == inst.id,
+            Backup.status.in_((BackupStatus.QUEUED.value, BackupStatus.RUNNING.value))))
+        if busy:
+            raise Conflict(f"Run {busy} on instance {inst.id} is not finished yet; "
+                           "`gpulease backups` shows it.")
+        kind = "restore" if isinstance(body, RestoreRequest) else "backup"
+        row = Backup(id=new_id("bk"), tenant_id=tenant, instance_id=inst.id,
+                     node_id=nodes[0].id, kind=kind, trigger=trigger, path=body.path,
+                     snapshot_id=body.snapshot_id if isinstance(body, RestoreRequest)
+                     else None, max_mbps=body.max_mbps, attempts=0, next_attempt_at=now,
+                     requested_by=by(actor), requested_at=now, **initial(Backup, BACKUP))
+        s.add(row)
+        s.flush()
+        note(s, now, inst.id, f"{kind}_requested",
+             f"{kind} of {body.path} on {nodes[0].name} requested", actor=by(actor))
+        view = _view(row, nodes[0].name)
+    p.wake()
+    return view
+
+
+def list_runs(p: Platform, actor: Principal, instance_id: str, limit: int = 50
+              ) -> list[BackupView]:
+    with p.db.read() as s:
+        get_instance(s, actor, instance_id)
+        rows = s.execute(select(Backup, Node.name).join(Node, Node.id == Backup.node_id)
+                         .where(Backup.instance_id == instance_id)
+                         .order_by(Backup.requested_at.desc(), Backup.id.desc())
+                         .limit(limit)).all()
+        return [_view(b, name) for b, name in rows]
+
+
+def show_run(p: Platform, actor: Principal, instance_id: str, run_id: str) -> BackupView:
+    for run in list_runs(p, actor, instance_id, limit=500):
+        if run.id == run_id:
+            return run
+    raise NotFound(f"No run {run_id} on instance {instance_id}; `gpulease backups "
+                   f"{instance_id}` lists them.")
+
+
+# --- the worker's side ---------------------------------------------------------------------
+
+def drive(p: Platform, limit: int = 10) -> int:
+    """Runs that are due: queued ones started (a key minted, the work sent to the agent),
+    running ones polled for their result. Returns how many were looked at. Every worker
+    thread calls it with limit=1 at each step; the row lock inside keeps two from starting
+    the same run."""
+    now = p.clock.now()
+    with p.db.read() as s:
+        due = list(s.scalars(select(Backup.id).where(
+            Backup.status.in_((BackupStatus.QUEUED.value, BackupStatus.RUNNING.value)),
+            or_(Backup.next_attempt_at.is_(None), Backup.next_attempt_at <= now))
+            .order_by(Backup.requested_at).limit(limit)))
+    for run_id in due:
+        try:
+            _drive_one(p, run_id)
+        except Exception:  # one run's trouble never stops the others
+            log.exception("backup run %s", run_id)
+    return len(due)
+
+
+def _drive_one(p: Platform, run_id: str) -> None:
+    with p.db.read() as s:
+        seen = s.get(Backup, run_id)
+        if seen is None or seen.status not in (BackupStatus.QUEUED.value,
+                                                BackupStatus.RUNNING.value):
+            return
+        queued, tenant = seen.status == BackupStatus.QUEUED.value, seen.tenant_id
+    # a queued run's key is minted before its transaction (the store is slow I/O)
+    minted = storage.run_key(p, tenant) if queued else None
+    started = _start_or_check(p, run_id, minted)
+    if minted is not None and not started:
+        storage.end_run_key(p, tenant, minted[2].access_key_id)  # not used after all
+    if started is None:
+        return
+    ref, payload, agent = started
+    try:
+        answer = agent.transfer(ref, payload)
+    except AgentError as exc:
+        _record_failure(p, run_id, str(exc), exc.retryable)
+        return
+    if isinstance(answer, Pending):
+        return
+    with p.db.write() as s:
+        run = s.get(Backup, run_id, with_for_update=True)
+        if run is None or run.status != BackupStatus.RUNNING.value:
+            return
+        now = p.clock.now()
+        run.snapshot_id = answer.snapshot_id
+        run.files, run.bytes_total = answer.files, answer.bytes_total
+        run.bytes_moved, run.seconds = answer.bytes_moved, answer.seconds
+        run.finished_at, run.next_attempt_at, run.payload_enc = now, None, None
+        transition(s, p, run, BACKUP, "succeed", now, actor=WORKER)
+        what = (f"snapshot {answer.snapshot_id} of {run.path}: {answer.files} files, "
+                f"{answer.bytes_total / 1e6:,.1f} MB ({answer.bytes_moved / 1e6:,.1f} MB "
+                "sent)" if run.kind == "backup" else
+                f"snapshot {answer.snapshot_id} restored into {run.path}: {answer.files} "
+                f"files, {answer.bytes_total / 1e6:,.1f} MB, verified")
+        note(s, now, run.instance_id, f"{run.kind}_done", what, actor=WORKER)
+        key_id = run.key_id
+    _end_key(p, run_id, tenant, key_id)
+
+
+def _start_or_check(p: Platform, run_id: str, minted: tuple[str, str, AccessKey] | None
+                    ) -> tuple[NodeRef, BackupPayload, Agent] | None:
+    """A queued run started with its minted key (its payload sealed on the row), or a
+    running one's work to ask after; None when there is nothing to send (the run moved on,
+    or its server left the instance: failed)."""
+    now = p.clock.now()
+    stale: str | None = None
+    with p.db.write() as s:
+        run = s.get(Backup, run_id, with_for_update=True)
+        if run is None or run.status not in (BackupStatus.QUEUED.value,
+                                             BackupStatus.RUNNING.value):
+            return None
+        node = s.get(Node, run.node_id)
+        if node is None or node.instance_id != run.instance_id or (
+                node.status != NodeStatus.ACTIVE.value):
+            stale, tenant = run.key_id, run.tenant_id
+            _finish_failed(s, p, run, "the server left the instance (released, swapped or in "
+                           "repair) before the run ended", now)
+        else:
+            if run.status == BackupStatus.QUEUED.value:
+                if minted is None:
+                    return None  # queued again after this worker read it: next time
+                endpoint, bucket, key = minted
+                fields = dict(endpoint=endpoint, bucket=bucket,
+                              prefix=prefix_of(run.instance_id),
+                              access_key_id=key.access_key_id,
+                              secret_access_key=key.secret_access_key, path=run.path,
+                              max_mbps=run.max_mbps)
+                sent = (RestorePayload(snapshot_id=run.snapshot_id or "", **fields)
+                        if run.kind == "restore" else BackupPayload(**fields))
+                run.key_id = key.access_key_id
+                run.payload_enc = p.box.seal(sent.model_dump_json())  # the secret, sealed
+                run.attempts += 1
+                run.started_at = run.started_at or now
+                transition(s, p, run, BACKUP, "start", now, actor=WORKER)
+            elif minted is not None:
+                return None  # another worker started it meanwhile
+            assert run.payload_enc is not None
+            sealed = p.box.open(run.payload_enc)
+            payload = (RestorePayload.model_validate_json(sealed) if run.kind == "restore"
+                       else BackupPayload.model_validate_json(sealed))
+            agent = agent_for(p, node.agent_kind, node.bmc_driver)
+            # a stand-in agent answers within the call: no one polls it meanwhile
+            poll_in = SYNCHRONOUS_LEASE_S if agent.simulated else max(
+                p.settings.poll_interval_s * 4, 1.0)
+            run.next_attempt_at = now + timedelta(seconds=poll_in)
+            # the attempt names the agent's work, so that a later poll finds what it filed
+            return (node_ref(p, node, stage=f"{run.id[-12:]}:{run.attempts}"), payload, agent)
+    _end_key(p, run_id, tenant, stale)
+    return None
+
+
+def _record_failure(p: Platform, run_id: str, reason: str, retryable: bool) -> None:
+    now = p.clock.now()
+    with p.db.write() as s:
+        run = s.get(Backup, run_id, with_for_update=True)
+        if run is None or run.status != BackupStatus.RUNNING.value:
+            return
+        key_id, tenant = run.key_id, run.tenant_id
+        run.payload_enc = None  # the next attempt mints its own key
+        if retryable and run.attempts < MAX_ATTEMPTS:
+            run.next_attempt_at = now + timedelta(seconds=RETRY_AFTER_S * run.attempts)
+            transition(s, p, run, BACKUP, "retry", now, actor=WORKER,
+                       reason=f"attempt {run.attempts} failed: {reason}"[:1000])
+        else:
+            _finish_failed(s, p, run, reason, now)
+    _end_key(p, run_id, tenant, key_id)
+
+
+def _finish_failed(s: Session, p: Platform, run: Backup, reason: str, now: datetime) -> None:
+    run.finished_at, run.next_attempt_at, run.payload_enc = now, None, None
+    transition(s, p, run, BACKUP, "fail", now, actor=WORKER, reason=reason[:1000])
+    text = f"{run.kind} {run.id} of {run.path} failed: {reason}"[:1500]
+    note(s, now, run.instance_id, f"{run.kind}_failed", text, actor=WORKER)
+    s.add(LeaseNotice(lease_id=None, tenant_id=run.tenant_id, instance_id=run.instance_id,
+                      kind=f"{run.kind}_failed", text=text, created_at=now))
+
+
+def _end_key(p: Platform, run_id: str, tenant: str, key_id: str | None) -> None:
+    """The run's key deleted (kept on the row, to try again, while the store does not
+    answer)."""
+    if key_id and storage.end_run_key(p, tenant, key_id):
+        with p.db.write() as s:
+            run = s.get(Backup, run_id, with_for_update=True)
+            if run is not None and run.key_id == key_id:
+                run.key_id = None

@@ -1,0 +1,164 @@
+"""Backups and restores the platform runs on a rented server, against the real S3 server
+(SeaweedFS, as `gpulease up` runs it): the simulated server's data disk (a directory) goes
+to the tenant's bucket as a snapshot through the worker and the node's agent with a key
+minted for the run and deleted after; a restore puts it back, verified; bad paths, a
+container, a second run at once are refused with what to do; a failure is retried, then
+reported to the tenant. SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+from botocore.config import Config
+from sqlalchemy import select
+from typer.testing import CliRunner
+
+from gpulease.cli.main import app
+from gpulease.db.money_tables import LeaseNotice
+from gpulease.db.ops_tables import Backup
+from gpulease.domain.errors import Conflict, InvalidInput, NotFound
+from gpulease.drivers.seaweedfs import EmbeddedS3, start_embedded_s3
+from gpulease.platform import Platform
+from gpulease.schemas.fleet import BackupRequest, RestoreRequest
+from gpulease.services import backups, instances, storage
+from gpulease.worker.runner import Worker
+from tests.conftest import LiveServer, TenantCtx
+from tests.services.test_leases import deliver
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedS3]:
+    server = start_embedded_s3(tmp_path_factory.mktemp("s3"))
+    yield server
+    server.stop()
+
+
+def with_storage(p: Platform, s3: EmbeddedS3) -> Platform:
+    p.settings.s3_endpoint = s3.url
+    p.settings.s3_access_key, p.settings.s3_secret_key = s3.access_key, s3.secret_key
+    return p
+
+
+def iam_keys(s3: EmbeddedS3, user: str) -> list[str]:
+    iam = boto3.client("iam", endpoint_url=s3.url, aws_access_key_id=s3.access_key,
+                       aws_secret_access_key=s3.secret_key, region_name="us-east-1",
+                       config=Config(retries={"max_attempts": 1}))
+    return [k["AccessKeyId"] for k in iam.list_access_keys(UserName=user)["AccessKeyMetadata"]]
+
+
+def disk(p: Platform, node: str) -> Path:
+    assert p.drivers.fleet is not None
+    return p.drivers.fleet.data_disk(node)
+
+
+def test_a_backup_and_a_restore_run_through_the_worker_and_the_nodes_agent(
+    fleet: Platform, tenant: TenantCtx, key: str, s3: EmbeddedS3
+) -> None:
+    worker = Worker(fleet)
+    iid = deliver(fleet, tenant, worker, key)
+    me = tenant.principal
+    with pytest.raises(Conflict, match="GPULEASE_S3_ENDPOINT"):
+        backups.request(fleet, me, iid, BackupRequest())
+    with_storage(fleet, s3)
+    node = instances.show_instance(fleet, me, iid).nodes[0].name
+    ckpt = disk(fleet, node) / "checkpoints"
+    (ckpt / "step-200").mkdir(parents=True)
+    (ckpt / "step-200" / "model.pt").write_bytes(os.urandom(2 << 20))
+    (ckpt / "step-200" / "config.json").write_text('{"step": 200}')
+    for bad in ("/etc", "/data/../etc", "checkpoints"):
+        with pytest.raises(InvalidInput, match="data disk"):
+            backups.request(fleet, me, iid, BackupRequest(path=bad))
+
+    run = backups.request(fleet, me, iid, BackupRequest())
+    assert (run.kind, run.status, run.node) == ("backup", "queued", node)
+    with pytest.raises(Conflict, match="not finished yet"):
+        backups.request(fleet, me, iid, BackupRequest())
+    worker.run_until_idle()
+    done = backups.show_run(fleet, me, iid, run.id)
+    assert done.status == "succeeded", done.status_reason
+    assert (done.files, done.bytes_total) == (2, (2 << 20) + len('{"step": 200}'))
+    assert done.snapshot_id and done.bytes_moved == done.bytes_total
+    bucket = storage.bucket_of(tenant.tenant_id)
+    objects = boto3.client("s3", endpoint_url=s3.url, aws_access_key_id=s3.access_key,
+                           aws_secret_access_key=s3.secret_key, region_name="us-east-1",
+                           config=Config(s3={"addressing_style": "path"})).list_objects_v2(
+        Bucket=bucket, Prefix=f"backups/{iid}/")
+    keys = [o["Key"] for o in objects.get("Contents", [])]
+    assert f"backups/{iid}/snapshots/{done.snapshot_id}.json" in keys
+    assert iam_keys(s3, tenant.tenant_id) == []  # the run's key is gone
+    with fleet.db.read() as s:
+        row = s.get(Backup, run.id)
+        assert row is not None and row.key_id is None and row.payload_enc is None
+
+    # the tenant's work is lost; the snapshot brings it back, verified
+    (ckpt / "step-200" / "model.pt").write_bytes(b"broken")
+    with LiveServer(fleet) as server:
+        env = {"GPULEASE_URL": server.url, "GPULEASE_TOKEN": tenant.token}
+        r = CliRunner().invoke(app, ["restore", iid, done.snapshot_id, "--json"], env=env)
+        assert r.exit_code == 0, r.output
+        worker.run_until_idle()
+        listed = CliRunner().invoke(app, ["backups", iid], env=env)
+        assert listed.exit_code == 0 and done.snapshot_id in listed.output
+        running = Worker(fleet, owner="threads")
+        running.start(threads=1)
+        try:
+            again = CliRunner().invoke(app, ["backup", iid, "--wait"], env=env)
+        finally:
+            running.stop()
+        assert again.exit_code == 0 and "succeeded" in again.output, again.output
+    assert (ckpt / "step-200" / "model.pt").stat().st_size == 2 << 20
+    runs = backups.list_runs(fleet, me, iid)
+    assert [r.kind for r in runs] == ["backup", "restore", "backup"]
+    assert runs[0].bytes_moved == 0  # nothing new: nothing sent
+    stages = [st.stage for st in instances.show_instance(fleet, me, iid).stages]
+    assert "backup_done" in stages and "restore_done" in stages
+    with pytest.raises(NotFound):
+        backups.show_run(fleet, me, iid, "bk-000000000000")
+
+
+def hurry(p: Platform, run_id: str) -> None:
+    """No waiting out the pause before the next attempt."""
+    with p.db.write() as s:
+        row = s.get(Backup, run_id)
+        assert row is not None
+        row.next_attempt_at = None
+
+
+def test_refusals_and_a_failing_run_retried_then_reported(
+    fleet: Platform, tenant: TenantCtx, key: str, s3: EmbeddedS3
+) -> None:
+    with_storage(fleet, s3)
+    worker = Worker(fleet)
+    iid = deliver(fleet, tenant, worker, key)
+    me = tenant.principal
+    node = instances.show_instance(fleet, me, iid).nodes[0].name
+    assert fleet.drivers.fleet is not None
+    fleet.drivers.fleet.inject_fault(node, "agent_transfer", "transient", times=1)
+    flaky = backups.request(fleet, me, iid, BackupRequest(path="/data"))
+    backups.drive(fleet)
+    retried = backups.show_run(fleet, me, iid, flaky.id)
+    assert (retried.status, retried.attempts) == ("queued", 1)
+    assert "connection reset" in (retried.status_reason or "")
+    assert iam_keys(s3, tenant.tenant_id) == []  # the failed attempt's key went with it
+    hurry(fleet, flaky.id)
+    backups.drive(fleet)
+    assert backups.show_run(fleet, me, iid, flaky.id).status == "succeeded"
+
+    missing = backups.request(fleet, me, iid, RestoreRequest(
+        snapshot_id="20261201T000000Z-000000"))
+    backups.drive(fleet)  # the agent itself reports it: not retried
+    failed = backups.show_run(fleet, me, iid, missing.id)
+    assert failed.status == "failed" and "refused" in (failed.status_reason or "")
+    with fleet.db.read() as s:
+        kinds = list(s.scalars(select(LeaseNotice.kind).where(
+            LeaseNotice.tenant_id == tenant.tenant_id)))
+    assert "restore_failed" in kinds
+    assert iam_keys(s3, tenant.tenant_id) == []
+
+    instances.release_instance(fleet, me, iid)
+    with pytest.raises(Conflict, match="delivered server"):
+        backups.request(fleet, me, iid, BackupRequest())
