@@ -130,11 +130,17 @@ def mitigate(ticket_id: str, note: NoteOpt = None, url: UrlOpt = "", token: Toke
 
 
 @ticket_app.command("swap")
-def swap(ticket_id: str, note: NoteOpt = None, url: UrlOpt = "", token: TokenOpt = "",
-         as_json: JsonOpt = False) -> None:
+def swap(ticket_id: str, note: NoteOpt = None,
+         copy_data: Annotated[bool, typer.Option(
+             "--copy-data", help="copy the data disk to the spare first (through the tenant's "
+             "bucket, verified)")] = False,
+         path: Annotated[str, typer.Option(help="with --copy-data: what to copy")] = "/data",
+         url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
     """Operator: replace the ticket's rented node by a spare of the same offer (deployed
     and accepted as at delivery); the faulty one is erased, then out for repair."""
-    _action(ticket_id, "swap", note, url, token, as_json)
+    k = api(lambda: connect(url, token).post_json(
+        f"/tickets/{ticket_id}/swap", {"note": note, "copy_data": copy_data, "path": path}))
+    return print_json(k) if as_json else _show(k)
 
 
 @ticket_app.command("repair")

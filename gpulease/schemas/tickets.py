@@ -30,6 +30,14 @@ class TicketAction(BaseModel):
     note: str | None = Field(default=None, max_length=10_000)
 
 
+class SwapRequest(TicketAction):
+    copy_data: bool = Field(default=False, description=(
+        "copy the data disk from the faulty server to the spare (through the tenant's "
+        "bucket, as a backup and a verified restore) before the faulty one is erased"))
+    path: str = Field(default="/data", max_length=1024,
+                      description="what to copy: a directory on the data disk")
+
+
 class TicketView(BaseModel):
     id: str
     tenant_id: str | None

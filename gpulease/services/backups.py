@@ -11,17 +11,23 @@ import logging
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import or_, select
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from gpulease.agent.backup import DATA_MOUNT, on_data_disk
 from gpulease.db.money_tables import LeaseNotice
 from gpulease.db.ops_tables import Backup
 from gpulease.db.repositories import bound_nodes, get_instance
-from gpulease.db.tables import Node
+from gpulease.db.tables import Instance, Node
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
-from gpulease.domain.states import BACKUP, BackupStatus, InstanceStatus, NodeStatus
+from gpulease.domain.states import (
+    BACKUP,
+    BackupStatus,
+    InstanceStage,
+    InstanceStatus,
+    NodeStatus,
+)
 from gpulease.platform import Platform
 from gpulease.ports.agent import (
     Agent,
@@ -45,6 +51,7 @@ MAX_ATTEMPTS = 3
 RETRY_AFTER_S = 60.0
 SYNCHRONOUS_LEASE_S = 600.0
 PREFIX = "backups"  # in the tenant's bucket: backups/<instance>/
+SWAP_COPY = "swap_copy"  # the trigger of a swap's backup (faulty server) and restore (spare)
 
 
 def prefix_of(instance_id: str) -> str:
@@ -71,7 +78,6 @@ def request(p: Platform, actor: Principal, instance_id: str,
         raise InvalidInput("path", f"{body.path!r} is not on the server's data disk: name a "
                            f"directory under {DATA_MOUNT}/, e.g. {DATA_MOUNT}/checkpoints."
                            ) from None
-    now = p.clock.now()
     with p.db.write() as s:
         inst = get_instance(s, actor, instance_id, lock=True)
         storage.configured(p)
@@ -81,6 +87,9 @@ def request(p: Platform, actor: Principal, instance_id: str,
         if inst.status != InstanceStatus.READY.value:
             raise Conflict(f"Instance {inst.id} is {inst.status}; backups and restores run "
                            "on a delivered server.")
+        if inst.stage != InstanceStage.READY:
+            raise Conflict(f"Instance {inst.id} is {inst.stage} (a server being replaced or "
+                           "repaired); try again once it is back.")
         nodes = [n for n in bound_nodes(s, inst.id) if n.status == NodeStatus.ACTIVE.value]
         if not nodes:
             raise Conflict(f"Instance {inst.id} has no server up to run it on (in repair or "
@@ -92,18 +101,63 @@ def request(p: Platform, actor: Principal, instance_id: str,
             raise Conflict(f"Run {busy} on instance {inst.id} is not finished yet; "
                            "`gpulease backups` shows it.")
         kind = "restore" if isinstance(body, RestoreRequest) else "backup"
-        row = Backup(id=new_id("bk"), tenant_id=tenant, instance_id=inst.id,
-                     node_id=nodes[0].id, kind=kind, trigger=trigger, path=body.path,
-                     snapshot_id=body.snapshot_id if isinstance(body, RestoreRequest)
-                     else None, max_mbps=body.max_mbps, attempts=0, next_attempt_at=now,
-                     requested_by=by(actor), requested_at=now, **initial(Backup, BACKUP))
-        s.add(row)
-        s.flush()
-        note(s, now, inst.id, f"{kind}_requested",
-             f"{kind} of {body.path} on {nodes[0].name} requested", actor=by(actor))
+        row = queue_run(s, p, inst.id, tenant, nodes[0], kind, body.path, trigger, by(actor),
+                        snapshot_id=body.snapshot_id if isinstance(body, RestoreRequest)
+                        else None, max_mbps=body.max_mbps)
         view = _view(row, nodes[0].name)
     p.wake()
     return view
+
+
+def queue_run(s: Session, p: Platform, instance_id: str, tenant: str, node: Node, kind: str,
+              path: str, trigger: str, actor: str, snapshot_id: str | None = None,
+              max_mbps: float | None = None) -> Backup:
+    """A run queued for the worker (the caller holds the instance)."""
+    now = p.clock.now()
+    row = Backup(id=new_id("bk"), tenant_id=tenant, instance_id=instance_id, node_id=node.id,
+                 kind=kind, trigger=trigger, path=path, snapshot_id=snapshot_id,
+                 max_mbps=max_mbps, attempts=0, next_attempt_at=now, requested_by=actor,
+                 requested_at=now, **initial(Backup, BACKUP))
+    s.add(row)
+    s.flush()
+    note(s, now, instance_id, f"{kind}_requested",
+         f"{kind} of {path} on {node.name} requested", actor=actor)
+    return row
+
+
+def runs_for(s: Session, instance_id: str, trigger: str) -> list[Backup]:
+    """The instance's runs of one trigger, oldest first."""
+    return list(s.scalars(select(Backup).where(Backup.instance_id == instance_id,
+                                               Backup.trigger == trigger)
+                          .order_by(Backup.requested_at, Backup.id)))
+
+
+def swap_copy_step(s: Session, p: Platform, instance_id: str, tenant: str, spare: Node,
+                   now: datetime) -> bool:
+    """A swap's data copy, once its spare is accepted: True while it runs (the backup of
+    the faulty server, then the restore onto the spare queued here); False when it is done
+    or was not asked for (what failed is said on the instance's history: the swap goes on
+    without it)."""
+    runs = runs_for(s, instance_id, SWAP_COPY)
+    if not runs:
+        return False
+    if any(r.status in (BackupStatus.QUEUED.value, BackupStatus.RUNNING.value) for r in runs):
+        return True
+    backup = next((r for r in runs if r.kind == "backup"), None)
+    restore = next((r for r in runs if r.kind == "restore"), None)
+    if restore is None and backup is not None:
+        if backup.status == BackupStatus.SUCCEEDED.value and backup.snapshot_id:
+            queue_run(s, p, instance_id, tenant, spare, "restore", backup.path, SWAP_COPY,
+                      WORKER, snapshot_id=backup.snapshot_id)
+            return True
+        note(s, now, instance_id, "copy_failed", "the data disk could not be copied from "
+             f"the faulty server ({backup.status_reason}); the new server starts with an "
+             "empty data disk", actor=WORKER)
+    elif restore is not None and restore.status != BackupStatus.SUCCEEDED.value:
+        note(s, now, instance_id, "copy_failed", f"the copy (snapshot {restore.snapshot_id}, "
+             f"kept in your bucket) could not be restored onto {spare.name}: "
+             f"{restore.status_reason}", actor=WORKER)
+    return False
 
 
 def list_runs(p: Platform, actor: Principal, instance_id: str, limit: int = 50
@@ -184,6 +238,7 @@ def _drive_one(p: Platform, run_id: str) -> None:
                 f"snapshot {answer.snapshot_id} restored into {run.path}: {answer.files} "
                 f"files, {answer.bytes_total / 1e6:,.1f} MB, verified")
         note(s, now, run.instance_id, f"{run.kind}_done", what, actor=WORKER)
+        _wake(s, run.instance_id, now)
         key_id = run.key_id
     _end_key(p, run_id, tenant, key_id)
 
@@ -264,6 +319,13 @@ def _finish_failed(s: Session, p: Platform, run: Backup, reason: str, now: datet
     note(s, now, run.instance_id, f"{run.kind}_failed", text, actor=WORKER)
     s.add(LeaseNotice(lease_id=None, tenant_id=run.tenant_id, instance_id=run.instance_id,
                       kind=f"{run.kind}_failed", text=text, created_at=now))
+    _wake(s, run.instance_id, now)
+
+
+def _wake(s: Session, instance_id: str, now: datetime) -> None:
+    """The instance looks again (a swap waits on its copy)."""
+    s.execute(update(Instance).where(Instance.id == instance_id)
+              .values(next_attempt_at=now).execution_options(synchronize_session=False))
 
 
 def _end_key(p: Platform, run_id: str, tenant: str, key_id: str | None) -> None:

@@ -3,17 +3,26 @@ same offer (on the same fabric for a cluster member). The spare goes through the
 deploy pipeline and its acceptance gate while the instance stays delivered (its stage
 `replacing`); the faulty node leaves for repair through an erase of the tenant's disks
 (then repair); the tenant gets a new root password, shown once. When no spare is
-free, the ticket says so and nothing changes."""
+free, the ticket says so and nothing changes.
+
+With `copy_data`, the faulty server keeps serving while the spare deploys and its data disk
+is backed up to the tenant's bucket meanwhile (services/backups.py); once the spare is
+accepted the snapshot is restored onto it, verified, and only then is the faulty server
+erased (worker/instance_steps.py). A disk that cannot be read is said on the ticket, and
+the swap goes on without the copy."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gpulease.agent.backup import on_data_disk
 from gpulease.db.ops_tables import Ticket
 from gpulease.db.tables import Instance, Node
 from gpulease.domain.accounts import Principal
-from gpulease.domain.errors import Conflict, OutOfStock
+from gpulease.domain.errors import Conflict, InvalidInput, OutOfStock
 from gpulease.domain.states import (
     INSTANCE_STAGE,
     NODE,
@@ -27,6 +36,8 @@ from gpulease.domain.tickets import SWAPPED_OUT
 from gpulease.platform import Platform
 from gpulease.schemas.tickets import TicketDetail
 from gpulease.security import new_root_password
+from gpulease.services import storage
+from gpulease.services.backups import SWAP_COPY, queue_run
 from gpulease.services.history import by, note
 from gpulease.services.lifecycle import transition
 from gpulease.services.placement import claim_replacement
@@ -34,9 +45,16 @@ from gpulease.services.repairs import begin
 from gpulease.services.tickets import entry, notice, operator_responds, show_ticket
 
 
-def swap(p: Platform, actor: Principal, ticket_id: str, note_text: str | None
-         ) -> TicketDetail:
+def swap(p: Platform, actor: Principal, ticket_id: str, note_text: str | None,
+         copy_data: bool = False, path: str = "/data") -> TicketDetail:
     actor.require_operator()
+    if copy_data:
+        try:
+            on_data_disk(Path("/"), path)
+        except ValueError:
+            raise InvalidInput("path", f"{path!r} is not on the data disk: name /data or a "
+                               "directory under it.") from None
+        storage.configured(p)
     now = p.clock.now()
     who = by(actor)
     no_spare: str | None = None
@@ -58,6 +76,10 @@ def swap(p: Platform, actor: Principal, ticket_id: str, note_text: str | None
         if inst.status != InstanceStatus.READY.value or inst.stage != InstanceStage.READY:
             raise Conflict(f"Instance {inst.id} is {inst.status} ({inst.stage}); a node is "
                            "swapped only on a delivered instance, one at a time.")
+        if copy_data and inst.node_count != 1:
+            raise Conflict("The data disk is copied on a single-server instance; a cluster "
+                           "member is swapped without it (its data belongs on shared "
+                           "storage or in the bucket).")
         spare = claim_replacement(s, now, inst, old, actor=who)
         if spare is None:
             no_spare = (f"No spare {inst.sku} server is free in {inst.region}"
@@ -66,7 +88,8 @@ def swap(p: Platform, actor: Principal, ticket_id: str, note_text: str | None
                         "with the unused time refunded in full (the rest of this period and "
                         "every later one, no fee), or keep it until the card is repaired.")
         else:
-            _swap(s, p, actor, ticket, inst, old, spare, note_text)
+            _swap(s, p, actor, ticket, inst, old, spare, note_text, path if copy_data
+                  else None)
     if no_spare:
         with p.db.write() as s:  # said on the ticket, nothing else changed
             ticket = s.get(Ticket, ticket_id, with_for_update=True)
@@ -82,7 +105,7 @@ def swap(p: Platform, actor: Principal, ticket_id: str, note_text: str | None
 
 
 def _swap(s: Session, p: Platform, actor: Principal, ticket: Ticket, inst: Instance,
-          old: Node, spare: Node, note_text: str | None) -> None:
+          old: Node, spare: Node, note_text: str | None, copy_path: str | None) -> None:
     now, who = p.clock.now(), by(actor)
     # the spare: deployed and accepted as at delivery
     transition(s, p, spare, NODE, "deploy", now, actor=who)
@@ -94,16 +117,21 @@ def _swap(s: Session, p: Platform, actor: Principal, ticket: Ticket, inst: Insta
     old.generation += 1
     reason = f"{SWAPPED_OUT} (ticket {ticket.id}): erase, then repair"
     begin(s, old, ticket.id, f"{ticket.summary} (ticket {ticket.id})", now, who)
-    transition(s, p, old, NODE, "clean", now, actor=who, reason=reason)
-    transition(s, p, old, NODE_STAGE, "clean", now, actor=who,
-               timeout_s=p.settings.stage_timeout_s)
-    old.next_attempt_at = now
+    if copy_path is None:
+        transition(s, p, old, NODE, "clean", now, actor=who, reason=reason)
+        transition(s, p, old, NODE_STAGE, "clean", now, actor=who,
+                   timeout_s=p.settings.stage_timeout_s)
+        old.next_attempt_at = now
+    else:  # it serves on while its disk is copied; erased once the copy is on the spare
+        queue_run(s, p, inst.id, inst.tenant_id, old, "backup", copy_path, SWAP_COPY, who)
     transition(s, p, inst, INSTANCE_STAGE, "replace", now, actor=who,
                timeout_s=p.settings.stage_timeout_s)
     inst.next_attempt_at = now
     inst.root_password_enc = p.box.seal(new_root_password())  # shown once, again
     inst.credentials_revealed_at = None
     text = (f"node {old.name} is being replaced by {spare.name} (ticket {ticket.id})"
+            + (f"; its data disk ({copy_path}) is copied to the new server first"
+               if copy_path else "")
             + (f": {note_text}" if note_text else ""))
     note(s, now, inst.id, "replacing", text, actor=who)
     entry(s, ticket, now, "note", who, text + "; new root password once delivered")

@@ -18,10 +18,12 @@ from gpulease.domain.states import (
     InstanceStatus,
     NodeStatus,
 )
+from gpulease.domain.tickets import SWAPPED_OUT
 from gpulease.platform import Platform
+from gpulease.services.backups import swap_copy_step
 from gpulease.services.history import WORKER, note
 from gpulease.services.lifecycle import transition
-from gpulease.services.repairs import stays_for_erase
+from gpulease.services.repairs import open_repair, stays_for_erase
 from gpulease.services.tickets import mitigate_replaced
 from gpulease.worker.nodes import start_cleaning, start_deploy
 from gpulease.worker.pipeline import release_lock
@@ -93,9 +95,18 @@ def reconcile(s: Session, p: Platform, inst: Instance) -> None:
         else:
             finish_release(s, p, inst, now)
     elif status is InstanceStatus.READY and inst.stage == InstanceStage.REPLACING:
-        serving = [n for n in nodes if n.status != NodeStatus.CLEANING.value]
-        if len(serving) == inst.node_count and all(
-                n.status == NodeStatus.ACTIVE.value for n in serving):
+        outgoing = [n for n in nodes if open_repair(s, n.id) is not None]  # swapped out
+        serving = [n for n in nodes if n not in outgoing
+                   and n.status != NodeStatus.CLEANING.value]
+        ready = len(serving) == inst.node_count and all(
+            n.status == NodeStatus.ACTIVE.value for n in serving)
+        if ready and swap_copy_step(s, p, inst.id, inst.tenant_id, serving[0], now):
+            inst.next_attempt_at = poll  # the data disk is on its way to the spare
+        elif ready:
+            for old in outgoing:  # it served on while its disk was copied: now erased
+                if old.status == NodeStatus.ACTIVE.value:
+                    start_cleaning(s, p, old, now, f"{SWAPPED_OUT}: erase, then repair")
+                    p.wake()
             inst.ip_address = serving[0].ip_address
             transition(s, p, inst, INSTANCE_STAGE, "settle", now, actor=WORKER,
                        reason="replaced: now on " + ", ".join(n.name for n in serving))

@@ -231,6 +231,12 @@ def fail_node(s: Session, p: Platform, node: Node, reason: str, now: datetime,
         why = f"the spare {node.name} failed ({reason}) and no other is free"
         transition(s, p, inst, INSTANCE_STAGE, "settle", now, actor=actor,
                    reason=f"replacement given up: {why}")
+        for kept in s.scalars(select(Node).where(Node.instance_id == inst.id,
+                                                 Node.status == NodeStatus.ACTIVE.value)):
+            repair = open_repair(s, kept.id)  # it served on while its disk was copied
+            if repair is not None:
+                repair.finished_at, repair.finished_by = now, actor
+                repair.parts = "none: the replacement was given up; the server serves on"
         note(s, now, inst.id, "replacement_failed", why, actor=actor)
     wake_instance(s, instance_id, now)
 

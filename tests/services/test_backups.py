@@ -162,3 +162,42 @@ def test_refusals_and_a_failing_run_retried_then_reported(
     instances.release_instance(fleet, me, iid)
     with pytest.raises(Conflict, match="delivered server"):
         backups.request(fleet, me, iid, BackupRequest())
+
+
+def test_a_swap_copies_the_data_disk_to_the_spare_before_the_faulty_server_is_erased(
+    fleet: Platform, tenant: TenantCtx, operator: TenantCtx, key: str, s3: EmbeddedS3
+) -> None:
+    from gpulease.demo_agents import DemoAgents
+    from gpulease.services import node_changes, replacement, tickets
+
+    with_storage(fleet, s3)
+    worker = Worker(fleet)
+    iid = deliver(fleet, tenant, worker, key)
+    me, op = tenant.principal, operator.principal
+    old = instances.show_instance(fleet, me, iid).nodes[0].name
+    work = disk(fleet, old) / "runs" / "llama-70b"
+    work.mkdir(parents=True)
+    weights = os.urandom(3 << 20)
+    (work / "step-900.safetensors").write_bytes(weights)
+    node_changes.inject_faults(fleet, op, old, ["xid79:3"])
+    DemoAgents(fleet).tick()
+    (ticket,) = tickets.list_tickets(fleet, op, open_only=True).items
+    with pytest.raises(InvalidInput, match="data disk"):
+        replacement.swap(fleet, op, ticket.id, None, copy_data=True, path="/home")
+    with LiveServer(fleet) as server:
+        env = {"GPULEASE_URL": server.url, "GPULEASE_TOKEN": operator.token}
+        r = CliRunner().invoke(app, ["ticket", "swap", ticket.id, "--copy-data"], env=env)
+        assert r.exit_code == 0, r.output
+    worker.run_until_idle(timeout_s=60)
+    after = instances.show_instance(fleet, me, iid)
+    assert (after.status, after.stage) == ("ready", "ready")
+    (spare,) = [n.name for n in after.nodes if n.status == "active"]
+    assert spare != old
+    copied = disk(fleet, spare) / "runs" / "llama-70b" / "step-900.safetensors"
+    assert copied.read_bytes() == weights
+    assert not disk(fleet, old).exists()  # erased once the copy was on the spare
+    runs = [(r.kind, r.trigger, r.status, r.node) for r in backups.list_runs(fleet, me, iid)]
+    assert runs == [("restore", "swap_copy", "succeeded", spare),
+                    ("backup", "swap_copy", "succeeded", old)]
+    assert tickets.show_ticket(fleet, me, ticket.id).status == "mitigated"
+    assert iam_keys(s3, tenant.tenant_id) == []

@@ -12,6 +12,7 @@ from gpulease.schemas import Page
 from gpulease.schemas.tickets import (
     RepairWindowAnswer,
     RepairWindowProposal,
+    SwapRequest,
     TicketAction,
     TicketComment,
     TicketDetail,
@@ -77,12 +78,15 @@ def mitigate(ticket_id: str, p: PlatformDep, actor: PrincipalDep,
 @router.post("/{ticket_id}/swap", response_model=TicketDetail,
              openapi_extra=access(Caller.OPERATOR))
 def swap(ticket_id: str, p: PlatformDep, actor: PrincipalDep,
-         body: TicketAction | None = None) -> TicketDetail:
+         body: SwapRequest | None = None) -> TicketDetail:
     """Replace the ticket's rented node by a spare of the same offer (same fabric for a
     cluster): deployed and accepted as at delivery, a new root password shown once; the
-    faulty node is erased and goes to repair. 409 when no spare is free (the ticket says
-    so)."""
-    return replacement.swap(p, actor, ticket_id, (body or TicketAction()).note)
+    faulty node is erased and goes to repair. With `copy_data`, the faulty server serves on
+    while its data disk is backed up to the tenant's bucket, and the snapshot is restored
+    onto the spare (verified) before the faulty one is erased. 409 when no spare is free
+    (the ticket says so)."""
+    body = body or SwapRequest()
+    return replacement.swap(p, actor, ticket_id, body.note, body.copy_data, body.path)
 
 
 @router.post("/{ticket_id}/repair-window", response_model=TicketDetail,
