@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -177,9 +178,19 @@ def test_a_swap_survives_a_worker_killed_in_the_middle(
     worker is SIGKILLed while the spare boots → a new worker finishes: the spare delivered,
     the old node erased and in repair → repaired → back in the pool; the ticket's timeline
     whole."""
+    from gpulease.db.tables import HardwareAlert
     from gpulease.demo import seed_demo_fleet
     from gpulease.demo_agents import DemoAgents
-    from gpulease.services import instances, node_changes, repairs, replacement, tickets
+    from gpulease.domain.errors import Conflict
+    from gpulease.services import (
+        instances,
+        node_changes,
+        repairs,
+        replacement,
+        sla,
+        tickets,
+        wallet,
+    )
     from gpulease.worker.runner import Worker
 
     seed_demo_fleet(platform, 3)
@@ -195,6 +206,9 @@ def test_a_swap_survives_a_worker_killed_in_the_middle(
         DemoAgents(platform).tick()
         (ticket,) = tickets.list_tickets(platform, tenant.principal).items
         assert ticket.severity == "P1" and ticket.gpu == 3
+        with platform.db.write() as s:  # the fault was first seen two hours ago
+            for alert in s.scalars(select(HardwareAlert)):
+                alert.opened_at -= timedelta(hours=2)
         replacement.swap(platform, op, ticket.id, "drill")
 
         def spare_booting() -> bool:
@@ -215,6 +229,15 @@ def test_a_swap_survives_a_worker_killed_in_the_middle(
         assert done.status == "mitigated"
         kinds = [e.kind for e in done.timeline]
         assert kinds[0] == "opened" and "evidence" in kinds and "status" in kinds
+        # credits by the rule, once: two hours out beyond the free hour, one claim
+        (claim_ref,) = [e.ref for e in done.timeline if e.ref and e.ref.startswith("claim:")]
+        claim_id = (claim_ref or "").split(":", 1)[1]
+        sla.decide(platform, op, claim_id, confirm=True)
+        with pytest.raises(Conflict):
+            sla.decide(platform, op, claim_id, confirm=True)
+        credits = [e for e in wallet.ledger(platform, tenant.principal).items
+                   if e.kind == "credit"]
+        assert len(credits) == 1 and credits[0].amount > 0
         serving = [n for n in instances.show_instance(platform, tenant.principal, iid).nodes
                    if n.status == "active"]
         assert len(serving) == 1 and serving[0].name != old
