@@ -13,6 +13,7 @@ file's mode and mtime."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -222,8 +223,10 @@ class _Counter(BaseSubscriber):  # type: ignore[misc]  # untyped base
 
 def backup(source: Path, target: Target, *, parallel: int = 8,
            max_bytes_per_s: int | None = None, cache: Path | None = None,
-           host: str | None = None, progress: Progress | None = None) -> BackupResult:
-    """One snapshot of `source` (see the module's docstring)."""
+           host: str | None = None, progress: Progress | None = None,
+           plan: Callable[[int], None] | None = None) -> BackupResult:
+    """One snapshot of `source` (see the module's docstring). `plan` hears the bytes it
+    will send once it knows them; `progress`, the bytes sent as they go."""
     started = time.monotonic()
     if not source.is_dir():
         raise BackupError(f"{source} is not a directory")
@@ -263,6 +266,8 @@ def backup(source: Path, target: Target, *, parallel: int = 8,
         if sha not in present and sha not in to_send:
             to_send[sha] = (rel, st)
 
+    if plan is not None:
+        plan(sum(st.st_size for _, st in to_send.values()))
     manager = _manager(s3, parallel, max_bytes_per_s)
     counter = _Counter(progress)
     try:
@@ -340,8 +345,8 @@ def read_manifest(s3: Any, target: Target, prefix: str, snapshot_id: str) -> Man
 
 
 def restore(target: Target, snapshot_id: str, dest: Path, *, parallel: int = 8,
-            max_bytes_per_s: int | None = None, progress: Progress | None = None
-            ) -> RestoreResult:
+            max_bytes_per_s: int | None = None, progress: Progress | None = None,
+            plan: Callable[[int], None] | None = None) -> RestoreResult:
     """The snapshot's files under `dest`, each content verified by size and SHA-256 before
     any file takes its place (a content several files share is downloaded once)."""
     started = time.monotonic()
@@ -356,6 +361,8 @@ def restore(target: Target, snapshot_id: str, dest: Path, *, parallel: int = 8,
         if root not in path.parents:
             raise BackupError(f"snapshot {snapshot_id} names a path outside {dest}: {f.path}")
         firsts.setdefault(f.sha256, f)
+    if plan is not None:
+        plan(sum(f.size for f in firsts.values()))
     staging = root / ".gpulease-restore"
     staging.mkdir(exist_ok=True)
     manager = _manager(s3, parallel, max_bytes_per_s)
@@ -415,9 +422,42 @@ def on_data_disk(root: Path, path: str) -> Path:
     return root.joinpath(*p.relative_to(DATA_MOUNT).parts)
 
 
-def run_transfer(root: Path, payload: Any, simulated: bool = False) -> Any:
+class Tally:
+    """Bytes to move and moved so far, told to `report(moved, total)` at most every
+    `every_s` seconds (and once at the start), from any transfer thread."""
+
+    def __init__(self, report: Callable[[int, int], None] | None, every_s: float = 2.0
+                 ) -> None:
+        import threading
+
+        self.report, self.every_s = report, every_s
+        self.total = self.moved = 0
+        self.lock = threading.Lock()
+        self.last = 0.0
+
+    def plan(self, total: int) -> None:
+        self.total = total
+        self._tell(force=True)
+
+    def __call__(self, n: int) -> None:
+        with self.lock:
+            self.moved += n
+        self._tell()
+
+    def _tell(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.report is None or (not force and now - self.last < self.every_s):
+            return
+        self.last = now
+        with contextlib.suppress(Exception):  # a lost report never stops the transfer
+            self.report(min(self.moved, self.total), self.total)
+
+
+def run_transfer(root: Path, payload: Any, simulated: bool = False,
+                 report: Callable[[int, int], None] | None = None) -> Any:
     """A backup or restore command (ports/agent.BackupPayload / RestorePayload) carried out
-    on the data disk mounted at `root`; its TransferResult."""
+    on the data disk mounted at `root`; its TransferResult. `report(moved, total)` hears
+    its progress every few seconds."""
     from gpulease.ports.agent import RestorePayload, TransferResult
 
     target = Target(endpoint=payload.endpoint, bucket=payload.bucket,
@@ -425,13 +465,16 @@ def run_transfer(root: Path, payload: Any, simulated: bool = False) -> Any:
                     secret_access_key=payload.secret_access_key, prefix=payload.prefix)
     where = on_data_disk(root, payload.path)
     rate = int(payload.max_mbps * 1e6) if payload.max_mbps else None
+    tally = Tally(report)
     if isinstance(payload, RestorePayload):
-        done = restore(target, payload.snapshot_id, where, max_bytes_per_s=rate)
+        done = restore(target, payload.snapshot_id, where, max_bytes_per_s=rate,
+                       progress=tally, plan=tally.plan)
         return TransferResult(snapshot_id=done.snapshot_id, files=done.files,
                               bytes_total=done.bytes_total, bytes_moved=done.bytes_downloaded,
                               seconds=done.seconds, simulated=simulated)
     where.mkdir(parents=True, exist_ok=True)
-    made = backup(where, target, max_bytes_per_s=rate, cache=default_cache(where, target))
+    made = backup(where, target, max_bytes_per_s=rate, cache=default_cache(where, target),
+                  progress=tally, plan=tally.plan)
     return TransferResult(snapshot_id=made.snapshot_id, files=made.files,
                           bytes_total=made.bytes_total, bytes_moved=made.bytes_uploaded,
                           seconds=made.seconds, simulated=simulated)

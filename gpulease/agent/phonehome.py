@@ -157,8 +157,8 @@ class PhoneHome:
 
     def _execute(self, command: Command, headers: dict[str, str]) -> None:
         try:
-            outcome = CommandOutcome(ok=True, result=self._carry_out(command).model_dump(
-                mode="json"))
+            outcome = CommandOutcome(ok=True, result=self._carry_out(command, headers)
+                                     .model_dump(mode="json"))
         except Exception as exc:  # reported to the control plane, which decides
             log.warning("command %s failed: %s", command.kind, exc)
             outcome = CommandOutcome(ok=False, error=f"{type(exc).__name__}: {exc}"[:4000])
@@ -175,13 +175,18 @@ class PhoneHome:
             self._stop.wait(2)
         self.commands_done += 1
 
-    def _carry_out(self, command: Command) -> Result:
+    def _carry_out(self, command: Command, headers: dict[str, str]) -> Result:
         if isinstance(command, ConfigureCommand):
             return self.configure(command.payload)
         if isinstance(command, VerifyCommand):
             return self.verify(command.payload)
         if isinstance(command, BackupCommand | RestoreCommand):
-            result: TransferResult = run_transfer(self.options.data_root, command.payload)
+            def report(moved: int, total: int) -> None:  # best effort, every few seconds
+                self.client.post(f"{self.url}/api/v1/agent/commands/{command.id}/progress",
+                                 json={"moved": moved, "total": total}, headers=headers)
+
+            result: TransferResult = run_transfer(self.options.data_root, command.payload,
+                                                  report=report)
             return result
         return self.erase(command.payload)
 

@@ -9,11 +9,13 @@ import time
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from gpulease.cli.common import JsonOpt, TokenOpt, UrlOpt, api, connect, out, print_json
 
 app = typer.Typer()
+err = Console(stderr=True)
 PathOpt = Annotated[str, typer.Option(help="a directory on the server's data disk")]
 WaitOpt = Annotated[bool, typer.Option("--wait", help="wait until it is done")]
 RateOpt = Annotated[float | None, typer.Option("--max-mbps", help="bandwidth cap, MB/s")]
@@ -36,6 +38,10 @@ def _follow(url: str, token: str, instance_id: str, run: dict[str, Any], wait: b
     while wait and run["status"] not in FINAL and time.monotonic() < deadline:
         time.sleep(1)
         run = api(lambda: connect(url, token).get_json(where))
+        if run["status"] == "running" and run["bytes_total"]:
+            err.print(f"  {run['bytes_moved'] or 0:,} of {run['bytes_total']:,} bytes "
+                      f"({100 * (run['bytes_moved'] or 0) / run['bytes_total']:.0f} %)",
+                      highlight=False)
     return run
 
 

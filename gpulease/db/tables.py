@@ -480,6 +480,8 @@ class AgentCommand(Base):
     status: Mapped[str] = mapped_column(String(16))  # pending | running | done | failed
     result_json: Mapped[str | None] = mapped_column(Text)
     error: Mapped[str | None] = mapped_column(Text)
+    progress_moved: Mapped[int | None] = mapped_column(BigInteger)  # a long command's bytes
+    progress_total: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     claimed_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())

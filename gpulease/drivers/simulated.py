@@ -318,13 +318,13 @@ class SimulatedAgent:
             faults = list(state.get("gpu_faults", []))
         return simulated_node_report(node.name, faults, thresholds, spec)
 
-    def transfer(self, node: NodeRef, payload: BackupPayload | RestorePayload
-                 ) -> TransferResult:
+    def transfer(self, node: NodeRef, payload: BackupPayload | RestorePayload,
+                 progress: Callable[[int, int], None] | None = None) -> TransferResult:
         """The real backup engine against the real S3 server, on the simulated server's
         data disk (a directory under the fleet's state)."""
         with self._fleet._state(node.name) as state:
             self._check(state, "agent_transfer")
-        return _transfer(self._fleet.data_disk(node.name), payload)
+        return _transfer(self._fleet.data_disk(node.name), payload, progress)
 
 
 class SimulatedRuntime:
@@ -454,21 +454,22 @@ class BmcWatchingAgent:
         return simulated_node_report(node.name, self.gpu_faults.get(node.name, []),
                                      thresholds, spec)
 
-    def transfer(self, node: NodeRef, payload: BackupPayload | RestorePayload
-                 ) -> TransferResult:
+    def transfer(self, node: NodeRef, payload: BackupPayload | RestorePayload,
+                 progress: Callable[[int, int], None] | None = None) -> TransferResult:
         self._require_up(node, "transfer")
         if self.disks_dir is None:
             err = AgentError("this stand-in agent keeps no data disk to back up")
             err.retryable = False
             raise err
-        return _transfer(self.disks_dir / node.name, payload)
+        return _transfer(self.disks_dir / node.name, payload, progress)
 
 
-def _transfer(disk: Path, payload: BackupPayload | RestorePayload) -> TransferResult:
+def _transfer(disk: Path, payload: BackupPayload | RestorePayload,
+              progress: Callable[[int, int], None] | None) -> TransferResult:
     from gpulease.agent.backup import BackupError, run_transfer
 
     try:
-        result: TransferResult = run_transfer(disk, payload, simulated=True)
+        result: TransferResult = run_transfer(disk, payload, simulated=True, report=progress)
     except (BackupError, ValueError, OSError) as exc:
         err = AgentError(str(exc))
         err.retryable = isinstance(exc, OSError)

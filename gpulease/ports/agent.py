@@ -12,6 +12,7 @@ agent fetches (GET /api/v1/agent/commands) and the results it posts back.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal, Protocol
@@ -199,6 +200,13 @@ RESULTS: dict[str, type[Result]] = {
     "backup": TransferResult, "restore": TransferResult}
 
 
+class CommandProgress(BaseModel):
+    """How far a long command (a backup, a restore) has come, posted while it runs."""
+
+    moved: int = Field(ge=0)  # bytes moved so far
+    total: int = Field(ge=0)  # bytes it will move
+
+
 class CommandOutcome(BaseModel):
     """What the agent posts back for one command."""
 
@@ -232,9 +240,12 @@ class Agent(Protocol):
         """Run the acceptance suite on the node and return its judged report."""
         ...
 
-    def transfer(self, node: NodeRef, payload: BackupPayload | RestorePayload
+    def transfer(self, node: NodeRef, payload: BackupPayload | RestorePayload,
+                 progress: Callable[[int, int], None] | None = None
                  ) -> TransferResult | Pending:
         """Back a directory of the data disk up to the tenant's bucket (BackupPayload) or
         restore a snapshot into it (RestorePayload). `node.stage` names the run (its
-        backup's id), so that later calls find the work it filed. Raises AgentError."""
+        backup's id), so that later calls find the work it filed. An agent that answers
+        within the call reports (bytes moved, bytes to move) through `progress`; the real
+        agent posts it to its command instead. Raises AgentError."""
         ...

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -27,6 +28,7 @@ from gpulease.ports.agent import (
     BackupPayload,
     Command,
     CommandOutcome,
+    CommandProgress,
     ConfigurePayload,
     ConfigureResult,
     ErasePayload,
@@ -82,9 +84,10 @@ class CommandQueueAgent:
         answer = self._ask(node, ErasePayload(lease=lease))
         return answer if isinstance(answer, Pending) else EraseResult.model_validate(answer)
 
-    def transfer(self, node: NodeRef, payload: BackupPayload | RestorePayload
+    def transfer(self, node: NodeRef, payload: BackupPayload | RestorePayload,
+                 progress: Callable[[int, int], None] | None = None
                  ) -> TransferResult | Pending:
-        answer = self._ask(node, payload)
+        answer = self._ask(node, payload)  # its progress: posted by the agent (progress_of)
         return answer if isinstance(answer, Pending) else TransferResult.model_validate(answer)
 
     def _ask(self, node: NodeRef, payload: Payload) -> dict[str, Any] | Pending:
@@ -188,3 +191,31 @@ def post_result(p: Platform, credential: str | None, command_id: str,
                        reason=row.error[:500])
         row.finished_at = now
     p.wake()
+
+
+def post_progress(p: Platform, credential: str | None, command_id: str,
+                  progress: CommandProgress) -> None:
+    """A running command's progress (bytes moved of bytes to move); also a heartbeat."""
+    now = p.clock.now()
+    with p.db.write() as s:
+        node_agent = authenticate_agent(s, credential)
+        node_agent.last_seen_at = now
+        row = s.get(AgentCommand, command_id, with_for_update=True)
+        if row is None or row.node_id != node_agent.node_id:
+            raise NotFound(f"No command {command_id} for this node.")
+        if AGENT_COMMAND.parse(row.status) in AGENT_COMMAND.finals:
+            return  # it ended: a late report changes nothing
+        row.progress_moved = min(progress.moved, progress.total)
+        row.progress_total = progress.total
+
+
+def progress_of(p: Platform, command_id: str | None) -> tuple[int, int] | None:
+    """(moved, total) the agent last posted for a command, if any."""
+    if command_id is None:
+        return None
+    with p.db.read() as s:
+        row = s.execute(select(AgentCommand.progress_moved, AgentCommand.progress_total)
+                        .where(AgentCommand.id == command_id)).one_or_none()
+    if row is None or row[0] is None or row[1] is None:
+        return None
+    return int(row[0]), int(row[1])

@@ -41,6 +41,7 @@ from gpulease.ports.object_store import AccessKey
 from gpulease.schemas.fleet import BackupRequest, BackupView, RestoreRequest
 from gpulease.security import new_id
 from gpulease.services import storage
+from gpulease.services.agent_commands import progress_of
 from gpulease.services.history import WORKER, by, note
 from gpulease.services.lifecycle import initial, transition
 from gpulease.services.node_agents import agent_for, node_ref
@@ -216,11 +217,15 @@ def _drive_one(p: Platform, run_id: str) -> None:
         return
     ref, payload, agent = started
     try:
-        answer = agent.transfer(ref, payload)
+        answer = agent.transfer(ref, payload, lambda moved, total: _progress(
+            p, run_id, moved, total))
     except AgentError as exc:
         _record_failure(p, run_id, str(exc), exc.retryable)
         return
-    if isinstance(answer, Pending):
+    if isinstance(answer, Pending):  # the real agent posts its progress to its command
+        posted = progress_of(p, answer.reference)
+        if posted is not None:
+            _progress(p, run_id, *posted)
         return
     with p.db.write() as s:
         run = s.get(Backup, run_id, with_for_update=True)
@@ -293,6 +298,15 @@ def _start_or_check(p: Platform, run_id: str, minted: tuple[str, str, AccessKey]
             return (node_ref(p, node, stage=f"{run.id[-12:]}:{run.attempts}"), payload, agent)
     _end_key(p, run_id, tenant, stale)
     return None
+
+
+def _progress(p: Platform, run_id: str, moved: int, total: int) -> None:
+    """A running run's bytes moved so far, of the bytes it will move."""
+    with p.db.write() as s:
+        s.execute(update(Backup).where(Backup.id == run_id,
+                                       Backup.status == BackupStatus.RUNNING.value)
+                  .values(bytes_moved=moved, bytes_total=total)
+                  .execution_options(synchronize_session=False))
 
 
 def _record_failure(p: Platform, run_id: str, reason: str, retryable: bool) -> None:

@@ -164,6 +164,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/api/v1/agent/telemetry"): {"gpus": []},
     ("POST", "/api/v1/bmc-events/{node_id}"): {"Context": "glbe_unknown", "Events": []},
     ("POST", "/api/v1/agent/commands/{command_id}/result"): {"ok": True, "result": {}},
+    ("POST", "/api/v1/agent/commands/{command_id}/progress"): {"moved": 1, "total": 2},
     ("POST", "/console/login"): {"email": "nobody@example.com", "password": "x"},
     ("POST", "/console/orders"): {"kind": "container", "offer": "rtx4090-24g-container",
                                   "gpus": 1, "ssh_key": ssh_key()},

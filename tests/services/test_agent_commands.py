@@ -18,6 +18,7 @@ from gpulease.ports.agent import (
     BackupCommand,
     Command,
     CommandOutcome,
+    CommandProgress,
     ConfigureCommand,
     RestoreCommand,
     VerifyCommand,
@@ -199,6 +200,7 @@ def test_a_backup_and_a_restore_through_the_real_agents_commands(
     """The real agent's side (agent/backup.run_transfer, as `gpulease agent` runs it) on a
     data disk of its own, against the real S3 server, through fetched commands."""
     from gpulease.agent.backup import run_transfer
+    from gpulease.db.ops_tables import Backup
     from gpulease.drivers.seaweedfs import start_embedded_s3
     from gpulease.schemas.fleet import BackupRequest, RestoreRequest
     from gpulease.services import backups
@@ -223,10 +225,23 @@ def test_a_backup_and_a_restore_through_the_real_agents_commands(
             return healthy(cmd)
 
         run = backups.request(fleet, tenant.principal, iid, BackupRequest())
-        seen = drive(fleet, worker, agent, on_disk, lambda: backups.show_run(
+        worker.step()  # started: the command waits for the agent
+        (cmd,) = agent.fetch()
+        assert isinstance(cmd, BackupCommand)
+        agent_commands.post_progress(fleet, agent.credential, cmd.id,
+                                     CommandProgress(moved=20_000, total=50_000))
+        with fleet.db.write() as s:  # its next poll, now
+            s.execute(update(Backup).values(next_attempt_at=None))
+        worker.step()
+        going = backups.show_run(fleet, tenant.principal, iid, run.id)
+        assert (going.status, going.bytes_moved, going.bytes_total) == (
+            "running", 20_000, 50_000)
+        agent_commands.post_result(fleet, agent.credential, cmd.id, on_disk(cmd))
+        drive(fleet, worker, agent, on_disk, lambda: backups.show_run(
             fleet, tenant.principal, iid, run.id).status in ("succeeded", "failed"))
         made = backups.show_run(fleet, tenant.principal, iid, run.id)
-        assert seen == ["backup"] and made.status == "succeeded" and made.files == 1
+        assert made.status == "succeeded" and made.files == 1
+        assert made.bytes_moved == made.bytes_total == 50_000
         (data / "checkpoints" / "step-1.pt").write_bytes(b"lost")
         back = backups.request(fleet, tenant.principal, iid,
                                RestoreRequest(snapshot_id=made.snapshot_id or ""))

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from gpulease.api.access import EVERY_USER, ORDERING, Caller, access
 from gpulease.api.deps import Limit, Offset, PlatformDep, PrincipalDep
-from gpulease.ports.agent import Command, CommandOutcome
+from gpulease.ports.agent import Command, CommandOutcome, CommandProgress
 from gpulease.services import agent_commands, agents, bmc_health, node_agents
 from gpulease.services.node_agents import VerifyRun
 
@@ -84,6 +84,15 @@ def agent_command_result(command_id: str, body: CommandOutcome, credential: Agen
     """The outcome of one command: `result` as the command's kind defines it (configure:
     ip_address; verify: the judged report; erase: one certificate per disk)."""
     agent_commands.post_result(p, _bearer(credential), command_id, body)
+
+
+@router.post("/agent/commands/{command_id}/progress", status_code=204,
+             openapi_extra=access(Caller.AGENT))
+def agent_command_progress(command_id: str, body: CommandProgress,
+                           credential: AgentCredential, p: PlatformDep) -> None:
+    """How far a long command (a backup, a restore) has come: bytes moved of bytes to
+    move. Shown on the run while it goes on."""
+    agent_commands.post_progress(p, _bearer(credential), command_id, body)
 
 
 @router.post("/instances/{instance_id}/verify", status_code=202,

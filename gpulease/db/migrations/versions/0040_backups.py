@@ -1,4 +1,5 @@
-"""Backups of rented servers' data disks to their tenants' buckets, and restores
+"""Backups of rented servers' data disks to their tenants' buckets, and restores; a long
+agent command's progress
 
 Revision ID: 0040
 Revises: 0039
@@ -52,7 +53,13 @@ def upgrade() -> None:
     op.create_index('ix_backups_instance_id', 'backups', ['instance_id'])
     op.create_index('ix_backups_status', 'backups', ['status'])
     op.create_index('ix_backups_next_attempt_at', 'backups', ['next_attempt_at'])
+    with op.batch_alter_table('agent_commands') as batch:
+        batch.add_column(sa.Column('progress_moved', sa.BigInteger(), nullable=True))
+        batch.add_column(sa.Column('progress_total', sa.BigInteger(), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table('agent_commands') as batch:
+        batch.drop_column('progress_total')
+        batch.drop_column('progress_moved')
     op.drop_table('backups')
