@@ -137,6 +137,7 @@ def finish(p: Platform, actor: Principal, node_id: str, parts: str) -> RepairVie
         if node.status != NodeStatus.REPAIR.value or repair is None:
             raise Conflict(f"Node {node.name} is {node.status}, not in repair.")
         repair.parts, repair.finished_at, repair.finished_by = parts[:4000], now, by(actor)
+        node.safe_off_due = False  # the pipeline drives its power from now on
         card = repair.instance_id is not None and node.instance_id == repair.instance_id
         if card:  # back to the tenant who holds it: their own system, burned in first
             transition(s, p, node, NODE, "return_to_tenant", now, actor=by(actor),

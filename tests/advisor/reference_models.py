@@ -184,12 +184,14 @@ class Measured:
     activation_bytes: int
 
 
-def measure(cfg: Config, batch: int, seq_len: int, dtype: torch.dtype = torch.float32
-            ) -> Measured:
+def measure(cfg: Config, batch: int, seq_len: int, dtype: torch.dtype = torch.float32,
+            activations_only: bool = False) -> Measured:
     """Build, run one forward and backward pass and one Adam step, and measure: weights,
     gradients and Adam's state exactly; activations as the distinct storages autograd
     saved for the backward pass (read at the end of the forward pass, where they peak),
-    parameters excluded."""
+    parameters excluded. `activations_only`: the forward pass alone (the backward of a
+    bfloat16 embedding takes minutes on a CPU without bfloat16 instructions), gradients and
+    Adam's state reported as 0."""
     torch.manual_seed(0)
     model = LanguageModel(cfg).to(dtype)
     weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
@@ -207,6 +209,11 @@ def measure(cfg: Config, batch: int, seq_len: int, dtype: torch.dtype = torch.fl
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         loss = model(ids, labels)
     activations = sum(saved.values())
+    if activations_only:
+        params = list(model.parameters())
+        return Measured(params=sum(p.numel() for p in params),
+                        weight_bytes=sum(p.numel() * p.element_size() for p in params),
+                        gradient_bytes=0, optimizer_bytes=0, activation_bytes=activations)
     loss.backward()
     optimizer = torch.optim.Adam(model.parameters())
     optimizer.step()
