@@ -196,8 +196,12 @@ def drive(p: Platform, limit: int = 10) -> int:
     for run_id in due:
         try:
             _drive_one(p, run_id)
-        except Exception:  # one run's trouble never stops the others
-            log.exception("backup run %s", run_id)
+        except Exception as exc:  # one run's trouble never stops the others
+            log.warning("backup run %s: %s; next try in %.0f s", run_id, exc, RETRY_AFTER_S)
+            with p.db.write() as s:  # e.g. the object store away: not at every step
+                s.execute(update(Backup).where(Backup.id == run_id).values(
+                    next_attempt_at=p.clock.now() + timedelta(seconds=RETRY_AFTER_S))
+                    .execution_options(synchronize_session=False))
     return len(due)
 
 

@@ -10,7 +10,7 @@ import socket
 import threading
 import time
 
-from sqlalchemy import ColumnElement, select
+from sqlalchemy import ColumnElement, and_, or_, select
 from sqlalchemy.exc import DBAPIError
 
 from gpulease.db.ops_tables import Backup
@@ -84,8 +84,11 @@ class Worker:
                 Node.status.in_([st.value for st in NODE_IN_PIPELINE]),
                 Node.next_attempt_at.is_not(None)).limit(1))
             inst = s.scalar(select(Instance.id).where(Instance.next_attempt_at <= now).limit(1))
-            run = s.scalar(select(Backup.id).where(Backup.status.in_(
-                (BackupStatus.QUEUED.value, BackupStatus.RUNNING.value))).limit(1))
+            run = s.scalar(select(Backup.id).where(or_(  # running, or queued and due
+                Backup.status == BackupStatus.RUNNING.value,
+                and_(Backup.status == BackupStatus.QUEUED.value,
+                     or_(Backup.next_attempt_at.is_(None), Backup.next_attempt_at <= now))))
+                .limit(1))
         return node is not None or inst is not None or run is not None
 
     def run_until_idle(self, timeout_s: float = 30.0, settle_s: float = 0.0) -> None:
