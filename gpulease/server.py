@@ -228,6 +228,10 @@ def serve(settings: Settings, workers: int = 1) -> None:
     config = uvicorn.Config("gpulease.server:api_process", factory=True, host=settings.host,
                             port=settings.port, workers=workers, log_level="warning",
                             access_log=False, timeout_graceful_shutdown=30,
+                            # a new process must import and build the app before it is in
+                            # service: 5 s (uvicorn's default) aborted restarts on a busy
+                            # 2-core host; a hung process is still found within 30 s
+                            timeout_worker_healthcheck=30,
                             proxy_headers=True,
                             forwarded_allow_ips=settings.forwarded_allow_ips)
     Multiprocess(config, sockets=[_listening_socket(settings.host, settings.port)]).run()
