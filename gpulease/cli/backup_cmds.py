@@ -45,20 +45,26 @@ def _follow(url: str, token: str, instance_id: str, run: dict[str, Any], wait: b
     return run
 
 
-@app.command("backup")
-def backup(instance_id: str, path: PathOpt = "/data/checkpoints", max_mbps: RateOpt = None,
-           wait: WaitOpt = False, url: UrlOpt = "", token: TokenOpt = "",
-           as_json: JsonOpt = False) -> None:
-    """Back a directory of the server's data disk up to your bucket as a snapshot (only
-    what the bucket lacks is sent)."""
-    run = api(lambda: connect(url, token).post_json(
-        f"/instances/{instance_id}/backups", {"path": path, "max_mbps": max_mbps}))
+def _run(url: str, token: str, instance_id: str, route: str, body: dict[str, Any],
+         wait: bool, as_json: bool) -> None:
+    run = api(lambda: connect(url, token).post_json(f"/instances/{instance_id}/{route}",
+                                                    body))
     run = _follow(url, token, instance_id, run, wait)
     if as_json:
         return print_json(run)
     out.print(_line(run), highlight=False)
     if run["status"] == "failed":
         raise typer.Exit(1)
+
+
+@app.command("backup")
+def backup(instance_id: str, path: PathOpt = "/data/checkpoints", max_mbps: RateOpt = None,
+           wait: WaitOpt = False, url: UrlOpt = "", token: TokenOpt = "",
+           as_json: JsonOpt = False) -> None:
+    """Back a directory of the server's data disk up to your bucket as a snapshot (only
+    what the bucket lacks is sent)."""
+    _run(url, token, instance_id, "backups", {"path": path, "max_mbps": max_mbps}, wait,
+         as_json)
 
 
 @app.command("restore")
@@ -66,15 +72,8 @@ def restore(instance_id: str, snapshot: str, path: PathOpt = "/data/checkpoints"
             max_mbps: RateOpt = None, wait: WaitOpt = False, url: UrlOpt = "",
             token: TokenOpt = "", as_json: JsonOpt = False) -> None:
     """Restore a snapshot onto the server's data disk, every file verified by SHA-256."""
-    run = api(lambda: connect(url, token).post_json(
-        f"/instances/{instance_id}/restores",
-        {"snapshot_id": snapshot, "path": path, "max_mbps": max_mbps}))
-    run = _follow(url, token, instance_id, run, wait)
-    if as_json:
-        return print_json(run)
-    out.print(_line(run), highlight=False)
-    if run["status"] == "failed":
-        raise typer.Exit(1)
+    _run(url, token, instance_id, "restores",
+         {"snapshot_id": snapshot, "path": path, "max_mbps": max_mbps}, wait, as_json)
 
 
 @app.command("backups")

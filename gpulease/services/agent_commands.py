@@ -164,16 +164,24 @@ def _result(kind: str, outcome: CommandOutcome) -> Result:
                                      "agent version sends.") from None
 
 
+def _own_open_command(s: Session, credential: str | None, command_id: str, now: datetime
+                      ) -> AgentCommand | None:
+    """The calling agent's command, locked (the call counts as a heartbeat); None once it
+    has ended (a repeated or late post changes nothing). 404 for another node's."""
+    node_agent = authenticate_agent(s, credential)
+    node_agent.last_seen_at = now
+    row = s.get(AgentCommand, command_id, with_for_update=True)
+    if row is None or row.node_id != node_agent.node_id:
+        raise NotFound(f"No command {command_id} for this node.")
+    return None if AGENT_COMMAND.parse(row.status) in AGENT_COMMAND.finals else row
+
+
 def post_result(p: Platform, credential: str | None, command_id: str,
                 outcome: CommandOutcome) -> None:
     now = p.clock.now()
     with p.db.write() as s:
-        node_agent = authenticate_agent(s, credential)
-        node_agent.last_seen_at = now
-        row = s.get(AgentCommand, command_id, with_for_update=True)
-        if row is None or row.node_id != node_agent.node_id:
-            raise NotFound(f"No command {command_id} for this node.")
-        if AGENT_COMMAND.parse(row.status) in AGENT_COMMAND.finals:
+        row = _own_open_command(s, credential, command_id, now)
+        if row is None:
             return  # a repeated post (the agent retried after a lost answer): same outcome
         who = agent(row.node_id)
         if outcome.ok:
@@ -196,14 +204,9 @@ def post_result(p: Platform, credential: str | None, command_id: str,
 def post_progress(p: Platform, credential: str | None, command_id: str,
                   progress: CommandProgress) -> None:
     """A running command's progress (bytes moved of bytes to move); also a heartbeat."""
-    now = p.clock.now()
     with p.db.write() as s:
-        node_agent = authenticate_agent(s, credential)
-        node_agent.last_seen_at = now
-        row = s.get(AgentCommand, command_id, with_for_update=True)
-        if row is None or row.node_id != node_agent.node_id:
-            raise NotFound(f"No command {command_id} for this node.")
-        if AGENT_COMMAND.parse(row.status) in AGENT_COMMAND.finals:
+        row = _own_open_command(s, credential, command_id, p.clock.now())
+        if row is None:
             return  # it ended: a late report changes nothing
         row.progress_moved = min(progress.moved, progress.total)
         row.progress_total = progress.total

@@ -161,23 +161,26 @@ def swap_copy_step(s: Session, p: Platform, instance_id: str, tenant: str, spare
     return False
 
 
-def list_runs(p: Platform, actor: Principal, instance_id: str, limit: int = 50
-              ) -> list[BackupView]:
+def list_runs(p: Platform, actor: Principal, instance_id: str, limit: int = 50,
+              run_id: str | None = None) -> list[BackupView]:
+    """The instance's runs, newest first (or the one named)."""
     with p.db.read() as s:
         get_instance(s, actor, instance_id)
-        rows = s.execute(select(Backup, Node.name).join(Node, Node.id == Backup.node_id)
-                         .where(Backup.instance_id == instance_id)
-                         .order_by(Backup.requested_at.desc(), Backup.id.desc())
+        q = (select(Backup, Node.name).join(Node, Node.id == Backup.node_id)
+             .where(Backup.instance_id == instance_id))
+        if run_id is not None:
+            q = q.where(Backup.id == run_id)
+        rows = s.execute(q.order_by(Backup.requested_at.desc(), Backup.id.desc())
                          .limit(limit)).all()
         return [_view(b, name) for b, name in rows]
 
 
 def show_run(p: Platform, actor: Principal, instance_id: str, run_id: str) -> BackupView:
-    for run in list_runs(p, actor, instance_id, limit=500):
-        if run.id == run_id:
-            return run
-    raise NotFound(f"No run {run_id} on instance {instance_id}; `gpulease backups "
-                   f"{instance_id}` lists them.")
+    found = list_runs(p, actor, instance_id, limit=1, run_id=run_id)
+    if not found:
+        raise NotFound(f"No run {run_id} on instance {instance_id}; `gpulease backups "
+                       f"{instance_id}` lists them.")
+    return found[0]
 
 
 # --- the worker's side ---------------------------------------------------------------------
