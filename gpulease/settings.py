@@ -176,6 +176,11 @@ class Settings(BaseSettings):
     s3_secret_key: str = ""
     s3_region: str = "us-east-1"
     s3_public_endpoint: str = ""  # what tenants are told to use; default: s3_endpoint
+    # Each tenant's bucket: what it may hold (an operator sets another per tenant), and
+    # what is free before the catalog's `object-storage` price per GB-month applies (GB
+    # of 10^9 bytes, measured once a day).
+    storage_quota_gb: float = Field(default=1000.0, gt=0)
+    storage_free_gb: float = Field(default=100.0, ge=0)
     # Operators' notices (new P1 tickets, SLA clocks at risk) as a signed webhook too (your
     # paging or chat bridge), besides e-mail to every operator; the secret signs them.
     operator_webhook_url: str = ""

@@ -76,6 +76,41 @@ def restore(instance_id: str, snapshot: str, path: PathOpt = "/data/checkpoints"
          {"snapshot_id": snapshot, "path": path, "max_mbps": max_mbps}, wait, as_json)
 
 
+@app.command("backup-policy")
+def policy(instance_id: str,
+           path: Annotated[str | None, typer.Option(help="the directory kept")] = None,
+           every: Annotated[float | None, typer.Option(
+               help="a backup every this many hours; 0: no schedule")] = None,
+           at_lease_end: Annotated[bool | None, typer.Option(
+               "--at-lease-end/--no-at-lease-end",
+               help="back up when the lease lapses, at grace and before the erase")] = None,
+           max_mbps: Annotated[float | None, typer.Option(
+               "--max-mbps", help="bandwidth cap, MB/s; 0 removes it")] = None,
+           url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Show the instance's backup policy, or change it (only what is given changes)."""
+    change = {k: v for k, v in dict(path=path, every_hours=every, at_lease_end=at_lease_end,
+                                    max_mbps=max_mbps).items() if v is not None}
+    where = f"/instances/{instance_id}/backup-policy"
+    pol = api(lambda: connect(url, token).patch_json(where, change) if change
+              else connect(url, token).get_json(where))
+    if as_json:
+        return print_json(pol)
+    every_text = f"every {pol['every_hours']:g} h" if pol["every_hours"] else "none"
+    lines = [f"backups of {pol['path']} on {instance_id}",
+             f"  schedule: {every_text}"
+             + (f" (next {pol['next_scheduled_at']})" if pol["next_scheduled_at"] else ""),
+             "  when the lease lapses: "
+             + ("backed up at grace and before the erase" if pol["at_lease_end"]
+                else "not backed up (opted out)"),
+             f"  last success: {pol['last_success_at'] or 'never'}"
+             + (f", snapshot {pol['last_snapshot_id']}" if pol["last_snapshot_id"] else "")]
+    if pol["max_mbps"]:
+        lines.append(f"  bandwidth cap: {pol['max_mbps']:g} MB/s")
+    if pol["last_failure"]:
+        lines.append(f"  the latest backup failed: {pol['last_failure']}")
+    out.print("\n".join(lines), highlight=False)
+
+
 @app.command("backups")
 def backups(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
             as_json: JsonOpt = False) -> None:

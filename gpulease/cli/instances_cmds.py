@@ -128,13 +128,16 @@ def order_bare_metal(
     image: Annotated[str | None, typer.Option(help="image id (default: the offer's)")] = None,
     name: Annotated[str | None, typer.Option()] = None,
     add: AddOpt = None,
+    restore: Annotated[str | None, typer.Option(
+        help="a snapshot of yours (`gpulease backups`) put on the data disk at delivery")
+    ] = None,
     wait: WaitOpt = False, as_json: JsonOpt = False, timeout: TimeoutOpt = 1800.0,
     url: UrlOpt = "", token: TokenOpt = "",
 ) -> None:
     """Order one whole 8-GPU server and follow its delivery."""
     req = OrderRequest.model_validate(dict(
         kind="bare_metal", sku=sku, region=region, term=term, image=image,
-        ssh_keys=_read_keys(ssh_key), name=name, add=parse_addons(add)))
+        ssh_keys=_read_keys(ssh_key), name=name, add=parse_addons(add), restore=restore))
     _place_and_follow(url, token, req, wait or not as_json, as_json, timeout)
 
 

@@ -32,8 +32,13 @@ def storage(ctx: typer.Context, url: UrlOpt = "", token: TokenOpt = "",
     v = api(lambda: connect(url, token).get_json("/storage"))
     if as_json:
         return print_json(v)
+    used, quota = int(v["used_bytes"]), int(v["quota_bytes"])
     out.print(f"endpoint {v['endpoint']} (region {v['region']}), bucket [bold]{v['bucket']}"
-              f"[/bold], {_size(int(v['used_bytes']))} stored", highlight=False)
+              f"[/bold]\n{used / 1e9:,.2f} GB stored of a {quota / 1e9:,.0f} GB quota "
+              f"({100 * used / quota:.0f} %)", highlight=False)
+    if v["price_per_gb_month"] is not None:
+        out.print(f"the first {int(v['free_bytes']) / 1e9:,.0f} GB free, then "
+                  f"¥{v['price_per_gb_month']} per GB-month, measured daily", highlight=False)
     t = Table(title=f"{len(v['keys'])} keys")
     t.add_column("access key id", no_wrap=True, min_width=20)
     for col in ("made", "by", "revoked"):
@@ -62,3 +67,21 @@ def revoke(access_key_id: Annotated[str, typer.Argument()], url: UrlOpt = "",
     """Tenant admin: end an access key."""
     api(lambda: connect(url, token).delete(f"/storage/keys/{access_key_id}"))
     out.print(f"{access_key_id} revoked")
+
+
+@storage_app.command("quota")
+def quota(tenant_id: Annotated[str, typer.Argument()],
+          gb: Annotated[str, typer.Argument(help="GB (10^9 bytes), or 'default'")],
+          url: UrlOpt = "", token: TokenOpt = "") -> None:
+    """Operator: a tenant's bucket quota; past it the platform starts no backup into it."""
+    value = None if gb == "default" else _gb(gb)
+    q = api(lambda: connect(url, token).put_json(f"/storage/quotas/{tenant_id}",
+                                                 {"quota_gb": value}))
+    out.print(f"{tenant_id}: quota {q['quota_gb']:,.0f} GB", highlight=False)
+
+
+def _gb(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r}: give GB as a number, or 'default'") from None

@@ -99,6 +99,13 @@ class StorageAccount(Base):
     bucket: Mapped[str] = mapped_column(String(63), unique=True)
     store_user: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    quota_gb: Mapped[float | None] = mapped_column(Float)  # None: GPULEASE_STORAGE_QUOTA_GB
+    used_bytes: Mapped[int | None] = mapped_column(BigInteger)  # as last measured …
+    measured_at: Mapped[datetime | None] = mapped_column(UtcDateTime())  # … then
+    # the last day (platform calendar, YYYY-MM-DD) charged in GB-days
+    metered_through: Mapped[str | None] = mapped_column(String(10))
+    quota_warned: Mapped[int] = mapped_column(Integer, default=0,
+                                              server_default="0")  # 0, 80 or 100 (%)
 
 
 class StorageKey(Base):
@@ -127,6 +134,8 @@ class Backup(Base):
     max_mbps: Mapped[float | None] = mapped_column(Float)  # bandwidth cap
     payload_enc: Mapped[str | None] = mapped_column(Text)  # sealed: the run's key secret
     snapshot_id: Mapped[str | None] = mapped_column(String(64))  # made, or restored
+    # a restore's snapshot was taken of this instance (None: the run's own)
+    source_instance_id: Mapped[str | None] = mapped_column(String(32))
     status: Mapped[str] = mapped_column(String(16), index=True)
     status_reason: Mapped[str | None] = mapped_column(Text)
     files: Mapped[int | None] = mapped_column(Integer)
@@ -136,7 +145,26 @@ class Backup(Base):
     key_id: Mapped[str | None] = mapped_column(String(128))  # the run's key, until deleted
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_attempt_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), index=True)
+    # a run the erase waits on (at a lapsed lease's grace, before its erase) is tried again
+    # until then, not MAX_ATTEMPTS times
+    retry_until: Mapped[datetime | None] = mapped_column(UtcDateTime())
     requested_by: Mapped[str] = mapped_column(String(64))
     requested_at: Mapped[datetime] = mapped_column(UtcDateTime())
     started_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class BackupPolicy(Base):
+    """What a tenant asked of a rented server's backups: the directory kept, a schedule,
+    and whether the platform backs it up when the lease lapses (at grace and before the
+    erase: on unless opted out). An instance without a row has the defaults."""
+
+    __tablename__ = "backup_policies"
+    instance_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(String(32), index=True)
+    path: Mapped[str] = mapped_column(String(1024))
+    every_hours: Mapped[float | None] = mapped_column(Float)  # None: no schedule
+    at_lease_end: Mapped[bool] = mapped_column(Boolean, default=True)
+    max_mbps: Mapped[float | None] = mapped_column(Float)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    updated_by: Mapped[str] = mapped_column(String(64))

@@ -205,6 +205,8 @@ class Instance(LockedRow, Base):
     released_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     # Containers: the last GPU-hour charged (hour 0 is the order's held hour).
     metered_hours: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # a snapshot restored onto the data disk at delivery: "INSTANCE/SNAPSHOT" (the order's)
+    restore_from: Mapped[str | None] = mapped_column(String(100))
 
 
 class Event(Base):

@@ -282,7 +282,8 @@ class AddOn(_Entry):
 
     id: str = Field(pattern=r"^[a-z0-9-]+$")
     name: str
-    unit: str = Field(pattern=r"^(mbps-month|gb-month|gb|month)$")
+    # gb-month-stored: metered from what is stored (object storage), not ordered
+    unit: str = Field(pattern=r"^(mbps-month|gb-month|gb-month-stored|gb|month)$")
     price: Money = Field(gt=0)
     note: str = ""
     example: bool = False

@@ -136,6 +136,9 @@ class OrderRequest(BaseModel):
         default=False,
         description="container: also let root log in over SSH with the password shown once "
                     "(off by default: SSH keys only); bare metal takes keys only")
+    restore: str | None = Field(default=None, max_length=100, description=(
+        "bare metal: a snapshot of yours (`gpulease backups INSTANCE`; SNAPSHOT, or "
+        "INSTANCE/SNAPSHOT) restored onto the server's data disk at delivery, verified"))
     add: dict[Annotated[str, Field(max_length=64)],
               Annotated[Decimal, Field(gt=0, max_digits=12, decimal_places=3)]] = Field(
         default_factory=dict, max_length=10, description=(

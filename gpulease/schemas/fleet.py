@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -140,7 +141,18 @@ class StorageView(BaseModel):
     region: str
     bucket: str
     used_bytes: int
+    quota_bytes: int
+    free_bytes: int = Field(description="stored free of charge; beyond it, GB-days")
+    price_per_gb_month: Decimal | None = Field(
+        description="the catalog's object-storage price beyond the free bytes (as the "
+                    "price book writes it)")
     keys: list[StorageKeyView]
+
+
+class StorageQuota(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    quota_gb: float | None = Field(gt=0, le=10**7, description=(
+        "the bucket's quota in GB (10^9 bytes); null: the platform's default"))
 
 
 class StorageKeyCreated(BaseModel):
@@ -159,8 +171,9 @@ class BackupRequest(BaseModel):
 
 
 class RestoreRequest(BackupRequest):
-    snapshot_id: str = Field(min_length=1, max_length=64,
-                             description="a snapshot of this tenant's (`gpulease backups`)")
+    snapshot_id: str = Field(min_length=1, max_length=100, description=(
+        "a snapshot of yours (`gpulease backups`): SNAPSHOT, or INSTANCE/SNAPSHOT for one "
+        "taken of another instance"))
 
 
 class BackupView(BaseModel):
@@ -180,3 +193,29 @@ class BackupView(BaseModel):
     attempts: int
     requested_at: datetime
     finished_at: datetime | None
+
+
+class BackupPolicyUpdate(BaseModel):
+    """What changes (fields left out stay as they are)."""
+
+    model_config = ConfigDict(extra="forbid")
+    path: str | None = Field(default=None, max_length=1024,
+                             description="the directory kept: on the data disk (/data/…)")
+    every_hours: float | None = Field(default=None, ge=0, le=24 * 31, description=(
+        "a backup every this many hours (at least 1); 0 turns the schedule off"))
+    at_lease_end: bool | None = Field(default=None, description=(
+        "back up when the lease lapses (at grace and before the erase); false opts out"))
+    max_mbps: float | None = Field(default=None, ge=0, le=100_000,
+                                   description="bandwidth cap in MB/s; 0 removes it")
+
+
+class BackupPolicyView(BaseModel):
+    instance_id: str
+    path: str
+    every_hours: float | None
+    at_lease_end: bool
+    max_mbps: float | None
+    next_scheduled_at: datetime | None
+    last_success_at: datetime | None
+    last_snapshot_id: str | None
+    last_failure: str | None  # the latest run's reason, when it failed

@@ -45,6 +45,7 @@ from gpulease.services.agent_commands import progress_of
 from gpulease.services.history import WORKER, by, note
 from gpulease.services.lifecycle import initial, transition
 from gpulease.services.node_agents import agent_for, node_ref
+from gpulease.services.storage_meter import counted, over_quota
 
 log = logging.getLogger("gpulease.backups")
 ON_DEMAND = "on_demand"
@@ -53,6 +54,12 @@ RETRY_AFTER_S = 60.0
 SYNCHRONOUS_LEASE_S = 600.0
 PREFIX = "backups"  # in the tenant's bucket: backups/<instance>/
 SWAP_COPY = "swap_copy"  # the trigger of a swap's backup (faulty server) and restore (spare)
+SCHEDULED = "schedule"  # the tenant's schedule (services/backup_policy.py)
+AT_GRACE = "lease_grace"  # a lapsed lease entered grace
+BEFORE_ERASE = "lease_final"  # the last one before a lapsed lease's erase
+LEASE_END = (AT_GRACE, BEFORE_ERASE)
+AT_ORDER = "order"  # a snapshot the order named, restored at delivery
+LONGEST_PAUSE_S = 1800.0  # between the tries of a run with a deadline
 
 
 def prefix_of(instance_id: str) -> str:
@@ -82,43 +89,100 @@ def request(p: Platform, actor: Principal, instance_id: str,
     with p.db.write() as s:
         inst = get_instance(s, actor, instance_id, lock=True)
         storage.configured(p)
-        if inst.kind == "container":
-            raise Conflict("Container instances keep no data disk of their own; save the "
-                           "environment as an image instead.")
-        if inst.status != InstanceStatus.READY.value:
-            raise Conflict(f"Instance {inst.id} is {inst.status}; backups and restores run "
-                           "on a delivered server.")
-        if inst.stage != InstanceStage.READY:
-            raise Conflict(f"Instance {inst.id} is {inst.stage} (a server being replaced or "
-                           "repaired); try again once it is back.")
-        nodes = [n for n in bound_nodes(s, inst.id) if n.status == NodeStatus.ACTIVE.value]
-        if not nodes:
-            raise Conflict(f"Instance {inst.id} has no server up to run it on (in repair or "
-                           "being replaced); try again once it is back.")
-        busy = s.scalar(select(Backup.id).where(
-            Backup.instance_id == inst.id,
-            Backup.status.in_((BackupStatus.QUEUED.value, BackupStatus.RUNNING.value))))
-        if busy:
-            raise Conflict(f"Run {busy} on instance {inst.id} is not finished yet; "
-                           "`gpulease backups` shows it.")
-        kind = "restore" if isinstance(body, RestoreRequest) else "backup"
-        row = queue_run(s, p, inst.id, tenant, nodes[0], kind, body.path, trigger, by(actor),
-                        snapshot_id=body.snapshot_id if isinstance(body, RestoreRequest)
-                        else None, max_mbps=body.max_mbps)
-        view = _view(row, nodes[0].name)
+        node = server_for_run(s, inst)
+        if isinstance(node, str):
+            raise Conflict(node)
+        full = None if isinstance(body, RestoreRequest) else over_quota(s, p, tenant)
+        if full:
+            raise Conflict(full)
+        if isinstance(body, RestoreRequest):
+            source = find_snapshot(s, tenant, body.snapshot_id, "snapshot_id")
+            row = queue_run(s, p, inst.id, tenant, node, "restore", body.path, trigger,
+                            by(actor), snapshot_id=source.snapshot_id,
+                            source_instance_id=source.instance_id, max_mbps=body.max_mbps)
+        else:
+            row = queue_run(s, p, inst.id, tenant, node, "backup", body.path, trigger,
+                            by(actor), max_mbps=body.max_mbps)
+        view = _view(row, node.name)
     p.wake()
     return view
 
 
+def find_snapshot(s: Session, tenant: str, ref: str, field: str) -> Backup:
+    """The tenant's backup that made a snapshot: `SNAPSHOT`, or `INSTANCE/SNAPSHOT` when
+    the same name was made of several instances."""
+    source, _, snapshot = ref.rpartition("/")
+    q = select(Backup).where(Backup.tenant_id == tenant, Backup.kind == "backup",
+                             Backup.status == BackupStatus.SUCCEEDED.value,
+                             Backup.snapshot_id == snapshot)
+    if source:
+        q = q.where(Backup.instance_id == source)
+    found = list(s.scalars(q.order_by(Backup.finished_at.desc()).limit(10)))
+    if not found:
+        raise NotFound(f"No snapshot {ref} in your account; `gpulease backups INSTANCE` "
+                       "lists the snapshots taken of an instance.")
+    if len({b.instance_id for b in found}) > 1:
+        taken = ", ".join(sorted({f"{b.instance_id}/{snapshot}" for b in found}))
+        raise InvalidInput(field, f"Snapshot {snapshot} was taken of several instances; "
+                           f"name one: {taken}.")
+    return found[0]
+
+
+def restore_at_delivery(s: Session, p: Platform, inst: Instance) -> None:
+    """The snapshot the order named, queued for the delivered server (the caller holds the
+    instance); the tenant follows it with `gpulease backups`."""
+    if not inst.restore_from:
+        return
+    source, _, snapshot = inst.restore_from.partition("/")
+    taken = s.scalar(select(Backup).where(Backup.instance_id == source,
+                                          Backup.snapshot_id == snapshot,
+                                          Backup.kind == "backup"))
+    node = server_for_run(s, inst)
+    if isinstance(node, str) or taken is None:
+        why = node if isinstance(node, str) else "its record is gone"
+        note(s, p.clock.now(), inst.id, "restore_failed", f"snapshot {inst.restore_from} "
+             f"could not be restored at delivery: {why}", actor=WORKER)
+        return
+    queue_run(s, p, inst.id, inst.tenant_id, node, "restore", taken.path, AT_ORDER, WORKER,
+              snapshot_id=snapshot, source_instance_id=source)
+
+
+def server_for_run(s: Session, inst: Instance) -> Node | str:
+    """The server a backup or restore of the instance runs on, or why none can now (the
+    caller holds the instance)."""
+    if inst.kind == "container":
+        return ("Container instances keep no data disk of their own; save the environment "
+                "as an image instead.")
+    if inst.status != InstanceStatus.READY.value:
+        return (f"Instance {inst.id} is {inst.status}; backups and restores run on a "
+                "delivered server.")
+    if inst.stage != InstanceStage.READY:
+        return (f"Instance {inst.id} is {inst.stage} (a server being replaced or repaired); "
+                "try again once it is back.")
+    nodes = [n for n in bound_nodes(s, inst.id) if n.status == NodeStatus.ACTIVE.value]
+    if not nodes:
+        return (f"Instance {inst.id} has no server up to run it on (in repair or being "
+                "replaced); try again once it is back.")
+    busy = s.scalar(select(Backup.id).where(
+        Backup.instance_id == inst.id,
+        Backup.status.in_((BackupStatus.QUEUED.value, BackupStatus.RUNNING.value))))
+    if busy:
+        return (f"Run {busy} on instance {inst.id} is not finished yet; `gpulease backups` "
+                "shows it.")
+    return nodes[0]
+
+
 def queue_run(s: Session, p: Platform, instance_id: str, tenant: str, node: Node, kind: str,
               path: str, trigger: str, actor: str, snapshot_id: str | None = None,
-              max_mbps: float | None = None) -> Backup:
+              max_mbps: float | None = None, retry_until: datetime | None = None,
+              source_instance_id: str | None = None) -> Backup:
     """A run queued for the worker (the caller holds the instance)."""
     now = p.clock.now()
     row = Backup(id=new_id("bk"), tenant_id=tenant, instance_id=instance_id, node_id=node.id,
                  kind=kind, trigger=trigger, path=path, snapshot_id=snapshot_id,
                  max_mbps=max_mbps, attempts=0, next_attempt_at=now, requested_by=actor,
-                 requested_at=now, **initial(Backup, BACKUP))
+                 requested_at=now, retry_until=retry_until,
+                 source_instance_id=source_instance_id, **initial(Backup, BACKUP))
     s.add(row)
     s.flush()
     note(s, now, instance_id, f"{kind}_requested",
@@ -250,6 +314,17 @@ def _drive_one(p: Platform, run_id: str) -> None:
                 f"snapshot {answer.snapshot_id} restored into {run.path}: {answer.files} "
                 f"files, {answer.bytes_total / 1e6:,.1f} MB, verified")
         note(s, now, run.instance_id, f"{run.kind}_done", what, actor=WORKER)
+        if run.kind == "backup":
+            counted(s, run.tenant_id, answer.bytes_moved)
+        if run.trigger in LEASE_END:
+            s.add(LeaseNotice(
+                lease_id=None, tenant_id=run.tenant_id, instance_id=run.instance_id,
+                kind="backup_saved", created_at=now,
+                text=f"Your lease of {run.instance_id} has lapsed; before its disks are "
+                     f"erased, {run.path} was saved to your bucket as snapshot "
+                     f"{answer.snapshot_id} ({answer.files} files, "
+                     f"{answer.bytes_total / 1e6:,.1f} MB). `gpulease order bare-metal "
+                     f"… --restore {answer.snapshot_id}` puts it on your next server."))
         _wake(s, run.instance_id, now)
         key_id = run.key_id
     _end_key(p, run_id, tenant, key_id)
@@ -268,8 +343,10 @@ def _start_or_check(p: Platform, run_id: str, minted: tuple[str, str, AccessKey]
                                              BackupStatus.RUNNING.value):
             return None
         node = s.get(Node, run.node_id)
+        inst = s.get(Instance, run.instance_id)
         if node is None or node.instance_id != run.instance_id or (
-                node.status != NodeStatus.ACTIVE.value):
+                node.status != NodeStatus.ACTIVE.value) or (
+                inst is None or inst.status != InstanceStatus.READY.value):
             stale, tenant = run.key_id, run.tenant_id
             _finish_failed(s, p, run, "the server left the instance (released, swapped or in "
                            "repair) before the run ended", now)
@@ -279,7 +356,7 @@ def _start_or_check(p: Platform, run_id: str, minted: tuple[str, str, AccessKey]
                     return None  # queued again after this worker read it: next time
                 endpoint, bucket, key = minted
                 fields = dict(endpoint=endpoint, bucket=bucket,
-                              prefix=prefix_of(run.instance_id),
+                              prefix=prefix_of(run.source_instance_id or run.instance_id),
                               access_key_id=key.access_key_id,
                               secret_access_key=key.secret_access_key, path=run.path,
                               max_mbps=run.max_mbps)
@@ -324,8 +401,11 @@ def _record_failure(p: Platform, run_id: str, reason: str, retryable: bool) -> N
             return
         key_id, tenant = run.key_id, run.tenant_id
         run.payload_enc = None  # the next attempt mints its own key
-        if retryable and run.attempts < MAX_ATTEMPTS:
-            run.next_attempt_at = now + timedelta(seconds=RETRY_AFTER_S * run.attempts)
+        pause = timedelta(seconds=min(RETRY_AFTER_S * 2 ** (run.attempts - 1),
+                                      LONGEST_PAUSE_S))
+        if retryable and (run.attempts < MAX_ATTEMPTS or (
+                run.retry_until is not None and now + pause < run.retry_until)):
+            run.next_attempt_at = now + pause
             transition(s, p, run, BACKUP, "retry", now, actor=WORKER,
                        reason=f"attempt {run.attempts} failed: {reason}"[:1000])
         else:

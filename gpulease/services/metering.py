@@ -53,11 +53,12 @@ def _gpu_hour_price(s: Session, inst: Instance) -> Decimal:
     raise InvalidInput("instance_id", f"{inst.id} holds no GPU-hour price.")
 
 
-def unit_price(s: Session, p: Platform, inst: Instance, kind: str) -> Decimal:
+def unit_price(s: Session, p: Platform, inst: Instance | None, kind: str) -> Decimal:
     """The price of one unit of `kind`: a container's GPU-hour as its order held it (VAT
     included, as paid), an add-on's unit from the price book (as written there)."""
     unit = USAGE_KINDS[kind]
     if unit.addon is None:
+        assert inst is not None, "GPU-hours are an instance's"
         if inst.kind != "container":
             raise InvalidInput("kind", f"{inst.id} is {inst.kind.replace('_', ' ')}: its "
                                        "GPUs are leased by the term, not metered by the hour.",
@@ -70,13 +71,15 @@ def unit_price(s: Session, p: Platform, inst: Instance, kind: str) -> Decimal:
     return addon.price / unit.divisor
 
 
-def _item(inst: Instance, kind: str) -> str:
+def _item(inst: Instance | None, kind: str) -> str:
+    if inst is None:
+        return {"object_gb_days": "Object storage"}[kind]
     what = {"gpu_hours": f"GPU-hours of {inst.container_offer}",
             "egress_gb": "Data egress", "storage_gb_days": "Extra storage"}[kind]
     return f"{what} · {inst.id}"
 
 
-def _same(row: UsageRecord, inst_id: str, kind: str, quantity: Decimal, start: datetime,
+def _same(row: UsageRecord, inst_id: str | None, kind: str, quantity: Decimal, start: datetime,
           end: datetime) -> bool:
     return (row.instance_id == inst_id and row.kind == kind
             and Decimal(str(row.quantity)).quantize(QUANTUM) == quantity.quantize(QUANTUM)
@@ -96,15 +99,27 @@ def _view(row: UsageRecord, duplicate: bool = False) -> UsageView:
 def record(s: Session, p: Platform, inst: Instance, key: str, kind: str, quantity: Decimal,
            start: datetime, end: datetime, now: datetime, source: str,
            cover: bool = False, held: str | None = None) -> tuple[UsageRecord, bool]:
-    """Rate and charge one usage record; (row, duplicate). The same key with the same
-    content is a duplicate and changes nothing; with other content it is a conflict. With
-    `cover`, a balance that cannot pay raises PaymentRequired (nothing written). With
-    `held` (why), the record is kept for an operator's review and not charged."""
-    wallet = wallet_for_update(s, inst.tenant_id, now)  # serializes one tenant's postings
-    old = s.scalar(select(UsageRecord).where(UsageRecord.tenant_id == inst.tenant_id,
+    """Rate and charge one usage record of an instance; (row, duplicate). The same key
+    with the same content is a duplicate and changes nothing; with other content it is a
+    conflict. With `cover`, a balance that cannot pay raises PaymentRequired (nothing
+    written). With `held` (why), the record is kept for an operator's review and not
+    charged."""
+    return record_for(s, p, inst.tenant_id, inst, key, kind, quantity, start, end, now,
+                      source, cover, held)
+
+
+def record_for(s: Session, p: Platform, tenant_id: str, inst: Instance | None, key: str,
+               kind: str, quantity: Decimal, start: datetime, end: datetime, now: datetime,
+               source: str, cover: bool = False, held: str | None = None
+               ) -> tuple[UsageRecord, bool]:
+    """record(), also for the tenant's own usage that belongs to no instance (object
+    storage)."""
+    wallet = wallet_for_update(s, tenant_id, now)  # serializes one tenant's postings
+    inst_id = inst.id if inst is not None else None
+    old = s.scalar(select(UsageRecord).where(UsageRecord.tenant_id == tenant_id,
                                              UsageRecord.key == key))
     if old is not None:
-        if not _same(old, inst.id, kind, quantity, start, end):
+        if not _same(old, inst_id, kind, quantity, start, end):
             raise Conflict(f"Usage key {key!r} was recorded before with other content "
                            f"({old.kind} {old.quantity} of {old.instance_id}, "
                            f"{old.started_at:%Y-%m-%d %H:%M}–{old.ended_at:%H:%M}); nothing "
@@ -116,7 +131,7 @@ def record(s: Session, p: Platform, inst: Instance, key: str, kind: str, quantit
         amount = payable(p, amount)
     if cover and held is None:
         require_cover(wallet, amount, f"The next {USAGE_KINDS[kind].unit} costs")
-    row = UsageRecord(tenant_id=inst.tenant_id, key=key, instance_id=inst.id, kind=kind,
+    row = UsageRecord(tenant_id=tenant_id, key=key, instance_id=inst_id, kind=kind,
                       quantity=quantity, unit_price=price.quantize(QUANTUM), amount=amount,
                       started_at=start, ended_at=end, recorded_at=now, source=source,
                       **initial(UsageRecord, USAGE, UsageStatus.HELD if held else
@@ -129,7 +144,7 @@ def record(s: Session, p: Platform, inst: Instance, key: str, kind: str, quantit
     return row, False
 
 
-def _charge(s: Session, wallet: Wallet, inst: Instance, row: UsageRecord, now: datetime,
+def _charge(s: Session, wallet: Wallet, inst: Instance | None, row: UsageRecord, now: datetime,
             tz: tzinfo) -> None:
     """Post the record's amount; usage that crosses a month's end (the platform's
     calendar) is billed in both months, pro rata by time."""
@@ -137,7 +152,7 @@ def _charge(s: Session, wallet: Wallet, inst: Instance, row: UsageRecord, now: d
     span = (row.ended_at - row.started_at).total_seconds()
     for a, b, part in prorate_by_month(row.amount, row.started_at, row.ended_at, tz):
         share = Decimal(str((b - a).total_seconds() / span)) if span > 0 else Decimal(1)
-        post(s, wallet, "usage", -part, now, instance_id=inst.id,
+        post(s, wallet, "usage", -part, now, instance_id=row.instance_id,
              reference=f"usage {row.key}"[:200], item=_item(inst, row.kind),
              quantity=(quantity * share).quantize(QUANTUM), unit=USAGE_KINDS[row.kind].unit,
              unit_price=price.quantize(QUANTUM), service_at=a, service=(a, b))

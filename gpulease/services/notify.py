@@ -45,7 +45,11 @@ TICKET_SUBJECTS = {"ticket_opened": "A ticket was opened", "ticket_updated": "A 
                    "ops_window": "A tenant answered a repair window"}
 OPERATORS = "@operators"  # the outbox's address for the provider's operators
 # Backups and restores of a rented server's data disk (services/backups.py).
-DATA_SUBJECTS = {"backup_failed": "A backup failed", "restore_failed": "A restore failed"}
+DATA_SUBJECTS = {"backup_failed": "A backup failed", "restore_failed": "A restore failed",
+                 "backup_saved": "Your data was saved before the erase"}
+# The tenant's bucket against its quota (services/storage_meter.py).
+STORAGE_SUBJECTS = {"storage_80": "Your object storage is 80 % full",
+                    "storage_full": "Your object storage is full"}
 
 
 def _subject(kind: str, instance_id: str | None) -> tuple[str, str]:
@@ -53,6 +57,8 @@ def _subject(kind: str, instance_id: str | None) -> tuple[str, str]:
     if kind in TICKET_SUBJECTS:
         event = kind.removeprefix("ticket_").removeprefix("ops_")
         return f"[gpulease] {TICKET_SUBJECTS[kind]}", f"ticket.{event}"
+    if kind in STORAGE_SUBJECTS:
+        return f"[gpulease] {STORAGE_SUBJECTS[kind]}", kind.replace("_", ".")
     if kind in DATA_SUBJECTS:
         return (f"[gpulease] {DATA_SUBJECTS[kind]} on {instance_id}",
                 kind.replace("_", "."))

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from gpulease.db.tables import Event, Instance, Node
 from gpulease.domain.accounts import Principal
 from gpulease.domain.catalog import BARE_METAL_TERMS, Term
-from gpulease.domain.errors import InvalidInput, OutOfStock
+from gpulease.domain.errors import Conflict, InvalidInput, OutOfStock
 from gpulease.domain.pricing import PricingError, check_addon
 from gpulease.domain.ssh import check_ssh_key
 from gpulease.domain.states import INSTANCE, INSTANCE_STAGE
@@ -24,6 +24,7 @@ from gpulease.platform import Platform
 from gpulease.schemas import InstanceView, OrderRequest
 from gpulease.security import new_id, new_root_password
 from gpulease.services import addons
+from gpulease.services.backups import find_snapshot
 from gpulease.services.catalog import bare_metal_stock, free_gpus_by_node
 from gpulease.services.history import by
 from gpulease.services.idempotency import idem_for, remember, replay
@@ -62,6 +63,7 @@ class Plan:
     name: str | None
     password_login: bool = False
     add: tuple[tuple[str, Decimal], ...] = ()  # add-ons and quantities
+    restore: str | None = None  # a snapshot for the data disk at delivery
 
 
 def plan_order(p: Platform, req: OrderRequest) -> Plan:
@@ -73,6 +75,9 @@ def plan_order(p: Platform, req: OrderRequest) -> Plan:
         )
     keys = tuple(check_ssh_key(k) for k in req.ssh_keys)
     if req.kind == "container":
+        if req.restore is not None:
+            raise InvalidInput("restore", "A container keeps no data disk to restore onto; "
+                               "order bare metal, or copy from your bucket inside it.")
         if req.add:
             raise InvalidInput("add", "Add-ons go with bare-metal and cluster leases; a "
                                       "container's egress is metered. Leave add out.")
@@ -131,9 +136,13 @@ def plan_order(p: Platform, req: OrderRequest) -> Plan:
             check_addon(c, addon_id, qty)
         except PricingError as exc:
             raise InvalidInput(exc.field, str(exc), exc.accepted) from None
+    if req.restore is not None and req.kind != "bare_metal":
+        raise InvalidInput("restore", "A snapshot is restored at delivery onto one server: "
+                           "order bare metal, or restore onto a cluster's servers after "
+                           "delivery with `gpulease restore`.")
     return Plan(req.kind, req.sku, req.region, term, image, req.nodes,
                 req.nodes * sku.gpu_count, keys, None, req.name,
-                add=tuple(sorted(req.add.items())))
+                add=tuple(sorted(req.add.items())), restore=req.restore)
 
 
 def _image(p: Platform, image_id: str, vendor: str) -> str:
@@ -204,6 +213,12 @@ def _place(s: Session, p: Platform, actor: Principal, tenant: str, plan: Plan) -
         if fabric is None:
             raise OutOfStock(_cluster_shortage(plan, groups))
     values = _instance_row(p, actor, tenant, plan, now, fabric)
+    if plan.restore is not None:
+        if p.object_store() is None:
+            raise Conflict("Object storage is not set up on this platform, so no snapshot "
+                           "can be restored; order without --restore.")
+        source = find_snapshot(s, tenant, plan.restore, "restore")
+        values["restore_from"] = f"{source.instance_id}/{source.snapshot_id}"
     conn.execute(_INSERT_INSTANCE, values)  # first: the claims below refer to it
     inst = Instance(**values)  # not added to the session: read for the price and the answer
     who = by(actor)

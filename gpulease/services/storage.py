@@ -15,6 +15,12 @@ from gpulease.platform import Platform
 from gpulease.ports.object_store import AccessKey, ObjectStore, ObjectStoreError
 from gpulease.schemas.fleet import StorageKeyCreated, StorageKeyView, StorageView
 from gpulease.services.history import by
+from gpulease.services.storage_meter import (
+    GB,
+    first_day_to_meter,
+    measure_now,
+    quota_bytes,
+)
 
 
 def _store(p: Platform) -> ObjectStore:
@@ -46,8 +52,10 @@ def _account(s: Session, p: Platform, store: ObjectStore, tenant: str) -> Storag
             store.ensure_bucket(bucket)
         except ObjectStoreError as exc:
             raise BadGateway(f"{exc}. Retry shortly.") from None
+        now = p.clock.now()
         account = StorageAccount(tenant_id=tenant, bucket=bucket, store_user=tenant,
-                                 created_at=p.clock.now())
+                                 created_at=now, quota_warned=0,
+                                 metered_through=first_day_to_meter(p, now))
         s.add(account)
         s.flush()
     return account
@@ -68,8 +76,16 @@ def show(p: Platform, actor: Principal) -> StorageView:
         used = store.bucket_bytes(bucket)
     except ObjectStoreError as exc:
         raise BadGateway(f"{exc}. Retry shortly.") from None
+    with p.db.write() as s:
+        held = s.get(StorageAccount, tenant, with_for_update=True)
+        assert held is not None
+        measure_now(s, p, held, used)
+        quota = quota_bytes(p, held)
+    addon = p.catalog.addon_by_id.get("object-storage")
     return StorageView(endpoint=_endpoint(p), region=p.settings.s3_region, bucket=bucket,
-                       used_bytes=used, keys=keys)
+                       used_bytes=used, quota_bytes=quota,
+                       free_bytes=int(p.settings.storage_free_gb * GB),
+                       price_per_gb_month=addon.price if addon else None, keys=keys)
 
 
 def new_key(p: Platform, actor: Principal) -> StorageKeyCreated:

@@ -20,7 +20,7 @@ from gpulease.domain.states import (
 )
 from gpulease.domain.tickets import SWAPPED_OUT
 from gpulease.platform import Platform
-from gpulease.services.backups import swap_copy_step
+from gpulease.services.backups import restore_at_delivery, swap_copy_step
 from gpulease.services.history import WORKER, note
 from gpulease.services.lifecycle import transition
 from gpulease.services.repairs import open_repair, stays_for_erase
@@ -31,11 +31,12 @@ from gpulease.worker.pipeline import release_lock
 
 def deliver(s: Session, p: Platform, inst: Instance, now: datetime) -> None:
     """Its effects (services/lifecycle.py): the hold becomes a charge, the lease starts,
-    a late delivery is credited."""
+    a late delivery is credited; then the snapshot the order named is queued for restore."""
     inst.ready_at = now
     transition(s, p, inst, INSTANCE, "deliver", now, actor=WORKER)
     transition(s, p, inst, INSTANCE_STAGE, "deliver", now, actor=WORKER)
     inst.next_attempt_at = None
+    restore_at_delivery(s, p, inst)
 
 
 def finish_release(s: Session, p: Platform, inst: Instance, now: datetime) -> None:

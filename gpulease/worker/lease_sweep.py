@@ -1,5 +1,6 @@
 """The lease sweep, a periodic job: reminders before a term ends (only the latest one due
-when the sweep runs late), automatic renewal, grace, and the end of grace, whose effect
+when the sweep runs late), automatic renewal, grace (with a backup of the data disk, and a
+last one before the erase: services/backup_policy.py), and the end of grace, whose effect
 releases the instance and erases its disks (services/lifecycle.py)."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from gpulease.domain.errors import PaymentRequired
 from gpulease.domain.leases import Action, local_text, next_action
 from gpulease.domain.states import LEASE, LeaseStatus
 from gpulease.platform import Platform
+from gpulease.services import backup_policy
 from gpulease.services.history import SWEEP_LEASES, note
 from gpulease.services.leases import extend
 from gpulease.services.lifecycle import transition
@@ -75,6 +77,8 @@ def _sweep_one(s: Session, p: Platform, lease: Lease, inst: Instance, now: datet
     if lease.auto_renew and grace_until is not None and now < grace_until and (
             _retry_renewal(s, p, lease, inst, now)):
         return 1
+    if grace_until is not None and backup_policy.final_due(s, p, inst, lease, now):
+        return 1
     sent = frozenset(r for r in lease.reminders_sent.split(",") if r)
     due = next_action(LeaseStatus(lease.status), lease.ends_at, lease.grace_until,
                       lease.auto_renew, now, sent)
@@ -99,6 +103,8 @@ def _sweep_one(s: Session, p: Platform, lease: Lease, inst: Instance, now: datet
     elif due.action == Action.ENTER_GRACE:
         _enter_grace(s, p, lease, inst, now, None)
     elif due.action == Action.END:
+        if backup_policy.erase_waits(s, inst, lease, now):
+            return 0  # a last backup under way: the erase waits for it (a while)
         _notice(s, lease, "erased", now, f"The grace period of {inst.id} ended; its disks "
                                          "are being erased and certified.")
         transition(s, p, lease, LEASE, "end", now, actor=SWEEP_LEASES,
@@ -116,3 +122,4 @@ def _enter_grace(s: Session, p: Platform, lease: Lease, inst: Instance, now: dat
     transition(s, p, lease, LEASE, "expire", now, actor=SWEEP_LEASES, reason=why)
     _notice(s, lease, "expiry", now, text)
     note(s, now, inst.id, "grace", text, actor=SWEEP_LEASES)
+    backup_policy.at_grace(s, p, inst, lease, now)

@@ -13,6 +13,7 @@ from gpulease.db.tables import Node
 from gpulease.domain.states import NODE_IN_PIPELINE
 from gpulease.platform import Platform
 from gpulease.services.audit import prune
+from gpulease.services.backup_policy import run_schedules
 from gpulease.services.bmc_health import check_bmc_logs
 from gpulease.services.card_repairs import begin_due_windows
 from gpulease.services.catalog_versions import follow
@@ -21,6 +22,7 @@ from gpulease.services.invoice_run import sweep_invoices
 from gpulease.services.notify import deliver_notices
 from gpulease.services.password_resets import deliver_reset_mails
 from gpulease.services.spending import sweep_spending
+from gpulease.services.storage_meter import meter_buckets
 from gpulease.services.telemetry_retention import downsample
 from gpulease.services.ticket_sla import sweep_ticket_clocks
 from gpulease.worker.lease_sweep import sweep_leases
@@ -71,6 +73,11 @@ PERIODICS: tuple[Periodic, ...] = (
              "PSU and thermal entries become hardware alerts"),
     Periodic("leases", lambda p, _owner: sweep_leases(p),
              "reminders, automatic renewals, grace, release and erase after grace"),
+    Periodic("backup-schedule", lambda p, _owner: run_schedules(p),
+             "tenants' scheduled backups of their servers' data disks queued when due"),
+    Periodic("storage-meter", lambda p, _owner: meter_buckets(p),
+             "each tenant's bucket measured once a day: GB-days beyond the free allowance "
+             "charged, its admins told at 80 % and 100 % of the quota"),
     Periodic("meter", lambda p, _owner: meter_containers(p),
              "each started container GPU-hour, charged once; unpaid containers released"),
     Periodic("spending", lambda p, _owner: sweep_spending(p),

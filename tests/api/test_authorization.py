@@ -136,6 +136,8 @@ BODIES: dict[tuple[str, str], Any] = {
                                                             "hours": 2},
     ("POST", "/api/v1/tickets/{ticket_id}/repair-window/answer"): {"accept": True},
     ("POST", "/api/v1/instances/{instance_id}/restores"): {"snapshot_id": "none"},
+    ("PATCH", "/api/v1/instances/{instance_id}/backup-policy"): {"every_hours": 0},
+    ("PUT", "/api/v1/storage/quotas/{tenant_id}"): {"quota_gb": 10},
     ("PUT", "/api/v1/nodes/{node_id}/faults"): {"faults": []},
     ("POST", "/api/v1/nodes/{node_id}/repair"): {"reason": "fan noise"},
     ("POST", "/api/v1/nodes/{node_id}/repaired"): {"parts": "fan 2: A1 -> B7"},

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -50,6 +51,12 @@ def iam_keys(s3: EmbeddedS3, user: str) -> list[str]:
     return [k["AccessKeyId"] for k in iam.list_access_keys(UserName=user)["AccessKeyMetadata"]]
 
 
+def admin_s3(s3: EmbeddedS3) -> Any:
+    return boto3.client("s3", endpoint_url=s3.url, aws_access_key_id=s3.access_key,
+                        aws_secret_access_key=s3.secret_key, region_name="us-east-1",
+                        config=Config(s3={"addressing_style": "path"}))
+
+
 def disk(p: Platform, node: str) -> Path:
     assert p.drivers.fleet is not None
     return p.drivers.fleet.data_disk(node)
@@ -83,10 +90,7 @@ def test_a_backup_and_a_restore_run_through_the_worker_and_the_nodes_agent(
     assert (done.files, done.bytes_total) == (2, (2 << 20) + len('{"step": 200}'))
     assert done.snapshot_id and done.bytes_moved == done.bytes_total
     bucket = storage.bucket_of(tenant.tenant_id)
-    objects = boto3.client("s3", endpoint_url=s3.url, aws_access_key_id=s3.access_key,
-                           aws_secret_access_key=s3.secret_key, region_name="us-east-1",
-                           config=Config(s3={"addressing_style": "path"})).list_objects_v2(
-        Bucket=bucket, Prefix=f"backups/{iid}/")
+    objects = admin_s3(s3).list_objects_v2(Bucket=bucket, Prefix=f"backups/{iid}/")
     keys = [o["Key"] for o in objects.get("Contents", [])]
     assert f"backups/{iid}/snapshots/{done.snapshot_id}.json" in keys
     assert iam_keys(s3, tenant.tenant_id) == []  # the run's key is gone
@@ -148,9 +152,13 @@ def test_refusals_and_a_failing_run_retried_then_reported(
     backups.drive(fleet)
     assert backups.show_run(fleet, me, iid, flaky.id).status == "succeeded"
 
-    missing = backups.request(fleet, me, iid, RestoreRequest(
-        snapshot_id="20261201T000000Z-000000"))
-    backups.drive(fleet)  # the agent itself reports it: not retried
+    with pytest.raises(NotFound, match="No snapshot"):
+        backups.request(fleet, me, iid, RestoreRequest(snapshot_id="20261201T000000Z-000000"))
+    snapshot = backups.show_run(fleet, me, iid, flaky.id).snapshot_id
+    admin_s3(s3).delete_object(Bucket=storage.bucket_of(tenant.tenant_id),
+                               Key=f"backups/{iid}/snapshots/{snapshot}.json")
+    missing = backups.request(fleet, me, iid, RestoreRequest(snapshot_id=f"{iid}/{snapshot}"))
+    backups.drive(fleet)  # the agent itself reports the manifest gone: not retried
     failed = backups.show_run(fleet, me, iid, missing.id)
     assert failed.status == "failed" and "refused" in (failed.status_reason or "")
     with fleet.db.read() as s:
@@ -201,3 +209,43 @@ def test_a_swap_copies_the_data_disk_to_the_spare_before_the_faulty_server_is_er
                     ("backup", "swap_copy", "succeeded", old)]
     assert tickets.show_ticket(fleet, me, ticket.id).status == "mitigated"
     assert iam_keys(s3, tenant.tenant_id) == []
+
+
+def test_an_order_restores_a_snapshot_onto_the_new_servers_data_disk(
+    fleet: Platform, tenant: TenantCtx, key: str, s3: EmbeddedS3
+) -> None:
+    from gpulease.schemas import OrderRequest
+    from gpulease.services import orders
+
+    worker = Worker(fleet)
+    me = tenant.principal
+    order = dict(sku="h100-80g-x8", region="ningxia-1", ssh_keys=[key])
+    with pytest.raises(Conflict, match="not set up"):
+        orders.place_order(fleet, me, OrderRequest(**order, restore="anything"))
+    with_storage(fleet, s3)
+    old = deliver(fleet, tenant, worker, key)
+    ckpt = disk(fleet, instances.show_instance(fleet, me, old).nodes[0].name) / "ckpt"
+    (ckpt / "step-9").mkdir(parents=True)
+    weights = os.urandom(1 << 20)
+    (ckpt / "step-9" / "model.pt").write_bytes(weights)
+    taken = backups.request(fleet, me, old, BackupRequest(path="/data/ckpt"))
+    worker.run_until_idle()
+    snapshot = backups.show_run(fleet, me, old, taken.id).snapshot_id
+    assert snapshot
+    instances.release_instance(fleet, me, old)
+    worker.run_until_idle()
+
+    with pytest.raises(NotFound, match="No snapshot"):
+        orders.place_order(fleet, me, OrderRequest(**order, restore="20990101T000000Z-0"))
+    with pytest.raises(InvalidInput, match="data disk"):
+        orders.place_order(fleet, me, OrderRequest(
+            kind="container", offer="rtx4090-24g-container", gpus=1, ssh_keys=[key],
+            restore=snapshot))
+    new = orders.place_order(fleet, me, OrderRequest(**order, restore=snapshot))[0].id
+    worker.run_until_idle()
+    assert instances.show_instance(fleet, me, new).status == "ready"
+    run = backups.list_runs(fleet, me, new)[0]
+    assert (run.kind, run.trigger, run.status, run.snapshot_id, run.path) == (
+        "restore", "order", "succeeded", snapshot, "/data/ckpt"), run.status_reason
+    node = instances.show_instance(fleet, me, new).nodes[0].name
+    assert (disk(fleet, node) / "ckpt" / "step-9" / "model.pt").read_bytes() == weights

@@ -6,8 +6,14 @@ from fastapi import APIRouter
 
 from gpulease.api.access import EVERY_USER, ORDERING, access
 from gpulease.api.deps import PlatformDep, PrincipalDep
-from gpulease.schemas.fleet import BackupRequest, BackupView, RestoreRequest
-from gpulease.services import backups
+from gpulease.schemas.fleet import (
+    BackupPolicyUpdate,
+    BackupPolicyView,
+    BackupRequest,
+    BackupView,
+    RestoreRequest,
+)
+from gpulease.services import backup_policy, backups
 
 router = APIRouter(prefix="/instances", tags=["backups"])
 
@@ -42,3 +48,20 @@ def list_runs(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> list[Bac
 def show_run(instance_id: str, run_id: str, p: PlatformDep, actor: PrincipalDep
              ) -> BackupView:
     return backups.show_run(p, actor, instance_id, run_id)
+
+
+@router.get("/{instance_id}/backup-policy", response_model=BackupPolicyView,
+            openapi_extra=access(*EVERY_USER, owned=True))
+def show_policy(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> BackupPolicyView:
+    """The directory kept, the schedule, whether a lapsed lease is backed up before its
+    erase, and the last success."""
+    return backup_policy.show(p, actor, instance_id)
+
+
+@router.patch("/{instance_id}/backup-policy", response_model=BackupPolicyView,
+              openapi_extra=access(*ORDERING, owned=True))
+def update_policy(instance_id: str, body: BackupPolicyUpdate, p: PlatformDep,
+                  actor: PrincipalDep) -> BackupPolicyView:
+    """Change the directory, the schedule (`every_hours`, 0 for none) or the backups when
+    the lease lapses (`at_lease_end: false` opts out)."""
+    return backup_policy.update(p, actor, instance_id, body)

@@ -6,8 +6,8 @@ from fastapi import APIRouter
 
 from gpulease.api.access import TENANT_USERS, Caller, access
 from gpulease.api.deps import PlatformDep, PrincipalDep
-from gpulease.schemas.fleet import StorageKeyCreated, StorageKeyView, StorageView
-from gpulease.services import storage
+from gpulease.schemas.fleet import StorageKeyCreated, StorageKeyView, StorageQuota, StorageView
+from gpulease.services import storage, storage_meter
 
 router = APIRouter(prefix="/storage", tags=["storage"])
 
@@ -29,3 +29,12 @@ def new_key(p: PlatformDep, actor: PrincipalDep) -> StorageKeyCreated:
                openapi_extra=access(Caller.ADMIN, owned=True))
 def revoke_key(key_id: str, p: PlatformDep, actor: PrincipalDep) -> StorageKeyView:
     return storage.revoke_key(p, actor, key_id)
+
+
+@router.put("/quotas/{tenant_id}", response_model=StorageQuota,
+            openapi_extra=access(Caller.OPERATOR))
+def set_quota(tenant_id: str, body: StorageQuota, p: PlatformDep, actor: PrincipalDep
+              ) -> StorageQuota:
+    """Operator: a tenant's bucket quota in GB (null: the platform's default). Past it the
+    platform starts no backup into the bucket (a lapsed lease's last ones excepted)."""
+    return StorageQuota(quota_gb=storage_meter.set_quota(p, actor, tenant_id, body.quota_gb))
