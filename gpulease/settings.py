@@ -208,6 +208,11 @@ class Settings(BaseSettings):
     container_images: dict[str, str] = Field(default_factory=dict)
     container_gpus: Literal["nvidia", "none"] = "nvidia"
     docker_tls_dir: str = ""  # ca.pem, cert.pem, key.pem for tcp:// engines with TLS
+    # Saved environments (`gpulease image save`): the registry the engines push tenants'
+    # images to and pull them from (host:port, e.g. 127.0.0.1:5000 for Debian's
+    # docker-registry; reachable by the engines, never by tenants). Empty: containers on
+    # real engines cannot be saved (the demo's simulated hosts need none).
+    registry: str = ""
 
     # Demo fleet (simulated hardware)
     demo_delay_s: float = Field(default=2.0, ge=0)

@@ -32,6 +32,7 @@ from gpulease.api.routers import (
     media,
     money,
     nodes,
+    saved_images,
     storage,
     tenants,
     tickets,
@@ -97,7 +98,8 @@ def create_app(platform: Platform) -> FastAPI:
     app.add_middleware(Guards, max_body_bytes=platform.settings.max_body_bytes)  # outermost
     api = APIRouter(prefix=API, responses=PROBLEMS)
     for module in (catalog, instances, nodes, accounts, agents, money, billing, advisor,
-                   audit, workers, fabrics, tenants, tickets, storage, backups):
+                   audit, workers, fabrics, tenants, tickets, storage, backups,
+                   saved_images):
         api.include_router(module.router)
     app.include_router(api)
     app.include_router(media.router)

@@ -23,7 +23,8 @@ from gpulease.cli.common import (
 from gpulease.cli.platform_cmds import check_catalog_file
 
 app = typer.Typer()
-image_app = typer.Typer(help="Operator: custom OS images.", no_args_is_help=True)
+image_app = typer.Typer(help="Custom OS images (operators); saved environments (tenants).",
+                        no_args_is_help=True)
 app.add_typer(image_app, name="image")
 catalog_app = typer.Typer(invoke_without_command=True)
 app.add_typer(catalog_app, name="catalog")

@@ -166,7 +166,8 @@ def order_container(
     gpus: Annotated[int, typer.Option(help="GPUs (1-8)")],
     ssh_key: KeyOpt,
     offer: Annotated[str, typer.Option()] = "rtx4090-24g-container",
-    image: Annotated[str | None, typer.Option()] = None,
+    image: Annotated[str | None, typer.Option(
+        help="an image id, or my/NAME: one of your saved environments")] = None,
     name: Annotated[str | None, typer.Option()] = None,
     ssh_password: Annotated[bool, typer.Option(help=(
         "also let root log in over SSH with the password shown once (default: keys only)"))]

@@ -17,6 +17,7 @@ from gpulease.cli import (
     instances_cmds,
     money_cmds,
     platform_cmds,
+    saved_image_cmds,
     storage_cmds,
     ticket_cmds,
 )
@@ -27,7 +28,7 @@ for group in (platform_cmds, catalog_cmds, instances_cmds, fleet_cmds, fabric_cm
               accounts_cmds, money_cmds, audit_cmds, ticket_cmds, storage_cmds, backup_cmds):
     app.add_typer(group.app)
 app.add_typer(agent_app, name="agent")  # with agent_backup's commands
-assert agent_backup
+assert agent_backup and saved_image_cmds  # their commands join `agent` and `image`
 
 if __name__ == "__main__":
     app()

@@ -168,3 +168,23 @@ class BackupPolicy(Base):
     max_mbps: Mapped[float | None] = mapped_column(Float)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
     updated_by: Mapped[str] = mapped_column(String(64))
+
+
+class SavedImage(Base):
+    """A tenant's container instance saved as an image in the platform's registry: its
+    environment, for later container orders (`--image my/NAME`)."""
+
+    __tablename__ = "saved_images"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(String(32), index=True)
+    name: Mapped[str] = mapped_column(String(64))
+    source_instance_id: Mapped[str] = mapped_column(String(32))
+    base_image_id: Mapped[str] = mapped_column(String(100))  # the catalog image it grew from
+    reference: Mapped[str] = mapped_column(String(300))  # registry/repository:tag
+    digest: Mapped[str | None] = mapped_column(String(100))
+    size_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    status_reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    created_by: Mapped[str] = mapped_column(String(64))
+    saved_at: Mapped[datetime | None] = mapped_column(UtcDateTime())

@@ -207,6 +207,8 @@ class Instance(LockedRow, Base):
     metered_hours: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # a snapshot restored onto the data disk at delivery: "INSTANCE/SNAPSHOT" (the order's)
     restore_from: Mapped[str | None] = mapped_column(String(100))
+    # a container started from its tenant's saved image (saved_images.id)
+    saved_image_id: Mapped[str | None] = mapped_column(String(32))
 
 
 class Event(Base):

@@ -536,6 +536,38 @@ BACKUP = Machine(
 )
 
 
+# --- a container instance saved as an image (a tenant's environment) -----------------------
+
+class SavedImageStatus(StrEnum):
+    SAVING = "saving"
+    READY = "ready"
+    FAILED = "failed"
+    DELETED = "deleted"
+
+
+SI = SavedImageStatus
+SAVED_IMAGE = Machine(
+    name="saved_image",
+    states={
+        SI.SAVING: "asked for: the worker commits the container on its host's engine and "
+                   "pushes the image to the platform's registry",
+        SI.READY: "in the registry: its tenant may order containers from it",
+        SI.FAILED: "could not be saved (the reason says why)",
+        SI.DELETED: "deleted by its tenant: gone from the registry, no longer ordered",
+    },
+    starts=frozenset({SI.SAVING}),
+    transitions=(
+        move("save", [SI.SAVING], SI.READY, "committed and pushed"),
+        move("fail", [SI.SAVING], SI.FAILED,
+             "the container is gone, or the engine or the registry refused"),
+        move("delete", [SI.READY, SI.FAILED], SI.DELETED, "its tenant deleted it"),
+    ),
+    waits=frozenset({SI.SAVING}),
+    failures=frozenset({SI.FAILED}),
+    finals=frozenset({SI.DELETED}),
+)
+
+
 MACHINES: tuple[Machine[Any], ...] = (
     NODE, NODE_STAGE, INSTANCE, INSTANCE_STAGE, LEASE, INVOICE, USAGE, AGENT_COMMAND, TENANT,
-    BREAKER, TICKET, BACKUP)
+    BREAKER, TICKET, BACKUP, SAVED_IMAGE)

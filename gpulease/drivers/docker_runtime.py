@@ -35,7 +35,12 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest
 
 from gpulease.configdrive import hash_root_password
-from gpulease.ports.runtime import ContainerHandle, ContainerSpec, RuntimeError_
+from gpulease.ports.runtime import (
+    ContainerHandle,
+    ContainerSpec,
+    RuntimeError_,
+    SavedImageResult,
+)
 
 LABEL = "io.gpulease.instance"
 TENANT_LABEL = "io.gpulease.tenant"
@@ -125,7 +130,7 @@ class DockerRuntime:
         except RuntimeError_:
             raise
         except ImageNotFound as exc:
-            raise _fail(f"image {self._image_for(spec.image_id)!r} is not on "
+            raise _fail(f"image {spec.image_ref or self._image_for(spec.image_id)!r} is not on "
                         f"{spec.node_name} ({exc.explanation}); load or pull it there",
                         retryable=False) from exc
         except DockerException as exc:  # engine unreachable, busy, a hiccup: try again
@@ -145,6 +150,34 @@ class DockerRuntime:
                 self._remove_network_if_unused(client, tenant)
         except NotFound:
             return  # removed meanwhile
+        except DockerException as exc:
+            raise _fail(f"Docker engine of {node_name}: {exc}", retryable=True) from exc
+
+    def save(self, instance_id: str, node_name: str, engine_url: str | None,
+             reference: str) -> SavedImageResult:
+        """`docker commit` of the container (its writable layer over its image; /data is a
+        volume and stays out), then a push to the registry the reference names."""
+        if not engine_url:
+            raise _fail(f"node {node_name} has no Docker engine URL", retryable=False)
+        repository, _, tag = reference.rpartition(":")
+        try:
+            client = self._client(engine_url)
+            container = self._find(client, instance_id)
+            if container is None:
+                raise _fail(f"no container of {instance_id} on {node_name}", retryable=False)
+            image = container.commit(repository=repository, tag=tag,
+                                     message=f"gpulease: saved from {instance_id}")
+            digest = ""
+            for line in client.api.push(repository, tag=tag, stream=True, decode=True):
+                if line.get("error"):
+                    raise _fail(f"the registry refused {reference}: {line['error']}",
+                                retryable=False)
+                digest = (line.get("aux") or {}).get("Digest", digest)
+            if not digest:
+                raise _fail(f"the push of {reference} named no digest", retryable=True)
+            return SavedImageResult(reference, digest, int(image.attrs.get("Size") or 0))
+        except RuntimeError_:
+            raise
         except DockerException as exc:
             raise _fail(f"Docker engine of {node_name}: {exc}", retryable=True) from exc
 
@@ -207,7 +240,7 @@ class DockerRuntime:
             return None
 
     def _create(self, client: docker.DockerClient, spec: ContainerSpec) -> Any:
-        image = self._image_for(spec.image_id)
+        image = spec.image_ref or self._image_for(spec.image_id)
         gpus = ",".join(str(i) for i in spec.gpu_indices)
         requests = ([DeviceRequest(driver="nvidia", device_ids=[str(i) for i in spec.gpu_indices],
                                    capabilities=[["gpu"]])] if self._gpus == "nvidia" else [])
@@ -217,6 +250,8 @@ class DockerRuntime:
             cpus = min(limits.cpus, self._engine_cpus(client, spec.engine_url or ""))
         tenant = spec.tenant_id or "unknown"
         try:
+            if spec.image_ref:
+                _pull_unless_present(client, spec.image_ref)
             client.images.get(image)  # before anything else is made for the instance
             network = self._network(client, tenant)
             client.volumes.create(volume_name(spec.instance_id),
@@ -259,6 +294,15 @@ class DockerRuntime:
                 raise _fail(f"container {container.name} did not come up "
                             f"({container.status}): {logs or 'no output'}", retryable=True)
             time.sleep(0.1)
+
+
+def _pull_unless_present(client: docker.DockerClient, reference: str) -> None:
+    """A saved image comes from the platform's registry to a host that has not run it."""
+    try:
+        client.images.get(reference)
+    except ImageNotFound:
+        repository, _, tag = reference.rpartition(":")
+        client.images.pull(repository, tag=tag)
 
 
 def _init_files(spec: ContainerSpec) -> bytes:

@@ -46,7 +46,12 @@ from gpulease.ports.bmc import (
     MediaSlot,
     PowerState,
 )
-from gpulease.ports.runtime import ContainerHandle, ContainerSpec, RuntimeError_
+from gpulease.ports.runtime import (
+    ContainerHandle,
+    ContainerSpec,
+    RuntimeError_,
+    SavedImageResult,
+)
 from gpulease.process_metrics import bmc_error
 
 FAULT_KINDS = ("transient", "permanent", "hang", "ignored")  # ignored: accepted, not done
@@ -353,6 +358,18 @@ class SimulatedRuntime:
     def stop(self, instance_id: str, node_name: str, engine_url: str | None = None) -> None:
         with self._fleet._state(node_name) as state:
             state["containers"].pop(instance_id, None)
+
+    def save(self, instance_id: str, node_name: str, engine_url: str | None,
+             reference: str) -> SavedImageResult:
+        """The demo's containers are records: the image is one too (no registry)."""
+        with self._fleet._state(node_name) as state:
+            kind = self._fleet._fault(state, "runtime_save")
+            if kind or instance_id not in state["containers"]:
+                err = RuntimeError_(f"simulated runtime: save failed ({kind or 'no container'})")
+                err.retryable = kind == "transient"
+                raise err
+        digest = "sha256:" + hashlib.sha256(reference.encode()).hexdigest()
+        return SavedImageResult(reference, digest, 0)
 
 
 class BmcWatchingAgent:

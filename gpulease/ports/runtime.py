@@ -34,6 +34,16 @@ class ContainerSpec:
     tenant_id: str = ""
     limits: ContainerLimits = ContainerLimits()
     password_login: bool = False  # root may log in over SSH with the password; else keys
+    # The tenant's saved image (registry/repository:tag), pulled when the host lacks it;
+    # None: the catalog image's container build.
+    image_ref: str | None = None
+
+
+@dataclass(frozen=True)
+class SavedImageResult:
+    reference: str
+    digest: str
+    size_bytes: int
 
 
 @dataclass(frozen=True)
@@ -51,4 +61,10 @@ class ContainerRuntime(Protocol):
     def stop(self, instance_id: str, node_name: str, engine_url: str | None = None) -> None:
         """Stop and remove it with its data volume; a no-op when absent. Raises
         RuntimeError_."""
+        ...
+
+    def save(self, instance_id: str, node_name: str, engine_url: str | None,
+             reference: str) -> SavedImageResult:
+        """Commit the instance's running container as `reference` (registry/repo:tag) and
+        push it there; its data volume is not part of it. Raises RuntimeError_."""
         ...

@@ -219,3 +219,23 @@ class BackupPolicyView(BaseModel):
     last_success_at: datetime | None
     last_snapshot_id: str | None
     last_failure: str | None  # the latest run's reason, when it failed
+
+
+class SaveImageRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=63, description=(
+        "lower-case letters, digits, '.', '_', '-'; later orders name it my/NAME"))
+
+
+class SavedImageView(BaseModel):
+    id: str
+    name: str
+    order_as: str  # what an order's `image` names it: my/NAME
+    source_instance_id: str
+    base_image_id: str
+    digest: str | None
+    size_bytes: int | None
+    status: str  # saving | ready | failed | deleted
+    status_reason: str | None
+    created_at: datetime
+    saved_at: datetime | None

@@ -26,7 +26,7 @@ from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from gpulease.db.money_tables import Invoice, Lease, UsageRecord
-from gpulease.db.ops_tables import Backup, Ticket
+from gpulease.db.ops_tables import Backup, SavedImage, Ticket
 from gpulease.db.tables import AgentCommand, Base, CircuitBreaker, Instance, Node, Tenant
 from gpulease.domain.leases import term_end
 from gpulease.domain.lifecycle import Machine
@@ -40,6 +40,7 @@ from gpulease.domain.states import (
     LEASE,
     NODE,
     NODE_STAGE,
+    SAVED_IMAGE,
     TENANT,
     TICKET,
     USAGE,
@@ -80,6 +81,7 @@ BINDINGS: tuple[Binding, ...] = (
     Binding(BREAKER, CircuitBreaker, "status", "breaker", reason="status_reason"),
     Binding(TICKET, Ticket, "status", "ticket", reason="status_reason", keeps_reason=True),
     Binding(BACKUP, Backup, "status", "backup", reason="status_reason"),
+    Binding(SAVED_IMAGE, SavedImage, "status", "saved_image", reason="status_reason"),
 )
 _BY_TABLE_AND_MACHINE = {(b.table, b.machine.name): b for b in BINDINGS}
 

@@ -42,6 +42,7 @@ from gpulease.services.placement import (
     node_claim_events,
     pick_fabric,
 )
+from gpulease.services.saved_images import PREFIX, for_order
 from gpulease.services.tenants import refuse_orders_unless_active
 from gpulease.services.wallet import hold_first_period
 
@@ -64,6 +65,7 @@ class Plan:
     password_login: bool = False
     add: tuple[tuple[str, Decimal], ...] = ()  # add-ons and quantities
     restore: str | None = None  # a snapshot for the data disk at delivery
+    saved_image: str | None = None  # a container from the tenant's saved image: my/NAME
 
 
 def plan_order(p: Platform, req: OrderRequest) -> Plan:
@@ -97,9 +99,11 @@ def plan_order(p: Platform, req: OrderRequest) -> Plan:
             raise InvalidInput("gpus", f"A container takes 1 to {co.max_gpus} GPUs, not {gpus}.",
                                [str(n) for n in range(1, co.max_gpus + 1)])
         gpu = c.gpu_by_id[co.gpu]
-        image = _image(p, req.image or co.default_image, gpu.vendor)
+        saved = req.image if req.image and req.image.startswith(PREFIX) else None
+        image = _image(p, co.default_image if saved else req.image or co.default_image,
+                       gpu.vendor)
         return Plan("container", co.host_sku, co.region, term, image, 1, gpus, keys, co.id,
-                    req.name, req.ssh_password)
+                    req.name, req.ssh_password, saved_image=saved)
 
     if req.ssh_password:
         raise InvalidInput("ssh_password", "Bare metal takes SSH keys only; its root password "
@@ -130,6 +134,9 @@ def plan_order(p: Platform, req: OrderRequest) -> Plan:
     if req.gpus is not None:
         raise InvalidInput("gpus", "GPU count is fixed by the SKU for bare metal; leave it out.")
     sku = c.sku_by_id[req.sku]
+    if req.image and req.image.startswith(PREFIX):
+        raise InvalidInput("image", "A saved image starts a container; a server takes an OS "
+                           "image (`gpulease images`).")
     image = _image(p, req.image or offer.default_image, c.gpu_by_id[sku.gpu].vendor)
     for addon_id, qty in req.add.items():
         try:
@@ -213,6 +220,9 @@ def _place(s: Session, p: Platform, actor: Principal, tenant: str, plan: Plan) -
         if fabric is None:
             raise OutOfStock(_cluster_shortage(plan, groups))
     values = _instance_row(p, actor, tenant, plan, now, fabric)
+    if plan.saved_image is not None:
+        image = for_order(s, tenant, plan.saved_image)
+        values["image_id"], values["saved_image_id"] = image.base_image_id, image.id
     if plan.restore is not None:
         if p.object_store() is None:
             raise Conflict("Object storage is not set up on this platform, so no snapshot "

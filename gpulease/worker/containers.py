@@ -16,6 +16,7 @@ from gpulease.domain.states import InstanceStatus
 from gpulease.platform import Platform
 from gpulease.ports.runtime import ContainerHandle, ContainerLimits, ContainerSpec
 from gpulease.services.history import WORKER
+from gpulease.services.saved_images import reference_of
 from gpulease.worker.instance_steps import deliver, reconcile
 from gpulease.worker.nodes import fail_instance, release_allocations
 from gpulease.worker.pipeline import (
@@ -39,7 +40,8 @@ def container_spec(s: Session, p: Platform, inst: Instance) -> ContainerSpec:
                          root_password=p.box.open(inst.root_password_enc)
                          if inst.root_password_enc else None,
                          tenant_id=inst.tenant_id, limits=container_limits(p, inst),
-                         password_login=bool(inst.password_login))
+                         password_login=bool(inst.password_login),
+                         image_ref=reference_of(s, inst))
 
 
 def container_limits(p: Platform, inst: Instance) -> ContainerLimits:

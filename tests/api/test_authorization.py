@@ -138,6 +138,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/api/v1/instances/{instance_id}/restores"): {"snapshot_id": "none"},
     ("PATCH", "/api/v1/instances/{instance_id}/backup-policy"): {"every_hours": 0},
     ("PUT", "/api/v1/storage/quotas/{tenant_id}"): {"quota_gb": 10},
+    ("POST", "/api/v1/instances/{instance_id}/image"): {"name": "env"},
     ("PUT", "/api/v1/nodes/{node_id}/faults"): {"faults": []},
     ("POST", "/api/v1/nodes/{node_id}/repair"): {"reason": "fan noise"},
     ("POST", "/api/v1/nodes/{node_id}/repaired"): {"parts": "fan 2: A1 -> B7"},
