@@ -3,8 +3,12 @@ schema per test). Set GPULEASE_TEST_PG to point elsewhere."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import socket
+import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -82,10 +86,55 @@ def make_settings(db_url: str, data_dir: Path, **overrides: object) -> Settings:
     return Settings(**values)  # type: ignore[arg-type]
 
 
+_MIGRATED: dict[str, str] = {}  # kind -> a migrated SQLite file, or PostgreSQL's DDL
+
+
+def _migrated_template(kind: str) -> str:
+    """One database per session migrated to head the usual way (Alembic), kept as a file
+    (SQLite) or as pg_dump's script (PostgreSQL), so that each test's fresh database starts
+    as a copy instead of running every migration again (0.3 s and 0.6 s a test). The
+    migrations themselves are tested from an empty database (test_migrations.py)."""
+    if kind in _MIGRATED:
+        return _MIGRATED[kind]
+    root = Path(tempfile.mkdtemp(prefix="gpulease-template-"))
+    atexit.register(shutil.rmtree, root, True)
+    if kind == "sqlite":
+        url = f"sqlite:///{root / 'template.db'}"
+        p = Platform.from_settings(make_settings(url, root / "data"))
+        p.db.migrate()
+        p.db.dispose()
+        _MIGRATED[kind] = str(root / "template.db")
+        return _MIGRATED[kind]
+    with database_url("postgresql", root) as url:
+        schema = url.rsplit("%3D", 1)[1]
+        p = Platform.from_settings(make_settings(url, root / "data"))
+        p.db.migrate()
+        p.db.dispose()
+        dump = subprocess.run(["pg_dump", "--no-owner", "--no-privileges", "--inserts",
+                               "-n", schema, _pg_dsn()], capture_output=True, text=True,
+                              check=True, timeout=120).stdout
+    lines = [ln for ln in dump.splitlines()  # psql's meta-commands and the schema itself
+             if not ln.startswith("\\") and not ln.startswith(f"CREATE SCHEMA {schema}")]
+    _MIGRATED[kind] = "\n".join(lines).replace(f"{schema}.", "{schema}.")
+    return _MIGRATED[kind]
+
+
+def start_migrated(db_url: str) -> None:
+    """The test's fresh database made a copy of the session's migrated one."""
+    if db_url.startswith("sqlite:///"):
+        shutil.copyfile(_migrated_template("sqlite"), db_url.removeprefix("sqlite:///"))
+        return
+    schema = db_url.rsplit("%3D", 1)[1]
+    script = _migrated_template("postgresql").replace("{schema}.", f"{schema}.")
+    with psycopg.connect(_pg_dsn(), autocommit=True) as conn:
+        conn.execute(script.encode())
+
+
 @pytest.fixture
 def platform(db_url: str, tmp_path: Path) -> Iterator[Platform]:
+    start_migrated(db_url)
     p = Platform.from_settings(make_settings(db_url, tmp_path / "data"))
-    p.db.migrate()
+    p.db.migrate()  # at head already: checks, and does nothing
     yield p
     if p.audit_writer is not None:  # an app without its lifespan (TestClient outside
         p.audit_writer.close()  # `with`) leaves its writer's queue: drained before the drop

@@ -7,6 +7,7 @@ instead of failing half-way. Reads use a plain deferred BEGIN under WAL.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -155,9 +156,10 @@ class Database:
                                      {"key": MIGRATION_LOCK_KEY})
                     current, head = _revisions(conn, self.url)
                     _refuse_newer(current, head)
-                    cfg = alembic_config(self.url)
-                    cfg.attributes["connection"] = conn
-                    command.upgrade(cfg, "head")
+                    if current != head:  # at head: nothing to load or to run
+                        cfg = alembic_config(self.url)
+                        cfg.attributes["connection"] = conn
+                        command.upgrade(cfg, "head")
                     if sqlite:
                         broken = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
                         if broken:
@@ -220,12 +222,19 @@ def sqlite_file(url: str) -> str | None:
     return url.split(":///", 1)[-1].split("?", 1)[0] or None
 
 
-def _revisions(conn: Any, url: str) -> tuple[str | None, str]:
-    from alembic.runtime.migration import MigrationContext
+@functools.cache
+def _scripts() -> Any:
+    """The migrations shipped with this code (read once per process)."""
     from alembic.script import ScriptDirectory
 
+    return ScriptDirectory.from_config(alembic_config("sqlite://"))
+
+
+def _revisions(conn: Any, url: str) -> tuple[str | None, str]:
+    from alembic.runtime.migration import MigrationContext
+
     current = MigrationContext.configure(conn).get_current_revision()
-    head = ScriptDirectory.from_config(alembic_config(url)).get_current_head()
+    head = _scripts().get_current_head()
     assert head is not None
     return current, head
 
@@ -233,12 +242,10 @@ def _revisions(conn: Any, url: str) -> tuple[str | None, str]:
 def _refuse_newer(current: str | None, head: str) -> None:
     if current is None:
         return
-    from alembic.script import ScriptDirectory
     from alembic.util.exc import CommandError
 
-    scripts = ScriptDirectory.from_config(alembic_config("sqlite://"))
     try:
-        known = scripts.get_revision(current)
+        known = _scripts().get_revision(current)
     except CommandError:
         known = None
     if known is None:

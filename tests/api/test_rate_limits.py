@@ -17,12 +17,13 @@ from gpulease.db.rates import DatabaseStore, MemoryStore, RedisStore
 from gpulease.domain.errors import TooManyRequests, Unauthorized
 from gpulease.platform import Platform
 from gpulease.services import accounts, users
-from tests.conftest import LiveServer, TenantCtx, make_settings, new_tenant
+from tests.conftest import LiveServer, TenantCtx, make_settings, new_tenant, start_migrated
 from tests.services.test_leases import MovableClock
 
 
 @pytest.fixture
 def tight(db_url: str, tmp_path: Path) -> Iterator[Platform]:
+    start_migrated(db_url)
     p = Platform.from_settings(make_settings(
         db_url, tmp_path / "data", rate_limit_per_token_per_min=5,
         rate_limit_anonymous_per_min=4, rate_limit_auth_failures_per_min=3))

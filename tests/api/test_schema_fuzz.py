@@ -29,7 +29,13 @@ from gpulease.demo import seed_demo_fleet
 from gpulease.domain.accounts import Role
 from gpulease.platform import Platform
 from gpulease.services import accounts, agents
-from tests.conftest import database_url, listing_app, make_settings, new_tenant
+from tests.conftest import (
+    database_url,
+    listing_app,
+    make_settings,
+    new_tenant,
+    start_migrated,
+)
 
 EXAMPLES = 5  # per operation and database: bounded, the suite's time is shared
 # Would reach out to a generated address (a BMC to enroll; a webhook's host to resolve):
@@ -52,6 +58,7 @@ def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
            ) -> Iterator[Target]:
     tmp = tmp_path_factory.mktemp("fuzz")
     with database_url(request.param, tmp) as url:
+        start_migrated(url)
         p = Platform.from_settings(make_settings(url, tmp / "data"))
         p.settings.rate_limit_per_token_per_min = 1_000_000
         p.settings.rate_limit_anonymous_per_min = 1_000_000

@@ -26,7 +26,14 @@ from gpulease.schemas import OrderRequest
 from gpulease.services import instances, orders, wallet
 from gpulease.services.inventory import NodeSpec, add_node
 from gpulease.worker.runner import Worker
-from tests.conftest import TenantCtx, free_port, make_settings, new_tenant, ssh_key
+from tests.conftest import (
+    TenantCtx,
+    free_port,
+    make_settings,
+    new_tenant,
+    ssh_key,
+    start_migrated,
+)
 from tests.drivers.docker_engine import (
     ENGINE,
     remove_node_containers,
@@ -42,6 +49,7 @@ def docker_platform(db_url: str, tmp_path: Path, engine: docker.DockerClient
                     ) -> Iterator[Platform]:
     from tests.drivers.docker_engine import IMAGE
 
+    start_migrated(db_url)
     p = Platform.from_settings(make_settings(
         db_url, tmp_path / "data", container_images={DEFAULT_IMAGE: IMAGE},
         container_gpus="none"))  # this engine has no NVIDIA toolkit (no GPU here)

@@ -1,5 +1,7 @@
 """SIGKILL a real worker process inside each deploy stage in turn, restart it, and check
-that nothing is left stuck (both databases)."""
+that nothing is left stuck (both databases: every stage is killed on one of them — SQLite
+takes every other stage from the first, PostgreSQL the rest — and the other tests here run
+whole on both)."""
 
 from __future__ import annotations
 
@@ -73,9 +75,11 @@ def test_sigkill_in_every_deploy_stage_leaves_nothing_stuck(
 ) -> None:
     offers = list(fleet.catalog.offers)
     results: dict[str, tuple[str, str, str | None]] = {}
+    half = 0 if fleet.db.url.startswith("sqlite") else 1
+    stages = [st.value for st in DEPLOY_ORDER][half::2]
     worker = start_worker(fleet)
     try:
-        for n, stage in enumerate(st.value for st in DEPLOY_ORDER):
+        for n, stage in enumerate(stages):
             offer = offers[n % len(offers)]
             req = OrderRequest(sku=offer.sku, region=offer.region, ssh_keys=[key])
             iid = orders.place_order(fleet, tenant.principal, req)[0].id
