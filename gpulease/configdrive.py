@@ -23,6 +23,8 @@ class ConfigDriveSpec:
     agent_url: str
     agent_token: str  # one-time: the agent trades it for a per-node credential
     data_disk_mount: str = "/data"
+    # the data disk left unformatted for LUKS2 under the tenant's own key
+    encrypted_data: bool = False
 
 
 def hash_root_password(password: str) -> str:
@@ -50,6 +52,14 @@ def user_data(spec: ConfigDriveSpec) -> str:
                                     f"GPULEASE_INSTANCE={spec.instance_id}\n"}],
         "runcmd": [["systemctl", "enable", "--now", "gpulease-agent.service"]],
     }
+    if spec.encrypted_data:  # the tenant formats it under a key the platform never sees
+        for key in ("disk_setup", "fs_setup", "mounts"):
+            config.pop(key)
+        config["write_files"].append({  # type: ignore[attr-defined]
+            "path": "/etc/motd.d/50-gpulease-data", "permissions": "0644",
+            "content": "The data disk /dev/nvme1n1 is left unformatted, to be encrypted with "
+                       "a key only you hold:\n  gpulease agent encrypt-data /dev/nvme1n1 "
+                       "--yes\nAfter a reboot: gpulease agent unlock-data /dev/nvme1n1\n"})
     return "#cloud-config\n" + json.dumps(config, indent=2) + "\n"
 
 

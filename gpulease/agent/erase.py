@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gpulease import __version__ as GPULEASE_VERSION
+from gpulease.agent import disk_keys
 
 BLOCK = 4 * 2**20  # overwrite chunk
 SAMPLE = 4096  # one verification read
@@ -208,6 +209,8 @@ class Certificate:
     ended_at: str
     node: str
     lease: str | None
+    # the tenant's LUKS2 key slots destroyed before the erase (None: not encrypted)
+    key_slots_destroyed: int | None = None
     standard: str = "NIST SP 800-88 Rev. 1"
     digest: str = ""  # SHA-256 of the certificate body, for tamper evidence
 
@@ -230,6 +233,12 @@ def erase_device(path: str, *, node: str | None = None, lease: str | None = None
     method = method or choose_method(dev, runner)
     offsets = sample_offsets(dev.size_bytes, samples, seed=int(started.timestamp()))
     before = _read_samples(dev.path, offsets)
+    slots = None
+    if disk_keys.is_luks(dev.path):  # the tenant's own key: its slots go first
+        try:
+            slots = disk_keys.destroy_key_slots(dev.path)
+        except disk_keys.DiskKeyError as exc:
+            raise EraseError(str(exc)) from exc
     if method.name == "nvme-crypto-erase":
         runner(["nvme", "format", dev.path, "--ses=2", "--force"])
     elif method.name == "nvme-user-data-erase":
@@ -239,13 +248,17 @@ def erase_device(path: str, *, node: str | None = None, lease: str | None = None
             runner(["blkdiscard", "--force", dev.path])
         _overwrite(dev.path, dev.size_bytes)
     check = verify(dev, method, before, offsets)
+    crypto = slots is not None
     return Certificate(
         id=uuid.uuid4().hex, device=dev.path, make=dev.vendor, model=dev.model,
-        serial=dev.serial, size_bytes=dev.size_bytes, method=method.name,
-        nist_level=method.nist_level, tool=method.tool, verification=asdict(check),
-        passed=check.passed, started_at=started.isoformat(),
+        serial=dev.serial, size_bytes=dev.size_bytes,
+        method=f"luks2-keyslots+{method.name}" if crypto else method.name,
+        # without a key slot nobody can decrypt it: a cryptographic erase (Purge)
+        nist_level="Purge" if crypto else method.nist_level,
+        tool=f"cryptsetup luksErase; {method.tool}" if crypto else method.tool,
+        verification=asdict(check), passed=check.passed, started_at=started.isoformat(),
         ended_at=datetime.now(UTC).isoformat(), node=node or socket.gethostname(),
-        lease=lease).seal()
+        lease=lease, key_slots_destroyed=slots).seal()
 
 
 def tenant_disks(runner: Runner = run_tool) -> list[str]:

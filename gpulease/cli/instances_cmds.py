@@ -117,6 +117,9 @@ AddOpt = Annotated[list[str] | None, typer.Option(
     "public-bandwidth=100 (Mbps), extra-storage=2000 (GB), support-standard=1")]
 WaitOpt = Annotated[bool, typer.Option("--wait", help="with --json: wait until ready")]
 TimeoutOpt = Annotated[float, typer.Option(help="seconds to wait for delivery")]
+EncryptOpt = Annotated[bool, typer.Option(
+    "--encrypted-data", help="leave the data disk for LUKS2 under a key only you hold "
+    "(`gpulease agent encrypt-data` on the server)")]
 
 
 @order_app.command("bare-metal")
@@ -131,13 +134,15 @@ def order_bare_metal(
     restore: Annotated[str | None, typer.Option(
         help="a snapshot of yours (`gpulease backups`) put on the data disk at delivery")
     ] = None,
+    encrypted_data: EncryptOpt = False,
     wait: WaitOpt = False, as_json: JsonOpt = False, timeout: TimeoutOpt = 1800.0,
     url: UrlOpt = "", token: TokenOpt = "",
 ) -> None:
     """Order one whole 8-GPU server and follow its delivery."""
     req = OrderRequest.model_validate(dict(
         kind="bare_metal", sku=sku, region=region, term=term, image=image,
-        ssh_keys=_read_keys(ssh_key), name=name, add=parse_addons(add), restore=restore))
+        ssh_keys=_read_keys(ssh_key), name=name, add=parse_addons(add), restore=restore,
+        encrypted_data=encrypted_data))
     _place_and_follow(url, token, req, wait or not as_json, as_json, timeout)
 
 
@@ -151,13 +156,15 @@ def order_cluster(
     image: Annotated[str | None, typer.Option()] = None,
     name: Annotated[str | None, typer.Option()] = None,
     add: AddOpt = None,
+    encrypted_data: EncryptOpt = False,
     wait: WaitOpt = False, as_json: JsonOpt = False, timeout: TimeoutOpt = 1800.0,
     url: UrlOpt = "", token: TokenOpt = "",
 ) -> None:
     """Order N servers placed on one InfiniBand fabric (or be told what is free where)."""
     req = OrderRequest.model_validate(dict(
         kind="cluster", nodes=nodes, sku=sku, region=region, term=term, image=image,
-        ssh_keys=_read_keys(ssh_key), name=name, add=parse_addons(add)))
+        ssh_keys=_read_keys(ssh_key), name=name, add=parse_addons(add),
+        encrypted_data=encrypted_data))
     _place_and_follow(url, token, req, wait or not as_json, as_json, timeout)
 
 

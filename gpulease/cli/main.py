@@ -9,6 +9,7 @@ import typer
 from gpulease.cli import (
     accounts_cmds,
     agent_backup,
+    agent_disk,
     audit_cmds,
     backup_cmds,
     catalog_cmds,
@@ -27,8 +28,8 @@ app = typer.Typer(help="gpulease: rent out and rent GPU servers.", no_args_is_he
 for group in (platform_cmds, catalog_cmds, instances_cmds, fleet_cmds, fabric_cmds,
               accounts_cmds, money_cmds, audit_cmds, ticket_cmds, storage_cmds, backup_cmds):
     app.add_typer(group.app)
-app.add_typer(agent_app, name="agent")  # with agent_backup's commands
-assert agent_backup and saved_image_cmds  # their commands join `agent` and `image`
+app.add_typer(agent_app, name="agent")  # with agent_backup's and agent_disk's commands
+assert agent_backup and agent_disk and saved_image_cmds  # they join `agent` and `image`
 
 if __name__ == "__main__":
     app()

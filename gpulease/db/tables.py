@@ -209,6 +209,8 @@ class Instance(LockedRow, Base):
     restore_from: Mapped[str | None] = mapped_column(String(100))
     # a container started from its tenant's saved image (saved_images.id)
     saved_image_id: Mapped[str | None] = mapped_column(String(32))
+    # the data disk left unformatted for the tenant's own LUKS2 key
+    encrypted_data: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
 
 
 class Event(Base):

@@ -53,7 +53,7 @@ class NodeConfig:
     hostname: str
     ssh_keys: tuple[str, ...]
     root_password: str  # sent over the agent's authenticated channel; never logged
-    data_disk_mount: str = "/data"
+    data_disk_mount: str = "/data"  # "": left unformatted for the tenant's LUKS2 key
 
 
 # --- results -------------------------------------------------------------------------------

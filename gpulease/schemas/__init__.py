@@ -136,6 +136,9 @@ class OrderRequest(BaseModel):
         default=False,
         description="container: also let root log in over SSH with the password shown once "
                     "(off by default: SSH keys only); bare metal takes keys only")
+    encrypted_data: bool = Field(default=False, description=(
+        "bare metal / cluster: leave the data disk unformatted, for LUKS2 under a key only "
+        "you hold (`gpulease agent encrypt-data` on the server); destroyed first at release"))
     restore: str | None = Field(default=None, max_length=100, description=(
         "bare metal: a snapshot of yours (`gpulease backups INSTANCE`; SNAPSHOT, or "
         "INSTANCE/SNAPSHOT) restored onto the server's data disk at delivery, verified"))

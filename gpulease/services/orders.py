@@ -66,6 +66,7 @@ class Plan:
     add: tuple[tuple[str, Decimal], ...] = ()  # add-ons and quantities
     restore: str | None = None  # a snapshot for the data disk at delivery
     saved_image: str | None = None  # a container from the tenant's saved image: my/NAME
+    encrypted_data: bool = False  # the data disk left for the tenant's own LUKS2 key
 
 
 def plan_order(p: Platform, req: OrderRequest) -> Plan:
@@ -77,6 +78,10 @@ def plan_order(p: Platform, req: OrderRequest) -> Plan:
         )
     keys = tuple(check_ssh_key(k) for k in req.ssh_keys)
     if req.kind == "container":
+        if req.encrypted_data:
+            raise InvalidInput("encrypted_data", "A container's /data is a volume on a "
+                               "shared host; order bare metal for a disk of your own to "
+                               "encrypt.")
         if req.restore is not None:
             raise InvalidInput("restore", "A container keeps no data disk to restore onto; "
                                "order bare metal, or copy from your bucket inside it.")
@@ -149,7 +154,8 @@ def plan_order(p: Platform, req: OrderRequest) -> Plan:
                            "delivery with `gpulease restore`.")
     return Plan(req.kind, req.sku, req.region, term, image, req.nodes,
                 req.nodes * sku.gpu_count, keys, None, req.name,
-                add=tuple(sorted(req.add.items())), restore=req.restore)
+                add=tuple(sorted(req.add.items())), restore=req.restore,
+                encrypted_data=req.encrypted_data)
 
 
 def _image(p: Platform, image_id: str, vendor: str) -> str:
@@ -223,6 +229,11 @@ def _place(s: Session, p: Platform, actor: Principal, tenant: str, plan: Plan) -
     if plan.saved_image is not None:
         image = for_order(s, tenant, plan.saved_image)
         values["image_id"], values["saved_image_id"] = image.base_image_id, image.id
+    values["encrypted_data"] = plan.encrypted_data
+    if plan.restore is not None and plan.encrypted_data:
+        raise InvalidInput("restore", "A snapshot cannot be restored onto a disk only you "
+                           "can unlock: restore it yourself after `gpulease agent "
+                           "encrypt-data` (`gpulease agent restore`).")
     if plan.restore is not None:
         if p.object_store() is None:
             raise Conflict("Object storage is not set up on this platform, so no snapshot "

@@ -45,6 +45,7 @@ def node_job(s: Session, p: Platform, node: Node, inst: Instance | None) -> Node
         ssh_keys=tuple(inst.ssh_keys.splitlines()) if inst else (),
         root_password=password,
         hostname=(inst.name or inst.id) if inst else node.name,
+        encrypted_data=bool(inst.encrypted_data) if inst else False,
         polls=node.stage_polls or 0, requests=node.stage_requests or 0,
         config_drive_url=_existing_drive_url(s, p, node, inst),
         acceptance=p.catalog.marks(node.sku, node.region)
@@ -89,7 +90,7 @@ def make_config_drive(p: Platform, job: NodeJob) -> NodeJob:
         # a cleaning ramdisk's drive gets a random, never shown password, not an empty one
         root_password=job.root_password or secrets.token_urlsafe(24),
         agent_url=p.settings.public_url,
-        agent_token=agent_token))
+        agent_token=agent_token, encrypted_data=job.encrypted_data))
     drive_id = secrets.token_urlsafe(32)
     with p.db.write() as s:
         s.add(ConfigDrive(id=drive_id, node_id=job.node_id, instance_id=job.instance_id,

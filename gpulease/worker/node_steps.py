@@ -54,6 +54,7 @@ class NodeJob:
     stage_started_at: datetime | None = None
     boot: str = "virtual_media"  # the offer's: virtual_media | uefi_http | pxe
     http_boot_uri: str | None = None  # UEFI HTTP boot: the loader's URL (None: from DHCP)
+    encrypted_data: bool = False  # the data disk left unformatted for the tenant's key
 
 
 @dataclass
@@ -153,7 +154,8 @@ def configure(p: Platform, job: NodeJob) -> StepResult:
     result = _agent(p, job).configure(
         _ref(job),
         NodeConfig(hostname=job.hostname, ssh_keys=job.ssh_keys,
-                   root_password=job.root_password),
+                   root_password=job.root_password,
+                   data_disk_mount="" if job.encrypted_data else "/data"),
     )
     if isinstance(result, Pending):
         return StepResult(Outcome.WAIT)

@@ -241,6 +241,13 @@ def test_an_order_restores_a_snapshot_onto_the_new_servers_data_disk(
         orders.place_order(fleet, me, OrderRequest(
             kind="container", offer="rtx4090-24g-container", gpus=1, ssh_keys=[key],
             restore=snapshot))
+    with pytest.raises(InvalidInput, match="only you"):
+        orders.place_order(fleet, me, OrderRequest(**order, restore=snapshot,
+                                                   encrypted_data=True))
+    with pytest.raises(InvalidInput, match="encrypt"):
+        orders.place_order(fleet, me, OrderRequest(
+            kind="container", offer="rtx4090-24g-container", gpus=1, ssh_keys=[key],
+            encrypted_data=True))
     new = orders.place_order(fleet, me, OrderRequest(**order, restore=snapshot))[0].id
     worker.run_until_idle()
     assert instances.show_instance(fleet, me, new).status == "ready"

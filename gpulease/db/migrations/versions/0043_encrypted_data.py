@@ -1,0 +1,27 @@
+"""A bare-metal data disk left unformatted for LUKS2 under the tenant's own key
+
+Revision ID: 0043
+Revises: 0042
+Create Date: 2026-12-02 00:25:00
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = '0043'
+down_revision = '0042'
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table('instances') as batch:
+        batch.add_column(sa.Column('encrypted_data', sa.Boolean(), nullable=False,
+                                   server_default=sa.false()))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table('instances') as batch:
+        batch.drop_column('encrypted_data')
