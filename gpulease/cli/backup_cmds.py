@@ -5,11 +5,13 @@ themselves)."""
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gpulease.cli.common import JsonOpt, TokenOpt, UrlOpt, api, connect, out, print_json
@@ -57,23 +59,45 @@ def _run(url: str, token: str, instance_id: str, route: str, body: dict[str, Any
         raise typer.Exit(1)
 
 
+ToOpt = Annotated[str | None, typer.Option(
+    "--to", help="your own S3 instead: ENDPOINT/BUCKET[/PREFIX] (keys from AWS_ACCESS_KEY_ID "
+    "and AWS_SECRET_ACCESS_KEY); a public address only")]
+
+
+def _target(to: str | None) -> dict[str, str] | None:
+    if to is None:
+        return None
+    scheme, _, rest = to.partition("://")
+    host, _, where = rest.partition("/")
+    bucket, _, prefix = where.partition("/")
+    key, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
+    if not (scheme and host and bucket and key and secret):
+        err.print("[red]error[/red]: " + escape(
+            "--to takes https://HOST/BUCKET[/PREFIX], with the keys in AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY"))
+        raise typer.Exit(2)
+    return {"endpoint": f"{scheme}://{host}", "bucket": bucket, "prefix": prefix,
+            "access_key_id": key, "secret_access_key": secret}
+
+
 @app.command("backup")
 def backup(instance_id: str, path: PathOpt = "/data/checkpoints", max_mbps: RateOpt = None,
-           wait: WaitOpt = False, url: UrlOpt = "", token: TokenOpt = "",
+           to: ToOpt = None, wait: WaitOpt = False, url: UrlOpt = "", token: TokenOpt = "",
            as_json: JsonOpt = False) -> None:
     """Back a directory of the server's data disk up to your bucket as a snapshot (only
     what the bucket lacks is sent)."""
-    _run(url, token, instance_id, "backups", {"path": path, "max_mbps": max_mbps}, wait,
-         as_json)
+    _run(url, token, instance_id, "backups",
+         {"path": path, "max_mbps": max_mbps, "target": _target(to)}, wait, as_json)
 
 
 @app.command("restore")
 def restore(instance_id: str, snapshot: str, path: PathOpt = "/data/checkpoints",
-            max_mbps: RateOpt = None, wait: WaitOpt = False, url: UrlOpt = "",
-            token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+            max_mbps: RateOpt = None, to: ToOpt = None, wait: WaitOpt = False,
+            url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
     """Restore a snapshot onto the server's data disk, every file verified by SHA-256."""
     _run(url, token, instance_id, "restores",
-         {"snapshot_id": snapshot, "path": path, "max_mbps": max_mbps}, wait, as_json)
+         {"snapshot_id": snapshot, "path": path, "max_mbps": max_mbps,
+          "target": _target(to)}, wait, as_json)
 
 
 @app.command("backup-policy")

@@ -136,6 +136,10 @@ class Backup(Base):
     snapshot_id: Mapped[str | None] = mapped_column(String(64))  # made, or restored
     # a restore's snapshot was taken of this instance (None: the run's own)
     source_instance_id: Mapped[str | None] = mapped_column(String(32))
+    # the tenant's own S3 instead of the platform's: "endpoint/bucket" shown, the rest
+    # (its key included) sealed
+    target: Mapped[str | None] = mapped_column(String(600))
+    target_enc: Mapped[str | None] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(16), index=True)
     status_reason: Mapped[str | None] = mapped_column(Text)
     files: Mapped[int | None] = mapped_column(Integer)

@@ -162,12 +162,26 @@ class StorageKeyCreated(BaseModel):
     secret_access_key: str  # shown once: the platform does not keep it
 
 
+class BackupTarget(BaseModel):
+    """An S3 bucket of the tenant's own, elsewhere (instead of the platform's)."""
+
+    model_config = ConfigDict(extra="forbid")
+    endpoint: str = Field(max_length=500, description="https://… of a public S3 service")
+    bucket: str = Field(min_length=3, max_length=63)
+    access_key_id: str = Field(min_length=1, max_length=128)
+    secret_access_key: str = Field(min_length=1, max_length=256)
+    prefix: str = Field(default="", max_length=200, description="where in the bucket")
+
+
 class BackupRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     path: str = Field(default="/data/checkpoints", max_length=1024,
                       description="a directory on the server's data disk (/data/…)")
     max_mbps: float | None = Field(default=None, gt=0, le=100_000,
                                    description="bandwidth cap in MB/s")
+    target: BackupTarget | None = Field(default=None, description=(
+        "your own S3 (its endpoint must pass the platform's egress guard: a public "
+        "address); default: your bucket on the platform"))
 
 
 class RestoreRequest(BackupRequest):
@@ -193,6 +207,7 @@ class BackupView(BaseModel):
     attempts: int
     requested_at: datetime
     finished_at: datetime | None
+    target: str | None = None  # your own S3's endpoint/bucket (None: the platform's)
 
 
 class BackupPolicyUpdate(BaseModel):

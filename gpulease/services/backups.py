@@ -38,9 +38,9 @@ from gpulease.ports.agent import (
     RestorePayload,
 )
 from gpulease.ports.object_store import AccessKey
-from gpulease.schemas.fleet import BackupRequest, BackupView, RestoreRequest
+from gpulease.schemas.fleet import BackupRequest, BackupTarget, BackupView, RestoreRequest
 from gpulease.security import new_id
-from gpulease.services import storage
+from gpulease.services import egress, storage
 from gpulease.services.agent_commands import progress_of
 from gpulease.services.history import WORKER, by, note
 from gpulease.services.lifecycle import initial, transition
@@ -72,7 +72,7 @@ def _view(b: Backup, node_name: str) -> BackupView:
                       status_reason=b.status_reason, snapshot_id=b.snapshot_id,
                       files=b.files, bytes_total=b.bytes_total, bytes_moved=b.bytes_moved,
                       seconds=b.seconds, attempts=b.attempts, requested_at=b.requested_at,
-                      finished_at=b.finished_at)
+                      finished_at=b.finished_at, target=b.target)
 
 
 def request(p: Platform, actor: Principal, instance_id: str,
@@ -88,14 +88,21 @@ def request(p: Platform, actor: Principal, instance_id: str,
                            ) from None
     with p.db.write() as s:
         inst = get_instance(s, actor, instance_id, lock=True)
-        storage.configured(p)
+        own = body.target
+        if own is not None:  # the tenant's own S3: a public address only
+            egress.check(p.settings, own.endpoint, "target.endpoint")
+        else:
+            storage.configured(p)
         node = server_for_run(s, inst)
         if isinstance(node, str):
             raise Conflict(node)
-        full = None if isinstance(body, RestoreRequest) else over_quota(s, p, tenant)
+        full = None if isinstance(body, RestoreRequest) or own else over_quota(s, p, tenant)
         if full:
             raise Conflict(full)
-        if isinstance(body, RestoreRequest):
+        if isinstance(body, RestoreRequest) and own is not None:  # theirs: the agent checks
+            row = queue_run(s, p, inst.id, tenant, node, "restore", body.path, trigger,
+                            by(actor), snapshot_id=body.snapshot_id, max_mbps=body.max_mbps)
+        elif isinstance(body, RestoreRequest):
             source = find_snapshot(s, tenant, body.snapshot_id, "snapshot_id")
             row = queue_run(s, p, inst.id, tenant, node, "restore", body.path, trigger,
                             by(actor), snapshot_id=source.snapshot_id,
@@ -103,6 +110,9 @@ def request(p: Platform, actor: Principal, instance_id: str,
         else:
             row = queue_run(s, p, inst.id, tenant, node, "backup", body.path, trigger,
                             by(actor), max_mbps=body.max_mbps)
+        if own is not None:
+            row.target = f"{own.endpoint.rstrip('/')}/{own.bucket}"[:600]
+            row.target_enc = p.box.seal(own.model_dump_json())
         view = _view(row, node.name)
     p.wake()
     return view
@@ -279,10 +289,21 @@ def _drive_one(p: Platform, run_id: str) -> None:
                                                 BackupStatus.RUNNING.value):
             return
         queued, tenant = seen.status == BackupStatus.QUEUED.value, seen.tenant_id
-    # a queued run's key is minted before its transaction (the store is slow I/O)
-    minted = storage.run_key(p, tenant) if queued else None
+        own = (BackupTarget.model_validate_json(p.box.open(seen.target_enc))
+               if seen.target_enc else None)
+    minted: tuple[str, str, AccessKey] | None = None
+    if queued and own is not None:
+        try:  # checked again at every start: a name may have changed its answer
+            egress.check(p.settings, own.endpoint, "target.endpoint")
+        except InvalidInput as exc:
+            _refuse_target(p, run_id, str(exc))
+            return
+        minted = (own.endpoint, own.bucket, AccessKey(own.access_key_id,
+                                                      own.secret_access_key))
+    elif queued:  # a run's key is minted before its transaction (the store is slow I/O)
+        minted = storage.run_key(p, tenant)
     started = _start_or_check(p, run_id, minted)
-    if minted is not None and not started:
+    if minted is not None and not started and own is None:
         storage.end_run_key(p, tenant, minted[2].access_key_id)  # not used after all
     if started is None:
         return
@@ -314,7 +335,7 @@ def _drive_one(p: Platform, run_id: str) -> None:
                 f"snapshot {answer.snapshot_id} restored into {run.path}: {answer.files} "
                 f"files, {answer.bytes_total / 1e6:,.1f} MB, verified")
         note(s, now, run.instance_id, f"{run.kind}_done", what, actor=WORKER)
-        if run.kind == "backup":
+        if run.kind == "backup" and run.target is None:
             counted(s, run.tenant_id, answer.bytes_moved)
         if run.trigger in LEASE_END:
             s.add(LeaseNotice(
@@ -355,14 +376,17 @@ def _start_or_check(p: Platform, run_id: str, minted: tuple[str, str, AccessKey]
                 if minted is None:
                     return None  # queued again after this worker read it: next time
                 endpoint, bucket, key = minted
+                own_prefix = (BackupTarget.model_validate_json(p.box.open(run.target_enc))
+                              .prefix if run.target_enc else None)
                 fields = dict(endpoint=endpoint, bucket=bucket,
-                              prefix=prefix_of(run.source_instance_id or run.instance_id),
+                              prefix=own_prefix if own_prefix is not None
+                              else prefix_of(run.source_instance_id or run.instance_id),
                               access_key_id=key.access_key_id,
                               secret_access_key=key.secret_access_key, path=run.path,
                               max_mbps=run.max_mbps)
                 sent = (RestorePayload(snapshot_id=run.snapshot_id or "", **fields)
                         if run.kind == "restore" else BackupPayload(**fields))
-                run.key_id = key.access_key_id
+                run.key_id = None if run.target_enc else key.access_key_id  # theirs: kept
                 run.payload_enc = p.box.seal(sent.model_dump_json())  # the secret, sealed
                 run.attempts += 1
                 run.started_at = run.started_at or now
@@ -382,6 +406,14 @@ def _start_or_check(p: Platform, run_id: str, minted: tuple[str, str, AccessKey]
             return (node_ref(p, node, stage=f"{run.id[-12:]}:{run.attempts}"), payload, agent)
     _end_key(p, run_id, tenant, stale)
     return None
+
+
+def _refuse_target(p: Platform, run_id: str, reason: str) -> None:
+    """A tenant's own S3 that no longer passes the egress guard: the run fails."""
+    with p.db.write() as s:
+        run = s.get(Backup, run_id, with_for_update=True)
+        if run is not None and run.status == BackupStatus.QUEUED.value:
+            _finish_failed(s, p, run, reason, p.clock.now())
 
 
 def _progress(p: Platform, run_id: str, moved: int, total: int) -> None:

@@ -256,3 +256,64 @@ def test_an_order_restores_a_snapshot_onto_the_new_servers_data_disk(
         "restore", "order", "succeeded", snapshot, "/data/ckpt"), run.status_reason
     node = instances.show_instance(fleet, me, new).nodes[0].name
     assert (disk(fleet, node) / "ckpt" / "step-9" / "model.pt").read_bytes() == weights
+
+
+def test_a_backup_to_the_tenants_own_s3_passes_the_egress_guard(
+    fleet: Platform, tenant: TenantCtx, key: str, s3: EmbeddedS3
+) -> None:
+    from gpulease.schemas.fleet import BackupTarget
+
+    worker = Worker(fleet)
+    iid = deliver(fleet, tenant, worker, key)  # the platform has no object storage here
+    me = tenant.principal
+    node = instances.show_instance(fleet, me, iid).nodes[0].name
+    (disk(fleet, node) / "checkpoints").mkdir(parents=True)
+    (disk(fleet, node) / "checkpoints" / "w.pt").write_bytes(b"w" * 5000)
+    own_bucket = f"own-{tenant.tenant_id.lower()}"
+    admin_s3(s3).create_bucket(Bucket=own_bucket)
+    own = BackupTarget(endpoint=s3.url, bucket=own_bucket, access_key_id=s3.access_key,
+                       secret_access_key=s3.secret_key, prefix="from-gpulease")
+    for refused in (s3.url, "http://10.1.2.3:8333", "http://169.254.169.254"):  # none sent
+        with pytest.raises(InvalidInput, match="public addresses"):
+            backups.request(fleet, me, iid, BackupRequest(
+                target=own.model_copy(update={"endpoint": refused})))
+    fleet.settings.egress_allow = ["127.0.0.1/32"]  # this test's "public" S3 is loopback
+    run = backups.request(fleet, me, iid, BackupRequest(target=own))
+    assert run.target == f"{s3.url}/{own_bucket}" and s3.secret_key not in run.model_dump_json()
+    backups.drive(fleet)
+    done = backups.show_run(fleet, me, iid, run.id)
+    assert done.status == "succeeded", done.status_reason
+    listed = admin_s3(s3).list_objects_v2(Bucket=own_bucket, Prefix="from-gpulease/")
+    assert any(o["Key"].endswith(f"{done.snapshot_id}.json") for o in listed["Contents"])
+    assert admin_s3(s3).head_bucket(Bucket=own_bucket)  # their key is theirs: kept
+    with fleet.db.read() as s:
+        row = s.get(Backup, run.id)
+        assert row is not None and row.key_id is None and row.payload_enc is None
+        assert row.target_enc and s3.secret_key not in row.target_enc  # sealed
+
+    # the guard is asked again when a run starts: an address no longer allowed fails it
+    queued = backups.request(fleet, me, iid, BackupRequest(target=own))
+    fleet.settings.egress_allow = []
+    backups.drive(fleet)
+    failed = backups.show_run(fleet, me, iid, queued.id)
+    assert failed.status == "failed" and "public addresses" in (failed.status_reason or "")
+
+
+def test_the_cli_names_your_own_s3_as_endpoint_bucket_and_prefix(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import typer
+
+    from gpulease.cli.backup_cmds import _target
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AK")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "SK")
+    assert _target("https://s3.example.com/ckpt/run-7/a") == {
+        "endpoint": "https://s3.example.com", "bucket": "ckpt", "prefix": "run-7/a",
+        "access_key_id": "AK", "secret_access_key": "SK"}
+    assert _target(None) is None
+    with pytest.raises(typer.Exit):
+        _target("s3.example.com")  # no scheme, no bucket
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    with pytest.raises(typer.Exit):
+        _target("https://s3.example.com/ckpt")

@@ -1,4 +1,5 @@
-"""A bare-metal data disk left unformatted for LUKS2 under the tenant's own key
+"""A bare-metal data disk left unformatted for LUKS2 under the tenant's own key; backups
+to a tenant's own S3
 
 Revision ID: 0043
 Revises: 0042
@@ -20,8 +21,14 @@ def upgrade() -> None:
     with op.batch_alter_table('instances') as batch:
         batch.add_column(sa.Column('encrypted_data', sa.Boolean(), nullable=False,
                                    server_default=sa.false()))
+    with op.batch_alter_table('backups') as batch:
+        batch.add_column(sa.Column('target', sa.String(length=600), nullable=True))
+        batch.add_column(sa.Column('target_enc', sa.Text(), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table('backups') as batch:
+        batch.drop_column('target_enc')
+        batch.drop_column('target')
     with op.batch_alter_table('instances') as batch:
         batch.drop_column('encrypted_data')
