@@ -245,7 +245,8 @@ def advise(
         mem.add_row(m["name"], f"{m['gb']:,.2f}", m["why"])
     out.print(mem)
     opts = Table("#", "kind", "offer", "GPUs", "layout", "GB/GPU", "hours", "cost ¥", "term",
-                 "stock", title=f"Options by total cost ({a['work']})")
+                 "stock", title=f"Options in stock and within budget first, then by total "
+                                f"cost ({a['work']})")
     for n, o in enumerate(a["options"], 1):
         opts.add_row(str(n), o["kind"].replace("_", " "), o["offer"], str(o["gpus"]),
                      o["layout"], f"{o['memory_per_gpu_gb']:.1f}/{o['memory_usable_gb']:.0f}",

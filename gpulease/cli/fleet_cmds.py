@@ -19,6 +19,8 @@ from gpulease.cli.common import (
     out,
     print_json,
 )
+from gpulease.cli.tables import Column, WideOpt, fitted
+from gpulease.cli.tables import show as show_table
 
 app = typer.Typer()
 node_app = typer.Typer(help="Operator actions on one node.", no_args_is_help=True)
@@ -67,9 +69,10 @@ def nodes(
     rack: Annotated[str | None, typer.Option()] = None,
     counts: Annotated[bool, typer.Option(
         "--counts", help="nodes per region, rack, fabric and status instead")] = False,
+    wide: WideOpt = False,
     url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
 ) -> None:
-    """Operator: the fleet, with status, stage and reason."""
+    """Operator: the fleet, one line per node, with status, stage and reason."""
     if counts:
         found = api(lambda: connect(url, token).get_json("/nodes/counts"))
         if as_json:
@@ -84,16 +87,17 @@ def nodes(
                                                  fabric=fabric, rack=rack))
     if as_json:
         return print_json(page.items)
-    t = Table(title=f"{page.total} nodes")
-    for col in ("id", "name", "SKU", "region", "pool", "fabric", "status", "stage", "GPUs free",
-                "instance", "reason"):
-        t.add_column(col, overflow="fold")
-    for n in page.items:
-        t.add_row(n.id, n.name + (" (sim)" if n.simulated else ""), n.sku, n.region, n.pool,
-                  n.fabric or "", n.status + (" draining" if n.drain_requested else ""),
-                  n.stage or "", f"{n.free_gpus}/{n.gpu_count}", n.instance_id or "",
-                  n.status_reason or n.last_error or "")
-    out.print(t)
+    columns = (Column("name", keep=True), Column("status", keep=True), Column("instance"),
+               Column("stage"), Column("GPUs free", justify="right"), Column("SKU"),
+               Column("region"), Column("pool"), Column("fabric"), Column("id"),
+               Column("reason"))
+    rows = [(n.name + (" (sim)" if n.simulated and not n.name.startswith("sim-") else ""),
+             # a drained node still busy is not simply "active"
+             n.status + (" draining" if n.drain_requested else ""), n.instance_id or "",
+             n.stage or "", f"{n.free_gpus}/{n.gpu_count}", n.sku, n.region, n.pool,
+             n.fabric or "", n.id, (n.status_reason or n.last_error or "")[:200])
+            for n in page.items]
+    show_table(fitted(columns, rows, wide=wide, title=f"{page.total} nodes"), wide)
 
 
 @app.command()

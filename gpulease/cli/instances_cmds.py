@@ -24,6 +24,8 @@ from gpulease.cli.common import (
     parse_addons,
     print_json,
 )
+from gpulease.cli.tables import Column, WideOpt, fitted
+from gpulease.cli.tables import show as show_table
 from gpulease.schemas import InstanceView, OrderRequest
 
 app = typer.Typer()
@@ -192,21 +194,22 @@ def order_container(
 @app.command()
 def instances(
     status: Annotated[str | None, typer.Option()] = None,
+    wide: WideOpt = False,
     url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
 ) -> None:
-    """Your instances."""
+    """Your instances (one line each; at 80 columns the secondary columns step aside)."""
     page = api(lambda: connect(url, token).instances(status=status, limit=500))
     if as_json:
         return print_json(page.items)
-    t = Table()
-    for col in ("id", "kind", "SKU", "region", "nodes", "GPUs", "status", "stage", "IP",
-                "delivery"):
-        t.add_column(col)
-    for i in page.items:
-        t.add_row(i.id, i.kind, i.sku, i.region, str(i.node_count), str(i.gpu_count), i.status,
-                  i.stage or "", i.ip_address or "",
-                  f"{i.delivery_seconds:.1f} s" if i.delivery_seconds is not None else "")
-    out.print(t)
+    columns = (Column("id", keep=True), Column("status", keep=True), Column("SKU"),
+               Column("stage"), Column("IP"), Column("GPUs", justify="right"),
+               Column("region"), Column("kind"), Column("nodes", justify="right"),
+               Column("delivery", justify="right"))
+    rows = [(i.id, i.status, i.sku or i.kind, i.stage or "", i.ip_address or "",
+             str(i.gpu_count), i.region, i.kind.replace("_", " "), str(i.node_count),
+             f"{i.delivery_seconds:.1f} s" if i.delivery_seconds is not None else "")
+            for i in page.items]
+    show_table(fitted(columns, rows, wide=wide, title=f"{len(rows)} instances"), wide)
 
 
 @app.command()
