@@ -18,6 +18,8 @@ from gpulease.cli.common import (
     out,
     print_json,
 )
+from gpulease.cli.tables import Column, WideOpt, fitted
+from gpulease.cli.tables import show as show_table
 from gpulease.schemas import MeterCreated, UserView
 
 app = typer.Typer()
@@ -67,19 +69,18 @@ def token_create(
 
 
 @app.command("tokens")
-def tokens(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+def tokens(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+           wide: WideOpt = False) -> None:
     """API tokens you may see (prefixes only)."""
     items = api(lambda: connect(url, token).tokens())
     if as_json:
         return print_json(items)
-    t = Table()
-    for col in ("id", "name", "prefix", "user", "expires", "revoked"):
-        t.add_column(col)
-    for tk in items:
-        t.add_row(tk.id, tk.name, tk.prefix + "…", tk.user_id,
-                  f"{tk.expires_at:%Y-%m-%d}" if tk.expires_at else "never",
-                  f"{tk.revoked_at:%Y-%m-%d}" if tk.revoked_at else "")
-    out.print(t)
+    show_table(fitted(
+        (Column("id", keep=True), Column("name", keep=True), Column("expires"),
+         Column("revoked"), Column("prefix"), Column("user")),
+        [(tk.id, tk.name, f"{tk.expires_at:%Y-%m-%d}" if tk.expires_at else "never",
+          f"{tk.revoked_at:%Y-%m-%d}" if tk.revoked_at else "", tk.prefix + "...",
+          tk.user_id or "") for tk in items], wide=wide), wide)
 
 
 @app.command("token-revoke")

@@ -21,6 +21,8 @@ from gpulease.cli.common import (
     print_json,
 )
 from gpulease.cli.platform_cmds import check_catalog_file
+from gpulease.cli.tables import Column, WideOpt, fitted
+from gpulease.cli.tables import show as show_table
 
 app = typer.Typer()
 image_app = typer.Typer(help="Custom OS images (operators); saved environments (tenants).",
@@ -64,7 +66,7 @@ def catalog_reload(
 
 @catalog_app.callback()
 def catalog(ctx: typer.Context, url: UrlOpt = "", token: TokenOpt = "",
-            as_json: JsonOpt = False) -> None:
+            as_json: JsonOpt = False, wide: WideOpt = False) -> None:
     """Every offer: GPUs, host, interconnect, prices and stock; and container prices.
     `catalog check FILE` and `catalog reload` for operators."""
     if ctx.invoked_subcommand is not None:
@@ -89,28 +91,27 @@ def catalog(ctx: typer.Context, url: UrlOpt = "", token: TokenOpt = "",
                       f"\n[yellow]from {ch.effective_from}: {ch.monthly_price:,.2f}[/yellow]"
                       for ch in o.price_changes), f"{o.day_price:,.2f}", str(o.stock))
     out.print(t)
-    ct = Table(title="Container instances (per GPU-hour)")
-    for col in ("offer", "GPU", "region", "¥/GPU-hour", "max GPUs", "free GPUs"):
-        ct.add_column(col)
-    for co in c.container_offers:
-        ct.add_row(co.id, co.gpu, co.region, f"{co.price_per_gpu_hour:.2f}", str(co.max_gpus),
-                   str(co.free_gpus))
-    out.print(ct)
+    show_table(fitted(
+        (Column("offer", keep=True), Column("¥/GPU-hour", keep=True, justify="right"),
+         Column("free GPUs", keep=True, justify="right"), Column("max GPUs", justify="right"),
+         Column("region"), Column("GPU")),
+        [(co.id, f"{co.price_per_gpu_hour:.2f}", str(co.free_gpus), str(co.max_gpus),
+          co.region, co.gpu) for co in c.container_offers],
+        wide=wide, title="Container instances (per GPU-hour)"), wide)
     out.print(f"Derived prices: {c.pricing_rule}")
 
 
 @app.command()
-def images(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+def images(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+           wide: WideOpt = False) -> None:
     """OS images; each offer has a default, so --image may be left out."""
     items = api(lambda: connect(url, token).images())
     if as_json:
         return print_json(items)
-    t = Table()
-    for col in ("id", "name", "GPUs", "software"):
-        t.add_column(col)
-    for i in items:
-        t.add_row(i.id, i.name, i.gpu_vendor, ", ".join(i.software))
-    out.print(t)
+    show_table(fitted(
+        (Column("id", keep=True), Column("GPUs", keep=True), Column("name"),
+         Column("software")),
+        [(i.id, i.gpu_vendor, i.name, ", ".join(i.software)) for i in items], wide=wide), wide)
 
 
 @image_app.command("add")
@@ -223,7 +224,7 @@ def advise(
         "--learned-positions", help="rows of a learned position table; 0: rotary")] = 0,
     post_norm: Annotated[bool, typer.Option(
         "--post-norm", help="post-LN blocks (BERT), no final norm")] = False,
-    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False, wide: WideOpt = False,
 ) -> None:
     """Size a job: memory term by term, the machines that fit ranked by total cost, time,
     bare metal or container and why."""
@@ -244,16 +245,18 @@ def advise(
     for m in a["memory"]:
         mem.add_row(m["name"], f"{m['gb']:,.2f}", m["why"])
     out.print(mem)
-    opts = Table("#", "kind", "offer", "GPUs", "layout", "GB/GPU", "hours", "cost ¥", "term",
-                 "stock", title=f"Options in stock and within budget first, then by total "
-                                f"cost ({a['work']})")
-    for n, o in enumerate(a["options"], 1):
-        opts.add_row(str(n), o["kind"].replace("_", " "), o["offer"], str(o["gpus"]),
-                     o["layout"], f"{o['memory_per_gpu_gb']:.1f}/{o['memory_usable_gb']:.0f}",
-                     f"{o['hours']:,.1f}", f"{Decimal(o['cost']):,.2f}",
-                     f"{o['periods']} {o['term']}", str(o["stock"])
-                     + ("" if o["in_stock"] else " (short)"))
-    out.print(opts)
+    show_table(fitted(
+        (Column("#", keep=True, justify="right"), Column("offer", keep=True),
+         Column("cost ¥", keep=True, justify="right"), Column("GPUs", justify="right"),
+         Column("hours", justify="right"), Column("stock"), Column("term"),
+         Column("GB/GPU", justify="right"), Column("kind"), Column("layout")),
+        [(str(n), o["offer"], f"{Decimal(o['cost']):,.2f}", str(o["gpus"]),
+          f"{o['hours']:,.1f}", str(o["stock"]) + ("" if o["in_stock"] else " (short)"),
+          f"{o['periods']} {o['term']}",
+          f"{o['memory_per_gpu_gb']:.1f}/{o['memory_usable_gb']:.0f}",
+          o["kind"].replace("_", " "), o["layout"]) for n, o in enumerate(a["options"], 1)],
+        wide=wide, title=f"Options in stock and within budget first, then by total cost "
+                         f"({a['work']})"), wide)
     if a["options"]:
         best = a["options"][0]
         out.print(f"Per GPU in option 1 ({best['layout']}): " + ", ".join(

@@ -8,6 +8,8 @@ import typer
 from rich.table import Table
 
 from gpulease.cli.common import JsonOpt, TokenOpt, UrlOpt, api, connect, out, print_json
+from gpulease.cli.tables import Column, WideOpt, fitted
+from gpulease.cli.tables import show as show_table
 
 app = typer.Typer()
 fabric_app = typer.Typer(help="Operator: one fabric (InfiniBand or RoCE).", no_args_is_help=True)
@@ -64,18 +66,18 @@ def fabric_delete(fabric_id: str, url: UrlOpt = "", token: TokenOpt = "") -> Non
 
 @app.command()
 def racks(region: Annotated[str | None, typer.Option()] = None, url: UrlOpt = "",
-          token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+          token: TokenOpt = "", as_json: JsonOpt = False, wide: WideOpt = False) -> None:
     """Operator: the racks, where they stand and how many nodes each holds."""
     found = api(lambda: connect(url, token).get_json(
         "/racks" + (f"?region={region}" if region else "")))
     if as_json:
         return print_json(found)
-    t = Table("rack", "region", "zone", "fabric", "leaf switch", "nodes",
-              title=f"{len(found)} racks")
-    for r in found:
-        t.add_row(r["id"], r["region"], r["zone"], r["fabric"] or "", r["leaf_switch"] or "",
-                  str(r["nodes"]))
-    out.print(t)
+    show_table(fitted(
+        (Column("rack", keep=True), Column("nodes", keep=True, justify="right"),
+         Column("fabric"), Column("region"), Column("zone"), Column("leaf switch")),
+        [(r["id"], str(r["nodes"]), r["fabric"] or "", r["region"], r["zone"],
+          r["leaf_switch"] or "") for r in found], wide=wide, title=f"{len(found)} racks"),
+        wide)
 
 
 @rack_app.command("create")

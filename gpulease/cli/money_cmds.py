@@ -22,6 +22,8 @@ from gpulease.cli.common import (
     out,
     print_json,
 )
+from gpulease.cli.tables import Column, WideOpt, fitted
+from gpulease.cli.tables import show as show_table
 from gpulease.domain.leases import local_text
 
 app = typer.Typer()
@@ -50,18 +52,21 @@ def wallet(tenant: Annotated[str | None, typer.Option(help="operator: which tena
 @app.command()
 def ledger(tenant: Annotated[str | None, typer.Option(help="operator: which tenant")] = None,
            limit: Annotated[int, typer.Option()] = 50,
-           url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+           url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+           wide: WideOpt = False) -> None:
     """Every movement of the wallet, newest first."""
     query = f"?limit={limit}" + (f"&tenant={tenant}" if tenant else "")
     page = api(lambda: connect(url, token).get_json(f"/wallet/ledger{query}"))
     if as_json:
         return print_json(page["items"])
-    table = Table("at", "kind", "amount ¥", "balance ¥", "reference", "instance")
-    for e in page["items"]:
-        table.add_row(e["at"][:19], e["kind"], f"{Decimal(e['amount']):,.2f}",
-                      f"{Decimal(e['balance_after']):,.2f}", e["reference"] or "",
-                      e["instance_id"] or "")
-    out.print(table)
+    show_table(fitted(
+        (Column("at", keep=True), Column("kind", keep=True),
+         Column("amount ¥", keep=True, justify="right"),
+         Column("balance ¥", keep=True, justify="right"), Column("instance"),
+         Column("reference")),
+        [(e["at"][:16].replace("T", " "), e["kind"], f"{Decimal(e['amount']):,.2f}",
+          f"{Decimal(e['balance_after']):,.2f}", e["instance_id"] or "",
+          e["reference"] or "") for e in page["items"]], wide=wide), wide)
 
 
 def _show_lease(data: dict[str, Any]) -> None:
@@ -270,20 +275,24 @@ def credit_limit(tenant_id: str, amount: str, url: UrlOpt = "", token: TokenOpt 
 def invoices(tenant: Annotated[str | None, typer.Option(help="operator: which tenant")] = None,
              period: Annotated[str | None, typer.Option(help="YYYY-MM")] = None,
              status: Annotated[str | None, typer.Option(help="draft or final")] = None,
-             url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+             url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+             wide: WideOpt = False) -> None:
     """Monthly invoices and credit notes, newest first."""
     query = "&".join(f"{k}={v}" for k, v in (("tenant", tenant), ("period", period),
                                                ("status", status)) if v)
     page = api(lambda: connect(url, token).get_json(f"/invoices?{query}"))
     if as_json:
         return print_json(page["items"])
-    table = Table("number", "id", "kind", "period", "status", "tenant", "net ¥", "VAT ¥",
-                  "total ¥", "credited ¥")
-    for i in page["items"]:
-        table.add_row(i["number"] or "(draft)", i["id"], i["kind"], i["period"], i["status"],
-                      i["tenant_name"], f"{Decimal(i['net']):,.2f}", f"{Decimal(i['vat']):,.2f}",
-                      f"{Decimal(i['total']):,.2f}", f"{Decimal(i['credited']):,.2f}")
-    out.print(table)
+    show_table(fitted(
+        (Column("number", keep=True), Column("period", keep=True),
+         Column("total ¥", keep=True, justify="right"), Column("status", keep=True),
+         Column("id"), Column("kind"), Column("credited ¥", justify="right"),
+         Column("net ¥", justify="right"), Column("VAT ¥", justify="right"),
+         Column("tenant")),
+        [(i["number"] or "(draft)", i["period"], f"{Decimal(i['total']):,.2f}", i["status"],
+          i["id"], i["kind"], f"{Decimal(i['credited']):,.2f}", f"{Decimal(i['net']):,.2f}",
+          f"{Decimal(i['vat']):,.2f}", i["tenant_name"]) for i in page["items"]],
+        wide=wide), wide)
 
 
 @app.command()
@@ -357,23 +366,28 @@ def usage(instance: Annotated[str | None, typer.Option(help="one instance")] = N
           tenant: Annotated[str | None, typer.Option(help="operator: which tenant")] = None,
           held: Annotated[bool, typer.Option(help="operator: every tenant's records held "
                                                   "for review")] = False,
-          url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
-    """Metered usage (container GPU-hours, egress, extra storage), newest first; `--held`:
+          url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+          wide: WideOpt = False) -> None:
+    """Metered usage (container GPU-hours, egress, storage), newest first; `--held`:
     records beyond what their instance could use, waiting for review, oldest first."""
     query = "&".join(f"{k}={v}" for k, v in (("instance", instance), ("tenant", tenant)) if v)
     path = "/usage/held" if held else f"/usage?{query}"
     page = api(lambda: connect(url, token).get_json(path))
     if as_json:
         return print_json(page["items"])
-    table = Table("id", "recorded", "instance", "kind", "quantity", "unit price ¥",
-                  "amount ¥", "from", "to", "key", "status")
-    for u in page["items"]:
-        table.add_row(str(u["id"]), u["recorded_at"][:16], u["instance_id"] or "", u["kind"],
-                      f"{u['quantity']} {u['unit']}", u["unit_price"],
-                      f"{Decimal(u['amount']):,.2f}", u["started_at"][:16],
-                      u["ended_at"][:16], u["key"],
-                      u["status"] + (f": {u['held_reason']}" if u["held_reason"] else ""))
-    out.print(table)
+    show_table(fitted(
+        (Column("id", keep=True, justify="right"), Column("kind", keep=True),
+         Column("amount ¥", keep=True, justify="right"), Column("quantity", justify="right"),
+         Column("instance"), Column("from"), Column("status"),
+         Column("unit price ¥", justify="right"), Column("to"), Column("recorded"),
+         Column("key")),
+        [(str(u["id"]), u["kind"], f"{Decimal(u['amount']):,.2f}",
+          f"{u['quantity']} {u['unit']}", u["instance_id"] or "",
+          u["started_at"][:16].replace("T", " "),
+          u["status"] + (f": {u['held_reason']}" if u["held_reason"] else ""),
+          u["unit_price"], u["ended_at"][:16].replace("T", " "),
+          u["recorded_at"][:16].replace("T", " "), u["key"]) for u in page["items"]],
+        wide=wide), wide)
 
 
 @app.command("usage-decide")
