@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 
 from gpulease.db.tables import Event, GpuAllocation, IdempotencyKey, Instance, Node
 from gpulease.platform import Platform
-from tests.conftest import PG_URL, make_settings, start_migrated
+from tests.conftest import PG_URL, make_settings, pg_url_for, start_migrated
 
 
 def counts(p: Platform) -> dict[str, int]:
@@ -54,7 +54,7 @@ def machine_platform(db: str, **overrides: Any) -> tuple[Platform, str | None]:
         schema = f"m_{uuid.uuid4().hex[:10]}"
         with psycopg.connect(PG_URL.replace("+psycopg", ""), autocommit=True) as c:
             c.execute(f'CREATE SCHEMA "{schema}"')
-        url = f"{PG_URL}?options=-csearch_path%3D{schema}"
+        url = pg_url_for(schema)
     start_migrated(url)  # the caller's migrate() finds it at head
     p = Platform.from_settings(make_settings(url, data, **overrides))
     return p, schema
