@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute, iter_route_contexts
 from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -89,7 +89,12 @@ def install(app: FastAPI) -> None:
         )
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        page = getattr(request.app.state, "console_page_for", None)  # web/console.py's
+        if page is not None and exc.status_code in (404, 405) and (
+                request.url.path.startswith("/console")) and (
+                exc.detail in ("Not Found", "Method Not Allowed")):
+            return page(exc.status_code)  # type: ignore[no-any-return]
         detail = str(exc.detail)
         headers = dict(exc.headers or {})
         if exc.status_code == 404 and detail == "Not Found":

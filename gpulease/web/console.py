@@ -93,11 +93,20 @@ SameOrigin = Depends(_same_origin)
 
 def install(app: FastAPI) -> None:
     app.include_router(router)
+    app.state.console_page_for = not_found_page  # unknown console URLs: a page, not JSON
     app.mount("/console/static", static, name="console-static")
 
     @app.exception_handler(SignInNeeded)
     async def _sign_in(_: Request, __: SignInNeeded) -> RedirectResponse:
         return RedirectResponse("/console/login", status_code=303)
+
+
+def not_found_page(status: int) -> HTMLResponse:
+    """An unknown console address answers a page, not the API's JSON."""
+    text = ("There is no such page in the console." if status == 404
+            else "That page does not take this kind of request.")
+    return _page("base.html", status, who=None,
+                 error=f"{text} Go to the console's start page: /console/")
 
 
 def _ctx(who: Principal, **extra: Any) -> dict[str, Any]:
