@@ -90,11 +90,25 @@ def up(settings: Settings, say: Callable[[str], object] = print,
         s3 = start_embedded_s3(settings.data_dir / "s3", port=_port_or_any(settings.port + 2))
         settings.s3_endpoint, settings.s3_access_key, settings.s3_secret_key = (
             s3.url, s3.access_key, s3.secret_key)
+    registry = None
+    if not settings.registry:  # tenants' saved images: docker-registry, when installed
+        from gpulease.drivers import registry as registries
+
+        if registries.available():
+            try:
+                registry = registries.start_registry(settings.data_dir / "registry",
+                                                     port=_port_or_any(settings.port + 3))
+                settings.registry = registry.address
+            except BaseException:
+                if s3 is not None:
+                    s3.stop()
+                raise
     try:
         platform = prepare(settings, publish_catalog=True)  # its own embedded database
     except BaseException:
-        if s3 is not None:
-            s3.stop()
+        for started in (s3, registry):
+            if started is not None:
+                started.stop()
         raise
     if bmc == "redfish":
         emulator, redfish = start_demo_emulator(platform, emulator_port or settings.port + 1)
@@ -118,6 +132,8 @@ def up(settings: Settings, say: Callable[[str], object] = print,
             "per stage (SIMULATED hardware)")
     if s3 is not None:
         say(f"object storage:    {s3.url} (SeaweedFS S3; `gpulease storage` for your bucket)")
+    if registry is not None:
+        say(f"image registry:    {registry.address} (docker-registry; `gpulease image save`)")
     say(f"operator token:    {op_token}")
     say(f"demo tenant token: {tenant_token}")
     say(f"web console:       {url}/console  (e-mail and password: {console_login})")
@@ -135,6 +151,8 @@ def up(settings: Settings, say: Callable[[str], object] = print,
             emulator.stop()
         if s3 is not None:
             s3.stop()
+        if registry is not None:
+            registry.stop()
 
 
 def _port_or_any(port: int) -> int | None:

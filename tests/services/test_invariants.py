@@ -174,7 +174,7 @@ class FleetMachine(RuleBasedStateMachine):
         assert next(o.stock for o in view.offers if o.sku == "h100-80g-x8") == free
 
 
-RUN = settings(max_examples=12, stateful_step_count=25, deadline=None,
+RUN = settings(max_examples=8, stateful_step_count=25, deadline=None,
                suppress_health_check=list(HealthCheck))
 
 
@@ -185,4 +185,4 @@ class PostgresFleetMachine(FleetMachine):
 TestFleetSQLite = FleetMachine.TestCase
 TestFleetSQLite.settings = RUN
 TestFleetPostgres = PostgresFleetMachine.TestCase
-TestFleetPostgres.settings = settings(RUN, max_examples=8)  # each example costs more there
+TestFleetPostgres.settings = settings(RUN, max_examples=5)  # each example costs more there
