@@ -192,3 +192,5 @@ class SavedImage(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     created_by: Mapped[str] = mapped_column(String(64))
     saved_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    # the worker committing and pushing it holds it until then (another takes it after)
+    claimed_until: Mapped[datetime | None] = mapped_column(UtcDateTime())

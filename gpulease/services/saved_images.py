@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import logging
 import re
+from datetime import datetime, timedelta
 
 import httpx
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, and_, or_, select, update
 from sqlalchemy.orm import Session
 
 from gpulease.db.ops_tables import SavedImage
@@ -30,6 +31,8 @@ log = logging.getLogger("gpulease.images")
 PREFIX = "my/"  # how an order names a saved image
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 REPOSITORY = "gpulease-saved"  # registry/gpulease-saved/<tenant>/<name>:<tag>
+CLAIM = timedelta(minutes=30)  # a worker that died mid-push: another starts over after
+RETRY_AFTER_S = 60.0
 
 
 def _view(row: SavedImage) -> SavedImageView:
@@ -167,16 +170,35 @@ def reference_of(s: Session, inst: Instance) -> str | None:
 
 # --- the worker's side ---------------------------------------------------------------------
 
-def drive_saves(p: Platform, limit: int = 5) -> int:
-    """Saves asked for: committed and pushed (outside any transaction), then ready or
-    failed; returns how many were done."""
+def _due(now: datetime) -> ColumnElement[bool]:
+    return and_(SavedImage.status == SavedImageStatus.SAVING.value,
+                or_(SavedImage.claimed_until.is_(None), SavedImage.claimed_until <= now))
+
+
+def save_due(p: Platform) -> bool:
+    """Whether a save waits for a worker (run_until_idle asks)."""
+    with p.db.read() as s:
+        return s.scalar(select(SavedImage.id).where(_due(p.clock.now())).limit(1)) is not None
+
+
+def drive_saves(p: Platform, limit: int = 1) -> int:
+    """Saves asked for: each claimed by this worker (a commit and push take minutes, so no
+    two workers do it twice and no row lock is held meanwhile), committed and pushed outside
+    any transaction, then ready or failed; returns how many were taken. A worker's step
+    calls it with limit=1, as it drives backups."""
+    now = p.clock.now()
     with p.db.read() as s:
         due = list(s.execute(select(SavedImage.id, SavedImage.source_instance_id,
                                     SavedImage.reference)
-                             .where(SavedImage.status == SavedImageStatus.SAVING.value)
-                             .order_by(SavedImage.created_at).limit(limit)))
+                             .where(_due(now)).order_by(SavedImage.created_at).limit(limit)))
     done = 0
     for image_id, instance_id, reference in due:
+        with p.db.write() as s:
+            taken = s.execute(update(SavedImage).where(SavedImage.id == image_id, _due(now))
+                              .values(claimed_until=now + CLAIM)
+                              .execution_options(synchronize_session=False))
+        if not taken.rowcount:  # type: ignore[attr-defined]
+            continue  # another worker took it a moment ago
         with p.db.read() as s:
             inst = s.get(Instance, instance_id)
             held = instance_allocations(s, instance_id) if inst is not None else []
@@ -190,7 +212,11 @@ def drive_saves(p: Platform, limit: int = 5) -> int:
                 instance_id, node.name, node.runtime_url, reference)
         except RuntimeError_ as exc:
             if exc.retryable:
-                log.warning("saving %s: %s; at the next sweep", image_id, exc)
+                log.warning("saving %s: %s; again in %.0f s", image_id, exc, RETRY_AFTER_S)
+                with p.db.write() as s:
+                    s.execute(update(SavedImage).where(SavedImage.id == image_id).values(
+                        claimed_until=p.clock.now() + timedelta(seconds=RETRY_AFTER_S))
+                        .execution_options(synchronize_session=False))
                 continue
             _finish(p, image_id, None, str(exc))
         else:
@@ -206,6 +232,7 @@ def _finish(p: Platform, image_id: str, saved: tuple[str, int] | None,
         row = s.get(SavedImage, image_id, with_for_update=True)
         if row is None or row.status != SavedImageStatus.SAVING.value:
             return
+        row.claimed_until = None
         if saved is not None:
             row.digest, row.size_bytes = saved
             row.saved_at = now

@@ -21,7 +21,6 @@ from gpulease.services.history import SWEEP_TIMEOUTS
 from gpulease.services.invoice_run import sweep_invoices
 from gpulease.services.notify import deliver_notices
 from gpulease.services.password_resets import deliver_reset_mails
-from gpulease.services.saved_images import drive_saves
 from gpulease.services.spending import sweep_spending
 from gpulease.services.storage_meter import meter_buckets
 from gpulease.services.telemetry_retention import downsample
@@ -79,9 +78,6 @@ PERIODICS: tuple[Periodic, ...] = (
     Periodic("storage-meter", lambda p, _owner: meter_buckets(p),
              "each tenant's bucket measured once a day: GB-days beyond the free allowance "
              "charged, its admins told at 80 % and 100 % of the quota"),
-    Periodic("image-saves", lambda p, _owner: drive_saves(p),
-             "tenants' containers saved as images: committed on their host's engine and "
-             "pushed to the platform's registry"),
     Periodic("meter", lambda p, _owner: meter_containers(p),
              "each started container GPU-hour, charged once; unpaid containers released"),
     Periodic("spending", lambda p, _owner: sweep_spending(p),

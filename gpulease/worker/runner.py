@@ -19,7 +19,7 @@ from gpulease.db.tables import Instance, Node
 from gpulease.domain.states import NODE_IN_PIPELINE, BackupStatus
 from gpulease.platform import Platform
 from gpulease.process_metrics import PERIODIC_ERRORS, PERIODIC_RUNS, PERIODIC_SECONDS
-from gpulease.services import backups, workers
+from gpulease.services import backups, saved_images, workers
 from gpulease.worker.instances import process_instance
 from gpulease.worker.nodes import process_node
 from gpulease.worker.periodics import PERIODICS
@@ -59,6 +59,8 @@ class Worker:
                     self.locks.discard(claim)
         if backups.drive(self.p, limit=1):  # a backup or restore due (row-locked inside)
             did = True
+        if saved_images.drive_saves(self.p, limit=1):  # a container to save (claimed)
+            did = True
         self._maybe_sweep()
         return did
 
@@ -89,7 +91,8 @@ class Worker:
                 and_(Backup.status == BackupStatus.QUEUED.value,
                      or_(Backup.next_attempt_at.is_(None), Backup.next_attempt_at <= now))))
                 .limit(1))
-        return node is not None or inst is not None or run is not None
+        return (node is not None or inst is not None or run is not None
+                or saved_images.save_due(self.p))
 
     def run_until_idle(self, timeout_s: float = 30.0, settle_s: float = 0.0) -> None:
         """For tests and benches: work until no row has work left, or time out."""

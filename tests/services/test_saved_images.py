@@ -5,10 +5,13 @@ what to do. SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from typer.testing import CliRunner
 
 from gpulease.cli.main import app
+from gpulease.db.ops_tables import SavedImage
 from gpulease.db.tables import Instance
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
 from gpulease.platform import Platform
@@ -53,6 +56,16 @@ def test_a_saved_container_is_ordered_again_by_its_tenant_only(
     newer = saved_images.save(fleet, me, first, "env")
     with pytest.raises(Conflict, match="still being saved"):
         saved_images.save(fleet, me, first, "env")
+    with fleet.db.write() as s:  # another worker is pushing it: this one leaves it
+        held = s.get(SavedImage, newer.id)
+        assert held is not None
+        held.claimed_until = fleet.clock.now() + timedelta(minutes=5)
+    assert saved_images.drive_saves(fleet) == 0 and saved_images.save_due(fleet) is False
+    with fleet.db.write() as s:  # that worker died: its claim ran out
+        held = s.get(SavedImage, newer.id)
+        assert held is not None
+        held.claimed_until = fleet.clock.now() - timedelta(seconds=1)
+    assert saved_images.save_due(fleet)
     assert saved_images.drive_saves(fleet) == 1
 
     second = orders.place_order(fleet, me, OrderRequest(ssh_keys=[key], image="my/env",

@@ -36,6 +36,7 @@ def upgrade() -> None:
         sa.Column('created_at', when, nullable=False),
         sa.Column('created_by', sa.String(length=64), nullable=False),
         sa.Column('saved_at', when, nullable=True),
+        sa.Column('claimed_until', when, nullable=True),
         sa.PrimaryKeyConstraint('id'),
     )
     op.create_index('ix_saved_images_tenant_id', 'saved_images', ['tenant_id'])
