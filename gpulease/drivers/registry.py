@@ -7,13 +7,14 @@ with GPULEASE_REGISTRY instead; this is the default, not a stand-in."""
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
+from gpulease.drivers.local_service import free_port, stop_process
 
 BINARY = "docker-registry"
 
@@ -28,18 +29,7 @@ class EmbeddedRegistry:
     process: subprocess.Popen[bytes]
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        stop_process(self.process)
 
 
 def start_registry(state: Path, port: int | None = None,
@@ -49,7 +39,7 @@ def start_registry(state: Path, port: int | None = None,
         raise RuntimeError("docker-registry is not installed (Debian: apt-get install "
                            "docker-registry)")
     state.mkdir(parents=True, exist_ok=True)
-    address = f"127.0.0.1:{port or _free_port()}"
+    address = f"127.0.0.1:{port or free_port()}"
     config = state / "config.yml"
     config.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: "
                       f"{state / 'data'}\n  delete:\n    enabled: true\nhttp:\n"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -18,11 +17,7 @@ from pathlib import Path
 
 import httpx
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from gpulease.drivers.local_service import free_port, stop_process
 
 
 def weed_binary() -> str:
@@ -42,12 +37,7 @@ class EmbeddedS3:
     process: subprocess.Popen[bytes]
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
+        stop_process(self.process)
 
 
 def admin_keys(state: Path) -> tuple[str, str]:
@@ -72,8 +62,8 @@ def start_embedded_s3(state: Path, port: int | None = None, timeout_s: float = 6
         "name": "gpulease-admin", "credentials": [{"accessKey": access, "secretKey": secret}],
         "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}))
     config.chmod(0o600)
-    s3_port = port or _free_port()
-    ports = {name: _free_port() for name in (
+    s3_port = port or free_port()
+    ports = {name: free_port() for name in (
         "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
         "filer.port.grpc", "s3.port.grpc", "admin.port", "admin.port.grpc")}
     args = [weed_binary(), "mini", f"-dir={state / 'data'}", "-ip=127.0.0.1",

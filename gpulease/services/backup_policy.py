@@ -173,9 +173,11 @@ def run_schedules(p: Platform, limit: int = 100) -> int:
     if p.object_store() is None:
         return 0
     now = p.clock.now()
+    scheduled = select(BackupPolicy.instance_id).where(BackupPolicy.every_hours.is_not(None))
     last = (select(Backup.instance_id, func.max(Backup.requested_at).label("at"))
-            .where(Backup.trigger == backups.SCHEDULED).group_by(Backup.instance_id)
-            .subquery())
+            .where(Backup.trigger == backups.SCHEDULED,  # of scheduled instances only
+                   Backup.instance_id.in_(scheduled))
+            .group_by(Backup.instance_id).subquery())
     with p.db.read() as s:
         rows = s.execute(select(BackupPolicy, last.c.at)
                          .join(Instance, Instance.id == BackupPolicy.instance_id)

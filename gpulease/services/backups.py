@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import NamedTuple
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
@@ -291,20 +292,20 @@ def _drive_one(p: Platform, run_id: str) -> None:
         queued, tenant = seen.status == BackupStatus.QUEUED.value, seen.tenant_id
         own = (BackupTarget.model_validate_json(p.box.open(seen.target_enc))
                if seen.target_enc else None)
-    minted: tuple[str, str, AccessKey] | None = None
+    minted: Destination | None = None
     if queued and own is not None:
         try:  # checked again at every start: a name may have changed its answer
             egress.check(p.settings, own.endpoint, "target.endpoint")
         except InvalidInput as exc:
             _refuse_target(p, run_id, str(exc))
             return
-        minted = (own.endpoint, own.bucket, AccessKey(own.access_key_id,
-                                                      own.secret_access_key))
+        minted = Destination(own.endpoint, own.bucket, AccessKey(
+            own.access_key_id, own.secret_access_key), own.prefix)
     elif queued:  # a run's key is minted before its transaction (the store is slow I/O)
-        minted = storage.run_key(p, tenant)
+        minted = Destination(*storage.run_key(p, tenant))
     started = _start_or_check(p, run_id, minted)
     if minted is not None and not started and own is None:
-        storage.end_run_key(p, tenant, minted[2].access_key_id)  # not used after all
+        storage.end_run_key(p, tenant, minted.key.access_key_id)  # not used after all
     if started is None:
         return
     ref, payload, agent = started
@@ -351,7 +352,17 @@ def _drive_one(p: Platform, run_id: str) -> None:
     _end_key(p, run_id, tenant, key_id)
 
 
-def _start_or_check(p: Platform, run_id: str, minted: tuple[str, str, AccessKey] | None
+class Destination(NamedTuple):
+    """Where a run's bytes go: the tenant's bucket on the platform with a key minted for
+    the run (prefix None: backups/<instance>/), or the tenant's own S3 and key."""
+
+    endpoint: str
+    bucket: str
+    key: AccessKey
+    own_prefix: str | None = None
+
+
+def _start_or_check(p: Platform, run_id: str, minted: Destination | None
                     ) -> tuple[NodeRef, BackupPayload, Agent] | None:
     """A queued run started with its minted key (its payload sealed on the row), or a
     running one's work to ask after; None when there is nothing to send (the run moved on,
@@ -375,9 +386,7 @@ def _start_or_check(p: Platform, run_id: str, minted: tuple[str, str, AccessKey]
             if run.status == BackupStatus.QUEUED.value:
                 if minted is None:
                     return None  # queued again after this worker read it: next time
-                endpoint, bucket, key = minted
-                own_prefix = (BackupTarget.model_validate_json(p.box.open(run.target_enc))
-                              .prefix if run.target_enc else None)
+                endpoint, bucket, key, own_prefix = minted
                 fields = dict(endpoint=endpoint, bucket=bucket,
                               prefix=own_prefix if own_prefix is not None
                               else prefix_of(run.source_instance_id or run.instance_id),
@@ -386,7 +395,7 @@ def _start_or_check(p: Platform, run_id: str, minted: tuple[str, str, AccessKey]
                               max_mbps=run.max_mbps)
                 sent = (RestorePayload(snapshot_id=run.snapshot_id or "", **fields)
                         if run.kind == "restore" else BackupPayload(**fields))
-                run.key_id = None if run.target_enc else key.access_key_id  # theirs: kept
+                run.key_id = None if own_prefix is not None else key.access_key_id  # theirs
                 run.payload_enc = p.box.seal(sent.model_dump_json())  # the secret, sealed
                 run.attempts += 1
                 run.started_at = run.started_at or now

@@ -151,7 +151,7 @@ def test_the_erase_waits_a_while_for_a_last_backup_then_says_it_failed(
     me = tenant.principal
     lease = leases.show_lease(fleet, me, iid)
     clock.at = lease.ends_at + timedelta(minutes=1)
-    lease_sweep.sweep_leases(fleet)  # grace: its backup queued, never driven (store away)
+    lease_sweep.sweep_leases(fleet)  # grace: its backup queued, and this test never drives it
     grace_until = leases.show_lease(fleet, me, iid).grace_until
     assert grace_until is not None
     clock.at = grace_until + timedelta(minutes=1)

@@ -1,0 +1,22 @@
+"""What the embedded servers of `gpulease up` (SeaweedFS, docker-registry) share: a free
+loopback port, and a child process stopped politely, then firmly."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
