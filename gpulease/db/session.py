@@ -152,6 +152,12 @@ class Database:
             try:
                 with conn.begin():
                     if conn.dialect.name == "postgresql":
+                        # Another process may be migrating for longer than a session's
+                        # lock_timeout: wait for it as long as a migration may take, and
+                        # let the migration's own statements (an index on a large table)
+                        # run past the statement_timeout meant for requests.
+                        conn.execute(text(f"SET LOCAL lock_timeout = '{MIGRATION_WAIT}'"))
+                        conn.execute(text("SET LOCAL statement_timeout = 0"))
                         conn.execute(text("SELECT pg_advisory_xact_lock(:key)"),
                                      {"key": MIGRATION_LOCK_KEY})
                     current, head = _revisions(conn, self.url)
@@ -206,6 +212,7 @@ class Database:
 
 
 MIGRATION_LOCK_KEY = 0x67706C6D  # "gplm": the advisory lock migrations take
+MIGRATION_WAIT = "15min"  # how long a starting process waits for another's migration
 
 
 class SchemaTooNew(RuntimeError):

@@ -111,9 +111,15 @@ def seed_previous_release(url: str) -> None:
     engine.dispose()
 
 
-def wait_ready(url: str, timeout_s: float = 60) -> httpx.Response:
+def wait_ready(url: str, procs: list[subprocess.Popen[str]],
+               timeout_s: float = 60) -> httpx.Response:
+    """/readyz once it answers 200; a process that ended before fails with its output."""
     deadline = time.monotonic() + timeout_s
     while True:  # bounded by the deadline
+        for proc in procs:
+            if proc.poll() is not None:
+                out, err = proc.communicate()
+                pytest.fail(f"{proc.args[3:]} ended with {proc.returncode}: {out}{err}")
         try:
             ready = httpx.get(f"{url}/readyz", timeout=2)
             if ready.status_code == 200 or time.monotonic() > deadline:
@@ -140,7 +146,7 @@ def test_two_processes_upgrade_the_previous_release_at_once(kind: str, tmp_path:
         worker = gpulease(["worker"], env, wait=False)
         procs = [serve, worker]
         try:
-            ready = wait_ready(f"http://127.0.0.1:{port}")
+            ready = wait_ready(f"http://127.0.0.1:{port}", procs)  # type: ignore[arg-type]
             assert ready.status_code == 200, ready.text
             head = gpulease(["migrate", "--current"], env)
             latest = head.stdout.split()[-1]
