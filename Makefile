@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The suite on each core (at most 4): tests that share one outside resource run on one
+# worker (tests/conftest.py, pytest_collection_modifyitems).
+PYTEST_ARGS ?= -n auto --maxprocesses=4 --dist loadgroup
 # The API docs' browser assets, from the npm registry at build time (nothing from a CDN
 # at run time); shipped in the package, not kept in git.
 VENDOR := gpulease/web/vendor

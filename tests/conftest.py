@@ -37,6 +37,15 @@ PG_URL = os.environ.get("GPULEASE_TEST_PG", "postgresql+psycopg://postgres@127.0
 SECRET = Fernet.generate_key().decode()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`make test` runs -n auto --dist loadgroup): the tests that use
+    the Docker engine run on one worker, one at a time, since they clean up the engine's
+    tenant networks that nothing uses (one being made by another test looks unused)."""
+    for item in items:
+        if "engine" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("docker-engine"))
+
+
 def _pg_dsn() -> str:
     return PG_URL.replace("postgresql+psycopg://", "postgresql://")
 

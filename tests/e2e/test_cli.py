@@ -203,10 +203,15 @@ def test_quote_and_funded_demo_wallet_through_the_cli(up: Up) -> None:
 
 @pytest.mark.parametrize("taken", ["--port", "--emulator-port"])
 def test_up_refuses_a_port_in_use_before_starting_anything(tmp_path: Path, taken: str) -> None:
-    port, emulator_port = free_port(), free_port()
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", port if taken == "--port" else emulator_port))
-        holder.listen()
+    # Both ports held for the test (bound with address reuse, as `up` probes them, so no
+    # other process is handed one meanwhile); only the taken one listens.
+    with socket.socket() as held, socket.socket() as other:
+        for sock in (held, other):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", 0))
+        held.listen()
+        port, emulator_port = (int(sock.getsockname()[1]) for sock in
+                               ((held, other) if taken == "--port" else (other, held)))
         done = subprocess.run(
             [sys.executable, "-m", "gpulease.cli.main", "up", "--data-dir", str(tmp_path / "gl"),
              "--port", str(port), "--emulator-port", str(emulator_port)],
