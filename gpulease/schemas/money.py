@@ -136,6 +136,41 @@ class RenewRequest(BaseModel):
                              description="switch between day and month terms")
 
 
+class RenewalLineView(BaseModel):
+    item: str
+    quantity: int = Field(description="periods")
+    unit_price: Money = Field(description="per period, VAT included")
+    amount: Money
+
+
+class RenewalQuoteView(BaseModel):
+    """What a renewal would charge, before the tenant confirms it (nothing is written)."""
+
+    instance_id: str
+    periods: int
+    term: str
+    per_period: Money = Field(description="the servers and their add-ons, one period")
+    total: Money = Field(description="what `renew` would charge now")
+    lines: list[RenewalLineView]
+    starts_at: datetime
+    ends_at: datetime = Field(description="the lease's new end")
+    cancels_erase: bool = Field(description="the lease is in grace: renewing keeps the machine")
+
+
+class ReleaseTermsView(BaseModel):
+    """What releasing an instance now would refund and keep (nothing is written)."""
+
+    instance_id: str
+    status: str
+    refund: Money = Field(description="what comes back to the wallet at release")
+    kept: Money = Field(description="what stays paid: the periods already begun")
+    paid_until: datetime | None = Field(description="the end of the period that stays paid")
+    periods_refunded: int
+    fee_percent: Decimal = Field(description="the early-termination fee on periods not begun")
+    summary: str
+    data: str = Field(description="what happens to the disks and how to keep their data")
+
+
 class AutoRenewRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     auto_renew: bool

@@ -11,6 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpulease.db.money_tables import Lease, LeasePeriod
+from gpulease.db.ops_tables import Ticket
 from gpulease.db.tables import Instance
 from gpulease.domain.leases import (
     Period,
@@ -68,6 +69,13 @@ def add(s: Session, lease: Lease, periods: list[Period]) -> None:
         s.add(_row(lease, p))
     lease.ends_at = periods[-1].ends_at
     lease.periods += len(periods)
+
+
+def refund_granted_by(s: Session, instance_id: str) -> str | None:
+    """The ticket that found a fault the platform could not replace on this instance (its
+    release then refunds the unused time in full, no fee), if any."""
+    return s.scalar(select(Ticket.id).where(Ticket.instance_id == instance_id,
+                                            Ticket.refund_unused_at.is_not(None)).limit(1))
 
 
 def refund_unstarted(s: Session, inst: Instance, lease: Lease, fee_percent: Decimal,

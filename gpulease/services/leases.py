@@ -22,12 +22,12 @@ from gpulease.db.tables import Instance
 from gpulease.domain.accounts import Principal
 from gpulease.domain.catalog import Term
 from gpulease.domain.errors import Conflict, InvalidInput
-from gpulease.domain.leases import local_text
+from gpulease.domain.leases import Period, local_text
 from gpulease.domain.money import to_fen
 from gpulease.domain.pricing import PricingError
 from gpulease.domain.states import LEASE, InstanceStatus, LeaseStatus
 from gpulease.platform import Platform
-from gpulease.schemas.money import LeaseView
+from gpulease.schemas.money import LeaseView, RenewalLineView, RenewalQuoteView
 from gpulease.services import addons, lease_periods
 from gpulease.services.history import by, note
 from gpulease.services.lifecycle import transition
@@ -49,6 +49,10 @@ def _lease(s: Session, inst: Instance, lock: bool = False) -> Lease:
                        + (" (containers are billed by the hour)"
                           if inst.kind == "container" else "") + ".")
     return lease
+
+
+def find_lease(s: Session, instance_id: str) -> Lease | None:
+    return s.scalar(select(Lease).where(Lease.instance_id == instance_id))
 
 
 def view(s: Session, p: Platform, lease: Lease) -> LeaseView:
@@ -75,12 +79,12 @@ def set_auto_renew(p: Platform, actor: Principal, instance_id: str, on: bool) ->
         return view(s, p, lease)
 
 
-def extend(s: Session, p: Platform, inst: Instance, lease: Lease, periods: int, term: str,
-           now: datetime, by: str, *, actor: str) -> None:
-    """Charge and add `periods` of `term` after the current ones. The base term: the
-    lease's own price (the order's); the ordered term of a lease from before: the price
-    the order held; another term (day ↔ month): today's price book. The lease's base term
-    and price never change. Raises PaymentRequired with nothing written when short."""
+def _renewal(s: Session, p: Platform, inst: Instance, lease: Lease, periods: int, term: str
+             ) -> tuple[Decimal, list[addons.PeriodCharge], Decimal, list[Period]]:
+    """What `periods` × `term` after the current ones would cost: (the servers' price per
+    period, the add-ons' lines per period, servers and add-ons per period, the periods).
+    The base term: the lease's own price (the order's); the ordered term of a lease from
+    before: the price the order held; another term (day ↔ month): today's price book."""
     held = first_hold(s, inst.id) if term == inst.term else None
     if term == lease.term:
         price = lease.unit_price
@@ -92,6 +96,15 @@ def extend(s: Session, p: Platform, inst: Instance, lease: Lease, periods: int, 
     extras = addons.period_lines(s, p, inst, lease.ends_at, term)
     per_period = to_fen(price + sum((x.amount for x in extras), Decimal(0)))
     added = lease_periods.plan(s, lease, term, per_period, periods, p.settings.zone)
+    return price, extras, per_period, added
+
+
+def extend(s: Session, p: Platform, inst: Instance, lease: Lease, periods: int, term: str,
+           now: datetime, by: str, *, actor: str) -> None:
+    """Charge and add `periods` of `term` after the current ones (priced by _renewal).
+    The lease's base term and price never change. Raises PaymentRequired with nothing
+    written when short."""
+    price, extras, per_period, added = _renewal(s, p, inst, lease, periods, term)
     charge(s, inst.tenant_id, to_fen(price * periods), now, instance_id=inst.id,
            reference=f"renewal of {inst.id}: {periods} {term}(s) ({by})",
            service=(added[0].starts_at, added[-1].ends_at),
@@ -109,21 +122,51 @@ def extend(s: Session, p: Platform, inst: Instance, lease: Lease, periods: int, 
     note(s, now, inst.id, "renewed", text, actor=actor)
 
 
-def renew(p: Platform, actor: Principal, instance_id: str, periods: int = 1,
-          term: str | None = None) -> LeaseView:
-    actor.require_order_rights()
+def _renewal_args(periods: int, term: str | None) -> None:
     if periods < 1 or periods > 36:
         raise InvalidInput("periods", f"Renew by 1 to 36 periods, not {periods}.")
     if term is not None and term not in (Term.DAY.value, Term.MONTH.value, Term.YEAR.value):
         raise InvalidInput("term", f"Bare metal is not leased by the {term!r}.",
                            [Term.DAY.value, Term.MONTH.value, Term.YEAR.value])
+
+
+def _renewable(inst: Instance, lease: Lease) -> None:
+    if lease.status == LeaseStatus.ENDED.value or inst.status != InstanceStatus.READY.value:
+        raise Conflict(f"The lease of {inst.id} has ended (instance {inst.status}); order "
+                       "a new machine.")
+
+
+def renewal_quote(p: Platform, actor: Principal, instance_id: str, periods: int = 1,
+                  term: str | None = None) -> RenewalQuoteView:
+    """What a renewal would charge and until when, as `renew` would do it (nothing
+    written): shown before the tenant confirms."""
+    _renewal_args(periods, term)
+    with p.db.read() as s:
+        inst = get_instance(s, actor, instance_id)
+        lease = _lease(s, inst)
+        _renewable(inst, lease)
+        term = term or lease.term
+        price, extras, per_period, added = _renewal(s, p, inst, lease, periods, term)
+        lines = [RenewalLineView(item=f"{inst.sku} × {inst.node_count} · {term}",
+                                 quantity=periods, unit_price=price,
+                                 amount=to_fen(price * periods))]
+        lines += [RenewalLineView(item=x.item, quantity=periods, unit_price=x.amount,
+                                  amount=to_fen(x.amount * periods)) for x in extras]
+        return RenewalQuoteView(
+            instance_id=inst.id, periods=periods, term=term, per_period=per_period,
+            total=to_fen(per_period * periods), lines=lines, starts_at=added[0].starts_at,
+            ends_at=added[-1].ends_at, cancels_erase=lease.status == LeaseStatus.GRACE.value)
+
+
+def renew(p: Platform, actor: Principal, instance_id: str, periods: int = 1,
+          term: str | None = None) -> LeaseView:
+    actor.require_order_rights()
+    _renewal_args(periods, term)
     now = p.clock.now()
     with p.db.write() as s:
         inst = get_instance(s, actor, instance_id, lock=True)
         lease = _lease(s, inst, lock=True)
-        if lease.status == LeaseStatus.ENDED.value or inst.status != InstanceStatus.READY.value:
-            raise Conflict(f"The lease of {inst.id} has ended (instance {inst.status}); order "
-                           "a new machine.")
+        _renewable(inst, lease)
         extend(s, p, inst, lease, periods, term or lease.term, now, "renewed by tenant",
                actor=by(actor))
         return view(s, p, lease)

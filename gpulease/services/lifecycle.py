@@ -277,8 +277,7 @@ def _end_lease_early(c: Change) -> None:
     if lease is None:
         return
     if lease.status == LeaseStatus.ACTIVE.value and c.now < lease.ends_at:
-        granted = c.s.scalar(select(Ticket.id).where(
-            Ticket.instance_id == c.row.id, Ticket.refund_unused_at.is_not(None)).limit(1))
+        granted = lease_periods.refund_granted_by(c.s, c.row.id)
         if granted is not None:  # a fault the platform could not replace
             lease_periods.refund_unused(c.s, c.row, lease, c.now,
                                         f"ticket {granted}: no spare", actor=c.actor)

@@ -172,6 +172,15 @@ def _image(p: Platform, image_id: str, vendor: str) -> str:
     return image.id
 
 
+def last_ssh_keys(p: Platform, actor: Principal) -> str:
+    """The SSH keys of the user's latest order, to start the next one with (empty: none)."""
+    with p.db.read() as s:
+        keys = s.scalar(select(Instance.ssh_keys).where(
+            Instance.created_by == actor.user_id, Instance.tenant_id == actor.tenant_id)
+            .order_by(Instance.ordered_at.desc()).limit(1))
+    return keys or ""
+
+
 def place_order(
     p: Platform, actor: Principal, req: OrderRequest, idempotency_key: str | None = None
 ) -> tuple[InstanceView, bool]:

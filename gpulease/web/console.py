@@ -12,14 +12,11 @@ from this origin. No CDN; the one script is progressive enhancement.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import urlsplit
 
-from fastapi import APIRouter, Depends, FastAPI, Form, Query, Request
+from fastapi import APIRouter, FastAPI, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
-from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from gpulease.api.access import EVERY_USER, ORDERING, Caller, access
 from gpulease.api.deps import PlatformDep
@@ -27,72 +24,40 @@ from gpulease.api.streams import follow_instance
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import DomainError, InvalidInput, TooManyRequests, Unauthorized
 from gpulease.platform import Platform
-from gpulease.schemas import InstanceView, OrderRequest
+from gpulease.schemas import InstanceView
 from gpulease.services import (
     accounts,
     agents,
-    catalog,
+    backup_policy,
     instances,
     inventory,
     invoice_documents,
     invoices,
-    orders,
+    leases,
     password_resets,
     wallet,
 )
+from gpulease.web import money_pages
+from gpulease.web.money_pages import catalog_page
+from gpulease.web.pages import (
+    COOKIE,
+    HERE,
+    SETTLED,
+    SameOrigin,
+    SignInNeeded,
+    Who,
+    page,
+)
 
-HERE = Path(__file__).resolve().parent
-COOKIE = "gpulease_session"
-SETTLED = {"ready", "failed", "released"}
 FLEET_PAGE = 500  # nodes on the operator's page; the API pages through the rest
-templates = Environment(loader=FileSystemLoader(HERE / "templates"),
-                        autoescape=select_autoescape(["html"]))
-templates.filters["num"] = lambda v: "—" if v is None else f"{v:,.0f}"
 router = APIRouter(prefix="/console", include_in_schema=False)
 static = StaticFiles(directory=HERE / "static")
-
-
-class SignInNeeded(Exception):
-    """No valid session: the handler sends the browser to the sign-in page."""
-
-
-def _page(name: str, status: int = 200, **context: Any) -> HTMLResponse:
-    return HTMLResponse(templates.get_template(name).render(**context), status_code=status)
-
-
-def _who(request: Request, p: PlatformDep) -> Principal:
-    try:
-        principal = accounts.authenticate(p, request.cookies.get(COOKIE))
-    except Unauthorized:
-        raise SignInNeeded() from None
-    if principal.is_meter:  # a meter's token is no console session
-        raise SignInNeeded()
-    request.state.principal = principal  # for the audit trail
-    return principal
-
-
-def _same_origin(request: Request) -> None:
-    """Forms post only from the console's own pages (with the SameSite cookie, against
-    cross-site request forgery): the address the request reached, or the console's public
-    origins (GPULEASE_CONSOLE_ORIGINS, else GPULEASE_PUBLIC_URL) when a proxy rewrote
-    Host on the way."""
-    source = request.headers.get("origin") or request.headers.get("referer")
-    if not source:
-        return
-    settings = request.app.state.platform.settings
-    allowed = {request.url.netloc} | {urlsplit(o).netloc for o in (
-        settings.console_origins or [settings.public_url])}
-    if urlsplit(source).netloc not in allowed:
-        raise Unauthorized("That form came from another site; use the console's own pages "
-                           "(behind a proxy that rewrites Host, set GPULEASE_CONSOLE_ORIGINS).")
-
-
-Who = Annotated[Principal, Depends(_who)]
-SameOrigin = Depends(_same_origin)
+_page = page
 
 
 def install(app: FastAPI) -> None:
     app.include_router(router)
+    app.include_router(money_pages.router)
     app.state.console_page_for = not_found_page  # unknown console URLs: a page, not JSON
     app.mount("/console/static", static, name="console-static")
 
@@ -190,31 +155,8 @@ def home(p: PlatformDep, who: Who) -> HTMLResponse:
 
 
 @router.get("/catalog", response_class=HTMLResponse, openapi_extra=access(*EVERY_USER))
-def catalog_page(p: PlatformDep, who: Who) -> HTMLResponse:
-    return _page("catalog.html", **_ctx(who, catalog=catalog.catalog_view(p)))
-
-
-@router.post("/orders", dependencies=[SameOrigin], openapi_extra=access(*ORDERING))
-def order(p: PlatformDep, who: Who, kind: Annotated[str, Form()],
-          ssh_key: Annotated[str, Form()], sku: Annotated[str | None, Form()] = None,
-          region: Annotated[str | None, Form()] = None,
-          term: Annotated[str | None, Form()] = None,
-          offer: Annotated[str | None, Form()] = None,
-          gpus: Annotated[int | None, Form()] = None,
-          nodes: Annotated[int, Form()] = 1,
-          name: Annotated[str | None, Form()] = None) -> Response:
-    try:
-        req = OrderRequest(kind=kind, sku=sku or None, region=region or None, term=term or None,
-                           offer=offer or None, gpus=gpus, nodes=nodes, name=name or None,
-                           ssh_keys=[k for k in ssh_key.splitlines() if k.strip()])
-        view, _ = orders.place_order(p, who, req)
-    except DomainError as exc:
-        return _page("catalog.html", exc.status,
-                     **_ctx(who, catalog=catalog.catalog_view(p), error=exc.detail))
-    except ValueError as exc:  # the request model refused a field
-        return _page("catalog.html", 422,
-                     **_ctx(who, catalog=catalog.catalog_view(p), error=str(exc)))
-    return RedirectResponse(f"/console/instances/{view.id}", status_code=303)
+def catalog_view(p: PlatformDep, who: Who) -> HTMLResponse:
+    return catalog_page(p, who)
 
 
 @router.get("/instances/{instance_id}", response_class=HTMLResponse,
@@ -224,14 +166,25 @@ def instance_page(instance_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
         view = instances.show_instance(p, who, instance_id)
     except DomainError as exc:  # another tenant's, or none: said on a page, not as JSON
         return _page("base.html", exc.status, **_ctx(who, error=exc.detail))
-    # Telemetry arrives about once a minute: a delivered instance's page looks again every
-    # 30 s; one still on its way follows the instance's events (and refreshes every 5 s
-    # whatever happens to the stream).
+    # One still on its way follows the instance's events (and refreshes every 5 s whatever
+    # happens to the stream); a delivered one is not reloaded under the tenant's hands.
     ready = view.status == "ready"
     return _page("instance.html", **_ctx(
         who, inst=view, telemetry=agents.instance_metrics(p, who, view.id) if ready else None,
-        **_evidence(p, who, view), follow=view.status not in SETTLED,
-        refresh=30 if ready else None))
+        **_evidence(p, who, view), **_lease_card(p, who, view),
+        follow=view.status not in SETTLED))
+
+
+def _lease_card(p: Platform, who: Principal, inst: InstanceView) -> dict[str, Any]:
+    """A delivered server's lease (its end, days left, grace, auto-renew) and its backups."""
+    if inst.status != "ready":
+        return {}
+    card: dict[str, Any] = {"backup": backup_policy.show(p, who, inst.id)}
+    if inst.kind != "container":
+        lease = leases.show_lease(p, who, inst.id)
+        left = (lease.ends_at - p.clock.now()).total_seconds() / 86400
+        card |= {"lease": lease, "days_left": max(0.0, left)}
+    return card
 
 
 @router.get("/instances/{instance_id}/events", openapi_extra=access(*EVERY_USER, owned=True))
@@ -263,7 +216,8 @@ def reveal(instance_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
     except DomainError as exc:
         return _refused(p, who, instance_id, exc)
     view = instances.show_instance(p, who, instance_id)
-    return _page("instance.html", **_ctx(who, inst=view, credentials=creds, refresh=None,
+    return _page("instance.html", **_ctx(who, inst=view, credentials=creds,
+                                         **_lease_card(p, who, view),
                                          **_evidence(p, who, view)))
 
 
@@ -276,16 +230,6 @@ def _refused(p: Platform, who: Principal, instance_id: str, exc: DomainError) ->
         return _page("base.html", exc.status, **_ctx(who, error=exc.detail))
     return _page("instance.html", exc.status,
                  **_ctx(who, inst=view, error=exc.detail, **_evidence(p, who, view)))
-
-
-@router.post("/instances/{instance_id}/release", dependencies=[SameOrigin],
-             openapi_extra=access(*ORDERING, owned=True))
-def release(instance_id: str, p: PlatformDep, who: Who) -> Response:
-    try:
-        instances.release_instance(p, who, instance_id)
-    except DomainError as exc:
-        return _refused(p, who, instance_id, exc)
-    return RedirectResponse(f"/console/instances/{instance_id}", status_code=303)
 
 
 @router.post("/nodes/{node_id}/{action}", dependencies=[SameOrigin],

@@ -16,7 +16,7 @@ import pytest
 from gpulease.demo_agents import DemoAgents
 from gpulease.domain.errors import Unauthorized
 from gpulease.platform import Platform
-from gpulease.services import accounts, users
+from gpulease.services import accounts, instances, users
 from gpulease.worker.runner import Worker
 from tests.conftest import LiveServer, new_tenant, ssh_key
 
@@ -80,19 +80,22 @@ def test_a_tenant_orders_watches_and_releases_in_the_browser(
     page.goto(f"{live.url}/console/catalog")
     row = page.locator("#offers tr", has_text="NVIDIA H100").filter(has_text="Ningxia").first
     assert row.locator("td.num").nth(2).inner_text() == "2"
-    form = page.locator('form[data-offer="h100-80g-x8@ningxia-1"]')
-    row.locator("summary").click()
-    form.locator("textarea[name=ssh_key]").fill("not a key")
-    form.locator("button").click()
+    row.locator("a.button").click()
+    page.fill("#ssh_key", "not a key")
+    page.click("#order-form button[type=submit]")
     assert "ssh" in page.inner_text(".error").lower()
+    assert page.input_value("#ssh_key") == "not a key"  # what was typed stays
 
-    row = page.locator("#offers tr", has_text="NVIDIA H100").filter(has_text="Ningxia").first
-    row.locator("summary").click()
-    form = page.locator('form[data-offer="h100-80g-x8@ningxia-1"]')
-    form.locator("select[name=term]").select_option("day")
-    form.locator("input[name=name]").fill("trial-run")
-    form.locator("textarea[name=ssh_key]").fill(ssh_key("me@laptop"))
-    form.locator("button").click()
+    # The order is reviewed (its total, VAT and the hold) before anything is held.
+    page.select_option("#term", "day")
+    page.fill("#name", "trial-run")
+    page.fill("#ssh_key", ssh_key("me@laptop"))
+    page.click("#order-form button[type=submit]")
+    assert "Review your order" in page.inner_text("h1")
+    total = page.inner_text("#total")
+    assert total.startswith("¥") and total in page.inner_text("#hold")
+    assert instances.list_instances(fleet, tenant.principal).total == 0
+    page.click("#confirm")
     assert re.search(r"/console/instances/i-[0-9a-f]+$", page.url)
     iid = page.url.rsplit("/", 1)[1]
     _status_becomes(page, "ready")
@@ -120,7 +123,11 @@ def test_a_tenant_orders_watches_and_releases_in_the_browser(
     assert "hold" in page.inner_text("#ledger") or "charge" in page.inner_text("#ledger")
 
     page.goto(f"{live.url}/console/instances/{iid}")
-    page.click("#release")
+    assert "running the acceptance tests, 6 of 7" in page.inner_text("#stages")
+    assert "ends" in page.inner_text("#lease").lower()
+    page.click("#release")  # a page that says what is refunded and kept, then asks
+    assert "stays paid" in page.inner_text("#release-summary")
+    page.click("#confirm-release")
     _status_becomes(page, "released")
     page.reload()
     erased = page.inner_text("#certificates")
@@ -128,6 +135,7 @@ def test_a_tenant_orders_watches_and_releases_in_the_browser(
 
     # A form posted from another site is refused, even with the session cookie.
     forged = httpx.post(f"{live.url}/console/instances/{iid}/release",
+                        data={"confirmed": "true"},
                         cookies={"gpulease_session": cookie["value"]},
                         headers={"Origin": "https://evil.example"})
     assert forged.status_code == 401
@@ -158,5 +166,5 @@ def test_an_operator_sees_the_fleet(fleet: Platform, live: LiveServer, browser: 
     row = page.locator("#nodes tr", has_text="sim-h100-80g-x8-ningxia-1-02")
     assert "available" in row.inner_text()
     page.goto(f"{live.url}/console/catalog")
-    assert page.locator("form.order-form").count() == 0  # operators do not order
+    assert page.locator("#offers a.button").count() == 0  # operators do not order
     page.close()

@@ -19,12 +19,15 @@ from gpulease.schemas.money import (
     PayoutRequest,
     QuoteRequest,
     QuoteView,
+    ReleaseTermsView,
+    RenewalQuoteView,
     RenewRequest,
     TopUpRequest,
     WalletView,
     WebhookRequest,
 )
 from gpulease.services import addons, leases, notify, quotes, wallet
+from gpulease.services.release_terms import release_terms as terms_of_release
 
 router = APIRouter(tags=["money"])
 TenantQuery = Annotated[str | None, Query(alias="tenant", description="operator: which tenant")]
@@ -105,6 +108,25 @@ def renew(instance_id: str, body: RenewRequest, p: PlatformDep, actor: Principal
     """Extend by N periods (charged now; 402 when the balance is short). During grace it
     cancels the erase. `term` switches between day and month."""
     return leases.renew(p, actor, instance_id, body.periods, body.term)
+
+
+@router.get("/instances/{instance_id}/renewal-quote", response_model=RenewalQuoteView,
+            openapi_extra=access(*EVERY_USER, owned=True))
+def renewal_quote(instance_id: str, p: PlatformDep, actor: PrincipalDep,
+                  periods: Annotated[int, Query(ge=1, le=36)] = 1,
+                  term: Annotated[str | None, Query(max_length=16)] = None
+                  ) -> RenewalQuoteView:
+    """What `renew` with the same periods and term would charge, and the lease's new end:
+    to show before confirming (nothing is charged)."""
+    return leases.renewal_quote(p, actor, instance_id, periods, term)
+
+
+@router.get("/instances/{instance_id}/release-terms", response_model=ReleaseTermsView,
+            openapi_extra=access(*EVERY_USER, owned=True))
+def release_terms(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> ReleaseTermsView:
+    """What releasing now would refund and keep, and what happens to the data: to show
+    before confirming a release (nothing is changed). 409 once it is released."""
+    return terms_of_release(p, actor, instance_id)
 
 
 @router.put("/instances/{instance_id}/auto-renew", response_model=LeaseView,
