@@ -12,7 +12,7 @@ VENDOR := gpulease/web/vendor
 SWAGGER_UI := swagger-ui-dist@5.35.0
 REDOC := redoc@2.5.4
 
-.PHONY: run test lint bench clean vendor
+.PHONY: run test lint bench clean vendor messages
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,14 @@ bench: $(STAMP)
 	$(BIN)/python bench/agent_telemetry.py
 	$(BIN)/python bench/invoice_run.py
 	$(BIN)/python bench/advise_latency.py
+
+# The console's messages: extract them from the templates and code, then merge them into
+# each language's catalog (gpulease/locale/<lang>/LC_MESSAGES/console.po) for translating.
+messages: $(STAMP)
+	$(BIN)/pybabel extract -F babel.cfg -k _ --no-location --omit-header --sort-output \
+	  -o gpulease/locale/console.pot .
+	$(BIN)/pybabel update -i gpulease/locale/console.pot -d gpulease/locale -D console \
+	  --no-location --width 100
 
 clean:
 	rm -rf $(VENV) $(VENDOR) .gpulease .pytest_cache .mypy_cache .ruff_cache

@@ -94,7 +94,7 @@ def install(app: FastAPI) -> None:
         if page is not None and exc.status_code in (404, 405) and (
                 request.url.path.startswith("/console")) and (
                 exc.detail in ("Not Found", "Method Not Allowed")):
-            return page(exc.status_code)  # type: ignore[no-any-return]
+            return page(request, exc.status_code)  # type: ignore[no-any-return]
         detail = str(exc.detail)
         headers = dict(exc.headers or {})
         if exc.status_code == 404 and detail == "Not Found":

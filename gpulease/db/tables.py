@@ -50,6 +50,8 @@ class User(Base):
     disabled_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     # Removed by a tenant admin: kept for the record, its e-mail freed (suffixed).
     removed_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    # The console's and the user's mail language (web/i18n.py); None: the browser's.
+    locale: Mapped[str | None] = mapped_column(String(8))
 
 
 class ApiToken(Base):

@@ -360,6 +360,12 @@ class TenantSummary(BaseModel):
     balance: Decimal
 
 
+class LocaleSet(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    locale: str | None = Field(max_length=16, description="zh_CN or en (zh-CN accepted); "
+                               "null: the browser's Accept-Language")
+
+
 class UserView(BaseModel):
     id: str
     tenant_id: str | None
@@ -368,6 +374,8 @@ class UserView(BaseModel):
     role: str
     disabled_at: datetime | None = None
     has_password: bool = False
+    locale: str | None = Field(default=None, description="the console's and the user's mail "
+                               "language (zh_CN, en); null: the browser's")
 
 
 class TokenView(BaseModel):

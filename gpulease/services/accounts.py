@@ -40,9 +40,15 @@ from gpulease.security import (
 from gpulease.services.idempotency import Idem, run_once
 
 
+def email_of(p: Platform, user_id: str) -> str:
+    with p.db.read() as s:
+        return s.scalar(select(User.email).where(User.id == user_id)) or ""
+
+
 def user_view(u: User) -> UserView:
     return UserView(id=u.id, tenant_id=u.tenant_id, email=u.email, name=u.name, role=u.role,
-                    disabled_at=u.disabled_at, has_password=u.password_hash is not None)
+                    disabled_at=u.disabled_at, has_password=u.password_hash is not None,
+                    locale=u.locale)
 
 
 def token_view(t: ApiToken) -> TokenView:

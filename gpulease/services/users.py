@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from gpulease.db.tables import ApiToken, User
 from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
+from gpulease.domain.locales import LOCALES, known
 from gpulease.platform import Platform
 from gpulease.schemas import Page, UserView
 from gpulease.security import hash_password, verify_password
@@ -136,3 +137,24 @@ def change_password(p: Platform, actor: Principal, password: str,
     if old_hash is not None and not (current and verify_password(old_hash, current)):
         raise Forbidden("The current password is wrong or missing; give current_password.")
     set_password(p, actor.user_id, password, keep_session=actor.token_id)
+
+
+def set_locale(p: Platform, actor: Principal, locale: str | None) -> UserView:
+    """A user's language for the console and the mail sent to them: `zh_CN` or `en`
+    (`zh-CN` and the like accepted); None goes back to the browser's."""
+    chosen = known(locale) if locale else None
+    if locale and chosen is None:
+        raise InvalidInput("locale", f"The console speaks {', '.join(LOCALES)}, not "
+                           f"{locale!r}; or send null for the browser's language.",
+                           list(LOCALES))
+    with p.db.write() as s:
+        user = s.get(User, actor.user_id)
+        if user is None or user.removed_at is not None:
+            raise NotFound("No such user.")
+        user.locale = chosen
+        return user_view(user)
+
+
+def locale_of(p: Platform, user_id: str) -> str | None:
+    with p.db.read() as s:
+        return s.scalar(select(User.locale).where(User.id == user_id))

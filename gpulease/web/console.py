@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, FastAPI, Form, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
@@ -35,9 +35,10 @@ from gpulease.services import (
     invoices,
     leases,
     password_resets,
+    users,
     wallet,
 )
-from gpulease.web import money_pages
+from gpulease.web import i18n, money_pages
 from gpulease.web.money_pages import catalog_page
 from gpulease.web.pages import (
     COOKIE,
@@ -46,11 +47,15 @@ from gpulease.web.pages import (
     SameOrigin,
     SignInNeeded,
     Who,
+    _,
+    locale_of,
     page,
+    page_context,
 )
 
 FLEET_PAGE = 500  # nodes on the operator's page; the API pages through the rest
-router = APIRouter(prefix="/console", include_in_schema=False)
+router = APIRouter(prefix="/console", include_in_schema=False,
+                   dependencies=[Depends(page_context)])
 static = StaticFiles(directory=HERE / "static")
 _page = page
 
@@ -66,12 +71,14 @@ def install(app: FastAPI) -> None:
         return RedirectResponse("/console/login", status_code=303)
 
 
-def not_found_page(status: int) -> HTMLResponse:
+def not_found_page(request: Request, status: int) -> HTMLResponse:
     """An unknown console address answers a page, not the API's JSON."""
-    text = ("There is no such page in the console." if status == 404
-            else "That page does not take this kind of request.")
+    i18n.current.set(locale_of(request))
+    text = (_("There is no such page in the console.") if status == 404
+            else _("That page does not take this kind of request."))
     return _page("base.html", status, who=None,
-                 error=f"{text} Go to the console's start page: /console/")
+                 error=i18n.gettext(text) + " " + i18n.gettext(
+                     "Go to the console's start page: /console/"))
 
 
 def _ctx(who: Principal, **extra: Any) -> dict[str, Any]:
@@ -94,6 +101,8 @@ def login(request: Request, p: PlatformDep, email: Annotated[str, Form()],
         return _page("login.html", exc.status, error=exc.detail, email=email)
     request.state.principal = accounts.authenticate(p, session.secret())  # for the trail
     done = RedirectResponse("/console/", status_code=303)
+    if (chosen := users.locale_of(p, request.state.principal.user_id)) is not None:
+        remember_locale(done, chosen)  # the user's setting, on any browser they sign in on
     done.set_cookie(COOKIE, session.secret(),
                     max_age=int(accounts.CONSOLE_SESSION.total_seconds()),
                     httponly=True, samesite="strict", secure=request.url.scheme == "https",
@@ -133,6 +142,30 @@ def reset(p: PlatformDep, token: Annotated[str, Form(max_length=200)],
     except DomainError as exc:
         return _page("reset.html", exc.status, error=exc.detail, token=token)
     return _page("login.html", notice="Your password is set; sign in with it.", email=email)
+
+
+@router.post("/lang", dependencies=[SameOrigin], openapi_extra=access(Caller.ANYONE))
+def switch_language(request: Request, p: PlatformDep, to: Annotated[str, Form(max_length=16)],
+                    back: Annotated[str, Form(max_length=500)] = "/console/") -> Response:
+    """The page's language switch: a cookie for this browser and, signed in, the user's
+    setting (their mail follows it too). Back to the page it came from."""
+    chosen = i18n.known(to) or i18n.choose(None, None, None)
+    here = back if back.startswith("/console") and "//" not in back else "/console/"
+    done = RedirectResponse(here, status_code=303)
+    remember_locale(done, chosen)
+    try:
+        who = accounts.authenticate(p, request.cookies.get(COOKIE))
+    except Unauthorized:
+        return done
+    if not who.is_meter:
+        request.state.principal = who
+        users.set_locale(p, who, chosen)
+    return done
+
+
+def remember_locale(response: Response, locale: str) -> None:
+    response.set_cookie(i18n.COOKIE, locale, max_age=365 * 86400, samesite="lax",
+                        path="/console")
 
 
 @router.post("/logout", dependencies=[SameOrigin], openapi_extra=access(Caller.ANYONE))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Form, Query, Request
+from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
@@ -23,9 +23,10 @@ from gpulease.schemas.money import QuoteRequest
 from gpulease.services import catalog, images, instances, leases, orders, quotes, wallet
 from gpulease.services.release_terms import release_terms
 from gpulease.services.wallet import payable
-from gpulease.web.pages import SameOrigin, Who, page
+from gpulease.web.pages import SameOrigin, Who, page, page_context
 
-router = APIRouter(prefix="/console", include_in_schema=False)
+router = APIRouter(prefix="/console", include_in_schema=False,
+                   dependencies=[Depends(page_context)])
 # The add-ons an order form offers (those billed per period; egress and object storage
 # are metered from use).
 ORDER_ADDONS = ("public-bandwidth", "extra-storage")

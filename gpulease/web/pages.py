@@ -1,11 +1,13 @@
-"""What every console page shares: the templates, the signed-in caller, the same-origin
-check on forms, and the words a tenant reads for the platform's internal names (delivery
-steps as "installing the OS, 4 of 7", not `wait_agent`)."""
+"""What every console page shares: the templates in the request's language (web/i18n.py),
+the signed-in caller, the same-origin check on forms, and the words a tenant reads for the
+platform's internal names (delivery steps as "installing the OS, 4 of 7", not
+`wait_agent`; statuses in the page's language)."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from decimal import Decimal
+from collections.abc import Callable
+from contextvars import ContextVar
+from functools import cache
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit
@@ -19,63 +21,86 @@ from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Unauthorized
 from gpulease.domain.states import CLEAN_ORDER, DEPLOY_ORDER, RETURN_ORDER, NodeStage
 from gpulease.services import accounts
+from gpulease.web import i18n
 
 HERE = Path(__file__).resolve().parent
 COOKIE = "gpulease_session"
 SETTLED = {"ready", "failed", "released"}
 
 St = NodeStage
+
+
+def _(message: str) -> str:
+    """Marks a message for the catalog (extracted by `make messages`); translated where it
+    is shown."""
+    return message
+
+
 # Each pipeline step as the tenant reads it; the count is its place in its pipeline.
 STEP_WORDS: dict[str, str] = {
-    St.POWER_OFF: "powering the server off",
-    St.ATTACH_MEDIA: "attaching the OS image",
-    St.POWER_ON: "starting the installer",
-    St.WAIT_AGENT: "installing the OS",
-    St.CONFIGURE: "setting up the data disk and your SSH keys",
-    St.VERIFY: "running the acceptance tests",
-    St.DETACH_MEDIA: "handing over",
-    St.CLEAN_SHUTDOWN: "powering the server off",
-    St.CLEAN_ATTACH_MEDIA: "attaching the erase system",
-    St.CLEAN_POWER_ON: "starting the erase system",
-    St.CLEAN_WAIT_AGENT: "waiting for the erase system",
-    St.ERASE: "erasing the disks",
-    St.BURN_IN: "burn-in tests after a repair",
-    St.CLEAN_POWER_OFF: "powering off; back to the pool",
-    St.RETURN_POWER_ON: "starting your system after the repair",
-    St.RETURN_WAIT_AGENT: "waiting for your system",
-    St.RETURN_VERIFY: "acceptance tests after the repair",
+    St.POWER_OFF: _("powering the server off"),
+    St.ATTACH_MEDIA: _("attaching the OS image"),
+    St.POWER_ON: _("starting the installer"),
+    St.WAIT_AGENT: _("installing the OS"),
+    St.CONFIGURE: _("setting up the data disk and your SSH keys"),
+    St.VERIFY: _("running the acceptance tests"),
+    St.DETACH_MEDIA: _("handing over"),
+    St.CLEAN_SHUTDOWN: _("powering the server off"),
+    St.CLEAN_ATTACH_MEDIA: _("attaching the erase system"),
+    St.CLEAN_POWER_ON: _("starting the erase system"),
+    St.CLEAN_WAIT_AGENT: _("waiting for the erase system"),
+    St.ERASE: _("erasing the disks"),
+    St.BURN_IN: _("burn-in tests after a repair"),
+    St.CLEAN_POWER_OFF: _("powering off; back to the pool"),
+    St.RETURN_POWER_ON: _("starting your system after the repair"),
+    St.RETURN_WAIT_AGENT: _("waiting for your system"),
+    St.RETURN_VERIFY: _("acceptance tests after the repair"),
 }
 _PLACE = {stage.value: (i + 1, len(order))
           for order in (DEPLOY_ORDER, CLEAN_ORDER, RETURN_ORDER)
           for i, stage in enumerate(order)}
 
 
-def step_words(stage: str | None) -> str:
+def step_words(stage: str | None, gettext: Callable[[str], str] = _) -> str:
     """A node's pipeline stage as the tenant reads it: "installing the OS, 4 of 7"; other
     stages (an instance's `deploying`) as their name with spaces."""
     if not stage:
         return ""
     words = STEP_WORDS.get(stage)
     if words is None:
-        return stage.replace("_", " ")
+        return gettext(stage.replace("_", " "))
     at, of = _PLACE[stage]
-    return f"{words}, {at} of {of}"
+    return gettext("%(step)s, %(at)d of %(of)d") % {"step": gettext(words), "at": at,
+                                                      "of": of}
 
 
-def yuan(value: Decimal | float | str | None) -> str:
-    return "—" if value is None else f"¥{Decimal(value):,.2f}"
+# Statuses and kinds shown on pages, so the catalog holds them (the data keeps its codes).
+SHOWN_WORDS = (_("pending"), _("deploying"), _("ready"), _("releasing"), _("released"),
+               _("failed"), _("available"), _("allocated"), _("active"), _("cleaning"),
+               _("maintenance"), _("in repair"), _("retired"), _("grace"), _("ended"),
+               _("draft"), _("final"), _("issued"), _("paid"), _("void"), _("ordered"),
+               _("replacing"), _("in_repair"), _("bare_metal"), _("cluster"),
+               _("container"), _("month"), _("day"), _("year"), _("hour"), _("hold"),
+               _("charge"), _("topup"), _("refund"), _("release"), _("usage"))
 
 
-def when(value: datetime | None, fmt: str = "%Y-%m-%d %H:%M") -> str:
-    return "—" if value is None else f"{value:{fmt}} UTC"
-
-
-templates = Environment(loader=FileSystemLoader(HERE / "templates"),
-                        autoescape=select_autoescape(["html"]))
-templates.filters["num"] = lambda v: "—" if v is None else f"{v:,.0f}"
-templates.filters["step"] = step_words
-templates.filters["yuan"] = yuan
-templates.filters["when"] = when
+@cache
+def environment(locale: str) -> Environment:
+    """The templates in one language: gettext from its catalog, numbers, money and dates
+    written its way."""
+    env = Environment(loader=FileSystemLoader(HERE / "templates"),
+                      autoescape=select_autoescape(["html"]), extensions=["jinja2.ext.i18n"])
+    t = i18n.translations(locale)
+    env.install_gettext_translations(t, newstyle=True)  # type: ignore[attr-defined]
+    env.filters["num"] = lambda v: i18n.number(v, locale)
+    env.filters["yuan"] = lambda v: i18n.money(v, locale)
+    env.filters["when"] = lambda v: i18n.moment(v, locale)
+    env.filters["when_s"] = lambda v: i18n.moment(v, locale, seconds=True)
+    env.filters["step"] = lambda v: step_words(v, t.gettext)
+    env.filters["word"] = lambda v: t.gettext(v) if v else ""
+    env.globals |= {"lang_tag": locale.replace("_", "-"), "locale": locale,
+                    "languages": i18n.NAMES}
+    return env
 
 
 class SignInNeeded(Exception):
@@ -83,7 +108,39 @@ class SignInNeeded(Exception):
 
 
 def page(name: str, status: int = 200, **context: Any) -> HTMLResponse:
-    return HTMLResponse(templates.get_template(name).render(**context), status_code=status)
+    """A template rendered in the current request's language (page_context), with who is
+    signed in."""
+    env = environment(i18n.current.get())
+    context.setdefault("here", _PATH.get().split("?", 1)[0])
+    context.setdefault("back_to", _PATH.get())
+    who = context.get("who")
+    if who is not None:
+        context.setdefault("email", _EMAILS.get(who.user_id, ""))
+    return HTMLResponse(env.get_template(name).render(**context), status_code=status)
+
+
+# A signed-in user's e-mail for the header, read once per user and process (an account's
+# address does not change; a removed one can no longer sign in).
+_EMAILS: dict[str, str] = {}
+
+
+def locale_of(request: Request) -> str:
+    return i18n.choose(request.cookies.get(i18n.COOKIE), None,
+                       request.headers.get("accept-language"))
+
+
+_PATH: ContextVar[str] = ContextVar("gpulease_console_path", default="/console/")
+
+
+async def page_context(request: Request) -> None:
+    """Every console route's first dependency: the language its page is written in and
+    the page's own address (the menu marks it; the language switch comes back to it). An
+    async dependency, so that the page's thread sees them."""
+    i18n.current.set(locale_of(request))
+    path = request.url.path
+    if request.method == "GET" and request.url.query:
+        path += "?" + request.url.query
+    _PATH.set(path if request.method == "GET" else "/console/")
 
 
 def _who(request: Request, p: PlatformDep) -> Principal:
@@ -94,6 +151,10 @@ def _who(request: Request, p: PlatformDep) -> Principal:
     if principal.is_meter:  # a meter's token is no console session
         raise SignInNeeded()
     request.state.principal = principal  # for the audit trail
+    if principal.user_id not in _EMAILS:
+        if len(_EMAILS) > 10_000:
+            _EMAILS.clear()
+        _EMAILS[principal.user_id] = accounts.email_of(p, principal.user_id)
     return principal
 
 

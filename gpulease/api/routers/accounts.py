@@ -6,6 +6,7 @@ from gpulease.api.access import EVERY_USER, Caller, access
 from gpulease.api.deps import IdempotencyKey, Limit, Offset, PlatformDep, PrincipalDep
 from gpulease.domain.accounts import Role
 from gpulease.schemas import (
+    LocaleSet,
     MeterCreate,
     MeterCreated,
     PasswordResetAsk,
@@ -35,6 +36,13 @@ def set_password(body: PasswordSet, p: PlatformDep, actor: PrincipalDep) -> None
     """Set your own password for the web console (/console). Once one is set, give the
     current one too; your other console sessions end."""
     users.change_password(p, actor, body.password, body.current_password)
+
+
+@router.put("/me/locale", response_model=UserView, openapi_extra=access(*EVERY_USER))
+def set_locale(body: LocaleSet, p: PlatformDep, actor: PrincipalDep) -> UserView:
+    """Your language for the web console and the mail sent to you (zh_CN or en); null
+    follows the browser."""
+    return users.set_locale(p, actor, body.locale)
 
 
 @router.post("/password-resets", status_code=202, openapi_extra=access(Caller.ANYONE))

@@ -1,0 +1,138 @@
+"""The console in Chinese and English: the language follows the switch (a cookie, and the
+signed-in user's setting, which follows them to another browser), else the browser's
+Accept-Language, else English; every page renders in both; the Chinese catalog has every
+message the templates and code mark, with the same placeholders; money and dates are
+written the locale's way. SQLite and PostgreSQL where data is involved."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from babel.messages.extract import extract_from_dir
+from babel.messages.pofile import read_po
+from fastapi.testclient import TestClient
+
+from gpulease.api.app import create_app
+from gpulease.domain.locales import choose, from_accept_language, known
+from gpulease.platform import Platform
+from gpulease.services import users
+from gpulease.web import i18n
+from gpulease.worker.runner import Worker
+from tests.api.test_console_money import ORDER, signed_in
+from tests.conftest import new_tenant
+from tests.services.test_leases import deliver
+
+ROOT = Path(__file__).resolve().parents[2]
+ZH = {"Accept-Language": "zh-CN,zh;q=0.9,en;q=0.8"}
+
+
+def test_the_language_a_browser_asks_for() -> None:
+    assert known("zh-CN") == known("zh_cn") == known("zh-Hans-CN") == known("zh") == "zh_CN"
+    assert known("en-US") == "en" and known("fr") is None and known("zh-TW") is None
+    assert known("not a tag!") is None and known("") is None
+    assert from_accept_language("fr-FR,fr;q=0.9,zh-CN;q=0.8,en;q=0.7") == "zh_CN"
+    assert from_accept_language("en;q=0.5, zh;q=0.9") == "zh_CN"  # by q, not by order
+    assert from_accept_language("de, fr;q=x") is None
+    assert from_accept_language("zh;q=0, en") == "en"  # q=0: not wanted
+    assert choose("en", "zh_CN", "zh-CN") == "en"  # the switch's cookie first
+    assert choose(None, "zh_CN", "en") == "zh_CN" and choose(None, None, None) == "en"
+
+
+def test_money_and_dates_the_locale_way() -> None:
+    at = datetime(2026, 12, 2, 4, 10, 5, tzinfo=UTC)
+    assert i18n.moment(at, "en") == "Dec 2, 2026, 04:10 UTC"
+    assert i18n.moment(at, "zh_CN", seconds=True) == "2026年12月2日 04:10:05 UTC"
+    assert i18n.money(Decimal("84480"), "zh_CN") == "¥84,480.00" == i18n.money(84480, "en")
+    assert i18n.money(None, "en") == "—"
+
+
+def _placeholders(text: str) -> set[str]:
+    return set(re.findall(r"%\((\w+)\)[sd]", text))
+
+
+def test_the_chinese_catalog_has_every_message_with_its_placeholders() -> None:
+    marked = {found[2] for found in extract_from_dir(
+        str(ROOT / "gpulease" / "web"), method_map=[
+            ("**.py", "python"), ("templates/**.html", "jinja2")],
+        options_map={"templates/**.html": {"extensions": "jinja2.ext.i18n"}},
+        keywords={"_": None, "gettext": None})}
+    with (ROOT / "gpulease/locale/zh_CN/LC_MESSAGES/console.po").open("rb") as f:
+        catalog = read_po(f)
+    assert len(marked) > 200  # the extraction found the templates and the code
+    translated = {m.id: m.string for m in catalog if m.id and m.string and not m.fuzzy}
+    missing = sorted(m for m in marked if isinstance(m, str) and m not in translated)
+    assert not missing, f"translate these (make messages, then the .po): {missing}"
+    wrong = [m for m, zh in translated.items() if _placeholders(m) != _placeholders(zh)]
+    assert not wrong, f"the translation's placeholders differ: {wrong}"
+
+
+def test_the_switch_the_users_setting_and_the_browsers_language(platform: Platform) -> None:
+    t = new_tenant(platform)
+    with TestClient(create_app(platform)) as client:
+        page = client.get("/console/login", headers=ZH)
+        assert '<html lang="zh-CN">' in page.text and "登录 gpulease" in page.text
+        assert '<html lang="en">' in client.get("/console/login").text
+        missing = client.get("/console/no-such-page", headers=ZH)
+        assert missing.status_code == 404 and "控制台中没有这个页面" in missing.text
+
+        signed_in(platform, t, client)
+        switched = client.post("/console/lang", data={"to": "zh-CN", "back": "/console/billing"},
+                               follow_redirects=False)
+        assert switched.status_code == 303 and switched.headers["location"] == "/console/billing"
+        assert client.cookies.get("gpulease_lang") == "zh_CN"
+        assert users.locale_of(platform, t.principal.user_id) == "zh_CN"
+        assert "账单" in client.get("/console/billing").text  # no header needed now
+        away = client.post("/console/lang", data={"to": "en", "back": "https://evil.example/"},
+                           follow_redirects=False)
+        assert away.headers["location"] == "/console/"  # back only into the console
+
+    users.set_locale(platform, t.principal, "zh_CN")
+    with TestClient(create_app(platform)) as other_browser:  # no cookie, English browser
+        signed_in(platform, t, other_browser, again=True)
+        assert other_browser.cookies.get("gpulease_lang") == "zh_CN"
+        assert '<html lang="zh-CN">' in other_browser.get("/console/").text
+
+
+def test_a_user_sets_their_language_through_the_api(platform: Platform) -> None:
+    t = new_tenant(platform)
+    with TestClient(create_app(platform)) as client:
+        auth = {"Authorization": f"Bearer {t.token}"}
+        bad = client.put("/api/v1/me/locale", json={"locale": "fr"}, headers=auth)
+        assert bad.status_code == 422 and "zh_CN" in bad.text and "locale" in bad.text
+        done = client.put("/api/v1/me/locale", json={"locale": "zh-CN"}, headers=auth)
+        assert done.status_code == 200 and done.json()["locale"] == "zh_CN"
+        back = client.put("/api/v1/me/locale", json={"locale": None}, headers=auth)
+        assert back.json()["locale"] is None
+
+
+@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+def test_every_tenant_page_renders_in_both_languages(
+        fleet: Platform, worker: Worker, key: str, lang: str) -> None:
+    t = new_tenant(fleet)
+    iid = deliver(fleet, t, worker, key)
+    with TestClient(create_app(fleet)) as client:
+        signed_in(fleet, t, client)
+        client.cookies.set("gpulease_lang", lang)
+        pages = {"/console/": None, "/console/catalog": None, "/console/billing": None,
+                 f"/console/instances/{iid}": None, f"/console/instances/{iid}/release": None,
+                 "/console/order?sku=h100-80g-x8&region=ningxia-1": None,
+                 "/console/order?offer=rtx4090-24g-container": None}
+        for url in pages:
+            answer = client.get(url)
+            assert answer.status_code == 200, (url, answer.text[-500:])
+            assert f'<html lang="{lang.replace("_", "-")}">' in answer.text
+        review = client.post("/console/orders", data=ORDER | {"ssh_key": key})
+        assert review.status_code == 200
+        renewal = client.post(f"/console/instances/{iid}/renew", data={"periods": "1"})
+        assert renewal.status_code == 200
+        instance = client.get(f"/console/instances/{iid}").text
+        if lang == "zh_CN":
+            assert "确认订单" in review.text and "增值税" in review.text
+            assert "租期" in instance and "运行验收测试（第 6 步，共 7 步）" in instance
+            assert "续费" in renewal.text
+        else:
+            assert "running the acceptance tests, 6 of 7" in instance
