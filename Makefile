@@ -61,7 +61,7 @@ messages: $(STAMP)
 	$(BIN)/pybabel extract -F babel.cfg -k _ --no-location --omit-header --sort-output \
 	  -o gpulease/locale/console.pot .
 	$(BIN)/pybabel update -i gpulease/locale/console.pot -d gpulease/locale -D console \
-	  --no-location --width 100
+	  --width 100
 
 clean:
 	rm -rf $(VENV) $(VENDOR) .gpulease .pytest_cache .mypy_cache .ruff_cache

@@ -162,11 +162,16 @@ class ReleaseTermsView(BaseModel):
 
     instance_id: str
     status: str
+    case: Literal["undelivered", "hourly", "ended", "fault", "early_end"] = Field(
+        description="undelivered: the hold comes back; hourly: a container, billed to the "
+                    "release; ended: the lease is over; fault: the unused time back in full; "
+                    "early_end: periods not begun back less the fee")
     refund: Money = Field(description="what comes back to the wallet at release")
     kept: Money = Field(description="what stays paid: the periods already begun")
     paid_until: datetime | None = Field(description="the end of the period that stays paid")
     periods_refunded: int
     fee_percent: Decimal = Field(description="the early-termination fee on periods not begun")
+    ticket_id: str | None = Field(default=None, description="fault: the ticket that found it")
     summary: str
     data: str = Field(description="what happens to the disks and how to keep their data")
 

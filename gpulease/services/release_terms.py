@@ -35,7 +35,8 @@ def release_terms(p: Platform, actor: Principal, instance_id: str) -> ReleaseTer
         if inst.kind == "container":
             data = ("The container and its data volume are removed. Save what you need "
                     f"first (`gpulease image save {inst.id}`, `gpulease backup {inst.id}`).")
-        terms = ReleaseTermsView(instance_id=inst.id, status=inst.status, refund=ZERO,
+        terms = ReleaseTermsView(instance_id=inst.id, status=inst.status, case="undelivered",
+                                 refund=ZERO,
                                  kept=ZERO, paid_until=None, periods_refunded=0,
                                  fee_percent=fee, summary="", data=data)
         if inst.ready_at is None:
@@ -45,11 +46,13 @@ def release_terms(p: Platform, actor: Principal, instance_id: str) -> ReleaseTer
                              "in full.")
             return terms
         if inst.kind == "container":
+            terms.case = "hourly"
             terms.summary = ("Billed by the hour up to the release; nothing more is charged "
                              "after it, and nothing is refunded.")
             return terms
         lease = find_lease(s, inst.id)
         if lease is None or lease.status != LeaseStatus.ACTIVE.value or now >= lease.ends_at:
+            terms.case = "ended"
             until = f" on {lease.ends_at:%Y-%m-%d %H:%M} UTC" if lease is not None else ""
             terms.summary = f"The lease ended{until}; nothing is refunded."
             return terms
@@ -59,6 +62,7 @@ def release_terms(p: Platform, actor: Principal, instance_id: str) -> ReleaseTer
         paid = sum((x.price for x in periods), ZERO)
         granted = lease_periods.refund_granted_by(s, inst.id)
         if granted is not None:
+            terms.case, terms.ticket_id = "fault", granted
             todo, ahead, unused = unused_refund(periods, now)
             terms.refund, terms.fee_percent = ahead + unused, ZERO
             terms.periods_refunded = len(todo)
@@ -66,6 +70,7 @@ def release_terms(p: Platform, actor: Principal, instance_id: str) -> ReleaseTer
             terms.summary = (f"Ticket {granted} found a fault with no spare: the unused time "
                              f"comes back in full, ¥{terms.refund:,.2f}, no fee.")
             return terms
+        terms.case = "early_end"
         todo, refund = early_end_refund(periods, now, fee)
         terms.refund, terms.periods_refunded = refund, len(todo)
         terms.kept = paid - sum((x.price for x in todo), ZERO)
