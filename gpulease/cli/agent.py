@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
+
+from gpulease.cli.common import TerminalConsole
 
 agent_app = typer.Typer(
     help="The node agent: GPU telemetry at /metrics, acceptance checks, certified erase.",
     invoke_without_command=True)
-out = Console()
-err = Console(stderr=True)
+out = TerminalConsole()
+err = TerminalConsole(stderr=True)
 
 BackendOpt = Annotated[str, typer.Option(
     "--backend", help="GPU backend: nvml, npu-smi (Ascend), simulated, or auto (NVML, then "

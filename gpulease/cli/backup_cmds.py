@@ -10,14 +10,22 @@ import time
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from gpulease.cli.common import JsonOpt, TokenOpt, UrlOpt, api, connect, out, print_json
+from gpulease.cli.common import (
+    JsonOpt,
+    TerminalConsole,
+    TokenOpt,
+    UrlOpt,
+    api,
+    connect,
+    out,
+    print_json,
+)
 
 app = typer.Typer()
-err = Console(stderr=True)
+err = TerminalConsole(stderr=True)
 PathOpt = Annotated[str, typer.Option(help="a directory on the server's data disk")]
 WaitOpt = Annotated[bool, typer.Option("--wait", help="wait until it is done")]
 RateOpt = Annotated[float | None, typer.Option("--max-mbps", help="bandwidth cap, MB/s")]

@@ -4,20 +4,36 @@ API call with its error printed as the server's sentence, JSON output."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from collections.abc import Callable
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from pydantic import BaseModel
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 
 from gpulease.cli.client import ApiError, Client
 
 T = TypeVar("T")
 
-out = Console()
-err = Console(stderr=True)
+class TerminalConsole(Console):
+    """Rich's console takes COLUMNS once, when it is made (at import, whatever a script
+    sets later); this one asks at each print: COLUMNS when set, else the terminal's width,
+    else 80 (as cli/tables.py sizes its tables)."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        columns, lines = shutil.get_terminal_size((80, 25))
+        return ConsoleDimensions(columns, lines)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self._width, self._height = new_size
+
+
+out = TerminalConsole()
+err = TerminalConsole(stderr=True)
 
 UrlOpt = Annotated[str, typer.Option("--url", envvar="GPULEASE_URL", help="server URL")]
 TokenOpt = Annotated[str, typer.Option("--token", envvar="GPULEASE_TOKEN", help="API token")]

@@ -69,6 +69,9 @@ def start_embedded_s3(state: Path, port: int | None = None, timeout_s: float = 6
     args = [weed_binary(), "mini", f"-dir={state / 'data'}", "-ip=127.0.0.1",
             "-ip.bind=127.0.0.1", f"-s3.port={s3_port}", f"-s3.config={config}",
             "-s3.iam=true", "-s3.iam.readOnly=false", "-webdav=false", "-admin.ui=false",
+            # the Iceberg and Lance catalogs listen on fixed ports (8181, 9101) by default:
+            # unused here, and a second server on the host could not start beside them
+            "-s3.port.iceberg=0", "-s3.port.lance=0",
             *(f"-{name}={value}" for name, value in ports.items())]
     (state / "data").mkdir(exist_ok=True)
     out = (log or state / "seaweedfs.log").open("ab")

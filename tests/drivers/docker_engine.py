@@ -57,7 +57,8 @@ def remove_node_containers(client: docker.DockerClient, node: str) -> None:
     """What a test left on the engine for one node: its containers, their data volumes and
     the tenant networks nothing uses any more."""
     for c in client.containers.list(all=True, filters={"label": f"io.gpulease.node={node}"}):
-        c.remove(force=True)
+        with contextlib.suppress(NotFound):  # a release still running may remove it first
+            c.remove(force=True)
         with contextlib.suppress(NotFound):
             client.volumes.get(f"gpulease-{c.labels['io.gpulease.instance']}-data").remove(
                 force=True)
