@@ -6,11 +6,13 @@ STAMP := $(VENV)/.installed
 # The suite on each core (at most 4): tests that share one outside resource run on one
 # worker (tests/conftest.py, pytest_collection_modifyitems).
 PYTEST_ARGS ?= -n auto --maxprocesses=4 --dist loadgroup
-# The API docs' browser assets, from the npm registry at build time (nothing from a CDN
-# at run time); shipped in the package, not kept in git.
+# The API docs' and the console's browser assets (Swagger UI, Redoc, ECharts' common
+# build), from the npm registry at build time (nothing from a CDN at run time); shipped
+# in the package, not kept in git.
 VENDOR := gpulease/web/vendor
 SWAGGER_UI := swagger-ui-dist@5.35.0
 REDOC := redoc@2.5.4
+ECHARTS := echarts@5.6.0
 
 .PHONY: run test lint bench clean vendor messages
 
@@ -22,16 +24,22 @@ $(STAMP): pyproject.toml
 
 $(VENDOR)/.fetched: Makefile
 	@if ! command -v npm >/dev/null; then \
-	  echo "npm not found: the API docs pages will ask for 'make vendor'"; \
+	  echo "npm not found: the API docs and the console's charts will ask for 'make vendor'"; \
 	else \
-	  rm -rf $(VENDOR) && mkdir -p $(VENDOR)/npm $(VENDOR)/swagger-ui $(VENDOR)/redoc && \
-	  npm pack --silent --pack-destination $(VENDOR)/npm $(SWAGGER_UI) $(REDOC) >/dev/null && \
+	  rm -rf $(VENDOR) && mkdir -p $(VENDOR)/npm $(VENDOR)/swagger-ui $(VENDOR)/redoc \
+	    $(VENDOR)/echarts && \
+	  npm pack --silent --pack-destination $(VENDOR)/npm $(SWAGGER_UI) $(REDOC) $(ECHARTS) \
+	    >/dev/null && \
 	  tar -xzf $(VENDOR)/npm/swagger-ui-dist-*.tgz -C $(VENDOR)/swagger-ui \
 	    --strip-components=1 package/swagger-ui-bundle.js package/swagger-ui.css \
 	    package/LICENSE && \
 	  tar -xzf $(VENDOR)/npm/redoc-*.tgz -C $(VENDOR)/redoc --strip-components=2 \
 	    package/bundles/redoc.standalone.js && \
 	  tar -xzf $(VENDOR)/npm/redoc-*.tgz -C $(VENDOR)/redoc --strip-components=1 \
+	    package/LICENSE && \
+	  tar -xzf $(VENDOR)/npm/echarts-*.tgz -C $(VENDOR)/echarts --strip-components=2 \
+	    package/dist/echarts.common.min.js && \
+	  tar -xzf $(VENDOR)/npm/echarts-*.tgz -C $(VENDOR)/echarts --strip-components=1 \
 	    package/LICENSE && \
 	  rm -rf $(VENDOR)/npm && touch $@; \
 	fi
@@ -54,6 +62,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/agent_telemetry.py
 	$(BIN)/python bench/invoice_run.py
 	$(BIN)/python bench/advise_latency.py
+	$(BIN)/python bench/console_pages.py
 
 # The console's messages: extract them from the templates and code, then merge them into
 # each language's catalog (gpulease/locale/<lang>/LC_MESSAGES/console.po) for translating.

@@ -403,6 +403,9 @@ class TelemetrySummary(Base):
     gpu_uuid: Mapped[str] = mapped_column(String(80))
     summary_json: Mapped[str] = mapped_column(Text)
 
+    __table_args__ = (Index("ix_telemetry_summaries_instance_received", "instance_id",
+                            "received_at"),)
+
 
 class TelemetryHourly(Base):
     """One GPU's hour: the per-minute summaries older than GPULEASE_TELEMETRY_MINUTE_DAYS

@@ -160,23 +160,31 @@ def ingest(p: Platform, credential: str | None, gpus: Iterable[dict[str, Any]]
         return _sync_alerts(s, p, node, summaries, now)
 
 
+def _newest_summaries(s: Session, instance_id: str, gpus: int
+                      ) -> dict[tuple[str, int], TelemetrySummary]:
+    """The newest summary of each (node, GPU) of the instance: read backwards from the
+    newest along its (instance, time) index, a few pushes deep (a node that stopped
+    pushing a while ago is not looked for further back)."""
+    found: dict[tuple[str, int], TelemetrySummary] = {}
+    for row in s.scalars(select(TelemetrySummary)
+                         .where(TelemetrySummary.instance_id == instance_id)
+                         .order_by(TelemetrySummary.received_at.desc())
+                         .limit(max(gpus, 1) * 4)):
+        found.setdefault((row.node_id, row.gpu_index), row)
+    return found
+
+
 def instance_metrics(p: Platform, actor: Principal, instance_id: str) -> dict[str, Any]:
     """The latest summary of each GPU the instance holds, and its open alerts."""
     with p.db.read() as s:
         inst = get_instance(s, actor, instance_id)
         nodes = []
-        for node, gpu_indices, held in instance_allocations(s, inst.id):
-            if not held:
-                continue
-            latest = select(TelemetrySummary.gpu_index,
-                            func.max(TelemetrySummary.id).label("id")).where(
-                TelemetrySummary.node_id == node.id,
-                TelemetrySummary.instance_id == inst.id,
-                TelemetrySummary.gpu_index.in_(gpu_indices)).group_by(
-                TelemetrySummary.gpu_index).subquery()
-            rows = s.scalars(select(TelemetrySummary).join(
-                latest, latest.c.id == TelemetrySummary.id).order_by(
-                TelemetrySummary.gpu_index)).all()
+        held_nodes = [(n, g) for n, g, held in instance_allocations(s, inst.id) if held]
+        newest = _newest_summaries(s, inst.id, sum(len(g) for _, g in held_nodes))
+        for node, gpu_indices in held_nodes:
+            rows = sorted((r for (node_id, gpu), r in newest.items()
+                           if node_id == node.id and gpu in gpu_indices),
+                          key=lambda r: r.gpu_index)
             alerts = s.scalars(select(HardwareAlert).where(
                 HardwareAlert.node_id == node.id, HardwareAlert.closed_at.is_(None),
                 HardwareAlert.gpu_index.in_(gpu_indices) | (HardwareAlert.source == "bmc"))

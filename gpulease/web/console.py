@@ -12,11 +12,14 @@ from this origin. No CDN; the one script is progressive enhancement.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.middleware.gzip import GZipMiddleware
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gpulease.api.access import EVERY_USER, ORDERING, Caller, access
 from gpulease.api.deps import PlatformDep
@@ -35,6 +38,7 @@ from gpulease.services import (
     invoices,
     leases,
     password_resets,
+    telemetry_series,
     users,
     wallet,
 )
@@ -60,11 +64,31 @@ static = StaticFiles(directory=HERE / "static")
 _page = page
 
 
+class CompressedConsole:
+    """gzip for the console's pages, scripts and chart data (a day of telemetry and the
+    chart library are text that shrinks to a fraction); the API and the boot media (which
+    BMCs fetch by byte range) pass as they are, and event streams are never buffered."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.gzip = GZipMiddleware(app, minimum_size=1024)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/console"):
+            await self.gzip(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+
 def install(app: FastAPI) -> None:
+    app.add_middleware(CompressedConsole)
     app.include_router(router)
     app.include_router(money_pages.router)
     app.state.console_page_for = not_found_page  # unknown console URLs: a page, not JSON
     app.mount("/console/static", static, name="console-static")
+    # ECharts, fetched from npm by `make vendor` (the charts are left out without it)
+    app.mount("/console/vendor", StaticFiles(directory=HERE / "vendor" / "echarts",
+                                             check_dir=False), name="console-vendor")
 
     @app.exception_handler(SignInNeeded)
     async def _sign_in(_: Request, __: SignInNeeded) -> RedirectResponse:
@@ -218,6 +242,19 @@ def _lease_card(p: Platform, who: Principal, inst: InstanceView) -> dict[str, An
         left = (lease.ends_at - p.clock.now()).total_seconds() / 86400
         card |= {"lease": lease, "days_left": max(0.0, left)}
     return card
+
+
+@router.get("/instances/{instance_id}/telemetry.json",
+            openapi_extra=access(*EVERY_USER, owned=True))
+def instance_telemetry(instance_id: str, p: PlatformDep, who: Who,
+                       hours: Annotated[int, Query()] = 1) -> Response:
+    """The charts' data (the API's /instances/{id}/telemetry, for the console session)."""
+    try:
+        series = telemetry_series.instance_series(p, who, instance_id, hours)
+    except DomainError as exc:
+        return Response(exc.detail, status_code=exc.status, media_type="text/plain")
+    return Response(json.dumps(series, separators=(",", ":")), media_type="application/json",
+                    headers={"Cache-Control": "no-store"})
 
 
 @router.get("/instances/{instance_id}/events", openapi_extra=access(*EVERY_USER, owned=True))

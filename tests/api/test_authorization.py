@@ -31,7 +31,8 @@ from tests.conftest import TenantCtx, listing_app, new_tenant, ssh_key
 from tests.services.test_leases import MovableClock, deliver
 
 # Not routes a caller is authorized for: files under these mounts are public by nature.
-PUBLIC_MOUNTS = {"/console/static", "/api/v1/docs/static", "/api/v1/docs/vendor"}
+PUBLIC_MOUNTS = {"/console/static", "/console/vendor", "/api/v1/docs/static",
+                 "/api/v1/docs/vendor"}
 MAC = "52:54:00:00:00:01"
 SIGN_OUT = "/console/logout"
 AUDIT = "/api/v1/audit"

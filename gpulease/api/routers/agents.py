@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Response, Security
+from fastapi import APIRouter, Query, Response, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
 from gpulease.api.access import EVERY_USER, ORDERING, Caller, access
 from gpulease.api.deps import Limit, Offset, PlatformDep, PrincipalDep
 from gpulease.ports.agent import Command, CommandOutcome, CommandProgress
-from gpulease.services import agent_commands, agents, bmc_health, node_agents
+from gpulease.services import agent_commands, agents, bmc_health, node_agents, telemetry_series
 from gpulease.services.node_agents import VerifyRun
 
 router = APIRouter(tags=["node agents"])
@@ -107,6 +107,18 @@ def verify_instance(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> li
 def instance_metrics(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> dict[str, Any]:
     """Latest GPU telemetry summary per GPU of the instance, and its open hardware alerts."""
     return agents.instance_metrics(p, actor, instance_id)
+
+
+@router.get("/instances/{instance_id}/telemetry",
+            openapi_extra=access(*EVERY_USER, owned=True))
+def instance_telemetry(instance_id: str, p: PlatformDep, actor: PrincipalDep,
+                       hours: Annotated[int, Query(description="1, 24 or 168")] = 24
+                       ) -> dict[str, Any]:
+    """Each GPU's telemetry over the last hour (per minute), day (per 5 minutes) or week
+    (per 15 minutes): `t` (Unix seconds) and one array per metric (`temp_max_c`,
+    `sm_clock_max_mhz`, `sm_clock_min_mhz`, `power_avg_w`, `util_avg_pct`,
+    `fb_used_max_mib`), with throttling and XID `events` per node."""
+    return telemetry_series.instance_series(p, actor, instance_id, hours)
 
 
 @router.get("/instances/{instance_id}/acceptance", openapi_extra=access(*EVERY_USER, owned=True))
