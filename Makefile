@@ -7,12 +7,14 @@ STAMP := $(VENV)/.installed
 # worker (tests/conftest.py, pytest_collection_modifyitems).
 PYTEST_ARGS ?= -n auto --maxprocesses=4 --dist loadgroup
 # The API docs' and the console's browser assets (Swagger UI, Redoc, ECharts' common
-# build), from the npm registry at build time (nothing from a CDN at run time); shipped
+# build; axe-core, which the browser tests run on every page), from the npm registry at
+# build time (nothing from a CDN at run time); shipped
 # in the package, not kept in git.
 VENDOR := gpulease/web/vendor
 SWAGGER_UI := swagger-ui-dist@5.35.0
 REDOC := redoc@2.5.4
 ECHARTS := echarts@5.6.0
+AXE := axe-core@4.14.1
 
 .PHONY: run test lint bench clean vendor messages
 
@@ -27,9 +29,9 @@ $(VENDOR)/.fetched: Makefile
 	  echo "npm not found: the API docs and the console's charts will ask for 'make vendor'"; \
 	else \
 	  rm -rf $(VENDOR) && mkdir -p $(VENDOR)/npm $(VENDOR)/swagger-ui $(VENDOR)/redoc \
-	    $(VENDOR)/echarts && \
+	    $(VENDOR)/echarts $(VENDOR)/axe-core && \
 	  npm pack --silent --pack-destination $(VENDOR)/npm $(SWAGGER_UI) $(REDOC) $(ECHARTS) \
-	    >/dev/null && \
+	    $(AXE) >/dev/null && \
 	  tar -xzf $(VENDOR)/npm/swagger-ui-dist-*.tgz -C $(VENDOR)/swagger-ui \
 	    --strip-components=1 package/swagger-ui-bundle.js package/swagger-ui.css \
 	    package/LICENSE && \
@@ -41,6 +43,8 @@ $(VENDOR)/.fetched: Makefile
 	    package/dist/echarts.common.min.js && \
 	  tar -xzf $(VENDOR)/npm/echarts-*.tgz -C $(VENDOR)/echarts --strip-components=1 \
 	    package/LICENSE && \
+	  tar -xzf $(VENDOR)/npm/axe-core-*.tgz -C $(VENDOR)/axe-core --strip-components=1 \
+	    package/axe.min.js package/LICENSE && \
 	  rm -rf $(VENDOR)/npm && touch $@; \
 	fi
 

@@ -111,8 +111,8 @@ def page(name: str, status: int = 200, **context: Any) -> HTMLResponse:
     """A template rendered in the current request's language (page_context), with who is
     signed in."""
     env = environment(i18n.current.get())
-    context.setdefault("here", _PATH.get().split("?", 1)[0])
-    context.setdefault("back_to", _PATH.get())
+    context.setdefault("here", _PATH.get())
+    context.setdefault("back_to", _BACK.get())
     who = context.get("who")
     if who is not None:
         context.setdefault("email", _EMAILS.get(who.user_id, ""))
@@ -129,7 +129,8 @@ def locale_of(request: Request) -> str:
                        request.headers.get("accept-language"))
 
 
-_PATH: ContextVar[str] = ContextVar("gpulease_console_path", default="/console/")
+_PATH: ContextVar[str] = ContextVar("gpulease_console_path", default="")
+_BACK: ContextVar[str] = ContextVar("gpulease_console_back", default="/console/")
 
 
 async def page_context(request: Request) -> None:
@@ -137,10 +138,11 @@ async def page_context(request: Request) -> None:
     the page's own address (the menu marks it; the language switch comes back to it). An
     async dependency, so that the page's thread sees them."""
     i18n.current.set(locale_of(request))
-    path = request.url.path
+    back = request.url.path
     if request.method == "GET" and request.url.query:
-        path += "?" + request.url.query
-    _PATH.set(path if request.method == "GET" else "/console/")
+        back += "?" + request.url.query
+    _PATH.set(request.url.path)
+    _BACK.set(back if request.method == "GET" else "/console/")
 
 
 def _who(request: Request, p: PlatformDep) -> Principal:

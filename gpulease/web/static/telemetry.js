@@ -41,7 +41,7 @@
           const values = gpu[metric];
           series.push({
             name: data.nodes.length > 1 ? `${node.node} GPU ${gpu.index}` : `GPU ${gpu.index}`,
-            type: "line", showSymbol: false, connectNulls: false,
+            type: "line", showSymbol: gpu.t.length < 3, connectNulls: false,
             data: gpu.t.map((t, i) => [t * 1000, values[i]]),
             markPoint: marked.has(metric)
               ? { data: markPoints(node, gpu, values, gpu.t), label: { fontSize: 9 } }

@@ -1,0 +1,122 @@
+"""Every console page a tenant and an operator reach, in Chromium, in English and Chinese,
+on SQLite and PostgreSQL: axe-core (shipped from npm) finds no serious or critical
+violation, nothing is wider than the viewport at 1366×768 nor at 390×844, the page says
+its language, and a screenshot of each is kept (GPULEASE_SCREENSHOTS, else the test's
+temporary directory)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpulease.demo_agents import DemoAgents
+from gpulease.platform import Platform
+from gpulease.schemas import OrderRequest
+from gpulease.services import accounts, instances, orders, users
+from gpulease.web.pages import HERE
+from tests.conftest import LiveServer, new_tenant, ssh_key
+from tests.e2e.test_console import PASSWORD, browser, live  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.slow
+AXE = HERE / "vendor" / "axe-core" / "axe.min.js"
+VIEWPORTS = {"desktop": (1366, 768), "phone": (390, 844)}
+SERIOUS = {"serious", "critical"}
+
+
+def _check(page: Any, name: str, shots: Path, lang: str) -> list[str]:
+    """Each viewport: nothing wider than it, a screenshot; then axe on the page."""
+    problems = []
+    expected = lang.replace("_", "-")
+    if page.get_attribute("html", "lang") != expected:
+        problems.append(f"{name}: html lang is {page.get_attribute('html', 'lang')}")
+    for size, (width, height) in VIEWPORTS.items():
+        page.set_viewport_size({"width": width, "height": height})
+        page.wait_for_timeout(50)
+        wide = page.evaluate("document.documentElement.scrollWidth")
+        if wide > width:
+            culprit = page.evaluate("""(w) => [...document.querySelectorAll('body *')]
+                .filter(e => e.getBoundingClientRect().right > w + 1)
+                .map(e => e.tagName + (e.id ? '#' + e.id : '') + '.' + e.className).slice(0, 3)""",
+                                    width)
+            problems.append(f"{name} at {size}: {wide}px wide in {width}px: {culprit}")
+        page.screenshot(path=str(shots / f"{lang}-{name}-{size}.png"), full_page=True)
+    page.set_viewport_size({"width": 1366, "height": 768})
+    page.add_script_tag(path=str(AXE))
+    found = page.evaluate("""async () => {
+        const r = await axe.run(document, {runOnly: ['wcag2a', 'wcag2aa', 'best-practice']});
+        return r.violations.map(v => ({id: v.id, impact: v.impact,
+            nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))}));
+    }""")
+    problems += [f"{name}: axe {v['id']} ({v['impact']}) at {v['nodes']}"
+                 for v in found if v["impact"] in SERIOUS]
+    return problems
+
+
+def _ready(p: Platform, principal: Any, iid: str, timeout_s: float = 40) -> None:
+    deadline = time.monotonic() + timeout_s
+    while instances.show_instance(p, principal, iid).status != "ready":
+        assert time.monotonic() < deadline, "not delivered"
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+def test_every_page_is_accessible_fits_and_speaks_the_language(
+        fleet: Platform, live: LiveServer, browser: Any, lang: str,  # noqa: F811
+        tmp_path: Path) -> None:
+    assert AXE.exists(), "axe-core is missing: `make vendor` fetches it from npm"
+    shots = Path(os.environ.get("GPULEASE_SCREENSHOTS") or tmp_path / "screenshots")
+    shots.mkdir(parents=True, exist_ok=True)
+    tenant = new_tenant(fleet, name=f"quality-{lang.lower()}")
+    users.change_password(fleet, tenant.principal, PASSWORD, None)
+    iid = orders.place_order(fleet, tenant.principal, OrderRequest(
+        sku="h100-80g-x8", region="ningxia-1", ssh_keys=[ssh_key()], name="trial"))[0].id
+    _ready(fleet, tenant.principal, iid)
+    DemoAgents(fleet).tick()
+
+    context = browser.new_context(locale="zh-CN" if lang == "zh_CN" else "en-US",
+                                  bypass_csp=True)  # to inject axe; the page keeps its CSP
+    page = context.new_page()
+    problems: list[str] = []
+    page.goto(f"{live.url}/console/login")
+    problems += _check(page, "login", shots, lang)
+    page.goto(f"{live.url}/console/forgot")
+    problems += _check(page, "forgot", shots, lang)
+    page.goto(f"{live.url}/console/login")
+    page.fill("#email", f"quality-{lang.lower()}@example.com")
+    page.fill("#password", PASSWORD)
+    page.click("form[action='/console/login'] button[type=submit]")
+    for name, path in (("home", "/console/"), ("catalog", "/console/catalog"),
+                       ("order", "/console/order?sku=h100-80g-x8&region=ningxia-1"),
+                       ("instance", f"/console/instances/{iid}"),
+                       ("release", f"/console/instances/{iid}/release"),
+                       ("billing", "/console/billing"), ("missing", "/console/nope")):
+        page.goto(f"{live.url}{path}")
+        if name == "instance":  # the charts drawn from the day's data
+            page.wait_for_selector("#charts:not([hidden]) canvas", timeout=10_000)
+        problems += _check(page, name, shots, lang)
+    page.goto(f"{live.url}/console/order?sku=h100-80g-x8&region=ningxia-1")
+    page.fill("#ssh_key", ssh_key())
+    page.click("#order-form button[type=submit]")
+    problems += _check(page, "review", shots, lang)
+    page.goto(f"{live.url}/console/instances/{iid}")
+    page.click("#renew")
+    problems += _check(page, "renewal", shots, lang)
+    context.close()
+
+    _, token = accounts.create_operator(fleet, f"ops-{lang.lower()}@example.com", "Ops")
+    users.change_password(fleet, accounts.authenticate(fleet, token.token), PASSWORD, None)
+    context = browser.new_context(locale="zh-CN" if lang == "zh_CN" else "en-US",
+                                  bypass_csp=True)  # to inject axe; the page keeps its CSP
+    page = context.new_page()
+    page.goto(f"{live.url}/console/login")
+    page.fill("#email", f"ops-{lang.lower()}@example.com")
+    page.fill("#password", PASSWORD)
+    page.click("form[action='/console/login'] button[type=submit]")
+    problems += _check(page, "fleet", shots, lang)
+    context.close()
+    assert not problems, "\n".join(problems)
+    assert len(list(shots.glob(f"{lang}-*.png"))) == 2 * 12
