@@ -1,11 +1,19 @@
-"""An invoice as CSV (one row per line, then the totals) and as PDF (reportlab; its built-in
-STSong-Light CID font prints Chinese tenant names without shipping a font file)."""
+"""An invoice as CSV (one row per line, then the totals) and as PDF (reportlab), its labels
+in Chinese and English. The PDF embeds the glyphs it uses from a CJK TrueType font on the
+host (GPULEASE_PDF_FONT, else WenQuanYi Micro Hei or Zen Hei, Droid Sans Fallback or AR PL
+UMing where installed: Debian's fonts-wqy-microhei), so it prints the same in any viewer;
+without one it falls back to reportlab's STSong-Light, which viewers must supply. A line
+without a recorded unit price shows its amount over its quantity."""
 
 from __future__ import annotations
 
 import csv
 import io
+import logging
+import os
 from decimal import Decimal
+from functools import cache
+from pathlib import Path
 
 from reportlab.lib import colors
 from reportlab.lib.pagesizes import A4
@@ -13,11 +21,19 @@ from reportlab.lib.styles import ParagraphStyle
 from reportlab.lib.units import mm
 from reportlab.pdfbase import pdfmetrics
 from reportlab.pdfbase.cidfonts import UnicodeCIDFont
+from reportlab.pdfbase.ttfonts import TTFont
 from reportlab.platypus import Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
 
-from gpulease.schemas.money import InvoiceView
+from gpulease.schemas.money import InvoiceLineView, InvoiceView
 
-FONT = "STSong-Light"
+log = logging.getLogger(__name__)
+
+FALLBACK_FONT = "STSong-Light"
+EMBEDDED_FONT = "GpuleaseCJK"
+FONT_FILES = ("/usr/share/fonts/truetype/wqy/wqy-microhei.ttc",
+              "/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc",
+              "/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf",
+              "/usr/share/fonts/truetype/arphic/uming.ttc")
 CSV_COLUMNS = ("seq", "kind", "instance_id", "description", "quantity", "unit",
                "unit_price", "service_from", "service_to", "net", "vat", "gross")
 
@@ -59,7 +75,7 @@ def render_csv(inv: InvoiceView) -> str:
     for ln in inv.lines:
         w.writerow((ln.seq, ln.kind, ln.instance_id or "", ln.description,
                     "" if ln.quantity is None else f"{ln.quantity:f}", ln.unit or "",
-                    "" if ln.unit_price is None else f"{ln.unit_price:f}",
+                    "" if (u := unit_price_of(ln)) is None else f"{u:f}",
                     ln.service_from.isoformat() if ln.service_from else "",
                     ln.service_to.isoformat() if ln.service_to else "",
                     f"{ln.net:.2f}", f"{ln.vat:.2f}", f"{ln.gross:.2f}"))
@@ -72,36 +88,69 @@ def _yuan(v: Decimal) -> str:
     return f"¥{v:,.2f}"
 
 
+@cache
+def pdf_font() -> str:
+    """The font the PDF is set in: a CJK TrueType font embedded (subset), else the CID
+    font viewers supply."""
+    wanted = os.environ.get("GPULEASE_PDF_FONT")
+    for path in ([wanted] if wanted else []) + list(FONT_FILES):
+        if path and Path(path).is_file():
+            try:
+                pdfmetrics.registerFont(TTFont(EMBEDDED_FONT, path, subfontIndex=0))
+                return EMBEDDED_FONT
+            except Exception as exc:  # reportlab embeds TrueType outlines only
+                log.warning("cannot embed the font %s in invoice PDFs: %s", path, exc)
+    log.warning("no CJK TrueType font found (install fonts-wqy-microhei or set "
+                "GPULEASE_PDF_FONT): invoice PDFs use STSong-Light, not embedded")
+    pdfmetrics.registerFont(UnicodeCIDFont(FALLBACK_FONT))
+    return FALLBACK_FONT
+
+
+def unit_price_of(ln: InvoiceLineView) -> Decimal | None:
+    """The line's unit price, or its amount over its quantity where none was recorded."""
+    if ln.unit_price is not None:
+        return ln.unit_price
+    if ln.quantity:
+        return (ln.gross / ln.quantity).quantize(Decimal("0.01"))
+    return None
+
+
 def render_pdf(inv: InvoiceView, issuer: str, issuer_tax_id: str = "") -> bytes:
-    if FONT not in pdfmetrics.getRegisteredFontNames():
-        pdfmetrics.registerFont(UnicodeCIDFont(FONT))
-    body = ParagraphStyle("body", fontName=FONT, fontSize=9, leading=12)
+    font = pdf_font()
+    body = ParagraphStyle("body", fontName=font, fontSize=9, leading=12)
     head = ParagraphStyle("head", parent=body, fontSize=15, leading=19)
     buf = io.BytesIO()
     doc = SimpleDocTemplate(buf, pagesize=A4, leftMargin=15 * mm, rightMargin=15 * mm,
                             topMargin=15 * mm, bottomMargin=15 * mm, title=_title(inv),
                             author=issuer)
-    facts = [f"Issuer: {issuer}" + (f" (tax id {issuer_tax_id})" if issuer_tax_id else ""),
-             *_buyer_facts(inv), f"Period: {inv.period}",
-             f"Status: {inv.status}"
+    facts = [f"Issuer 销售方: {issuer}" + (f" (tax id 税号 {issuer_tax_id})"
+                                           if issuer_tax_id else ""),
+             *_buyer_facts(inv), f"Period 账期: {inv.period}",
+             f"Status 状态: {inv.status}"
              + (f", finalized {inv.finalized_at:%Y-%m-%d %H:%M} UTC" if inv.finalized_at
                 else " (not an invoice until finalized)")]
     if inv.corrects:
         facts.append(f"Corrects: {inv.corrects}. Reason: {inv.reason}")
-    vat_note = "prices include VAT" if inv.prices_include_vat else "VAT added to prices"
-    rows: list[list[object]] = [["#", "Description", "Qty", "Unit price", "Net", "VAT",
-                                 "Amount"]]
+    vat_note = ("prices include VAT 价格含税" if inv.prices_include_vat
+                else "VAT added to prices 价外税")
+    rows: list[list[object]] = [["#", Paragraph("Description<br/>项目", body),
+                                 Paragraph("Qty<br/>数量", body),
+                                 Paragraph("Unit price<br/>单价", body),
+                                 Paragraph("Net<br/>金额", body), Paragraph("VAT<br/>税额", body),
+                                 Paragraph("Amount<br/>价税合计", body)]]
     for ln in inv.lines:
         qty = "" if ln.quantity is None else f"{ln.quantity:f} {ln.unit or ''}"
-        price = "" if ln.unit_price is None else f"¥{ln.unit_price:f}"
+        unit = unit_price_of(ln)
+        price = "" if unit is None else f"¥{unit:,.2f}"
         rows.append([str(ln.seq), Paragraph(ln.description, body), qty, price,
                      _yuan(ln.net), _yuan(ln.vat), _yuan(ln.gross)])
-    rows.append(["", f"Total ({inv.currency}, VAT {_percent(inv.vat_rate)}%, {vat_note})", "",
+    rows.append(["", Paragraph(f"Total 合计 ({inv.currency}, VAT {_percent(inv.vat_rate)}%, "
+                               f"{vat_note})", body), "",
                  "", _yuan(inv.net), _yuan(inv.vat), _yuan(inv.total)])
     table = Table(rows, colWidths=[8 * mm, 70 * mm, 22 * mm, 22 * mm, 22 * mm, 18 * mm,
                                    24 * mm], repeatRows=1)
     table.setStyle(TableStyle([
-        ("FONT", (0, 0), (-1, -1), FONT, 8), ("ALIGN", (2, 0), (-1, -1), "RIGHT"),
+        ("FONT", (0, 0), (-1, -1), font, 8), ("ALIGN", (2, 0), (-1, -1), "RIGHT"),
         ("LINEBELOW", (0, 0), (-1, 0), 0.5, colors.black),
         ("LINEABOVE", (0, -1), (-1, -1), 0.5, colors.black),
         ("VALIGN", (0, 0), (-1, -1), "TOP")]))
@@ -137,7 +186,7 @@ def render_export_csv(invoices: list[InvoiceView]) -> str:
                         inv.finalized_at.isoformat() if inv.finalized_at else "", *buyer,
                         ln.seq, ln.description,
                         "" if ln.quantity is None else f"{ln.quantity:f}", ln.unit or "",
-                        "" if ln.unit_price is None else f"{ln.unit_price:f}",
+                        "" if (u := unit_price_of(ln)) is None else f"{u:f}",
                         ln.service_from.isoformat() if ln.service_from else "",
                         ln.service_to.isoformat() if ln.service_to else "",
                         f"{ln.net:.2f}", f"{inv.vat_rate:f}", f"{ln.vat:.2f}",

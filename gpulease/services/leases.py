@@ -108,7 +108,8 @@ def extend(s: Session, p: Platform, inst: Instance, lease: Lease, periods: int, 
     charge(s, inst.tenant_id, to_fen(price * periods), now, instance_id=inst.id,
            reference=f"renewal of {inst.id}: {periods} {term}(s) ({by})",
            service=(added[0].starts_at, added[-1].ends_at),
-           extras=[x.line(periods) for x in extras])
+           extras=[x.line(periods) for x in extras], quantity=Decimal(periods), unit=term,
+           unit_price=price)
     amount = to_fen(per_period * periods)  # the servers and their add-ons, for the text
     was = lease.status
     lease_periods.add(s, lease, added)

@@ -174,13 +174,16 @@ class Line:
 def charge(s: Session, tenant_id: str, amount: Decimal, now: datetime, *,
            instance_id: str | None, reference: str,
            service: tuple[datetime, datetime] | None = None,
-           extras: Sequence[Line] = ()) -> None:
-    """Take `amount` and the `extras` now (a renewal and its add-ons, for the `service`
-    span), or refuse with 402 and the amount missing: all or nothing."""
+           extras: Sequence[Line] = (), quantity: Decimal | None = None,
+           unit: str | None = None, unit_price: Decimal | None = None) -> None:
+    """Take `amount` (`quantity` × `unit_price` of `unit`, where given) and the `extras`
+    now (a renewal and its add-ons, for the `service` span), or refuse with 402 and the
+    amount missing: all or nothing."""
     wallet = wallet_for_update(s, tenant_id, now)
     require_cover(wallet, amount + sum((x.amount for x in extras), Decimal(0)), "This costs")
     post(s, wallet, "charge", -amount, now, instance_id=instance_id, reference=reference,
-         item=reference, service=service)
+         item=reference, service=service, quantity=quantity, unit=unit,
+         unit_price=unit_price)
     for x in extras:
         post(s, wallet, "charge", -x.amount, now, instance_id=instance_id,
              reference=f"{x.item} ({reference})"[:200], item=x.item, quantity=x.quantity,
@@ -238,12 +241,12 @@ def charge_hold(s: Session, inst: Instance, now: datetime, until: datetime,
                  quantity=x.quantity, unit=x.unit, unit_price=x.unit_price,
                  service=(now, until))
         held -= sum((x.amount for x in extras), Decimal(0))
+        count = Decimal(inst.node_count if inst.kind != "container" else inst.gpu_count)
         post(s, wallet, "charge", -held, now, instance_id=inst.id,
              reference=f"first {inst.term} of {inst.id} ({inst.sku})",
-             item=first_period_item(inst), quantity=Decimal(
-                 inst.node_count if inst.kind != "container" else inst.gpu_count),
+             item=first_period_item(inst), quantity=count,
              unit="server" if inst.kind != "container" else "GPU-hour",
-             service=(now, until))
+             unit_price=to_fen(held / count) if count else None, service=(now, until))
 
 
 def return_hold(s: Session, inst: Instance, now: datetime) -> None:

@@ -6,6 +6,7 @@ PDF. SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import io
+import os
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from zoneinfo import ZoneInfo
@@ -41,7 +42,7 @@ from gpulease.services import (
     sla,
     wallet,
 )
-from gpulease.services.invoice_documents import render_csv, render_pdf
+from gpulease.services.invoice_documents import EMBEDDED_FONT, pdf_font, render_csv, render_pdf
 from gpulease.services.wallet import ledger_sums_to_balance
 from gpulease.worker import metering as container_meter
 from gpulease.worker.runner import Worker
@@ -474,11 +475,22 @@ def test_csv_and_pdf_carry_the_lines_and_totals(
     assert rows[0][:2] == ["invoice", inv.number] and "深度求索实验室" in rows[0]
     assert len(rows) == 2 + len(inv.lines) + 1
     assert rows[-1][-3:] == [f"{inv.net:.2f}", f"{inv.vat:.2f}", f"{inv.total:.2f}"]
-    pdf = PdfReader(io.BytesIO(render_pdf(inv, "Ningxia GPU Co.", "91640000X")))
+    header = rows[1] if rows[1][0] == "seq" else rows[2]
+    price_at, qty_at = header.index("unit_price"), header.index("quantity")
+    lines = [r for r in rows if r[0].isdigit()]
+    assert lines and all(r[price_at] for r in lines if r[qty_at])  # every unit price shown
+    raw = render_pdf(inv, "Ningxia GPU Co.", "91640000X")
+    pdf = PdfReader(io.BytesIO(raw))
     page = "".join(pg.extract_text() for pg in pdf.pages)
     assert inv.number and inv.number in page and f"¥{inv.total:,.2f}" in page
     assert "91640000X" in page and "Data egress" in page
+    assert "深度求索实验室" in page and "单价" in page and "Unit price" in page
     assert pdf.metadata is not None and pdf.metadata.title == f"Invoice {inv.number}"
+    if pdf_font() == EMBEDDED_FONT:  # a CJK TrueType font on the host (.ci/run has one)
+        assert b"/FontFile2" in raw and b"STSong" not in raw  # the glyphs travel inside
+        assert "·" in page  # the middle dot is the font's, not a box
+    else:
+        assert not os.environ.get("GPULEASE_REQUIRE_BROWSER"), "no CJK font for the PDF"
 
 
 def test_money_back_beyond_a_months_charges_is_carried_forward_never_a_negative_invoice(
