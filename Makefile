@@ -74,7 +74,7 @@ messages: $(STAMP)
 	$(BIN)/pybabel extract -F babel.cfg -k _ --no-location --omit-header --sort-output \
 	  -o gpulease/locale/console.pot .
 	$(BIN)/pybabel update -i gpulease/locale/console.pot -d gpulease/locale -D console \
-	  --width 100
+	  --width 100 --no-fuzzy-matching
 
 clean:
 	rm -rf $(VENV) $(VENDOR) .gpulease .pytest_cache .mypy_cache .ruff_cache

@@ -159,3 +159,28 @@ def test_renewal_is_shown_then_charged_and_grace_is_on_the_lease_card(
         signed_in(fleet, t, client, again=True)  # the console's session lasts 12 hours
         page = client.get(f"/console/instances/{iid}").text
         assert 'id="grace"' in page and "renew to keep it" in page
+
+
+def test_the_advisors_recommendation_is_one_click_from_its_filled_order_form(
+        fleet: Platform, key: str) -> None:
+    t = new_tenant(fleet)
+    with TestClient(create_app(fleet)) as client:
+        signed_in(fleet, t, client)
+        empty = client.get("/console/advise")
+        assert empty.status_code == 200 and 'for="params"' in empty.text
+        advised = client.get("/console/advise", params={
+            "params": "70B", "workload": "full-finetune", "tokens": "1000000000"})
+        assert advised.status_code == 200 and 'id="recommendation"' in advised.text
+        link = re.search(r'href="([^"]+)" id="order-recommended"', advised.text)
+        assert link, advised.text[-2000:]
+        url = link.group(1).replace("&amp;", "&")
+        assert "kind=cluster" in url and "nodes=" in url  # 70B full fine-tune: a cluster
+        nodes = re.search(r"nodes=(\d+)", url)
+        assert nodes
+        form = client.get(url)
+        assert form.status_code == 200
+        assert f'name="nodes" type="number" min="1" value="{nodes.group(1)}"' in form.text
+        assert '<option value="cluster" selected>' in form.text
+        bad = client.get("/console/advise", params={"params": "70B", "workload": "dancing"})
+        assert bad.status_code == 422 and "workload" in bad.text
+        assert 'value="70B"' in bad.text  # what was typed stays
