@@ -204,3 +204,11 @@ def deliver_notices(p: Platform, limit: int = 50) -> int:
                 sent.sent_at = p.clock.now()
                 done += 1
     return done
+
+
+def webhook_of(p: Platform, actor: Principal) -> str | None:
+    """The tenant's webhook URL, if one is registered (its secret is never shown again)."""
+    tenant = actor.require_tenant_admin()
+    with p.db.read() as s:
+        hook = s.get(TenantWebhook, tenant)
+        return hook.url if hook is not None else None

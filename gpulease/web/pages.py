@@ -82,7 +82,8 @@ SHOWN_WORDS = (_("pending"), _("deploying"), _("ready"), _("releasing"), _("rele
                _("replacing"), _("in_repair"), _("bare_metal"), _("cluster"),
                _("container"), _("month"), _("day"), _("year"), _("hour"), _("hold"),
                _("charge"), _("topup"), _("refund"), _("release"), _("usage"),
-               _("inference"), _("lora"), _("qlora"), _("full-finetune"), _("pretrain"))
+               _("inference"), _("lora"), _("qlora"), _("full-finetune"), _("pretrain"),
+               _("admin"), _("member"), _("reader"), _("meter"))
 
 
 @cache

@@ -172,6 +172,12 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/console/login"): {"email": "nobody@example.com", "password": "x"},
     ("POST", "/console/orders"): {"kind": "container", "offer": "rtx4090-24g-container",
                                   "gpus": 1, "ssh_key": ssh_key()},
+    ("POST", "/console/lang"): {"to": "zh_CN"},
+    ("POST", "/console/account/password"): {"password": "twelve chars!", "again": "x"},
+    ("POST", "/console/account/tokens"): {"name": "authz"},
+    ("POST", "/console/account/users"): {"email": "authz@example.com", "name": "A",
+                                         "role": "reader"},
+    ("POST", "/console/account/webhook"): {"url": "http://127.0.0.1:9/h"},
 }
 QUERIES = {"/media/ipxe": {"mac": MAC}, "/api/v1/invoices/export": {"period": "2026-11"},
            "/api/v1/instances/{instance_id}/events": {"timeout": 0.5},

@@ -121,7 +121,8 @@ def test_every_tenant_page_renders_in_both_languages(
                  f"/console/instances/{iid}": None, f"/console/instances/{iid}/release": None,
                  "/console/order?sku=h100-80g-x8&region=ningxia-1": None,
                  "/console/order?offer=rtx4090-24g-container": None,
-                 "/console/advise?params=7B&workload=lora&hours=24": None}
+                 "/console/advise?params=7B&workload=lora&hours=24": None,
+                 "/console/account": None}
         for url in pages:
             answer = client.get(url)
             assert answer.status_code == 200, (url, answer.text[-500:])

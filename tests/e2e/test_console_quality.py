@@ -94,7 +94,8 @@ def test_every_page_is_accessible_fits_and_speaks_the_language(
                        ("instance", f"/console/instances/{iid}"),
                        ("release", f"/console/instances/{iid}/release"),
                        ("billing", "/console/billing"), ("missing", "/console/nope"),
-                       ("advise", "/console/advise?params=70B&workload=lora&hours=48")):
+                       ("advise", "/console/advise?params=70B&workload=lora&hours=48"),
+                       ("account", "/console/account")):
         page.goto(f"{live.url}{path}")
         if name == "instance":  # the charts drawn from the day's data
             page.wait_for_selector("#charts:not([hidden]) canvas", timeout=10_000)
@@ -120,4 +121,4 @@ def test_every_page_is_accessible_fits_and_speaks_the_language(
     problems += _check(page, "fleet", shots, lang)
     context.close()
     assert not problems, "\n".join(problems)
-    assert len(list(shots.glob(f"{lang}-*.png"))) == 2 * 13
+    assert len(list(shots.glob(f"{lang}-*.png"))) == 2 * 14
