@@ -12,7 +12,7 @@ import tempfile
 
 import docker
 import pytest
-from docker.errors import DockerException, ImageNotFound, NotFound
+from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
 ENGINE = "unix:///var/run/docker.sock"
 IMAGE = "gpulease-test/sshd:bookworm"
@@ -57,8 +57,13 @@ def remove_node_containers(client: docker.DockerClient, node: str) -> None:
     """What a test left on the engine for one node: its containers, their data volumes and
     the tenant networks nothing uses any more."""
     for c in client.containers.list(all=True, filters={"label": f"io.gpulease.node={node}"}):
-        with contextlib.suppress(NotFound):  # a release still running may remove it first
+        try:
             c.remove(force=True)
+        except NotFound:  # a release still running removed it first
+            pass
+        except APIError as exc:  # or is removing it now
+            if exc.status_code != 409:
+                raise
         with contextlib.suppress(NotFound):
             client.volumes.get(f"gpulease-{c.labels['io.gpulease.instance']}-data").remove(
                 force=True)

@@ -23,6 +23,7 @@ from tests.conftest import LiveServer, new_tenant, ssh_key
 pytestmark = pytest.mark.slow
 CHROMIUM = "/usr/bin/chromium"
 PASSWORD = "correct horse battery staple"
+SIGN_IN = "form[action='/console/login'] button[type=submit]"
 
 
 @pytest.fixture(scope="module")
@@ -68,10 +69,10 @@ def test_a_tenant_orders_watches_and_releases_in_the_browser(
     assert page.url.endswith("/console/login")  # no session: sign in first
     page.fill("#email", "browser-team@example.com")
     page.fill("#password", "wrong password!")
-    page.click("button[type=submit]")
+    page.click(SIGN_IN)
     assert "Wrong e-mail or password" in page.inner_text(".error")
     page.fill("#password", PASSWORD)
-    page.click("button[type=submit]")
+    page.click(SIGN_IN)
     assert "No instances yet" in page.inner_text("main")
     cookie = next(c for c in page.context.cookies() if c["name"] == "gpulease_session")
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
@@ -155,7 +156,7 @@ def test_an_operator_sees_the_fleet(fleet: Platform, live: LiveServer, browser: 
     page.goto(f"{live.url}/console/login")
     page.fill("#email", "OPS@example.com")  # e-mail matched without regard to case
     page.fill("#password", PASSWORD)
-    page.click("button[type=submit]")
+    page.click(SIGN_IN)
     nodes = page.inner_text("#nodes")
     assert "sim-h100-80g-x8-ningxia-1-01" in nodes and "simulated" in nodes
     # Drain a free node: it goes to maintenance at once; resume brings it back.

@@ -19,7 +19,7 @@ from gpulease.schemas import OrderRequest
 from gpulease.services import accounts, instances, orders, users
 from gpulease.web.pages import HERE
 from tests.conftest import LiveServer, new_tenant, ssh_key
-from tests.e2e.test_console import PASSWORD, browser, live  # noqa: F401  (fixtures)
+from tests.e2e.test_console import PASSWORD, SIGN_IN, browser, live  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.slow
 AXE = HERE / "vendor" / "axe-core" / "axe.min.js"
@@ -88,7 +88,7 @@ def test_every_page_is_accessible_fits_and_speaks_the_language(
     page.goto(f"{live.url}/console/login")
     page.fill("#email", f"quality-{lang.lower()}@example.com")
     page.fill("#password", PASSWORD)
-    page.click("form[action='/console/login'] button[type=submit]")
+    page.click(SIGN_IN)
     for name, path in (("home", "/console/"), ("catalog", "/console/catalog"),
                        ("order", "/console/order?sku=h100-80g-x8&region=ningxia-1"),
                        ("instance", f"/console/instances/{iid}"),
@@ -117,7 +117,7 @@ def test_every_page_is_accessible_fits_and_speaks_the_language(
     page.goto(f"{live.url}/console/login")
     page.fill("#email", f"ops-{lang.lower()}@example.com")
     page.fill("#password", PASSWORD)
-    page.click("form[action='/console/login'] button[type=submit]")
+    page.click(SIGN_IN)
     problems += _check(page, "fleet", shots, lang)
     context.close()
     assert not problems, "\n".join(problems)
