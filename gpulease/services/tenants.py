@@ -87,6 +87,17 @@ def _summary(p: Platform, tenant_id: str) -> TenantSummary:
         return _summaries(s, [tenant])[0]
 
 
+def show_tenant(p: Platform, actor: Principal, tenant_id: str) -> TenantSummary:
+    """One tenant (by id or name) as the list shows it."""
+    actor.require_operator()
+    with p.db.read() as s:
+        tenant = s.scalar(select(Tenant).where((Tenant.id == tenant_id)
+                                               | (Tenant.name == tenant_id)))
+        if tenant is None:
+            raise NotFound(f"No tenant {tenant_id}; `gpulease tenants` lists them.")
+        return _summaries(s, [tenant])[0]
+
+
 def suspend(p: Platform, actor: Principal, tenant_id: str, reason: str | None) -> TenantSummary:
     actor.require_operator()
     if not (reason or "").strip():

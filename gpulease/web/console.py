@@ -42,7 +42,14 @@ from gpulease.services import (
     users,
     wallet,
 )
-from gpulease.web import account_pages, advise_page, i18n, money_pages
+from gpulease.web import (
+    account_pages,
+    advise_page,
+    i18n,
+    money_pages,
+    tenant_pages,
+    ticket_pages,
+)
 from gpulease.web.money_pages import catalog_page
 from gpulease.web.pages import (
     COOKIE,
@@ -86,6 +93,8 @@ def install(app: FastAPI) -> None:
     app.include_router(money_pages.router)
     app.include_router(advise_page.router)
     app.include_router(account_pages.router)
+    app.include_router(tenant_pages.router)
+    app.include_router(ticket_pages.router)
     app.state.console_page_for = not_found_page  # unknown console URLs: a page, not JSON
     app.mount("/console/static", static, name="console-static")
     # ECharts, fetched from npm by `make vendor` (the charts are left out without it)

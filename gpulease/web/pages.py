@@ -83,7 +83,9 @@ SHOWN_WORDS = (_("pending"), _("deploying"), _("ready"), _("releasing"), _("rele
                _("container"), _("month"), _("day"), _("year"), _("hour"), _("hold"),
                _("charge"), _("topup"), _("refund"), _("release"), _("usage"),
                _("inference"), _("lora"), _("qlora"), _("full-finetune"), _("pretrain"),
-               _("admin"), _("member"), _("reader"), _("meter"))
+               _("admin"), _("member"), _("reader"), _("meter"), _("suspended"), _("closed"),
+               _("open"), _("acknowledged"), _("mitigated"), _("resolved"), _("response"),
+               _("mitigation"), _("resolution"))
 
 
 @cache

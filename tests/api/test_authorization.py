@@ -178,6 +178,12 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/console/account/users"): {"email": "authz@example.com", "name": "A",
                                          "role": "reader"},
     ("POST", "/console/account/webhook"): {"url": "http://127.0.0.1:9/h"},
+    ("POST", "/console/tenants"): {"name": "authz-made", "admin_email": "authz@made.example",
+                                   "admin_name": "A"},
+    ("POST", "/console/tenants/{tenant_id}/top-up"): {"amount": "1", "reference": "authz"},
+    ("POST", "/console/tenants/{tenant_id}/credit-limit"): {"credit_limit": "0"},
+    ("POST", "/console/tickets"): {"instance_id": "{instance_id}", "summary": "authz"},
+    ("POST", "/console/tickets/{ticket_id}/comment"): {"body": "authz"},
 }
 QUERIES = {"/media/ipxe": {"mac": MAC}, "/api/v1/invoices/export": {"period": "2026-11"},
            "/api/v1/instances/{instance_id}/events": {"timeout": 0.5},

@@ -16,7 +16,8 @@ import pytest
 from gpulease.demo_agents import DemoAgents
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.services import accounts, instances, orders, users
+from gpulease.schemas.tickets import TicketOpen
+from gpulease.services import accounts, instances, orders, tickets, users
 from gpulease.web.pages import HERE
 from tests.conftest import LiveServer, new_tenant, ssh_key
 from tests.e2e.test_console import PASSWORD, SIGN_IN, browser, live  # noqa: F401  (fixtures)
@@ -76,6 +77,8 @@ def test_every_page_is_accessible_fits_and_speaks_the_language(
         sku="h100-80g-x8", region="ningxia-1", ssh_keys=[ssh_key()], name="trial"))[0].id
     _ready(fleet, tenant.principal, iid)
     DemoAgents(fleet).tick()
+    ticket = tickets.open_by_tenant(fleet, tenant.principal, TicketOpen(
+        instance_id=iid, summary="GPU 3 is slow", severity="P2", gpu=3)).id
 
     context = browser.new_context(locale="zh-CN" if lang == "zh_CN" else "en-US",
                                   bypass_csp=True)  # to inject axe; the page keeps its CSP
@@ -95,7 +98,8 @@ def test_every_page_is_accessible_fits_and_speaks_the_language(
                        ("release", f"/console/instances/{iid}/release"),
                        ("billing", "/console/billing"), ("missing", "/console/nope"),
                        ("advise", "/console/advise?params=70B&workload=lora&hours=48"),
-                       ("account", "/console/account")):
+                       ("account", "/console/account"), ("tickets", "/console/tickets"),
+                       ("ticket", f"/console/tickets/{ticket}")):
         page.goto(f"{live.url}{path}")
         if name == "instance":  # the charts drawn from the day's data
             page.wait_for_selector("#charts:not([hidden]) canvas", timeout=10_000)
@@ -119,6 +123,11 @@ def test_every_page_is_accessible_fits_and_speaks_the_language(
     page.fill("#password", PASSWORD)
     page.click(SIGN_IN)
     problems += _check(page, "fleet", shots, lang)
+    for name, path in (("tenants", "/console/tenants"),
+                       ("tenant", f"/console/tenants/{tenant.tenant_id}"),
+                       ("queue", "/console/tickets"), ("ops-ticket", f"/console/tickets/{ticket}")):
+        page.goto(f"{live.url}{path}")
+        problems += _check(page, name, shots, lang)
     context.close()
     assert not problems, "\n".join(problems)
-    assert len(list(shots.glob(f"{lang}-*.png"))) == 2 * 14
+    assert len(list(shots.glob(f"{lang}-*.png"))) == 2 * 20

@@ -1,0 +1,114 @@
+"""The operator's tenants and the ticket queue in the console: a tenant created with its
+admin's token shown once; a top-up booked once per payment reference; a credit limit;
+suspension refuses the tenant's orders and reinstatement lifts it; a tenant opens a
+ticket about its instance, the operator sees it with its SLA clocks, acknowledges and
+resolves it, and an internal comment never reaches the tenant. SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+from fastapi.testclient import TestClient
+
+from gpulease.api.app import create_app
+from gpulease.platform import Platform
+from gpulease.services import accounts, tenants, users, wallet
+from gpulease.worker.runner import Worker
+from tests.api.test_console_money import ORDER, PASSWORD, signed_in
+from tests.conftest import TenantCtx, new_tenant
+from tests.services.test_leases import deliver
+
+
+def operator_in(p: Platform, client: TestClient, name: str = "ops") -> None:
+    _, token = accounts.create_operator(p, f"{name}@example.com", "Ops")
+    users.change_password(p, accounts.authenticate(p, token.token), PASSWORD, None)
+    client.cookies.clear()
+    assert client.post("/console/login", data={"email": f"{name}@example.com",
+                                               "password": PASSWORD},
+                       follow_redirects=False).status_code == 303
+
+
+def test_tenants_top_ups_credit_and_suspension(fleet: Platform, key: str) -> None:
+    with TestClient(create_app(fleet)) as client:
+        operator_in(fleet, client)
+        made = client.post("/console/tenants", data={
+            "name": "新客户", "admin_email": "boss@newco.example", "admin_name": "Boss"})
+        token = re.search(r'id="created">.*?<code class="secret">([^<]+)</code>', made.text,
+                          re.S)
+        assert made.status_code == 200 and token
+        admin = accounts.authenticate(fleet, token.group(1))
+        assert admin.tenant_id and "新客户" in client.get("/console/tenants").text
+        again = client.post("/console/tenants", data={
+            "name": "新客户", "admin_email": "other@newco.example", "admin_name": "X"})
+        assert again.status_code == 409 and "exists already" in again.text
+        bad_mail = client.post("/console/tenants", data={
+            "name": "n2", "admin_email": "not-an-address", "admin_name": "X"})
+        assert bad_mail.status_code == 422 and "admin_email" in bad_mail.text
+
+        tid = admin.tenant_id
+        page = client.get(f"/console/tenants/{tid}")
+        assert page.status_code == 200 and 'id="top-up-form"' in page.text
+        booked = client.post(f"/console/tenants/{tid}/top-up",
+                             data={"amount": "200,000.00", "reference": "WIRE-1"})
+        assert booked.status_code == 200 and 'id="done"' in booked.text
+        twice = client.post(f"/console/tenants/{tid}/top-up",
+                            data={"amount": "200000", "reference": "WIRE-1"})
+        assert twice.status_code == 409  # a retried form cannot double the money
+        not_money = client.post(f"/console/tenants/{tid}/top-up",
+                                data={"amount": "lots", "reference": "WIRE-2"})
+        assert not_money.status_code == 422 and "not an amount" in not_money.text
+        assert wallet.show_wallet(fleet, admin).balance == Decimal("200000.00")
+        client.post(f"/console/tenants/{tid}/credit-limit", data={"credit_limit": "5000"})
+        assert wallet.show_wallet(fleet, admin).credit_limit == Decimal("5000.00")
+
+        client.post(f"/console/tenants/{tid}/suspend", data={"reason": "unpaid invoice"})
+        assert tenants.show_tenant(fleet, accounts.authenticate(
+            fleet, accounts.create_operator(fleet, "o2@example.com", "O")[1].token),
+            tid).status == "suspended"
+        users.change_password(fleet, admin, PASSWORD, None)
+        as_tenant = TestClient(create_app(fleet))
+        with as_tenant:
+            as_tenant.post("/console/login", data={"email": "boss@newco.example",
+                                                   "password": PASSWORD})
+            refused = as_tenant.post("/console/orders", data=ORDER | {
+                "ssh_key": key, "confirmed": "true"}, follow_redirects=False)
+            assert refused.status_code in (402, 403, 409) and "suspended" in refused.text
+            assert as_tenant.get("/console/tenants").status_code == 403  # operators only
+        client.post(f"/console/tenants/{tid}/reinstate")
+        assert "status-active" in client.get(f"/console/tenants/{tid}").text
+
+
+def test_a_ticket_from_the_tenant_through_the_operators_queue(
+        fleet: Platform, worker: Worker, key: str) -> None:
+    t: TenantCtx = new_tenant(fleet)
+    iid = deliver(fleet, t, worker, key)
+    with TestClient(create_app(fleet)) as tenant_browser, \
+            TestClient(create_app(fleet)) as ops_browser:
+        signed_in(fleet, t, tenant_browser)
+        short = tenant_browser.post("/console/tickets", data={
+            "instance_id": iid, "summary": "x", "severity": "P1"})
+        assert short.status_code == 422 and "summary" in short.text
+        opened = tenant_browser.post("/console/tickets", data={
+            "instance_id": iid, "summary": "GPU 3 fell off the bus", "severity": "P1",
+            "gpu": "3", "details": "nvidia-smi shows 7 GPUs"}, follow_redirects=False)
+        assert opened.status_code == 303
+        ticket_id = opened.headers["location"].rsplit("/", 1)[1]
+
+        operator_in(fleet, ops_browser)
+        queue = ops_browser.get("/console/tickets").text
+        assert ticket_id in queue and 'data-clock="response"' in queue
+        ops_browser.post(f"/console/tickets/{ticket_id}/comment",
+                         data={"body": "spare card in rack 4", "internal": "true"})
+        ops_browser.post(f"/console/tickets/{ticket_id}/acknowledge",
+                         data={"note": "on it"})
+        ops_browser.post(f"/console/tickets/{ticket_id}/resolve",
+                         data={"note": "card reseated, burn-in passed"})
+        seen = tenant_browser.get(f"/console/tickets/{ticket_id}").text
+        assert "card reseated" in seen and "spare card in rack 4" not in seen
+        assert 'id="acknowledge"' not in seen  # the tenant has no operator's buttons
+        assert tenant_browser.post(f"/console/tickets/{ticket_id}/acknowledge"
+                                   ).status_code == 403
+        assert tenant_browser.post(f"/console/tickets/{ticket_id}/resolve"
+                                   ).status_code == 409  # resolved already
+        assert "resolved" in tenant_browser.get(f"/console/tickets/{ticket_id}").text
