@@ -204,6 +204,18 @@ def instance_metrics(p: Platform, actor: Principal, instance_id: str) -> dict[st
         return {"instance_id": inst.id, "nodes": nodes}
 
 
+def node_alerts(p: Platform, actor: Principal, node_id: str) -> list[dict[str, Any]]:
+    """Operator: a node's open hardware alerts, oldest first."""
+    actor.require_operator()
+    with p.db.read() as s:
+        return [{"kind": a.kind, "gpu": a.gpu_index, "source": a.source,
+                 "severity": a.severity, "message": a.message, "opened_at": a.opened_at,
+                 "last_seen_at": a.last_seen_at}
+                for a in s.scalars(select(HardwareAlert).where(
+                    HardwareAlert.node_id == node_id, HardwareAlert.closed_at.is_(None))
+                    .order_by(HardwareAlert.id))]
+
+
 # --- acceptance reports and erase certificates -----------------------------------------
 
 def record_acceptance(s: Session, p: Platform, node: Node, instance_id: str | None,

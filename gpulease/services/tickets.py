@@ -199,7 +199,7 @@ def _view(t: Ticket, node_name: str | None, now: datetime,
 
 def list_tickets(p: Platform, actor: Principal, *, status: str | None = None,
                  open_only: bool = False, instance_id: str | None = None, limit: int = 100,
-                 offset: int = 0) -> Page[TicketView]:
+                 offset: int = 0, node_id: str | None = None) -> Page[TicketView]:
     """A page of tickets, newest first (the tenant's own; an operator's: all), in three
     statements: the count, the page, its nodes' names."""
     if status is not None and status not in {st.value for st in TicketStatus}:
@@ -216,6 +216,8 @@ def list_tickets(p: Platform, actor: Principal, *, status: str | None = None,
             q = q.where(UNRESOLVED)
         if instance_id:
             q = q.where(Ticket.instance_id == instance_id)
+        if node_id:
+            q = q.where(Ticket.node_id == node_id)
         total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
         rows = list(s.scalars(q.order_by(Ticket.opened_at.desc(), Ticket.id.desc())
                               .limit(limit).offset(offset)))

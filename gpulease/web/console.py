@@ -47,6 +47,7 @@ from gpulease.web import (
     advise_page,
     i18n,
     money_pages,
+    node_pages,
     tenant_pages,
     ticket_pages,
 )
@@ -95,6 +96,7 @@ def install(app: FastAPI) -> None:
     app.include_router(account_pages.router)
     app.include_router(tenant_pages.router)
     app.include_router(ticket_pages.router)
+    app.include_router(node_pages.router)
     app.state.console_page_for = not_found_page  # unknown console URLs: a page, not JSON
     app.mount("/console/static", static, name="console-static")
     # ECharts, fetched from npm by `make vendor` (the charts are left out without it)
@@ -213,13 +215,23 @@ def logout(request: Request, p: PlatformDep) -> Response:
 
 
 @router.get("/", response_class=HTMLResponse, openapi_extra=access(*EVERY_USER))
-def home(p: PlatformDep, who: Who) -> HTMLResponse:
+def home(p: PlatformDep, who: Who,
+         filters: Annotated[dict[str, str | None], Depends(node_pages.fleet_filters)]
+         ) -> HTMLResponse:
     listed = instances.list_instances(p, who, limit=100)
     busy = any(i.status not in SETTLED for i in listed.items)
     money = wallet.show_wallet(p, who) if not who.is_operator else None
-    fleet = inventory.list_nodes(p, who, limit=FLEET_PAGE) if who.is_operator else None
-    return _page("home.html", **_ctx(who, instances=listed.items, total=listed.total,
-                                     wallet=money, fleet=fleet, refresh=2 if busy else None))
+    fleet, error = None, None
+    if who.is_operator:
+        try:
+            fleet = inventory.list_nodes(p, who, limit=FLEET_PAGE, status=filters["status"],
+                                         sku=filters["sku"], region=filters["region"])
+        except DomainError as exc:  # an unknown status in the filter
+            fleet, error = inventory.list_nodes(p, who, limit=FLEET_PAGE), exc.detail
+    return _page("home.html", 422 if error else 200, **_ctx(
+        who, instances=listed.items, total=listed.total, wallet=money, fleet=fleet,
+        filters=filters, offers=p.catalog.offers, error=error,
+        refresh=2 if busy and not any(filters.values()) else None))
 
 
 @router.get("/catalog", response_class=HTMLResponse, openapi_extra=access(*EVERY_USER))
@@ -311,23 +323,6 @@ def _refused(p: Platform, who: Principal, instance_id: str, exc: DomainError) ->
         return _page("base.html", exc.status, **_ctx(who, error=exc.detail))
     return _page("instance.html", exc.status,
                  **_ctx(who, inst=view, error=exc.detail, **_evidence(p, who, view)))
-
-
-@router.post("/nodes/{node_id}/{action}", dependencies=[SameOrigin],
-             openapi_extra=access(Caller.OPERATOR))
-def node_action(node_id: str, action: str, p: PlatformDep, who: Who,
-                reason: Annotated[str | None, Form()] = None) -> Response:
-    """Operator: drain (maintenance once free), maintenance now, or resume a node."""
-    acts = {"drain": lambda: inventory.drain_node(p, who, node_id, reason or None),
-            "maintenance": lambda: inventory.maintenance_node(p, who, node_id, reason or None),
-            "resume": lambda: inventory.resume_node(p, who, node_id)}
-    try:
-        if action not in acts:
-            raise InvalidInput("action", f"Unknown node action {action!r}.", sorted(acts))
-        acts[action]()
-    except DomainError as exc:
-        return _page("base.html", exc.status, **_ctx(who, error=exc.detail))
-    return RedirectResponse("/console/", status_code=303)
 
 
 @router.get("/billing", response_class=HTMLResponse, openapi_extra=access(*EVERY_USER))

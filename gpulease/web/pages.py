@@ -85,7 +85,7 @@ SHOWN_WORDS = (_("pending"), _("deploying"), _("ready"), _("releasing"), _("rele
                _("inference"), _("lora"), _("qlora"), _("full-finetune"), _("pretrain"),
                _("admin"), _("member"), _("reader"), _("meter"), _("suspended"), _("closed"),
                _("open"), _("acknowledged"), _("mitigated"), _("resolved"), _("response"),
-               _("mitigation"), _("resolution"))
+               _("mitigation"), _("resolution"), _("enrolling"), _("deleted"))
 
 
 @cache

@@ -10,6 +10,7 @@ import re
 from decimal import Decimal
 
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 
 from gpulease.api.app import create_app
 from gpulease.platform import Platform
@@ -112,3 +113,40 @@ def test_a_ticket_from_the_tenant_through_the_operators_queue(
         assert tenant_browser.post(f"/console/tickets/{ticket_id}/resolve"
                                    ).status_code == 409  # resolved already
         assert "resolved" in tenant_browser.get(f"/console/tickets/{ticket_id}").text
+
+
+def test_the_fleet_filtered_and_one_nodes_page(fleet: Platform) -> None:
+    import json
+
+    from gpulease.db.tables import Node
+
+    with fleet.db.write() as s:
+        node = s.scalars(select(Node).where(Node.sku == "h100-80g-x8").order_by(Node.name)
+                         ).first()
+        assert node is not None
+        node.inventory_json = json.dumps({"bmc": {"model": "PowerEdge XE9680", "cpus": 2},
+                                          "comparison": {
+                                              "offer": "h100-80g-x8@ningxia-1",
+                                              "matches": False,
+                                              "differences": ["memory: 1024 GB, not 2048 GB"],
+                                              "unchecked": [], "checked": ["gpu model"],
+                                              "notes": []}})
+        node_id, name = node.id, node.name
+    with TestClient(create_app(fleet)) as client:
+        operator_in(fleet, client)
+        page = client.get(f"/console/nodes/{node_id}")
+        assert page.status_code == 200 and "memory: 1024 GB, not 2048 GB" in page.text
+        assert "PowerEdge XE9680" in page.text and 'id="history"' in page.text
+        drained = client.post(f"/console/nodes/{node_id}/drain",
+                              data={"reason": "fan noise", "back": f"/console/nodes/{node_id}"},
+                              follow_redirects=False)
+        assert drained.status_code == 303 and drained.headers["location"].endswith(node_id)
+        shown = client.get("/console/", params={"status": "maintenance"}).text
+        assert name in shown and "fan noise" in shown
+        others = client.get("/console/", params={"status": "available", "sku": "h100-80g-x8"})
+        assert name not in others.text and "h100-80g-x8" in others.text
+        bad = client.get("/console/", params={"status": "sleeping"})
+        assert bad.status_code == 422 and "sleeping" in bad.text
+        assert client.get("/console/nodes/no-such-node").status_code == 404
+        client.post(f"/console/nodes/{node_id}/resume")
+        assert "status-available" in client.get(f"/console/nodes/{node_id}").text

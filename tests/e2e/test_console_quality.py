@@ -77,6 +77,7 @@ def test_every_page_is_accessible_fits_and_speaks_the_language(
         sku="h100-80g-x8", region="ningxia-1", ssh_keys=[ssh_key()], name="trial"))[0].id
     _ready(fleet, tenant.principal, iid)
     DemoAgents(fleet).tick()
+    node = instances.show_instance(fleet, tenant.principal, iid).nodes[0].name
     ticket = tickets.open_by_tenant(fleet, tenant.principal, TicketOpen(
         instance_id=iid, summary="GPU 3 is slow", severity="P2", gpu=3)).id
 
@@ -125,9 +126,10 @@ def test_every_page_is_accessible_fits_and_speaks_the_language(
     problems += _check(page, "fleet", shots, lang)
     for name, path in (("tenants", "/console/tenants"),
                        ("tenant", f"/console/tenants/{tenant.tenant_id}"),
-                       ("queue", "/console/tickets"), ("ops-ticket", f"/console/tickets/{ticket}")):
+                       ("queue", "/console/tickets"), ("ops-ticket", f"/console/tickets/{ticket}"),
+                       ("node", f"/console/nodes/{node}")):
         page.goto(f"{live.url}{path}")
         problems += _check(page, name, shots, lang)
     context.close()
     assert not problems, "\n".join(problems)
-    assert len(list(shots.glob(f"{lang}-*.png"))) == 2 * 20
+    assert len(list(shots.glob(f"{lang}-*.png"))) == 2 * 21
