@@ -71,7 +71,7 @@ bench: $(STAMP)
 # The console's messages: extract them from the templates and code, then merge them into
 # each language's catalog (gpulease/locale/<lang>/LC_MESSAGES/console.po) for translating.
 messages: $(STAMP)
-	$(BIN)/pybabel extract -F babel.cfg -k _ --no-location --omit-header --sort-output \
+	$(BIN)/pybabel extract -F babel.cfg -k _ -k N_ --no-location --omit-header --sort-output \
 	  -o gpulease/locale/console.pot .
 	$(BIN)/pybabel update -i gpulease/locale/console.pot -d gpulease/locale -D console \
 	  --width 100 --no-fuzzy-matching

@@ -24,47 +24,65 @@ from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.errors import InvalidInput, NotFound
 from gpulease.platform import Platform
 from gpulease.services import egress
+from gpulease.translations import N_, gettext
 
 log = logging.getLogger("gpulease.notify")
 MAX_ATTEMPTS = 8
 SIGNATURE_HEADER = "X-Gpulease-Signature"
-SUBJECTS = {"7d": "ends in 7 days", "3d": "ends in 3 days", "1d": "ends tomorrow",
-            "expiry": "has expired: grace period started", "erased": "grace ended: erasing"}
+SUBJECTS = {"7d": N_("ends in 7 days"), "3d": N_("ends in 3 days"),
+            "1d": N_("ends tomorrow"), "expiry": N_("has expired: grace period started"),
+            "erased": N_("grace ended: erasing")}
 # Money notices (services/spending.py) name no lease.
-MONEY_SUBJECTS = {"low_balance": "Your balance is running low",
-                  "overdrawn": "Your account is past its credit limit: top up",
-                  "suspended": "Your account is suspended",
-                  "restored": "Your account is open again",
-                  "dunning": "An invoice is unpaid"}
-
+MONEY_SUBJECTS = {"low_balance": N_("Your balance is running low"),
+                  "overdrawn": N_("Your account is past its credit limit: top up"),
+                  "suspended": N_("Your account is suspended"),
+                  "restored": N_("Your account is open again"),
+                  "dunning": N_("An invoice is unpaid")}
 
 # Tickets (services/tickets.py): to the tenant, and to operators (OPERATORS).
-TICKET_SUBJECTS = {"ticket_opened": "A ticket was opened", "ticket_updated": "A ticket was "
-                   "updated", "ticket_resolved": "A ticket was resolved",
-                   "ops_p1": "New P1 ticket", "ops_sla_risk": "A ticket's SLA is at risk",
-                   "ops_window": "A tenant answered a repair window"}
+TICKET_SUBJECTS = {"ticket_opened": N_("A ticket was opened"),
+                   "ticket_updated": N_("A ticket was updated"),
+                   "ticket_resolved": N_("A ticket was resolved"),
+                   "ops_p1": N_("New P1 ticket"),
+                   "ops_sla_risk": N_("A ticket's SLA is at risk"),
+                   "ops_window": N_("A tenant answered a repair window")}
 OPERATORS = "@operators"  # the outbox's address for the provider's operators
 # Backups and restores of a rented server's data disk (services/backups.py).
-DATA_SUBJECTS = {"backup_failed": "A backup failed", "restore_failed": "A restore failed",
-                 "backup_saved": "Your data was saved before the erase"}
+DATA_SUBJECTS = {"backup_failed": N_("A backup failed"),
+                 "restore_failed": N_("A restore failed"),
+                 "backup_saved": N_("Your data was saved before the erase")}
 # The tenant's bucket against its quota (services/storage_meter.py).
-STORAGE_SUBJECTS = {"storage_80": "Your object storage is 80 % full",
-                    "storage_full": "Your object storage is full"}
+STORAGE_SUBJECTS = {"storage_80": N_("Your object storage is 80 % full"),
+                    "storage_full": N_("Your object storage is full")}
 
 
-def _subject(kind: str, instance_id: str | None) -> tuple[str, str]:
-    """(e-mail subject, webhook event) of a notice."""
+def _subject(kind: str, instance_id: str | None, locale: str | None = None
+             ) -> tuple[str, str]:
+    """(e-mail subject in the reader's language, webhook event) of a notice."""
+    def t(message: str) -> str:
+        return gettext(locale, message)
+
     if kind in TICKET_SUBJECTS:
         event = kind.removeprefix("ticket_").removeprefix("ops_")
-        return f"[gpulease] {TICKET_SUBJECTS[kind]}", f"ticket.{event}"
+        return f"[gpulease] {t(TICKET_SUBJECTS[kind])}", f"ticket.{event}"
     if kind in STORAGE_SUBJECTS:
-        return f"[gpulease] {STORAGE_SUBJECTS[kind]}", kind.replace("_", ".")
+        return f"[gpulease] {t(STORAGE_SUBJECTS[kind])}", kind.replace("_", ".")
     if kind in DATA_SUBJECTS:
-        return (f"[gpulease] {DATA_SUBJECTS[kind]} on {instance_id}",
+        return (f"[gpulease] {t(DATA_SUBJECTS[kind])}: {instance_id}",
                 kind.replace("_", "."))
     if kind in MONEY_SUBJECTS:
-        return f"[gpulease] {MONEY_SUBJECTS[kind]}", f"billing.{kind}"
-    return f"[gpulease] Lease of {instance_id} {SUBJECTS.get(kind, kind)}", f"lease.{kind}"
+        return f"[gpulease] {t(MONEY_SUBJECTS[kind])}", f"billing.{kind}"
+    what = t(SUBJECTS[kind]) if kind in SUBJECTS else kind
+    return ("[gpulease] " + t(N_("Lease of %(instance)s %(what)s")) % {
+        "instance": instance_id, "what": what}, f"lease.{kind}")
+
+
+def by_language(recipients: list[tuple[str, str | None]]) -> dict[str | None, list[str]]:
+    """Addresses grouped by their user's language (one mail per language)."""
+    groups: dict[str | None, list[str]] = {}
+    for address, locale in recipients:
+        groups.setdefault(locale, []).append(address)
+    return groups
 
 
 def sign(secret: str, timestamp: int, body: bytes) -> str:
@@ -157,12 +175,12 @@ def deliver_notices(p: Platform, limit: int = 50) -> int:
             .order_by(LeaseNotice.id).limit(limit)).all()
         jobs = []
         for n in pending:
-            admins = list(s.scalars(select(User.email).where(
+            admins = [(a, loc) for a, loc in s.execute(select(User.email, User.locale).where(
                 User.tenant_id.is_(None), User.role == Role.OPERATOR.value,
-                User.disabled_at.is_(None)))) if n.tenant_id == OPERATORS else list(
-                s.scalars(select(User.email).where(
+                User.disabled_at.is_(None)))] if n.tenant_id == OPERATORS else [
+                (a, loc) for a, loc in s.execute(select(User.email, User.locale).where(
                     User.tenant_id == n.tenant_id, User.role == Role.ADMIN.value,
-                    User.disabled_at.is_(None))))
+                    User.disabled_at.is_(None)))]
             if n.tenant_id == OPERATORS:  # the provider's own bridge, from its settings
                 st = p.settings
                 hook = ((st.operator_webhook_url, st.operator_webhook_secret)
@@ -176,10 +194,11 @@ def deliver_notices(p: Platform, limit: int = 50) -> int:
     for nid, kind, iid, text, created, admins, mailed, hooked, hook in jobs:
         errors: list[str] = []
         mail_ok = hook_ok = None
-        subject, event = _subject(kind, iid)
+        _, event = _subject(kind, iid)
         if mailed is None and admins and p.settings.smtp_host:
             try:
-                send_email(p, admins, subject, text)
+                for locale, addresses in by_language(admins).items():
+                    send_email(p, addresses, _subject(kind, iid, locale)[0], text)
                 mail_ok = p.clock.now()
             except (OSError, smtplib.SMTPException) as exc:
                 errors.append(f"e-mail: {exc}")

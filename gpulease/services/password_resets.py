@@ -28,6 +28,7 @@ from gpulease.platform import Platform
 from gpulease.services.accounts import SIGN_IN_WINDOW_S, blocked, normal_email
 from gpulease.services.notify import send_email
 from gpulease.services.users import check_new_password, set_password
+from gpulease.translations import N_, gettext
 
 log = logging.getLogger("gpulease.password_resets")
 RESET_TTL = timedelta(minutes=30)
@@ -126,12 +127,15 @@ def deliver_reset_mails(p: Platform, limit: int = 20) -> int:
             if row is None or user is None:
                 continue
             link, email, until = reset_link(p, row), user.email, row.expires_at
+            locale = user.locale
         try:
-            send_email(p, [email], "[gpulease] Set your console password", (
-                "Someone (we hope you) asked to set the password of your gpulease console "
-                f"account {email}.\n\nSet it here, before {until:%Y-%m-%d %H:%M} UTC (the "
-                f"link works once):\n\n{link}\n\nIf you did not ask, ignore this mail: your "
-                "password stays as it is.\n"))
+            send_email(p, [email], "[gpulease] " + gettext(
+                locale, N_("Set your console password")), gettext(locale, N_(
+                    "Someone (we hope you) asked to set the password of your gpulease "
+                    "console account %(email)s.\n\nSet it here, before %(until)s UTC (the "
+                    "link works once):\n\n%(link)s\n\nIf you did not ask, ignore this mail: "
+                    "your password stays as it is.\n")) % {
+                        "email": email, "until": f"{until:%Y-%m-%d %H:%M}", "link": link})
             sent += 1
         except (OSError, smtplib.SMTPException) as exc:
             with p.db.write() as s:

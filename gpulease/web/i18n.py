@@ -1,6 +1,5 @@
-"""The console in Chinese and English: gettext catalogs (gpulease/locale/<locale>/
-LC_MESSAGES/console.po, read with Babel at start, no compile step), the locale a request is
-served in, and numbers, money and dates written the locale's way.
+"""The console in Chinese and English: the catalogs (gpulease/translations.py), the locale
+a request is served in, and numbers, money and dates written the locale's way.
 
 A request's locale: the `lang` cookie the page's switch sets, else the signed-in user's
 setting, else the browser's Accept-Language, else English. Templates say `_("…")`; a
@@ -11,39 +10,18 @@ from __future__ import annotations
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from decimal import Decimal
-from functools import cache
-from io import BytesIO
-from pathlib import Path
 
 from babel.dates import format_datetime
-from babel.messages.mofile import write_mo
-from babel.messages.pofile import read_po
 from babel.numbers import format_decimal
-from babel.support import NullTranslations, Translations
 
 from gpulease.domain.locales import DEFAULT, LOCALES, NAMES, choose, known
+from gpulease.translations import translations
 
-__all__ = ["LOCALES", "NAMES", "choose", "known"]
+__all__ = ["LOCALES", "NAMES", "choose", "known", "translations"]
 
 COOKIE = "gpulease_lang"
-DOMAIN = "console"
-CATALOGS = Path(__file__).resolve().parent.parent / "locale"
 
 current: ContextVar[str] = ContextVar("gpulease_locale", default=DEFAULT)
-
-
-@cache
-def translations(locale: str) -> NullTranslations:
-    """The locale's catalog, read from its .po file once per process."""
-    path = CATALOGS / locale / "LC_MESSAGES" / f"{DOMAIN}.po"
-    if locale == DEFAULT or not path.exists():
-        return NullTranslations()
-    with path.open("rb") as f:
-        catalog = read_po(f, locale=locale, domain=DOMAIN)
-    compiled = BytesIO()
-    write_mo(compiled, catalog)
-    compiled.seek(0)
-    return Translations(compiled, domain=DOMAIN)
 
 
 def gettext(message: str) -> str:

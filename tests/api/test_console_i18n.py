@@ -56,10 +56,11 @@ def _placeholders(text: str) -> set[str]:
 
 def test_the_chinese_catalog_has_every_message_with_its_placeholders() -> None:
     marked = {found[2] for found in extract_from_dir(
-        str(ROOT / "gpulease" / "web"), method_map=[
-            ("**.py", "python"), ("templates/**.html", "jinja2")],
-        options_map={"templates/**.html": {"extensions": "jinja2.ext.i18n"}},
-        keywords={"_": None, "gettext": None})}
+        str(ROOT / "gpulease"), method_map=[
+            ("web/**.py", "python"), ("services/notify.py", "python"),
+            ("services/password_resets.py", "python"), ("web/templates/**.html", "jinja2")],
+        options_map={"web/templates/**.html": {"extensions": "jinja2.ext.i18n"}},
+        keywords={"_": None, "gettext": None, "N_": None})}
     with (ROOT / "gpulease/locale/zh_CN/LC_MESSAGES/console.po").open("rb") as f:
         catalog = read_po(f)
     assert len(marked) > 200  # the extraction found the templates and the code

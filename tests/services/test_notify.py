@@ -130,3 +130,23 @@ def test_webhook_registration_rules(fleet: Platform, tenant: TenantCtx) -> None:
     member = Principal(user_id="usr-member", role=Role.MEMBER, tenant_id=tenant.tenant_id)
     with pytest.raises(Forbidden):
         notify.set_webhook(fleet, member, "https://example.com/h")
+
+
+def test_each_admin_is_mailed_in_their_own_language(
+    fleet: Platform, clock: MovableClock, tenant: TenantCtx, worker: Worker, key: str,  # noqa: F811
+    smtp: Inbox,
+) -> None:
+    from gpulease.services import accounts, users
+
+    other = accounts.add_user(fleet, tenant.principal, "li@example.com", "Li", Role.ADMIN,
+                              None)
+    users.set_locale(fleet, Principal(user_id=other.id, role=Role.ADMIN,
+                                      tenant_id=tenant.tenant_id), "zh-CN")
+    iid = deliver(fleet, tenant, worker, key)
+    clock.at = leases.show_lease(fleet, tenant.principal, iid).ends_at - timedelta(days=6)
+    lease_sweep.sweep_leases(fleet)
+    assert notify.deliver_notices(fleet) == 1
+    subjects = {m["To"]: m["Subject"] for m in smtp.messages}
+    assert subjects["li@example.com"] == f"[gpulease] {iid} 的租期将在 7 天后到期"
+    assert len(subjects) == 2 and any(
+        s == f"[gpulease] Lease of {iid} ends in 7 days" for s in subjects.values())

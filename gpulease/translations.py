@@ -1,0 +1,42 @@
+"""The message catalogs (gpulease/locale/<locale>/LC_MESSAGES/console.po, read with Babel
+once per process, no compile step) for whatever speaks to people: the console's pages and
+the mail sent to users in their language. English is the source language."""
+
+from __future__ import annotations
+
+from functools import cache
+from io import BytesIO
+from pathlib import Path
+
+from babel.messages.mofile import write_mo
+from babel.messages.pofile import read_po
+from babel.support import NullTranslations, Translations
+
+from gpulease.domain.locales import DEFAULT
+
+DOMAIN = "console"
+CATALOGS = Path(__file__).resolve().parent / "locale"
+
+
+def N_(message: str) -> str:  # noqa: N802  (gettext's name for "mark, translate later")
+    """Marks a message for the catalog (`make messages` extracts it); translated where it
+    is shown, in the reader's language."""
+    return message
+
+
+@cache
+def translations(locale: str) -> NullTranslations:
+    """The locale's catalog (a missing one, or English: the messages as written)."""
+    path = CATALOGS / locale / "LC_MESSAGES" / f"{DOMAIN}.po"
+    if locale == DEFAULT or not path.exists():
+        return NullTranslations()
+    with path.open("rb") as f:
+        catalog = read_po(f, locale=locale, domain=DOMAIN)
+    compiled = BytesIO()
+    write_mo(compiled, catalog)
+    compiled.seek(0)
+    return Translations(compiled, domain=DOMAIN)
+
+
+def gettext(locale: str | None, message: str) -> str:
+    return translations(locale or DEFAULT).gettext(message)
