@@ -48,6 +48,7 @@ from gpulease.web import (
     i18n,
     money_pages,
     node_pages,
+    records_pages,
     tenant_pages,
     ticket_pages,
 )
@@ -97,6 +98,7 @@ def install(app: FastAPI) -> None:
     app.include_router(tenant_pages.router)
     app.include_router(ticket_pages.router)
     app.include_router(node_pages.router)
+    app.include_router(records_pages.router)
     app.state.console_page_for = not_found_page  # unknown console URLs: a page, not JSON
     app.mount("/console/static", static, name="console-static")
     # ECharts, fetched from npm by `make vendor` (the charts are left out without it)

@@ -35,7 +35,7 @@ PUBLIC_MOUNTS = {"/console/static", "/console/vendor", "/api/v1/docs/static",
                  "/api/v1/docs/vendor"}
 MAC = "52:54:00:00:00:01"
 SIGN_OUT = "/console/logout"
-AUDIT = "/api/v1/audit"
+AUDITS = {"/api/v1/audit", "/console/audit"}  # a caller's own trail lists its attempts
 
 
 @dataclass
@@ -279,7 +279,7 @@ def test_each_route_answers_each_caller_as_declared(fleet: Platform, world: Worl
                     sent = url_and_body(method, path, world.ids)
                     leaked = [s for s in world.unsent if s in r.text] + [
                         s for s in world.secrets
-                        if s not in sent and path != AUDIT and s in r.text]
+                        if s not in sent and path not in AUDITS and s in r.text]
                     if leaked:
                         wrong.append(f"{caller.value}: {method} {path} answered the owner's "
                                      f"{leaked}")

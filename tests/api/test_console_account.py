@@ -98,3 +98,31 @@ def test_the_team_and_the_webhook(platform: Platform, monkeypatch: pytest.Monkey
             "email": "y@example.com", "name": "Y", "role": "member"})
         assert as_member.status_code == 403  # only a tenant admin adds users
         assert 'id="team"' not in client.get("/console/account").text
+
+
+def test_storage_and_backups_and_the_audit_trail(fleet: Platform, key: str) -> None:
+    from gpulease.worker.runner import Worker
+    from tests.services.test_leases import deliver
+
+    t = new_tenant(fleet)
+    iid = deliver(fleet, t, Worker(fleet, owner="records"), key)
+    with TestClient(create_app(fleet)) as client:
+        signed_in(fleet, t, client)
+        client.post("/console/account/tokens", data={"name": "audited", "days": "7"})
+        shown = client.get("/console/storage")
+        assert shown.status_code == 200 and f'id="backups-{iid}"' in shown.text
+        assert 'id="no-storage"' in shown.text  # this platform runs no object storage
+        assert f"gpulease backup {iid}" in shown.text
+        trail = client.get("/console/audit")
+        assert trail.status_code == 200 and "POST /console/account/tokens" in trail.text
+        assert "POST /console/login" in trail.text
+        other = new_tenant(fleet)
+        with TestClient(create_app(fleet)) as theirs:
+            signed_in(fleet, other, theirs)
+            own = theirs.get("/console/audit").text  # another tenant's admin: their own
+            assert "POST /console/account/tokens" not in own
+            theirs.post("/console/account/users", data={
+                "email": "m@other.example", "name": "M", "role": "member",
+                "password": "member password!"})
+            assert _login(theirs, "m@other.example", "member password!") == 303
+            assert theirs.get("/console/audit").status_code == 403  # members do not

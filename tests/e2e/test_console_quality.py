@@ -100,7 +100,8 @@ def test_every_page_is_accessible_fits_and_speaks_the_language(
                        ("billing", "/console/billing"), ("missing", "/console/nope"),
                        ("advise", "/console/advise?params=70B&workload=lora&hours=48"),
                        ("account", "/console/account"), ("tickets", "/console/tickets"),
-                       ("ticket", f"/console/tickets/{ticket}")):
+                       ("ticket", f"/console/tickets/{ticket}"), ("storage", "/console/storage"),
+                       ("audit", "/console/audit")):
         page.goto(f"{live.url}{path}")
         if name == "instance":  # the charts drawn from the day's data
             page.wait_for_selector("#charts:not([hidden]) canvas", timeout=10_000)
@@ -127,9 +128,9 @@ def test_every_page_is_accessible_fits_and_speaks_the_language(
     for name, path in (("tenants", "/console/tenants"),
                        ("tenant", f"/console/tenants/{tenant.tenant_id}"),
                        ("queue", "/console/tickets"), ("ops-ticket", f"/console/tickets/{ticket}"),
-                       ("node", f"/console/nodes/{node}")):
+                       ("node", f"/console/nodes/{node}"), ("ops-audit", "/console/audit")):
         page.goto(f"{live.url}{path}")
         problems += _check(page, name, shots, lang)
     context.close()
     assert not problems, "\n".join(problems)
-    assert len(list(shots.glob(f"{lang}-*.png"))) == 2 * 21
+    assert len(list(shots.glob(f"{lang}-*.png"))) == 2 * 24
