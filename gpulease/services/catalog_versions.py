@@ -116,3 +116,11 @@ def adopt(p: Platform, publish_file: bool = False) -> None:
 def current(p: Platform) -> CatalogVersionView | None:
     latest = _latest(p)
     return _view(latest, p) if latest is not None else None
+
+
+def current_text(p: Platform, actor: Principal) -> str:
+    """Operator: the TOML the platform prices from (the newest published version, else the
+    catalog file), to edit and publish again."""
+    actor.require_operator()
+    row = _latest(p)
+    return row.text if row is not None else read_catalog_text(p.settings.catalog_file)

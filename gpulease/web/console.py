@@ -45,6 +45,7 @@ from gpulease.services import (
 from gpulease.web import (
     account_pages,
     advise_page,
+    billing_pages,
     i18n,
     money_pages,
     node_pages,
@@ -99,6 +100,7 @@ def install(app: FastAPI) -> None:
     app.include_router(ticket_pages.router)
     app.include_router(node_pages.router)
     app.include_router(records_pages.router)
+    app.include_router(billing_pages.router)
     app.state.console_page_for = not_found_page  # unknown console URLs: a page, not JSON
     app.mount("/console/static", static, name="console-static")
     # ECharts, fetched from npm by `make vendor` (the charts are left out without it)

@@ -184,6 +184,8 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/console/tenants/{tenant_id}/credit-limit"): {"credit_limit": "0"},
     ("POST", "/console/tickets"): {"instance_id": "{instance_id}", "summary": "authz"},
     ("POST", "/console/tickets/{ticket_id}/comment"): {"body": "authz"},
+    ("POST", "/console/invoices/run"): {"period": "2026-11"},
+    ("POST", "/console/prices"): {"text": "not a catalog"},
 }
 QUERIES = {"/media/ipxe": {"mac": MAC}, "/api/v1/invoices/export": {"period": "2026-11"},
            "/api/v1/instances/{instance_id}/events": {"timeout": 0.5},

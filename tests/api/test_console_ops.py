@@ -150,3 +150,37 @@ def test_the_fleet_filtered_and_one_nodes_page(fleet: Platform) -> None:
         assert client.get("/console/nodes/no-such-node").status_code == 404
         client.post(f"/console/nodes/{node_id}/resume")
         assert "status-available" in client.get(f"/console/nodes/{node_id}").text
+
+
+def test_invoice_runs_and_a_price_change_published_from_the_console(fleet: Platform) -> None:
+    with TestClient(create_app(fleet)) as client:
+        operator_in(fleet, client)
+        prices = client.get("/console/prices")
+        assert prices.status_code == 200 and "[[offers]]" in prices.text
+        text = re.search(r'<textarea id="catalog-text"[^>]*>(.*?)</textarea>', prices.text,
+                         re.S)
+        assert text
+        import html
+
+        toml = html.unescape(text.group(1))
+        broken = client.post("/console/prices", data={"text": toml + "\n[[offers]]\nsku = 1\n"})
+        assert broken.status_code == 422 and 'id="prices-form"' in broken.text
+        assert fleet.catalog_version is None or "version" in broken.text
+        marker = 'sku = "h100-80g-x8"\nregion = "ningxia-1"\n'
+        assert marker in toml, "the default catalog names the offer like this"
+        at = toml.index("\n[[", toml.index(marker))  # after the offer's own keys
+        announced = (toml[:at] + '\n[[offers.price_changes]]\neffective_from = 2027-03-01\n'
+                     'monthly_price = "79000"\n' + toml[at:])
+        done = client.post("/console/prices", data={"text": announced})
+        assert done.status_code == 200 and 'id="done"' in done.text, re.findall(
+            r'class="error"[^<]*', done.text)
+        assert "¥79,000.00" in client.get("/console/prices").text
+        assert fleet.catalog_version is not None
+
+        shown = client.get("/console/invoices")
+        assert shown.status_code == 200 and 'id="run-form"' in shown.text
+        ran = client.post("/console/invoices/run", data={"period": "2026-11"})
+        assert ran.status_code == 200 and 'id="ran"' in ran.text
+        future = client.post("/console/invoices/run", data={"period": "2099-01",
+                                                             "finalize": "true"})
+        assert future.status_code in (409, 422) and 'id="run-form"' in future.text

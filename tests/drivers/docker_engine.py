@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 
 import docker
 import pytest
@@ -55,18 +56,26 @@ def ensure_test_image(client: docker.DockerClient) -> str:
 
 def remove_node_containers(client: docker.DockerClient, node: str) -> None:
     """What a test left on the engine for one node: its containers, their data volumes and
-    the tenant networks nothing uses any more."""
-    for c in client.containers.list(all=True, filters={"label": f"io.gpulease.node={node}"}):
+    the tenant networks nothing uses any more. A release still running may be removing a
+    container at the same moment: its volume goes once the container is gone."""
+    label = {"label": f"io.gpulease.node={node}"}
+    volumes = set()
+    for c in client.containers.list(all=True, filters=label):
+        volumes.add(f"gpulease-{c.labels['io.gpulease.instance']}-data")
         try:
             c.remove(force=True)
-        except NotFound:  # a release still running removed it first
+        except NotFound:  # the release removed it first
             pass
         except APIError as exc:  # or is removing it now
             if exc.status_code != 409:
                 raise
+    deadline = time.monotonic() + 30
+    while client.containers.list(all=True, filters=label):  # bounded by the deadline
+        assert time.monotonic() < deadline, f"containers of {node} still there after 30 s"
+        time.sleep(0.2)
+    for volume in volumes:
         with contextlib.suppress(NotFound):
-            client.volumes.get(f"gpulease-{c.labels['io.gpulease.instance']}-data").remove(
-                force=True)
+            client.volumes.get(volume).remove(force=True)
     for network in client.networks.list(filters={"label": "io.gpulease.tenant"}, greedy=True):
         if not network.attrs.get("Containers"):
             with contextlib.suppress(NotFound):
