@@ -83,19 +83,22 @@ def ensure_demo_tokens(p: Platform, data_dir: Path) -> tuple[Path, Path]:
 
 
 CONSOLE_LOGIN_FILE = "demo-console-login.txt"
+OPERATOR_LOGIN_FILE = "demo-operator-login.txt"
 
 
-def ensure_demo_console_login(p: Platform, data_dir: Path, tenant_token: Path) -> Path:
-    """A console password for the demo tenant's admin, written with the e-mail to a file
-    (0600) beside the tokens; kept across restarts."""
+def ensure_demo_console_login(p: Platform, data_dir: Path, token: Path,
+                              file: str = CONSOLE_LOGIN_FILE) -> Path:
+    """A console password for the user of `token` (the demo tenant's admin, or the
+    operator with OPERATOR_LOGIN_FILE), written with the e-mail to a file (0600) beside
+    the tokens; kept across restarts."""
     import secrets
 
     from gpulease.db.tables import User
 
-    path = data_dir / CONSOLE_LOGIN_FILE
-    if path.exists() and path.stat().st_mtime >= tenant_token.stat().st_mtime:
-        return path  # written for the current demo tenant
-    who = accounts.authenticate(p, tenant_token.read_text().strip())
+    path = data_dir / file
+    if path.exists() and path.stat().st_mtime >= token.stat().st_mtime:
+        return path  # written for the current token's user
+    who = accounts.authenticate(p, token.read_text().strip())
     password = secrets.token_urlsafe(12)
     users.set_password(p, who.user_id, password)
     with p.db.read() as s:

@@ -16,7 +16,12 @@ import uvicorn
 from gpulease.api.app import create_app
 from gpulease.api.guards import configure_logging
 from gpulease.db.session import safe_url
-from gpulease.demo import ensure_demo_console_login, ensure_demo_tokens, seed_demo_fleet
+from gpulease.demo import (
+    OPERATOR_LOGIN_FILE,
+    ensure_demo_console_login,
+    ensure_demo_tokens,
+    seed_demo_fleet,
+)
 from gpulease.demo_agents import DemoAgents
 from gpulease.platform import Platform
 from gpulease.settings import Settings
@@ -117,6 +122,8 @@ def up(settings: Settings, say: Callable[[str], object] = print,
         added = seed_demo_fleet(platform, settings.demo_nodes_per_offer)
     op_token, tenant_token = ensure_demo_tokens(platform, settings.data_dir)
     console_login = ensure_demo_console_login(platform, settings.data_dir, tenant_token)
+    operator_login = ensure_demo_console_login(platform, settings.data_dir, op_token,
+                                               OPERATOR_LOGIN_FILE)
     worker = Worker(platform)
     worker.start()
     telemetry = DemoAgents(platform)
@@ -136,7 +143,8 @@ def up(settings: Settings, say: Callable[[str], object] = print,
         say(f"image registry:    {registry.address} (docker-registry; `gpulease image save`)")
     say(f"operator token:    {op_token}")
     say(f"demo tenant token: {tenant_token}")
-    say(f"web console:       {url}/console  (e-mail and password: {console_login})")
+    say(f"web console:       {url}/console  (e-mail and password: {console_login}; "
+        f"an operator's: {operator_login})")
     say(f"try:  export GPULEASE_URL={url} GPULEASE_TOKEN=$(cat {tenant_token.resolve()})")
     say("      gpulease catalog")
     # the demo's terminal stays readable: warnings only, unless a level was asked for

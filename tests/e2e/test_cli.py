@@ -73,6 +73,12 @@ def test_up_prints_where_it_listens_and_writes_tokens(up: Up) -> None:
     signed_in = httpx.post(f"{up.url}/console/login", data={"email": email, "password": password})
     assert signed_in.status_code == 303 and "gpulease_session" in signed_in.cookies
     assert httpx.get(up.url).headers["location"] == "/console/"
+    # and the demo operator's, for the fleet, tenants, tickets, invoices and prices
+    email, password = (up.data_dir / "demo-operator-login.txt").read_text().split()
+    ops = httpx.post(f"{up.url}/console/login", data={"email": email, "password": password})
+    assert ops.status_code == 303
+    tenants = httpx.get(f"{up.url}/console/tenants", cookies=ops.cookies)
+    assert tenants.status_code == 200 and "demo-" in tenants.text
 
 
 def test_the_tenant_journey_through_the_cli(up: Up, tmp_path: Path) -> None:
