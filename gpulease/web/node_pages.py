@@ -1,24 +1,72 @@
-"""The operator's fleet in the console, filtered by status, offer, region or name, and one
-node's page: what it is and where (rack, fabric, BMC), what its BMC reported at enrollment
-against its offer (checked, different, unchecked), what its agent reports now, its open
-alerts and tickets, and its history; drain, maintenance and resume from there."""
+"""The operator's fleet in the console, filtered by status, offer and region; a server
+enrolled by its BMC; and one node's page: what it is and where (rack, fabric, BMC), what
+its BMC reported at enrollment against its offer (checked, different, unchecked), what
+its agent reports now, its open alerts and tickets, and its history; drain, maintenance
+and resume from there."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Form, Query
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import ValidationError
 
 from gpulease.api.access import Caller, access
 from gpulease.api.deps import PlatformDep
+from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import DomainError, InvalidInput
-from gpulease.services import agents, inventory, tickets
+from gpulease.platform import Platform
+from gpulease.schemas import EnrollRequest
+from gpulease.services import agents, enrollment, inventory, tickets
+from gpulease.services.fleet_objects import list_fabrics
 from gpulease.web.pages import SameOrigin, Who, page, page_context
 
 router = APIRouter(prefix="/console/nodes", include_in_schema=False,
                    dependencies=[Depends(page_context)])
 OPERATOR = access(Caller.OPERATOR)
+
+
+def _enroll_page(p: Platform, who: Principal, status: int = 200, **extra: Any
+                 ) -> HTMLResponse:
+    return page("enroll.html", status, who=who, offers=p.catalog.offers,
+                fabrics=fabrics_of(p, who), **extra)
+
+
+@router.get("/enroll", response_class=HTMLResponse, openapi_extra=OPERATOR)
+def enroll_form(p: PlatformDep, who: Who) -> HTMLResponse:
+    try:
+        who.require_operator()
+    except DomainError as exc:
+        return page("base.html", exc.status, who=who, error=exc.detail)
+    return _enroll_page(p, who, form={})
+
+
+@router.post("/enroll", dependencies=[SameOrigin], openapi_extra=OPERATOR)
+def enroll(p: PlatformDep, who: Who, bmc: Annotated[str, Form(max_length=300)],
+           username: Annotated[str, Form(max_length=100)],
+           password: Annotated[str, Form(max_length=200)],
+           offer: Annotated[str | None, Form(max_length=200)] = None,
+           name: Annotated[str | None, Form(max_length=100)] = None,
+           fabric: Annotated[str | None, Form(max_length=64)] = None) -> Response:
+    """One server by its BMC: checked against the offer (its report on the node's page),
+    powered off to wait for its first order; a mismatch stays enrolling with its report."""
+    typed = {"bmc": bmc, "username": username, "offer": offer or "", "name": name or "",
+             "fabric": fabric or ""}
+    try:
+        who.require_operator()
+        node = enrollment.enroll(p, who, EnrollRequest(
+            bmc=bmc.strip(), username=username, password=password, offer=offer or None,
+            name=name or None, fabric=fabric or None))
+    except DomainError as exc:
+        if exc.status == 403:
+            return page("base.html", exc.status, who=who, error=exc.detail)
+        return _enroll_page(p, who, exc.status, error=exc.detail, form=typed)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        return _enroll_page(p, who, 422, form=typed,
+                            error=f"{'.'.join(str(x) for x in first['loc'])}: {first['msg']}")
+    return RedirectResponse(f"/console/nodes/{node.id}", status_code=303)
 
 
 @router.get("/{node_id}", response_class=HTMLResponse, openapi_extra=OPERATOR)
@@ -54,6 +102,10 @@ def node_action(node_id: str, action: str, p: PlatformDep, who: Who,
         return page("base.html", exc.status, who=who, error=exc.detail)
     here = back if back.startswith("/console") and "//" not in back else "/console/"
     return RedirectResponse(here, status_code=303)
+
+
+def fabrics_of(p: Platform, who: Principal) -> list[str]:
+    return [f.id for f in list_fabrics(p, who)]
 
 
 def fleet_filters(status: Annotated[str | None, Query(max_length=16)] = None,

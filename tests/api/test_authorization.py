@@ -186,6 +186,8 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/console/tickets/{ticket_id}/comment"): {"body": "authz"},
     ("POST", "/console/invoices/run"): {"period": "2026-11"},
     ("POST", "/console/prices"): {"text": "not a catalog"},
+    ("POST", "/console/nodes/enroll"): {"bmc": "not a url", "username": "u",
+                                        "password": "p"},
 }
 QUERIES = {"/media/ipxe": {"mac": MAC}, "/api/v1/invoices/export": {"period": "2026-11"},
            "/api/v1/instances/{instance_id}/events": {"timeout": 0.5},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -189,3 +190,34 @@ def test_bmc_credentials_are_tried_before_they_are_stored(
     with checked.db.read() as s:
         sealed = s.scalar(select(Node.bmc_password_enc).where(Node.id == node.id))
     assert sealed and checked.box.open(sealed) == "set-on-the-bmc-later"
+
+
+def test_an_operator_enrolls_a_server_from_the_console(checked: Platform, rack: Emulator
+                                                       ) -> None:
+    from fastapi.testclient import TestClient
+
+    from gpulease.api.app import create_app
+    from tests.api.test_console_ops import operator_in
+
+    with TestClient(create_app(checked)) as client:
+        operator_in(checked, client)
+        form = client.get("/console/nodes/enroll")
+        assert form.status_code == 200 and 'for="bmc"' in form.text
+        wrong = client.post("/console/nodes/enroll", data={
+            "bmc": rack.system_url(1), "username": USER, "password": "not it",
+            "offer": OFFER, "fabric": "ib-ningxia-1-1"})
+        assert wrong.status_code in (401, 422, 502) and 'id="enroll-form"' in wrong.text
+        assert nodes(checked) == 0  # a refused BMC writes nothing
+        done = client.post("/console/nodes/enroll", data={
+            "bmc": rack.system_url(1), "username": USER, "password": PASSWORD,
+            "offer": OFFER, "fabric": "ib-ningxia-1-1", "name": "rack-a-01"},
+            follow_redirects=False)
+        assert done.status_code == 303 and "/console/nodes/" in done.headers["location"]
+        page = client.get(done.headers["location"]).text
+        assert "rack-a-01" in page and 'id="comparison"' in page
+        mismatch = client.post("/console/nodes/enroll", data={
+            "bmc": rack.system_url(6), "username": USER, "password": PASSWORD,
+            "offer": OFFER, "fabric": "ib-ningxia-1-1"}, follow_redirects=True)
+        found = re.search(r'<h1>.*?</h1>', mismatch.text, re.S)
+        assert found and "status-enrolling" in found.group(0), found
+        assert "differs from" in mismatch.text

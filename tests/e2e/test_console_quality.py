@@ -129,9 +129,10 @@ def test_every_page_is_accessible_fits_and_speaks_the_language(
                        ("tenant", f"/console/tenants/{tenant.tenant_id}"),
                        ("queue", "/console/tickets"), ("ops-ticket", f"/console/tickets/{ticket}"),
                        ("node", f"/console/nodes/{node}"), ("ops-audit", "/console/audit"),
-                       ("invoices", "/console/invoices"), ("prices", "/console/prices")):
+                       ("invoices", "/console/invoices"), ("prices", "/console/prices"),
+                       ("enroll", "/console/nodes/enroll")):
         page.goto(f"{live.url}{path}")
         problems += _check(page, name, shots, lang)
     context.close()
     assert not problems, "\n".join(problems)
-    assert len(list(shots.glob(f"{lang}-*.png"))) == 2 * 26
+    assert len(list(shots.glob(f"{lang}-*.png"))) == 2 * 27
