@@ -284,6 +284,21 @@ def instance_telemetry(instance_id: str, p: PlatformDep, who: Who,
                     headers={"Cache-Control": "no-store"})
 
 
+@router.get("/instances/{instance_id}/erase-certificates.json",
+            openapi_extra=access(*EVERY_USER, owned=True))
+def certificates_download(instance_id: str, p: PlatformDep, who: Who) -> Response:
+    """The instance's erase certificates as one JSON file to keep (each with its digest,
+    as the API gives them)."""
+    try:
+        items, total = agents.instance_certificates(p, who, instance_id, limit=1000)
+    except DomainError as exc:
+        return _page("base.html", exc.status, **_ctx(who, error=exc.detail))
+    body = json.dumps({"instance_id": instance_id, "total": total, "certificates": items},
+                      default=str, indent=2, ensure_ascii=False)
+    return Response(body, media_type="application/json", headers={
+        "Content-Disposition": f'attachment; filename="{instance_id}-erase-certificates.json"'})
+
+
 @router.get("/instances/{instance_id}/events", openapi_extra=access(*EVERY_USER, owned=True))
 async def instance_events(instance_id: str, p: PlatformDep, who: Who, request: Request,
                           timeout: Annotated[float, Query(gt=0, le=3600)] = 1800) -> Response:

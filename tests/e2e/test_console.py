@@ -4,11 +4,13 @@ catalog, watch the delivery settle, see the root password once, release, see the
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -133,6 +135,11 @@ def test_a_tenant_orders_watches_and_releases_in_the_browser(
     page.reload()
     erased = page.inner_text("#certificates")
     assert "erased" in erased and "simulated" in erased  # one certificate per disk
+    with page.expect_download() as got:  # and they can be kept
+        page.click("#certificates-download")
+    kept = json.loads(Path(got.value.path()).read_text())
+    assert kept["instance_id"] == iid and kept["total"] == len(kept["certificates"]) >= 1
+    assert all(c["digest"] for c in kept["certificates"])
 
     # A form posted from another site is refused, even with the session cookie.
     forged = httpx.post(f"{live.url}/console/instances/{iid}/release",
