@@ -181,6 +181,9 @@ class Settings(BaseSettings):
     # of 10^9 bytes, measured once a day).
     storage_quota_gb: float = Field(default=1000.0, gt=0)
     storage_free_gb: float = Field(default=100.0, ge=0)
+    # How often each bucket is measured against its quota; past it, the store refuses the
+    # tenant's writes until it is under again (services/storage_quota.py).
+    storage_quota_check_s: float = Field(default=300.0, gt=0)
     # Operators' notices (new P1 tickets, SLA clocks at risk) as a signed webhook too (your
     # paging or chat bridge), besides e-mail to every operator; the secret signs them.
     operator_webhook_url: str = ""

@@ -106,6 +106,9 @@ class StorageAccount(Base):
     metered_through: Mapped[str | None] = mapped_column(String(10))
     quota_warned: Mapped[int] = mapped_column(Integer, default=0,
                                               server_default="0")  # 0, 80 or 100 (%)
+    # Past its quota the store refuses the tenant's writes (reads and deletes go on):
+    # since when, or None (services/storage_quota.py).
+    writes_blocked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
 
 class StorageKey(Base):

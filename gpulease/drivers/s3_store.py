@@ -12,10 +12,15 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from gpulease.ports.object_store import AccessKey, ObjectStoreError
 
+# Past its quota: what a tenant may still do to make room (no PutObject: no upload, in
+# one part or many). Actions every S3 with an IAM API knows (SeaweedFS refuses a policy
+# naming one it does not).
+READ_AND_DELETE = ["s3:GetObject", "s3:ListBucket", "s3:DeleteObject", "s3:GetBucketLocation"]
 
-def bucket_policy(bucket: str) -> str:
+
+def bucket_policy(bucket: str, writable: bool = True) -> str:
     return json.dumps({"Version": "2012-10-17", "Statement": [{
-        "Effect": "Allow", "Action": ["s3:*"],
+        "Effect": "Allow", "Action": ["s3:*"] if writable else READ_AND_DELETE,
         "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"]}]})
 
 
@@ -65,6 +70,10 @@ class S3Store:
         made = self._call("a new key", self._iam.create_access_key, UserName=user)
         key = made["AccessKey"]
         return AccessKey(str(key["AccessKeyId"]), str(key["SecretAccessKey"]))
+
+    def set_writable(self, user: str, bucket: str, writable: bool) -> None:
+        self._call("the bucket policy", self._iam.put_user_policy, UserName=user,
+                   PolicyName=f"{bucket}-only", PolicyDocument=bucket_policy(bucket, writable))
 
     def delete_key(self, user: str, access_key_id: str) -> None:
         self._call("to delete the key", self._iam.delete_access_key, UserName=user,

@@ -31,6 +31,11 @@ class ObjectStore(Protocol):
     def delete_key(self, user: str, access_key_id: str) -> None:
         ...
 
+    def set_writable(self, user: str, bucket: str, writable: bool) -> None:
+        """What `user`'s keys may do on `bucket`: everything, or (past its quota) read,
+        list and delete only, so the tenant can make room but not add."""
+        ...
+
     def bucket_bytes(self, bucket: str) -> int:
         """What the bucket holds now, in bytes."""
         ...

@@ -147,6 +147,9 @@ class StorageView(BaseModel):
         description="the catalog's object-storage price beyond the free bytes (as the "
                     "price book writes it)")
     keys: list[StorageKeyView]
+    writes_blocked: bool = Field(default=False, description=(
+        "past its quota: the store refuses writes with the tenant's keys (reads and "
+        "deletes go on) until it is under again"))
 
 
 class StorageQuota(BaseModel):

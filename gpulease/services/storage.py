@@ -14,6 +14,7 @@ from gpulease.domain.errors import BadGateway, Conflict, NotFound
 from gpulease.platform import Platform
 from gpulease.ports.object_store import AccessKey, ObjectStore, ObjectStoreError
 from gpulease.schemas.fleet import StorageKeyCreated, StorageKeyView, StorageView
+from gpulease.services import storage_quota
 from gpulease.services.history import by
 from gpulease.services.storage_meter import (
     GB,
@@ -81,11 +82,13 @@ def show(p: Platform, actor: Principal) -> StorageView:
         assert held is not None
         measure_now(s, p, held, used)
         quota = quota_bytes(p, held)
+    blocked = storage_quota.enforce(p, store, tenant, used)
     addon = p.catalog.addon_by_id.get("object-storage")
     return StorageView(endpoint=_endpoint(p), region=p.settings.s3_region, bucket=bucket,
                        used_bytes=used, quota_bytes=quota,
                        free_bytes=int(p.settings.storage_free_gb * GB),
-                       price_per_gb_month=addon.price if addon else None, keys=keys)
+                       price_per_gb_month=addon.price if addon else None, keys=keys,
+                       writes_blocked=bool(blocked))
 
 
 def new_key(p: Platform, actor: Principal) -> StorageKeyCreated:
@@ -95,8 +98,11 @@ def new_key(p: Platform, actor: Principal) -> StorageKeyCreated:
     with p.db.write() as s:
         account = _account(s, p, store, tenant)
         bucket, user = account.bucket, account.store_user
+        blocked = account.writes_blocked_at is not None
     try:
-        key = store.create_key(user, bucket)
+        key = store.create_key(user, bucket)  # the user's policy written again: …
+        if blocked:  # … still read and delete only while the bucket is past its quota
+            store.set_writable(user, bucket, False)
     except ObjectStoreError as exc:
         raise BadGateway(f"{exc}. Retry shortly.") from None
     with p.db.write() as s:
@@ -130,13 +136,14 @@ def revoke_key(p: Platform, actor: Principal, access_key_id: str) -> StorageKeyV
 
 def run_key(p: Platform, tenant: str) -> tuple[str, str, AccessKey]:
     """(endpoint, bucket, key) for one run the platform carries out in the tenant's bucket
-    (a backup or restore by the node's agent): scoped like the tenant's own keys, not listed
-    among them, deleted by end_run_key when the run ends."""
+    (a backup or restore by the node's agent): scoped to the bucket like the tenant's own keys
+    but of the platform's own store user (not blocked past the quota), not listed among
+    them, deleted by end_run_key when the run ends."""
     store = _store(p)
     with p.db.write() as s:
         account = _account(s, p, store, tenant)
-        bucket, user = account.bucket, account.store_user
-    try:
+        bucket, user = account.bucket, storage_quota.platform_user(account.store_user)
+    try:  # the platform's own store user: never blocked by the quota (data first)
         return _endpoint(p), bucket, store.create_key(user, bucket)
     except ObjectStoreError as exc:
         raise BadGateway(f"{exc}. Retry shortly.") from None
@@ -150,8 +157,10 @@ def end_run_key(p: Platform, tenant: str, access_key_id: str) -> bool:
         user = account.store_user if account else tenant
     if store is None:
         return True
-    try:
-        store.delete_key(user, access_key_id)
-    except ObjectStoreError:
-        return False
-    return True
+    for owner in (storage_quota.platform_user(user), user):  # (keys made before 0046)
+        try:
+            store.delete_key(owner, access_key_id)
+            return True
+        except ObjectStoreError:
+            continue
+    return False

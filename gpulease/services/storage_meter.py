@@ -17,8 +17,6 @@ from sqlalchemy.orm import Session
 
 from gpulease.db.money_tables import LeaseNotice
 from gpulease.db.ops_tables import StorageAccount
-from gpulease.domain.accounts import Principal
-from gpulease.domain.errors import NotFound
 from gpulease.platform import Platform
 from gpulease.ports.object_store import ObjectStoreError
 from gpulease.services.metering import QUANTUM, record_for
@@ -79,7 +77,7 @@ def meter_buckets(p: Platform, limit: int = 100) -> int:
             or_(StorageAccount.metered_through.is_(None),
                 StorageAccount.metered_through < yesterday.isoformat()))
             .order_by(StorageAccount.tenant_id).limit(limit)))
-    measured = 0
+    done = 0
     for tenant, bucket in due:
         try:
             used = store.bucket_bytes(bucket)  # outside the transaction: slow I/O
@@ -97,9 +95,9 @@ def meter_buckets(p: Platform, limit: int = 100) -> int:
                 _charge_day(s, p, tenant, day, used, now)
                 day += timedelta(days=1)
             account.metered_through = max(last, yesterday).isoformat()
-            _measured(s, p, account, used, now)
-        measured += 1
-    return measured
+            measured(s, p, account, used, now)
+        done += 1
+    return done
 
 
 def _charge_day(s: Session, p: Platform, tenant: str, day: date, used: int,
@@ -113,7 +111,7 @@ def _charge_day(s: Session, p: Platform, tenant: str, day: date, used: int,
                quantity, start, end, now, METER)
 
 
-def _measured(s: Session, p: Platform, account: StorageAccount, used: int,
+def measured(s: Session, p: Platform, account: StorageAccount, used: int,
               now: datetime) -> None:
     """The new size kept; its admins told once when it crosses 80 % and 100 % of the quota
     (again after it fell below)."""
@@ -124,9 +122,10 @@ def _measured(s: Session, p: Platform, account: StorageAccount, used: int,
         kind = "storage_full" if level == 100 else "storage_80"
         text = (f"Your bucket {account.bucket} holds {used / GB:,.1f} GB of its "
                 f"{quota / GB:,.0f} GB quota" + (
-                    ": the platform takes no more backups into it (the last ones of a "
-                    "lapsed lease excepted) until you delete snapshots or your provider "
-                    "raises the quota." if level == 100 else "."))
+                    ": writes with your keys are refused (reads and deletes go on) and the "
+                    "platform takes no more backups into it (the last ones of a lapsed "
+                    "lease excepted) until you delete objects or snapshots or your "
+                    "provider raises the quota." if level == 100 else "."))
         s.add(LeaseNotice(lease_id=None, tenant_id=account.tenant_id, instance_id=None,
                           kind=kind, text=text, created_at=now))
     account.quota_warned = level
@@ -134,19 +133,4 @@ def _measured(s: Session, p: Platform, account: StorageAccount, used: int,
 
 def measure_now(s: Session, p: Platform, account: StorageAccount, used: int) -> None:
     """A live measurement (the tenant looked): kept, and the quota's notices checked."""
-    _measured(s, p, account, used, p.clock.now())
-
-
-def set_quota(p: Platform, actor: Principal, tenant: str, quota_gb: float | None
-              ) -> float:
-    """Operator: the tenant's bucket quota in GB (None: the platform's default)."""
-    actor.require_operator()
-    with p.db.write() as s:
-        account = s.get(StorageAccount, tenant, with_for_update=True)
-        if account is None:
-            raise NotFound(f"Tenant {tenant} has no bucket yet (made when the tenant first "
-                           "runs `gpulease storage`).")
-        account.quota_gb = quota_gb
-        if account.used_bytes is not None:
-            _measured(s, p, account, account.used_bytes, p.clock.now())
-        return quota_gb or p.settings.storage_quota_gb
+    measured(s, p, account, used, p.clock.now())

@@ -23,6 +23,7 @@ from gpulease.services.notify import deliver_notices
 from gpulease.services.password_resets import deliver_reset_mails
 from gpulease.services.spending import sweep_spending
 from gpulease.services.storage_meter import meter_buckets
+from gpulease.services.storage_quota import check_quotas
 from gpulease.services.telemetry_retention import downsample
 from gpulease.services.ticket_sla import sweep_ticket_clocks
 from gpulease.worker.lease_sweep import sweep_leases
@@ -78,6 +79,10 @@ PERIODICS: tuple[Periodic, ...] = (
     Periodic("storage-meter", lambda p, _owner: meter_buckets(p),
              "each tenant's bucket measured once a day: GB-days beyond the free allowance "
              "charged, its admins told at 80 % and 100 % of the quota"),
+    Periodic("storage-quota", lambda p, _owner: check_quotas(p),
+             "each bucket measured every GPULEASE_STORAGE_QUOTA_CHECK_S: past its quota the "
+             "store refuses its tenant's writes (reads and deletes go on), under it again "
+             "they may write"),
     Periodic("meter", lambda p, _owner: meter_containers(p),
              "each started container GPU-hour, charged once; unpaid containers released"),
     Periodic("spending", lambda p, _owner: sweep_spending(p),

@@ -119,3 +119,52 @@ def test_each_tenant_reaches_its_own_bucket_only(platform: Platform, s3: Embedde
             break
         time.sleep(0.2)
     assert outcome in ("InvalidAccessKeyId", "AccessDenied", "SignatureDoesNotMatch")
+
+
+def test_past_its_quota_the_store_refuses_the_tenants_writes_until_it_is_under_again(
+        platform: Platform, s3: EmbeddedS3) -> None:
+    """The quota is enforced by the S3 server, whatever client writes: past it, the
+    tenant's keys read, list and delete but the upload is refused; a key made meanwhile is
+    refused too; the platform's own run key still writes (a lapsed lease's last backup);
+    deleting below the quota, or the operator raising it, opens writes again."""
+    from gpulease.services import storage_quota
+
+    platform.settings.s3_endpoint = s3.url
+    platform.settings.s3_access_key, platform.settings.s3_secret_key = (s3.access_key,
+                                                                        s3.secret_key)
+    platform.settings.storage_quota_check_s = 0.001  # measure at each check
+    t = new_tenant(platform)
+    ops = accounts.authenticate(platform, accounts.create_operator(
+        platform, f"ops-{t.tenant_id}@example.com", "Ops")[1].token)
+    storage.show(platform, t.principal)
+    storage_quota.set_quota(platform, ops, t.tenant_id, 10_000 / 1e9)  # 10 kB
+    key = storage.new_key(platform, t.principal)
+    c = client(s3, key.access_key_id, key.secret_access_key)
+    c.put_object(Bucket=key.bucket, Key="a.bin", Body=b"a" * 6000)  # type: ignore[attr-defined]
+    c.put_object(Bucket=key.bucket, Key="b.bin", Body=b"b" * 6000)  # type: ignore[attr-defined]
+    assert storage_quota.check_quotas(platform) >= 1
+    assert storage.show(platform, t.principal).writes_blocked
+    assert refused(lambda: c.put_object(  # type: ignore[attr-defined]
+        Bucket=key.bucket, Key="c.bin", Body=b"c")) == "AccessDenied"
+    assert c.get_object(Bucket=key.bucket, Key="a.bin")[  # type: ignore[attr-defined]
+        "Body"].read() == b"a" * 6000
+    later = storage.new_key(platform, t.principal)  # a new key is no way around it
+    d = client(s3, later.access_key_id, later.secret_access_key)
+    assert refused(lambda: d.put_object(  # type: ignore[attr-defined]
+        Bucket=key.bucket, Key="d.bin", Body=b"d")) == "AccessDenied"
+    _, _, run = storage.run_key(platform, t.tenant_id)  # the platform's own runs write
+    r = client(s3, run.access_key_id, run.secret_access_key)
+    r.put_object(Bucket=key.bucket, Key="last-backup.bin", Body=b"r")  # type: ignore[attr-defined]
+    r.delete_object(Bucket=key.bucket, Key="last-backup.bin")  # type: ignore[attr-defined]
+    assert storage.end_run_key(platform, t.tenant_id, run.access_key_id)
+
+    c.delete_object(Bucket=key.bucket, Key="b.bin")  # type: ignore[attr-defined]
+    storage_quota.check_quotas(platform)
+    assert not storage.show(platform, t.principal).writes_blocked
+    c.put_object(Bucket=key.bucket, Key="c.bin", Body=b"c")  # type: ignore[attr-defined]
+    c.put_object(Bucket=key.bucket, Key="e.bin", Body=b"e" * 6000)  # type: ignore[attr-defined]
+    storage_quota.check_quotas(platform)
+    assert storage.show(platform, t.principal).writes_blocked
+    storage_quota.set_quota(platform, ops, t.tenant_id, 1.0)  # raised: open at once
+    assert not storage.show(platform, t.principal).writes_blocked
+    c.put_object(Bucket=key.bucket, Key="f.bin", Body=b"f")  # type: ignore[attr-defined]

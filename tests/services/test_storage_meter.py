@@ -17,7 +17,7 @@ from gpulease.domain.errors import Conflict, Forbidden, NotFound
 from gpulease.drivers.seaweedfs import EmbeddedS3
 from gpulease.platform import Platform
 from gpulease.schemas.fleet import BackupRequest
-from gpulease.services import backups, storage, storage_meter
+from gpulease.services import backups, storage, storage_meter, storage_quota
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx
 from tests.services.test_backups import s3, with_storage
@@ -83,10 +83,10 @@ def test_a_bucket_is_charged_by_the_day_and_bounded_by_its_quota(
         backups.request(fleet, me, iid, BackupRequest(path="/data"))
 
     with pytest.raises(Forbidden):
-        storage_meter.set_quota(fleet, me, tenant.tenant_id, 1.0)
+        storage_quota.set_quota(fleet, me, tenant.tenant_id, 1.0)
     with pytest.raises(NotFound, match="no bucket"):
-        storage_meter.set_quota(fleet, operator.principal, operator.tenant_id, 1.0)
-    assert storage_meter.set_quota(fleet, operator.principal, tenant.tenant_id, 1.0) == 1.0
+        storage_quota.set_quota(fleet, operator.principal, operator.tenant_id, 1.0)
+    assert storage_quota.set_quota(fleet, operator.principal, tenant.tenant_id, 1.0) == 1.0
     assert storage.show(fleet, me).quota_bytes == 10**9
     run = backups.request(fleet, me, iid, BackupRequest(path="/data"))
     assert run.status == "queued"

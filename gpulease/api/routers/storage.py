@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from gpulease.api.access import TENANT_USERS, Caller, access
 from gpulease.api.deps import PlatformDep, PrincipalDep
 from gpulease.schemas.fleet import StorageKeyCreated, StorageKeyView, StorageQuota, StorageView
-from gpulease.services import storage, storage_meter
+from gpulease.services import storage, storage_quota
 
 router = APIRouter(prefix="/storage", tags=["storage"])
 
@@ -37,4 +37,4 @@ def set_quota(tenant_id: str, body: StorageQuota, p: PlatformDep, actor: Princip
               ) -> StorageQuota:
     """Operator: a tenant's bucket quota in GB (null: the platform's default). Past it the
     platform starts no backup into the bucket (a lapsed lease's last ones excepted)."""
-    return StorageQuota(quota_gb=storage_meter.set_quota(p, actor, tenant_id, body.quota_gb))
+    return StorageQuota(quota_gb=storage_quota.set_quota(p, actor, tenant_id, body.quota_gb))
