@@ -36,6 +36,10 @@ def storage(ctx: typer.Context, url: UrlOpt = "", token: TokenOpt = "",
     out.print(f"endpoint {v['endpoint']} (region {v['region']}), bucket [bold]{v['bucket']}"
               f"[/bold]\n{used / 1e9:,.2f} GB stored of a {quota / 1e9:,.0f} GB quota "
               f"({100 * used / quota:.0f} %)", highlight=False)
+    if v.get("writes_blocked"):
+        out.print("[bold red]past the quota: uploads with your keys are refused[/bold red] "
+                  "(reads and deletes go on); delete objects or ask your provider for more",
+                  highlight=False)
     if v["price_per_gb_month"] is not None:
         out.print(f"the first {int(v['free_bytes']) / 1e9:,.0f} GB free, then "
                   f"¥{v['price_per_gb_month']} per GB-month, measured daily", highlight=False)
