@@ -88,6 +88,20 @@ SHOWN_WORDS = (_("pending"), _("deploying"), _("ready"), _("releasing"), _("rele
                _("mitigation"), _("resolution"), _("enrolling"), _("deleted"))
 
 
+# Refusals the console shows as they are (no figures in them): the page's error line
+# looks each up in the catalog; another shows as the service wrote it (English).
+KNOWN_ERRORS = (
+    _("Wrong e-mail or password. Ask your tenant admin to set one."),
+    _("This user is disabled; ask your tenant admin."),
+    _("This needs an operator token; ask your provider's operations team."),
+    _("Only a tenant admin can manage users and tokens."),
+    _("Role 'reader' may only read; ask a tenant admin for a member token."),
+    _("Operators do not own instances; use a tenant user's token to order or release."),
+    _("There is no such offer in the catalog; pick one below."),
+    _("The two passwords differ; type the same one twice."),
+)
+
+
 @cache
 def environment(locale: str) -> Environment:
     """The templates in one language: gettext from its catalog, numbers, money and dates

@@ -79,6 +79,9 @@ def test_the_switch_the_users_setting_and_the_browsers_language(platform: Platfo
         assert '<html lang="en">' in client.get("/console/login").text
         missing = client.get("/console/no-such-page", headers=ZH)
         assert missing.status_code == 404 and "控制台中没有这个页面" in missing.text
+        wrong = client.post("/console/login", headers=ZH, data={
+            "email": "nobody@example.com", "password": "not a password"})
+        assert wrong.status_code == 401 and "邮箱或密码错误" in wrong.text  # the refusal too
 
         signed_in(platform, t, client)
         switched = client.post("/console/lang", data={"to": "zh-CN", "back": "/console/billing"},
