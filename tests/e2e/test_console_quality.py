@@ -110,9 +110,15 @@ def test_every_page_is_accessible_fits_and_speaks_the_language(
     page.fill("#ssh_key", ssh_key())
     page.click("#order-form button[type=submit]")
     problems += _check(page, "review", shots, lang)
+    page.click("#confirm")  # the journey on in this language: the order is placed
+    assert "/console/instances/i-" in page.url
+    second = page.url.rsplit("/", 1)[1]
+    assert instances.show_instance(fleet, tenant.principal, second).status != "failed"
     page.goto(f"{live.url}/console/instances/{iid}")
     page.click("#renew")
     problems += _check(page, "renewal", shots, lang)
+    page.click("#confirm-renew")  # and the renewal charged
+    assert page.url.endswith(f"/console/instances/{iid}")
     context.close()
 
     _, token = accounts.create_operator(fleet, f"ops-{lang.lower()}@example.com", "Ops")
