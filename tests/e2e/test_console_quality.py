@@ -7,6 +7,7 @@ temporary directory)."""
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -111,14 +112,18 @@ def test_every_page_is_accessible_fits_and_speaks_the_language(
     page.click("#order-form button[type=submit]")
     problems += _check(page, "review", shots, lang)
     page.click("#confirm")  # the journey on in this language: the order is placed
-    assert "/console/instances/i-" in page.url
+    page.wait_for_url(re.compile(r".*/console/instances/i-[0-9a-f]+$"))
     second = page.url.rsplit("/", 1)[1]
-    assert instances.show_instance(fleet, tenant.principal, second).status != "failed"
+    # the delivery page follows the instance and reloads itself until it settles: wait
+    # for that (no data-follow left) before leaving it
+    page.wait_for_function("!document.querySelector('[data-follow]')", timeout=40_000)
+    assert instances.show_instance(fleet, tenant.principal, second).status == "ready"
     page.goto(f"{live.url}/console/instances/{iid}")
+    assert page.url.endswith(f"/console/instances/{iid}")
     page.click("#renew")
     problems += _check(page, "renewal", shots, lang)
     page.click("#confirm-renew")  # and the renewal charged
-    assert page.url.endswith(f"/console/instances/{iid}")
+    page.wait_for_url(f"**/console/instances/{iid}")
     context.close()
 
     _, token = accounts.create_operator(fleet, f"ops-{lang.lower()}@example.com", "Ops")
