@@ -10,11 +10,22 @@
   var status = page.getAttribute("data-status");
   var stages = Number(page.getAttribute("data-stages"));
   var source = new EventSource(page.getAttribute("data-follow"));
+  // The user leaving for another page wins: a reload now would cancel their navigation.
+  var leaving = false;
+  window.addEventListener("beforeunload", function () {
+    leaving = true;
+    source.close();
+  });
+  function reload() {
+    if (!leaving) {
+      window.location.reload();
+    }
+  }
   source.addEventListener("instance", function (event) {
     var seen = JSON.parse(event.data);
     if (seen.status !== status || seen.stages.length !== stages) {
       source.close();
-      window.location.reload();
+      reload();
     }
   });
   source.addEventListener("end", function () {
@@ -23,6 +34,6 @@
   source.onerror = function () {
     // the stream broke (a restart, a proxy): look again in a moment
     source.close();
-    window.setTimeout(function () { window.location.reload(); }, 3000);
+    window.setTimeout(reload, 3000);
   };
 }());
