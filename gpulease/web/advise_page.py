@@ -16,7 +16,7 @@ from gpulease.api.deps import PlatformDep
 from gpulease.domain.errors import DomainError
 from gpulease.schemas.advisor import AdviceOptionView, AdviseRequest
 from gpulease.services.advisor import advise_job
-from gpulease.web.pages import Who, page, page_context
+from gpulease.web.pages import Who, page, page_context, refusal
 
 router = APIRouter(prefix="/console", include_in_schema=False,
                    dependencies=[Depends(page_context)])
@@ -52,14 +52,10 @@ def advise_page(p: PlatformDep, who: Who, params: Text = None, workload: Text = 
                             precision=form["precision"], hours=hours or None,
                             tokens=tokens or None, budget=budget or None, domestic=domestic)
         advice = advise_job(p, req)
-    except DomainError as exc:
-        return page("advise.html", exc.status, who=who, form=form, workloads=WORKLOADS,
-                    precisions=PRECISIONS, advice=None, error=exc.detail)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        return page("advise.html", 422, who=who, form=form, workloads=WORKLOADS,
-                    precisions=PRECISIONS, advice=None,
-                    error=f"{'.'.join(str(x) for x in first['loc'])}: {first['msg']}")
+    except (DomainError, ValidationError) as exc:
+        status, why = refusal(exc)
+        return page("advise.html", status, who=who, form=form, workloads=WORKLOADS,
+                    precisions=PRECISIONS, advice=None, error=why)
     return page("advise.html", who=who, form=form, workloads=WORKLOADS,
                 precisions=PRECISIONS, advice=advice,
                 links=[order_link(o) for o in advice.options])

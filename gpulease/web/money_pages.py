@@ -23,7 +23,7 @@ from gpulease.schemas.money import QuoteRequest
 from gpulease.services import catalog, images, instances, leases, orders, quotes, wallet
 from gpulease.services.release_terms import release_terms
 from gpulease.services.wallet import payable
-from gpulease.web.pages import SameOrigin, Who, page, page_context
+from gpulease.web.pages import SameOrigin, Who, page, page_context, refusal
 
 router = APIRouter(prefix="/console", include_in_schema=False,
                    dependencies=[Depends(page_context)])
@@ -119,11 +119,7 @@ def order(p: PlatformDep, who: Who, kind: Annotated[str, Form(max_length=16)],
         typed = {"kind": kind, "nodes": nodes, "term": term, "image": image, "gpus": gpus,
                  "name": name, "ssh_key": ssh_key, "bandwidth": bandwidth,
                  "storage": storage, "support": support}
-        if isinstance(exc, DomainError):
-            status, why = exc.status, exc.detail
-        else:  # the request model refused a field
-            first = exc.errors()[0]
-            status, why = 422, f"{'.'.join(str(x) for x in first['loc'])}: {first['msg']}"
+        status, why = refusal(exc)
         return order_page(p, who, sku, region, offer, typed, status, why)
     return RedirectResponse(f"/console/instances/{view.id}", status_code=303)
 

@@ -20,7 +20,7 @@ from gpulease.platform import Platform
 from gpulease.schemas import EnrollRequest
 from gpulease.services import agents, enrollment, inventory, tickets
 from gpulease.services.fleet_objects import list_fabrics
-from gpulease.web.pages import SameOrigin, Who, page, page_context
+from gpulease.web.pages import SameOrigin, Who, page, page_context, refusal
 
 router = APIRouter(prefix="/console/nodes", include_in_schema=False,
                    dependencies=[Depends(page_context)])
@@ -58,14 +58,11 @@ def enroll(p: PlatformDep, who: Who, bmc: Annotated[str, Form(max_length=300)],
         node = enrollment.enroll(p, who, EnrollRequest(
             bmc=bmc.strip(), username=username, password=password, offer=offer or None,
             name=name or None, fabric=fabric or None))
-    except DomainError as exc:
-        if exc.status == 403:
-            return page("base.html", exc.status, who=who, error=exc.detail)
-        return _enroll_page(p, who, exc.status, error=exc.detail, form=typed)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        return _enroll_page(p, who, 422, form=typed,
-                            error=f"{'.'.join(str(x) for x in first['loc'])}: {first['msg']}")
+    except (DomainError, ValidationError) as exc:
+        status, why = refusal(exc)
+        if status == 403:
+            return page("base.html", status, who=who, error=why)
+        return _enroll_page(p, who, status, error=why, form=typed)
     return RedirectResponse(f"/console/nodes/{node.id}", status_code=303)
 
 

@@ -15,10 +15,11 @@ from urllib.parse import urlsplit
 from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from pydantic import ValidationError
 
 from gpulease.api.deps import PlatformDep
 from gpulease.domain.accounts import Principal
-from gpulease.domain.errors import Unauthorized
+from gpulease.domain.errors import DomainError, Unauthorized
 from gpulease.domain.states import CLEAN_ORDER, DEPLOY_ORDER, RETURN_ORDER, NodeStage
 from gpulease.services import accounts
 from gpulease.web import i18n
@@ -119,6 +120,15 @@ def environment(locale: str) -> Environment:
     env.globals |= {"lang_tag": locale.replace("_", "-"), "locale": locale,
                     "languages": i18n.NAMES}
     return env
+
+
+def refusal(exc: DomainError | ValidationError) -> tuple[int, str]:
+    """(status, sentence) of a refused form: the service's own, or the first field the
+    request model refused (422)."""
+    if isinstance(exc, DomainError):
+        return exc.status, exc.detail
+    first = exc.errors()[0]
+    return 422, f"{'.'.join(str(x) for x in first['loc'])}: {first['msg']}"
 
 
 class SignInNeeded(Exception):

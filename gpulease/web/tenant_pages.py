@@ -20,7 +20,7 @@ from gpulease.platform import Platform
 from gpulease.schemas import TenantCreate
 from gpulease.services import accounts, tenants, wallet
 from gpulease.web import i18n
-from gpulease.web.pages import SameOrigin, Who, _, page, page_context
+from gpulease.web.pages import SameOrigin, Who, _, page, page_context, refusal
 
 router = APIRouter(prefix="/console/tenants", include_in_schema=False,
                    dependencies=[Depends(page_context)])
@@ -70,11 +70,9 @@ def create_tenant(p: PlatformDep, who: Who, name: Text, admin_email: Text,
                             admin_name=admin_name.strip())
         made = accounts.create_tenant(p, body.name, body.admin_email, body.admin_name,
                                       actor=who)
-    except DomainError as exc:
-        return _list(p, who, exc.status, error=exc.detail)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        return _list(p, who, 422, error=f"{first['loc'][0]}: {first['msg']}")
+    except (DomainError, ValidationError) as exc:
+        status, why = refusal(exc)
+        return _list(p, who, status, error=why)
     return _list(p, who, notice=i18n.gettext(_(
         "The tenant is created. Hand its admin this token now: it is not shown again.")),
         created=made)

@@ -15,22 +15,22 @@ from gpulease.api.access import EVERY_USER, ORDERING, Caller, access
 from gpulease.api.deps import PlatformDep
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import DomainError
+from gpulease.domain.states import INSTANCE_LIVE
 from gpulease.platform import Platform
 from gpulease.schemas.tickets import TicketAction, TicketComment, TicketOpen
 from gpulease.services import instances, tickets
-from gpulease.web.pages import SameOrigin, Who, page, page_context
+from gpulease.web.pages import SameOrigin, Who, page, page_context, refusal
 
 router = APIRouter(prefix="/console/tickets", include_in_schema=False,
                    dependencies=[Depends(page_context)])
 Note = Annotated[str | None, Form(max_length=10_000)]
-LIVE = ("pending", "deploying", "ready", "releasing")
 
 
 def _queue(p: Platform, who: Principal, status: int = 200, open_only: bool = True,
            **extra: Any) -> HTMLResponse:
     listed = tickets.list_tickets(p, who, open_only=open_only, limit=200)
     mine = [] if who.is_operator else [
-        i for i in instances.list_instances(p, who, limit=200).items if i.status in LIVE]
+        i for i in instances.list_instances(p, who, limit=200).items if i.status in INSTANCE_LIVE]
     return page("tickets.html", status, who=who, tickets=listed.items, total=listed.total,
                 open_only=open_only, instances=mine, now=p.clock.now(), **extra)
 
@@ -39,14 +39,6 @@ def _queue(p: Platform, who: Principal, status: int = 200, open_only: bool = Tru
 def ticket_queue(p: PlatformDep, who: Who,
                  show: Annotated[str, Query(max_length=8)] = "open") -> HTMLResponse:
     return _queue(p, who, open_only=show != "all")
-
-
-def _why(exc: Exception) -> tuple[int, str]:
-    if isinstance(exc, DomainError):
-        return exc.status, exc.detail
-    assert isinstance(exc, ValidationError)
-    first = exc.errors()[0]
-    return 422, f"{'.'.join(str(x) for x in first['loc'])}: {first['msg']}"
 
 
 @router.post("", dependencies=[SameOrigin], openapi_extra=access(*ORDERING))
@@ -61,7 +53,7 @@ def open_ticket(p: PlatformDep, who: Who, instance_id: Annotated[str, Form(max_l
             instance_id=instance_id, summary=summary.strip(), severity=severity,
             gpu=int(gpu) if gpu and gpu.strip().isdigit() else None, details=details or None))
     except (DomainError, ValidationError) as exc:
-        status, why = _why(exc)
+        status, why = refusal(exc)
         return _queue(p, who, status, error=why,
                       typed={"instance_id": instance_id, "summary": summary,
                              "severity": severity, "gpu": gpu or "", "details": details or ""})
@@ -87,7 +79,7 @@ def _act(p: Platform, who: Principal, ticket_id: str, act: Any) -> Response:
     try:
         act()
     except (DomainError, ValidationError) as exc:
-        status, why = _why(exc)
+        status, why = refusal(exc)
         try:
             return _detail(p, who, ticket_id, status, error=why)
         except DomainError:
