@@ -70,9 +70,15 @@ bench: $(STAMP)
 
 # The console's messages: extract them from the templates and code, then merge them into
 # each language's catalog (gpulease/locale/<lang>/LC_MESSAGES/console.po) for translating.
+# gettext's markers, the phrases, and the errors whose sentence is a message (the field
+# comes first in InvalidInput, PricingError and SizingError).
+MESSAGE_KEYWORDS := -k _ -k N_ -k phrase $(foreach e,DomainError NotFound Forbidden \
+  Unauthorized Conflict OutOfStock BadGateway TooManyRequests Gone PaymentRequired,-k $(e)) \
+  $(foreach e,InvalidInput PricingError SizingError,-k $(e):2)
+
 messages: $(STAMP)
-	$(BIN)/pybabel extract -F babel.cfg -k _ -k N_ --no-location --omit-header --sort-output \
-	  -o gpulease/locale/console.pot .
+	$(BIN)/pybabel extract -F babel.cfg $(MESSAGE_KEYWORDS) --no-location --omit-header \
+	  --sort-output -o gpulease/locale/console.pot .
 	$(BIN)/pybabel update -i gpulease/locale/console.pot -d gpulease/locale -D console \
 	  --width 100 --no-fuzzy-matching
 

@@ -129,6 +129,11 @@ class Settings(BaseSettings):
     backoff_base_s: float = Field(default=1.0, ge=0)
     backoff_max_s: float = Field(default=60.0, ge=0)
     stage_timeout_s: float = Field(default=900.0, gt=0)
+    # A swap's direct copy: the faulty server's agent serves its data disk on this port to
+    # the spare's agent (between the provider's servers; agent/copy.py), for at most
+    # copy_wait_s (the spare's deployment and the copy itself).
+    copy_port: int = Field(default=9477, ge=1, le=65535)
+    copy_wait_s: float = Field(default=6 * 3600.0, gt=0, le=7 * 86400)
     # How often the BMC's health and logs are read for a node that is rented or in a
     # pipeline (critical GPU, memory, PSU and thermal entries become hardware alerts).
     bmc_log_interval_s: float = Field(default=300.0, gt=0)

@@ -116,7 +116,7 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _walk(root: Path) -> Iterator[tuple[str, os.stat_result]]:
+def walk_files(root: Path) -> Iterator[tuple[str, os.stat_result]]:
     """Regular files under root (relative POSIX paths, their stat); links and special
     files are reported by name with a None stat through `skipped` by the caller."""
     stack = [root]
@@ -236,7 +236,7 @@ def backup(source: Path, target: Target, *, parallel: int = 8,
     _abort_stale_uploads(s3, target, prefix)
     hashes = HashCache(cache)
     listed, skipped = [], []
-    for rel, st in _walk(source):
+    for rel, st in walk_files(source):
         if stat.S_ISREG(st.st_mode):
             listed.append((rel, st))
         else:

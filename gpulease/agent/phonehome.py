@@ -1,6 +1,7 @@
 """Phone home: trade the one-time token for a node credential, push a summary of the last
 window at a fixed interval, and carry out the control plane's commands (configure, verify,
-erase), fetched over this outbound connection. A control plane that is down is retried at
+erase, backup, restore, and a swap's direct copy: send or receive), fetched over this
+outbound connection. A control plane that is down is retried at
 the next interval; telemetry at /metrics never depends on it."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pydantic import TypeAdapter
 
 from gpulease.agent.backup import run_transfer
 from gpulease.agent.checks import SuiteOptions, run_suite
+from gpulease.agent.copy import fetch, serve
 from gpulease.agent.erase import erase_device, tenant_disks
 from gpulease.agent.server import AgentState
 from gpulease.ports.agent import (
@@ -31,8 +33,10 @@ from gpulease.ports.agent import (
     ConfigureResult,
     ErasePayload,
     EraseResult,
+    ReceiveCommand,
     RestoreCommand,
     Result,
+    SendCommand,
     TransferResult,
     VerifyCommand,
     VerifyPayload,
@@ -63,6 +67,7 @@ class NodeOptions:
     burnin_s: float | None = None  # None: the offer's pass mark
     fio_runtime_s: float = 10.0  # per fio job
     data_root: Path = Path("/data")  # the data disk: what backups read and restores write
+    copy_bind: str = "0.0.0.0"  # where a swap's source serves its copy (agent/copy.py)
 
 
 class PhoneHome:
@@ -180,11 +185,16 @@ class PhoneHome:
             return self.configure(command.payload)
         if isinstance(command, VerifyCommand):
             return self.verify(command.payload)
-        if isinstance(command, BackupCommand | RestoreCommand):
+        if isinstance(command, BackupCommand | RestoreCommand | SendCommand | ReceiveCommand):
             def report(moved: int, total: int) -> None:  # best effort, every few seconds
                 self.client.post(f"{self.url}/api/v1/agent/commands/{command.id}/progress",
                                  json={"moved": moved, "total": total}, headers=headers)
 
+            if isinstance(command, ReceiveCommand):  # a swap's direct copy, the spare's side
+                return fetch(self.options.data_root, command.payload, report)
+            if isinstance(command, SendCommand):  # and the faulty server's
+                return serve(self.options.data_root, command.payload, report,
+                             bind=(self.options.copy_bind, command.payload.port))
             result: TransferResult = run_transfer(self.options.data_root, command.payload,
                                                   report=report)
             return result

@@ -23,6 +23,8 @@ from gpulease.domain.errors import (
     Unauthorized,
 )
 from gpulease.domain.lifecycle import InvalidTransition
+from gpulease.domain.locales import DEFAULT, from_accept_language
+from gpulease.translations import translations
 
 log = logging.getLogger("gpulease.api")
 PROBLEM = "application/problem+json"
@@ -34,15 +36,24 @@ def problem(status: int, title: str, detail: str, **extra: Any) -> JSONResponse:
     return JSONResponse(body, status_code=status, media_type=PROBLEM)
 
 
+def _said(request: Request, exc: DomainError) -> str:
+    """The refusal in the language the client asks for (Accept-Language; English unless it
+    names one the catalogs have)."""
+    locale = from_accept_language(request.headers.get("accept-language"))
+    if locale is None or locale == DEFAULT:
+        return exc.detail
+    return exc.said(translations(locale).gettext)
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(DomainError)
-    async def _domain(_: Request, exc: DomainError) -> JSONResponse:
+    async def _domain(request: Request, exc: DomainError) -> JSONResponse:
         extra: dict[str, Any] = {}
         if isinstance(exc, InvalidInput):
             extra = {"field": exc.field, "accepted": exc.accepted}
         elif isinstance(exc, PaymentRequired):
             extra = {"missing": f"{exc.missing:.2f}", "currency": "CNY"}
-        response = problem(exc.status, exc.title, exc.detail, **extra)
+        response = problem(exc.status, exc.title, _said(request, exc), **extra)
         if isinstance(exc, Unauthorized):
             response.headers["WWW-Authenticate"] = 'Bearer realm="gpulease"'
         elif isinstance(exc, TooManyRequests):

@@ -31,8 +31,8 @@ async def follow_instance(p: Platform, actor: Principal, request: Request, insta
     ends = tuple(u.strip() for u in until.split(",") if u.strip())
     unknown = [u for u in ends if u not in {st.value for st in InstanceStatus}]
     if unknown:
-        raise InvalidInput("until", f"Unknown instance status {unknown[0]!r}.",
-                           [st.value for st in InstanceStatus])
+        raise InvalidInput("until", "Unknown instance status {unknown_0!r}.",
+                           [st.value for st in InstanceStatus], unknown_0=unknown[0])
     first = await run_in_threadpool(instances.show_instance, p, actor, instance_id)
 
     async def stream() -> AsyncIterator[str]:

@@ -71,6 +71,9 @@ def run(
     burnin: Annotated[float | None, typer.Option(
         help="burn-in seconds for verify commands (default: the offer's)")] = None,
     fio_runtime: Annotated[float, typer.Option(help="seconds per fio job in verify")] = 10,
+    copy_bind: Annotated[str, typer.Option(
+        help="address a swap's copy is served on from this server (its port comes with "
+        "the command: GPULEASE_COPY_PORT)")] = "0.0.0.0",
 ) -> None:
     """Run the agent: sample every GPU, serve /metrics, phone home when told where."""
     if ctx.invoked_subcommand is not None:
@@ -104,7 +107,7 @@ def run(
                           command_poll_s=command_poll, options=NodeOptions(
                               fio_target=fio_target, erase_devices=tuple(erase_device or ()),
                               allow_erase=allow_erase, burnin_s=burnin,
-                              fio_runtime_s=fio_runtime))
+                              fio_runtime_s=fio_runtime, copy_bind=copy_bind))
         phone.start()
     try:
         stop.wait()

@@ -132,14 +132,18 @@ def mitigate(ticket_id: str, note: NoteOpt = None, url: UrlOpt = "", token: Toke
 @ticket_app.command("swap")
 def swap(ticket_id: str, note: NoteOpt = None,
          copy_data: Annotated[bool, typer.Option(
-             "--copy-data", help="copy the data disk to the spare first (through the tenant's "
-             "bucket, verified)")] = False,
+             "--copy-data", help="copy the data disk to the spare first (each file "
+             "verified)")] = False,
          path: Annotated[str, typer.Option(help="with --copy-data: what to copy")] = "/data",
+         via: Annotated[str, typer.Option(
+             help="with --copy-data: 'agents' (straight from server to server) or 'bucket' "
+             "(a backup and a restore; the snapshot is kept)")] = "agents",
          url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
     """Operator: replace the ticket's rented node by a spare of the same offer (deployed
     and accepted as at delivery); the faulty one is erased, then out for repair."""
     k = api(lambda: connect(url, token).post_json(
-        f"/tickets/{ticket_id}/swap", {"note": note, "copy_data": copy_data, "path": path}))
+        f"/tickets/{ticket_id}/swap", {"note": note, "copy_data": copy_data, "path": path,
+                                       "via": via}))
     return print_json(k) if as_json else _show(k)
 
 

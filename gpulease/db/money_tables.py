@@ -263,6 +263,9 @@ class LeaseNotice(Base):
     instance_id: Mapped[str | None] = mapped_column(String(32))
     kind: Mapped[str] = mapped_column(String(16))
     text: Mapped[str] = mapped_column(Text)
+    # The text as a phrase (domain/phrases.Phrase as JSON: template and values), so that
+    # each reader's e-mail says it in their language; `text` is the English.
+    phrase: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     # Each channel is marked on success: a failed webhook is retried without mailing twice.
     email_sent_at: Mapped[datetime | None] = mapped_column(UtcDateTime())

@@ -28,8 +28,8 @@ def get_instance(s: Session, actor: Principal, instance_id: str, *, lock: bool =
     inst = s.scalar(q)
     if inst is None:
         raise NotFound(
-            f"No instance {instance_id} in your account; `gpulease instances` lists yours."
-        )
+            "No instance {instance_id} in your account; `gpulease instances` lists yours.",
+            instance_id=instance_id)
     return inst
 
 

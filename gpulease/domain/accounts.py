@@ -56,8 +56,8 @@ class Principal:
         tenant = self.require_tenant()
         if self.role not in _CAN_ORDER:
             raise Forbidden(
-                f"Role {self.role.value!r} may only read; ask a tenant admin for a member token."
-            )
+                "Role {self_role_value!r} may only read; ask a tenant admin for a member token.",
+                self_role_value=self.role.value)
         return tenant
 
     def require_tenant_admin(self) -> str:

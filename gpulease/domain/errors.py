@@ -4,25 +4,36 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from decimal import Decimal
+from typing import Any
+
+from gpulease.domain.phrases import Gettext, Phrase, phrase
 
 
 class DomainError(Exception):
     status = 400
     title = "Bad request"
 
-    def __init__(self, detail: str) -> None:
-        super().__init__(detail)
-        self.detail = detail
+    def __init__(self, detail: str | Phrase, /, **params: Any) -> None:
+        self.phrase = detail if isinstance(detail, Phrase) else Phrase(detail, params)
+        self.detail = self.phrase.said()
+        super().__init__(self.detail)
+
+    def said(self, gettext: Gettext) -> str:
+        """The sentence in gettext's language (`detail` is the English one)."""
+        return self.phrase.said(gettext)
 
 
 class InvalidInput(DomainError):
     status = 422
     title = "Invalid input"
 
-    def __init__(self, field: str, detail: str, accepted: Sequence[str] | None = None) -> None:
+    def __init__(self, field: str, detail: str | Phrase, accepted: Sequence[str] | None = None,
+                 /, **params: Any) -> None:
+        said = detail if isinstance(detail, Phrase) else Phrase(detail, params)
         if accepted is not None:
-            detail = f"{detail} Accepted values: {', '.join(accepted)}."
-        super().__init__(detail)
+            said = phrase("{what} Accepted values: {values}.", what=said,
+                          values=", ".join(accepted))
+        super().__init__(said)
         self.field = field
         self.accepted = list(accepted) if accepted is not None else None
 
@@ -62,8 +73,9 @@ class TooManyRequests(DomainError):
     status = 429
     title = "Too many requests"
 
-    def __init__(self, detail: str, retry_after_s: int = 60) -> None:
-        super().__init__(detail)
+    def __init__(self, detail: str | Phrase, /, retry_after_s: int = 60, **params: Any
+                 ) -> None:
+        super().__init__(detail, **params)
         self.retry_after_s = retry_after_s
 
 
@@ -78,6 +90,6 @@ class PaymentRequired(DomainError):
     status = 402
     title = "Payment required"
 
-    def __init__(self, detail: str, missing: Decimal) -> None:
-        super().__init__(detail)
+    def __init__(self, detail: str | Phrase, missing: Decimal, /, **params: Any) -> None:
+        super().__init__(detail, **params)
         self.missing = missing

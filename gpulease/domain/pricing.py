@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any
 
 from gpulease.domain.catalog import AddOn, Catalog, Offer, Term
 from gpulease.domain.invoicing import totals, vat_split
 from gpulease.domain.money import to_fen
+from gpulease.domain.phrases import Phrase
 
 DAYS_PER_MONTH = Decimal(30)
 WEEKS_PER_MONTH = Decimal(52) / Decimal(12)
@@ -18,9 +20,10 @@ WEEKS_PER_MONTH = Decimal(52) / Decimal(12)
 class PricingError(ValueError):
     """Bad quote input; `field` names what to fix, `accepted` lists valid values."""
 
-    def __init__(self, field_name: str, message: str, accepted: list[str] | None = None
-                 ) -> None:
-        super().__init__(message)
+    def __init__(self, field_name: str, message: str, accepted: list[str] | None = None,
+                 /, **params: Any) -> None:
+        self.phrase = Phrase(message, params)
+        super().__init__(self.phrase.said())
         self.field, self.accepted = field_name, accepted
 
 
@@ -32,8 +35,8 @@ def unit_price(catalog: Catalog, offer: Offer, term: str) -> Decimal:
         return to_fen(offer.monthly_price / DAYS_PER_MONTH * catalog.pricing.day_factor)
     if term == Term.YEAR.value:
         return to_fen(offer.monthly_price * 12 * catalog.pricing.year_factor)
-    raise PricingError("term", f"Bare metal is not leased by the {term!r}.",
-                       [Term.DAY.value, Term.MONTH.value, Term.YEAR.value])
+    raise PricingError("term", "Bare metal is not leased by the {term!r}.",
+                       [Term.DAY.value, Term.MONTH.value, Term.YEAR.value], term=term)
 
 
 def months_in(term: str, count: int) -> Decimal:
@@ -101,16 +104,19 @@ def check_addon(catalog: Catalog, addon_id: str, qty: Decimal) -> AddOn:
     """The periodic add-on `addon_id` for an order or a lease, or PricingError on `add`."""
     addon = catalog.addon_by_id.get(addon_id)
     if addon is None:
-        raise PricingError("add", f"Unknown add-on {addon_id!r}.", sorted(catalog.addon_by_id))
+        raise PricingError("add", "Unknown add-on {addon_id!r}.", sorted(catalog.addon_by_id),
+                           addon_id=addon_id)
     if addon.unit not in PERIODIC_UNITS:
-        raise PricingError("add", f"{addon_id} is metered ({addon.unit}): it is reported as "
+        raise PricingError("add", "{addon_id} is metered ({addon_unit}): it is reported as "
                                   "usage and billed by what was used, not ordered.",
-                           sorted(a.id for a in catalog.addons if a.unit in PERIODIC_UNITS))
+                           sorted(a.id for a in catalog.addons if a.unit in PERIODIC_UNITS),
+                           addon_id=addon_id, addon_unit=addon.unit)
     if qty <= 0 or qty > 1_000_000:
-        raise PricingError("add", f"Add-on {addon_id} needs a quantity above 0 and at most "
-                                  f"1,000,000, not {qty}.")
+        raise PricingError("add", "Add-on {addon_id} needs a quantity above 0 and at most "
+                                  "1,000,000, not {qty}.", addon_id=addon_id, qty=qty)
     if addon.unit == "month" and qty != qty.to_integral():
-        raise PricingError("add", f"{addon_id} is taken whole (1, 2, …), not {qty}.")
+        raise PricingError("add", "{addon_id} is taken whole (1, 2, …), not {qty}.",
+                           addon_id=addon_id, qty=qty)
     return addon
 
 
@@ -120,14 +126,15 @@ def quote(catalog: Catalog, sku: str, region: str, term: str, count: int = 1,
     if offer is None:
         known = sorted(o.id for o in catalog.offers if o.sku == sku)
         if known:
-            raise PricingError("region", f"{sku} is not offered in {region!r}.",
-                               [k.split("@")[1] for k in known])
-        raise PricingError("sku", f"Unknown SKU {sku!r}.", sorted(catalog.sku_by_id))
+            raise PricingError("region", "{sku} is not offered in {region!r}.",
+                               [k.split("@")[1] for k in known], sku=sku, region=region)
+        raise PricingError("sku", "Unknown SKU {sku!r}.", sorted(catalog.sku_by_id), sku=sku)
     if count < 1:
-        raise PricingError("count", f"count must be a positive whole number of {term}s, "
-                                    f"not {count}.")
+        raise PricingError("count", "count must be a positive whole number of {term}s, "
+                                    "not {count}.", term=term, count=count)
     if servers < 1:
-        raise PricingError("servers", f"servers must be at least 1, not {servers}.")
+        raise PricingError("servers", "servers must be at least 1, not {servers}.",
+                           servers=servers)
     price = unit_price(catalog, offer, term)
     months = months_in(term, count)
     lines = [QuoteLine(
@@ -138,11 +145,11 @@ def quote(catalog: Catalog, sku: str, region: str, term: str, count: int = 1,
     for addon_id, qty in sorted((addons or {}).items()):
         addon = catalog.addon_by_id.get(addon_id)
         if addon is None:
-            raise PricingError("add", f"Unknown add-on {addon_id!r}.",
-                               sorted(catalog.addon_by_id))
+            raise PricingError("add", "Unknown add-on {addon_id!r}.",
+                               sorted(catalog.addon_by_id), addon_id=addon_id)
         if qty <= 0:
-            raise PricingError("add", f"Add-on {addon_id} needs a positive quantity, "
-                                      f"not {qty}.")
+            raise PricingError("add", "Add-on {addon_id} needs a positive quantity, "
+                                      "not {qty}.", addon_id=addon_id, qty=qty)
         billed = addon_quantity(addon.unit, qty, months, servers)
         lines.append(QuoteLine(item=addon.id, description=addon.name, unit=addon.unit,
                                quantity=plain(billed), unit_price=addon.price,
@@ -182,8 +189,8 @@ def day_vs_month(catalog: Catalog, sku: str, region: str, days_per_week: Decimal
     """A usage pattern (days of use per week) priced by the day and by the month."""
     offer = catalog.offer(sku, region)
     if offer is None:
-        raise PricingError("region", f"No offer {sku}@{region}.",
-                           sorted(catalog.offer_by_id))
+        raise PricingError("region", "No offer {sku}@{region}.",
+                           sorted(catalog.offer_by_id), sku=sku, region=region)
     if not 0 < days_per_week <= 7:
         raise PricingError("days_per_week", "days per week must be more than 0 and at most 7")
     day = unit_price(catalog, offer, Term.DAY.value)
@@ -200,5 +207,5 @@ def cheapest_regions(catalog: Catalog, sku: str) -> list[tuple[str, Decimal]]:
     found = sorted(((o.region, o.monthly_price) for o in catalog.offers if o.sku == sku),
                    key=lambda r: (r[1], r[0]))
     if not found:
-        raise PricingError("sku", f"Unknown SKU {sku!r}.", sorted(catalog.sku_by_id))
+        raise PricingError("sku", "Unknown SKU {sku!r}.", sorted(catalog.sku_by_id), sku=sku)
     return found

@@ -12,6 +12,9 @@ import math
 import re
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import Any
+
+from gpulease.domain.phrases import Phrase
 
 GB = 1e9
 
@@ -49,9 +52,10 @@ class Precision(StrEnum):
 class SizingError(ValueError):
     """Bad advisor input; `field` names what to fix, `accepted` lists valid values."""
 
-    def __init__(self, field_name: str, message: str, accepted: list[str] | None = None
-                 ) -> None:
-        super().__init__(message)
+    def __init__(self, field_name: str, message: str, accepted: list[str] | None = None,
+                 /, **params: Any) -> None:
+        self.phrase = Phrase(message, params)
+        super().__init__(self.phrase.said())
         self.field, self.accepted = field_name, accepted
 
 
@@ -82,15 +86,20 @@ class Architecture:
         for name in ("layers", "hidden", "heads", "kv_heads", "vocab", "ffn", "experts",
                      "top_k"):
             if getattr(self, name) < 1:
-                raise SizingError(name, f"{name} must be a positive integer, not "
-                                        f"{getattr(self, name)}.")
+                raise SizingError(name, "{name} must be a positive integer, not "
+                                        "{getattr_self_name}.",
+                                  name=name, getattr_self_name=getattr(self, name))
         if self.hidden % self.heads or self.heads % self.kv_heads:
             raise SizingError("heads", "hidden must divide by heads, and heads by kv_heads "
-                                       f"(got {self.hidden}, {self.heads}, {self.kv_heads}).")
+                                       "(got {self_hidden}, {self_heads}, {self_kv_heads}).",
+                              self_hidden=self.hidden, self_heads=self.heads,
+                              self_kv_heads=self.kv_heads)
         if self.mlp not in ("gelu", "swiglu"):
-            raise SizingError("mlp", f"Unknown MLP {self.mlp!r}.", ["gelu", "swiglu"])
+            raise SizingError("mlp", "Unknown MLP {self_mlp!r}.", ["gelu", "swiglu"],
+                              self_mlp=self.mlp)
         if self.norm not in ("layernorm", "rmsnorm"):
-            raise SizingError("norm", f"Unknown norm {self.norm!r}.", ["layernorm", "rmsnorm"])
+            raise SizingError("norm", "Unknown norm {self_norm!r}.", ["layernorm", "rmsnorm"],
+                              self_norm=self.norm)
         if self.top_k > self.experts:
             raise SizingError("top_k", "top_k cannot exceed the number of experts.")
 
@@ -205,14 +214,16 @@ class Job:
 
     def __post_init__(self) -> None:
         if self.seq_len < 1:
-            raise SizingError("seq_len", f"Sequence length is a positive integer, not "
-                                         f"{self.seq_len}.")
+            raise SizingError("seq_len", "Sequence length is a positive integer, not "
+                                         "{self_seq_len}.", self_seq_len=self.seq_len)
         if self.batch < 1:
-            raise SizingError("batch", f"Batch size is a positive integer, not {self.batch}.")
+            raise SizingError("batch", "Batch size is a positive integer, not {self_batch}.",
+                              self_batch=self.batch)
         if self.workload.full and self.precision in (Precision.INT8, Precision.INT4):
-            raise SizingError("precision", f"Full training in {self.precision.value} is not a "
+            raise SizingError("precision", "Full training in {self_precision_value} is not a "
                                            "thing; train in bf16 or fp8, or use qlora.",
-                              ["fp32", "bf16", "fp16", "fp8"])
+                              ["fp32", "bf16", "fp16", "fp8"],
+                              self_precision_value=self.precision.value)
         if self.workload is Workload.QLORA and self.precision is not Precision.INT4:
             object.__setattr__(self, "precision", Precision.INT4)
         if self.lora_rank < 1:
@@ -413,7 +424,8 @@ def parse_params(text: str) -> float:
     """'70B', '7b', '1.5B', '350M', '7e9' → a parameter count."""
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmbt]?)\s*", text.lower())
     if not m:
-        raise SizingError("params", f"Give the size as 7B, 70B, 350M or 7e9, not {text!r}.")
+        raise SizingError("params", "Give the size as 7B, 70B, 350M or 7e9, not {text!r}.",
+                          text=text)
     value = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}[m.group(2)]
     if value <= 0:
         raise SizingError("params", "A model has more than zero parameters.")

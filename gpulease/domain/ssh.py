@@ -41,7 +41,8 @@ def check_ssh_key(line: str, field: str = "ssh_keys") -> str:
         )
     key_type, blob = parts[0], parts[1]
     if key_type not in KEY_TYPES:
-        raise InvalidInput(field, f"SSH key type {key_type!r} is not supported.", KEY_TYPES)
+        raise InvalidInput(field, "SSH key type {key_type!r} is not supported.", KEY_TYPES,
+                           key_type=key_type)
     try:
         raw = base64.b64decode(blob, validate=True)
         (length,) = struct.unpack(">I", raw[:4])
@@ -52,8 +53,8 @@ def check_ssh_key(line: str, field: str = "ssh_keys") -> str:
         ) from None
     if embedded != key_type:
         raise InvalidInput(
-            field, f"The SSH key says {key_type!r} but its body is {embedded!r}."
-        )
+            field, "The SSH key says {key_type!r} but its body is {embedded!r}.",
+            key_type=key_type, embedded=embedded)
     if len(raw) < 4 + length + 16:
         raise InvalidInput(field, "The SSH key's body is truncated; paste the whole .pub line.")
     if key_type in PARSED:
@@ -63,6 +64,6 @@ def check_ssh_key(line: str, field: str = "ssh_keys") -> str:
             raise InvalidInput(field, "The SSH key does not parse as a public key of its "
                                "type; paste the .pub file as it is.") from None
     if len(parts) == 3 and len(parts[2]) > MAX_COMMENT:
-        raise InvalidInput(field, f"An SSH key's comment has at most {MAX_COMMENT} "
-                           "characters.")
+        raise InvalidInput(field, "An SSH key's comment has at most {max_comment} "
+                           "characters.", max_comment=MAX_COMMENT)
     return " ".join(parts)

@@ -27,14 +27,16 @@ from gpulease.agent.erase import simulated_certificates
 from gpulease.agent.simulated import parse_faults
 from gpulease.domain.acceptance import GpuSpec, Report, Thresholds
 from gpulease.domain.bmc_events import LogEntry
+from gpulease.drivers.simulated_copy import copy_step
 from gpulease.ports.agent import (
     AgentError,
-    BackupPayload,
     ConfigureResult,
     EraseResult,
     NodeConfig,
     NodeRef,
-    RestorePayload,
+    Pending,
+    SendPayload,
+    TransferPayload,
     TransferResult,
 )
 from gpulease.ports.bmc import (
@@ -323,13 +325,15 @@ class SimulatedAgent:
             faults = list(state.get("gpu_faults", []))
         return simulated_node_report(node.name, faults, thresholds, spec)
 
-    def transfer(self, node: NodeRef, payload: BackupPayload | RestorePayload,
-                 progress: Callable[[int, int], None] | None = None) -> TransferResult:
-        """The real backup engine against the real S3 server, on the simulated server's
-        data disk (a directory under the fleet's state)."""
+    def transfer(self, node: NodeRef, payload: TransferPayload,
+                 progress: Callable[[int, int], None] | None = None
+                 ) -> TransferResult | Pending:
+        """The real backup engine against the real S3 server (or the real direct copy, to
+        another stand-in server), on the simulated server's data disk (a directory under
+        the fleet's state)."""
         with self._fleet._state(node.name) as state:
             self._check(state, "agent_transfer")
-        return _transfer(self._fleet.data_disk(node.name), payload, progress)
+        return _transfer(self._fleet.data_disk(node.name), node, payload, progress)
 
 
 class SimulatedRuntime:
@@ -471,20 +475,23 @@ class BmcWatchingAgent:
         return simulated_node_report(node.name, self.gpu_faults.get(node.name, []),
                                      thresholds, spec)
 
-    def transfer(self, node: NodeRef, payload: BackupPayload | RestorePayload,
-                 progress: Callable[[int, int], None] | None = None) -> TransferResult:
+    def transfer(self, node: NodeRef, payload: TransferPayload,
+                 progress: Callable[[int, int], None] | None = None
+                 ) -> TransferResult | Pending:
         self._require_up(node, "transfer")
         if self.disks_dir is None:
             err = AgentError("this stand-in agent keeps no data disk to back up")
             err.retryable = False
             raise err
-        return _transfer(self.disks_dir / node.name, payload, progress)
+        return _transfer(self.disks_dir / node.name, node, payload, progress)
 
 
-def _transfer(disk: Path, payload: BackupPayload | RestorePayload,
-              progress: Callable[[int, int], None] | None) -> TransferResult:
+def _transfer(disk: Path, node: NodeRef, payload: TransferPayload,
+              progress: Callable[[int, int], None] | None) -> TransferResult | Pending:
     from gpulease.agent.backup import BackupError, run_transfer
 
+    if isinstance(payload, SendPayload):  # a receive is a send too
+        return copy_step(disk, node, payload, progress)
     try:
         result: TransferResult = run_transfer(disk, payload, simulated=True, report=progress)
     except (BackupError, ValueError, OSError) as exc:

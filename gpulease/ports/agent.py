@@ -158,6 +158,25 @@ class RestorePayload(BackupPayload):
     snapshot_id: str
 
 
+class SendPayload(BaseModel):
+    """A swap's copy, the faulty server's side: serve a directory of its data disk to the
+    one peer that holds `key` (agent/copy.py), until that peer says it has everything or
+    `wait_s` pass."""
+
+    copy_id: str = Field(min_length=8, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+    path: str  # on the server, under its data disk
+    port: int = Field(ge=1, le=65535)
+    key: str = Field(min_length=43, max_length=44)  # 32 bytes, URL-safe base64
+    wait_s: float = Field(gt=0, le=7 * 86400)
+
+
+class ReceivePayload(SendPayload):
+    """The spare's side: fetch the directory from `source`:`port` into the same path,
+    each file verified before it takes its place."""
+
+    source: str = Field(min_length=1, max_length=255)  # the faulty server's address
+
+
 class _Message(BaseModel):
     id: str
     instance_id: str | None = None
@@ -188,16 +207,30 @@ class RestoreCommand(_Message):
     payload: RestorePayload
 
 
+class SendCommand(_Message):
+    kind: Literal["send"] = "send"
+    payload: SendPayload
+
+
+class ReceiveCommand(_Message):
+    kind: Literal["receive"] = "receive"
+    payload: ReceivePayload
+
+
 Command = Annotated[ConfigureCommand | VerifyCommand | EraseCommand | BackupCommand
-                    | RestoreCommand, Field(discriminator="kind")]
-Payload = ConfigurePayload | VerifyPayload | ErasePayload | BackupPayload | RestorePayload
+                    | RestoreCommand | SendCommand | ReceiveCommand,
+                    Field(discriminator="kind")]
+TransferPayload = BackupPayload | RestorePayload | SendPayload | ReceivePayload
+Payload = ConfigurePayload | VerifyPayload | ErasePayload | TransferPayload
 COMMAND_KINDS: dict[type[BaseModel], str] = {
     ConfigurePayload: "configure", VerifyPayload: "verify", ErasePayload: "erase",
-    BackupPayload: "backup", RestorePayload: "restore"}
+    BackupPayload: "backup", RestorePayload: "restore", SendPayload: "send",
+    ReceivePayload: "receive"}
 Result = ConfigureResult | VerifyResult | EraseResult | TransferResult
 RESULTS: dict[str, type[Result]] = {
     "configure": ConfigureResult, "verify": VerifyResult, "erase": EraseResult,
-    "backup": TransferResult, "restore": TransferResult}
+    "backup": TransferResult, "restore": TransferResult, "send": TransferResult,
+    "receive": TransferResult}
 
 
 class CommandProgress(BaseModel):
@@ -240,11 +273,13 @@ class Agent(Protocol):
         """Run the acceptance suite on the node and return its judged report."""
         ...
 
-    def transfer(self, node: NodeRef, payload: BackupPayload | RestorePayload,
+    def transfer(self, node: NodeRef, payload: TransferPayload,
                  progress: Callable[[int, int], None] | None = None
                  ) -> TransferResult | Pending:
-        """Back a directory of the data disk up to the tenant's bucket (BackupPayload) or
-        restore a snapshot into it (RestorePayload). `node.stage` names the run (its
+        """Back a directory of the data disk up to the tenant's bucket (BackupPayload),
+        restore a snapshot into it (RestorePayload), or copy it straight from one server to
+        another (SendPayload on the source, ReceivePayload on the destination; each answers
+        once the destination has every file). `node.stage` names the run (its
         backup's id), so that later calls find the work it filed. An agent that answers
         within the call reports (bytes moved, bytes to move) through `progress`; the real
         agent posts it to its command instead. Raises AgentError."""

@@ -32,8 +32,12 @@ class TicketAction(BaseModel):
 
 class SwapRequest(TicketAction):
     copy_data: bool = Field(default=False, description=(
-        "copy the data disk from the faulty server to the spare (through the tenant's "
-        "bucket, as a backup and a verified restore) before the faulty one is erased"))
+        "copy the data disk from the faulty server to the spare before the faulty one is "
+        "erased"))
+    via: Literal["agents", "bucket"] = Field(default="agents", description=(
+        "with copy_data: 'agents' copies straight from the faulty server's agent to the "
+        "spare's (encrypted, each file verified); 'bucket' as a backup to the tenant's "
+        "bucket and a verified restore (the snapshot is kept)"))
     path: str = Field(default="/data", max_length=1024,
                       description="what to copy: a directory on the data disk")
 

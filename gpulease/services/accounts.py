@@ -19,6 +19,7 @@ from gpulease.domain.errors import (
     TooManyRequests,
     Unauthorized,
 )
+from gpulease.domain.phrases import Phrase, phrase
 from gpulease.platform import Platform
 from gpulease.schemas import (
     MeterCreated,
@@ -65,9 +66,9 @@ def token_lifetime(p: Platform, days: int | None) -> timedelta | None:
     if days is None:
         return None if p.settings.allow_unexpiring_tokens else timedelta(days=cap)
     if days > cap:
-        raise InvalidInput("expires_in_days", f"A token lives at most {cap} days on this "
+        raise InvalidInput("expires_in_days", "A token lives at most {cap} days on this "
                                               "platform (GPULEASE_TOKEN_MAX_DAYS); ask for "
-                                              "fewer.")
+                                              "fewer.", cap=cap)
     return timedelta(days=days)
 
 
@@ -97,7 +98,8 @@ def create_user(
 ) -> User:
     email = normal_email(email)
     if s.scalar(select(User.id).where(User.email == email)):
-        raise Conflict(f"A user with e-mail {email} exists already; pick another address.")
+        raise Conflict("A user with e-mail {email} exists already; pick another address.",
+                       email=email)
     user = User(
         id=new_id("usr"), tenant_id=tenant_id, email=email, name=name, role=role.value,
         password_hash=hash_password(password) if password else None, created_at=p.clock.now(),
@@ -130,14 +132,15 @@ def create_meter(p: Platform, actor: Principal, name: str, days: int | None = No
 
     def create(s: Session) -> MeterCreated:
         if s.scalar(select(User.id).where(User.email == f"{name.lower()}@meters.invalid")):
-            raise Conflict(f"A meter named {name!r} exists already; pick another name.")
+            raise Conflict("A meter named {name!r} exists already; pick another name.", name=name)
         user = create_user(s, p, None, f"{name.lower()}@meters.invalid", name, Role.METER)
         return MeterCreated(meter=user_view(user), token=_issue(s, p, user, "meter", days))
 
     try:
         return run_once(p, actor, idem, MeterCreated, create)[0]
     except IntegrityError:
-        raise Conflict(f"A meter named {name!r} was made at the same moment; retry.") from None
+        raise Conflict("A meter named {name!r} was made at the same moment; retry.",
+                       name=name) from None
 
 
 def create_tenant(
@@ -146,7 +149,7 @@ def create_tenant(
 ) -> TenantCreated:
     def create(s: Session) -> TenantCreated:
         if s.scalar(select(Tenant.id).where(Tenant.name == name)):
-            raise Conflict(f"A tenant named {name!r} exists already; pick another name.")
+            raise Conflict("A tenant named {name!r} exists already; pick another name.", name=name)
         tenant = Tenant(id=new_id("ten"), name=name, created_at=p.clock.now())
         s.add(tenant)
         s.flush()
@@ -172,7 +175,8 @@ def add_user(
         return run_once(p, actor, idem, UserView, lambda s: user_view(
             create_user(s, p, tenant, email, name, role, password)))[0]
     except IntegrityError:
-        raise Conflict(f"A user with e-mail {email} was created at the same moment.") from None
+        raise Conflict("A user with e-mail {email} was created at the same moment.",
+                       email=email) from None
 
 
 def issue_token(
@@ -188,15 +192,17 @@ def _issue_for(
 ) -> TokenCreated:
     if days is None and not p.settings.allow_unexpiring_tokens:
         raise InvalidInput("expires_in_days", "This platform issues no token that never "
-                           f"expires; give expires_in_days (at most "
-                           f"{p.settings.token_max_days}).")
+                           "expires; give expires_in_days (at most "
+                           "{p_settings_token_max_days}).",
+                           p_settings_token_max_days=p.settings.token_max_days)
     target_id = user_id or actor.user_id
     user = s.get(User, target_id)
     same_tenant = user is not None and user.tenant_id == actor.tenant_id
     if user is None or (target_id != actor.user_id and not (
         actor.is_operator or (actor.role is Role.ADMIN and same_tenant)
     )):
-        raise NotFound(f"No user {target_id} in your tenant; list users to find the id.")
+        raise NotFound("No user {target_id} in your tenant; list users to find the id.",
+                       target_id=target_id)
     return _issue(s, p, user, name, days)
 
 
@@ -224,7 +230,8 @@ def revoke_token(p: Platform, actor: Principal, token_id: str) -> TokenView:
             .where(ApiToken.id == token_id)
         ).first()
         if row is None:
-            raise NotFound(f"No token {token_id}; `gpulease tokens` lists yours.")
+            raise NotFound("No token {token_id}; `gpulease tokens` lists yours.",
+                           token_id=token_id)
         tok, owner = row
         allowed = (
             actor.is_operator
@@ -232,7 +239,8 @@ def revoke_token(p: Platform, actor: Principal, token_id: str) -> TokenView:
             or (actor.role is Role.ADMIN and owner.tenant_id == actor.tenant_id)
         )
         if not allowed:
-            raise NotFound(f"No token {token_id}; `gpulease tokens` lists yours.")
+            raise NotFound("No token {token_id}; `gpulease tokens` lists yours.",
+                           token_id=token_id)
         if tok.revoked_at is None:
             tok.revoked_at = p.clock.now()
         return token_view(tok)
@@ -279,12 +287,13 @@ def _no_user_hash() -> str:
 SIGN_IN_WINDOW_S = 15 * 60  # sign-in attempts and failures are counted per 15 minutes
 
 
-def blocked(p: Platform, key: str, limit: int, now: float, why: str) -> None:
+def blocked(p: Platform, key: str, limit: int, now: float, why: Phrase) -> None:
     if p.rates.count(key, SIGN_IN_WINDOW_S, now) >= limit:
         until = window_end(SIGN_IN_WINDOW_S, now)
         raise TooManyRequests(
-            f"{why}; try again after {datetime.fromtimestamp(until, UTC):%H:%M} UTC, or ask "
-            "your tenant admin.", retry_after_s=int(until - now) + 1)
+            "{why}; try again after {value:%H:%M} UTC, or ask "
+            "your tenant admin.", retry_after_s=int(until - now) + 1,
+            why=why, value=datetime.fromtimestamp(until, UTC))
 
 
 def console_login(p: Platform, email: str, password: str,
@@ -299,7 +308,7 @@ def console_login(p: Platform, email: str, password: str,
     now = p.clock.now().timestamp()
     source = address or "unknown"
     blocked(p, f"signin:{source}", p.settings.sign_in_attempts_per_address, now,
-             "Too many sign-in attempts from your address")
+             phrase("Too many sign-in attempts from your address"))
     p.rates.hit(f"signin:{source}", SIGN_IN_WINDOW_S, now)
     with p.db.read() as s:
         user = s.scalar(select(User).where(User.email == normal_email(email)))
@@ -308,7 +317,7 @@ def console_login(p: Platform, email: str, password: str,
         raise refused
     failures = f"signfail:{user.id}:{source}"
     blocked(p, failures, p.settings.sign_in_failures_per_account, now,
-             "Too many wrong passwords for this account from your address")
+             phrase("Too many wrong passwords for this account from your address"))
     if not verify_password(user.password_hash, password):
         p.rates.hit(failures, SIGN_IN_WINDOW_S, now)
         raise refused

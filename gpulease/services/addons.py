@@ -91,7 +91,7 @@ def attach_at_order(s: Session, p: Platform, inst: Instance, add: Mapping[str, D
         try:
             addon = check_addon(p.price_book(), addon_id, qty)
         except PricingError as exc:
-            raise InvalidInput(exc.field, str(exc), exc.accepted) from None
+            raise InvalidInput(exc.field, exc.phrase, exc.accepted) from None
         rows.append(InstanceAddon(instance_id=inst.id, addon_id=addon.id, name=addon.name,
                                   unit=addon.unit, quantity=qty, unit_price=addon.price,
                                   since=now, until=None, created_by=actor))
@@ -125,8 +125,9 @@ def set_addon(p: Platform, actor: Principal, instance_id: str, addon_id: str,
         lease = s.scalar(select(Lease).where(Lease.instance_id == inst.id).with_for_update())
         if (lease is None or lease.status != LeaseStatus.ACTIVE.value
                 or inst.status != InstanceStatus.READY.value):
-            raise Conflict(f"{inst.id} has no active lease: add-ons change on a delivered, "
-                           "running lease (order them with the instance before that).")
+            raise Conflict("{inst_id} has no active lease: add-ons change on a delivered, "
+                           "running lease (order them with the instance before that).",
+                           inst_id=inst.id)
         try:
             addon = check_addon(p.price_book(), addon_id, quantity if quantity > 0
                                 else Decimal(1))
@@ -136,7 +137,8 @@ def set_addon(p: Platform, actor: Principal, instance_id: str, addon_id: str,
         current = next((r for r in on_at(s, inst.id, now) if r.addon_id == addon.id), None)
         have = current.quantity if current is not None else Decimal(0)
         if quantity == have:
-            raise Conflict(f"{addon.id} is already {have.normalize():f} on {inst.id}.")
+            raise Conflict("{addon_id} is already {have_normalize:f} on {inst_id}.",
+                           addon_id=addon.id, have_normalize=have.normalize(), inst_id=inst.id)
         who = by(actor)
         _drop_pending(s, inst.id, addon.id, now)  # the latest change wins
         if quantity > have:

@@ -35,8 +35,8 @@ def _enum(value: str, kind: type[Workload] | type[Precision], name: str
     try:
         return kind(value.lower())
     except ValueError:
-        raise InvalidInput(name, f"Unknown {name} {value!r}.", [k.value for k in kind]
-                           ) from None
+        raise InvalidInput(name, "Unknown {name} {value!r}.", [k.value for k in kind],
+                           name=name, value=value) from None
 
 
 def job_of(req: AdviseRequest) -> Job:
@@ -56,17 +56,17 @@ def job_of(req: AdviseRequest) -> Job:
         elif req.params is not None:
             if any(v is not None for v in given):
                 missing = [f for f, v in zip(SHAPE, given, strict=True) if v is None]
-                raise SizingError(missing[0], "Give the whole architecture (" +
-                                  ", ".join(SHAPE) + "), or only params; missing: "
-                                  + ", ".join(missing) + ".")
+                raise SizingError(missing[0], "Give the whole architecture ({shape}), or "
+                                  "only params; missing: {missing}.",
+                                  shape=", ".join(SHAPE), missing=", ".join(missing))
             arch = shape_for(parse_params(req.params))
         else:
             raise SizingError("params", "Give the model's size (params, e.g. 70B) or its "
-                                        "architecture (" + ", ".join(SHAPE) + ").")
+                                        "architecture ({shape}).", shape=", ".join(SHAPE))
         return Job(arch, workload, precision, seq_len=req.seq_len, batch=req.batch,
                    checkpointing=req.checkpointing, lora_rank=req.lora_rank)
     except SizingError as exc:
-        raise InvalidInput(exc.field, str(exc), exc.accepted) from None
+        raise InvalidInput(exc.field, exc.phrase, exc.accepted) from None
 
 
 def view(advice: Advice) -> AdviceView:
@@ -116,7 +116,8 @@ def advise_job(p: Platform, req: AdviseRequest) -> AdviceView:
         measured = measured_matmul(s, book)
     cstock = {co.id: hosts.get((co.host_sku, co.region), 0) for co in book.container_offers}
     if req.gpu and req.gpu not in {g.id for g in book.gpus}:
-        raise InvalidInput("gpu", f"Unknown GPU {req.gpu!r}.", [g.id for g in book.gpus])
+        raise InvalidInput("gpu", "Unknown GPU {req_gpu!r}.", [g.id for g in book.gpus],
+                           req_gpu=req.gpu)
     return view(advise(book, job, tokens=req.tokens, hours=req.hours, budget=req.budget,
                        domestic=req.domestic, gpu_filter=req.gpu, stock=stock,
                        container_stock=cstock, measured=measured, limit=req.limit))

@@ -25,7 +25,6 @@ from gpulease.ports.agent import (
     COMMAND_KINDS,
     RESULTS,
     AgentError,
-    BackupPayload,
     Command,
     CommandOutcome,
     CommandProgress,
@@ -37,8 +36,8 @@ from gpulease.ports.agent import (
     NodeRef,
     Payload,
     Pending,
-    RestorePayload,
     Result,
+    TransferPayload,
     TransferResult,
     VerifyPayload,
     VerifyResult,
@@ -84,7 +83,7 @@ class CommandQueueAgent:
         answer = self._ask(node, ErasePayload(lease=lease))
         return answer if isinstance(answer, Pending) else EraseResult.model_validate(answer)
 
-    def transfer(self, node: NodeRef, payload: BackupPayload | RestorePayload,
+    def transfer(self, node: NodeRef, payload: TransferPayload,
                  progress: Callable[[int, int], None] | None = None
                  ) -> TransferResult | Pending:
         answer = self._ask(node, payload)  # its progress: posted by the agent (progress_of)
@@ -159,9 +158,10 @@ def _result(kind: str, outcome: CommandOutcome) -> Result:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"]) or "result"
-        raise InvalidInput("result", f"The {kind} result is not understood ({where}: "
-                                     f"{first['msg']}); post what this control plane's "
-                                     "agent version sends.") from None
+        raise InvalidInput("result", "The {kind} result is not understood ({where}: "
+                                     "{first_msg}); post what this control plane's "
+                                     "agent version sends.",
+                           kind=kind, where=where, first_msg=first['msg']) from None
 
 
 def _own_open_command(s: Session, credential: str | None, command_id: str, now: datetime
@@ -172,7 +172,7 @@ def _own_open_command(s: Session, credential: str | None, command_id: str, now: 
     node_agent.last_seen_at = now
     row = s.get(AgentCommand, command_id, with_for_update=True)
     if row is None or row.node_id != node_agent.node_id:
-        raise NotFound(f"No command {command_id} for this node.")
+        raise NotFound("No command {command_id} for this node.", command_id=command_id)
     return None if AGENT_COMMAND.parse(row.status) in AGENT_COMMAND.finals else row
 
 

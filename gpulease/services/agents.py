@@ -53,7 +53,7 @@ def operator_enrollment(p: Platform, actor: Principal, node_id: str) -> str:
     with p.db.write() as s:
         node = s.get(Node, node_id) or s.scalar(select(Node).where(Node.name == node_id))
         if node is None:
-            raise NotFound(f"No node {node_id}; `gpulease nodes` lists them.")
+            raise NotFound("No node {node_id}; `gpulease nodes` lists them.", node_id=node_id)
         return mint_enrollment(s, node.id, node.instance_id, p.clock.now())
 
 
@@ -61,9 +61,10 @@ def register(p: Platform, token: str, hostname: str, address: str | None,
              inventory: dict[str, Any] | None) -> tuple[str, str]:
     """Trade a one-time enrollment token for a node credential: (node id, credential)."""
     if not token.startswith(ENROLL_PREFIX):
-        raise Unauthorized(f"That is not an agent enrollment token (they start with "
-                           f"{ENROLL_PREFIX!r}); it is on the config drive, or an operator "
-                           "mints one with `gpulease node agent-token NODE`.")
+        raise Unauthorized("That is not an agent enrollment token (they start with "
+                           "{enroll_prefix!r}); it is on the config drive, or an operator "
+                           "mints one with `gpulease node agent-token NODE`.",
+                           enroll_prefix=ENROLL_PREFIX)
     now = p.clock.now()
     credential = CREDENTIAL_PREFIX + secrets.token_urlsafe(32)
     with p.db.write() as s:
@@ -86,8 +87,8 @@ def register(p: Platform, token: str, hostname: str, address: str | None,
 
 def authenticate_agent(s: Session, credential: str | None) -> NodeAgent:
     if not credential or not credential.startswith(CREDENTIAL_PREFIX):
-        raise Unauthorized(f"Send the agent credential: 'Authorization: Bearer "
-                           f"{CREDENTIAL_PREFIX}...'.")
+        raise Unauthorized("Send the agent credential: 'Authorization: Bearer "
+                           "{credential_prefix}...'.", credential_prefix=CREDENTIAL_PREFIX)
     agent = s.scalar(select(NodeAgent).where(
         NodeAgent.credential_hash == hash_token(credential)))
     if agent is None:
@@ -131,8 +132,9 @@ def _within_the_node(p: Platform, node: Node, summaries: Sequence[GpuSummary]) -
     count = sku.gpu_count if sku is not None else 16
     indices = [g.index for g in summaries]
     if len(set(indices)) != len(indices) or any(not 0 <= i < count for i in indices):
-        raise InvalidInput("gpus", f"{node.name} has {count} GPUs (indices 0 to {count - 1}), "
-                           "each summarized once per push; nothing was stored.")
+        raise InvalidInput("gpus", "{node_name} has {count} GPUs (indices 0 to {count_1}), "
+                           "each summarized once per push; nothing was stored.",
+                           node_name=node.name, count=count, count_1=count - 1)
 
 
 def ingest(p: Platform, credential: str | None, gpus: Iterable[dict[str, Any]]
@@ -312,7 +314,8 @@ def certificate(p: Platform, actor: Principal, certificate_id: str) -> dict[str,
             except NotFound:
                 row = None
         if row is None:
-            raise NotFound(f"No erase certificate {certificate_id} for you.")
+            raise NotFound("No erase certificate {certificate_id} for you.",
+                           certificate_id=certificate_id)
         node = s.get(Node, row.node_id)
         return _certificate_view(row, node.name if node else row.node_id)
 
@@ -325,7 +328,7 @@ def node_certificates(p: Platform, actor: Principal, node_id: str, limit: int = 
     with p.db.read() as s:
         node = s.get(Node, node_id) or s.scalar(select(Node).where(Node.name == node_id))
         if node is None:
-            raise NotFound(f"No node {node_id}; `gpulease nodes` lists them.")
+            raise NotFound("No node {node_id}; `gpulease nodes` lists them.", node_id=node_id)
         rows = s.scalars(select(EraseCertificate).where(
             EraseCertificate.node_id == node.id).order_by(
                 EraseCertificate.created_at.desc(), EraseCertificate.device)

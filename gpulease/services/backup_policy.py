@@ -19,6 +19,7 @@ from gpulease.db.repositories import get_instance
 from gpulease.db.tables import Instance
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import InvalidInput
+from gpulease.domain.phrases import Phrase
 from gpulease.domain.states import BackupStatus, InstanceStatus
 from gpulease.platform import Platform
 from gpulease.schemas.fleet import BackupPolicyUpdate, BackupPolicyView
@@ -84,9 +85,11 @@ def update(p: Platform, actor: Principal, instance_id: str, body: BackupPolicyUp
         try:
             on_data_disk(Path("/"), body.path)
         except ValueError:
-            raise InvalidInput("path", f"{body.path!r} is not on the server's data disk: "
-                               f"name a directory under {DATA_MOUNT}/, e.g. "
-                               f"{DEFAULT_PATH}.") from None
+            raise InvalidInput("path", "{body_path!r} is not on the server's data disk: "
+                               "name a directory under {data_mount}/, e.g. "
+                               "{default_path}.",
+                               body_path=body.path, data_mount=DATA_MOUNT,
+                               default_path=DEFAULT_PATH) from None
     if body.every_hours is not None and 0 < body.every_hours < 1:
         raise InvalidInput("every_hours", "Back up at most once an hour: give 1 or more "
                            "hours, or 0 to turn the schedule off.")
@@ -122,7 +125,7 @@ def _queue_for_lease(s: Session, p: Platform, inst: Instance, lease: Lease, trig
     if not pol.at_lease_end or p.object_store() is None or inst.kind == "container":
         return False
     node = backups.server_for_run(s, inst)
-    if isinstance(node, str):
+    if isinstance(node, Phrase):
         note(s, now, inst.id, "backup_skipped", f"no backup as the lease lapses: {node}",
              actor=SWEEP_LEASES)
         return False
@@ -198,7 +201,7 @@ def run_schedules(p: Platform, limit: int = 100) -> int:
             if at is not None and at + timedelta(hours=pol.every_hours) > now:
                 continue  # another worker queued it meanwhile
             node = backups.server_for_run(s, inst)
-            if isinstance(node, str) or over_quota(s, p, inst.tenant_id):
+            if isinstance(node, Phrase) or over_quota(s, p, inst.tenant_id):
                 continue  # busy, away, or the bucket full (its admins were told)
             backups.queue_run(s, p, inst.id, inst.tenant_id, node, "backup", pol.path,
                               backups.SCHEDULED, SCHEDULER, max_mbps=pol.max_mbps)

@@ -16,12 +16,12 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from gpulease.agent.backup import DATA_MOUNT, on_data_disk
-from gpulease.db.money_tables import LeaseNotice
 from gpulease.db.ops_tables import Backup
 from gpulease.db.repositories import bound_nodes, get_instance
 from gpulease.db.tables import Instance, Node
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
+from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.states import (
     BACKUP,
     BackupStatus,
@@ -36,7 +36,10 @@ from gpulease.ports.agent import (
     BackupPayload,
     NodeRef,
     Pending,
+    ReceivePayload,
     RestorePayload,
+    SendPayload,
+    TransferPayload,
 )
 from gpulease.ports.object_store import AccessKey
 from gpulease.schemas.fleet import BackupRequest, BackupTarget, BackupView, RestoreRequest
@@ -46,6 +49,7 @@ from gpulease.services.agent_commands import progress_of
 from gpulease.services.history import WORKER, by, note
 from gpulease.services.lifecycle import initial, transition
 from gpulease.services.node_agents import agent_for, node_ref
+from gpulease.services.outbox import post_notice
 from gpulease.services.storage_meter import counted, over_quota
 
 log = logging.getLogger("gpulease.backups")
@@ -54,7 +58,13 @@ MAX_ATTEMPTS = 3
 RETRY_AFTER_S = 60.0
 SYNCHRONOUS_LEASE_S = 600.0
 PREFIX = "backups"  # in the tenant's bucket: backups/<instance>/
-SWAP_COPY = "swap_copy"  # the trigger of a swap's backup (faulty server) and restore (spare)
+# The trigger of a swap's copy: straight from the faulty server's agent (send) to the
+# spare's (receive), services/swap_copy.py; or through the bucket, a backup then a restore.
+SWAP_COPY = "swap_copy"
+COPY_KINDS = ("send", "receive")  # their payload (with its shared key) is sealed when queued
+PAYLOADS: dict[str, type[TransferPayload]] = {
+    "backup": BackupPayload, "restore": RestorePayload, "send": SendPayload,
+    "receive": ReceivePayload}
 SCHEDULED = "schedule"  # the tenant's schedule (services/backup_policy.py)
 AT_GRACE = "lease_grace"  # a lapsed lease entered grace
 BEFORE_ERASE = "lease_final"  # the last one before a lapsed lease's erase
@@ -84,9 +94,9 @@ def request(p: Platform, actor: Principal, instance_id: str,
     try:
         on_data_disk(Path("/"), body.path)
     except ValueError:
-        raise InvalidInput("path", f"{body.path!r} is not on the server's data disk: name a "
-                           f"directory under {DATA_MOUNT}/, e.g. {DATA_MOUNT}/checkpoints."
-                           ) from None
+        raise InvalidInput("path", "{body_path!r} is not on the server's data disk: name a "
+                           "directory under {data_mount}/, e.g. {data_mount}/checkpoints.",
+                           body_path=body.path, data_mount=DATA_MOUNT) from None
     with p.db.write() as s:
         inst = get_instance(s, actor, instance_id, lock=True)
         own = body.target
@@ -95,7 +105,7 @@ def request(p: Platform, actor: Principal, instance_id: str,
         else:
             storage.configured(p)
         node = server_for_run(s, inst)
-        if isinstance(node, str):
+        if isinstance(node, Phrase):
             raise Conflict(node)
         full = None if isinstance(body, RestoreRequest) or own else over_quota(s, p, tenant)
         if full:
@@ -130,12 +140,12 @@ def find_snapshot(s: Session, tenant: str, ref: str, field: str) -> Backup:
         q = q.where(Backup.instance_id == source)
     found = list(s.scalars(q.order_by(Backup.finished_at.desc()).limit(10)))
     if not found:
-        raise NotFound(f"No snapshot {ref} in your account; `gpulease backups INSTANCE` "
-                       "lists the snapshots taken of an instance.")
+        raise NotFound("No snapshot {ref} in your account; `gpulease backups INSTANCE` "
+                       "lists the snapshots taken of an instance.", ref=ref)
     if len({b.instance_id for b in found}) > 1:
         taken = ", ".join(sorted({f"{b.instance_id}/{snapshot}" for b in found}))
-        raise InvalidInput(field, f"Snapshot {snapshot} was taken of several instances; "
-                           f"name one: {taken}.")
+        raise InvalidInput(field, "Snapshot {snapshot} was taken of several instances; "
+                           "name one: {taken}.", snapshot=snapshot, taken=taken)
     return found[0]
 
 
@@ -149,8 +159,8 @@ def restore_at_delivery(s: Session, p: Platform, inst: Instance) -> None:
                                           Backup.snapshot_id == snapshot,
                                           Backup.kind == "backup"))
     node = server_for_run(s, inst)
-    if isinstance(node, str) or taken is None:
-        why = node if isinstance(node, str) else "its record is gone"
+    if isinstance(node, Phrase) or taken is None:
+        why = node if isinstance(node, Phrase) else "its record is gone"
         note(s, p.clock.now(), inst.id, "restore_failed", f"snapshot {inst.restore_from} "
              f"could not be restored at delivery: {why}", actor=WORKER)
         return
@@ -158,42 +168,47 @@ def restore_at_delivery(s: Session, p: Platform, inst: Instance) -> None:
               snapshot_id=snapshot, source_instance_id=source)
 
 
-def server_for_run(s: Session, inst: Instance) -> Node | str:
+def server_for_run(s: Session, inst: Instance) -> Node | Phrase:
     """The server a backup or restore of the instance runs on, or why none can now (the
     caller holds the instance)."""
     if inst.kind == "container":
-        return ("Container instances keep no data disk of their own; save the environment "
-                "as an image instead.")
+        return phrase("Container instances keep no data disk of their own; save the "
+                      "environment as an image instead.")
     if inst.status != InstanceStatus.READY.value:
-        return (f"Instance {inst.id} is {inst.status}; backups and restores run on a "
-                "delivered server.")
+        return phrase("Instance {instance} is {status}; backups and restores run on a "
+                      "delivered server.", instance=inst.id, status=phrase(inst.status))
     if inst.stage != InstanceStage.READY:
-        return (f"Instance {inst.id} is {inst.stage} (a server being replaced or repaired); "
-                "try again once it is back.")
+        return phrase("Instance {instance} is {stage} (a server being replaced or "
+                      "repaired); try again once it is back.", instance=inst.id,
+                      stage=inst.stage)
     nodes = [n for n in bound_nodes(s, inst.id) if n.status == NodeStatus.ACTIVE.value]
     if not nodes:
-        return (f"Instance {inst.id} has no server up to run it on (in repair or being "
-                "replaced); try again once it is back.")
+        return phrase("Instance {instance} has no server up to run it on (in repair or "
+                      "being replaced); try again once it is back.", instance=inst.id)
     busy = s.scalar(select(Backup.id).where(
         Backup.instance_id == inst.id,
         Backup.status.in_((BackupStatus.QUEUED.value, BackupStatus.RUNNING.value))))
     if busy:
-        return (f"Run {busy} on instance {inst.id} is not finished yet; `gpulease backups` "
-                "shows it.")
+        return phrase("Run {run} on instance {instance} is not finished yet; `gpulease "
+                      "backups` shows it.", run=busy, instance=inst.id)
     return nodes[0]
 
 
 def queue_run(s: Session, p: Platform, instance_id: str, tenant: str, node: Node, kind: str,
               path: str, trigger: str, actor: str, snapshot_id: str | None = None,
               max_mbps: float | None = None, retry_until: datetime | None = None,
-              source_instance_id: str | None = None) -> Backup:
-    """A run queued for the worker (the caller holds the instance)."""
+              source_instance_id: str | None = None, run_id: str | None = None,
+              payload: SendPayload | None = None) -> Backup:
+    """A run queued for the worker (the caller holds the instance). A copy's run (send,
+    receive) carries its payload from the start, sealed."""
     now = p.clock.now()
-    row = Backup(id=new_id("bk"), tenant_id=tenant, instance_id=instance_id, node_id=node.id,
-                 kind=kind, trigger=trigger, path=path, snapshot_id=snapshot_id,
-                 max_mbps=max_mbps, attempts=0, next_attempt_at=now, requested_by=actor,
-                 requested_at=now, retry_until=retry_until,
-                 source_instance_id=source_instance_id, **initial(Backup, BACKUP))
+    row = Backup(id=run_id or new_id("bk"), tenant_id=tenant, instance_id=instance_id,
+                 node_id=node.id, kind=kind, trigger=trigger, path=path,
+                 snapshot_id=snapshot_id, max_mbps=max_mbps, attempts=0,
+                 next_attempt_at=now, requested_by=actor, requested_at=now,
+                 retry_until=retry_until, source_instance_id=source_instance_id,
+                 payload_enc=None if payload is None else p.box.seal(
+                     payload.model_dump_json()), **initial(Backup, BACKUP))
     s.add(row)
     s.flush()
     note(s, now, instance_id, f"{kind}_requested",
@@ -206,34 +221,6 @@ def runs_for(s: Session, instance_id: str, trigger: str) -> list[Backup]:
     return list(s.scalars(select(Backup).where(Backup.instance_id == instance_id,
                                                Backup.trigger == trigger)
                           .order_by(Backup.requested_at, Backup.id)))
-
-
-def swap_copy_step(s: Session, p: Platform, instance_id: str, tenant: str, spare: Node,
-                   now: datetime) -> bool:
-    """A swap's data copy, once its spare is accepted: True while it runs (the backup of
-    the faulty server, then the restore onto the spare queued here); False when it is done
-    or was not asked for (what failed is said on the instance's history: the swap goes on
-    without it)."""
-    runs = runs_for(s, instance_id, SWAP_COPY)
-    if not runs:
-        return False
-    if any(r.status in (BackupStatus.QUEUED.value, BackupStatus.RUNNING.value) for r in runs):
-        return True
-    backup = next((r for r in runs if r.kind == "backup"), None)
-    restore = next((r for r in runs if r.kind == "restore"), None)
-    if restore is None and backup is not None:
-        if backup.status == BackupStatus.SUCCEEDED.value and backup.snapshot_id:
-            queue_run(s, p, instance_id, tenant, spare, "restore", backup.path, SWAP_COPY,
-                      WORKER, snapshot_id=backup.snapshot_id)
-            return True
-        note(s, now, instance_id, "copy_failed", "the data disk could not be copied from "
-             f"the faulty server ({backup.status_reason}); the new server starts with an "
-             "empty data disk", actor=WORKER)
-    elif restore is not None and restore.status != BackupStatus.SUCCEEDED.value:
-        note(s, now, instance_id, "copy_failed", f"the copy (snapshot {restore.snapshot_id}, "
-             f"kept in your bucket) could not be restored onto {spare.name}: "
-             f"{restore.status_reason}", actor=WORKER)
-    return False
 
 
 def list_runs(p: Platform, actor: Principal, instance_id: str, limit: int = 50,
@@ -253,8 +240,8 @@ def list_runs(p: Platform, actor: Principal, instance_id: str, limit: int = 50,
 def show_run(p: Platform, actor: Principal, instance_id: str, run_id: str) -> BackupView:
     found = list_runs(p, actor, instance_id, limit=1, run_id=run_id)
     if not found:
-        raise NotFound(f"No run {run_id} on instance {instance_id}; `gpulease backups "
-                       f"{instance_id}` lists them.")
+        raise NotFound("No run {run_id} on instance {instance_id}; `gpulease backups "
+                       "{instance_id}` lists them.", run_id=run_id, instance_id=instance_id)
     return found[0]
 
 
@@ -292,8 +279,11 @@ def _drive_one(p: Platform, run_id: str) -> None:
         queued, tenant = seen.status == BackupStatus.QUEUED.value, seen.tenant_id
         own = (BackupTarget.model_validate_json(p.box.open(seen.target_enc))
                if seen.target_enc else None)
+        copy = seen.kind in COPY_KINDS
     minted: Destination | None = None
-    if queued and own is not None:
+    if copy:
+        pass  # agent to agent: the payload was sealed when the run was queued
+    elif queued and own is not None:
         try:  # checked again at every start: a name may have changed its answer
             egress.check(p.settings, own.endpoint, "target.endpoint")
         except InvalidInput as exc:
@@ -303,7 +293,7 @@ def _drive_one(p: Platform, run_id: str) -> None:
             own.access_key_id, own.secret_access_key), own.prefix)
     elif queued:  # a run's key is minted before its transaction (the store is slow I/O)
         minted = Destination(*storage.run_key(p, tenant))
-    started = _start_or_check(p, run_id, minted)
+    started = _start_or_check(p, run_id, minted, copy)
     if minted is not None and not started and own is None:
         storage.end_run_key(p, tenant, minted.key.access_key_id)  # not used after all
     if started is None:
@@ -333,20 +323,24 @@ def _drive_one(p: Platform, run_id: str) -> None:
         what = (f"snapshot {answer.snapshot_id} of {run.path}: {answer.files} files, "
                 f"{answer.bytes_total / 1e6:,.1f} MB ({answer.bytes_moved / 1e6:,.1f} MB "
                 "sent)" if run.kind == "backup" else
+                f"{run.path} served to the new server: {answer.files} files, "
+                f"{answer.bytes_total / 1e6:,.1f} MB" if run.kind == "send" else
+                f"{run.path} copied from the faulty server: {answer.files} files, "
+                f"{answer.bytes_total / 1e6:,.1f} MB ({answer.bytes_moved / 1e6:,.1f} MB "
+                "fetched), each verified" if run.kind == "receive" else
                 f"snapshot {answer.snapshot_id} restored into {run.path}: {answer.files} "
                 f"files, {answer.bytes_total / 1e6:,.1f} MB, verified")
         note(s, now, run.instance_id, f"{run.kind}_done", what, actor=WORKER)
         if run.kind == "backup" and run.target is None:
             counted(s, run.tenant_id, answer.bytes_moved)
         if run.trigger in LEASE_END:
-            s.add(LeaseNotice(
-                lease_id=None, tenant_id=run.tenant_id, instance_id=run.instance_id,
-                kind="backup_saved", created_at=now,
-                text=f"Your lease of {run.instance_id} has lapsed; before its disks are "
-                     f"erased, {run.path} was saved to your bucket as snapshot "
-                     f"{answer.snapshot_id} ({answer.files} files, "
-                     f"{answer.bytes_total / 1e6:,.1f} MB). `gpulease order bare-metal "
-                     f"… --restore {answer.snapshot_id}` puts it on your next server."))
+            post_notice(s, run.tenant_id, "backup_saved", phrase(
+                "Your lease of {instance} has lapsed; before its disks are erased, {path} "
+                "was saved to your bucket as snapshot {snapshot} ({files} files, {mb} MB). "
+                "`gpulease order bare-metal … --restore {snapshot}` puts it on your next "
+                "server.", instance=run.instance_id, path=run.path,
+                snapshot=answer.snapshot_id, files=answer.files,
+                mb=f"{answer.bytes_total / 1e6:,.1f}"), now, instance_id=run.instance_id)
         _wake(s, run.instance_id, now)
         key_id = run.key_id
     _end_key(p, run_id, tenant, key_id)
@@ -362,8 +356,8 @@ class Destination(NamedTuple):
     own_prefix: str | None = None
 
 
-def _start_or_check(p: Platform, run_id: str, minted: Destination | None
-                    ) -> tuple[NodeRef, BackupPayload, Agent] | None:
+def _start_or_check(p: Platform, run_id: str, minted: Destination | None, copy: bool = False
+                    ) -> tuple[NodeRef, TransferPayload, Agent] | None:
     """A queued run started with its minted key (its payload sealed on the row), or a
     running one's work to ask after; None when there is nothing to send (the run moved on,
     or its server left the instance: failed)."""
@@ -380,10 +374,14 @@ def _start_or_check(p: Platform, run_id: str, minted: Destination | None
                 node.status != NodeStatus.ACTIVE.value) or (
                 inst is None or inst.status != InstanceStatus.READY.value):
             stale, tenant = run.key_id, run.tenant_id
-            _finish_failed(s, p, run, "the server left the instance (released, swapped or in "
+            finish_failed(s, p, run, "the server left the instance (released, swapped or in "
                            "repair) before the run ended", now)
         else:
-            if run.status == BackupStatus.QUEUED.value:
+            if run.status == BackupStatus.QUEUED.value and copy:
+                run.attempts += 1
+                run.started_at = run.started_at or now
+                transition(s, p, run, BACKUP, "start", now, actor=WORKER)
+            elif run.status == BackupStatus.QUEUED.value:
                 if minted is None:
                     return None  # queued again after this worker read it: next time
                 endpoint, bucket, key, own_prefix = minted
@@ -404,12 +402,12 @@ def _start_or_check(p: Platform, run_id: str, minted: Destination | None
                 return None  # another worker started it meanwhile
             assert run.payload_enc is not None
             sealed = p.box.open(run.payload_enc)
-            payload = (RestorePayload.model_validate_json(sealed) if run.kind == "restore"
-                       else BackupPayload.model_validate_json(sealed))
+            payload = PAYLOADS[run.kind].model_validate_json(sealed)
             agent = agent_for(p, node.agent_kind, node.bmc_driver)
-            # a stand-in agent answers within the call: no one polls it meanwhile
-            poll_in = SYNCHRONOUS_LEASE_S if agent.simulated else max(
-                p.settings.poll_interval_s * 4, 1.0)
+            # a stand-in agent answers within the call (a copy's, from its own thread):
+            # no one polls it meanwhile
+            poll_in = (max(p.settings.poll_interval_s, 0.2) if copy else SYNCHRONOUS_LEASE_S
+                       ) if agent.simulated else max(p.settings.poll_interval_s * 4, 1.0)
             run.next_attempt_at = now + timedelta(seconds=poll_in)
             # the attempt names the agent's work, so that a later poll finds what it filed
             return (node_ref(p, node, stage=f"{run.id[-12:]}:{run.attempts}"), payload, agent)
@@ -422,7 +420,7 @@ def _refuse_target(p: Platform, run_id: str, reason: str) -> None:
     with p.db.write() as s:
         run = s.get(Backup, run_id, with_for_update=True)
         if run is not None and run.status == BackupStatus.QUEUED.value:
-            _finish_failed(s, p, run, reason, p.clock.now())
+            finish_failed(s, p, run, reason, p.clock.now())
 
 
 def _progress(p: Platform, run_id: str, moved: int, total: int) -> None:
@@ -441,7 +439,8 @@ def _record_failure(p: Platform, run_id: str, reason: str, retryable: bool) -> N
         if run is None or run.status != BackupStatus.RUNNING.value:
             return
         key_id, tenant = run.key_id, run.tenant_id
-        run.payload_enc = None  # the next attempt mints its own key
+        if run.kind not in COPY_KINDS:  # a copy keeps the key its two sides share
+            run.payload_enc = None  # the next attempt mints its own key
         pause = timedelta(seconds=min(RETRY_AFTER_S * 2 ** (run.attempts - 1),
                                       LONGEST_PAUSE_S))
         if retryable and (run.attempts < MAX_ATTEMPTS or (
@@ -450,17 +449,25 @@ def _record_failure(p: Platform, run_id: str, reason: str, retryable: bool) -> N
             transition(s, p, run, BACKUP, "retry", now, actor=WORKER,
                        reason=f"attempt {run.attempts} failed: {reason}"[:1000])
         else:
-            _finish_failed(s, p, run, reason, now)
+            finish_failed(s, p, run, reason, now)
     _end_key(p, run_id, tenant, key_id)
 
 
-def _finish_failed(s: Session, p: Platform, run: Backup, reason: str, now: datetime) -> None:
+def finish_failed(s: Session, p: Platform, run: Backup, reason: str, now: datetime,
+                  tell: bool = True) -> None:
+    """The run failed for good: said on the instance's history and (`tell`) to the
+    tenant's admins."""
     run.finished_at, run.next_attempt_at, run.payload_enc = now, None, None
     transition(s, p, run, BACKUP, "fail", now, actor=WORKER, reason=reason[:1000])
-    text = f"{run.kind} {run.id} of {run.path} failed: {reason}"[:1500]
-    note(s, now, run.instance_id, f"{run.kind}_failed", text, actor=WORKER)
-    s.add(LeaseNotice(lease_id=None, tenant_id=run.tenant_id, instance_id=run.instance_id,
-                      kind=f"{run.kind}_failed", text=text, created_at=now))
+    facts = {"run": run.id, "path": run.path, "reason": reason[:1400]}
+    text = (phrase("Backup {run} of {path} failed: {reason}", **facts) if run.kind == "backup"
+            else phrase("The copy {run} of {path} to the new server failed: {reason}",
+                        **facts) if run.kind in COPY_KINDS
+            else phrase("Restore {run} of {path} failed: {reason}", **facts))
+    kind = "copy_failed" if run.kind in COPY_KINDS else f"{run.kind}_failed"
+    note(s, now, run.instance_id, kind, str(text), actor=WORKER)
+    if tell:
+        post_notice(s, run.tenant_id, kind, text, now, instance_id=run.instance_id)
     _wake(s, run.instance_id, now)
 
 

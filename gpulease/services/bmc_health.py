@@ -122,7 +122,8 @@ def receive_events(p: Platform, node_id: str, payload: dict[str, Any]) -> int:
         raise InvalidInput("Events", "A Redfish Event carries its records in \"Events\" "
                            "(a list)")
     if len(events) > MAX_EVENTS:
-        raise InvalidInput("Events", f"At most {MAX_EVENTS} event records per delivery")
+        raise InvalidInput("Events", "At most {max_events} event records per delivery",
+                           max_events=MAX_EVENTS)
     now = p.clock.now()
     with p.db.write() as s:
         node = s.get(Node, node_id, with_for_update=True)

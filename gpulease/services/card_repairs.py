@@ -17,6 +17,7 @@ from gpulease.db.ops_tables import Ticket
 from gpulease.db.tables import Instance, Node
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
+from gpulease.domain.phrases import phrase
 from gpulease.domain.states import (
     INSTANCE_STAGE,
     NODE,
@@ -49,11 +50,14 @@ def _served_node(s: Session, ticket: Ticket) -> tuple[Instance, Node]:
     node = s.scalar(select(Node).where(Node.id == ticket.node_id).with_for_update())
     if inst is None or node is None or node.instance_id != inst.id or (
             node.status != NodeStatus.ACTIVE.value):
-        raise Conflict(f"Node {node.name if node else ticket.node_id} no longer serves "
-                       f"instance {ticket.instance_id}; nothing to repair in place.")
+        raise Conflict("Node {value} no longer serves "
+                       "instance {ticket_instance_id}; nothing to repair in place.",
+                       value=node.name if node else ticket.node_id,
+                       ticket_instance_id=ticket.instance_id)
     if inst.status != InstanceStatus.READY.value or inst.stage != InstanceStage.READY:
-        raise Conflict(f"Instance {inst.id} is {inst.status} ({inst.stage}); a card repair "
-                       "is planned on a delivered instance, one at a time.")
+        raise Conflict("Instance {inst_id} is {inst_status} ({inst_stage}); a card repair "
+                       "is planned on a delivered instance, one at a time.",
+                       inst_id=inst.id, inst_status=inst.status, inst_stage=inst.stage)
     return inst, node
 
 
@@ -66,30 +70,33 @@ def propose_window(p: Platform, actor: Principal, ticket_id: str,
                            "2026-12-02T02:00+08:00.")
     now = p.clock.now()
     if body.start < now - LATE_START:
-        raise InvalidInput("start", f"The window starts in the past ({_when(body.start)}); "
-                           "propose a start from now on.")
+        raise InvalidInput("start", "The window starts in the past ({when_body_start}); "
+                           "propose a start from now on.", when_body_start=_when(body.start))
     end = body.start + timedelta(hours=body.hours)
     with p.db.write() as s:
         t = s.get(Ticket, ticket_id, with_for_update=True)
         if t is None:
-            raise NotFound(f"No ticket {ticket_id}; `gpulease tickets` lists them.")
+            raise NotFound("No ticket {ticket_id}; `gpulease tickets` lists them.",
+                           ticket_id=ticket_id)
         if t.status == TicketStatus.RESOLVED.value or not t.instance_id or not t.node_id:
-            raise Conflict(f"Ticket {ticket_id} names no rented node to repair (or is "
-                           "resolved).")
+            raise Conflict("Ticket {ticket_id} names no rented node to repair (or is "
+                           "resolved).", ticket_id=ticket_id)
         if t.repair_window_begun_at is not None:
-            raise Conflict(f"The node of ticket {ticket_id} is out for repair already.")
+            raise Conflict("The node of ticket {ticket_id} is out for repair already.",
+                           ticket_id=ticket_id)
         _, node = _served_node(s, t)
         t.repair_window_start, t.repair_window_end = body.start, end
         t.repair_window_accepted_at = None
-        text = (f"card repair of {node.name} proposed for {_when(body.start)} to {_when(end)}: "
-                "the server is powered off and repaired in place, your disks are kept, and "
-                "it comes back burned in and accepted"
-                + (f". {body.note}" if body.note else ""))
-        entry(s, t, now, "note", by(actor), text)
+        proposal = phrase(
+            "card repair of {node} proposed for {start} to {end}: the server is powered off "
+            "and repaired in place, your disks are kept, and it comes back burned in and "
+            "accepted{note}; accept or decline it: `gpulease ticket window {ticket} "
+            "--accept` (or --decline)", node=node.name, start=_when(body.start),
+            end=_when(end), note=f". {body.note}" if body.note else "", ticket=t.id)
+        entry(s, t, now, "note", by(actor), str(proposal).partition("; accept or decline")[0])
         operator_responds(s, p, t, actor, now)
         if t.tenant_id:
-            notice(s, t.tenant_id, "ticket_updated", t, text + f"; accept or decline it: "
-                   f"`gpulease ticket window {t.id} --accept` (or --decline)", now)
+            notice(s, t.tenant_id, "ticket_updated", t, proposal, now)
     return show_ticket(p, actor, ticket_id)
 
 
@@ -106,14 +113,18 @@ def answer_window(p: Platform, actor: Principal, ticket_id: str, body: RepairWin
         t = s.scalar(select(Ticket).where(Ticket.id == ticket_id, Ticket.tenant_id == tenant)
                      .with_for_update())
         if t is None:
-            raise NotFound(f"No ticket {ticket_id}; `gpulease tickets` lists yours.")
+            raise NotFound("No ticket {ticket_id}; `gpulease tickets` lists yours.",
+                           ticket_id=ticket_id)
         if t.repair_window_start is None or t.repair_window_end is None:
-            raise Conflict(f"Ticket {ticket_id} has no repair window to answer.")
+            raise Conflict("Ticket {ticket_id} has no repair window to answer.",
+                           ticket_id=ticket_id)
         if t.repair_window_begun_at is not None:
-            raise Conflict(f"The repair of ticket {ticket_id} has begun already.")
+            raise Conflict("The repair of ticket {ticket_id} has begun already.",
+                           ticket_id=ticket_id)
         if now >= t.repair_window_end:
-            raise Conflict(f"The proposed window ended at {_when(t.repair_window_end)}; "
-                           "ask the operators for another on the ticket.")
+            raise Conflict("The proposed window ended at {when_t_repair_window_end}; "
+                           "ask the operators for another on the ticket.",
+                           when_t_repair_window_end=_when(t.repair_window_end))
         window = f"{_when(t.repair_window_start)} to {_when(t.repair_window_end)}"
         if body.accept:
             t.repair_window_accepted_at = now
@@ -164,10 +175,11 @@ def begin_due_windows(p: Platform, limit: int = 20) -> int:
             transition(s, p, inst, INSTANCE_STAGE, "card_repair", now, actor=WINDOWS,
                        reason=f"node {node.name} out for repair (ticket {t.id})")
             t.repair_window_begun_at = now
-            text = (f"node {node.name} is out for repair now (window until "
-                    f"{_when(t.repair_window_end or now)}); it returns burned in and accepted")
-            note(s, now, inst.id, "in_repair", text, actor=WINDOWS)
-            entry(s, t, now, "note", WINDOWS, text)
+            text = phrase("node {node} is out for repair now (window until {end}); it "
+                          "returns burned in and accepted", node=node.name,
+                          end=_when(t.repair_window_end or now))
+            note(s, now, inst.id, "in_repair", str(text), actor=WINDOWS)
+            entry(s, t, now, "note", WINDOWS, str(text))
             if t.tenant_id:
                 notice(s, t.tenant_id, "ticket_updated", t, text, now)
             begun += 1

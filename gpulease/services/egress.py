@@ -101,14 +101,15 @@ def check(settings: Settings, url: str, field: str = "url",
         except (OSError, UnicodeError, ValueError):
             addresses = []
         if not addresses:
-            raise InvalidInput(field, f"{host} does not resolve; check the name.") from None
+            raise InvalidInput(field, "{host} does not resolve; check the name.",
+                               host=host) from None
     allow, deny = _networks(settings.egress_allow), _networks(settings.egress_deny)
     for ip in addresses:  # every answer must pass: the connection may take any of them
         if any(ip in net for net in allow):
             continue
         why = _why_refused(ip, deny)
         if why is not None:
-            raise InvalidInput(field, f"{host} leads to {ip}, {why}; the platform calls only "
+            raise InvalidInput(field, "{host} leads to {ip}, {why}; the platform calls only "
                                "public addresses on a tenant's behalf (an operator may allow "
-                               "more with GPULEASE_EGRESS_ALLOW).")
+                               "more with GPULEASE_EGRESS_ALLOW).", host=host, ip=ip, why=why)
     return Target(url.strip(), host, port, parts.scheme, str(addresses[0]))

@@ -29,6 +29,7 @@ from gpulease.domain.enrollment import (
     nothing_checkable,
 )
 from gpulease.domain.errors import BadGateway, Conflict, InvalidInput
+from gpulease.domain.phrases import phrase
 from gpulease.domain.states import NodeStatus
 from gpulease.drivers.redfish import Inventory, RedfishBmc, split_address
 from gpulease.platform import Platform
@@ -52,8 +53,8 @@ def _offer(p: Platform, offer_id: str | None) -> Offer | None:
         return None
     offer = p.catalog.offer_by_id.get(offer_id)
     if offer is None:
-        raise InvalidInput("offer", f"Unknown offer {offer_id!r} (SKU@region).",
-                           sorted(p.catalog.offer_by_id))
+        raise InvalidInput("offer", "Unknown offer {offer_id!r} (SKU@region).",
+                           sorted(p.catalog.offer_by_id), offer_id=offer_id)
     return offer
 
 
@@ -103,11 +104,13 @@ def _refuse_same_server(s: Session, key: str | None, uuid: str | None, serial: s
                      f"system UUID {uuid}" if uuid and u == uuid else None,
                      f"serial {serial}" if serial and ser == serial else None):
             if what:
-                raise Conflict(f"This server is enrolled already as node {node_name} "
-                               f"({node_id}, {status}): same {what}. Nothing was changed; "
-                               "see `gpulease nodes`.")
+                raise Conflict("This server is enrolled already as node {node_name} "
+                               "({node_id}, {status}): same {what}. Nothing was changed; "
+                               "see `gpulease nodes`.",
+                               node_name=node_name, node_id=node_id, status=status, what=what)
     if name and any(row[1] == name for row in rows):
-        raise Conflict(f"A node named {name} exists already (another server); pass --name.")
+        raise Conflict("A node named {name} exists already (another server); pass --name.",
+                       name=name)
 
 
 def enroll(p: Platform, actor: Principal, req: EnrollRequest,
@@ -136,9 +139,9 @@ def enroll(p: Platform, actor: Principal, req: EnrollRequest,
     try:
         inv = bmc.inventory()
     except BmcPermanentError as exc:
-        raise InvalidInput("bmc", f"{exc}. Check the address and credentials.") from None
+        raise InvalidInput("bmc", "{exc}. Check the address and credentials.", exc=exc) from None
     except BmcError as exc:
-        raise BadGateway(f"{exc}. Retry when the BMC answers.") from None
+        raise BadGateway("{exc}. Retry when the BMC answers.", exc=exc) from None
 
     uuid, serial = identity(inv.uuid), identity(inv.serial)
     name = req.name or _default_name(inv)
@@ -146,10 +149,10 @@ def enroll(p: Platform, actor: Principal, req: EnrollRequest,
         _refuse_same_server(s, key, uuid, serial, name)
     facts = facts_of(inv)
     if nothing_checkable(facts):
-        raise InvalidInput("bmc", f"The BMC at {req.bmc} reports no memory, GPUs, drives or "
+        raise InvalidInput("bmc", "The BMC at {req_bmc} reports no memory, GPUs, drives or "
                            "NICs, so nothing shows the server is what the offer sells. Give "
                            "the BMC user inventory rights (or update its firmware) and enroll "
-                           "again; nothing was changed.")
+                           "again; nothing was changed.", req_bmc=req.bmc)
     if offer is None:
         offer = _guess_offer(p, facts)
         with p.db.read() as s:
@@ -209,7 +212,8 @@ def _guess_offer(p: Platform, facts: Facts) -> Offer:
         return fits[0]
     raise InvalidInput(
         "offer",
-        "Cannot tell which offer this server is from what its BMC reports"
-        + (f" ({len(fits)} offers fit)" if fits else " (no offer fits)")
-        + "; pass the offer.", sorted(p.catalog.offer_by_id))
+        phrase("Cannot tell which offer this server is from what its BMC reports ({fits} "
+               "offers fit); pass the offer.", fits=len(fits)) if fits else
+        phrase("Cannot tell which offer this server is from what its BMC reports (no offer "
+               "fits); pass the offer."), sorted(p.catalog.offer_by_id))
 

@@ -26,7 +26,8 @@ ON_FLEET = Node.status != NodeStatus.DELETED.value
 
 def _region(p: Platform, region: str) -> None:
     if region not in p.catalog.region_by_id:
-        raise InvalidInput("region", f"Unknown region {region!r}.", sorted(p.catalog.region_by_id))
+        raise InvalidInput("region", "Unknown region {region!r}.", sorted(p.catalog.region_by_id),
+                           region=region)
 
 
 def fabric_named(s: Session, fabric_id: str, region: str | None = None) -> Fabric:
@@ -34,10 +35,12 @@ def fabric_named(s: Session, fabric_id: str, region: str | None = None) -> Fabri
     fabric = s.get(Fabric, fabric_id)
     if fabric is None:
         known = sorted(s.scalars(select(Fabric.id)))
-        raise InvalidInput("fabric", f"No fabric {fabric_id!r}; create it first with "
-                           "`gpulease fabric create` (its type and speed).", known)
+        raise InvalidInput("fabric", "No fabric {fabric_id!r}; create it first with "
+                           "`gpulease fabric create` (its type and speed).", known,
+                           fabric_id=fabric_id)
     if region is not None and fabric.region != region:
-        raise InvalidInput("fabric", f"Fabric {fabric_id} is in {fabric.region}, not {region}.")
+        raise InvalidInput("fabric", "Fabric {fabric_id} is in {fabric_region}, not {region}.",
+                           fabric_id=fabric_id, fabric_region=fabric.region, region=region)
     return fabric
 
 
@@ -45,10 +48,11 @@ def rack_named(s: Session, rack_id: str, region: str | None = None) -> Rack:
     rack = s.get(Rack, rack_id)
     if rack is None:
         known = sorted(s.scalars(select(Rack.id)))
-        raise InvalidInput("rack", f"No rack {rack_id!r}; create it first with "
-                           "`gpulease rack create`.", known)
+        raise InvalidInput("rack", "No rack {rack_id!r}; create it first with "
+                           "`gpulease rack create`.", known, rack_id=rack_id)
     if region is not None and rack.region != region:
-        raise InvalidInput("rack", f"Rack {rack_id} is in {rack.region}, not {region}.")
+        raise InvalidInput("rack", "Rack {rack_id} is in {rack_region}, not {region}.",
+                           rack_id=rack_id, rack_region=rack.region, region=region)
     return rack
 
 
@@ -73,7 +77,8 @@ def create_fabric(p: Platform, actor: Principal, body: FabricCreate) -> FabricVi
     _region(p, body.region)
     with p.db.write() as s:
         if s.get(Fabric, body.id) is not None:
-            raise Conflict(f"Fabric {body.id} exists; change it with `gpulease fabric update`.")
+            raise Conflict("Fabric {body_id} exists; change it with `gpulease fabric update`.",
+                           body_id=body.id)
         fabric = Fabric(id=body.id, region=body.region, kind=body.kind,
                         rate_gbps=body.rate_gbps)
         s.add(fabric)
@@ -87,7 +92,8 @@ def update_fabric(p: Platform, actor: Principal, fabric_id: str,
     with p.db.write() as s:
         fabric = s.get(Fabric, fabric_id, with_for_update=True)
         if fabric is None:
-            raise NotFound(f"No fabric {fabric_id}; `gpulease fabrics` lists them.")
+            raise NotFound("No fabric {fabric_id}; `gpulease fabrics` lists them.",
+                           fabric_id=fabric_id)
         if body.kind is not None:
             fabric.kind = body.kind
         if body.rate_gbps is not None:
@@ -105,15 +111,17 @@ def delete_fabric(p: Platform, actor: Principal, fabric_id: str) -> None:
     with p.db.write() as s:
         fabric = s.get(Fabric, fabric_id, with_for_update=True)
         if fabric is None:
-            raise NotFound(f"No fabric {fabric_id}; `gpulease fabrics` lists them.")
+            raise NotFound("No fabric {fabric_id}; `gpulease fabrics` lists them.",
+                           fabric_id=fabric_id)
         nodes = s.scalar(select(func.count()).select_from(Node).where(
             Node.fabric_id == fabric_id)) or 0
         racks = s.scalar(select(func.count()).select_from(Rack).where(
             Rack.fabric_id == fabric_id)) or 0
         if nodes or racks:
-            raise Conflict(f"Fabric {fabric_id} still has {nodes} nodes and {racks} racks "
+            raise Conflict("Fabric {fabric_id} still has {nodes} nodes and {racks} racks "
                            "; move them with "
-                           "`gpulease node update --fabric` and `gpulease rack update` first.")
+                           "`gpulease node update --fabric` and `gpulease rack update` first.",
+                           fabric_id=fabric_id, nodes=nodes, racks=racks)
         s.delete(fabric)
 
 
@@ -138,7 +146,8 @@ def create_rack(p: Platform, actor: Principal, body: RackCreate) -> RackView:
     _region(p, body.region)
     with p.db.write() as s:
         if s.get(Rack, body.id) is not None:
-            raise Conflict(f"Rack {body.id} exists; change it with `gpulease rack update`.")
+            raise Conflict("Rack {body_id} exists; change it with `gpulease rack update`.",
+                           body_id=body.id)
         if body.fabric:
             fabric_named(s, body.fabric, body.region)
         rack = Rack(id=body.id, region=body.region, zone=body.zone,
@@ -153,7 +162,7 @@ def update_rack(p: Platform, actor: Principal, rack_id: str, body: RackUpdate) -
     with p.db.write() as s:
         rack = s.get(Rack, rack_id, with_for_update=True)
         if rack is None:
-            raise NotFound(f"No rack {rack_id}; `gpulease racks` lists them.")
+            raise NotFound("No rack {rack_id}; `gpulease racks` lists them.", rack_id=rack_id)
         if body.zone is not None:
             rack.zone = body.zone
         if body.fabric is not None:
@@ -171,10 +180,10 @@ def delete_rack(p: Platform, actor: Principal, rack_id: str) -> None:
     with p.db.write() as s:
         rack = s.get(Rack, rack_id, with_for_update=True)
         if rack is None:
-            raise NotFound(f"No rack {rack_id}; `gpulease racks` lists them.")
+            raise NotFound("No rack {rack_id}; `gpulease racks` lists them.", rack_id=rack_id)
         nodes = s.scalar(select(func.count()).select_from(Node).where(
             Node.rack_id == rack_id)) or 0
         if nodes:
-            raise Conflict(f"Rack {rack_id} still holds {nodes} nodes; move them with "
-                           "`gpulease node update --rack` first.")
+            raise Conflict("Rack {rack_id} still holds {nodes} nodes; move them with "
+                           "`gpulease node update --rack` first.", rack_id=rack_id, nodes=nodes)
         s.delete(rack)

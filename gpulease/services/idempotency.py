@@ -50,9 +50,9 @@ def replay(p: Platform, actor: Principal, idem: Idem, model: type[M]) -> M | Non
         if row.request_hash != idem.request_hash:
             raise InvalidInput(
                 "Idempotency-Key",
-                f"Idempotency-Key {idem.key!r} was used with a different request; use a new "
+                "Idempotency-Key {idem_key!r} was used with a different request; use a new "
                 "key for a new request.",
-            )
+             idem_key=idem.key,)
         return model.model_validate_json(p.box.open(row.response_json))
 
 

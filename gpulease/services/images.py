@@ -52,7 +52,7 @@ def add_image(
 
 def _add(s: Session, p: Platform, actor: Principal, body: ImageCreate) -> ImageView:
     if find_image(s, p, body.id) is not None:
-        raise Conflict(f"An image {body.id!r} exists already; pick another id.")
+        raise Conflict("An image {body_id!r} exists already; pick another id.", body_id=body.id)
     row = CustomImage(
         id=body.id, name=body.name, os=body.os, gpu_vendor=body.gpu_vendor,
         software="\n".join(body.software), url=body.url, checksum=body.checksum,
@@ -66,14 +66,15 @@ def remove_image(p: Platform, actor: Principal, image_id: str) -> None:
     actor.require_operator()
     with p.db.write() as s:
         if image_id in p.catalog.image_by_id:
-            raise InvalidInput("id", f"{image_id!r} is a catalog image; edit the catalog file "
-                               "to remove it.")
+            raise InvalidInput("id", "{image_id!r} is a catalog image; edit the catalog file "
+                               "to remove it.", image_id=image_id)
         row = s.get(CustomImage, image_id)
         if row is None:
-            raise NotFound(f"No custom image {image_id}; `gpulease images` lists them.")
+            raise NotFound("No custom image {image_id}; `gpulease images` lists them.",
+                           image_id=image_id)
         in_use = s.scalar(select(func.count()).select_from(Instance).where(
             Instance.image_id == image_id, Instance.status.in_([st.value for st in INSTANCE_LIVE])))
         if in_use:
-            raise Conflict(f"{in_use} live instance(s) use {image_id}; remove it after they are "
-                           "released.")
+            raise Conflict("{in_use} live instance(s) use {image_id}; remove it after they are "
+                           "released.", in_use=in_use, image_id=image_id)
         s.delete(row)

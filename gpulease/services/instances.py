@@ -110,11 +110,11 @@ def list_instances(
     (status, current stage, nodes, IP, times) whose `stages` list is empty unless
     expanded. One instance's whole history: show_instance."""
     if status is not None and status not in {st.value for st in InstanceStatus}:
-        raise InvalidInput("status", f"Unknown instance status {status!r}.",
-                           [st.value for st in InstanceStatus])
+        raise InvalidInput("status", "Unknown instance status {status!r}.",
+                           [st.value for st in InstanceStatus], status=status)
     if expand is not None and expand not in EXPANSIONS:
-        raise InvalidInput("expand", f"Cannot expand {expand!r}; leave it out for "
-                           "summaries, or ask for stages.", list(EXPANSIONS))
+        raise InvalidInput("expand", "Cannot expand {expand!r}; leave it out for "
+                           "summaries, or ask for stages.", list(EXPANSIONS), expand=expand)
     with p.db.read() as s:
         q = instances_query(actor)
         if status:
@@ -170,14 +170,14 @@ def reveal_credentials(p: Platform, actor: Principal, instance_id: str) -> Crede
         inst = get_instance(s, actor, instance_id, lock=True)
         if inst.status != InstanceStatus.READY.value:
             raise Conflict(
-                f"Instance {inst.id} is {inst.status}; credentials are shown once it is ready."
-            )
+                "Instance {inst_id} is {inst_status}; credentials are shown once it is ready.",
+                inst_id=inst.id, inst_status=inst.status)
         if inst.credentials_revealed_at is not None or inst.root_password_enc is None:
             raise Gone(
-                f"The root password of {inst.id} was already shown "
-                f"({inst.credentials_revealed_at:%Y-%m-%d %H:%M} UTC). Log in with your SSH key "
-                "and run `passwd` to set a new one."
-            )
+                "The root password of {inst_id} was already shown "
+                "({inst_credentials_revealed_at:%Y-%m-%d %H:%M} UTC). Log in with your SSH key "
+                "and run `passwd` to set a new one.",
+                inst_id=inst.id, inst_credentials_revealed_at=inst.credentials_revealed_at)
         password = p.box.open(inst.root_password_enc)
         inst.credentials_revealed_at = p.clock.now()
         inst.root_password_enc = None  # shown once: not kept after that

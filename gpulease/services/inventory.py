@@ -67,7 +67,8 @@ def ensure_rack(s: Session, rack_id: str, region: str, zone: str, fabric_id: str
 def add_node(s: Session, p: Platform, spec: NodeSpec) -> Node:
     sku = p.catalog.sku_by_id.get(spec.sku)
     if sku is None:
-        raise InvalidInput("sku", f"Unknown SKU {spec.sku!r}.", sorted(p.catalog.sku_by_id))
+        raise InvalidInput("sku", "Unknown SKU {spec_sku!r}.", sorted(p.catalog.sku_by_id),
+                           spec_sku=spec.sku)
     now = p.clock.now()
     node = Node(
         id=new_id("node"), name=spec.name, sku=spec.sku, region=spec.region, pool=spec.pool,
@@ -133,8 +134,8 @@ def list_nodes(
 ) -> Page[NodeView]:
     actor.require_operator()
     if status is not None and status not in {s.value for s in NodeStatus}:
-        raise InvalidInput("status", f"Unknown node status {status!r}.",
-                           [s.value for s in NodeStatus])
+        raise InvalidInput("status", "Unknown node status {status!r}.",
+                           [s.value for s in NodeStatus], status=status)
     with p.db.read() as s:
         q = select(Node)
         if status:
@@ -163,7 +164,7 @@ def load_node(s: Session, node_id: str, lock: bool = True) -> Node:
     q = select(Node).where((Node.id == node_id) | (Node.name == node_id))
     node = s.scalar(q.with_for_update() if lock else q)
     if node is None:
-        raise NotFound(f"No node {node_id}; `gpulease nodes` lists them.")
+        raise NotFound("No node {node_id}; `gpulease nodes` lists them.", node_id=node_id)
     return node
 
 
@@ -212,11 +213,12 @@ def maintenance_node(p: Platform, actor: Principal, node_id: str, reason: str | 
                                                 GpuAllocation.released_at.is_(None))))
         if busy:
             raise Conflict(
-                f"Node {node.name} holds instance {node.instance_id or '(container slices)'}; "
-                "use `gpulease node drain` to take it out once the tenant releases it."
-            )
+                "Node {node_name} holds instance {value}; "
+                "use `gpulease node drain` to take it out once the tenant releases it.",
+                node_name=node.name, value=node.instance_id or '(container slices)')
         if node.status == NodeStatus.CLEANING.value:
-            raise Conflict(f"Node {node.name} is being cleaned; drain it instead.")
+            raise Conflict("Node {node_name} is being cleaned; drain it instead.",
+                           node_name=node.name)
         node.generation += 1
         transition(s, p, node, NODE, "set_aside", p.clock.now(), actor=by(actor),
                    reason=reason or "maintenance by operator")
@@ -232,8 +234,9 @@ def retire_node(p: Platform, actor: Principal, node_id: str, reason: str | None)
     with p.db.write() as s:
         node = load_node(s, node_id)
         if not NODE.allows(NodeStatus(node.status), "retire"):
-            raise Conflict(f"Node {node.name} is {node.status}; set it aside (`gpulease node "
-                           "maintenance`, or drain it) before retiring it.")
+            raise Conflict("Node {node_name} is {node_status}; set it aside (`gpulease node "
+                           "maintenance`, or drain it) before retiring it.",
+                           node_name=node.name, node_status=node.status)
         node.generation += 1
         transition(s, p, node, NODE, "retire", p.clock.now(), actor=by(actor), reason=reason)
     return get_node(p, actor, node_id)
@@ -248,7 +251,8 @@ def resume_node(p: Platform, actor: Principal, node_id: str) -> NodeView:
         status = NodeStatus(node.status)
         if NODE.allows(status, "resume"):
             if node.instance_id is not None:
-                raise Conflict(f"Node {node.name} is still tied to instance {node.instance_id}.")
+                raise Conflict("Node {node_name} is still tied to instance {node_instance_id}.",
+                               node_name=node.name, node_instance_id=node.instance_id)
             node.generation += 1
             node.last_error = None
             transition(s, p, node, NODE, "resume", now, actor=by(actor))
@@ -266,7 +270,7 @@ def node_history(p: Platform, actor: Principal, node_id: str, limit: int = 100,
     with p.db.read() as s:
         node = s.scalar(select(Node).where((Node.id == node_id) | (Node.name == node_id)))
         if node is None:
-            raise NotFound(f"No node {node_id}; `gpulease nodes` lists them.")
+            raise NotFound("No node {node_id}; `gpulease nodes` lists them.", node_id=node_id)
         where = (Event.resource == "node", Event.resource_id == node.id)
         total = s.scalar(select(func.count()).select_from(Event).where(*where)) or 0
         rows = s.scalars(select(Event).where(*where).order_by(Event.at.desc(), Event.id.desc())

@@ -80,13 +80,15 @@ def _refuse_changes_to_final(s: Session, _ctx: Any, _instances: Any) -> None:
             before = (status.deleted or status.unchanged or [obj.status])[0]
             changed = {a.key for a in state.attrs if a.history.has_changes()}
             if before == FINAL and (changed - PAYMENT_FIELDS or obj in s.deleted):
-                raise Conflict(f"Invoice {obj.number or obj.id} is final and cannot change; "
-                               "correct it with a credit note.")
+                raise Conflict("Invoice {obj_number_or_obj_id} is final and cannot change; "
+                               "correct it with a credit note.",
+                               obj_number_or_obj_id=obj.number or obj.id)
         elif isinstance(obj, InvoiceLine):
             inv = s.get(Invoice, obj.invoice_id)
             if inv is not None and inv.status == FINAL:
-                raise Conflict(f"Invoice {inv.number or inv.id} is final and cannot change; "
-                               "correct it with a credit note.")
+                raise Conflict("Invoice {inv_number_or_inv_id} is final and cannot change; "
+                               "correct it with a credit note.",
+                               inv_number_or_inv_id=inv.number or inv.id)
 
 
 # --- the run -------------------------------------------------------------------------------
@@ -99,9 +101,11 @@ def _check_period(period: str, now: datetime, tz: tzinfo) -> tuple[datetime, dat
     except ValueError as exc:
         raise InvalidInput("period", str(exc)) from None
     if start > now:
-        raise InvalidInput("period", f"{period} has not begun; draft it from "
-                                     f"{local_text(start, tz)} (this month: "
-                                     f"{period_of(now, tz)}).")
+        raise InvalidInput("period", "{period} has not begun; draft it from "
+                                     "{local_text_start_tz} (this month: "
+                                     "{period_of_now_tz}).",
+                           period=period, local_text_start_tz=local_text(start, tz),
+                           period_of_now_tz=period_of(now, tz))
     return start, end
 
 
@@ -327,8 +331,9 @@ def run_period(p: Platform, period: str, finalize: bool = False,
     now, tz = p.clock.now(), p.settings.zone
     _, end = _check_period(period, now, tz)
     if finalize and end > now:
-        raise InvalidInput("period", f"{period} has not ended; it can be drafted (a preview) "
-                                     f"but finalized only from {local_text(end, tz)}.")
+        raise InvalidInput("period", "{period} has not ended; it can be drafted (a preview) "
+                                     "but finalized only from {local_text_end_tz}.",
+                           period=period, local_text_end_tz=local_text(end, tz))
     began = time.perf_counter()
     rules = p.catalog.pricing
     with p.db.read() as s:
@@ -347,8 +352,8 @@ def run_period(p: Platform, period: str, finalize: bool = False,
                 if finalize:
                     finalized += _finalize(s, content, drafts, period, now, actor)
     except IntegrityError:  # a run of the period that we waited for sealed some of ours
-        raise Conflict(f"Another run of {period} finalized invoices while this one waited; "
-                       "run it again to see what is left.") from None
+        raise Conflict("Another run of {period} finalized invoices while this one waited; "
+                       "run it again to see what is left.", period=period) from None
     return InvoiceRunView(period=period, drafted=drafted, finalized=finalized,
                           tenants=len(ids), seconds=round(time.perf_counter() - began, 3))
 
@@ -379,13 +384,14 @@ def finalize_invoice(p: Platform, actor: Principal, invoice_id: str) -> InvoiceV
     with p.db.write() as s:
         inv = s.get(Invoice, invoice_id, with_for_update=True)
         if inv is None:
-            raise NotFound(f"No invoice {invoice_id}.")
+            raise NotFound("No invoice {invoice_id}.", invoice_id=invoice_id)
         if inv.status == FINAL:
-            raise Conflict(f"Invoice {inv.number} is final already.")
+            raise Conflict("Invoice {inv_number} is final already.", inv_number=inv.number)
         _, end = period_bounds(inv.period, p.settings.zone)
         if end > now:
-            raise Conflict(f"{inv.period} has not ended; finalize from "
-                           f"{local_text(end, p.settings.zone)}.")
+            raise Conflict("{inv_period} has not ended; finalize from "
+                           "{value}.",
+                           inv_period=inv.period, value=local_text(end, p.settings.zone))
         _lock_run(s, inv.period)
         _claim(s, {inv.tenant_id: inv.id}, end)
         content = _recompute(s, {inv.tenant_id: inv.id}, rules.vat_rate, now)
@@ -432,19 +438,23 @@ def credit_note(p: Platform, actor: Principal, invoice_id: str, reason: str,
     with p.db.write() as s:
         inv = s.get(Invoice, invoice_id, with_for_update=True)
         if inv is None or inv.kind != "invoice":
-            raise NotFound(f"No invoice {invoice_id}.")
+            raise NotFound("No invoice {invoice_id}.", invoice_id=invoice_id)
         if inv.status != FINAL:
-            raise Conflict(f"Invoice {invoice_id} is a draft: it is recomputed from the "
-                           "ledger until final; credit notes correct final invoices.")
+            raise Conflict("Invoice {invoice_id} is a draft: it is recomputed from the "
+                           "ledger until final; credit notes correct final invoices.",
+                           invoice_id=invoice_id)
         remaining = inv.total - credited(s, inv.id)
         if remaining <= 0:
-            raise Conflict(f"Invoice {inv.number} has nothing left to credit "
-                           f"(total ¥{inv.total:,.2f}, credited ¥{inv.total - remaining:,.2f}).")
+            raise Conflict("Invoice {inv_number} has nothing left to credit "
+                           "(total ¥{inv_total:,.2f}, credited ¥{inv_total_remaining:,.2f}).",
+                           inv_number=inv.number, inv_total=inv.total,
+                           inv_total_remaining=inv.total - remaining)
         amount = remaining if amount is None else amount
         if amount <= 0 or amount != to_fen(amount) or amount > remaining:
-            raise InvalidInput("amount", f"A credit note is a positive amount with at most two "
-                                         f"decimals, at most the ¥{remaining:,.2f} left on "
-                                         f"{inv.number}; not {amount}.")
+            raise InvalidInput("amount", "A credit note is a positive amount with at most two "
+                                         "decimals, at most the ¥{remaining:,.2f} left on "
+                                         "{inv_number}; not {amount}.",
+                               remaining=remaining, inv_number=inv.number, amount=amount)
         number = _next_numbers(s, f"CN{now.year}", 1)[0]
         note = Invoice(id=_new_id(), tenant_id=inv.tenant_id, kind="credit_note",
                        period=period_of(now, p.settings.zone), **initial(Invoice, INVOICE),

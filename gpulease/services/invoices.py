@@ -111,7 +111,7 @@ def _visible(s: Session, actor: Principal, invoice_id: str) -> Invoice:
     if inv is None:
         inv = s.scalar(select(Invoice).where(Invoice.number == invoice_id))
     if inv is None or (not actor.is_operator and inv.tenant_id != actor.require_tenant()):
-        raise NotFound(f"No invoice {invoice_id}.")
+        raise NotFound("No invoice {invoice_id}.", invoice_id=invoice_id)
     return inv
 
 
@@ -136,8 +136,8 @@ def list_invoices(p: Platform, actor: Principal, tenant_id: str | None = None,
         where.append(Invoice.period == period)
     if status:
         if status not in {st.value for st in InvoiceStatus}:
-            raise InvalidInput("status", f"Status is draft or final, not {status!r}.",
-                               [st.value for st in InvoiceStatus])
+            raise InvalidInput("status", "Status is draft or final, not {status!r}.",
+                               [st.value for st in InvoiceStatus], status=status)
         where.append(Invoice.status == status)
     with p.db.read() as s:
         total = s.scalar(select(func.count()).select_from(Invoice).where(*where)) or 0
@@ -192,8 +192,8 @@ def revenue(p: Platform, actor: Principal, start: str, end: str) -> RevenueView:
             raise InvalidInput(field, str(exc)) from None
     first, last = bounds["start"][0], bounds["end"][1]
     if last <= first or (last - first).days > 3700:
-        raise InvalidInput("end", f"Ask for up to ten years from {start} on, not {start} to "
-                                  f"{end}.")
+        raise InvalidInput("end", "Ask for up to ten years from {start} on, not {start} to "
+                                  "{end}.", start=start, end=end)
     months: dict[str, Decimal] = {}
     cursor = first
     while cursor < last:

@@ -24,6 +24,7 @@ from gpulease.domain.catalog import Term
 from gpulease.domain.errors import Conflict, InvalidInput
 from gpulease.domain.leases import Period, local_text
 from gpulease.domain.money import to_fen
+from gpulease.domain.phrases import phrase
 from gpulease.domain.pricing import PricingError
 from gpulease.domain.states import LEASE, InstanceStatus, LeaseStatus
 from gpulease.platform import Platform
@@ -38,16 +39,18 @@ def _current_price(p: Platform, inst: Instance, term: str) -> Decimal:
     try:
         return first_period_amount(p, inst, term)
     except PricingError as exc:
-        raise InvalidInput("term", str(exc), exc.accepted) from None
+        raise InvalidInput("term", exc.phrase, exc.accepted) from None
 
 
 def _lease(s: Session, inst: Instance, lock: bool = False) -> Lease:
     q = select(Lease).where(Lease.instance_id == inst.id)
     lease = s.scalar(q.with_for_update() if lock else q)
     if lease is None:
-        raise Conflict(f"Instance {inst.id} has no lease yet: a lease starts at delivery"
-                       + (" (containers are billed by the hour)"
-                          if inst.kind == "container" else "") + ".")
+        raise Conflict(phrase("Instance {instance} has no lease yet: a lease starts at "
+                              "delivery (containers are billed by the hour).", instance=inst.id)
+                       if inst.kind == "container" else
+                       phrase("Instance {instance} has no lease yet: a lease starts at "
+                              "delivery.", instance=inst.id))
     return lease
 
 
@@ -125,16 +128,16 @@ def extend(s: Session, p: Platform, inst: Instance, lease: Lease, periods: int, 
 
 def _renewal_args(periods: int, term: str | None) -> None:
     if periods < 1 or periods > 36:
-        raise InvalidInput("periods", f"Renew by 1 to 36 periods, not {periods}.")
+        raise InvalidInput("periods", "Renew by 1 to 36 periods, not {periods}.", periods=periods)
     if term is not None and term not in (Term.DAY.value, Term.MONTH.value, Term.YEAR.value):
-        raise InvalidInput("term", f"Bare metal is not leased by the {term!r}.",
-                           [Term.DAY.value, Term.MONTH.value, Term.YEAR.value])
+        raise InvalidInput("term", "Bare metal is not leased by the {term!r}.",
+                           [Term.DAY.value, Term.MONTH.value, Term.YEAR.value], term=term)
 
 
 def _renewable(inst: Instance, lease: Lease) -> None:
     if lease.status == LeaseStatus.ENDED.value or inst.status != InstanceStatus.READY.value:
-        raise Conflict(f"The lease of {inst.id} has ended (instance {inst.status}); order "
-                       "a new machine.")
+        raise Conflict("The lease of {inst_id} has ended (instance {inst_status}); order "
+                       "a new machine.", inst_id=inst.id, inst_status=inst.status)
 
 
 def renewal_quote(p: Platform, actor: Principal, instance_id: str, periods: int = 1,

@@ -20,6 +20,7 @@ from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
 from gpulease.domain.invoicing import USAGE_KINDS
 from gpulease.domain.money import to_fen
+from gpulease.domain.phrases import phrase
 from gpulease.domain.proration import prorate_by_month
 from gpulease.domain.states import USAGE, UsageStatus
 from gpulease.platform import Platform
@@ -50,7 +51,7 @@ def _gpu_hour_price(s: Session, inst: Instance) -> Decimal:
     held = first_hold(s, inst.id)
     if held is not None and inst.gpu_count:
         return held / inst.gpu_count
-    raise InvalidInput("instance_id", f"{inst.id} holds no GPU-hour price.")
+    raise InvalidInput("instance_id", "{inst_id} holds no GPU-hour price.", inst_id=inst.id)
 
 
 def unit_price(s: Session, p: Platform, inst: Instance | None, kind: str) -> Decimal:
@@ -60,14 +61,16 @@ def unit_price(s: Session, p: Platform, inst: Instance | None, kind: str) -> Dec
     if unit.addon is None:
         assert inst is not None, "GPU-hours are an instance's"
         if inst.kind != "container":
-            raise InvalidInput("kind", f"{inst.id} is {inst.kind.replace('_', ' ')}: its "
+            raise InvalidInput("kind", "{inst_id} is {inst_kind_replace}: its "
                                        "GPUs are leased by the term, not metered by the hour.",
-                               ["egress_gb", "storage_gb_days"])
+                               ["egress_gb", "storage_gb_days"],
+                               inst_id=inst.id, inst_kind_replace=inst.kind.replace('_', ' '))
         return _gpu_hour_price(s, inst)
     addon = p.catalog.addon_by_id.get(unit.addon)
     if addon is None:
-        raise InvalidInput("kind", f"The price book has no add-on {unit.addon!r} to price "
-                                   f"{kind}; the operator adds it to the catalog.")
+        raise InvalidInput("kind", "The price book has no add-on {unit_addon!r} to price "
+                                   "{kind}; the operator adds it to the catalog.",
+                           unit_addon=unit.addon, kind=kind)
     return addon.price / unit.divisor
 
 
@@ -120,17 +123,21 @@ def record_for(s: Session, p: Platform, tenant_id: str, inst: Instance | None, k
                                              UsageRecord.key == key))
     if old is not None:
         if not _same(old, inst_id, kind, quantity, start, end):
-            raise Conflict(f"Usage key {key!r} was recorded before with other content "
-                           f"({old.kind} {old.quantity} of {old.instance_id}, "
-                           f"{old.started_at:%Y-%m-%d %H:%M}–{old.ended_at:%H:%M}); nothing "
-                           "was recorded. Use a new key for new usage.")
+            raise Conflict("Usage key {key!r} was recorded before with other content "
+                           "({old_kind} {old_quantity} of {old_instance_id}, "
+                           "{old_started_at:%Y-%m-%d %H:%M}–{old_ended_at:%H:%M}); nothing "
+                           "was recorded. Use a new key for new usage.",
+                           key=key, old_kind=old.kind, old_quantity=old.quantity,
+                           old_instance_id=old.instance_id, old_started_at=old.started_at,
+                           old_ended_at=old.ended_at)
         return old, True
     price = unit_price(s, p, inst, kind)
     amount = to_fen(quantity * price)
     if USAGE_KINDS[kind].addon is not None:  # a book price: VAT on top when it excludes it
         amount = payable(p, amount)
     if cover and held is None:
-        require_cover(wallet, amount, f"The next {USAGE_KINDS[kind].unit} costs")
+        require_cover(wallet, amount, phrase("The next {unit} costs",
+                                             unit=phrase(USAGE_KINDS[kind].unit)))
     row = UsageRecord(tenant_id=tenant_id, key=key, instance_id=inst_id, kind=kind,
                       quantity=quantity, unit_price=price.quantize(QUANTUM), amount=amount,
                       started_at=start, ended_at=end, recorded_at=now, source=source,
@@ -168,27 +175,29 @@ def report_usage(p: Platform, actor: Principal, records: Sequence[UsageIn]
     keys = [r.key for r in records]
     if len(set(keys)) != len(keys):
         dup = next(k for k in keys if keys.count(k) > 1)
-        raise InvalidInput("records", f"Key {dup!r} appears twice in one batch.")
+        raise InvalidInput("records", "Key {dup!r} appears twice in one batch.", dup=dup)
     out: list[UsageView] = []
     with p.db.write() as s:
         for i, r in enumerate(records):
             where = f"records[{i}] (key {r.key!r})"
             if r.started_at.tzinfo is None or r.ended_at.tzinfo is None:
-                raise InvalidInput("started_at", f"{where}: times need a zone "
-                                                 "(e.g. 2026-11-30T10:00:00Z).")
+                raise InvalidInput("started_at", "{where}: times need a zone "
+                                                 "(e.g. 2026-11-30T10:00:00Z).", where=where)
             if not r.started_at < r.ended_at <= now + timedelta(minutes=5):
-                raise InvalidInput("ended_at", f"{where}: usage ends after it starts and not "
-                                               "in the future.")
+                raise InvalidInput("ended_at", "{where}: usage ends after it starts and not "
+                                               "in the future.", where=where)
             if r.ended_at - r.started_at > MAX_SPAN:
-                raise InvalidInput("started_at", f"{where}: one record covers at most 62 "
-                                                 "days; split it.")
+                raise InvalidInput("started_at", "{where}: one record covers at most 62 "
+                                                 "days; split it.", where=where)
             inst = s.get(Instance, r.instance_id)  # meters and operators: any tenant's
             if inst is None:
-                raise NotFound(f"{where}: no instance {r.instance_id}.")
+                raise NotFound("{where}: no instance {r_instance_id}.",
+                               where=where, r_instance_id=r.instance_id)
             if r.started_at < inst.ordered_at - HOUR:
-                raise InvalidInput("started_at", f"{where}: {inst.id} was ordered "
-                                                 f"{inst.ordered_at:%Y-%m-%d %H:%M} UTC; "
-                                                 "usage cannot start before.")
+                raise InvalidInput("started_at", "{where}: {inst_id} was ordered "
+                                                 "{inst_ordered_at:%Y-%m-%d %H:%M} UTC; "
+                                                 "usage cannot start before.",
+                                   where=where, inst_id=inst.id, inst_ordered_at=inst.ordered_at)
             unit_price(s, p, inst, r.kind)  # a kind the instance is not metered by: 422
             held = beyond_bounds(s, p, inst, r.kind, r.quantity, r.started_at, r.ended_at)
             row, duplicate = record(s, p, inst, r.key, r.kind, r.quantity, r.started_at,
@@ -217,16 +226,18 @@ def decide_usage(p: Platform, actor: Principal, record_id: int, charge: bool) ->
     with p.db.write() as s:
         row = s.get(UsageRecord, record_id)
         if row is None:
-            raise NotFound(f"No usage record {record_id}; GET /api/v1/usage/held lists those "
-                           "waiting.")
+            raise NotFound("No usage record {record_id}; GET /api/v1/usage/held lists those "
+                           "waiting.", record_id=record_id)
         wallet = wallet_for_update(s, row.tenant_id, now)
         s.refresh(row, with_for_update=True)
         if row.status != UsageStatus.HELD:
-            raise Conflict(f"Usage record {record_id} is {row.status} already.")
+            raise Conflict("Usage record {record_id} is {row_status} already.",
+                           record_id=record_id, row_status=row.status)
         inst = s.get(Instance, row.instance_id) if row.instance_id else None
         if charge:
             if inst is None:
-                raise Conflict(f"Usage record {record_id} names no instance to charge.")
+                raise Conflict("Usage record {record_id} names no instance to charge.",
+                               record_id=record_id)
             _charge(s, wallet, inst, row, now, p.settings.zone)
         transition(s, p, row, USAGE, "charge" if charge else "reject", now,
                    actor=by(actor))

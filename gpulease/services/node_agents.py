@@ -74,8 +74,9 @@ def _one_run_at_a_time(s: Session, p: Platform, instance_id: str) -> None:
         AgentCommand.instance_id == instance_id, AgentCommand.kind == "verify",
         AgentCommand.status.in_(("pending", "running"))).limit(1))
     if running is not None:
-        raise Conflict(f"An acceptance run of {instance_id} is under way ({running}); its "
-                       "report appears under /acceptance when it ends.")
+        raise Conflict("An acceptance run of {instance_id} is under way ({running}); its "
+                       "report appears under /acceptance when it ends.",
+                       instance_id=instance_id, running=running)
     last = max((at for at in (
         s.scalar(select(func.max(AcceptanceReport.created_at)).where(
             AcceptanceReport.instance_id == instance_id,
@@ -88,9 +89,11 @@ def _one_run_at_a_time(s: Session, p: Platform, instance_id: str) -> None:
     ago = (p.clock.now() - last).total_seconds()
     wait = p.settings.verify_min_interval_s - ago
     if wait > 0:
-        raise TooManyRequests(f"{instance_id} was verified {ago:.0f} s ago; runs are at "
-                              f"least {p.settings.verify_min_interval_s:.0f} s apart.",
-                              retry_after_s=int(wait) + 1)
+        raise TooManyRequests("{instance_id} was verified {ago:.0f} s ago; runs are at "
+                              "least {value:.0f} s apart.",
+                              retry_after_s=int(wait) + 1,
+                              instance_id=instance_id, ago=ago,
+                              value=p.settings.verify_min_interval_s)
 
 
 def verify_now(p: Platform, actor: Principal, instance_id: str) -> list[VerifyRun]:
@@ -99,8 +102,8 @@ def verify_now(p: Platform, actor: Principal, instance_id: str) -> list[VerifyRu
     with p.db.read() as s:
         inst = get_instance(s, actor, instance_id)
         if inst.status != InstanceStatus.READY.value:
-            raise Conflict(f"Instance {inst.id} is {inst.status}; verification runs on a ready "
-                           "instance.")
+            raise Conflict("Instance {inst_id} is {inst_status}; verification runs on a ready "
+                           "instance.", inst_id=inst.id, inst_status=inst.status)
         _one_run_at_a_time(s, p, inst.id)
         asks = []
         for node, _, held in instance_allocations(s, inst.id):
@@ -110,8 +113,8 @@ def verify_now(p: Platform, actor: Principal, instance_id: str) -> list[VerifyRu
                 asks.append((node.id, node_ref(p, node),
                              agent_for(p, node.agent_kind, node.bmc_driver), marks))
         if not asks:
-            raise Conflict(f"Instance {inst.id} holds no bare-metal node to verify "
-                           "(containers share their host's delivery report).")
+            raise Conflict("Instance {inst_id} holds no bare-metal node to verify "
+                           "(containers share their host's delivery report).", inst_id=inst.id)
     runs: list[VerifyRun] = []
     for node_id, ref, node_agent, (thresholds, spec) in asks:  # I/O outside transactions
         report = node_agent.verify(ref, thresholds, spec)

@@ -39,11 +39,13 @@ def _try_credentials(p: Platform, node: Node, username: str, password: str) -> N
     try:
         bmc.power_state()
     except BmcPermanentError as exc:
-        raise InvalidInput("bmc_password", f"The BMC of {node.name} refused the new "
-                           f"credentials: {exc}. Nothing was changed.") from None
+        raise InvalidInput("bmc_password", "The BMC of {node_name} refused the new "
+                           "credentials: {exc}. Nothing was changed.",
+                           node_name=node.name, exc=exc) from None
     except BmcError as exc:
-        raise BadGateway(f"The BMC of {node.name} did not answer: {exc}. Nothing was changed; "
-                         "retry, or pass verify=false to store the credentials untried.") \
+        raise BadGateway("The BMC of {node_name} did not answer: {exc}. Nothing was changed; "
+                         "retry, or pass verify=false to store the credentials untried.",
+                         node_name=node.name, exc=exc) \
             from None
 
 
@@ -55,7 +57,8 @@ def update_node(p: Platform, actor: Principal, node_id: str, body: NodeUpdate) -
     with p.db.read() as s:
         node = load_node(s, node_id, lock=False)
         if node.status == NodeStatus.DELETED.value:
-            raise Conflict(f"Node {node.name} was deleted; enroll the server again.")
+            raise Conflict("Node {node_name} was deleted; enroll the server again.",
+                           node_name=node.name)
         username = body.bmc_username or node.bmc_username
         if body.bmc_password is not None and body.verify:
             s.expunge(node)
@@ -66,7 +69,8 @@ def update_node(p: Platform, actor: Principal, node_id: str, body: NodeUpdate) -
         now = p.clock.now()
         if body.name is not None and body.name != node.name:
             if s.scalar(select(Node.id).where(Node.name == body.name)) is not None:
-                raise Conflict(f"A node named {body.name} exists; pick another name.")
+                raise Conflict("A node named {body_name} exists; pick another name.",
+                               body_name=body.name)
             changes.append(f"name {node.name} → {body.name}")
             node.name = body.name
         if body.rack is not None and (body.rack or None) != node.rack_id:
@@ -75,8 +79,8 @@ def update_node(p: Platform, actor: Principal, node_id: str, body: NodeUpdate) -
             node.rack_id = rack
         if body.fabric is not None and (body.fabric or None) != node.fabric_id:
             if holds_tenant(s, node):
-                raise Conflict(f"Node {node.name} holds a tenant's instance; its fabric changes "
-                               "once released (drain it first).")
+                raise Conflict("Node {node_name} holds a tenant's instance; its fabric changes "
+                               "once released (drain it first).", node_name=node.name)
             fabric = fabric_named(s, body.fabric, node.region).id if body.fabric else None
             changes.append(f"fabric {node.fabric_id or '-'} → {fabric or '-'}")
             node.fabric_id = fabric
@@ -102,12 +106,14 @@ def delete_node(p: Platform, actor: Principal, node_id: str, reason: str | None)
     with p.db.write() as s:
         node = load_node(s, node_id)
         if holds_tenant(s, node):
-            raise Conflict(f"Node {node.name} holds a tenant's instance "
-                           f"({node.instance_id or 'container slices'}); drain it and delete "
-                           "it once released.")
+            raise Conflict("Node {node_name} holds a tenant's instance "
+                           "({value}); drain it and delete "
+                           "it once released.",
+                           node_name=node.name, value=node.instance_id or 'container slices')
         if not NODE.allows(NodeStatus(node.status), "delete"):
-            raise Conflict(f"Node {node.name} is {node.status}; it can be deleted once it is "
-                           "available, in maintenance or retired.")
+            raise Conflict("Node {node_name} is {node_status}; it can be deleted once it is "
+                           "available, in maintenance or retired.",
+                           node_name=node.name, node_status=node.status)
         now = p.clock.now()
         was = f"{node.name} (rack {node.rack_id or '-'}, fabric {node.fabric_id or '-'})"
         node.name = f"{node.name[:60]}~deleted~{node.id}"
@@ -147,8 +153,8 @@ def inject_faults(p: Platform, actor: Principal, node_id: str, faults: list[str]
         node = load_node(s, node_id, lock=False)
         name, driver, agent_kind = node.name, node.bmc_driver, node.agent_kind
     if not is_simulated(p, driver, agent_kind):
-        raise Conflict(f"Node {name} is real hardware; faults are injected only into "
-                       "simulated servers.")
+        raise Conflict("Node {name} is real hardware; faults are injected only into "
+                       "simulated servers.", name=name)
     fleet = p.drivers.fleet
     if driver == "simulated" and fleet is not None:
         fleet.set_gpu_faults(name, faults)

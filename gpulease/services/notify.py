@@ -22,9 +22,11 @@ from gpulease.db.money_tables import LeaseNotice, TenantWebhook
 from gpulease.db.tables import User
 from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.errors import InvalidInput, NotFound
+from gpulease.domain.locales import DEFAULT
 from gpulease.platform import Platform
 from gpulease.services import egress
-from gpulease.translations import N_, gettext
+from gpulease.services.outbox import said
+from gpulease.translations import N_, gettext, translations
 
 log = logging.getLogger("gpulease.notify")
 MAX_ATTEMPTS = 8
@@ -50,6 +52,7 @@ OPERATORS = "@operators"  # the outbox's address for the provider's operators
 # Backups and restores of a rented server's data disk (services/backups.py).
 DATA_SUBJECTS = {"backup_failed": N_("A backup failed"),
                  "restore_failed": N_("A restore failed"),
+                 "copy_failed": N_("A copy to the new server failed"),
                  "backup_saved": N_("Your data was saved before the erase")}
 # The tenant's bucket against its quota (services/storage_meter.py).
 STORAGE_SUBJECTS = {"storage_80": N_("Your object storage is 80 % full"),
@@ -188,17 +191,18 @@ def deliver_notices(p: Platform, limit: int = 50) -> int:
             else:
                 row = s.get(TenantWebhook, n.tenant_id)
                 hook = (row.url, p.box.open(row.secret_enc)) if row else None
-            jobs.append((n.id, n.kind, n.instance_id, n.text, n.created_at, admins,
+            jobs.append((n.id, n.kind, n.instance_id, n.text, n.phrase, n.created_at, admins,
                          n.email_sent_at, n.webhook_sent_at, hook))
     done = 0
-    for nid, kind, iid, text, created, admins, mailed, hooked, hook in jobs:
+    for nid, kind, iid, text, phrased, created, admins, mailed, hooked, hook in jobs:
         errors: list[str] = []
         mail_ok = hook_ok = None
         _, event = _subject(kind, iid)
         if mailed is None and admins and p.settings.smtp_host:
             try:
                 for locale, addresses in by_language(admins).items():
-                    send_email(p, addresses, _subject(kind, iid, locale)[0], text)
+                    body = said(text, phrased, translations(locale or DEFAULT).gettext)
+                    send_email(p, addresses, _subject(kind, iid, locale)[0], body)
                 mail_ok = p.clock.now()
             except (OSError, smtplib.SMTPException) as exc:
                 errors.append(f"e-mail: {exc}")

@@ -17,6 +17,7 @@ from gpulease.db.tables import Event, Instance, Node
 from gpulease.domain.accounts import Principal
 from gpulease.domain.catalog import BARE_METAL_TERMS, Term
 from gpulease.domain.errors import Conflict, InvalidInput, OutOfStock
+from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.pricing import PricingError, check_addon
 from gpulease.domain.ssh import check_ssh_key
 from gpulease.domain.states import INSTANCE, INSTANCE_STAGE
@@ -93,16 +94,17 @@ def plan_order(p: Platform, req: OrderRequest) -> Plan:
                                sorted(c.container_offer_by_id))
         co = c.container_offer_by_id.get(req.offer)
         if co is None:
-            raise InvalidInput("offer", f"Unknown container offer {req.offer!r}.",
-                               sorted(c.container_offer_by_id))
+            raise InvalidInput("offer", "Unknown container offer {req_offer!r}.",
+                               sorted(c.container_offer_by_id), req_offer=req.offer)
         term = req.term or Term.HOUR.value
         if term != Term.HOUR.value:
-            raise InvalidInput("term", f"Container instances are billed by the hour, not {term!r}.",
-                               [Term.HOUR.value])
+            raise InvalidInput("term", "Container instances are billed by the hour, not {term!r}.",
+                               [Term.HOUR.value], term=term)
         gpus = req.gpus if req.gpus is not None else 1
         if not 1 <= gpus <= co.max_gpus:
-            raise InvalidInput("gpus", f"A container takes 1 to {co.max_gpus} GPUs, not {gpus}.",
-                               [str(n) for n in range(1, co.max_gpus + 1)])
+            raise InvalidInput("gpus", "A container takes 1 to {co_max_gpus} GPUs, not {gpus}.",
+                               [str(n) for n in range(1, co.max_gpus + 1)],
+                               co_max_gpus=co.max_gpus, gpus=gpus)
         gpu = c.gpu_by_id[co.gpu]
         saved = req.image if req.image and req.image.startswith(PREFIX) else None
         image = _image(p, co.default_image if saved else req.image or co.default_image,
@@ -115,27 +117,29 @@ def plan_order(p: Platform, req: OrderRequest) -> Plan:
                            "is for the server's console. Leave ssh_password out.")
 
     if not req.sku or req.sku not in c.sku_by_id:
-        raise InvalidInput("sku", f"Unknown SKU {req.sku!r}." if req.sku else "A SKU is needed.",
-                           sorted(c.sku_by_id))
+        raise InvalidInput("sku", phrase("Unknown SKU {sku!r}.", sku=req.sku) if req.sku
+                           else phrase("A SKU is needed."), sorted(c.sku_by_id))
     regions = sorted(o.region for o in c.offers if o.sku == req.sku)
     if not req.region or c.offer(req.sku, req.region) is None:
         raise InvalidInput(
             "region",
-            f"{req.sku} is not offered in {req.region!r}." if req.region else "A region is needed.",
+            phrase("{sku} is not offered in {region!r}.", sku=req.sku, region=req.region)
+            if req.region else phrase("A region is needed."),
             regions,
         )
     offer = c.offer(req.sku, req.region)
     assert offer is not None
     term = req.term or Term.MONTH.value
     if term not in {t.value for t in BARE_METAL_TERMS}:
-        raise InvalidInput("term", f"Bare metal is not leased by the {term!r}.",
-                           [t.value for t in BARE_METAL_TERMS])
+        raise InvalidInput("term", "Bare metal is not leased by the {term!r}.",
+                           [t.value for t in BARE_METAL_TERMS], term=term)
     if req.kind == "bare_metal" and req.nodes != 1:
         raise InvalidInput("nodes", "A bare-metal order is one node; order a cluster for more.",
                            ["1"])
     if req.kind == "cluster" and not 1 <= req.nodes <= MAX_CLUSTER_NODES:
-        raise InvalidInput("nodes", f"Node count must be a whole number from 1 to "
-                           f"{MAX_CLUSTER_NODES}, not {req.nodes}.", None)
+        raise InvalidInput("nodes", "Node count must be a whole number from 1 to "
+                           "{max_cluster_nodes}, not {req_nodes}.", None,
+                           max_cluster_nodes=MAX_CLUSTER_NODES, req_nodes=req.nodes)
     if req.gpus is not None:
         raise InvalidInput("gpus", "GPU count is fixed by the SKU for bare metal; leave it out.")
     sku = c.sku_by_id[req.sku]
@@ -147,7 +151,7 @@ def plan_order(p: Platform, req: OrderRequest) -> Plan:
         try:
             check_addon(c, addon_id, qty)
         except PricingError as exc:
-            raise InvalidInput(exc.field, str(exc), exc.accepted) from None
+            raise InvalidInput(exc.field, exc.phrase, exc.accepted) from None
     if req.restore is not None and req.kind != "bare_metal":
         raise InvalidInput("restore", "A snapshot is restored at delivery onto one server: "
                            "order bare metal, or restore onto a cluster's servers after "
@@ -165,10 +169,10 @@ def _image(p: Platform, image_id: str, vendor: str) -> str:
             image = find_image(s, p, image_id)
             fitting = sorted(i.id for i in all_images(s, p) if i.gpu_vendor in ("any", vendor))
         if image is None:
-            raise InvalidInput("image", f"Unknown image {image_id!r}.", fitting)
+            raise InvalidInput("image", "Unknown image {image_id!r}.", fitting, image_id=image_id)
         if image.id not in fitting:
-            raise InvalidInput("image", f"Image {image_id!r} does not run on {vendor} GPUs.",
-                               fitting)
+            raise InvalidInput("image", "Image {image_id!r} does not run on {vendor} GPUs.",
+                               fitting, image_id=image_id, vendor=vendor)
     return image.id
 
 
@@ -301,7 +305,7 @@ def _claim_nodes(s: Session, p: Platform, plan: Plan, instance_id: str, fabric: 
     return claim_cluster(conn, plan.sku, plan.region, fabric, plan.nodes, instance_id, now)
 
 
-def _bare_metal_shortage(s: Session, p: Platform, plan: Plan) -> str:
+def _bare_metal_shortage(s: Session, p: Platform, plan: Plan) -> Phrase:
     stock = bare_metal_stock(s)
     gpu = p.catalog.sku_by_id[plan.sku].gpu
     elsewhere = [
@@ -310,27 +314,29 @@ def _bare_metal_shortage(s: Session, p: Platform, plan: Plan) -> str:
         if p.catalog.sku_by_id[o.sku].gpu == gpu and (o.sku, o.region) != (plan.sku, plan.region)
     ]
     free_any = [f"{sku} in {region}: {n}" for (sku, region), n in sorted(stock.items()) if n]
-    hint = ("; same GPU elsewhere: " + ", ".join(elsewhere)) if elsewhere else ""
-    return (
-        f"No free {plan.sku} node in {plan.region} (0 free){hint}. "
-        f"Free now: {', '.join(free_any) or 'nothing'}. Pick another region or SKU, "
-        "or retry later."
-    )
+    if elsewhere:
+        return phrase("No free {sku} node in {region} (0 free); same GPU elsewhere: "
+                      "{elsewhere}. Free now: {free}. Pick another region or SKU, or retry "
+                      "later.", sku=plan.sku, region=plan.region, elsewhere=", ".join(elsewhere),
+                      free=", ".join(free_any) or phrase("nothing"))
+    return phrase("No free {sku} node in {region} (0 free). Free now: {free}. Pick another "
+                  "region or SKU, or retry later.", sku=plan.sku, region=plan.region,
+                  free=", ".join(free_any) or phrase("nothing"))
 
 
-def _container_shortage(s: Session, plan: Plan, free: dict[str, int]) -> str:
+def _container_shortage(s: Session, plan: Plan, free: dict[str, int]) -> Phrase:
     hosts = s.scalars(select(Node.id).where(Node.id.in_(list(free)), Node.sku == plan.sku,
                                             Node.region == plan.region)).all() if free else []
     most = max((free[n] for n in hosts), default=0)
-    return (f"No shared {plan.sku} host in {plan.region} has {plan.gpus} free GPUs "
-            f"(the most free on one host: {most}). Order fewer GPUs or retry later.")
+    return phrase("No shared {sku} host in {region} has {gpus} free GPUs (the most free on "
+                  "one host: {most}). Order fewer GPUs or retry later.", sku=plan.sku,
+                  region=plan.region, gpus=plan.gpus, most=most)
 
 
-def _cluster_shortage(plan: Plan, by_fabric: dict[str, int]) -> str:
-    groups = ", ".join(f"{f}: {n}" for f, n in sorted(by_fabric.items())) or "none"
+def _cluster_shortage(plan: Plan, by_fabric: dict[str, int]) -> Phrase:
+    groups = ", ".join(f"{f}: {n}" for f, n in sorted(by_fabric.items())) or phrase("none")
     largest = max(by_fabric.values(), default=0)
-    return (
-        f"Need {plan.nodes} free {plan.sku} nodes on one InfiniBand fabric in {plan.region}; "
-        f"free nodes per fabric: {groups} (largest group {largest}). Order at most {largest} "
-        "nodes, another region, or retry later."
-    )
+    return phrase("Need {nodes} free {sku} nodes on one InfiniBand fabric in {region}; free "
+                  "nodes per fabric: {groups} (largest group {largest}). Order at most "
+                  "{largest} nodes, another region, or retry later.", nodes=plan.nodes,
+                  sku=plan.sku, region=plan.region, groups=groups, largest=largest)

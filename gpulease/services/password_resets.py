@@ -24,6 +24,7 @@ from sqlalchemy import func, select, update
 
 from gpulease.db.tables import PasswordReset, User
 from gpulease.domain.errors import Conflict, InvalidInput
+from gpulease.domain.phrases import phrase
 from gpulease.platform import Platform
 from gpulease.services.accounts import SIGN_IN_WINDOW_S, blocked, normal_email
 from gpulease.services.notify import send_email
@@ -57,7 +58,7 @@ def request_reset(p: Platform, email: str, address: str | None = None) -> None:
     source = (address or "unknown")[:64]
     key = f"reset:{source}"
     blocked(p, key, p.settings.sign_in_attempts_per_address, now.timestamp(),
-            "Too many password reset requests from your address")
+            phrase("Too many password reset requests from your address"))
     p.rates.hit(key, SIGN_IN_WINDOW_S, now.timestamp())
     with p.db.write() as s:
         user = s.scalar(select(User).where(User.email == normal_email(email)[:254]))

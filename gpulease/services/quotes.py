@@ -18,7 +18,7 @@ def make_quote(p: Platform, req: QuoteRequest) -> QuoteView:
         even = (day_vs_month(book, req.sku, req.region, req.days_per_week)
                 if req.days_per_week is not None else None)
     except PricingError as exc:
-        raise InvalidInput(exc.field, str(exc), exc.accepted) from None
+        raise InvalidInput(exc.field, exc.phrase, exc.accepted) from None
     return QuoteView(
         sku=q.sku, region=q.region, term=q.term, count=q.count, servers=q.servers,
         lines=[QuoteLineView(**asdict(line)) for line in q.lines], total=q.total, net=q.net,

@@ -17,6 +17,7 @@ from gpulease.db.ops_tables import Repair, Ticket
 from gpulease.db.tables import Node
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, InvalidInput
+from gpulease.domain.phrases import phrase
 from gpulease.domain.states import NODE, NODE_STAGE, NodeStatus
 from gpulease.platform import Platform
 from gpulease.schemas.fleet import RepairView
@@ -57,8 +58,11 @@ def burned_in(s: Session, p: Platform, node: Node, report_id: str | None, now: d
         return
     evidence = f" (report {report_id})" if report_id else " (the offer sets no marks)"
     if repair.instance_id is not None:
-        served_again(s, p, ticket, f"node {node.name} is back from repair, burned in and "
-                     f"accepted{evidence}", now, WORKER)
+        served_again(s, p, ticket, phrase(
+            "node {node} is back from repair, burned in and accepted (report {report})",
+            node=node.name, report=report_id) if report_id else phrase(
+            "node {node} is back from repair, burned in and accepted (the offer sets no "
+            "marks)", node=node.name), now, WORKER)
     else:
         entry(s, ticket, now, "note", WORKER, f"node {node.name} burned in and accepted "
               f"after its repair{evidence}: back in the pool", internal=True)
@@ -110,10 +114,11 @@ def send_to_repair(p: Platform, actor: Principal, node_id: str, reason: str | No
         node = load_node(s, node_id)
         if node.status not in (NodeStatus.AVAILABLE.value, NodeStatus.MAINTENANCE.value,
                                NodeStatus.FAILED.value) or node.instance_id is not None:
-            raise Conflict(f"Node {node.name} is {node.status}; a node goes for repair free "
-                           "(drain it, or swap it out of its instance from its ticket).")
+            raise Conflict("Node {node_name} is {node_status}; a node goes for repair free "
+                           "(drain it, or swap it out of its instance from its ticket).",
+                           node_name=node.name, node_status=node.status)
         if ticket_id and s.get(Ticket, ticket_id) is None:
-            raise InvalidInput("ticket", f"No ticket {ticket_id}.")
+            raise InvalidInput("ticket", "No ticket {ticket_id}.", ticket_id=ticket_id)
         why = reason or f"ticket {ticket_id}"
         repair = begin(s, node, ticket_id, why, now, by(actor))
         node.drain_requested_at = None
@@ -135,7 +140,8 @@ def finish(p: Platform, actor: Principal, node_id: str, parts: str) -> RepairVie
         node = load_node(s, node_id)
         repair = open_repair(s, node.id)
         if node.status != NodeStatus.REPAIR.value or repair is None:
-            raise Conflict(f"Node {node.name} is {node.status}, not in repair.")
+            raise Conflict("Node {node_name} is {node_status}, not in repair.",
+                           node_name=node.name, node_status=node.status)
         repair.parts, repair.finished_at, repair.finished_by = parts[:4000], now, by(actor)
         node.safe_off_due = False  # the pipeline drives its power from now on
         card = repair.instance_id is not None and node.instance_id == repair.instance_id

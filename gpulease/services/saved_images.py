@@ -56,25 +56,25 @@ def save(p: Platform, actor: Principal, instance_id: str, name: str) -> SavedIma
     the name was saved before)."""
     tenant = actor.require_order_rights()
     if not NAME.match(name):
-        raise InvalidInput("name", f"{name!r} is not an image name: lower-case letters, "
+        raise InvalidInput("name", "{name!r} is not an image name: lower-case letters, "
                            "digits, '.', '_' and '-', starting with a letter or digit, at "
-                           "most 63 characters (e.g. torch-env).")
+                           "most 63 characters (e.g. torch-env).", name=name)
     now = p.clock.now()
     with p.db.write() as s:
         inst = get_instance(s, actor, instance_id, lock=True)
         if inst.kind != "container":
-            raise Conflict(f"{inst.id} is bare metal: a server's system is not saved as "
+            raise Conflict("{inst_id} is bare metal: a server's system is not saved as "
                            "an image; ask your provider for a custom image, or back its "
-                           "data disk up with `gpulease backup`.")
+                           "data disk up with `gpulease backup`.", inst_id=inst.id)
         if inst.status != InstanceStatus.READY.value:
-            raise Conflict(f"Instance {inst.id} is {inst.status}; only a running container "
-                           "is saved.")
+            raise Conflict("Instance {inst_id} is {inst_status}; only a running container "
+                           "is saved.", inst_id=inst.id, inst_status=inst.status)
         busy = s.scalar(select(SavedImage.id).where(
             SavedImage.source_instance_id == inst.id,
             SavedImage.status == SavedImageStatus.SAVING.value))
         if busy:
-            raise Conflict(f"{busy} of {inst.id} is still being saved; `gpulease images "
-                           "--mine` shows it.")
+            raise Conflict("{busy} of {inst_id} is still being saved; `gpulease images "
+                           "--mine` shows it.", busy=busy, inst_id=inst.id)
         (node, _gpus, _held), = instance_allocations(s, inst.id)
         registry = _registry(p, node.runtime_url)
         tag = now.strftime("%Y%m%d-%H%M%S")
@@ -123,10 +123,11 @@ def delete(p: Platform, actor: Principal, image_id: str) -> SavedImageView:
                                                 SavedImage.tenant_id == tenant)
                        .with_for_update())
         if row is None or row.status == SavedImageStatus.DELETED.value:
-            raise NotFound(f"No saved image {image_id} in your account; `gpulease images "
-                           "--mine` lists them.")
+            raise NotFound("No saved image {image_id} in your account; `gpulease images "
+                           "--mine` lists them.", image_id=image_id)
         if row.status == SavedImageStatus.SAVING.value:
-            raise Conflict(f"{image_id} is still being saved; delete it once it is done.")
+            raise Conflict("{image_id} is still being saved; delete it once it is done.",
+                           image_id=image_id)
         transition(s, p, row, SAVED_IMAGE, "delete", p.clock.now(), actor=by(actor))
         view, reference, digest = _view(row), row.reference, row.digest
     if digest and p.settings.registry and reference.startswith(p.settings.registry + "/"):
@@ -155,8 +156,8 @@ def for_order(s: Session, tenant: str, ref: str) -> SavedImage:
         SavedImage.status == SavedImageStatus.READY.value)
         .order_by(SavedImage.saved_at.desc(), SavedImage.id.desc()).limit(1))
     if row is None:
-        raise InvalidInput("image", f"No saved image {ref!r} of yours is ready; `gpulease "
-                           "images --mine` lists them (order as my/NAME).")
+        raise InvalidInput("image", "No saved image {ref!r} of yours is ready; `gpulease "
+                           "images --mine` lists them (order as my/NAME).", ref=ref)
     return row
 
 

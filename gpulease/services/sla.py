@@ -220,9 +220,11 @@ def decide(p: Platform, actor: Principal, claim_id: str, confirm: bool,
     with p.db.write() as s:
         claim = s.get(SlaClaim, claim_id, with_for_update=True)
         if claim is None:
-            raise NotFound(f"No SLA claim {claim_id}; `GET /api/v1/sla-claims` lists them.")
+            raise NotFound("No SLA claim {claim_id}; `GET /api/v1/sla-claims` lists them.",
+                           claim_id=claim_id)
         if claim.decision is not None:
-            raise Conflict(f"Claim {claim.id} was {claim.decision} already.")
+            raise Conflict("Claim {claim_id} was {claim_decision} already.",
+                           claim_id=claim.id, claim_decision=claim.decision)
         if confirm:
             _confirm(s, claim, now, by(actor), p.settings.sla_credit_cap, note)
         else:

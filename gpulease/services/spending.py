@@ -20,24 +20,25 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from gpulease.db.money_tables import Invoice, LeaseNotice, LedgerEntry, Wallet
+from gpulease.db.money_tables import Invoice, LedgerEntry, Wallet
 from gpulease.db.tables import Instance, Tenant
 from gpulease.domain.accounts import Principal
 from gpulease.domain.leases import local_text
 from gpulease.domain.money import to_fen
+from gpulease.domain.phrases import Phrase, listed, phrase
 from gpulease.domain.states import INSTANCE, InstanceStatus
 from gpulease.platform import Platform
 from gpulease.schemas.money import DunningView
 from gpulease.services.history import SWEEP_SPENDING, note
 from gpulease.services.lifecycle import transition
+from gpulease.services.outbox import post_notice
 
 MONEY_NOTICES = ("low_balance", "overdrawn", "suspended", "restored", "dunning")
 
 
-def _notice(s: Session, tenant_id: str, kind: str, text: str, now: datetime,
+def _notice(s: Session, tenant_id: str, kind: str, text: str | Phrase, now: datetime,
             instance_id: str | None = None) -> None:
-    s.add(LeaseNotice(lease_id=None, tenant_id=tenant_id, instance_id=instance_id,
-                      kind=kind, text=text, created_at=now))
+    post_notice(s, tenant_id, kind, text, now, instance_id=instance_id)
 
 
 def _available(w: Wallet) -> Decimal:
@@ -90,20 +91,20 @@ def check_overdraft(s: Session, p: Platform, wallet: Wallet, now: datetime) -> N
         if wallet.overdrawn_since is None:
             wallet.overdrawn_since = now
             until = now + timedelta(hours=p.settings.overdraft_grace_hours)
-            _notice(s, wallet.tenant_id, "overdrawn",
-                    f"Metered usage took your account ¥{-_available(wallet):,.2f} past its "
-                    f"balance and credit limit (balance ¥{wallet.balance:,.2f}). Top up by "
-                    f"{local_text(until, zone)}: after that your running containers are "
-                    "stopped, your bare-metal machines are reported to the operator and new "
-                    "orders are refused.", now)
+            _notice(s, wallet.tenant_id, "overdrawn", phrase(
+                "Metered usage took your account ¥{over:,.2f} past its balance and credit "
+                "limit (balance ¥{balance:,.2f}). Top up by {until}: after that your running "
+                "containers are stopped, your bare-metal machines are reported to the "
+                "operator and new orders are refused.", over=-_available(wallet),
+                balance=wallet.balance, until=local_text(until, zone)), now)
     elif wallet.overdrawn_since is not None:
         wallet.overdrawn_since = None
         if wallet.suspended_at is not None and (wallet.suspended_reason or "").startswith(
                 "overdrawn"):
             wallet.suspended_at, wallet.suspended_reason = None, None
-            _notice(s, wallet.tenant_id, "restored",
-                    f"Your balance is restored (¥{wallet.balance:,.2f}); orders are open "
-                    "again.", now)
+            _notice(s, wallet.tenant_id, "restored", phrase(
+                "Your balance is restored (¥{balance:,.2f}); orders are open again.",
+                balance=wallet.balance), now)
 
 
 def _suspend_for_overdraft(s: Session, p: Platform, wallet: Wallet, now: datetime) -> None:
@@ -123,11 +124,14 @@ def _suspend_for_overdraft(s: Session, p: Platform, wallet: Wallet, now: datetim
             note(s, now, inst.id, "flagged",
                  f"reported to the operator: the tenant is {reason}", actor=SWEEP_SPENDING)
             flagged.append(inst.id)
-    _notice(s, wallet.tenant_id, "suspended",
-            f"Your account is suspended: {reason}. "
-            + (f"Stopped: {', '.join(stopped)}. " if stopped else "")
-            + (f"Reported to the operator: {', '.join(flagged)}. " if flagged else "")
-            + "New orders are refused until you top up.", now)
+    said = [phrase("Your account is suspended: {reason}.", reason=reason)]
+    if stopped:
+        said.append(phrase("Stopped: {instances}.", instances=", ".join(stopped)))
+    if flagged:
+        said.append(phrase("Reported to the operator: {instances}.",
+                           instances=", ".join(flagged)))
+    said.append(phrase("New orders are refused until you top up."))
+    _notice(s, wallet.tenant_id, "suspended", listed(said, " "), now)
     if stopped:
         p.wake()
 
@@ -143,10 +147,10 @@ def _low_balance(s: Session, p: Platform, wallet: Wallet, now: datetime) -> None
     if cost > 0 and _available(wallet) < cost * Decimal(str(hours)):
         wallet.low_balance_notice_at = now
         left = _available(wallet) / cost
-        _notice(s, wallet.tenant_id, "low_balance",
-                f"Your balance (¥{_available(wallet):,.2f} with the credit limit) pays about "
-                f"{left:.0f} more hours of your running containers (¥{cost:,.2f} an hour). "
-                "Top up to keep them running.", now)
+        _notice(s, wallet.tenant_id, "low_balance", phrase(
+            "Your balance (¥{available:,.2f} with the credit limit) pays about {hours} more "
+            "hours of your running containers (¥{cost:,.2f} an hour). Top up to keep them "
+            "running.", available=_available(wallet), hours=f"{left:.0f}", cost=cost), now)
 
 
 def _dun(s: Session, p: Platform, wallet: Wallet, now: datetime) -> None:
@@ -164,24 +168,25 @@ def _dun(s: Session, p: Platform, wallet: Wallet, now: datetime) -> None:
         if due:
             inv.dunning_sent = ",".join(sorted(sent | {str(d) for d in due}, key=int))
             limit = inv.finalized_at + timedelta(days=p.settings.dunning_suspend_days)
-            _notice(s, wallet.tenant_id, "dunning",
-                    f"Invoice {inv.number} ({inv.period}) has ¥{inv.amount_due or 0:,.2f} "
-                    f"unpaid of ¥{inv.total:,.2f}. Pay it (top up your account) by "
-                    f"{local_text(limit, p.settings.zone)}, or new orders are refused.", now)
+            _notice(s, wallet.tenant_id, "dunning", phrase(
+                "Invoice {invoice} ({period}) has ¥{due:,.2f} unpaid of ¥{total:,.2f}. Pay it "
+                "(top up your account) by {limit}, or new orders are refused.",
+                invoice=inv.number, period=inv.period, due=inv.amount_due or 0,
+                total=inv.total, limit=local_text(limit, p.settings.zone)), now)
         if age >= timedelta(days=p.settings.dunning_suspend_days) and overdue is None:
             overdue = inv
     if overdue is not None and wallet.suspended_at is None:
         wallet.suspended_at = now
         wallet.suspended_reason = (f"invoice {overdue.number} unpaid for more than "
                                    f"{p.settings.dunning_suspend_days} days")
-        _notice(s, wallet.tenant_id, "suspended",
-                f"New orders are refused: {wallet.suspended_reason}. Running machines are "
-                "not touched.", now)
+        _notice(s, wallet.tenant_id, "suspended", phrase(
+            "New orders are refused: {reason}. Running machines are not touched.",
+            reason=wallet.suspended_reason), now)
     elif overdue is None and wallet.suspended_at is not None and (
             wallet.suspended_reason or "").startswith("invoice"):
         wallet.suspended_at, wallet.suspended_reason = None, None
-        _notice(s, wallet.tenant_id, "restored", "Your invoices are paid; orders are open "
-                                                 "again.", now)
+        _notice(s, wallet.tenant_id, "restored",
+                phrase("Your invoices are paid; orders are open again."), now)
 
 
 def sweep_spending(p: Platform) -> int:

@@ -52,7 +52,7 @@ def _account(s: Session, p: Platform, store: ObjectStore, tenant: str) -> Storag
         try:
             store.ensure_bucket(bucket)
         except ObjectStoreError as exc:
-            raise BadGateway(f"{exc}. Retry shortly.") from None
+            raise BadGateway("{exc}. Retry shortly.", exc=exc) from None
         now = p.clock.now()
         account = StorageAccount(tenant_id=tenant, bucket=bucket, store_user=tenant,
                                  created_at=now, quota_warned=0,
@@ -76,7 +76,7 @@ def show(p: Platform, actor: Principal) -> StorageView:
     try:
         used = store.bucket_bytes(bucket)
     except ObjectStoreError as exc:
-        raise BadGateway(f"{exc}. Retry shortly.") from None
+        raise BadGateway("{exc}. Retry shortly.", exc=exc) from None
     with p.db.write() as s:
         held = s.get(StorageAccount, tenant, with_for_update=True)
         assert held is not None
@@ -104,7 +104,7 @@ def new_key(p: Platform, actor: Principal) -> StorageKeyCreated:
         if blocked:  # … still read and delete only while the bucket is past its quota
             store.set_writable(user, bucket, False)
     except ObjectStoreError as exc:
-        raise BadGateway(f"{exc}. Retry shortly.") from None
+        raise BadGateway("{exc}. Retry shortly.", exc=exc) from None
     with p.db.write() as s:
         s.add(StorageKey(access_key_id=key.access_key_id, tenant_id=tenant,
                          created_at=p.clock.now(), created_by=by(actor)))
@@ -120,15 +120,15 @@ def revoke_key(p: Platform, actor: Principal, access_key_id: str) -> StorageKeyV
                                                 StorageKey.tenant_id == tenant)
                        .with_for_update())
         if key is None:
-            raise NotFound(f"No storage key {access_key_id} in your account; `gpulease "
-                           "storage` lists them.")
+            raise NotFound("No storage key {access_key_id} in your account; `gpulease "
+                           "storage` lists them.", access_key_id=access_key_id)
         if key.revoked_at is None:
             account = s.get(StorageAccount, tenant)
             assert account is not None
             try:
                 _store(p).delete_key(account.store_user, access_key_id)
             except ObjectStoreError as exc:
-                raise BadGateway(f"{exc}. Nothing was changed; retry.") from None
+                raise BadGateway("{exc}. Nothing was changed; retry.", exc=exc) from None
             key.revoked_at = p.clock.now()
         return StorageKeyView(access_key_id=key.access_key_id, created_at=key.created_at,
                               created_by=key.created_by, revoked_at=key.revoked_at)
@@ -146,7 +146,7 @@ def run_key(p: Platform, tenant: str) -> tuple[str, str, AccessKey]:
     try:  # the platform's own store user: never blocked by the quota (data first)
         return _endpoint(p), bucket, store.create_key(user, bucket)
     except ObjectStoreError as exc:
-        raise BadGateway(f"{exc}. Retry shortly.") from None
+        raise BadGateway("{exc}. Retry shortly.", exc=exc) from None
 
 
 def end_run_key(p: Platform, tenant: str, access_key_id: str) -> bool:

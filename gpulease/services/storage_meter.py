@@ -15,11 +15,12 @@ from decimal import Decimal
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from gpulease.db.money_tables import LeaseNotice
 from gpulease.db.ops_tables import StorageAccount
+from gpulease.domain.phrases import Phrase, phrase
 from gpulease.platform import Platform
 from gpulease.ports.object_store import ObjectStoreError
 from gpulease.services.metering import QUANTUM, record_for
+from gpulease.services.outbox import post_notice
 
 log = logging.getLogger("gpulease.storage")
 GB = 10**9
@@ -31,7 +32,7 @@ def quota_bytes(p: Platform, account: StorageAccount) -> int:
     return int((account.quota_gb or p.settings.storage_quota_gb) * GB)
 
 
-def over_quota(s: Session, p: Platform, tenant: str) -> str | None:
+def over_quota(s: Session, p: Platform, tenant: str) -> Phrase | None:
     """Why the platform starts no backup into the tenant's bucket now, or None."""
     account = s.get(StorageAccount, tenant)
     if account is None or account.used_bytes is None:
@@ -39,9 +40,10 @@ def over_quota(s: Session, p: Platform, tenant: str) -> str | None:
     quota = quota_bytes(p, account)
     if account.used_bytes < quota:
         return None
-    return (f"Your bucket holds {account.used_bytes / GB:,.1f} GB, its quota is "
-            f"{quota / GB:,.0f} GB: delete snapshots you no longer need (your S3 key, "
-            "prefix backups/) or ask your provider for a larger quota.")
+    return phrase("Your bucket holds {used} GB, its quota is {quota} GB: delete snapshots "
+                  "you no longer need (your S3 key, prefix backups/) or ask your provider "
+                  "for a larger quota.", used=f"{account.used_bytes / GB:,.1f}",
+                  quota=f"{quota / GB:,.0f}")
 
 
 def counted(s: Session, tenant: str, added_bytes: int) -> None:
@@ -120,14 +122,16 @@ def measured(s: Session, p: Platform, account: StorageAccount, used: int,
     level = 100 if used >= quota else 80 if used >= 0.8 * quota else 0
     if level > account.quota_warned:
         kind = "storage_full" if level == 100 else "storage_80"
-        text = (f"Your bucket {account.bucket} holds {used / GB:,.1f} GB of its "
-                f"{quota / GB:,.0f} GB quota" + (
-                    ": writes with your keys are refused (reads and deletes go on) and the "
-                    "platform takes no more backups into it (the last ones of a lapsed "
-                    "lease excepted) until you delete objects or snapshots or your "
-                    "provider raises the quota." if level == 100 else "."))
-        s.add(LeaseNotice(lease_id=None, tenant_id=account.tenant_id, instance_id=None,
-                          kind=kind, text=text, created_at=now))
+        figures = {"bucket": account.bucket, "used": f"{used / GB:,.1f}",
+                   "quota": f"{quota / GB:,.0f}"}
+        text = phrase(
+            "Your bucket {bucket} holds {used} GB of its {quota} GB quota: writes with your "
+            "keys are refused (reads and deletes go on) and the platform takes no more "
+            "backups into it (the last ones of a lapsed lease excepted) until you delete "
+            "objects or snapshots or your provider raises the quota.", **figures
+        ) if level == 100 else phrase(
+            "Your bucket {bucket} holds {used} GB of its {quota} GB quota.", **figures)
+        post_notice(s, account.tenant_id, kind, text, now)
     account.quota_warned = level
 
 

@@ -88,8 +88,8 @@ def set_quota(p: Platform, actor: Principal, tenant: str, quota_gb: float | None
     with p.db.write() as s:
         account = s.get(StorageAccount, tenant, with_for_update=True)
         if account is None:
-            raise NotFound(f"Tenant {tenant} has no bucket yet (made when the tenant first "
-                           "runs `gpulease storage`).")
+            raise NotFound("Tenant {tenant} has no bucket yet (made when the tenant first "
+                           "runs `gpulease storage`).", tenant=tenant)
         account.quota_gb = quota_gb
         used = account.used_bytes
         if used is not None:

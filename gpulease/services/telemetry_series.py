@@ -84,8 +84,8 @@ def _fold_rows(buckets: Buckets, rows: Any, step: int) -> None:
 def instance_series(p: Platform, actor: Principal, instance_id: str, hours: int = 24
                     ) -> dict[str, Any]:
     if hours not in WINDOWS:
-        raise InvalidInput("hours", f"Charts cover 1, 24 or 168 hours, not {hours}.",
-                           [str(h) for h in WINDOWS])
+        raise InvalidInput("hours", "Charts cover 1, 24 or 168 hours, not {hours}.",
+                           [str(h) for h in WINDOWS], hours=hours)
     step = WINDOWS[hours]
     now = p.clock.now()
     since = now - timedelta(hours=hours)

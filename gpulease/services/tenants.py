@@ -15,6 +15,7 @@ from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
 from gpulease.domain.invoicing import BILLABLE_KINDS
 from gpulease.domain.money import to_fen
+from gpulease.domain.phrases import Phrase, listed, phrase
 from gpulease.domain.states import TENANT, InstanceStatus, TenantStatus
 from gpulease.platform import Platform
 from gpulease.schemas import Page, TenantSummary
@@ -30,9 +31,10 @@ def refuse_orders_unless_active(s: Session, tenant_id: str) -> None:
     row = s.execute(select(Tenant.status, Tenant.status_reason)
                     .where(Tenant.id == tenant_id)).one_or_none()
     if row is not None and row.status != TenantStatus.ACTIVE.value:
-        raise Forbidden(f"New orders are refused: your account is {row.status}"
-                        + (f" ({row.status_reason})" if row.status_reason else "")
-                        + ". Your running machines are kept; contact the provider.")
+        raise Forbidden("New orders are refused: your account is {status}{reason}. Your "
+                        "running machines are kept; contact the provider.",
+                        status=phrase(row.status),
+                        reason=f" ({row.status_reason})" if row.status_reason else "")
 
 
 def list_tenants(p: Platform, actor: Principal, status: str | None = None, limit: int = 100,
@@ -40,8 +42,8 @@ def list_tenants(p: Platform, actor: Principal, status: str | None = None, limit
     """A page of tenants with their users, live instances and balance (four statements)."""
     actor.require_operator()
     if status is not None and status not in {st.value for st in TenantStatus}:
-        raise InvalidInput("status", f"Unknown tenant status {status!r}.",
-                           [st.value for st in TenantStatus])
+        raise InvalidInput("status", "Unknown tenant status {status!r}.",
+                           [st.value for st in TenantStatus], status=status)
     with p.db.read() as s:
         q = select(Tenant)
         if status:
@@ -75,7 +77,8 @@ def _load(s: Session, tenant_id: str) -> Tenant:
     tenant = s.scalar(select(Tenant).where((Tenant.id == tenant_id) | (Tenant.name == tenant_id))
                       .with_for_update())
     if tenant is None:
-        raise NotFound(f"No tenant {tenant_id}; `gpulease tenants` lists them.")
+        raise NotFound("No tenant {tenant_id}; `gpulease tenants` lists them.",
+                       tenant_id=tenant_id)
     return tenant
 
 
@@ -94,7 +97,8 @@ def show_tenant(p: Platform, actor: Principal, tenant_id: str) -> TenantSummary:
         tenant = s.scalar(select(Tenant).where((Tenant.id == tenant_id)
                                                | (Tenant.name == tenant_id)))
         if tenant is None:
-            raise NotFound(f"No tenant {tenant_id}; `gpulease tenants` lists them.")
+            raise NotFound("No tenant {tenant_id}; `gpulease tenants` lists them.",
+                           tenant_id=tenant_id)
         return _summaries(s, [tenant])[0]
 
 
@@ -106,7 +110,8 @@ def suspend(p: Platform, actor: Principal, tenant_id: str, reason: str | None) -
     with p.db.write() as s:
         tenant = _load(s, tenant_id)
         if tenant.status != TenantStatus.ACTIVE.value:
-            raise Conflict(f"Tenant {tenant.name} is {tenant.status}.")
+            raise Conflict("Tenant {tenant_name} is {tenant_status}.",
+                           tenant_name=tenant.name, tenant_status=tenant.status)
         transition(s, p, tenant, TENANT, "suspend", p.clock.now(), actor=by(actor),
                    reason=reason)
         found = tenant.id
@@ -118,37 +123,41 @@ def reinstate(p: Platform, actor: Principal, tenant_id: str) -> TenantSummary:
     with p.db.write() as s:
         tenant = _load(s, tenant_id)
         if tenant.status != TenantStatus.SUSPENDED.value:
-            raise Conflict(f"Tenant {tenant.name} is {tenant.status}, not suspended.")
+            raise Conflict("Tenant {tenant_name} is {tenant_status}, not suspended.",
+                           tenant_name=tenant.name, tenant_status=tenant.status)
         transition(s, p, tenant, TENANT, "reinstate", p.clock.now(), actor=by(actor))
         found = tenant.id
     return _summary(p, found)
 
 
-def _why_not_closable(s: Session, tenant_id: str) -> list[str]:
+def _why_not_closable(s: Session, tenant_id: str) -> list[Phrase]:
     """Everything that keeps an account open, each with what to do."""
     why = []
     live = s.scalar(select(func.count()).select_from(Instance).where(
         Instance.tenant_id == tenant_id, LIVE)) or 0
     if live:
-        why.append(f"{live} instances are not released yet (its users release them; a "
-                   "suspended tenant still can)")
+        why.append(phrase("{live} instances are not released yet (its users release them; "
+                          "a suspended tenant still can)", live=live))
     unbilled = s.scalar(select(func.count()).select_from(LedgerEntry).where(
         LedgerEntry.tenant_id == tenant_id, LedgerEntry.kind.in_(BILLABLE_KINDS),
         or_(LedgerEntry.invoice_id.is_(None),
             LedgerEntry.invoice_id.in_(select(Invoice.id).where(Invoice.status == "draft")))
     )) or 0
     if unbilled:
-        why.append(f"{unbilled} charges are on no final invoice yet (run and finalize the "
-                   "month's invoices: `gpulease invoice-run YYYY-MM --finalize`)")
+        why.append(phrase("{unbilled} charges are on no final invoice yet (run and finalize "
+                          "the month's invoices: `gpulease invoice-run YYYY-MM --finalize`)",
+                          unbilled=unbilled))
     owed = owed_on_invoices(s, tenant_id)
     if owed > 0:
-        why.append(f"¥{owed:,} is unpaid on final invoices (a top-up settles it)")
+        why.append(phrase("¥{owed:,} is unpaid on final invoices (a top-up settles it)",
+                          owed=owed))
     wallet = s.get(Wallet, tenant_id)
     if wallet is not None and owed == 0 and wallet.balance > 0:
-        why.append(f"¥{wallet.balance:,} is left in the wallet (pay it back: "
-                   "`gpulease payout TENANT AMOUNT --reference …`)")
+        why.append(phrase("¥{balance:,} is left in the wallet (pay it back: `gpulease payout "
+                          "TENANT AMOUNT --reference …`)", balance=wallet.balance))
     elif wallet is not None and owed == 0 and wallet.balance < 0:
-        why.append(f"the wallet is ¥{-wallet.balance:,} short (a top-up settles it)")
+        why.append(phrase("the wallet is ¥{short:,} short (a top-up settles it)",
+                          short=-wallet.balance))
     return why
 
 
@@ -159,11 +168,11 @@ def close(p: Platform, actor: Principal, tenant_id: str, reason: str | None) -> 
     with p.db.write() as s:
         tenant = _load(s, tenant_id)
         if tenant.status == TenantStatus.CLOSED.value:
-            raise Conflict(f"Tenant {tenant.name} is closed already.")
+            raise Conflict("Tenant {tenant_name} is closed already.", tenant_name=tenant.name)
         why = _why_not_closable(s, tenant.id)
         if why:
-            raise Conflict(f"Tenant {tenant.name} cannot be closed yet: " + "; ".join(why)
-                           + ".")
+            raise Conflict("Tenant {tenant} cannot be closed yet: {why}.", tenant=tenant.name,
+                           why=listed(why))
         now = p.clock.now()
         users = select(User.id).where(User.tenant_id == tenant.id)
         s.execute(update(User).where(User.tenant_id == tenant.id, User.disabled_at.is_(None))

@@ -13,12 +13,12 @@ from decimal import Decimal
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from gpulease.db.money_tables import LeaseNotice
 from gpulease.db.ops_tables import Ticket, TicketEntry
 from gpulease.db.repositories import get_instance
 from gpulease.db.tables import Event, HardwareAlert, Instance, Node
 from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
+from gpulease.domain.phrases import Phrase, listed, phrase
 from gpulease.domain.states import TICKET, TicketStatus
 from gpulease.domain.tickets import (
     Clock,
@@ -43,15 +43,18 @@ from gpulease.security import new_id
 from gpulease.services.history import by, record_event
 from gpulease.services.lifecycle import initial, transition
 from gpulease.services.notify import OPERATORS
+from gpulease.services.outbox import post_notice
 from gpulease.services.sla import claim_ticket_outage
 
 TENANT_REPORT = "tenant_report"
 UNRESOLVED = Ticket.status != TicketStatus.RESOLVED.value
 
 
-def notice(s: Session, to: str, kind: str, ticket: Ticket, text: str, now: datetime) -> None:
-    s.add(LeaseNotice(lease_id=None, tenant_id=to, instance_id=ticket.instance_id, kind=kind,
-                      text=f"Ticket {ticket.id} ({ticket.severity}): {text}", created_at=now))
+def notice(s: Session, to: str, kind: str, ticket: Ticket, text: str | Phrase, now: datetime
+           ) -> None:
+    post_notice(s, to, kind, phrase("Ticket {ticket} ({severity}): {text}", ticket=ticket.id,
+                                    severity=ticket.severity, text=text), now,
+                instance_id=ticket.instance_id)
 
 
 def clocks(t: Ticket) -> list[Clock]:
@@ -92,10 +95,12 @@ def _open(s: Session, p: Platform, *, tenant_id: str | None, instance_id: str | 
     record_event(s, now, "ticket", ticket.id, "opened", actor=actor, instance_id=instance_id,
                  to_value=severity.value, message=summary[:300])
     if tenant_id is not None:
-        notice(s, tenant_id, "ticket_opened", ticket, f"opened: {summary}", now)
+        notice(s, tenant_id, "ticket_opened", ticket, phrase("opened: {summary}",
+                                                             summary=summary), now)
     if severity is Severity.P1:
-        where = f" on node {node.name}" if node else ""
-        notice(s, OPERATORS, "ops_p1", ticket, f"new P1{where}: {summary}", now)
+        notice(s, OPERATORS, "ops_p1", ticket, phrase(
+            "new P1 on node {node}: {summary}", node=node.name, summary=summary) if node else
+            phrase("new P1: {summary}", summary=summary), now)
     return ticket
 
 
@@ -163,8 +168,9 @@ def open_by_tenant(p: Platform, actor: Principal, body: TicketOpen) -> TicketDet
             node = s.scalar(select(Node).where(Node.instance_id == inst.id)
                             .order_by(Node.name).limit(1))
         if body.gpu is not None and body.gpu >= max(inst.gpu_count, 1):
-            raise InvalidInput("gpu", f"Instance {inst.id} has GPUs 0 to "
-                               f"{inst.gpu_count - 1}.")
+            raise InvalidInput("gpu", "Instance {inst_id} has GPUs 0 to "
+                               "{inst_gpu_count_1}.",
+                               inst_id=inst.id, inst_gpu_count_1=inst.gpu_count - 1)
         ticket = _open(s, p, tenant_id=tenant, instance_id=inst.id, node=node, gpu=body.gpu,
                        kind=TENANT_REPORT, severity=Severity(body.severity),
                        summary=body.summary, actor=by(actor), now=now)
@@ -180,7 +186,8 @@ def _load(s: Session, actor: Principal, ticket_id: str, lock: bool = False) -> T
         q = q.where(Ticket.tenant_id == actor.require_tenant())
     ticket = s.scalar(q.with_for_update() if lock else q)
     if ticket is None:
-        raise NotFound(f"No ticket {ticket_id}; `gpulease tickets` lists yours.")
+        raise NotFound("No ticket {ticket_id}; `gpulease tickets` lists yours.",
+                       ticket_id=ticket_id)
     return ticket
 
 
@@ -203,8 +210,8 @@ def list_tickets(p: Platform, actor: Principal, *, status: str | None = None,
     """A page of tickets, newest first (the tenant's own; an operator's: all), in three
     statements: the count, the page, its nodes' names."""
     if status is not None and status not in {st.value for st in TicketStatus}:
-        raise InvalidInput("status", f"Unknown ticket status {status!r}.",
-                           [st.value for st in TicketStatus])
+        raise InvalidInput("status", "Unknown ticket status {status!r}.",
+                           [st.value for st in TicketStatus], status=status)
     now = p.clock.now()
     with p.db.read() as s:
         q = select(Ticket)
@@ -274,12 +281,13 @@ def comment(p: Platform, actor: Principal, ticket_id: str, body: TicketComment
     with p.db.write() as s:
         t = _load(s, actor, ticket_id, lock=True)
         if t.status == TicketStatus.RESOLVED.value:
-            raise Conflict(f"Ticket {t.id} is resolved; open a new one.")
+            raise Conflict("Ticket {t_id} is resolved; open a new one.", t_id=t.id)
         entry(s, t, now, "comment", by(actor), body.body, internal=body.internal)
         if actor.is_operator and not body.internal:
             operator_responds(s, p, t, actor, now)
             if t.tenant_id:
-                notice(s, t.tenant_id, "ticket_updated", t, f"reply: {body.body[:500]}", now)
+                notice(s, t.tenant_id, "ticket_updated", t,
+                       phrase("reply: {text}", text=body.body[:500]), now)
     return show_ticket(p, actor, ticket_id)
 
 
@@ -290,13 +298,15 @@ def acknowledge(p: Platform, actor: Principal, ticket_id: str, body: TicketActio
     with p.db.write() as s:
         t = _load(s, actor, ticket_id, lock=True)
         if t.status != TicketStatus.OPEN.value:
-            raise Conflict(f"Ticket {t.id} is {t.status}, not waiting for a response.")
+            raise Conflict("Ticket {t_id} is {t_status}, not waiting for a response.",
+                           t_id=t.id, t_status=t.status)
         if body.note:
             entry(s, t, now, "comment", by(actor), body.note)
         operator_responds(s, p, t, actor, now)
         if t.tenant_id:
-            notice(s, t.tenant_id, "ticket_updated", t,
-                    "an operator is on it" + (f": {body.note}" if body.note else ""), now)
+            notice(s, t.tenant_id, "ticket_updated", t, phrase(
+                "an operator is on it: {note}", note=body.note) if body.note else
+                phrase("an operator is on it"), now)
     return show_ticket(p, actor, ticket_id)
 
 
@@ -308,15 +318,16 @@ def mitigate(p: Platform, actor: Principal, ticket_id: str, body: TicketAction
     with p.db.write() as s:
         t = _load(s, actor, ticket_id, lock=True)
         if t.status not in (TicketStatus.OPEN.value, TicketStatus.ACKNOWLEDGED.value):
-            raise Conflict(f"Ticket {t.id} is {t.status}.")
+            raise Conflict("Ticket {t_id} is {t_status}.", t_id=t.id, t_status=t.status)
         t.acknowledged_at = t.acknowledged_at or now
         t.mitigated_at = now
         transition(s, p, t, TICKET, "mitigate", now, actor=by(actor), reason=body.note)
         plan_warning(p, t)
         _claim_outage(s, t, now)
         if t.tenant_id:
-            notice(s, t.tenant_id, "ticket_updated", t,
-                    "mitigated" + (f": {body.note}" if body.note else ""), now)
+            notice(s, t.tenant_id, "ticket_updated", t, phrase(
+                "mitigated: {note}", note=body.note) if body.note else phrase("mitigated"),
+                now)
     return show_ticket(p, actor, ticket_id)
 
 
@@ -331,14 +342,15 @@ def resolve(p: Platform, actor: Principal, ticket_id: str, body: TicketAction) -
             raise Forbidden("A fault's ticket is resolved by the provider's operators; you "
                             "may comment on it.")
         if t.status == TicketStatus.RESOLVED.value:
-            raise Conflict(f"Ticket {t.id} is resolved already.")
+            raise Conflict("Ticket {t_id} is resolved already.", t_id=t.id)
         t.resolved_at = now
         t.fault_key = None  # the next fault of this kind opens a new ticket
         transition(s, p, t, TICKET, "resolve", now, actor=by(actor), reason=body.note)
         t.next_warning_at = None
         if t.tenant_id:
-            notice(s, t.tenant_id, "ticket_resolved", t,
-                    "resolved" + (f": {body.note}" if body.note else ""), now)
+            notice(s, t.tenant_id, "ticket_resolved", t, phrase(
+                "resolved: {note}", note=body.note) if body.note else phrase("resolved"),
+                now)
     return show_ticket(p, actor, ticket_id)
 
 
@@ -364,21 +376,24 @@ def mitigate_replaced(s: Session, p: Platform, inst: Instance, spares: list[str]
             .with_for_update()):
         if t.node_id in serving:
             continue
-        served_again(s, p, t, "replaced: the instance runs on " + ", ".join(spares), now,
-                     actor, "; reveal the new root password once with `gpulease credentials`")
+        served_again(s, p, t, phrase("replaced: the instance runs on {nodes}",
+                                     nodes=", ".join(spares)), now, actor,
+                     phrase("; reveal the new root password once with `gpulease "
+                            "credentials`"))
 
 
-def served_again(s: Session, p: Platform, t: Ticket, text: str, now: datetime, actor: str,
-                 for_tenant: str = "") -> None:
+def served_again(s: Session, p: Platform, t: Ticket, text: Phrase, now: datetime, actor: str,
+                 for_tenant: Phrase | None = None) -> None:
     """The work on a ticket's fault serves its tenant again: mitigated (the clock stops),
     the outage claimed, the tenant told. `t` is locked by the caller."""
     if t.status not in (TicketStatus.OPEN.value, TicketStatus.ACKNOWLEDGED.value):
-        entry(s, t, now, "note", actor, text)
+        entry(s, t, now, "note", actor, str(text))
         return
     t.acknowledged_at = t.acknowledged_at or now
     t.mitigated_at = now
-    transition(s, p, t, TICKET, "mitigate", now, actor=actor, reason=text)
+    transition(s, p, t, TICKET, "mitigate", now, actor=actor, reason=str(text))
     plan_warning(p, t)
     _claim_outage(s, t, now)
     if t.tenant_id:
-        notice(s, t.tenant_id, "ticket_updated", t, text + for_tenant, now)
+        notice(s, t.tenant_id, "ticket_updated", t,
+               listed([text, for_tenant], "") if for_tenant else text, now)

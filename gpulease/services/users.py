@@ -44,7 +44,8 @@ def _target(s: Session, actor: Principal, user_id: str) -> User:
     user = s.get(User, user_id, with_for_update=True)
     if user is None or user.removed_at is not None or (
             tenant is not None and user.tenant_id != tenant):
-        raise NotFound(f"No user {user_id} in your tenant; `gpulease users` lists them.")
+        raise NotFound("No user {user_id} in your tenant; `gpulease users` lists them.",
+                       user_id=user_id)
     if user.id == actor.user_id:
         raise Forbidden("You cannot disable or remove yourself; ask another admin.")
     return user
@@ -57,8 +58,8 @@ def _keep_an_admin(s: Session, user: User) -> None:
         User.tenant_id == user.tenant_id, User.role == Role.ADMIN.value, User.id != user.id,
         User.disabled_at.is_(None), User.removed_at.is_(None))) or 0
     if others == 0:
-        raise Conflict(f"{user.email} is the tenant's last active admin; make another user "
-                       "admin first.")
+        raise Conflict("{user_email} is the tenant's last active admin; make another user "
+                       "admin first.", user_email=user.email)
 
 
 def _end_tokens(s: Session, user_id: str, now: datetime, *, keep: str | None = None,
@@ -106,8 +107,9 @@ def remove_user(p: Platform, actor: Principal, user_id: str) -> None:
 
 def check_new_password(password: str) -> None:
     if len(password) < MIN_PASSWORD:
-        raise InvalidInput("password", f"A console password has at least {MIN_PASSWORD} "
-                           "characters; a passphrase of a few words is easy to remember.")
+        raise InvalidInput("password", "A console password has at least {min_password} "
+                           "characters; a passphrase of a few words is easy to remember.",
+                           min_password=MIN_PASSWORD)
 
 
 def set_password(p: Platform, user_id: str, password: str, keep_session: str | None = None
@@ -144,9 +146,9 @@ def set_locale(p: Platform, actor: Principal, locale: str | None) -> UserView:
     (`zh-CN` and the like accepted); None goes back to the browser's."""
     chosen = known(locale) if locale else None
     if locale and chosen is None:
-        raise InvalidInput("locale", f"The console speaks {', '.join(LOCALES)}, not "
-                           f"{locale!r}; or send null for the browser's language.",
-                           list(LOCALES))
+        raise InvalidInput("locale", "The console speaks {join_locales}, not "
+                           "{locale!r}; or send null for the browser's language.",
+                           list(LOCALES), join_locales=', '.join(LOCALES), locale=locale)
     with p.db.write() as s:
         user = s.get(User, actor.user_id)
         if user is None or user.removed_at is not None:

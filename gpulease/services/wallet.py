@@ -20,6 +20,7 @@ from gpulease.domain.accounts import Principal
 from gpulease.domain.credits import SlaRule, late_delivery_credit
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound, PaymentRequired
 from gpulease.domain.money import to_fen
+from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.pricing import unit_price
 from gpulease.platform import Platform
 from gpulease.schemas import Page
@@ -35,7 +36,7 @@ def wallet_for_update(s: Session, tenant_id: str, now: datetime) -> Wallet:
     wallet = s.get(Wallet, tenant_id, with_for_update=True)
     if wallet is None:
         if s.get(Tenant, tenant_id) is None:
-            raise NotFound(f"No tenant {tenant_id}.")
+            raise NotFound("No tenant {tenant_id}.", tenant_id=tenant_id)
         wallet = Wallet(tenant_id=tenant_id, balance=Decimal("0.00"),
                         credit_limit=Decimal("0.00"), updated_at=now)
         s.add(wallet)
@@ -74,15 +75,17 @@ def _sum(s: Session, *where: Any) -> Decimal:
     return to_fen(Decimal(str(total or 0)))
 
 
-def require_cover(wallet: Wallet, amount: Decimal, what: str) -> None:
+def require_cover(wallet: Wallet, amount: Decimal, what: Phrase) -> None:
     """Refuse with 402 and the amount missing when balance plus credit limit fall short."""
     available = wallet.balance + wallet.credit_limit
     if amount > available:
         missing = to_fen(amount - available)
         raise PaymentRequired(
-            f"{what} ¥{amount:,.2f}; your balance ¥{wallet.balance:,.2f} with credit limit "
-            f"¥{wallet.credit_limit:,.2f} leaves ¥{missing:,.2f} missing. Top up your "
-            "account, then try again.", missing)
+            "{what} ¥{amount:,.2f}; your balance ¥{wallet_balance:,.2f} with credit limit "
+            "¥{wallet_credit_limit:,.2f} leaves ¥{missing:,.2f} missing. Top up your "
+            "account, then try again.", missing,
+            what=what, amount=amount, wallet_balance=wallet.balance,
+            wallet_credit_limit=wallet.credit_limit, missing=missing)
 
 
 def first_hold(s: Session, instance_id: str) -> Decimal | None:
@@ -146,10 +149,12 @@ def hold_first_period(s: Session, p: Platform, inst: Instance, now: datetime,
         wallet = wallet_for_update(s, inst.tenant_id, now)
         if wallet.suspended_at is not None:
             raise PaymentRequired(
-                f"New orders are refused: your account is suspended ({wallet.suspended_reason})."
+                "New orders are refused: your account is suspended ({wallet_suspended_reason})."
                 " Top up your account (or pay the invoice), then order again.",
-                max(Decimal("0.00"), -to_fen(wallet.balance + wallet.credit_limit)))
-        require_cover(wallet, amount, f"This order holds its first {inst.term}:")
+                max(Decimal("0.00"), -to_fen(wallet.balance + wallet.credit_limit)),
+                wallet_suspended_reason=wallet.suspended_reason)
+        require_cover(wallet, amount, phrase("This order holds its first {term}:",
+                                             term=phrase(inst.term)))
         post(s, wallet, "hold", -amount, now, instance_id=inst.id, reference=reference)
         return amount
     # The entry post() would write (the columns it leaves empty stay NULL).
@@ -180,7 +185,8 @@ def charge(s: Session, tenant_id: str, amount: Decimal, now: datetime, *,
     now (a renewal and its add-ons, for the `service` span), or refuse with 402 and the
     amount missing: all or nothing."""
     wallet = wallet_for_update(s, tenant_id, now)
-    require_cover(wallet, amount + sum((x.amount for x in extras), Decimal(0)), "This costs")
+    require_cover(wallet, amount + sum((x.amount for x in extras), Decimal(0)),
+                  phrase("This costs"))
     post(s, wallet, "charge", -amount, now, instance_id=instance_id, reference=reference,
          item=reference, service=service, quantity=quantity, unit=unit,
          unit_price=unit_price)
@@ -263,11 +269,11 @@ def top_up(p: Platform, actor: Principal, tenant_id: str, amount: Decimal, refer
     reference; the same reference twice is refused, so a retried request cannot double it."""
     actor.require_operator()
     if amount <= 0 or amount != to_fen(amount):
-        raise InvalidInput("amount", f"A top-up is a positive amount in yuan with at most two "
-                                     f"decimals, not {amount}.")
+        raise InvalidInput("amount", "A top-up is a positive amount in yuan with at most two "
+                                     "decimals, not {amount}.", amount=amount)
     if amount > MAX_TOP_UP:
-        raise InvalidInput("amount", f"A top-up above ¥{MAX_TOP_UP:,.0f} is refused as a "
-                                     "likely typo; split it into several.")
+        raise InvalidInput("amount", "A top-up above ¥{max_top_up:,.0f} is refused as a "
+                                     "likely typo; split it into several.", max_top_up=MAX_TOP_UP)
     reference = reference.strip()
     if not reference:
         raise InvalidInput("reference", "A top-up needs the payment's reference (bank "
@@ -279,8 +285,8 @@ def top_up(p: Platform, actor: Principal, tenant_id: str, amount: Decimal, refer
             LedgerEntry.tenant_id == tenant_id, LedgerEntry.kind == "topup",
             LedgerEntry.reference == reference))
         if dup is not None:
-            raise Conflict(f"A top-up with reference {reference!r} is already recorded for "
-                           "this tenant; nothing was added.")
+            raise Conflict("A top-up with reference {reference!r} is already recorded for "
+                           "this tenant; nothing was added.", reference=reference)
         post(s, wallet, "topup", amount, now, reference=reference, user_id=actor.user_id)
         s.flush()
         payments.settle(s, [tenant_id], now)  # money in settles unpaid invoices
@@ -294,8 +300,8 @@ def payout(p: Platform, actor: Principal, tenant_id: str, amount: Decimal, refer
     actor.require_operator()
     reference = reference.strip()
     if amount <= 0 or amount != to_fen(amount):
-        raise InvalidInput("amount", f"A payout is a positive amount in yuan with at most two "
-                                     f"decimals, not {amount}.")
+        raise InvalidInput("amount", "A payout is a positive amount in yuan with at most two "
+                                     "decimals, not {amount}.", amount=amount)
     if not reference:
         raise InvalidInput("reference", "A payout needs the refund's reference (bank "
                                         "transfer id).")
@@ -303,14 +309,15 @@ def payout(p: Platform, actor: Principal, tenant_id: str, amount: Decimal, refer
     with p.db.write() as s:
         wallet = wallet_for_update(s, tenant_id, now)
         if amount > wallet.balance:
-            raise InvalidInput("amount", f"The balance is ¥{wallet.balance:,.2f}; at most that "
-                                         "can be paid out (a credit limit is not money held).")
+            raise InvalidInput("amount", "The balance is ¥{wallet_balance:,.2f}; at most that "
+                                         "can be paid out (a credit limit is not money held).",
+                               wallet_balance=wallet.balance)
         dup = s.scalar(select(LedgerEntry.id).where(
             LedgerEntry.tenant_id == tenant_id, LedgerEntry.kind == "payout",
             LedgerEntry.reference == reference))
         if dup is not None:
-            raise Conflict(f"A payout with reference {reference!r} is already recorded for "
-                           "this tenant; nothing was paid out.")
+            raise Conflict("A payout with reference {reference!r} is already recorded for "
+                           "this tenant; nothing was paid out.", reference=reference)
         post(s, wallet, "payout", -amount, now, reference=reference, user_id=actor.user_id)
         s.flush()
         payments.settle(s, [tenant_id], now)
@@ -321,8 +328,8 @@ def set_credit_limit(p: Platform, actor: Principal, tenant_id: str, limit: Decim
                      ) -> WalletView:
     actor.require_operator()
     if limit < 0 or limit != to_fen(limit):
-        raise InvalidInput("credit_limit", f"A credit limit is zero or a positive amount with "
-                                           f"at most two decimals, not {limit}.")
+        raise InvalidInput("credit_limit", "A credit limit is zero or a positive amount with "
+                                           "at most two decimals, not {limit}.", limit=limit)
     now = p.clock.now()
     with p.db.write() as s:
         wallet = wallet_for_update(s, tenant_id, now)
@@ -348,7 +355,7 @@ def tenant_of(actor: Principal, tenant_id: str | None) -> str:
         return tenant_id
     own = actor.require_tenant()
     if tenant_id and tenant_id != own:
-        raise NotFound(f"No tenant {tenant_id} in your account.")
+        raise NotFound("No tenant {tenant_id} in your account.", tenant_id=tenant_id)
     return own
 
 

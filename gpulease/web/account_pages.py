@@ -17,7 +17,7 @@ from gpulease.domain.errors import DomainError, InvalidInput
 from gpulease.platform import Platform
 from gpulease.services import accounts, notify, users
 from gpulease.web import i18n
-from gpulease.web.pages import SameOrigin, Who, _, page, page_context
+from gpulease.web.pages import SameOrigin, Who, _, page, page_context, said
 
 router = APIRouter(prefix="/console/account", include_in_schema=False,
                    dependencies=[Depends(page_context)])
@@ -41,7 +41,7 @@ def _answer(p: Platform, who: Principal, act: Any, done: str, **shown: Any) -> H
     try:
         result = act()
     except DomainError as exc:
-        return account_page(p, who, exc.status, error=exc.detail)
+        return account_page(p, who, exc.status, error=said(exc))
     return account_page(p, who, notice=i18n.gettext(done),
                         **{k: v(result) for k, v in shown.items()})
 
@@ -86,7 +86,8 @@ def add_user(p: PlatformDep, who: Who, email: Annotated[str, Form(max_length=254
     def act() -> object:
         who.require_tenant_admin()
         if role not in ("admin", "member", "reader"):
-            raise InvalidInput("role", f"No role {role!r}.", ["admin", "member", "reader"])
+            raise InvalidInput("role", "No role {role!r}.", ["admin", "member", "reader"],
+                               role=role)
         if password:
             users.check_new_password(password)
         return accounts.add_user(p, who, email, name, Role(role), password or None)

@@ -18,7 +18,7 @@ from gpulease.domain.errors import DomainError
 from gpulease.platform import Platform
 from gpulease.services import catalog, catalog_versions, invoice_run, invoices
 from gpulease.web import i18n
-from gpulease.web.pages import SameOrigin, Who, _, page, page_context
+from gpulease.web.pages import SameOrigin, Who, _, page, page_context, said
 
 router = APIRouter(prefix="/console", include_in_schema=False,
                    dependencies=[Depends(page_context)])
@@ -39,7 +39,7 @@ def invoices_page(p: PlatformDep, who: Who, period: Period = None) -> HTMLRespon
         who.require_operator()
         return _invoices(p, who, period)
     except DomainError as exc:
-        return page("base.html", exc.status, who=who, error=exc.detail)
+        return page("base.html", exc.status, who=who, error=said(exc))
 
 
 @router.post("/invoices/run", dependencies=[SameOrigin], openapi_extra=OPERATOR)
@@ -50,9 +50,9 @@ def run_invoices(p: PlatformDep, who: Who, period: Annotated[str, Form(max_lengt
         ran = invoice_run.run_invoices(p, who, period.strip(), finalize)
     except DomainError as exc:
         try:
-            return _invoices(p, who, None, exc.status, error=exc.detail)
+            return _invoices(p, who, None, exc.status, error=said(exc))
         except DomainError:
-            return page("base.html", exc.status, who=who, error=exc.detail)
+            return page("base.html", exc.status, who=who, error=said(exc))
     return _invoices(p, who, ran.period, ran=ran)
 
 
@@ -70,7 +70,7 @@ def prices_page(p: PlatformDep, who: Who) -> HTMLResponse:
         who.require_operator()
         return _prices(p, who)
     except DomainError as exc:
-        return page("base.html", exc.status, who=who, error=exc.detail)
+        return page("base.html", exc.status, who=who, error=said(exc))
 
 
 @router.post("/prices", dependencies=[SameOrigin], openapi_extra=OPERATOR)
@@ -81,8 +81,8 @@ def publish_prices(p: PlatformDep, who: Who,
         published = catalog_versions.publish(p, who, text.replace("\r\n", "\n"))
     except DomainError as exc:
         if exc.status == 403:
-            return page("base.html", exc.status, who=who, error=exc.detail)
-        return _prices(p, who, exc.status, text=text, error=exc.detail)
+            return page("base.html", exc.status, who=who, error=said(exc))
+        return _prices(p, who, exc.status, text=text, error=said(exc))
     return _prices(p, who, notice=i18n.gettext(_(
         "Published: version %(version)s prices every new order and renewal from now on; "
         "running leases keep their prices.")) % {"version": published.id})

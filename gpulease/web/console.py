@@ -65,6 +65,7 @@ from gpulease.web.pages import (
     locale_of,
     page,
     page_context,
+    said,
 )
 
 FLEET_PAGE = 500  # nodes on the operator's page; the API pages through the rest
@@ -139,7 +140,7 @@ def login(request: Request, p: PlatformDep, email: Annotated[str, Form()],
         session = accounts.console_login(p, email, password,
                                          request.client.host if request.client else None)
     except (Unauthorized, TooManyRequests) as exc:
-        return _page("login.html", exc.status, error=exc.detail, email=email)
+        return _page("login.html", exc.status, error=said(exc), email=email)
     request.state.principal = accounts.authenticate(p, session.secret())  # for the trail
     done = RedirectResponse("/console/", status_code=303)
     if (chosen := users.locale_of(p, request.state.principal.user_id)) is not None:
@@ -163,7 +164,7 @@ def forgot(request: Request, p: PlatformDep, email: Annotated[str, Form(max_leng
     try:
         password_resets.request_reset(p, email, request.client.host if request.client else None)
     except DomainError as exc:
-        return _page("forgot.html", exc.status, error=exc.detail, email=email)
+        return _page("forgot.html", exc.status, error=said(exc), email=email)
     return _page("forgot.html", 202, sent=True, email=email)
 
 
@@ -181,7 +182,7 @@ def reset(p: PlatformDep, token: Annotated[str, Form(max_length=200)],
             raise InvalidInput("again", "The two passwords differ; type the same one twice.")
         email = password_resets.complete_reset(p, token, password)
     except DomainError as exc:
-        return _page("reset.html", exc.status, error=exc.detail, token=token)
+        return _page("reset.html", exc.status, error=said(exc), token=token)
     return _page("login.html", notice="Your password is set; sign in with it.", email=email)
 
 
@@ -231,7 +232,7 @@ def home(p: PlatformDep, who: Who,
             fleet = inventory.list_nodes(p, who, limit=FLEET_PAGE, status=filters["status"],
                                          sku=filters["sku"], region=filters["region"])
         except DomainError as exc:  # an unknown status in the filter
-            fleet, error = inventory.list_nodes(p, who, limit=FLEET_PAGE), exc.detail
+            fleet, error = inventory.list_nodes(p, who, limit=FLEET_PAGE), said(exc)
     return _page("home.html", 422 if error else 200, **_ctx(
         who, instances=listed.items, total=listed.total, wallet=money, fleet=fleet,
         filters=filters, offers=p.catalog.offers, error=error,
@@ -249,7 +250,7 @@ def instance_page(instance_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
     try:
         view = instances.show_instance(p, who, instance_id)
     except DomainError as exc:  # another tenant's, or none: said on a page, not as JSON
-        return _page("base.html", exc.status, **_ctx(who, error=exc.detail))
+        return _page("base.html", exc.status, **_ctx(who, error=said(exc)))
     # One still on its way follows the instance's events (and refreshes every 5 s whatever
     # happens to the stream); a delivered one is not reloaded under the tenant's hands.
     ready = view.status == "ready"
@@ -279,7 +280,7 @@ def instance_telemetry(instance_id: str, p: PlatformDep, who: Who,
     try:
         series = telemetry_series.instance_series(p, who, instance_id, hours)
     except DomainError as exc:
-        return Response(exc.detail, status_code=exc.status, media_type="text/plain")
+        return Response(said(exc), status_code=exc.status, media_type="text/plain")
     return Response(json.dumps(series, separators=(",", ":")), media_type="application/json",
                     headers={"Cache-Control": "no-store"})
 
@@ -292,7 +293,7 @@ def certificates_download(instance_id: str, p: PlatformDep, who: Who) -> Respons
     try:
         items, total = agents.instance_certificates(p, who, instance_id, limit=1000)
     except DomainError as exc:
-        return _page("base.html", exc.status, **_ctx(who, error=exc.detail))
+        return _page("base.html", exc.status, **_ctx(who, error=said(exc)))
     body = json.dumps({"instance_id": instance_id, "total": total, "certificates": items},
                       default=str, indent=2, ensure_ascii=False)
     return Response(body, media_type="application/json", headers={
@@ -307,7 +308,7 @@ async def instance_events(instance_id: str, p: PlatformDep, who: Who, request: R
         return await follow_instance(p, who, request, instance_id, ",".join(SETTLED),
                                      timeout)
     except DomainError as exc:
-        return Response(exc.detail, status_code=exc.status, media_type="text/plain")
+        return Response(said(exc), status_code=exc.status, media_type="text/plain")
 
 
 def _evidence(p: Platform, who: Principal, inst: InstanceView) -> dict[str, Any]:
@@ -339,9 +340,9 @@ def _refused(p: Platform, who: Principal, instance_id: str, exc: DomainError) ->
     try:
         view = instances.show_instance(p, who, instance_id)
     except DomainError:
-        return _page("base.html", exc.status, **_ctx(who, error=exc.detail))
+        return _page("base.html", exc.status, **_ctx(who, error=said(exc)))
     return _page("instance.html", exc.status,
-                 **_ctx(who, inst=view, error=exc.detail, **_evidence(p, who, view)))
+                 **_ctx(who, inst=view, error=said(exc), **_evidence(p, who, view)))
 
 
 @router.get("/billing", response_class=HTMLResponse, openapi_extra=access(*EVERY_USER))
@@ -357,7 +358,7 @@ def invoice_pdf(invoice_id: str, p: PlatformDep, who: Who) -> Response:
     try:
         inv = invoices.show_invoice(p, who, invoice_id)
     except DomainError as exc:
-        return _page("base.html", exc.status, **_ctx(who, error=exc.detail))
+        return _page("base.html", exc.status, **_ctx(who, error=said(exc)))
     pdf = invoice_documents.render_pdf(inv, p.settings.invoice_issuer,
                                        p.settings.invoice_issuer_tax_id)
     return Response(pdf, media_type="application/pdf", headers={

@@ -23,7 +23,7 @@ from gpulease.schemas.money import QuoteRequest
 from gpulease.services import catalog, images, instances, leases, orders, quotes, wallet
 from gpulease.services.release_terms import release_terms
 from gpulease.services.wallet import payable
-from gpulease.web.pages import SameOrigin, Who, page, page_context, refusal
+from gpulease.web.pages import SameOrigin, Who, page, page_context, refusal, said
 
 router = APIRouter(prefix="/console", include_in_schema=False,
                    dependencies=[Depends(page_context)])
@@ -47,7 +47,7 @@ def order_form(p: PlatformDep, who: Who, request: Request, sku: QueryText = None
     try:
         who.require_order_rights()
     except DomainError as exc:
-        return page("base.html", exc.status, who=who, error=exc.detail)
+        return page("base.html", exc.status, who=who, error=said(exc))
     form = {k: v for k, v in request.query_params.items() if k in FORM_FIELDS}
     return order_page(p, who, sku, region, offer, form)
 
@@ -154,7 +154,7 @@ def release_form(instance_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
     try:
         return _release_page(p, who, instance_id)
     except DomainError as exc:
-        return page("base.html", exc.status, who=who, error=exc.detail)
+        return page("base.html", exc.status, who=who, error=said(exc))
 
 
 def _release_page(p: Platform, who: Principal, instance_id: str, status: int = 200
@@ -175,7 +175,7 @@ def release(instance_id: str, p: PlatformDep, who: Who,
             return _release_page(p, who, instance_id)
         instances.release_instance(p, who, instance_id)
     except DomainError as exc:
-        return page("base.html", exc.status, who=who, error=exc.detail)
+        return page("base.html", exc.status, who=who, error=said(exc))
     return RedirectResponse(f"/console/instances/{instance_id}", status_code=303)
 
 
@@ -193,7 +193,7 @@ def renew(instance_id: str, p: PlatformDep, who: Who, periods: Annotated[int, Fo
                         wallet=wallet.show_wallet(p, who))
         leases.renew(p, who, instance_id, periods, term or None)
     except DomainError as exc:
-        return page("base.html", exc.status, who=who, error=exc.detail,
+        return page("base.html", exc.status, who=who, error=said(exc),
                     back=f"/console/instances/{instance_id}")
     return RedirectResponse(f"/console/instances/{instance_id}", status_code=303)
 
@@ -205,5 +205,5 @@ def auto_renew(instance_id: str, p: PlatformDep, who: Who,
     try:
         leases.set_auto_renew(p, who, instance_id, on)
     except DomainError as exc:
-        return page("base.html", exc.status, who=who, error=exc.detail)
+        return page("base.html", exc.status, who=who, error=said(exc))
     return RedirectResponse(f"/console/instances/{instance_id}", status_code=303)

@@ -20,7 +20,7 @@ from gpulease.platform import Platform
 from gpulease.schemas import EnrollRequest
 from gpulease.services import agents, enrollment, inventory, tickets
 from gpulease.services.fleet_objects import list_fabrics
-from gpulease.web.pages import SameOrigin, Who, page, page_context, refusal
+from gpulease.web.pages import SameOrigin, Who, page, page_context, refusal, said
 
 router = APIRouter(prefix="/console/nodes", include_in_schema=False,
                    dependencies=[Depends(page_context)])
@@ -38,7 +38,7 @@ def enroll_form(p: PlatformDep, who: Who) -> HTMLResponse:
     try:
         who.require_operator()
     except DomainError as exc:
-        return page("base.html", exc.status, who=who, error=exc.detail)
+        return page("base.html", exc.status, who=who, error=said(exc))
     return _enroll_page(p, who, form={})
 
 
@@ -71,7 +71,7 @@ def node_page(node_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
     try:
         node = inventory.get_node(p, who, node_id)
     except DomainError as exc:
-        return page("base.html", exc.status, who=who, error=exc.detail)
+        return page("base.html", exc.status, who=who, error=said(exc))
     bmc = (node.inventory or {}).get("bmc") or {}
     return page("node.html", who=who, node=node,
                 bmc_facts=[(k, v) for k, v in bmc.items()
@@ -93,10 +93,11 @@ def node_action(node_id: str, action: str, p: PlatformDep, who: Who,
     try:
         who.require_operator()
         if action not in acts:
-            raise InvalidInput("action", f"Unknown node action {action!r}.", sorted(acts))
+            raise InvalidInput("action", "Unknown node action {action!r}.", sorted(acts),
+                               action=action)
         acts[action]()
     except DomainError as exc:
-        return page("base.html", exc.status, who=who, error=exc.detail)
+        return page("base.html", exc.status, who=who, error=said(exc))
     here = back if back.startswith("/console") and "//" not in back else "/console/"
     return RedirectResponse(here, status_code=303)
 

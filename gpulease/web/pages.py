@@ -122,11 +122,16 @@ def environment(locale: str) -> Environment:
     return env
 
 
+def said(exc: DomainError) -> str:
+    """A service's refusal in the page's language."""
+    return exc.said(i18n.translations(i18n.current.get()).gettext)
+
+
 def refusal(exc: DomainError | ValidationError) -> tuple[int, str]:
-    """(status, sentence) of a refused form: the service's own, or the first field the
-    request model refused (422)."""
+    """(status, sentence) of a refused form: the service's own (in the page's language), or
+    the first field the request model refused (422)."""
     if isinstance(exc, DomainError):
-        return exc.status, exc.detail
+        return exc.status, said(exc)
     first = exc.errors()[0]
     return 422, f"{'.'.join(str(x) for x in first['loc'])}: {first['msg']}"
 

@@ -14,7 +14,7 @@ from gpulease.api.access import TENANT_USERS, Caller, access
 from gpulease.api.deps import PlatformDep
 from gpulease.domain.errors import DomainError
 from gpulease.services import audit, backup_policy, backups, instances, storage
-from gpulease.web.pages import Who, page, page_context
+from gpulease.web.pages import Who, page, page_context, said
 
 router = APIRouter(prefix="/console", include_in_schema=False,
                    dependencies=[Depends(page_context)])
@@ -26,12 +26,12 @@ def storage_page(p: PlatformDep, who: Who) -> HTMLResponse:
     try:
         who.require_tenant()
     except DomainError as exc:
-        return page("base.html", exc.status, who=who, error=exc.detail)
+        return page("base.html", exc.status, who=who, error=said(exc))
     bucket, why = None, None
     try:
         bucket = storage.show(p, who)
     except DomainError as exc:  # no object storage on this platform: said, the rest shown
-        why = exc.detail
+        why = said(exc)
     servers: list[dict[str, Any]] = []
     for inst in instances.list_instances(p, who, limit=200).items:
         if inst.status != "ready" or inst.kind == "container":
@@ -49,6 +49,6 @@ def audit_page(p: PlatformDep, who: Who,
     try:
         trail = audit.entries(p, who, user_id=user or None, limit=AUDIT_PAGE, offset=offset)
     except DomainError as exc:
-        return page("base.html", exc.status, who=who, error=exc.detail)
+        return page("base.html", exc.status, who=who, error=said(exc))
     return page("audit.html", who=who, trail=trail, user=user or "", offset=offset,
                 step=AUDIT_PAGE)

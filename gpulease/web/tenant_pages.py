@@ -20,7 +20,7 @@ from gpulease.platform import Platform
 from gpulease.schemas import TenantCreate
 from gpulease.services import accounts, tenants, wallet
 from gpulease.web import i18n
-from gpulease.web.pages import SameOrigin, Who, _, page, page_context, refusal
+from gpulease.web.pages import SameOrigin, Who, _, page, page_context, refusal, said
 
 router = APIRouter(prefix="/console/tenants", include_in_schema=False,
                    dependencies=[Depends(page_context)])
@@ -33,8 +33,8 @@ def _amount(raw: str, field: str) -> Decimal:
     try:
         return Decimal(raw.strip().replace(",", ""))
     except InvalidOperation:
-        raise InvalidInput(field, f"{raw!r} is not an amount; write yuan like 50000 or "
-                                  "1234.50.") from None
+        raise InvalidInput(field, "{raw!r} is not an amount; write yuan like 50000 or "
+                                  "1234.50.", raw=raw) from None
 
 
 def _list(p: Platform, who: Principal, status: int = 200, **extra: Any) -> HTMLResponse:
@@ -58,7 +58,7 @@ def tenants_page(p: PlatformDep, who: Who,
         who.require_operator()
         return _list(p, who, filter=status or None, shown_status=status or "")
     except DomainError as exc:
-        return page("base.html", exc.status, who=who, error=exc.detail)
+        return page("base.html", exc.status, who=who, error=said(exc))
 
 
 @router.post("", dependencies=[SameOrigin], openapi_extra=OPERATOR)
@@ -84,7 +84,7 @@ def tenant_page(tenant_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
         who.require_operator()
         return _detail(p, who, tenant_id)
     except DomainError as exc:
-        return page("base.html", exc.status, who=who, error=exc.detail)
+        return page("base.html", exc.status, who=who, error=said(exc))
 
 
 def _act(p: Platform, who: Principal, tenant_id: str, act: Any, done: str) -> HTMLResponse:
@@ -93,9 +93,9 @@ def _act(p: Platform, who: Principal, tenant_id: str, act: Any, done: str) -> HT
         act()
     except DomainError as exc:
         try:
-            return _detail(p, who, tenant_id, exc.status, error=exc.detail)
+            return _detail(p, who, tenant_id, exc.status, error=said(exc))
         except DomainError:
-            return page("base.html", exc.status, who=who, error=exc.detail)
+            return page("base.html", exc.status, who=who, error=said(exc))
     return _detail(p, who, tenant_id, notice=i18n.gettext(done))
 
 

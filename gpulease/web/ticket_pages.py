@@ -19,7 +19,7 @@ from gpulease.domain.states import INSTANCE_LIVE
 from gpulease.platform import Platform
 from gpulease.schemas.tickets import TicketAction, TicketComment, TicketOpen
 from gpulease.services import instances, tickets
-from gpulease.web.pages import SameOrigin, Who, page, page_context, refusal
+from gpulease.web.pages import SameOrigin, Who, page, page_context, refusal, said
 
 router = APIRouter(prefix="/console/tickets", include_in_schema=False,
                    dependencies=[Depends(page_context)])
@@ -72,7 +72,7 @@ def ticket_page(ticket_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
     try:
         return _detail(p, who, ticket_id)
     except DomainError as exc:
-        return page("base.html", exc.status, who=who, error=exc.detail)
+        return page("base.html", exc.status, who=who, error=said(exc))
 
 
 def _act(p: Platform, who: Principal, ticket_id: str, act: Any) -> Response:

@@ -20,10 +20,11 @@ from gpulease.domain.states import (
 )
 from gpulease.domain.tickets import SWAPPED_OUT
 from gpulease.platform import Platform
-from gpulease.services.backups import restore_at_delivery, swap_copy_step
+from gpulease.services.backups import restore_at_delivery
 from gpulease.services.history import WORKER, note
 from gpulease.services.lifecycle import transition
 from gpulease.services.repairs import open_repair, stays_for_erase
+from gpulease.services.swap_copy import swap_copy_step
 from gpulease.services.tickets import mitigate_replaced
 from gpulease.worker.nodes import start_cleaning, start_deploy
 from gpulease.worker.pipeline import release_lock

@@ -10,16 +10,18 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gpulease.db.money_tables import Lease, LeaseNotice, Wallet
+from gpulease.db.money_tables import Lease, Wallet
 from gpulease.db.tables import Instance
 from gpulease.domain.errors import PaymentRequired
 from gpulease.domain.leases import Action, local_text, next_action
+from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.states import LEASE, LeaseStatus
 from gpulease.platform import Platform
 from gpulease.services import backup_policy
 from gpulease.services.history import SWEEP_LEASES, note
 from gpulease.services.leases import extend
 from gpulease.services.lifecycle import transition
+from gpulease.services.outbox import post_notice
 
 
 def _mark_sent(lease: Lease, *kinds: str) -> None:
@@ -27,10 +29,10 @@ def _mark_sent(lease: Lease, *kinds: str) -> None:
         r for r in dict.fromkeys((*lease.reminders_sent.split(","), *kinds)) if r)
 
 
-def _notice(s: Session, lease: Lease, kind: str, now: datetime, text: str) -> None:
+def _notice(s: Session, lease: Lease, kind: str, now: datetime, text: str | Phrase) -> None:
     """A reminder for the outbox (e-mail and webhook delivery read it)."""
-    s.add(LeaseNotice(lease_id=lease.id, tenant_id=lease.tenant_id,
-                      instance_id=lease.instance_id, kind=kind, created_at=now, text=text))
+    post_notice(s, lease.tenant_id, kind, text, now, instance_id=lease.instance_id,
+                lease_id=lease.id)
     _mark_sent(lease, kind)
 
 
@@ -86,10 +88,10 @@ def _sweep_one(s: Session, p: Platform, lease: Lease, inst: Instance, now: datet
         return 0
     ends = local_text(lease.ends_at, p.settings.zone)
     if due.action == Action.REMIND and due.reminder:
-        _notice(s, lease, due.reminder, now,
-                f"Your lease of {inst.id} ({inst.sku}) ends {ends}. Renew it, or back up "
-                f"your data: {p.settings.lease_grace_days:g} days after the end the disks "
-                "are erased.")
+        _notice(s, lease, due.reminder, now, phrase(
+            "Your lease of {instance} ({sku}) ends {ends}. Renew it, or back up your data: "
+            "{days} days after the end the disks are erased.", instance=inst.id, sku=inst.sku,
+            ends=ends, days=f"{p.settings.lease_grace_days:g}"))
         _mark_sent(lease, *due.superseded)  # a late sweep: the older ones are moot
     elif due.action == Action.RENEW:
         try:
@@ -105,8 +107,9 @@ def _sweep_one(s: Session, p: Platform, lease: Lease, inst: Instance, now: datet
     elif due.action == Action.END:
         if backup_policy.erase_waits(s, inst, lease, now):
             return 0  # a last backup under way: the erase waits for it (a while)
-        _notice(s, lease, "erased", now, f"The grace period of {inst.id} ended; its disks "
-                                         "are being erased and certified.")
+        _notice(s, lease, "erased", now, phrase(
+            "The grace period of {instance} ended; its disks are being erased and "
+            "certified.", instance=inst.id))
         transition(s, p, lease, LEASE, "end", now, actor=SWEEP_LEASES,
                    reason="grace ended")  # its effect releases the instance
     return 1
@@ -116,10 +119,11 @@ def _enter_grace(s: Session, p: Platform, lease: Lease, inst: Instance, now: dat
                  why: str | None) -> None:
     lease.grace_until = lease.ends_at + timedelta(days=p.settings.lease_grace_days)
     zone = p.settings.zone
-    text = (f"Your lease of {inst.id} expired {local_text(lease.ends_at, zone)}. The machine "
-            f"stays until {local_text(lease.grace_until, zone)}; renew before then, or its "
-            "disks are erased." + (f" ({why})" if why else ""))
+    text = phrase("Your lease of {instance} expired {ended}. The machine stays until {until}; "
+                  "renew before then, or its disks are erased.{why}", instance=inst.id,
+                  ended=local_text(lease.ends_at, zone),
+                  until=local_text(lease.grace_until, zone), why=f" ({why})" if why else "")
     transition(s, p, lease, LEASE, "expire", now, actor=SWEEP_LEASES, reason=why)
     _notice(s, lease, "expiry", now, text)
-    note(s, now, inst.id, "grace", text, actor=SWEEP_LEASES)
+    note(s, now, inst.id, "grace", str(text), actor=SWEEP_LEASES)
     backup_policy.at_grace(s, p, inst, lease, now)

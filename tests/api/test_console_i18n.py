@@ -6,6 +6,7 @@ written the locale's way. SQLite and PostgreSQL where data is involved."""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -17,9 +18,12 @@ from babel.messages.pofile import read_po
 from fastapi.testclient import TestClient
 
 from gpulease.api.app import create_app
+from gpulease.domain.errors import DomainError, PaymentRequired
 from gpulease.domain.locales import choose, from_accept_language, known
+from gpulease.domain.phrases import Phrase, phrase
 from gpulease.platform import Platform
-from gpulease.services import users
+from gpulease.schemas import OrderRequest
+from gpulease.services import orders, users
 from gpulease.web import i18n
 from gpulease.worker.runner import Worker
 from tests.api.test_console_money import ORDER, signed_in
@@ -51,24 +55,61 @@ def test_money_and_dates_the_locale_way() -> None:
 
 
 def _placeholders(text: str) -> set[str]:
-    return set(re.findall(r"%\((\w+)\)[sd]", text))
+    """gettext's %(name)s and the phrases' {name!r:spec} fields (`{{` is a brace)."""
+    return (set(re.findall(r"%\((\w+)\)[sd]", text))
+            | set(re.findall(r"(?<!\{)\{(\w+(?:![rs])?(?::[^{}]*)?)\}", text)))
+
+
+def _error_keywords() -> dict[str, tuple[int, ...] | None]:
+    """Every error whose sentence is a message: each DomainError, and the domain's input
+    errors (their field comes first). The Makefile's `make messages` must name them all."""
+    def family(cls: type) -> set[type]:
+        return {cls}.union(*(family(c) for c in cls.__subclasses__()))
+    field_first = {"InvalidInput", "PricingError", "SizingError"}
+    names = {c.__name__ for c in family(DomainError)} | {"PricingError", "SizingError"}
+    makefile = (ROOT / "Makefile").read_text()
+    assert all(re.search(rf"\b{n}\b", makefile) for n in names), names
+    return {n: (2,) if n in field_first else None for n in names}
 
 
 def test_the_chinese_catalog_has_every_message_with_its_placeholders() -> None:
     marked = {found[2] for found in extract_from_dir(
         str(ROOT / "gpulease"), method_map=[
-            ("web/**.py", "python"), ("services/notify.py", "python"),
-            ("services/password_resets.py", "python"), ("web/templates/**.html", "jinja2")],
+            ("**.py", "python"), ("web/templates/**.html", "jinja2")],
         options_map={"web/templates/**.html": {"extensions": "jinja2.ext.i18n"}},
-        keywords={"_": None, "gettext": None, "N_": None})}
+        keywords={"_": None, "gettext": None, "N_": None, "phrase": None,
+                  **_error_keywords()})}
     with (ROOT / "gpulease/locale/zh_CN/LC_MESSAGES/console.po").open("rb") as f:
         catalog = read_po(f)
-    assert len(marked) > 200  # the extraction found the templates and the code
+    assert len(marked) > 800  # the extraction found the templates, refusals and notices
     translated = {m.id: m.string for m in catalog if m.id and m.string and not m.fuzzy}
     missing = sorted(m for m in marked if isinstance(m, str) and m not in translated)
     assert not missing, f"translate these (make messages, then the .po): {missing}"
     wrong = [m for m, zh in translated.items() if _placeholders(m) != _placeholders(zh)]
     assert not wrong, f"the translation's placeholders differ: {wrong}"
+
+
+def test_a_phrase_is_said_in_the_readers_language_and_falls_back_to_english() -> None:
+    zh = i18n.translations("zh_CN").gettext
+    short = PaymentRequired("{what} ¥{amount:,.2f}; your balance ¥{wallet_balance:,.2f} with "
+                            "credit limit ¥{wallet_credit_limit:,.2f} leaves ¥{missing:,.2f} "
+                            "missing. Top up your account, then try again.", Decimal("10"),
+                            what=phrase("This costs"), amount=Decimal("84480"),
+                            wallet_balance=Decimal("100"), wallet_credit_limit=Decimal("0"),
+                            missing=Decimal("84380"))
+    assert short.detail.startswith("This costs ¥84,480.00; your balance ¥100.00")
+    assert short.said(zh) == ("费用为¥84,480.00；您的余额 ¥100.00 加信用额度 ¥0.00 还差 "
+                              "¥84,380.00。请为账户充值后重试。")
+    unknown = phrase("Not in any catalog: {x}.", x=3)
+    assert unknown.said(zh) == "Not in any catalog: 3." == str(unknown)
+    broken = Phrase("Tenant {tenant} is closed already.", {"tenant_name": "acme"})
+    with pytest.raises(KeyError):
+        broken.said()
+    stored = phrase("Ticket {ticket} ({severity}): {text}", ticket="t-1", severity="P1",
+                    text=phrase("opened: {summary}", summary="GPU 3 fell off the bus"))
+    again = Phrase.from_json(json.loads(json.dumps(stored.to_json())))
+    assert again.said(zh) == "工单 t-1（P1）：已开启：GPU 3 fell off the bus"
+    assert str(again) == "Ticket t-1 (P1): opened: GPU 3 fell off the bus"
 
 
 def test_the_switch_the_users_setting_and_the_browsers_language(platform: Platform) -> None:
@@ -142,3 +183,36 @@ def test_every_tenant_page_renders_in_both_languages(
             assert "续费" in renewal.text
         else:
             assert "running the acceptance tests, 6 of 7" in instance
+
+
+def test_refusals_with_figures_are_said_in_chinese_on_the_page_and_in_the_api(
+        fleet: Platform, key: str) -> None:
+    poor, rich = new_tenant(fleet, funds="100"), new_tenant(fleet)
+    body = {"kind": "bare_metal", "sku": ORDER["sku"], "region": ORDER["region"],
+            "term": "month", "ssh_keys": [key]}
+    with TestClient(create_app(fleet)) as client:
+        api = {"Authorization": f"Bearer {poor.token}"}
+        english = client.post("/api/v1/instances", json=body, headers=api)
+        chinese = client.post("/api/v1/instances", json=body, headers=api | ZH)
+        assert english.status_code == chinese.status_code == 402
+        assert english.json()["missing"] == chinese.json()["missing"]  # the same refusal
+        missing = Decimal(chinese.json()["missing"])
+        assert "leaves ¥" in english.json()["detail"]
+        assert f"还差 ¥{missing:,.2f}。请为账户充值后重试。" in chinese.json()["detail"]
+
+        signed_in(fleet, poor, client)
+        client.post("/console/lang", data={"to": "zh-CN", "back": "/console/"})
+        paid = client.post("/console/orders", data=ORDER | {"ssh_key": key,
+                                                            "confirmed": "true"})
+        said = re.findall(r'role="alert">([^<]*)', paid.text)
+        assert paid.status_code == 402 and said and "还差 ¥" in said[0], said
+        assert "请为账户充值后重试" in said[0] and "missing" not in paid.text
+
+        for _ in range(2):  # the demo fleet has two servers of the offer
+            orders.place_order(fleet, rich.principal, OrderRequest(**body))
+        signed_in(fleet, rich, client)
+        sold = client.post("/console/orders", data=ORDER | {"ssh_key": key,
+                                                            "confirmed": "true"})
+        assert sold.status_code == 409, sold.text[-800:]
+        assert f"{ORDER['region']} 没有空闲的 {ORDER['sku']} 节点（空闲 0 台）" in sold.text
+        assert "当前空闲：" in sold.text and "No free" not in sold.text

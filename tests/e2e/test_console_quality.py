@@ -58,6 +58,13 @@ def _check(page: Any, name: str, shots: Path, lang: str) -> list[str]:
     return problems
 
 
+# What the journey reads on the pages, in each language.
+WORDS = {"en": {"ready": "ready", "released": "released", "kept": "stays paid",
+                "sold out": "No free h100-80g-x8 node in ningxia-1 (0 free)"},
+         "zh_CN": {"ready": "就绪", "released": "已释放", "kept": "不退还",
+                   "sold out": "ningxia-1 没有空闲的 h100-80g-x8 节点（空闲 0 台）"}}
+
+
 def _ready(p: Platform, principal: Any, iid: str, timeout_s: float = 40) -> None:
     deadline = time.monotonic() + timeout_s
     while instances.show_instance(p, principal, iid).status != "ready":
@@ -118,6 +125,25 @@ def test_every_page_is_accessible_fits_and_speaks_the_language(
     # for that (no data-follow left) before leaving it
     page.wait_for_function("!document.querySelector('[data-follow]')", timeout=40_000)
     assert instances.show_instance(fleet, tenant.principal, second).status == "ready"
+    assert page.inner_text("#status") == WORDS[lang]["ready"]
+    # the offer is sold out now (two servers, both rented): the refusal, with the stock of
+    # the other offers, in this language
+    page.goto(f"{live.url}/console/order?sku=h100-80g-x8&region=ningxia-1")
+    page.fill("#ssh_key", ssh_key())
+    page.click("#order-form button[type=submit]")
+    page.click("#confirm")
+    assert WORDS[lang]["sold out"] in page.inner_text(".error")
+    # and the second instance released through its page: the terms, then released
+    page.goto(f"{live.url}/console/instances/{second}")
+    page.click("#release")
+    assert WORDS[lang]["kept"] in page.inner_text("#release-summary")
+    page.click("#confirm-release")
+    page.wait_for_url(f"**/console/instances/{second}")
+    deadline = time.monotonic() + 40
+    while page.inner_text("#status") != WORDS[lang]["released"]:
+        assert time.monotonic() < deadline, page.inner_text("#status")
+        page.wait_for_timeout(500)
+        page.reload()
     page.goto(f"{live.url}/console/instances/{iid}")
     assert page.url.endswith(f"/console/instances/{iid}")
     page.click("#renew")

@@ -172,7 +172,7 @@ def test_refusals_and_a_failing_run_retried_then_reported(
         backups.request(fleet, me, iid, BackupRequest())
 
 
-def test_a_swap_copies_the_data_disk_to_the_spare_before_the_faulty_server_is_erased(
+def test_a_swap_copies_the_data_disk_through_the_bucket_before_the_faulty_one_is_erased(
     fleet: Platform, tenant: TenantCtx, operator: TenantCtx, key: str, s3: EmbeddedS3
 ) -> None:
     from gpulease.demo_agents import DemoAgents
@@ -194,7 +194,8 @@ def test_a_swap_copies_the_data_disk_to_the_spare_before_the_faulty_server_is_er
         replacement.swap(fleet, op, ticket.id, None, copy_data=True, path="/home")
     with LiveServer(fleet) as server:
         env = {"GPULEASE_URL": server.url, "GPULEASE_TOKEN": operator.token}
-        r = CliRunner().invoke(app, ["ticket", "swap", ticket.id, "--copy-data"], env=env)
+        r = CliRunner().invoke(app, ["ticket", "swap", ticket.id, "--copy-data", "--via",
+                                     "bucket"], env=env)
         assert r.exit_code == 0, r.output
     worker.run_until_idle(timeout_s=60)
     after = instances.show_instance(fleet, me, iid)
@@ -209,6 +210,52 @@ def test_a_swap_copies_the_data_disk_to_the_spare_before_the_faulty_server_is_er
                     ("backup", "swap_copy", "succeeded", old)]
     assert tickets.show_ticket(fleet, me, ticket.id).status == "mitigated"
     assert iam_keys(s3, tenant.tenant_id) == []
+
+
+def test_a_swap_copies_the_data_disk_straight_from_agent_to_agent(
+    fleet: Platform, tenant: TenantCtx, operator: TenantCtx, key: str
+) -> None:
+    """No object storage at all: the faulty server's agent serves its disk (encrypted),
+    the spare's fetches it once accepted; the faulty one is erased after."""
+    from gpulease.demo_agents import DemoAgents
+    from gpulease.services import node_changes, replacement, tickets
+
+    assert fleet.object_store() is None
+    worker = Worker(fleet)
+    iid = deliver(fleet, tenant, worker, key)
+    me, op = tenant.principal, operator.principal
+    old = instances.show_instance(fleet, me, iid).nodes[0].name
+    work = disk(fleet, old) / "runs" / "llama-70b"
+    (work / "logs").mkdir(parents=True)
+    weights = os.urandom((3 << 20) + 17)  # several frames, the last one short
+    (work / "step-900.safetensors").write_bytes(weights)
+    (work / "logs" / "empty.log").touch()
+    os.chmod(work / "step-900.safetensors", 0o600)
+    node_changes.inject_faults(fleet, op, old, ["xid79:3"])
+    DemoAgents(fleet).tick()
+    (ticket,) = tickets.list_tickets(fleet, op, open_only=True).items
+    with pytest.raises(InvalidInput, match="Accepted values: agents, bucket"):
+        replacement.swap(fleet, op, ticket.id, None, copy_data=True, via="tape")
+    replacement.swap(fleet, op, ticket.id, "GPU 3 fell off the bus", copy_data=True,
+                     path="/data/runs")
+    during = [(r.kind, r.status, r.node) for r in backups.list_runs(fleet, me, iid)]
+    assert during == [("send", "queued", old)]  # the faulty server starts serving at once
+    worker.run_until_idle(timeout_s=90)
+    after = instances.show_instance(fleet, me, iid)
+    assert (after.status, after.stage) == ("ready", "ready")
+    (spare,) = [n.name for n in after.nodes if n.status == "active"]
+    copied = disk(fleet, spare) / "runs" / "llama-70b"
+    assert (copied / "step-900.safetensors").read_bytes() == weights
+    assert (copied / "step-900.safetensors").stat().st_mode & 0o777 == 0o600
+    assert (copied / "logs" / "empty.log").read_bytes() == b""
+    assert not disk(fleet, old).exists()  # erased once the copy was on the spare
+    runs = {r.kind: r for r in backups.list_runs(fleet, me, iid)}
+    assert sorted(runs) == ["receive", "send"]
+    assert (runs["receive"].status, runs["receive"].node) == ("succeeded", spare)
+    assert (runs["send"].status, runs["send"].node) == ("succeeded", old)
+    assert runs["receive"].files == 2 and runs["receive"].bytes_total == len(weights)
+    assert runs["receive"].bytes_moved == len(weights)  # progress ends at the whole
+    assert tickets.show_ticket(fleet, me, ticket.id).status == "mitigated"
 
 
 def test_an_order_restores_a_snapshot_onto_the_new_servers_data_disk(

@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 from aiosmtpd.controller import Controller
+from sqlalchemy import select
 
+from gpulease.db.money_tables import LeaseNotice
 from gpulease.db.tables import User
 from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.errors import Forbidden, InvalidInput
@@ -150,3 +152,10 @@ def test_each_admin_is_mailed_in_their_own_language(
     assert subjects["li@example.com"] == f"[gpulease] {iid} 的租期将在 7 天后到期"
     assert len(subjects) == 2 and any(
         s == f"[gpulease] Lease of {iid} ends in 7 days" for s in subjects.values())
+    bodies = {m["To"]: m.get_content() for m in smtp.messages}  # the body too, figures kept
+    assert bodies["li@example.com"].startswith(f"您的 {iid}（h100-80g-x8）租约将于 ")
+    assert "请续租或备份数据：到期 3 天后磁盘将被擦除。" in bodies["li@example.com"]
+    english = next(b for to, b in bodies.items() if to != "li@example.com")
+    assert english.startswith(f"Your lease of {iid} (h100-80g-x8) ends ")
+    with fleet.db.read() as s:  # the webhook and the operator's views keep the English
+        assert s.scalar(select(LeaseNotice.text)) == english.strip()

@@ -22,8 +22,8 @@ def demo_image(name: str, p: PlatformDep) -> Response:
     folder = p.settings.data_dir / "media" / "images"
     path = folder / name
     if not re.fullmatch(r"[a-z0-9][a-z0-9.-]*\.iso", name) or not path.is_file():
-        raise NotFound(f"No image {name} here; real images live on your image server "
-                       "(GPULEASE_MEDIA_BASE_URL).")
+        raise NotFound("No image {name} here; real images live on your image server "
+                       "(GPULEASE_MEDIA_BASE_URL).", name=name)
     return Response(path.read_bytes(), media_type="application/octet-stream")
 
 

@@ -82,11 +82,12 @@ def swap(ticket_id: str, p: PlatformDep, actor: PrincipalDep,
     """Replace the ticket's rented node by a spare of the same offer (same fabric for a
     cluster): deployed and accepted as at delivery, a new root password shown once; the
     faulty node is erased and goes to repair. With `copy_data`, the faulty server serves on
-    while its data disk is backed up to the tenant's bucket, and the snapshot is restored
-    onto the spare (verified) before the faulty one is erased. 409 when no spare is free
-    (the ticket says so)."""
+    while its data disk is copied to the spare (`via`: straight from agent to agent, or
+    through the tenant's bucket), each file verified, before the faulty one is erased. 409
+    when no spare is free (the ticket says so)."""
     body = body or SwapRequest()
-    return replacement.swap(p, actor, ticket_id, body.note, body.copy_data, body.path)
+    return replacement.swap(p, actor, ticket_id, body.note, body.copy_data, body.path,
+                            body.via)
 
 
 @router.post("/{ticket_id}/repair-window", response_model=TicketDetail,
