@@ -193,6 +193,9 @@ class Settings(BaseSettings):
     # paging or chat bridge), besides e-mail to every operator; the secret signs them.
     operator_webhook_url: str = ""
     operator_webhook_secret: str = ""
+    # Who else hears of a ticket whose SLA clock breached (JSON list of e-mail addresses,
+    # e.g. the duty manager's), besides every operator and their webhook.
+    escalation_emails: list[str] = Field(default_factory=list, max_length=20)
     # UEFI HTTP boot: the URL a BMC passes to the firmware (e.g. your iPXE EFI binary that
     # chains to <public_url>/media/ipxe?mac=${net0/mac}); empty: the firmware asks DHCP.
     http_boot_uri: str = ""

@@ -24,7 +24,8 @@ from gpulease.domain.errors import (
 )
 from gpulease.domain.lifecycle import InvalidTransition
 from gpulease.domain.locales import DEFAULT, from_accept_language
-from gpulease.translations import translations
+from gpulease.schemas.field_errors import field_error, field_of
+from gpulease.translations import N_, translations
 
 log = logging.getLogger("gpulease.api")
 PROBLEM = "application/problem+json"
@@ -84,16 +85,16 @@ def install(app: FastAPI) -> None:
         return response
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
-        parts, fields = [], []
-        for err in errors:
-            loc = [str(x) for x in err.get("loc", ()) if x not in ("body", "query", "path")]
-            field = ".".join(loc) or "body"
-            fields.append(field)
-            parts.append(f"{field}: {err.get('msg')}")
+        locale = from_accept_language(request.headers.get("accept-language"))
+        gettext = None if locale in (None, DEFAULT) else translations(locale).gettext
+        fields = [field_of(err) for err in errors]
+        parts = [field_error(err, gettext) for err in errors]
+        lead = (gettext or str)(N_("Fix these fields and resend: {fields}.")).format(
+            fields="; ".join(parts) if gettext is None else " ".join(parts))  # sentences
         return problem(
-            422, "Invalid input", "Fix these fields and resend: " + "; ".join(parts) + ".",
+            422, "Invalid input", lead,
             field=fields[0] if fields else None, errors=[
                 {"field": f, "message": e.get("msg")} for f, e in zip(fields, errors, strict=True)
             ],

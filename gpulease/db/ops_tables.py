@@ -65,6 +65,9 @@ class TicketEntry(Base):
     kind: Mapped[str] = mapped_column(String(16))  # comment | evidence
     actor: Mapped[str] = mapped_column(String(64))
     body: Mapped[str] = mapped_column(Text)
+    # A line the platform wrote, as a phrase (JSON) for the reader's language; people's
+    # comments have none.
+    phrase: Mapped[str | None] = mapped_column(Text)
     ref: Mapped[str | None] = mapped_column(String(64))  # alert:<id>, report:<id>
     internal: Mapped[bool] = mapped_column(Boolean, default=False)
 

@@ -231,6 +231,9 @@ class Event(Base):
     from_value: Mapped[str | None] = mapped_column(String(32))
     to_value: Mapped[str | None] = mapped_column(String(32))
     message: Mapped[str | None] = mapped_column(Text)
+    # The message as a phrase (domain/phrases.Phrase as JSON), when the platform wrote it:
+    # the console says it in the reader's language; `message` is the English.
+    phrase: Mapped[str | None] = mapped_column(Text)
     # Who caused it: user:<id> (a tenant's or an operator's request), worker, agent:<node>,
     # or the periodic job (sweep:leases, sweep:timeouts, meter:containers, run:invoices).
     actor: Mapped[str | None] = mapped_column(String(64))

@@ -12,6 +12,7 @@ from decimal import Decimal
 
 from gpulease.domain.catalog import Catalog, ContainerOffer, Gpu, Offer, Sku
 from gpulease.domain.money import to_fen
+from gpulease.domain.phrases import Phrase, listed, phrase
 from gpulease.domain.pricing import unit_price
 from gpulease.domain.sizing import (
     GB,
@@ -84,14 +85,14 @@ class Advice:
     active_params: int
     shape_inferred: bool
     quick_estimate_gb: float
-    quick_estimate_text: str
+    quick_estimate_text: Phrase
     terms: tuple[tuple[str, float, str], ...]  # (name, GB for the whole job, why)
     total_gb: float
     work: str  # how the time was derived
     options: tuple[Option, ...]
-    recommendation: str
-    bare_metal_reasons: tuple[str, ...]
-    warnings: tuple[str, ...]
+    recommendation: Phrase  # what people read: said in their language where shown
+    bare_metal_reasons: tuple[Phrase, ...]
+    warnings: tuple[Phrase, ...]
     assumptions: Assumptions = field(default_factory=Assumptions)
 
 
@@ -269,10 +270,11 @@ def advise(catalog: Catalog, job: Job, *, tokens: float | None = None,
     fpt = flops_per_token(job)
     stock, container_stock = stock or {}, container_stock or {}
     options: list[Option] = []
-    warnings: list[str] = []
+    warnings: list[Phrase] = []
     if job.arch.inferred:
-        warnings.append("Model shape inferred from the parameter count (Llama-like); give "
-                        "layers, hidden, heads, kv_heads, vocab and ffn for exact activations.")
+        warnings.append(phrase("Model shape inferred from the parameter count (Llama-like); "
+                               "give layers, hidden, heads, kv_heads, vocab and ffn for exact "
+                               "activations."))
 
     def timing(rate: float, kind: str) -> tuple[float, float, float]:
         nominal = (tokens * fpt / rate / 3600) if tokens else (hours or 24.0)
@@ -331,24 +333,26 @@ def advise(catalog: Catalog, job: Job, *, tokens: float | None = None,
     pcie_tp = sorted({o.gpu for o in options[:3]
                       if "tensor parallelism" in (n := " ".join(o.notes)) and "PCIe" in n})
     if pcie_tp:
-        warnings.append(f"{', '.join(pcie_tp)}: no NVLink, so tensor parallelism runs over "
-                        "PCIe (slow, and counted so); prefer an NVLink offer (H100, H200, "
-                        "A100, A800) for a model that needs it.")
+        warnings.append(phrase("{gpus}: no NVLink, so tensor parallelism runs over PCIe "
+                               "(slow, and counted so); prefer an NVLink offer (H100, H200, "
+                               "A100, A800) for a model that needs it.",
+                               gpus=", ".join(pcie_tp)))
     short = [o for o in options if not o.in_stock]
     if options and len(short) == len(options):
-        warnings.append("None of these has the servers free now; the stock column says "
-                        "how many are.")
+        warnings.append(phrase("None of these has the servers free now; the stock column "
+                               "says how many are."))
     if not options:
-        warnings.append("No offer of the catalog holds this job: lower the precision, use "
-                        "LoRA/QLoRA, shorten the sequence or the micro-batch.")
+        warnings.append(phrase("No offer of the catalog holds this job: lower the precision, "
+                               "use LoRA/QLoRA, shorten the sequence or the micro-batch."))
     said = job.arch.nominal_params or job.arch.params  # the size as the tenant gave it
     quick = quick_estimate_gb(said, job.precision)
     return Advice(
         params=job.arch.params, active_params=job.arch.active_params,
         shape_inferred=job.arch.inferred, quick_estimate_gb=quick,
-        quick_estimate_text=(f"{said / 1e9:g}B × {job.precision.bytes:g} bytes "
-                             f"× 1.2 ≈ {quick:,.0f} GB → at least "
-                             f"{math.ceil(quick / 80)} × 80 GB cards"),
+        quick_estimate_text=phrase(
+            "{billions}B × {bytes} bytes × 1.2 ≈ {gb} GB → at least {cards} × 80 GB cards",
+            billions=f"{said / 1e9:g}", bytes=f"{job.precision.bytes:g}", gb=f"{quick:,.0f}",
+            cards=math.ceil(quick / 80)),
         terms=tuple((t.name, t.bytes / GB, t.why) for t in terms), total_gb=total / GB,
         work=(f"{tokens:,.0f} tokens × {fpt / 1e9:,.1f} GFLOP per token" if tokens else
               f"{hours or 24:g} planned hours"),
@@ -363,41 +367,49 @@ def _wanted(gpu: Gpu, domestic: bool, gpu_filter: str | None) -> bool:
     return (gpu.vendor == "huawei") == domestic
 
 
-def _bare_metal_reasons(options: list[Option], a: Assumptions) -> list[str]:
-    reasons: list[str] = []
+def _bare_metal_reasons(options: list[Option], a: Assumptions) -> list[Phrase]:
+    reasons: list[Phrase] = []
     best = options[0] if options else None
     if best is None:
         return reasons
     if best.nominal_hours > a.jitter_ramp_hours:
-        reasons.append(f"the job runs {best.nominal_hours:.0f} h, beyond "
-                       f"{a.jitter_ramp_hours:.0f} h: a shared host's jitter risk is at its "
-                       "full size")
-    if best.nodes > 1 or not any(o.kind == "container" for o in options):
-        reasons.append("it needs more GPUs than one container host gives"
-                       + (f" ({best.nodes} nodes on one InfiniBand fabric)"
-                          if best.nodes > 1 else ""))
+        reasons.append(phrase("the job runs {hours} h, beyond {ramp} h: a shared host's "
+                              "jitter risk is at its full size",
+                              hours=f"{best.nominal_hours:.0f}",
+                              ramp=f"{a.jitter_ramp_hours:.0f}"))
+    if best.nodes > 1:
+        reasons.append(phrase("it needs more GPUs than one container host gives ({nodes} "
+                              "nodes on one InfiniBand fabric)", nodes=best.nodes))
+    elif not any(o.kind == "container" for o in options):
+        reasons.append(phrase("it needs more GPUs than one container host gives"))
     return reasons
 
 
-def _recommend(options: list[Option], reasons: list[str]) -> str:
+def _recommend(options: list[Option], reasons: list[Phrase]) -> Phrase:
     if not options:
-        return "Nothing in the catalog fits this job as given."
+        return phrase("Nothing in the catalog fits this job as given.")
     best = options[0]
-    what = (f"{best.nodes} × {best.sku} in {best.region}" if best.kind == "bare_metal"
-            else f"a {best.gpus}-GPU container ({best.offer})")
-    head = (f"{what}: {best.layout}, about {best.hours:,.1f} h, ¥{best.cost:,.2f} "
-            f"({best.periods} {best.term}{'s' if best.periods > 1 else ''})")
+    what = (phrase("{nodes} × {sku} in {region}", nodes=best.nodes, sku=best.sku,
+                   region=best.region) if best.kind == "bare_metal"
+            else phrase("a {gpus}-GPU container ({offer})", gpus=best.gpus, offer=best.offer))
+    head = phrase("{what}: {layout}, about {hours} h, ¥{cost:,.2f} ({periods} × {term})",
+                  what=what, layout=best.layout, hours=f"{best.hours:,.1f}", cost=best.cost,
+                  periods=best.periods, term=phrase(best.term))
+    why = listed(reasons)
     if best.kind == "bare_metal":
-        return head + (f"; bare metal, because {'; '.join(reasons)}." if reasons
-                       else "; bare metal is the cheapest here, jitter risk included.")
-    text = head + "; a container is the cheapest even with the neighbour-jitter risk " \
-        f"priced in ({best.nominal_hours:,.0f} h planned, {best.hours:,.0f} h expected)."
+        return listed([head, phrase("; bare metal, because {why}.", why=why) if reasons
+                       else phrase("; bare metal is the cheapest here, jitter risk included.")],
+                      "")
+    said = [head, phrase("; a container is the cheapest even with the neighbour-jitter risk "
+                         "priced in ({planned} h planned, {expected} h expected).",
+                         planned=f"{best.nominal_hours:,.0f}", expected=f"{best.hours:,.0f}")]
     metal = next((o for o in options if o.kind == "bare_metal"), None)
     if reasons and metal is not None:
-        text += (f" For a predictable finish take bare metal: {metal.nodes} × {metal.sku} "
-                 f"in {metal.region}, about {metal.hours:,.0f} h, ¥{metal.cost:,.2f}, "
-                 f"because {'; '.join(reasons)}.")
-    return text
+        said.append(phrase(" For a predictable finish take bare metal: {nodes} × {sku} in "
+                           "{region}, about {hours} h, ¥{cost:,.2f}, because {why}.",
+                           nodes=metal.nodes, sku=metal.sku, region=metal.region,
+                           hours=f"{metal.hours:,.0f}", cost=metal.cost, why=why))
+    return listed(said, "")
 
 
 @dataclass(frozen=True)

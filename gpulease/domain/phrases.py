@@ -8,7 +8,10 @@ a Phrase itself (said in the same language). A template without values is used a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
+from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 Gettext = Callable[[str], str]
@@ -51,17 +54,38 @@ class Phrase:
         return hash(self.template)
 
     def to_json(self) -> dict[str, Any]:
-        """For a stored notice: values as text (numbers already written as the template
-        wants them by whoever made the phrase)."""
+        """To keep with a stored line: numbers, amounts and times keep their type (a
+        template's `{cost:,.2f}` still applies); anything else is kept as its text."""
         return {"template": self.template,
-                "params": {k: v.to_json() if isinstance(v, Phrase) else str(v)
-                           for k, v in self.params.items()}}
+                "params": {k: _value_to_json(v) for k, v in self.params.items()}}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Phrase:
-        params = {k: cls.from_json(v) if isinstance(v, dict) else v
-                  for k, v in dict(data.get("params") or {}).items()}
-        return cls(str(data["template"]), params)
+        return cls(str(data["template"]),
+                   {k: _value_from_json(v) for k, v in dict(data.get("params") or {}).items()})
+
+
+def _value_to_json(v: Any) -> Any:
+    if isinstance(v, Phrase):
+        return v.to_json()
+    if isinstance(v, bool | int | float) or v is None:
+        return v
+    if isinstance(v, Decimal):
+        return {"decimal": str(v)}
+    if isinstance(v, datetime):
+        return {"datetime": v.isoformat()}
+    return str(v)
+
+
+def _value_from_json(v: Any) -> Any:
+    if isinstance(v, dict):
+        if "template" in v:
+            return Phrase.from_json(v)
+        if "decimal" in v:
+            return Decimal(str(v["decimal"]))
+        if "datetime" in v:
+            return datetime.fromisoformat(str(v["datetime"]))
+    return v
 
 
 def phrase(template: str, **params: Any) -> Phrase:
@@ -73,3 +97,22 @@ def listed(items: list[Phrase], separator: str = "; ") -> Phrase:
     """Several phrases as one, each said in the reader's language."""
     return Phrase(separator.join(f"{{p{i}}}" for i in range(len(items))),
                   {f"p{i}": item for i, item in enumerate(items)})
+
+
+def stored(text: str | Phrase) -> tuple[str, str | None]:
+    """A line to keep in the database: its English text, and its phrase as JSON (None for
+    what people wrote, kept as they wrote it)."""
+    if isinstance(text, Phrase):
+        return str(text), json.dumps(text.to_json(), ensure_ascii=False)
+    return text, None
+
+
+def said_stored(text: str, phrase_json: str | None, gettext: Gettext = _english) -> str:
+    """A kept line in gettext's language (its text as kept when it has no phrase, or its
+    phrase cannot be read)."""
+    if not phrase_json:
+        return text
+    try:
+        return Phrase.from_json(json.loads(phrase_json)).said(gettext)
+    except (ValueError, KeyError, TypeError):
+        return text

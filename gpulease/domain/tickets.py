@@ -107,10 +107,16 @@ class Clock:
         return (now - opened) >= (self.due - opened) * float(warn_at)
 
 
+BREACHED = "!"  # a clock's name with this mark in `warned`: its breach was escalated
+
+
 def next_warning(clocks: list[Clock], opened: datetime, warned: set[str],
                  warn_at: Decimal) -> datetime | None:
-    """When operators are next to be warned: the earliest warning point of a clock still
-    running that they were not warned about (None: no warning left)."""
+    """When operators are next to be warned: the earliest warning point (at `warn_at` of
+    its length, then at its breach) of a clock still running that they were not warned
+    about (None: no warning left)."""
     points = [point for c in clocks if c.name not in warned
               if (point := c.warning_at(opened, warn_at)) is not None]
+    points += [c.due for c in clocks if c.name + BREACHED not in warned
+               if c.due is not None and c.met_at is None]
     return min(points) if points else None

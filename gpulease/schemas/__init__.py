@@ -155,6 +155,8 @@ class StageView(BaseModel):
     at: datetime
     node: str | None = None
     message: str | None = None
+    # the message as a phrase (JSON), for the console to say in its reader's language
+    phrase: str | None = Field(default=None, exclude=True)
 
 
 class InstanceNodeView(BaseModel):
@@ -435,6 +437,7 @@ class NodeEventView(BaseModel):
     message: str | None
     actor: str | None
     instance_id: str | None
+    phrase: str | None = Field(default=None, exclude=True)  # the message, for the console
 
 
 class FleetCount(BaseModel):

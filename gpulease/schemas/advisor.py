@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -93,3 +94,5 @@ class AdviceView(BaseModel):
     bare_metal_reasons: list[str]
     warnings: list[str]
     assumptions: dict[str, float]
+    # the sentences above as phrases (JSON), for the console's reader's language
+    phrases: dict[str, Any] = Field(default_factory=dict, exclude=True)

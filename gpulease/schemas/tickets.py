@@ -71,6 +71,8 @@ class TimelineEntry(BaseModel):
     text: str
     ref: str | None = None
     internal: bool = False
+    # a line the platform wrote, as a phrase (JSON), for the console's reader's language
+    phrase: str | None = Field(default=None, exclude=True)
 
 
 class RepairWindowProposal(BaseModel):

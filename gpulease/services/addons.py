@@ -24,6 +24,7 @@ from gpulease.db.tables import Instance
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, InvalidInput
 from gpulease.domain.money import to_fen
+from gpulease.domain.phrases import phrase
 from gpulease.domain.pricing import PricingError, addon_period, check_addon, plain
 from gpulease.domain.states import InstanceStatus, LeaseStatus
 from gpulease.platform import Platform
@@ -178,10 +179,11 @@ def _raise(s: Session, p: Platform, inst: Instance, lease: Lease, addon_id: str,
     s.add(InstanceAddon(instance_id=inst.id, addon_id=addon_id, name=name, unit=unit,
                         quantity=want, unit_price=price, since=now, until=None,
                         created_by=who))
-    text = (f"{name}: {have.normalize():f} → {want.normalize():f} on {inst.id}, "
-            f"¥{total:,.2f} for the paid time left")
+    text = phrase("{name}: {have:f} → {want:f} on {instance}, ¥{total:,.2f} for the paid time "
+                  "left", name=name, have=have.normalize(), want=want.normalize(),
+                  instance=inst.id, total=total)
     if total > 0:
-        charge(s, inst.tenant_id, total, now, instance_id=inst.id, reference=text[:200],
+        charge(s, inst.tenant_id, total, now, instance_id=inst.id, reference=str(text)[:200],
                service=(now, lease.ends_at))
     note(s, now, inst.id, "addon", text, actor=who)
 
@@ -206,5 +208,7 @@ def _lower(s: Session, inst: Instance, lease: Lease, current: InstanceAddon | No
                             unit=current.unit, quantity=want, unit_price=current.unit_price,
                             since=at, until=None, created_by=who))
     note(s, now, inst.id, "addon",
-         f"{current.name}: {current.quantity.normalize():f} → {want.normalize():f} on "
-         f"{inst.id} from the end of the paid periods ({at:%Y-%m-%d %H:%M} UTC)", actor=who)
+         phrase("{current_name}: {current_quantity_normalize:f} → {want_normalize:f} on "
+         "{inst_id} from the end of the paid periods ({at:%Y-%m-%d %H:%M} UTC)",
+         current_name=current.name, current_quantity_normalize=current.quantity.normalize(),
+         want_normalize=want.normalize(), inst_id=inst.id, at=at), actor=who)

@@ -14,6 +14,7 @@ from gpulease.db.tables import AcceptanceReport, Node
 from gpulease.domain.advisor import Advice, advise
 from gpulease.domain.catalog import Catalog
 from gpulease.domain.errors import InvalidInput
+from gpulease.domain.phrases import stored
 from gpulease.domain.sizing import (
     Architecture,
     Job,
@@ -73,7 +74,7 @@ def view(advice: Advice) -> AdviceView:
     return AdviceView(
         params=advice.params, active_params=advice.active_params,
         shape_inferred=advice.shape_inferred, quick_estimate_gb=round(advice.quick_estimate_gb, 1),
-        quick_estimate=advice.quick_estimate_text,
+        quick_estimate=str(advice.quick_estimate_text),
         memory=[AdviceTermView(name=n, gb=round(gb, 2), why=why) for n, gb, why in advice.terms],
         total_gb=round(advice.total_gb, 2), work=advice.work,
         options=[AdviceOptionView(**{**asdict(o), "notes": list(o.notes),
@@ -84,8 +85,12 @@ def view(advice: Advice) -> AdviceView:
                                      "memory_usable_gb": round(o.memory_usable_gb, 1),
                                      "tokens_per_hour": round(o.tokens_per_hour)})
                  for o in advice.options],
-        recommendation=advice.recommendation,
-        bare_metal_reasons=list(advice.bare_metal_reasons), warnings=list(advice.warnings),
+        recommendation=str(advice.recommendation),
+        bare_metal_reasons=[str(r) for r in advice.bare_metal_reasons],
+        warnings=[str(w) for w in advice.warnings],
+        phrases={"recommendation": stored(advice.recommendation)[1],
+                 "quick_estimate": stored(advice.quick_estimate_text)[1],
+                 "warnings": [stored(w)[1] for w in advice.warnings]},
         assumptions={k: round(float(v), 4) for k, v in asdict(advice.assumptions).items()})
 
 

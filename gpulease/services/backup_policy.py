@@ -19,7 +19,7 @@ from gpulease.db.repositories import get_instance
 from gpulease.db.tables import Instance
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import InvalidInput
-from gpulease.domain.phrases import Phrase
+from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.states import BackupStatus, InstanceStatus
 from gpulease.platform import Platform
 from gpulease.schemas.fleet import BackupPolicyUpdate, BackupPolicyView
@@ -112,8 +112,8 @@ def update(p: Platform, actor: Principal, instance_id: str, body: BackupPolicyUp
         s.flush()
         every = f"every {pol.every_hours:g} h" if pol.every_hours else "no schedule"
         end = "on" if pol.at_lease_end else "off (opted out)"
-        note(s, now, inst.id, "backup_policy", f"backups of {pol.path}: {every}; when the "
-             f"lease lapses: {end}", actor=by(actor))
+        note(s, now, inst.id, "backup_policy", phrase("backups of {pol_path}: {every}; when the "
+             "lease lapses: {end}", pol_path=pol.path, every=every, end=end), actor=by(actor))
         return _view(s, pol)
 
 
@@ -126,7 +126,8 @@ def _queue_for_lease(s: Session, p: Platform, inst: Instance, lease: Lease, trig
         return False
     node = backups.server_for_run(s, inst)
     if isinstance(node, Phrase):
-        note(s, now, inst.id, "backup_skipped", f"no backup as the lease lapses: {node}",
+        note(s, now, inst.id, "backup_skipped", phrase("no backup as the lease lapses: {node}",
+        node=node),
              actor=SWEEP_LEASES)
         return False
     assert lease.grace_until is not None

@@ -161,8 +161,9 @@ def restore_at_delivery(s: Session, p: Platform, inst: Instance) -> None:
     node = server_for_run(s, inst)
     if isinstance(node, Phrase) or taken is None:
         why = node if isinstance(node, Phrase) else "its record is gone"
-        note(s, p.clock.now(), inst.id, "restore_failed", f"snapshot {inst.restore_from} "
-             f"could not be restored at delivery: {why}", actor=WORKER)
+        note(s, p.clock.now(), inst.id, "restore_failed", phrase("snapshot {inst_restore_from} "
+             "could not be restored at delivery: {why}", inst_restore_from=inst.restore_from,
+             why=why), actor=WORKER)
         return
     queue_run(s, p, inst.id, inst.tenant_id, node, "restore", taken.path, AT_ORDER, WORKER,
               snapshot_id=snapshot, source_instance_id=source)
@@ -212,7 +213,8 @@ def queue_run(s: Session, p: Platform, instance_id: str, tenant: str, node: Node
     s.add(row)
     s.flush()
     note(s, now, instance_id, f"{kind}_requested",
-         f"{kind} of {path} on {node.name} requested", actor=actor)
+         phrase("{kind} of {path} on {node_name} requested", kind=kind, path=path,
+         node_name=node.name), actor=actor)
     return row
 
 

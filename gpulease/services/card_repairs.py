@@ -163,7 +163,7 @@ def begin_due_windows(p: Platform, limit: int = 20) -> int:
             except Conflict as exc:
                 t.repair_window_start = t.repair_window_end = None
                 t.repair_window_accepted_at = None
-                entry(s, t, now, "note", WINDOWS, f"repair window lapsed: {exc}")
+                entry(s, t, now, "note", WINDOWS, phrase("repair window lapsed: {exc}", exc=exc))
                 continue
             repair = begin(s, node, t.id, f"card repair: {t.summary} (ticket {t.id})", now,
                            WINDOWS)

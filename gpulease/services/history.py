@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from gpulease.db.tables import Event
 from gpulease.domain.accounts import Principal
+from gpulease.domain.phrases import Phrase, stored
 
 # Who causes what the platform records, besides people (user:<id>).
 WORKER = "worker"
@@ -40,14 +41,15 @@ def record_event(
     instance_id: str | None = None,
     from_value: str | None = None,
     to_value: str | None = None,
-    message: str | None = None,
+    message: str | Phrase | None = None,
 ) -> None:
+    english, phrase = stored(message) if message is not None else (None, None)
     s.add(Event(at=now, resource=resource, resource_id=resource_id, instance_id=instance_id,
-                kind=kind, from_value=from_value, to_value=to_value, message=message,
-                actor=actor))
+                kind=kind, from_value=from_value, to_value=to_value, message=english,
+                phrase=phrase, actor=actor))
 
 
-def note(s: Session, now: datetime, instance_id: str, what: str, message: str, *,
+def note(s: Session, now: datetime, instance_id: str, what: str, message: str | Phrase, *,
          actor: str) -> None:
     """A line in an instance's history that is not a transition (moved to a spare,
     renewed, a credit or refund, stopped unpaid)."""

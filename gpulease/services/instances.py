@@ -71,7 +71,7 @@ def assemble_view(
         StageView(
             stage={"error": f"{e.to_value} (retry)", "result": f"{e.to_value} result"}.get(
                 e.kind, e.to_value or e.kind),
-            at=e.at, message=e.message,
+            at=e.at, message=e.message, phrase=e.phrase,
             node=names.get(e.resource_id) if e.resource == "node" else None,
         )
         for e in events

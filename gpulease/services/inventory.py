@@ -277,7 +277,7 @@ def node_history(p: Platform, actor: Principal, node_id: str, limit: int = 100,
                          .limit(limit).offset(offset))
         items = [NodeEventView(at=e.at, kind=e.kind, from_value=e.from_value,
                                to_value=e.to_value, message=e.message, actor=e.actor,
-                               instance_id=e.instance_id) for e in rows]
+                               instance_id=e.instance_id, phrase=e.phrase) for e in rows]
     return Page(items=items, total=total, limit=limit, offset=offset)
 
 

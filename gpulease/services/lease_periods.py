@@ -20,6 +20,7 @@ from gpulease.domain.leases import (
     following_periods,
     unused_refund,
 )
+from gpulease.domain.phrases import phrase
 from gpulease.schemas.money import LeasePeriodView
 from gpulease.services.history import note
 from gpulease.services.wallet import post, wallet_for_update
@@ -96,7 +97,8 @@ def refund_unstarted(s: Session, inst: Instance, lease: Lease, fee_percent: Deci
              instance_id=inst.id, reference=text[:200],
              item=f"Early termination refund: {inst.id}", quantity=Decimal(len(todo)),
              unit="period")
-        note(s, now, inst.id, "refund", f"¥{refund:,.2f} refunded: {text}", actor=actor)
+        note(s, now, inst.id, "refund", phrase("¥{refund:,.2f} refunded: {text}", refund=refund,
+        text=text), actor=actor)
     return refund
 
 
@@ -115,7 +117,8 @@ def refund_unused(s: Session, inst: Instance, lease: Lease, now: datetime, why: 
         post(s, wallet_for_update(s, inst.tenant_id, now), "refund", refund, now,
              instance_id=inst.id, reference=text[:200],
              item=f"Refund of unused time: {inst.id}", quantity=Decimal(1), unit="lease")
-        note(s, now, inst.id, "refund", f"¥{refund:,.2f} refunded: {text}", actor=actor)
+        note(s, now, inst.id, "refund", phrase("¥{refund:,.2f} refunded: {text}", refund=refund,
+        text=text), actor=actor)
     return refund
 
 

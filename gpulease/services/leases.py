@@ -118,11 +118,12 @@ def extend(s: Session, p: Platform, inst: Instance, lease: Lease, periods: int, 
     lease_periods.add(s, lease, added)
     lease.grace_until = None
     lease.reminders_sent = ""
-    text = (f"{periods} {term}(s) to {local_text(lease.ends_at, p.settings.zone)} "
-            f"(¥{amount:,.2f}, {by})"
-            + ("; the erase after grace is cancelled" if was == LeaseStatus.GRACE.value
-               else ""))
-    transition(s, p, lease, LEASE, "renew", now, actor=actor, reason=text)
+    facts = {"periods": periods, "term": phrase(term),
+             "until": local_text(lease.ends_at, p.settings.zone), "amount": amount, "by": by}
+    text = phrase("{periods} × {term} to {until} (¥{amount:,.2f}, {by}); the erase after "
+                  "grace is cancelled", **facts) if was == LeaseStatus.GRACE.value else phrase(
+                  "{periods} × {term} to {until} (¥{amount:,.2f}, {by})", **facts)
+    transition(s, p, lease, LEASE, "renew", now, actor=actor, reason=str(text))
     note(s, now, inst.id, "renewed", text, actor=actor)
 
 

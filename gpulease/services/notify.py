@@ -23,9 +23,9 @@ from gpulease.db.tables import User
 from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.errors import InvalidInput, NotFound
 from gpulease.domain.locales import DEFAULT
+from gpulease.domain.phrases import said_stored
 from gpulease.platform import Platform
 from gpulease.services import egress
-from gpulease.services.outbox import said
 from gpulease.translations import N_, gettext, translations
 
 log = logging.getLogger("gpulease.notify")
@@ -47,6 +47,7 @@ TICKET_SUBJECTS = {"ticket_opened": N_("A ticket was opened"),
                    "ticket_resolved": N_("A ticket was resolved"),
                    "ops_p1": N_("New P1 ticket"),
                    "ops_sla_risk": N_("A ticket's SLA is at risk"),
+                   "ops_sla_breach": N_("A ticket's SLA is breached"),
                    "ops_window": N_("A tenant answered a repair window")}
 OPERATORS = "@operators"  # the outbox's address for the provider's operators
 # Backups and restores of a rented server's data disk (services/backups.py).
@@ -184,6 +185,8 @@ def deliver_notices(p: Platform, limit: int = 50) -> int:
                 (a, loc) for a, loc in s.execute(select(User.email, User.locale).where(
                     User.tenant_id == n.tenant_id, User.role == Role.ADMIN.value,
                     User.disabled_at.is_(None)))]
+            if n.kind == "ops_sla_breach":  # escalated beyond the operators
+                admins += [(a, None) for a in p.settings.escalation_emails]
             if n.tenant_id == OPERATORS:  # the provider's own bridge, from its settings
                 st = p.settings
                 hook = ((st.operator_webhook_url, st.operator_webhook_secret)
@@ -201,7 +204,7 @@ def deliver_notices(p: Platform, limit: int = 50) -> int:
         if mailed is None and admins and p.settings.smtp_host:
             try:
                 for locale, addresses in by_language(admins).items():
-                    body = said(text, phrased, translations(locale or DEFAULT).gettext)
+                    body = said_stored(text, phrased, translations(locale or DEFAULT).gettext)
                     send_email(p, addresses, _subject(kind, iid, locale)[0], body)
                 mail_ok = p.clock.now()
             except (OSError, smtplib.SMTPException) as exc:

@@ -64,8 +64,9 @@ def burned_in(s: Session, p: Platform, node: Node, report_id: str | None, now: d
             "node {node} is back from repair, burned in and accepted (the offer sets no "
             "marks)", node=node.name), now, WORKER)
     else:
-        entry(s, ticket, now, "note", WORKER, f"node {node.name} burned in and accepted "
-              f"after its repair{evidence}: back in the pool", internal=True)
+        entry(s, ticket, now, "note", WORKER, phrase("node {node_name} burned in and accepted "
+              "after its repair{evidence}: back in the pool", node_name=node.name,
+              evidence=evidence), internal=True)
 
 
 def stays_for_erase(s: Session, node_id: str, now: datetime) -> None:
@@ -90,8 +91,9 @@ def burn_in_failed(s: Session, node: Node, reason: str, now: datetime) -> Repair
         ticket = s.get(Ticket, last.ticket_id, with_for_update=True)
         if ticket is not None:
             entry(s, ticket, now, "note", WORKER,
-                  f"node {node.name} failed its burn-in after repair; back to repair: "
-                  f"{reason}", internal=last.instance_id is None)
+                  phrase("node {node_name} failed its burn-in after repair; back to repair: "
+                  "{reason}", node_name=node.name, reason=reason),
+                  internal=last.instance_id is None)
     return again
 
 
@@ -161,7 +163,8 @@ def finish(p: Platform, actor: Principal, node_id: str, parts: str) -> RepairVie
             ticket = s.get(Ticket, repair.ticket_id, with_for_update=True)
             if ticket is not None:
                 entry(s, ticket, now, "note", by(actor),
-                      f"node {node.name} repaired: {parts}", internal=True)
+                      phrase("node {node_name} repaired: {parts}", node_name=node.name,
+                      parts=parts), internal=True)
         s.flush()
         view = _view(repair, node.name)
         name, driver, agent_kind = node.name, node.bmc_driver, node.agent_kind

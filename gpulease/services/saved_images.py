@@ -19,6 +19,7 @@ from gpulease.db.repositories import get_instance, instance_allocations
 from gpulease.db.tables import Instance
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
+from gpulease.domain.phrases import phrase
 from gpulease.domain.states import SAVED_IMAGE, InstanceStatus, SavedImageStatus
 from gpulease.platform import Platform
 from gpulease.ports.runtime import RuntimeError_
@@ -86,7 +87,8 @@ def save(p: Platform, actor: Principal, instance_id: str, name: str) -> SavedIma
                          **initial(SavedImage, SAVED_IMAGE))
         s.add(row)
         s.flush()
-        note(s, now, inst.id, "image_save", f"saving as {PREFIX}{name}", actor=by(actor))
+        note(s, now, inst.id, "image_save", phrase("saving as {prefix}{name}", prefix=PREFIX,
+        name=name), actor=by(actor))
         view = _view(row)
     p.wake()
     return view
@@ -239,9 +241,11 @@ def _finish(p: Platform, image_id: str, saved: tuple[str, int] | None,
             row.saved_at = now
             transition(s, p, row, SAVED_IMAGE, "save", now, actor=WORKER)
             note(s, now, row.source_instance_id, "image_saved",
-                 f"saved as {PREFIX}{row.name} ({row.digest})", actor=WORKER)
+                 phrase("saved as {prefix}{row_name} ({row_digest})", prefix=PREFIX,
+                 row_name=row.name, row_digest=row.digest), actor=WORKER)
         else:
             transition(s, p, row, SAVED_IMAGE, "fail", now, actor=WORKER,
                        reason=(reason or "")[:1000])
             note(s, now, row.source_instance_id, "image_failed",
-                 f"{PREFIX}{row.name} could not be saved: {reason}", actor=WORKER)
+                 phrase("{prefix}{row_name} could not be saved: {reason}", prefix=PREFIX,
+                 row_name=row.name, reason=reason), actor=WORKER)

@@ -122,7 +122,8 @@ def _suspend_for_overdraft(s: Session, p: Platform, wallet: Wallet, now: datetim
             stopped.append(inst.id)
         else:
             note(s, now, inst.id, "flagged",
-                 f"reported to the operator: the tenant is {reason}", actor=SWEEP_SPENDING)
+                 phrase("reported to the operator: the tenant is {reason}", reason=reason),
+                 actor=SWEEP_SPENDING)
             flagged.append(inst.id)
     said = [phrase("Your account is suspended: {reason}.", reason=reason)]
     if stopped:

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from gpulease.agent.copy import new_key
 from gpulease.db.ops_tables import Backup
 from gpulease.db.tables import Instance, Node
+from gpulease.domain.phrases import phrase
 from gpulease.domain.states import BackupStatus
 from gpulease.platform import Platform
 from gpulease.ports.agent import ReceivePayload, SendPayload
@@ -69,13 +70,14 @@ def swap_copy_step(s: Session, p: Platform, instance_id: str, tenant: str, spare
             queue_run(s, p, instance_id, tenant, spare, "restore", backup.path, SWAP_COPY,
                       WORKER, snapshot_id=backup.snapshot_id)
             return True
-        note(s, now, instance_id, "copy_failed", "the data disk could not be copied from "
-             f"the faulty server ({backup.status_reason}); the new server starts with an "
-             "empty data disk", actor=WORKER)
+        note(s, now, instance_id, "copy_failed", phrase("the data disk could not be copied from "
+             "the faulty server ({backup_status_reason}); the new server starts with an "
+             "empty data disk", backup_status_reason=backup.status_reason), actor=WORKER)
     elif restore is not None and restore.status != BackupStatus.SUCCEEDED.value:
-        note(s, now, instance_id, "copy_failed", f"the copy (snapshot {restore.snapshot_id}, "
-             f"kept in your bucket) could not be restored onto {spare.name}: "
-             f"{restore.status_reason}", actor=WORKER)
+        note(s, now, instance_id, "copy_failed", phrase("the copy (snapshot {restore_snapshot_id}, "
+             "kept in your bucket) could not be restored onto {spare_name}: "
+             "{restore_status_reason}", restore_snapshot_id=restore.snapshot_id,
+             spare_name=spare.name, restore_status_reason=restore.status_reason), actor=WORKER)
     return False
 
 
@@ -93,9 +95,10 @@ def _direct(s: Session, p: Platform, instance_id: str, tenant: str, send: Backup
         if send.status in UNDER_WAY:  # no address to fetch from: the swap goes on
             finish_failed(s, p, send, "the faulty server has no address the spare can "
                           "reach", now, tell=False)
-        note(s, now, instance_id, "copy_failed", "the data disk could not be copied from "
-             f"the faulty server ({send.status_reason or 'no address'}); the new server "
-             "starts with an empty data disk", actor=WORKER)
+        note(s, now, instance_id, "copy_failed", phrase("the data disk could not be copied from "
+             "the faulty server ({value}); the new server "
+             "starts with an empty data disk", value=send.status_reason or 'no address'),
+             actor=WORKER)
         return False
     if receive.status in UNDER_WAY:
         return True

@@ -18,7 +18,7 @@ from gpulease.db.repositories import get_instance
 from gpulease.db.tables import Event, HardwareAlert, Instance, Node
 from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
-from gpulease.domain.phrases import Phrase, listed, phrase
+from gpulease.domain.phrases import Phrase, listed, phrase, stored
 from gpulease.domain.states import TICKET, TicketStatus
 from gpulease.domain.tickets import (
     Clock,
@@ -104,11 +104,26 @@ def _open(s: Session, p: Platform, *, tenant_id: str | None, instance_id: str | 
     return ticket
 
 
-def entry(s: Session, ticket: Ticket, now: datetime, kind: str, actor: str, body: str,
-           ref: str | None = None, internal: bool = False) -> None:
-    s.add(TicketEntry(ticket_id=ticket.id, at=now, kind=kind, actor=actor, body=body,
-                      ref=ref, internal=internal))
+def entry(s: Session, ticket: Ticket, now: datetime, kind: str, actor: str,
+          body: str | Phrase, ref: str | None = None, internal: bool = False) -> None:
+    english, phrase = stored(body)
+    s.add(TicketEntry(ticket_id=ticket.id, at=now, kind=kind, actor=actor, body=english,
+                      phrase=phrase, ref=ref, internal=internal))
     ticket.updated_at = now
+
+
+def _move(e: Event) -> TimelineEntry:
+    """A line of the timeline from one of the ticket's moves (its statuses said in the
+    reader's language by the console)."""
+    if e.kind == "opened":
+        return TimelineEntry(at=e.at, kind="opened", actor=e.actor or "",
+                             text=e.message or "")
+    moved = Phrase("{was} → {now}", {"was": phrase(e.from_value or ""),
+                                      "now": phrase(e.to_value or "")})
+    english, said = stored(listed([moved, Phrase(": {note}", {"note": e.message})], "")
+                           if e.message else moved)
+    return TimelineEntry(at=e.at, kind="status", actor=e.actor or "", text=english,
+                         phrase=said)
 
 
 def open_from_alert(s: Session, p: Platform, alert: HardwareAlert, now: datetime,
@@ -125,7 +140,8 @@ def open_from_alert(s: Session, p: Platform, alert: HardwareAlert, now: datetime
                        instance_id=inst.id if inst else None, node=node, gpu=gpu,
                        kind=alert.kind, severity=severity_of(alert.kind),
                        summary=title_of(alert.kind, gpu), actor=actor, now=now, fault_key=key)
-    entry(s, ticket, now, "evidence", actor, f"{alert.source} alert: {alert.message}",
+    entry(s, ticket, now, "evidence", actor, phrase("{alert_source} alert: {alert_message}",
+    alert_source=alert.source, alert_message=alert.message),
            ref=f"alert:{alert.id}")
     return ticket
 
@@ -154,7 +170,8 @@ def alert_cleared(s: Session, alert: HardwareAlert, now: datetime, actor: str) -
     key = f"{alert.node_id}:{alert.gpu_index}:{alert.kind}"
     ticket = s.scalar(select(Ticket).where(Ticket.fault_key == key))
     if ticket is not None:
-        entry(s, ticket, now, "evidence", actor, f"{alert.source} alert cleared",
+        entry(s, ticket, now, "evidence", actor, phrase("{alert_source} alert cleared",
+        alert_source=alert.source),
                ref=f"alert:{alert.id}")
 
 
@@ -240,18 +257,13 @@ def show_ticket(p: Platform, actor: Principal, ticket_id: str) -> TicketDetail:
     with p.db.read() as s:
         t = _load(s, actor, ticket_id)
         node = s.get(Node, t.node_id) if t.node_id else None
-        timeline = [TimelineEntry(at=e.at, kind="opened" if e.kind == "opened" else "status",
-                                  actor=e.actor or "", text=(
-                                      e.message or "" if e.kind == "opened"
-                                      else f"{e.from_value} → {e.to_value}"
-                                      + (f": {e.message}" if e.message else "")))
-                    for e in s.scalars(select(Event).where(
-                        Event.resource == "ticket", Event.resource_id == t.id))]
+        timeline = [_move(e) for e in s.scalars(select(Event).where(
+            Event.resource == "ticket", Event.resource_id == t.id))]
         entries = select(TicketEntry).where(TicketEntry.ticket_id == t.id)
         if not actor.is_operator:
             entries = entries.where(TicketEntry.internal.is_(False))
-        timeline += [TimelineEntry(at=e.at, kind=e.kind,
-                                   actor=e.actor, text=e.body, ref=e.ref, internal=e.internal)
+        timeline += [TimelineEntry(at=e.at, kind=e.kind, actor=e.actor, text=e.body,
+                                   ref=e.ref, internal=e.internal, phrase=e.phrase)
                      for e in s.scalars(entries)]
         timeline.sort(key=lambda e: e.at)
         view = _view(t, node.name if node else None, now, p.catalog.support.warn_at)
@@ -359,8 +371,9 @@ def _claim_outage(s: Session, t: Ticket, now: datetime) -> None:
     operator confirms it: the agent's telemetry is the tenant's host's)."""
     claim = claim_ticket_outage(s, t, now)
     if claim is not None:
-        entry(s, t, now, "note", "sla", f"SLA claim {claim.id}: ¥{claim.amount:,.2f} for the "
+        entry(s, t, now, "note", "sla", phrase("SLA claim {claim_id}: ¥{claim_amount:,.2f} for the "
               "outage, waiting for an operator's decision (`gpulease sla-decide`)",
+              claim_id=claim.id, claim_amount=claim.amount),
               ref=f"claim:{claim.id}")
 
 

@@ -20,7 +20,10 @@ from pydantic import ValidationError
 from gpulease.api.deps import PlatformDep
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import DomainError, Unauthorized
+from gpulease.domain.locales import DEFAULT
+from gpulease.domain.phrases import said_stored
 from gpulease.domain.states import CLEAN_ORDER, DEPLOY_ORDER, RETURN_ORDER, NodeStage
+from gpulease.schemas.field_errors import field_error
 from gpulease.services import accounts
 from gpulease.web import i18n
 
@@ -117,6 +120,8 @@ def environment(locale: str) -> Environment:
     env.filters["when_s"] = lambda v: i18n.moment(v, locale, seconds=True)
     env.filters["step"] = lambda v: step_words(v, t.gettext)
     env.filters["word"] = lambda v: t.gettext(v) if v else ""
+    env.filters["said"] = lambda text, phrased=None: said_stored(text or "", phrased,
+                                                                 t.gettext)
     env.globals |= {"lang_tag": locale.replace("_", "-"), "locale": locale,
                     "languages": i18n.NAMES}
     return env
@@ -132,8 +137,9 @@ def refusal(exc: DomainError | ValidationError) -> tuple[int, str]:
     the first field the request model refused (422)."""
     if isinstance(exc, DomainError):
         return exc.status, said(exc)
-    first = exc.errors()[0]
-    return 422, f"{'.'.join(str(x) for x in first['loc'])}: {first['msg']}"
+    locale = i18n.current.get()
+    return 422, field_error(exc.errors()[0], None if locale == DEFAULT else
+                            i18n.translations(locale).gettext, request=False)
 
 
 class SignInNeeded(Exception):

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from gpulease.db.repositories import bound_nodes
 from gpulease.db.tables import Instance
+from gpulease.domain.phrases import phrase
 from gpulease.domain.states import (
     INSTANCE,
     INSTANCE_STAGE,
@@ -112,8 +113,9 @@ def reconcile(s: Session, p: Platform, inst: Instance) -> None:
             inst.ip_address = serving[0].ip_address
             transition(s, p, inst, INSTANCE_STAGE, "settle", now, actor=WORKER,
                        reason="replaced: now on " + ", ".join(n.name for n in serving))
-            note(s, now, inst.id, "replaced", "the spare is delivered and accepted: "
-                 + ", ".join(n.name for n in serving), actor=WORKER)
+            note(s, now, inst.id, "replaced", phrase(
+                "the spare is delivered and accepted: {nodes}",
+                nodes=", ".join(n.name for n in serving)), actor=WORKER)
             mitigate_replaced(s, p, inst, [n.name for n in serving], now, WORKER)
             inst.next_attempt_at = None
         else:
@@ -123,8 +125,9 @@ def reconcile(s: Session, p: Platform, inst: Instance) -> None:
                 n.status == NodeStatus.ACTIVE.value for n in nodes):
             transition(s, p, inst, INSTANCE_STAGE, "settle", now, actor=WORKER,
                        reason="the repaired node is back, burned in and accepted")
-            note(s, now, inst.id, "repaired", "the node is back from repair, burned in and "
-                 "accepted: " + ", ".join(n.name for n in nodes), actor=WORKER)
+            note(s, now, inst.id, "repaired", phrase(
+                "the node is back from repair, burned in and accepted: {nodes}",
+                nodes=", ".join(n.name for n in nodes)), actor=WORKER)
             inst.next_attempt_at = None
         else:
             inst.next_attempt_at = None  # the node's return wakes us (a repair takes hours)

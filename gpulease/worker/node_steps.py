@@ -11,6 +11,7 @@ from enum import Enum
 from typing import Any
 
 from gpulease.domain.acceptance import GpuSpec, Report, Thresholds
+from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.polling import FAST_FOR_S, power_ignored, power_request_due
 from gpulease.domain.states import NodeStage
 from gpulease.platform import Platform
@@ -61,7 +62,7 @@ class NodeJob:
 class StepResult:
     outcome: Outcome
     ip_address: str | None = None
-    note: str | None = None
+    note: str | Phrase | None = None
     report: Report | None = None  # the acceptance suite's (VERIFY)
     certificates: tuple[dict[str, Any], ...] = ()  # erase certificates (ERASE)
     requested: bool = False  # a power request went to the BMC (counted per stage)
@@ -122,11 +123,12 @@ def _boot_from(p: Platform, job: NodeJob, image_url: str) -> StepResult:
                 raise  # network boots read the seed over HTTP instead
     if job.boot == "uefi_http":
         bmc.set_one_time_boot(BootDevice.UEFI_HTTP, http_boot_uri=job.http_boot_uri)
-        return StepResult(Outcome.ADVANCE, note="UEFI HTTP boot (the loader chains to "
-                                                "/media/ipxe)")
+        return StepResult(Outcome.ADVANCE, note=phrase("UEFI HTTP boot (the loader chains "
+                                                       "to /media/ipxe)"))
     if job.boot == "pxe":
         bmc.set_one_time_boot(BootDevice.PXE)
-        return StepResult(Outcome.ADVANCE, note="PXE boot (iPXE chains to /media/ipxe)")
+        return StepResult(Outcome.ADVANCE,
+                          note=phrase("PXE boot (iPXE chains to /media/ipxe)"))
     bmc.insert_media(image_url)
     bmc.set_one_time_boot(BootDevice.VIRTUAL_CD)
     return StepResult(Outcome.ADVANCE)
@@ -164,15 +166,17 @@ def configure(p: Platform, job: NodeJob) -> StepResult:
 
 def verify(p: Platform, job: NodeJob) -> StepResult:
     if job.acceptance is None:
-        return StepResult(Outcome.ADVANCE, note="no acceptance marks for this node's offer")
+        return StepResult(Outcome.ADVANCE,
+                          note=phrase("no acceptance marks for this node's offer"))
     report = _agent(p, job).verify(_ref(job), *job.acceptance)
     if isinstance(report, Pending):
         return StepResult(Outcome.WAIT)
-    verdict = "passed" if report.passed else "FAILED"
-    label = " (simulated)" if report.simulated else ""
-    return StepResult(Outcome.ADVANCE, report=report,
-                      note=f"acceptance {verdict}{label}: {len(report.checks)} checks, "
-                           f"{len(report.failures)} failed")
+    facts = {"simulated": phrase(" (simulated)") if report.simulated else "",
+             "checks": len(report.checks), "failed": len(report.failures)}
+    return StepResult(Outcome.ADVANCE, report=report, note=phrase(
+        "acceptance passed{simulated}: {checks} checks, {failed} failed", **facts)
+        if report.passed else phrase(
+        "acceptance FAILED{simulated}: {checks} checks, {failed} failed", **facts))
 
 
 def burn_in(p: Platform, job: NodeJob) -> StepResult:
@@ -198,10 +202,10 @@ def erase(p: Platform, job: NodeJob) -> StepResult:
     result = _agent(p, job).erase(_ref(job), lease=job.instance_id)
     if isinstance(result, Pending):
         return StepResult(Outcome.WAIT)
-    label = " (simulated)" if result.simulated else ""
-    return StepResult(Outcome.ADVANCE, certificates=tuple(result.certificates),
-                      note=f"erased {', '.join(result.devices) or 'no disk'} by "
-                           f"{result.method}{label}")
+    return StepResult(Outcome.ADVANCE, certificates=tuple(result.certificates), note=phrase(
+        "erased {devices} by {method}{simulated}",
+        devices=", ".join(result.devices) or phrase("no disk"), method=result.method,
+        simulated=phrase(" (simulated)") if result.simulated else ""))
 
 
 def clean_power_off(p: Platform, job: NodeJob) -> StepResult:

@@ -11,6 +11,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from gpulease.db.tables import Event, GpuAllocation, Instance, Node
+from gpulease.domain.phrases import phrase
 from gpulease.domain.polling import next_poll_in
 from gpulease.domain.states import (
     BURN_IN_STAGES,
@@ -280,7 +281,8 @@ def _move_to_spare(s: Session, p: Platform, inst: Instance, failed: Node, reason
     if spare is None:
         return False
     note(s, now, inst.id, "moved",
-         f"node {failed.name} failed ({reason}); continuing on {spare.name}", actor=actor)
+         phrase("node {failed_name} failed ({reason}); continuing on {spare_name}",
+         failed_name=failed.name, reason=reason, spare_name=spare.name), actor=actor)
     log.info("instance %s moved from node %s to %s: %s", inst.id, failed.name, spare.name,
              reason, extra={"fields": {"decision": "move", "instance": inst.id,
                                        "from_node": failed.name, "to_node": spare.name,

@@ -95,7 +95,8 @@ PERIODICS: tuple[Periodic, ...] = (
     Periodic("password-resets", lambda p, _owner: deliver_reset_mails(p),
              "password reset links by e-mail, each once"),
     Periodic("tickets", lambda p, _owner: sweep_ticket_clocks(p),
-             "operators warned of tickets' SLA clocks at risk (once per clock)"),
+             "operators warned of tickets' SLA clocks at risk, breaches escalated (once per "
+             "clock each)"),
     Periodic("repair-windows", lambda p, _owner: begin_due_windows(p),
              "card repairs whose accepted window has begun: the node out for repair, still "
              "its tenant's, powered off"),

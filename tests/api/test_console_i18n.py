@@ -181,8 +181,19 @@ def test_every_tenant_page_renders_in_both_languages(
             assert "确认订单" in review.text and "增值税" in review.text
             assert "租期" in instance and "运行验收测试（第 6 步，共 7 步）" in instance
             assert "续费" in renewal.text
+            # the history the platform wrote, in the page's language too
+            assert "验收通过（模拟）：共 53 项检查，0 项失败" in instance
+            advised = client.get("/console/advise?params=70B&workload=lora&hours=24").text
+            assert "70B × 2 字节 × 1.2 ≈ 168 GB → 至少 3 张 80 GB 显卡" in advised
+            assert "模型结构由参数量推断" in advised and "小时，¥" in advised
         else:
             assert "running the acceptance tests, 6 of 7" in instance
+            assert "acceptance passed (simulated): 53 checks, 0 failed" in instance
+        api = client.get(f"/api/v1/instances/{iid}",
+                         headers={"Authorization": f"Bearer {t.token}"}).json()
+        said = [st["message"] for st in api["stages"] if st["message"]]
+        assert "acceptance passed (simulated): 53 checks, 0 failed" in said  # English
+        assert all("phrase" not in st for st in api["stages"])
 
 
 def test_refusals_with_figures_are_said_in_chinese_on_the_page_and_in_the_api(
@@ -216,3 +227,28 @@ def test_refusals_with_figures_are_said_in_chinese_on_the_page_and_in_the_api(
         assert sold.status_code == 409, sold.text[-800:]
         assert f"{ORDER['region']} 没有空闲的 {ORDER['sku']} 节点（空闲 0 台）" in sold.text
         assert "当前空闲：" in sold.text and "No free" not in sold.text
+
+
+def test_a_fields_refusal_is_said_in_the_readers_language(platform: Platform) -> None:
+    t = new_tenant(platform)
+    api = {"Authorization": f"Bearer {t.token}"}
+    bad = {"instance_id": "i-000000000000", "summary": "x" * 10, "gpu": "three"}
+    with TestClient(create_app(platform)) as client:
+        english = client.post("/api/v1/tickets", json=bad, headers=api).json()
+        chinese = client.post("/api/v1/tickets", json=bad, headers=api | ZH).json()
+    assert english["detail"].startswith("Fix these fields and resend: gpu: Input should be")
+    assert chinese["detail"] == "请修正这些字段后重新提交：gpu：请填写整数。"
+    assert english["errors"] == chinese["errors"] and chinese["field"] == "gpu"
+
+
+def test_a_kept_phrase_keeps_its_figures_types() -> None:
+    from datetime import datetime as dt
+
+    from gpulease.domain.phrases import said_stored, stored
+
+    kept = phrase("¥{refund:,.2f} refunded at {at:%H:%M}: {n} × {what}", refund=Decimal(
+        "1234.5"), at=dt(2026, 12, 2, 8, 30, tzinfo=UTC), n=3, what=phrase("month"))
+    english, as_json = stored(kept)
+    assert english == "¥1,234.50 refunded at 08:30: 3 × month"
+    assert said_stored(english, as_json) == english
+    assert said_stored(english, as_json, i18n.translations("zh_CN").gettext).endswith("3 × 月")

@@ -161,6 +161,19 @@ def test_tenants_open_their_own_and_the_clocks_warn_before_a_breach(
     clock.move(minutes=5)
     late = tickets.show_ticket(fleet, operator.principal, t)
     assert late.breached == ["response"] and late.at_risk == []
+    fleet.settings.escalation_emails = ["duty-manager@example.com"]
+    assert sweep_ticket_clocks(fleet) == 1  # the breach escalated, once
+    assert sweep_ticket_clocks(fleet) == 0
+    assert notices(fleet, notify.OPERATORS)[-1] == "ops_sla_breach"
+    mailed: list[tuple[list[str], str, str]] = []
+    fleet.settings.smtp_host = "127.0.0.1"
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(notify, "send_email", lambda _p, to, subject, text: mailed.append(
+            (to, subject, text)))
+        notify.deliver_notices(fleet)
+    breach = [(to, text) for to, subject, text in mailed if "breached" in subject]
+    assert breach and "duty-manager@example.com" in breach[0][0]
+    assert "response breached 2 min ago (due 2026-12-01 09:15 UTC)" in breach[0][1]
     metrics = {(s.name, s.labels.get("clock")): s.value for f in text_string_to_metric_families(
         control_metrics.render(fleet).decode()) for s in f.samples
         if s.name == "gpulease_tickets_breached"}
