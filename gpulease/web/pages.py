@@ -89,7 +89,10 @@ SHOWN_WORDS = (_("pending"), _("deploying"), _("ready"), _("releasing"), _("rele
                _("inference"), _("lora"), _("qlora"), _("full-finetune"), _("pretrain"),
                _("admin"), _("member"), _("reader"), _("meter"), _("suspended"), _("closed"),
                _("open"), _("acknowledged"), _("mitigated"), _("resolved"), _("response"),
-               _("mitigation"), _("resolution"), _("enrolling"), _("deleted"))
+               _("mitigation"), _("resolution"), _("enrolling"), _("deleted"),
+               _("hold_release"), _("credit"), _("credit_note"), _("payout"),
+               _("console session"), _("delivery"), _("on_demand"), _("burn_in"),
+               _("repair"), _("ok"), _("FAIL"), _("skip"))
 
 
 # Refusals the console shows as they are (no figures in them): the page's error line
