@@ -52,6 +52,28 @@ def admin_keys(state: Path) -> tuple[str, str]:
     return access, secret
 
 
+def _makes_buckets(url: str, access: str, secret: str) -> bool:
+    """A bucket can be made and removed: the whole server is ready, not just its port (a
+    CreateBucket that comes too early gets a 400)."""
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    s3 = boto3.client("s3", endpoint_url=url, aws_access_key_id=access,
+                      aws_secret_access_key=secret, region_name="us-east-1",
+                      config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1},
+                                    connect_timeout=2, read_timeout=5))
+    try:
+        s3.create_bucket(Bucket=READY_PROBE)
+        s3.delete_bucket(Bucket=READY_PROBE)
+        return True
+    except (ClientError, BotoCoreError):
+        return False
+
+
+READY_PROBE = "gpulease-ready-probe"
+
+
 def start_embedded_s3(state: Path, port: int | None = None, timeout_s: float = 60.0,
                       log: Path | None = None) -> EmbeddedS3:
     """`weed mini` with its data under `state`, S3 (with the IAM API) on 127.0.0.1:`port`."""
@@ -84,8 +106,11 @@ def start_embedded_s3(state: Path, port: int | None = None, timeout_s: float = 6
             raise RuntimeError(f"SeaweedFS exited ({proc.returncode}); see its log in {state}")
         try:
             httpx.get(url, timeout=1)  # any answer (403 without a signature) means it serves
-            return EmbeddedS3(url, access, secret, proc)
         except httpx.TransportError:
             time.sleep(0.2)
+            continue
+        if _makes_buckets(url, access, secret):  # its filer and volumes up too
+            return EmbeddedS3(url, access, secret, proc)
+        time.sleep(0.2)
     proc.kill()
     raise RuntimeError(f"SeaweedFS's S3 did not answer within {timeout_s:.0f} s")

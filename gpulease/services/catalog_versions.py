@@ -14,6 +14,7 @@ import hashlib
 import logging
 
 from sqlalchemy import select
+from sqlalchemy import text as sql
 
 from gpulease.db.tables import CatalogVersion
 from gpulease.domain.accounts import Principal
@@ -24,6 +25,9 @@ from gpulease.schemas.fleet import CatalogVersionView
 from gpulease.services.history import by
 
 log = logging.getLogger("gpulease.catalog")
+
+
+PUBLISH_LOCK_KEY = 0x67706361  # "gpca": publishing a catalog version
 
 
 def digest(text: str) -> str:
@@ -47,6 +51,9 @@ def _latest(p: Platform) -> CatalogVersion | None:
 def _store(p: Platform, text: str, source: str, actor: str) -> CatalogVersion:
     """A new version unless the newest one has this text already."""
     with p.db.write() as s:
+        if p.db.dialect == "postgresql":  # two processes starting on an empty table: a row
+            # lock finds nothing to lock, so they take turns on this key instead
+            s.execute(sql("SELECT pg_advisory_xact_lock(:key)"), {"key": PUBLISH_LOCK_KEY})
         latest = s.scalar(select(CatalogVersion).order_by(CatalogVersion.id.desc()).limit(1)
                           .with_for_update())
         if latest is not None and latest.digest == digest(text):

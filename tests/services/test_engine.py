@@ -234,6 +234,9 @@ def test_a_bmc_that_ignores_power_requests_is_asked_politely_then_left_safe(
     # the stage's own deadline out of the way: the worker's sweep runs on real time, and a
     # slow machine would let it fail the stage before the BMC's verdict
     fleet.settings.stage_timeout_s = 10_000
+    # and the periodic sweeps (safe-off among them, on real time) left to the test: on a
+    # busy machine one could run between the failure and the look at what it left
+    worker.sweep_every_s = float("inf")
     iid = place(fleet, tenant, key)
     name = node_name_of(fleet, tenant, iid)
     sim(fleet).inject_fault(name, "power_on", "ignored", times=100)
