@@ -104,10 +104,10 @@ def test_a_directory_arrives_whole_with_modes_and_times_and_resumes(
 
 def test_a_wrong_key_gets_nothing_and_the_source_gives_up_in_time(
         source: Path, tmp_path: Path) -> None:
-    copy = Copy(wait_s=3.0)
+    copy = Copy(wait_s=1.5)
     sender = copy.send(source)
     with pytest.raises(CopyError, match="did not serve the copy in time .*404"):
-        copy.receive(tmp_path / "b", key=new_key(), wait_s=2.5)
+        copy.receive(tmp_path / "b", key=new_key(), wait_s=1.0)
     sender.join(10)
     assert isinstance(copy.sent, CopyError) and "did not fetch" in str(copy.sent)
     assert not list((tmp_path / "b" / "runs").rglob("*"))  # nothing written
@@ -115,7 +115,7 @@ def test_a_wrong_key_gets_nothing_and_the_source_gives_up_in_time(
 
 def test_a_file_written_while_it_is_copied_fails_the_copy_with_its_name(
         source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    copy = Copy(wait_s=5.0)
+    copy = Copy(wait_s=2.0)
     sender = copy.send(source)  # listed and checksummed; then the tenant writes on
     (source / "runs" / "step-1" / "config.json").write_text('{"layers": 96}')
     with pytest.raises(CopyError, match="config.json changed on the source"):
@@ -160,7 +160,7 @@ def test_a_manifest_pointing_outside_the_directory_is_refused(
         return made
 
     monkeypatch.setattr(direct, "list_files", hostile)
-    copy = Copy(wait_s=5.0)
+    copy = Copy(wait_s=2.0)
     sender = copy.send(source)
     with pytest.raises(Exception, match="unsafe path|outside"):
         copy.receive(tmp_path / "b")
