@@ -80,7 +80,7 @@ messages: $(STAMP)
 	$(BIN)/pybabel extract -F babel.cfg $(MESSAGE_KEYWORDS) --no-location --omit-header \
 	  --sort-output -o gpulease/locale/console.pot .
 	$(BIN)/pybabel update -i gpulease/locale/console.pot -d gpulease/locale -D console \
-	  --width 100 --no-fuzzy-matching
+	  --width 100 --no-fuzzy-matching --ignore-obsolete
 
 clean:
 	rm -rf $(VENV) $(VENDOR) .gpulease .pytest_cache .mypy_cache .ruff_cache

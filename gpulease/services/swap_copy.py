@@ -70,15 +70,19 @@ def swap_copy_step(s: Session, p: Platform, instance_id: str, tenant: str, spare
             queue_run(s, p, instance_id, tenant, spare, "restore", backup.path, SWAP_COPY,
                       WORKER, snapshot_id=backup.snapshot_id)
             return True
-        note(s, now, instance_id, "copy_failed", phrase("the data disk could not be copied from "
-             "the faulty server ({backup_status_reason}); the new server starts with an "
-             "empty data disk", backup_status_reason=backup.status_reason), actor=WORKER)
+        _not_copied(s, now, instance_id, backup.status_reason or "")
     elif restore is not None and restore.status != BackupStatus.SUCCEEDED.value:
-        note(s, now, instance_id, "copy_failed", phrase("the copy (snapshot {restore_snapshot_id}, "
-             "kept in your bucket) could not be restored onto {spare_name}: "
-             "{restore_status_reason}", restore_snapshot_id=restore.snapshot_id,
-             spare_name=spare.name, restore_status_reason=restore.status_reason), actor=WORKER)
+        note(s, now, instance_id, "copy_failed", phrase(
+            "the copy (snapshot {snapshot}, kept in your bucket) could not be restored onto "
+            "{spare}: {reason}", snapshot=restore.snapshot_id, spare=spare.name,
+            reason=restore.status_reason), actor=WORKER)
     return False
+
+
+def _not_copied(s: Session, now: datetime, instance_id: str, reason: str) -> None:
+    note(s, now, instance_id, "copy_failed", phrase(
+        "the data disk could not be copied from the faulty server ({reason}); the new server "
+        "starts with an empty data disk", reason=reason), actor=WORKER)
 
 
 def _direct(s: Session, p: Platform, instance_id: str, tenant: str, send: Backup,
@@ -95,10 +99,7 @@ def _direct(s: Session, p: Platform, instance_id: str, tenant: str, send: Backup
         if send.status in UNDER_WAY:  # no address to fetch from: the swap goes on
             finish_failed(s, p, send, "the faulty server has no address the spare can "
                           "reach", now, tell=False)
-        note(s, now, instance_id, "copy_failed", phrase("the data disk could not be copied from "
-             "the faulty server ({value}); the new server "
-             "starts with an empty data disk", value=send.status_reason or 'no address'),
-             actor=WORKER)
+        _not_copied(s, now, instance_id, send.status_reason or "no address")
         return False
     if receive.status in UNDER_WAY:
         return True

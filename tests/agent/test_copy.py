@@ -114,7 +114,7 @@ def test_a_wrong_key_gets_nothing_and_the_source_gives_up_in_time(
 
 
 def test_a_file_written_while_it_is_copied_fails_the_copy_with_its_name(
-        source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        source: Path, tmp_path: Path) -> None:
     copy = Copy(wait_s=2.0)
     sender = copy.send(source)  # listed and checksummed; then the tenant writes on
     (source / "runs" / "step-1" / "config.json").write_text('{"layers": 96}')
@@ -144,10 +144,12 @@ def test_frames_that_are_altered_reordered_or_cut_are_refused() -> None:
         "another file's": iter(_frames(aead, chunks, number=8)),
         "padded": iter([*frames, b"\0\0\0\0"]),
     }
+    refused = []
     for name, stream in cases.items():
         with pytest.raises(CopyError):
             b"".join(open_frames(aead, COPY_ID, 7, stream))
-        assert name  # each case refused
+        refused.append(name)
+    assert refused == list(cases)  # every case got as far as its refusal
 
 
 def test_a_manifest_pointing_outside_the_directory_is_refused(

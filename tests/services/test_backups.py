@@ -258,6 +258,48 @@ def test_a_swap_copies_the_data_disk_straight_from_agent_to_agent(
     assert tickets.show_ticket(fleet, me, ticket.id).status == "mitigated"
 
 
+def test_a_direct_copy_the_spare_cannot_fetch_is_said_and_the_swap_goes_on(
+    fleet: Platform, tenant: TenantCtx, operator: TenantCtx, key: str
+) -> None:
+    from gpulease.db.tables import Event, Node
+    from gpulease.demo_agents import DemoAgents
+    from gpulease.services import node_changes, replacement, tickets
+
+    fleet.settings.copy_wait_s = 5.0  # the source stops serving soon after (bounded)
+    worker = Worker(fleet)
+    iid = deliver(fleet, tenant, worker, key)
+    me, op = tenant.principal, operator.principal
+    old = instances.show_instance(fleet, me, iid).nodes[0].name
+    (disk(fleet, old) / "ckpt").mkdir(parents=True)
+    (disk(fleet, old) / "ckpt" / "w.pt").write_bytes(b"w" * 1000)
+    with fleet.db.read() as s:  # whichever becomes the spare: its agent fails the fetch
+        others = list(s.scalars(select(Node.name).where(Node.sku == "h100-80g-x8",
+                                                         Node.region == "ningxia-1",
+                                                         Node.name != old)))
+    for name in others:
+        assert fleet.drivers.fleet is not None
+        fleet.drivers.fleet.inject_fault(name, "agent_transfer", "permanent", times=5)
+    node_changes.inject_faults(fleet, op, old, ["xid79:3"])
+    DemoAgents(fleet).tick()
+    (ticket,) = tickets.list_tickets(fleet, op, open_only=True).items
+    replacement.swap(fleet, op, ticket.id, None, copy_data=True, path="/data/ckpt")
+    worker.run_until_idle(timeout_s=90)
+    after = instances.show_instance(fleet, me, iid)
+    assert (after.status, after.stage) == ("ready", "ready")  # the swap went on
+    assert not disk(fleet, old).exists()  # and the faulty server was erased
+    runs = {r.kind: r for r in backups.list_runs(fleet, me, iid)}
+    assert runs["receive"].status == runs["send"].status == "failed"
+    assert "the spare could not fetch the copy" in (runs["send"].status_reason or "")
+    with fleet.db.read() as s:  # said on the instance's history; the tenant told once
+        said = list(s.scalars(select(Event.message).where(
+            Event.instance_id == iid, Event.kind == "note", Event.to_value == "copy_failed")))
+        kinds = list(s.scalars(select(LeaseNotice.kind).where(
+            LeaseNotice.instance_id == iid, LeaseNotice.kind == "copy_failed")))
+    assert kinds == ["copy_failed"]
+    assert any("of /data/ckpt to the new server failed: simulated agent" in (m or "")
+               for m in said), said
+
+
 def test_an_order_restores_a_snapshot_onto_the_new_servers_data_disk(
     fleet: Platform, tenant: TenantCtx, key: str, s3: EmbeddedS3
 ) -> None:
