@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -45,7 +46,14 @@ DEFAULT_IMAGE = "ubuntu22.04-cuda12.4-pytorch2.5"  # the container offer's defau
 
 
 @pytest.fixture
-def docker_platform(db_url: str, tmp_path: Path, engine: docker.DockerClient
+def node() -> str:
+    """A host name of the test's own: the SQLite and PostgreSQL runs share one engine at the
+    same time, and each one's clean-up removes what is labelled with its node."""
+    return f"shared-docker-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def docker_platform(db_url: str, tmp_path: Path, engine: docker.DockerClient, node: str
                     ) -> Iterator[Platform]:
     from tests.drivers.docker_engine import IMAGE
 
@@ -55,10 +63,10 @@ def docker_platform(db_url: str, tmp_path: Path, engine: docker.DockerClient
         container_gpus="none"))  # this engine has no NVIDIA toolkit (no GPU here)
     p.db.migrate()
     with p.db.write() as s:
-        add_node(s, p, NodeSpec(name="shared-docker-1", sku="rtx4090-24g-x8",
+        add_node(s, p, NodeSpec(name=node, sku="rtx4090-24g-x8",
                                 region="sichuan-2", pool="container", runtime_url=ENGINE))
     yield p
-    remove_node_containers(engine, "shared-docker-1")
+    remove_node_containers(engine, node)
     p.db.dispose()
 
 
@@ -89,7 +97,7 @@ def _order(p: Platform, t: TenantCtx, key: str, **kw: object) -> str:
 
 
 def test_a_container_instance_runs_on_the_docker_engine(
-    docker_platform: Platform, engine: docker.DockerClient, tmp_path: Path
+    docker_platform: Platform, engine: docker.DockerClient, tmp_path: Path, node: str
 ) -> None:
     p = docker_platform
     tenant = new_tenant(p)
@@ -124,7 +132,7 @@ def test_a_container_instance_runs_on_the_docker_engine(
     # A start repeated (a worker that died after the engine answered) finds the container.
     runtime = p.drivers.docker
     assert isinstance(runtime, DockerRuntime)
-    again = runtime.start(ContainerSpec(iid, "shared-docker-1", (3, 4), DEFAULT_IMAGE,
+    again = runtime.start(ContainerSpec(iid, node, (3, 4), DEFAULT_IMAGE,
                                         (public,), ENGINE))
     assert again.container_id == container.id and again.ssh_port == port
 
@@ -134,11 +142,11 @@ def test_a_container_instance_runs_on_the_docker_engine(
     with pytest.raises(NotFound):
         engine.containers.get(container_name(iid))
     # Stopping what is gone is a no-op.
-    runtime.stop(iid, "shared-docker-1", ENGINE)
+    runtime.stop(iid, node, ENGINE)
 
 
 def test_an_image_missing_on_the_host_fails_the_order_with_the_reason(
-    docker_platform: Platform, engine: docker.DockerClient
+    docker_platform: Platform, engine: docker.DockerClient, node: str
 ) -> None:
     p = docker_platform
     tenant = new_tenant(p)
@@ -146,7 +154,7 @@ def test_an_image_missing_on_the_host_fails_the_order_with_the_reason(
     Worker(p, owner="docker-test").run_until_idle()
     view = instances.show_instance(p, tenant.principal, iid)
     assert view.status == "failed"
-    assert "image 'gpulease/ubuntu22.04-base' is not on shared-docker-1" in (
+    assert f"image 'gpulease/ubuntu22.04-base' is not on {node}" in (
         view.status_reason or "")
     assert "load or pull it there" in (view.status_reason or "")
     # The order never reached the tenant: its first hour's hold went back.

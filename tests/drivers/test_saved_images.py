@@ -18,10 +18,10 @@ from gpulease.services import instances, saved_images
 from gpulease.worker.runner import Worker
 from tests.conftest import new_tenant, ssh_key
 from tests.drivers.registry import running_registry
-from tests.drivers.test_docker_runtime import _order, docker_platform
+from tests.drivers.test_docker_runtime import _order, docker_platform, node
 
 pytestmark = pytest.mark.slow
-__all__ = ["docker_platform"]  # a fixture
+__all__ = ["docker_platform", "node"]  # fixtures
 
 
 @pytest.fixture(scope="module")
