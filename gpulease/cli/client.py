@@ -32,8 +32,12 @@ class ApiError(Exception):
 
 class Client:
     def __init__(self, url: str, token: str | None, timeout: float = 30.0,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 transport: httpx.BaseTransport | None = None,
+                 language: str | None = None) -> None:
+        """`language` (`zh-CN`, `en`): the one the server's refusals are said in."""
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        if language:
+            headers["Accept-Language"] = language
         self._http = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout,
                                   transport=transport)
 

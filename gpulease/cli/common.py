@@ -4,6 +4,7 @@ API call with its error printed as the server's sentence, JSON output."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from collections.abc import Callable
@@ -14,6 +15,7 @@ from pydantic import BaseModel
 from rich.console import Console, ConsoleDimensions
 
 from gpulease.cli.client import ApiError, Client
+from gpulease.domain.locales import from_environment, http_tag
 
 T = TypeVar("T")
 
@@ -43,8 +45,12 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 
 
 def connect(url: str, token: str) -> Client:
-    """The API client for a server URL (default: the local one) and token."""
-    return Client(url or DEFAULT_URL, token or None)
+    """The API client for a server URL (default: the local one) and token; the server's
+    refusals come in the terminal's language (GPULEASE_LANG, else LANGUAGE, LC_ALL,
+    LC_MESSAGES, LANG) where the platform speaks it."""
+    language = from_environment(os.environ)
+    return Client(url or DEFAULT_URL, token or None,
+                  language=http_tag(language) if language else None)
 
 
 def fail(exc: ApiError) -> NoReturn:

@@ -54,6 +54,9 @@ class LedgerEntry(Base):
     amount: Mapped[Decimal] = mapped_column(MONEY)
     balance_after: Mapped[Decimal] = mapped_column(MONEY)
     reference: Mapped[str | None] = mapped_column(String(200))
+    # The reference as a phrase (domain/phrases.Phrase as JSON) when the platform wrote it,
+    # for the reader's language; a payment's reference as people typed it has none.
+    phrase: Mapped[str | None] = mapped_column(Text)
     instance_id: Mapped[str | None] = mapped_column(String(32), index=True)
     created_by: Mapped[str | None] = mapped_column(String(32))
     # What an invoice line says about it: a label, the quantity, its unit and unit price
@@ -299,6 +302,7 @@ class SlaClaim(Base):
     evidence: Mapped[str] = mapped_column(String(200))  # "alert 12", "acceptance report …"
     item: Mapped[str] = mapped_column(String(200), unique=True)  # the ledger item, once
     text: Mapped[str] = mapped_column(String(500))
+    text_phrase: Mapped[str | None] = mapped_column(Text)  # the text as a phrase (JSON)
     amount: Mapped[Decimal] = mapped_column(MONEY)  # as the rule computes it
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     decision: Mapped[str | None] = mapped_column(String(16), index=True)  # confirmed | rejected

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from gpulease.domain.money import to_fen
+from gpulease.domain.phrases import Phrase, phrase
 
 
 @dataclass(frozen=True)
@@ -20,10 +21,10 @@ class SlaRule:
     percent_per_step: Decimal = Decimal("5")
     cap_percent: Decimal = Decimal("50")
 
-    def describe(self) -> str:
-        return (f"{self.percent_per_step.normalize():f}% of the first period per started "
-                f"{self.step_minutes} minutes beyond the delivery SLA, at most "
-                f"{self.cap_percent.normalize():f}%")
+    def describe(self) -> Phrase:
+        return phrase("{percent:f}% of the first period per started {minutes} minutes beyond "
+                      "the delivery SLA, at most {cap:f}%", percent=self.percent_per_step
+                      .normalize(), minutes=self.step_minutes, cap=self.cap_percent.normalize())
 
 
 def late_delivery_credit(delivery_s: float, sla_s: float, first_period: Decimal,
@@ -47,10 +48,11 @@ class OutageRule:
     multiplier: Decimal = Decimal("10")
     cap_percent: Decimal = Decimal("100")
 
-    def describe(self) -> str:
-        return (f"{self.multiplier.normalize():f}× the prorated price of an outage longer "
-                f"than {self.sla_minutes} minutes, at most "
-                f"{self.cap_percent.normalize():f}% of the period")
+    def describe(self) -> Phrase:
+        return phrase("{multiplier:f}× the prorated price of an outage longer than {minutes} "
+                      "minutes, at most {cap:f}% of the period",
+                      multiplier=self.multiplier.normalize(), minutes=self.sla_minutes,
+                      cap=self.cap_percent.normalize())
 
 
 def outage_credit(outage_s: float, period_price: Decimal, period_s: float,
@@ -71,9 +73,9 @@ class AcceptanceRule:
 
     percent: Decimal = Decimal("10")
 
-    def describe(self) -> str:
-        return (f"{self.percent.normalize():f}% of the current period when a delivered "
-                "machine fails acceptance, once per period")
+    def describe(self) -> Phrase:
+        return phrase("{percent:f}% of the current period when a delivered machine fails "
+                      "acceptance, once per period", percent=self.percent.normalize())
 
 
 def acceptance_credit(period_price: Decimal, rule: AcceptanceRule = AcceptanceRule()  # noqa: B008

@@ -3,6 +3,8 @@ what a browser or a user asks for."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from babel import Locale, UnknownLocaleError
 
 LOCALES = ("en", "zh_CN")  # English is the source language: it needs no catalog
@@ -50,3 +52,30 @@ def from_accept_language(header: str | None) -> str | None:
 def choose(cookie: str | None, user_setting: str | None, accept_language: str | None) -> str:
     return (known(cookie) or known(user_setting) or from_accept_language(accept_language)
             or DEFAULT)
+
+
+# Where a terminal says its language, in the order gettext reads them.
+ENVIRONMENT = ("GPULEASE_LANG", "LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG")
+
+
+def from_environment(env: Mapping[str, str]) -> str | None:
+    """The language a terminal asks for: `zh_CN.UTF-8` → `zh_CN`; the first variable set
+    decides (LANGUAGE may list several, `zh_CN:en`); `C`, `POSIX` or a language gpulease
+    does not speak → None (the server's English)."""
+    for name in ENVIRONMENT:
+        value = env.get(name, "").strip()
+        if not value:
+            continue
+        for tag in value.split(":"):
+            code = tag.split(".", 1)[0].split("@", 1)[0]
+            if code in ("C", "POSIX"):
+                return None
+            if (found := known(code)) is not None:
+                return found
+        return None
+    return None
+
+
+def http_tag(code: str) -> str:
+    """`zh_CN` → `zh-CN`, as Accept-Language writes it."""
+    return code.replace("_", "-")

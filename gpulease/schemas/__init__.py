@@ -175,6 +175,7 @@ class InstanceView(BaseModel):
     kind: str
     status: str
     status_reason: str | None
+    status_phrase: str | None = Field(default=None, exclude=True)  # the reason, for the console
     stage: str | None
     sku: str
     region: str

@@ -34,6 +34,8 @@ class LedgerEntryView(BaseModel):
     balance_after: Money
     reference: str | None
     instance_id: str | None
+    # The reference as a phrase (JSON), for the console to say in the reader's language.
+    phrase: str | None = Field(default=None, exclude=True)
 
 
 class TopUpRequest(BaseModel):

@@ -183,7 +183,7 @@ def _raise(s: Session, p: Platform, inst: Instance, lease: Lease, addon_id: str,
                   "left", name=name, have=have.normalize(), want=want.normalize(),
                   instance=inst.id, total=total)
     if total > 0:
-        charge(s, inst.tenant_id, total, now, instance_id=inst.id, reference=str(text)[:200],
+        charge(s, inst.tenant_id, total, now, instance_id=inst.id, reference=text,
                service=(now, lease.ends_at))
     note(s, now, inst.id, "addon", text, actor=who)
 

@@ -449,7 +449,8 @@ def _record_failure(p: Platform, run_id: str, reason: str, retryable: bool) -> N
                 run.retry_until is not None and now + pause < run.retry_until)):
             run.next_attempt_at = now + pause
             transition(s, p, run, BACKUP, "retry", now, actor=WORKER,
-                       reason=f"attempt {run.attempts} failed: {reason}"[:1000])
+                       reason=phrase("attempt {attempt} failed: {reason}",
+                                     attempt=run.attempts, reason=reason[:900]))
         else:
             finish_failed(s, p, run, reason, now)
     _end_key(p, run_id, tenant, key_id)

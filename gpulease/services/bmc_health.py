@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 from gpulease.db.tables import HardwareAlert, Node
 from gpulease.domain.bmc_events import LogEntry, classify, cursor, gpu_index, new_entries
 from gpulease.domain.errors import InvalidInput, Unauthorized
+from gpulease.domain.phrases import phrase
 from gpulease.domain.states import NodeStatus
 from gpulease.platform import Platform
 from gpulease.ports.bmc import Bmc, BmcEndpoint, BmcError, BmcLog, BmcPermanentError
@@ -108,8 +109,8 @@ def _keep_subscribed(p: Platform, bmc: Bmc, node_id: str, name: str,
         node.bmc_events_hash = hash_token(context) if uri else None
         record_event(s, p.clock.now(), "node", node.id, "bmc_subscribed" if uri
                      else "bmc_polled", actor=ACTOR,
-                     message=f"the BMC pushes its alerts ({uri})" if uri else
-                     "the BMC offers no event subscription: its logs are polled")
+                     message=phrase("the BMC pushes its alerts ({uri})", uri=uri) if uri else
+                     phrase("the BMC offers no event subscription: its logs are polled"))
 
 
 def receive_events(p: Platform, node_id: str, payload: dict[str, Any]) -> int:

@@ -171,9 +171,11 @@ def begin_due_windows(p: Platform, limit: int = 20) -> int:
             node.generation += 1
             node.safe_off_due = True  # powered off for the work (media out, no override)
             transition(s, p, node, NODE, "card_out", now, actor=WINDOWS,
-                       reason=f"card repair in the window its tenant accepted (ticket {t.id})")
+                       reason=phrase("card repair in the window its tenant accepted "
+                                     "(ticket {ticket})", ticket=t.id))
             transition(s, p, inst, INSTANCE_STAGE, "card_repair", now, actor=WINDOWS,
-                       reason=f"node {node.name} out for repair (ticket {t.id})")
+                       reason=phrase("node {node} out for repair (ticket {ticket})",
+                                     node=node.name, ticket=t.id))
             t.repair_window_begun_at = now
             text = phrase("node {node} is out for repair now (window until {end}); it "
                           "returns burned in and accepted", node=node.name,

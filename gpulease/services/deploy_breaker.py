@@ -22,6 +22,7 @@ from gpulease.db.tables import CircuitBreaker, Event, Node
 from gpulease.domain.accounts import Principal
 from gpulease.domain.breaker import DeployOutcome, should_trip
 from gpulease.domain.errors import Conflict
+from gpulease.domain.phrases import phrase
 from gpulease.domain.states import BREAKER, BreakerStatus, NodeStatus
 from gpulease.platform import Platform
 from gpulease.schemas.fleet import BreakerView
@@ -86,7 +87,8 @@ def hold_failed_deploy(s: Session, p: Platform, node: Node, reason: str,
     node.next_attempt_at = retry_at
     node.stage_deadline = retry_at + timedelta(seconds=p.settings.stage_timeout_s)
     record_event(s, now, "node", node.id, "error", actor=WORKER, instance_id=node.instance_id,
-                 to_value=node.stage, message=HELD + reason)
+                 to_value=node.stage, message=phrase("held by the deploy circuit breaker: {reason}",
+                                                  reason=reason))
     return True
 
 
@@ -106,7 +108,7 @@ def deploy_succeeded(s: Session, p: Platform, node: Node, now: datetime) -> None
     if breaker.status != BreakerStatus.OPEN.value:
         return
     transition(s, p, breaker, BREAKER, "close", now, actor=WORKER,
-               reason=f"node {node.name} deployed")
+               reason=phrase("node {node} deployed", node=node.name))
     held = _release_held(s, now)
     log.warning("deploy circuit breaker closed: node %s deployed; %d held deploys retry now",
                 node.name, held)
@@ -135,7 +137,7 @@ def reset(p: Platform, actor: Principal) -> BreakerView:
             raise Conflict("The deploy circuit breaker is closed already.")
         now = p.clock.now()
         transition(s, p, breaker, BREAKER, "reset", now, actor=by(actor),
-                   reason="closed by operator")
+                   reason=phrase("closed by operator"))
         _release_held(s, now)
     p.wake()
     return view(p, actor)

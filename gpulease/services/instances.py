@@ -19,6 +19,7 @@ from gpulease.db.repositories import (
 from gpulease.db.tables import Event, Instance, Node
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, Gone, InvalidInput
+from gpulease.domain.phrases import phrase
 from gpulease.domain.states import DEPLOY_ORDER, INSTANCE, InstanceStatus, NodeStage
 from gpulease.platform import Platform
 from gpulease.schemas import CredentialsView, InstanceNodeView, InstanceView, Page, StageView
@@ -78,9 +79,14 @@ def assemble_view(
         if e.kind in ("stage", "error", "result", "note") and e.to_value != NodeStage.IDLE
     ]
     delivery = (inst.ready_at - inst.ordered_at).total_seconds() if inst.ready_at else None
+    # The reason as the move that set it said it (a phrase, for the reader's language).
+    reason_phrase = next((e.phrase for e in reversed(events)
+                          if e.resource == "instance" and e.kind == "status"
+                          and e.to_value == inst.status and e.message == inst.status_reason),
+                         None) if inst.status_reason else None
     return InstanceView(
         id=inst.id, tenant_id=inst.tenant_id, name=inst.name, kind=inst.kind,
-        status=inst.status, status_reason=inst.status_reason,
+        status=inst.status, status_reason=inst.status_reason, status_phrase=reason_phrase,
         stage=_current_stage(inst, [n.stage for n in nodes if n.status != "released"]),
         sku=inst.sku, region=inst.region, container_offer=inst.container_offer,
         term=inst.term, image=inst.image_id, node_count=inst.node_count,
@@ -158,7 +164,7 @@ def release_instance(p: Platform, actor: Principal, instance_id: str) -> Instanc
         if inst.status not in (InstanceStatus.RELEASING.value, InstanceStatus.RELEASED.value):
             # Its effects: unused whole periods back by the policy, the worker takes over.
             transition(s, p, inst, INSTANCE, "release", p.clock.now(), actor=by(actor),
-                       reason="released by tenant")
+                       reason=phrase("released by tenant"))
         view = instance_view(s, p, inst)
     p.wake()
     return view

@@ -40,6 +40,7 @@ from gpulease.domain.errors import Conflict, InvalidInput, NotFound
 from gpulease.domain.invoicing import BILLABLE_KINDS, VatSplit, paid_split, totals
 from gpulease.domain.leases import local_text
 from gpulease.domain.money import to_fen
+from gpulease.domain.phrases import phrase
 from gpulease.domain.proration import period_bounds, period_of, previous_period
 from gpulease.domain.states import INVOICE, InvoiceStatus
 from gpulease.platform import Platform
@@ -474,7 +475,8 @@ def credit_note(p: Platform, actor: Principal, invoice_id: str, reason: str,
         note.net, note.vat, note.total = split.net, split.vat, split.gross
         # The money goes back to the wallet; the entry is billed by the note itself.
         post(s, wallet_for_update(s, inv.tenant_id, now), "credit_note", -split.gross, now,
-             reference=f"{number} corrects {inv.number}: {reason}"[:200],
+             reference=phrase("{number} corrects {original}: {reason}", number=number,
+                              original=inv.number, reason=reason),
              user_id=actor.user_id, item=f"Credit note {number}", invoice_id=note.id)
         note.finalized_at = now
         note.digest = _digest(number, inv.tenant_id, note.period,

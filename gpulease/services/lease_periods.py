@@ -20,7 +20,7 @@ from gpulease.domain.leases import (
     following_periods,
     unused_refund,
 )
-from gpulease.domain.phrases import phrase
+from gpulease.domain.phrases import Phrase, listed, phrase
 from gpulease.schemas.money import LeasePeriodView
 from gpulease.services.history import note
 from gpulease.services.wallet import post, wallet_for_update
@@ -88,13 +88,16 @@ def refund_unstarted(s: Session, inst: Instance, lease: Lease, fee_percent: Deci
     for p in todo:
         rows[p.seq].refunded_at = now
     if refund > 0:
-        terms = ", ".join(f"{p.term} from {p.starts_at:%Y-%m-%d}" for p in todo[:3]) + (
-            f" and {len(todo) - 3} more" if len(todo) > 3 else "")
+        terms = listed([phrase("{term} from {day}", term=phrase(p.term),
+                                day=f"{p.starts_at:%Y-%m-%d}") for p in todo[:3]], ", ")
+        if len(todo) > 3:
+            terms = phrase("{terms} and {more} more", terms=terms, more=len(todo) - 3)
         paid = sum((p.price for p in todo), Decimal("0.00"))
-        text = (f"early end of {inst.id}: {len(todo)} period(s) not begun ({terms}), "
-                f"¥{paid:,.2f} paid, less {fee_percent.normalize():f}%")
+        text = phrase("early end of {instance}: {periods} period(s) not begun ({terms}), "
+                      "¥{paid:,.2f} paid, less {fee:f}%", instance=inst.id, periods=len(todo),
+                      terms=terms, paid=paid, fee=fee_percent.normalize())
         post(s, wallet_for_update(s, inst.tenant_id, now), "refund", refund, now,
-             instance_id=inst.id, reference=text[:200],
+             instance_id=inst.id, reference=text,
              item=f"Early termination refund: {inst.id}", quantity=Decimal(len(todo)),
              unit="period")
         note(s, now, inst.id, "refund", phrase("¥{refund:,.2f} refunded: {text}", refund=refund,
@@ -102,7 +105,7 @@ def refund_unstarted(s: Session, inst: Instance, lease: Lease, fee_percent: Deci
     return refund
 
 
-def refund_unused(s: Session, inst: Instance, lease: Lease, now: datetime, why: str, *,
+def refund_unused(s: Session, inst: Instance, lease: Lease, now: datetime, why: str | Phrase, *,
                   actor: str) -> Decimal:
     """The platform could not keep serving (a fault, no spare): every period not begun and
     the rest of the current one come back in full, no fee; those periods are marked."""
@@ -112,10 +115,11 @@ def refund_unused(s: Session, inst: Instance, lease: Lease, now: datetime, why: 
         rows[p.seq].refunded_at = now
     refund = ahead + unused
     if refund > 0:
-        text = (f"unused time of {inst.id} refunded in full ({why}): ¥{unused:,.2f} of the "
-                f"current period, ¥{ahead:,.2f} for {len(todo)} period(s) not begun")
+        text = phrase("unused time of {instance} refunded in full ({why}): ¥{unused:,.2f} of "
+                      "the current period, ¥{ahead:,.2f} for {periods} period(s) not begun",
+                      instance=inst.id, why=why, unused=unused, ahead=ahead, periods=len(todo))
         post(s, wallet_for_update(s, inst.tenant_id, now), "refund", refund, now,
-             instance_id=inst.id, reference=text[:200],
+             instance_id=inst.id, reference=text,
              item=f"Refund of unused time: {inst.id}", quantity=Decimal(1), unit="lease")
         note(s, now, inst.id, "refund", phrase("¥{refund:,.2f} refunded: {text}", refund=refund,
         text=text), actor=actor)

@@ -24,7 +24,7 @@ from gpulease.domain.catalog import Term
 from gpulease.domain.errors import Conflict, InvalidInput
 from gpulease.domain.leases import Period, local_text
 from gpulease.domain.money import to_fen
-from gpulease.domain.phrases import phrase
+from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.pricing import PricingError
 from gpulease.domain.states import LEASE, InstanceStatus, LeaseStatus
 from gpulease.platform import Platform
@@ -103,13 +103,14 @@ def _renewal(s: Session, p: Platform, inst: Instance, lease: Lease, periods: int
 
 
 def extend(s: Session, p: Platform, inst: Instance, lease: Lease, periods: int, term: str,
-           now: datetime, by: str, *, actor: str) -> None:
+           now: datetime, by: Phrase, *, actor: str) -> None:
     """Charge and add `periods` of `term` after the current ones (priced by _renewal).
     The lease's base term and price never change. Raises PaymentRequired with nothing
     written when short."""
     price, extras, per_period, added = _renewal(s, p, inst, lease, periods, term)
     charge(s, inst.tenant_id, to_fen(price * periods), now, instance_id=inst.id,
-           reference=f"renewal of {inst.id}: {periods} {term}(s) ({by})",
+           reference=phrase("renewal of {instance}: {periods} {term}(s) ({by})",
+                            instance=inst.id, periods=periods, term=phrase(term), by=by),
            service=(added[0].starts_at, added[-1].ends_at),
            extras=[x.line(periods) for x in extras], quantity=Decimal(periods), unit=term,
            unit_price=price)
@@ -172,8 +173,8 @@ def renew(p: Platform, actor: Principal, instance_id: str, periods: int = 1,
         inst = get_instance(s, actor, instance_id, lock=True)
         lease = _lease(s, inst, lock=True)
         _renewable(inst, lease)
-        extend(s, p, inst, lease, periods, term or lease.term, now, "renewed by tenant",
-               actor=by(actor))
+        extend(s, p, inst, lease, periods, term or lease.term, now,
+               phrase("renewed by tenant"), actor=by(actor))
         return view(s, p, lease)
 
 

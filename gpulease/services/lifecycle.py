@@ -30,6 +30,7 @@ from gpulease.db.ops_tables import Backup, SavedImage, Ticket
 from gpulease.db.tables import AgentCommand, Base, CircuitBreaker, Instance, Node, Tenant
 from gpulease.domain.leases import term_end
 from gpulease.domain.lifecycle import Machine
+from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.states import (
     AGENT_COMMAND,
     BACKUP,
@@ -115,21 +116,22 @@ class Change:
     target: StrEnum
     now: datetime
     actor: str
-    reason: str | None
+    reason: str | Phrase | None
 
 
 def transition(s: Session, p: Platform, row: Any, machine: Machine[Any], event: str,
-               now: datetime, *, actor: str, reason: str | None = None,
+               now: datetime, *, actor: str, reason: str | Phrase | None = None,
                timeout_s: float | None = None) -> Change:
     """Move `row` along `machine` by `event`; raises InvalidTransition if the table does
     not declare it from the row's state. A stage gets a fresh start, attempt count and
-    (with `timeout_s`) deadline."""
+    (with `timeout_s`) deadline. A Phrase reason is kept in the history as a phrase (said
+    in the reader's language); the row's reason column keeps its English."""
     b = binding(type(row), machine)
     source = machine.parse(getattr(row, b.column))
     target = machine.step(source, event)
     setattr(row, b.column, machine.stored(target))
     if b.reason is not None and (reason is not None or not b.keeps_reason):
-        setattr(row, b.reason, reason)
+        setattr(row, b.reason, str(reason) if reason is not None else None)
     if hasattr(row, "updated_at"):
         row.updated_at = now
     if b.column == "stage" and target not in machine.failures:
@@ -142,7 +144,8 @@ def transition(s: Session, p: Platform, row: Any, machine: Machine[Any], event: 
              target.value, event, actor, f": {reason}" if reason else "",
              extra={"fields": {"resource": b.resource, "id": row.id, "column": b.column,
                                "from": source.value, "to": target.value, "event": event,
-                               "actor": actor, "reason": reason}})
+                               "actor": actor,
+                               "reason": str(reason) if reason is not None else None}})
     change = Change(s, p, row, machine, event, source, target, now, actor, reason)
     for effect in EFFECTS:
         if effect.machine is machine and effect.event == event and (
@@ -280,7 +283,8 @@ def _end_lease_early(c: Change) -> None:
         granted = lease_periods.refund_granted_by(c.s, c.row.id)
         if granted is not None:  # a fault the platform could not replace
             lease_periods.refund_unused(c.s, c.row, lease, c.now,
-                                        f"ticket {granted}: no spare", actor=c.actor)
+                                        phrase("ticket {ticket}: no spare", ticket=granted),
+                                        actor=c.actor)
         else:
             lease_periods.refund_unstarted(
                 c.s, c.row, lease, c.p.catalog.pricing.early_termination_fee_percent,
@@ -298,7 +302,7 @@ def _release_after_grace(c: Change) -> None:
     inst = c.s.get(Instance, c.row.instance_id, with_for_update=True)
     if inst is not None and inst.status == InstanceStatus.READY.value:
         transition(c.s, c.p, inst, INSTANCE, "release", c.now, actor=c.actor,
-                   reason="lease expired and grace ended")
+                   reason=phrase("lease expired and grace ended"))
 
 
 def _revoke_agent(c: Change) -> None:

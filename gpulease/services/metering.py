@@ -160,7 +160,7 @@ def _charge(s: Session, wallet: Wallet, inst: Instance | None, row: UsageRecord,
     for a, b, part in prorate_by_month(row.amount, row.started_at, row.ended_at, tz):
         share = Decimal(str((b - a).total_seconds() / span)) if span > 0 else Decimal(1)
         post(s, wallet, "usage", -part, now, instance_id=row.instance_id,
-             reference=f"usage {row.key}"[:200], item=_item(inst, row.kind),
+             reference=phrase("usage {key}", key=row.key), item=_item(inst, row.kind),
              quantity=(quantity * share).quantize(QUANTUM), unit=USAGE_KINDS[row.kind].unit,
              unit_price=price.quantize(QUANTUM), service_at=a, service=(a, b))
 

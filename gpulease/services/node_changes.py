@@ -11,6 +11,7 @@ from gpulease.agent.simulated import parse_faults
 from gpulease.db.tables import GpuAllocation, Node
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import BadGateway, Conflict, InvalidInput
+from gpulease.domain.phrases import Phrase, listed, phrase
 from gpulease.domain.states import NODE, NODE_BUSY, NodeStatus
 from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint, BmcError, BmcPermanentError
@@ -63,7 +64,7 @@ def update_node(p: Platform, actor: Principal, node_id: str, body: NodeUpdate) -
         if body.bmc_password is not None and body.verify:
             s.expunge(node)
             _try_credentials(p, node, username, body.bmc_password)
-    changes: list[str] = []
+    changes: list[Phrase] = []
     with p.db.write() as s:
         node = load_node(s, node_id)
         now = p.clock.now()
@@ -71,30 +72,31 @@ def update_node(p: Platform, actor: Principal, node_id: str, body: NodeUpdate) -
             if s.scalar(select(Node.id).where(Node.name == body.name)) is not None:
                 raise Conflict("A node named {body_name} exists; pick another name.",
                                body_name=body.name)
-            changes.append(f"name {node.name} → {body.name}")
+            changes.append(phrase("name {was} → {now}", was=node.name, now=body.name))
             node.name = body.name
         if body.rack is not None and (body.rack or None) != node.rack_id:
             rack = rack_named(s, body.rack, node.region).id if body.rack else None
-            changes.append(f"rack {node.rack_id or '-'} → {rack or '-'}")
+            changes.append(phrase("rack {was} → {now}", was=node.rack_id or "-", now=rack or "-"))
             node.rack_id = rack
         if body.fabric is not None and (body.fabric or None) != node.fabric_id:
             if holds_tenant(s, node):
                 raise Conflict("Node {node_name} holds a tenant's instance; its fabric changes "
                                "once released (drain it first).", node_name=node.name)
             fabric = fabric_named(s, body.fabric, node.region).id if body.fabric else None
-            changes.append(f"fabric {node.fabric_id or '-'} → {fabric or '-'}")
+            changes.append(phrase("fabric {was} → {now}", was=node.fabric_id or "-",
+                                  now=fabric or "-"))
             node.fabric_id = fabric
         if body.bmc_password is not None:
             node.bmc_username = body.bmc_username or node.bmc_username
             node.bmc_password_enc = p.box.seal(body.bmc_password)
             node.last_error = None
-            changes.append("BMC credentials" + (" (tried on the BMC)" if body.verify
-                                                else " (not tried)"))
+            changes.append(phrase("BMC credentials (tried on the BMC)") if body.verify
+                           else phrase("BMC credentials (not tried)"))
         if changes:
             node.updated_at = now
             record_event(s, now, "node", node.id, "note", actor=by(actor),
                          instance_id=node.instance_id, to_value="updated",
-                         message="; ".join(changes))
+                         message=listed(changes))
     return get_node(p, actor, node_id if body.name is None else body.name)
 
 
@@ -165,5 +167,6 @@ def inject_faults(p: Platform, actor: Principal, node_id: str, faults: list[str]
         node = load_node(s, node_id)
         record_event(s, p.clock.now(), "node", node.id, "note", actor=by(actor),
                      instance_id=node.instance_id, to_value="faults",
-                     message="simulated faults: " + (", ".join(faults) or "none"))
+                     message=phrase("simulated faults: {faults}",
+                                    faults=", ".join(faults) or phrase("none")))
     return list(faults)

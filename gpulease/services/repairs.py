@@ -126,7 +126,7 @@ def send_to_repair(p: Platform, actor: Principal, node_id: str, reason: str | No
         node.drain_requested_at = None
         node.generation += 1  # a claim that read it before now fails
         transition(s, p, node, NODE, "send_to_repair", now, actor=by(actor),
-                   reason=f"in repair: {why}")
+                   reason=phrase("in repair: {why}", why=why))
         s.flush()
         return _view(repair, node.name)
 
@@ -149,12 +149,14 @@ def finish(p: Platform, actor: Principal, node_id: str, parts: str) -> RepairVie
         card = repair.instance_id is not None and node.instance_id == repair.instance_id
         if card:  # back to the tenant who holds it: their own system, burned in first
             transition(s, p, node, NODE, "return_to_tenant", now, actor=by(actor),
-                       reason=f"repaired ({parts[:200]}): burn-in, then back to its tenant")
+                       reason=phrase("repaired ({parts}): burn-in, then back to its tenant",
+                                     parts=parts[:200]))
             transition(s, p, node, NODE_STAGE, "return", now, actor=by(actor),
                        timeout_s=p.settings.stage_timeout_s)
         else:
             transition(s, p, node, NODE, "repaired", now, actor=by(actor),
-                       reason=f"repaired ({parts[:200]}): erase and burn-in, then the pool")
+                       reason=phrase("repaired ({parts}): erase and burn-in, then the pool",
+                                     parts=parts[:200]))
             transition(s, p, node, NODE_STAGE, "clean", now, actor=by(actor),
                        timeout_s=p.settings.stage_timeout_s)
         node.next_attempt_at = now

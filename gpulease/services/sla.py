@@ -9,6 +9,7 @@ period's price, and lands on the next invoice as a negative line."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -29,6 +30,7 @@ from gpulease.domain.credits import (
 from gpulease.domain.errors import Conflict, NotFound
 from gpulease.domain.leases import Period, current_period
 from gpulease.domain.money import to_fen
+from gpulease.domain.phrases import Phrase, phrase, stored
 from gpulease.domain.states import InstanceStatus
 from gpulease.domain.telemetry import AlertKind
 from gpulease.platform import Platform
@@ -89,13 +91,14 @@ def _period_cap(s: Session, inst: Instance, now: datetime, cap: Decimal) -> Deci
     return max(to_fen(price * cap) - Decimal(credited), Decimal("0.00"))
 
 
-def _claim(s: Session, inst: Instance, kind: str, evidence: str, item: str, text: str,
+def _claim(s: Session, inst: Instance, kind: str, evidence: str, item: str, text: Phrase,
            amount: Decimal, now: datetime) -> SlaClaim | None:
     if amount <= 0 or s.scalar(select(SlaClaim.id).where(SlaClaim.item == item)) is not None:
         return None
     claim = SlaClaim(id="slc-" + uuid.uuid4().hex[:12], instance_id=inst.id,
                      tenant_id=inst.tenant_id, kind=kind, evidence=evidence[:200],
-                     item=item[:200], text=text[:500], amount=amount, created_at=now)
+                     item=item[:200], text=str(text)[:500], text_phrase=stored(text)[1],
+                     amount=amount, created_at=now)
     s.add(claim)
     s.flush()
     return claim
@@ -106,10 +109,13 @@ def _confirm(s: Session, claim: SlaClaim, now: datetime, actor: str, cap: Decima
     inst = s.get(Instance, claim.instance_id)
     assert inst is not None
     credit = min(claim.amount, _period_cap(s, inst, now, cap))
-    text = claim.text if credit == claim.amount else (
-        f"{claim.text}; capped at ¥{credit:,.2f}: the period's credits reach "
-        f"{cap.normalize():f}× its price")
-    credit_sla(s, inst, credit, now, claim.item, f"{text} (evidence: {claim.evidence})",
+    claimed: str | Phrase = (Phrase.from_json(json.loads(claim.text_phrase))
+                             if claim.text_phrase else claim.text)
+    text = claimed if credit == claim.amount else phrase(
+        "{claimed}; capped at ¥{credit:,.2f}: the period's credits reach {cap:f}× its price",
+        claimed=claimed, credit=credit, cap=cap.normalize())
+    credit_sla(s, inst, credit, now, claim.item, phrase("{text} (evidence: {evidence})",
+                                                        text=text, evidence=claim.evidence),
                actor=actor)
     claim.decision, claim.decided_at, claim.decided_by = "confirmed", now, actor
     claim.note, claim.credited = note, credit
@@ -130,8 +136,10 @@ def claim_outage(s: Session, alert: HardwareAlert, rule: OutageRule = OutageRule
     credit = outage_credit(outage_s, basis[0], basis[1], rule)
     item = f"SLA credit: GPU {alert.gpu_index} outage ({alert.kind}) of {inst.id}, alert {alert.id}"
     claim = _claim(s, inst, "outage", f"hardware alert {alert.id} (node agent telemetry)", item,
-                   f"GPU {alert.gpu_index} of {inst.id} out of service {outage_s / 60:.0f} min "
-                   f"({alert.kind}); rule: {rule.describe()}", credit, alert.closed_at)
+                   phrase("GPU {gpu} of {instance} out of service {minutes:.0f} min ({kind}); "
+                          "rule: {rule}", gpu=alert.gpu_index, instance=inst.id,
+                          minutes=outage_s / 60, kind=alert.kind, rule=rule.describe()),
+                   credit, alert.closed_at)
     return claim.amount if claim is not None else Decimal("0.00")
 
 
@@ -157,8 +165,10 @@ def claim_ticket_outage(s: Session, ticket: Ticket, now: datetime,
     item = f"SLA credit: GPU {alert.gpu_index} outage ({alert.kind}) of {inst.id}, alert {alert.id}"
     return _claim(s, inst, "outage", f"ticket {ticket.id}: hardware alert {alert.id} "
                   f"({alert.source}) to mitigation", item,
-                  f"GPU {alert.gpu_index} of {inst.id} out of service {outage_s / 60:.0f} min "
-                  f"({alert.kind}, ticket {ticket.id}); rule: {rule.describe()}",
+                  phrase("GPU {gpu} of {instance} out of service {minutes:.0f} min ({kind}, "
+                         "ticket {ticket}); rule: {rule}", gpu=alert.gpu_index,
+                         instance=inst.id, minutes=outage_s / 60, kind=alert.kind,
+                         ticket=ticket.id, rule=rule.describe()),
                   outage_credit(outage_s, basis[0], basis[1], rule), now)
 
 
@@ -178,7 +188,8 @@ def credit_failed_acceptance(s: Session, instance_id: str, now: datetime, *, act
     item = f"SLA credit: failed acceptance of {inst.id}, period {period.seq if period else 1}"
     source = "the platform's stand-in agent" if platform_evidence else "the node agent"
     claim = _claim(s, inst, "acceptance", f"acceptance report {report_id} ({source})", item,
-                   f"{inst.id} failed acceptance on request; rule: {rule.describe()}",
+                   phrase("{instance} failed acceptance on request; rule: {rule}",
+                          instance=inst.id, rule=rule.describe()),
                    acceptance_credit(period.price if period else lease.unit_price, rule), now)
     if claim is None:
         return Decimal("0.00")

@@ -20,7 +20,7 @@ from gpulease.domain.accounts import Principal
 from gpulease.domain.credits import SlaRule, late_delivery_credit
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound, PaymentRequired
 from gpulease.domain.money import to_fen
-from gpulease.domain.phrases import Phrase, phrase
+from gpulease.domain.phrases import Phrase, phrase, stored
 from gpulease.domain.pricing import unit_price
 from gpulease.platform import Platform
 from gpulease.schemas import Page
@@ -45,7 +45,7 @@ def wallet_for_update(s: Session, tenant_id: str, now: datetime) -> Wallet:
 
 
 def post(s: Session, wallet: Wallet, kind: str, amount: Decimal, now: datetime, *,
-          reference: str | None = None, instance_id: str | None = None,
+          reference: str | Phrase | None = None, instance_id: str | None = None,
           user_id: str | None = None, item: str | None = None,
           quantity: Decimal | None = None, unit: str | None = None,
           unit_price: Decimal | None = None, service_at: datetime | None = None,
@@ -54,13 +54,16 @@ def post(s: Session, wallet: Wallet, kind: str, amount: Decimal, now: datetime, 
     """Append one entry; the balance moves by exactly its amount in the same transaction.
     `item`…`service` say what an invoice line shows for it: `service_at` puts it on that
     month's invoice (default: now), `service` is the span it pays for (its revenue is
-    earned over it)."""
+    earned over it). A Phrase reference is kept as its English text and as the phrase, to
+    be said in the reader's language."""
+    english, phrased = stored(reference) if reference is not None else (None, None)
     amount = to_fen(amount)
     wallet.balance = to_fen(wallet.balance + amount)
     wallet.updated_at = now
     entry = LedgerEntry(tenant_id=wallet.tenant_id, at=now, kind=kind, amount=amount,
-                        balance_after=wallet.balance, reference=reference,
-                        instance_id=instance_id, created_by=user_id, item=item,
+                        balance_after=wallet.balance,
+                        reference=english[:200] if english is not None else None,
+                        phrase=phrased, instance_id=instance_id, created_by=user_id, item=item,
                         quantity=quantity, unit=unit, unit_price=unit_price,
                         service_at=service_at, invoice_id=invoice_id,
                         service_from=service[0] if service else None,
@@ -116,6 +119,11 @@ def first_period_amount(p: Platform, inst: Instance, term: str | None = None) ->
     return payable(p, to_fen(unit_price(book, bare, term or inst.term) * inst.node_count))
 
 
+def first_period_phrase(inst: Instance) -> Phrase:
+    """What the ledger calls an order's first period (its hold, then its charge)."""
+    return phrase("first {term} of {instance}", term=phrase(inst.term), instance=inst.id)
+
+
 def first_period_item(inst: Instance) -> str:
     """The invoice label of an order's first period."""
     if inst.kind == "container":
@@ -141,7 +149,7 @@ def hold_first_period(s: Session, p: Platform, inst: Instance, now: datetime,
     """Hold the order's first period (and `extra`: its add-ons'), or refuse with 402 and
     the amount missing. Called in the order's own transaction: a refusal writes nothing."""
     amount = first_period_amount(p, inst) + extra
-    reference = f"first {inst.term} of {inst.id}"
+    reference = first_period_phrase(inst)
     conn = s.connection()
     balance = conn.execute(_TAKE_IF_COVERED, {"tenant": inst.tenant_id, "amount": amount,
                                               "at": now}).scalar()
@@ -158,10 +166,11 @@ def hold_first_period(s: Session, p: Platform, inst: Instance, now: datetime,
         post(s, wallet, "hold", -amount, now, instance_id=inst.id, reference=reference)
         return amount
     # The entry post() would write (the columns it leaves empty stay NULL).
+    english, phrased = stored(reference)
     conn.execute(insert(LedgerEntry), {
         "tenant_id": inst.tenant_id, "at": now, "kind": "hold", "amount": -amount,
-        "balance_after": to_fen(Decimal(balance)), "reference": reference,
-        "instance_id": inst.id})
+        "balance_after": to_fen(Decimal(balance)), "reference": english,
+        "phrase": phrased, "instance_id": inst.id})
     return amount
 
 
@@ -177,7 +186,7 @@ class Line:
 
 
 def charge(s: Session, tenant_id: str, amount: Decimal, now: datetime, *,
-           instance_id: str | None, reference: str,
+           instance_id: str | None, reference: str | Phrase,
            service: tuple[datetime, datetime] | None = None,
            extras: Sequence[Line] = (), quantity: Decimal | None = None,
            unit: str | None = None, unit_price: Decimal | None = None) -> None:
@@ -188,11 +197,12 @@ def charge(s: Session, tenant_id: str, amount: Decimal, now: datetime, *,
     require_cover(wallet, amount + sum((x.amount for x in extras), Decimal(0)),
                   phrase("This costs"))
     post(s, wallet, "charge", -amount, now, instance_id=instance_id, reference=reference,
-         item=reference, service=service, quantity=quantity, unit=unit,
+         item=str(reference)[:200], service=service, quantity=quantity, unit=unit,
          unit_price=unit_price)
     for x in extras:
         post(s, wallet, "charge", -x.amount, now, instance_id=instance_id,
-             reference=f"{x.item} ({reference})"[:200], item=x.item, quantity=x.quantity,
+             reference=phrase("{item} ({reference})", item=x.item, reference=reference),
+             item=x.item, quantity=x.quantity,
              unit=x.unit, unit_price=x.unit_price, service=service)
 
 
@@ -204,21 +214,22 @@ def credit_late_delivery(s: Session, inst: Instance, now: datetime, sla_s: float
     took = (now - inst.ordered_at).total_seconds()
     credit, percent = late_delivery_credit(took, sla_s, first, rule)
     credit_sla(s, inst, credit, now, f"SLA credit: late delivery of {inst.id}",
-               f"({percent.normalize():f}%) delivered in {took / 60:.0f} min against "
-               f"{sla_s / 60:.0f} min; rule: {rule.describe()}", actor=actor)
+               phrase("({percent:f}%) delivered in {took:.0f} min against {sla:.0f} min; "
+                      "rule: {rule}", percent=percent.normalize(), took=took / 60,
+                      sla=sla_s / 60, rule=rule.describe()), actor=actor)
     return credit
 
 
 def credit_sla(s: Session, inst: Instance, credit: Decimal, now: datetime, item: str,
-               text: str, *, actor: str) -> None:
+               text: str | Phrase, *, actor: str) -> None:
     """Post an SLA credit (outage, failed acceptance): into the wallet at once, onto the
     next invoice as a negative line, and into the instance's history."""
     if credit <= 0:
         return
-    text = f"SLA credit ¥{credit:,.2f}: {text}"
+    said = phrase("SLA credit ¥{credit:,.2f}: {text}", credit=credit, text=text)
     post(s, wallet_for_update(s, inst.tenant_id, now), "credit", credit, now,
-         instance_id=inst.id, reference=text[:200], item=item)
-    note(s, now, inst.id, "sla_credit", text, actor=actor)
+         instance_id=inst.id, reference=said, item=item)
+    note(s, now, inst.id, "sla_credit", said, actor=actor)
 
 
 def has_credit(s: Session, instance_id: str, item: str) -> bool:
@@ -240,16 +251,18 @@ def charge_hold(s: Session, inst: Instance, now: datetime, until: datetime,
     if held > 0:
         wallet = wallet_for_update(s, inst.tenant_id, now)
         post(s, wallet, "hold_release", held, now, instance_id=inst.id,
-             reference=f"delivered {inst.id}")
+             reference=phrase("delivered {instance}", instance=inst.id))
         for x in extras:
             post(s, wallet, "charge", -x.amount, now, instance_id=inst.id,
-                 reference=f"{x.item} (first {inst.term})"[:200], item=x.item,
+                 reference=phrase("{item} (first {term})", item=x.item,
+                                  term=phrase(inst.term)), item=x.item,
                  quantity=x.quantity, unit=x.unit, unit_price=x.unit_price,
                  service=(now, until))
         held -= sum((x.amount for x in extras), Decimal(0))
         count = Decimal(inst.node_count if inst.kind != "container" else inst.gpu_count)
         post(s, wallet, "charge", -held, now, instance_id=inst.id,
-             reference=f"first {inst.term} of {inst.id} ({inst.sku})",
+             reference=phrase("{first} ({sku})", first=first_period_phrase(inst),
+                              sku=inst.sku),
              item=first_period_item(inst), quantity=count,
              unit="server" if inst.kind != "container" else "GPU-hour",
              unit_price=to_fen(held / count) if count else None, service=(now, until))
@@ -260,7 +273,8 @@ def return_hold(s: Session, inst: Instance, now: datetime) -> None:
     held = _held(s, inst.id)
     if held > 0:
         post(s, wallet_for_update(s, inst.tenant_id, now), "hold_release", held, now,
-             instance_id=inst.id, reference=f"not delivered: {inst.id}")
+             instance_id=inst.id, reference=phrase("not delivered: {instance}",
+                                                   instance=inst.id))
 
 
 def top_up(p: Platform, actor: Principal, tenant_id: str, amount: Decimal, reference: str
@@ -375,7 +389,7 @@ def ledger(p: Platform, actor: Principal, tenant_id: str | None = None, limit: i
                          .order_by(LedgerEntry.id.desc()).limit(limit).offset(offset))
         items = [LedgerEntryView(id=r.id, at=r.at, kind=r.kind, amount=r.amount,
                                  balance_after=r.balance_after, reference=r.reference,
-                                 instance_id=r.instance_id) for r in rows]
+                                 instance_id=r.instance_id, phrase=r.phrase) for r in rows]
     return Page(items=items, total=total, limit=limit, offset=offset)
 
 

@@ -112,7 +112,8 @@ def reconcile(s: Session, p: Platform, inst: Instance) -> None:
                     p.wake()
             inst.ip_address = serving[0].ip_address
             transition(s, p, inst, INSTANCE_STAGE, "settle", now, actor=WORKER,
-                       reason="replaced: now on " + ", ".join(n.name for n in serving))
+                       reason=phrase("replaced: now on {nodes}",
+                                     nodes=", ".join(n.name for n in serving)))
             note(s, now, inst.id, "replaced", phrase(
                 "the spare is delivered and accepted: {nodes}",
                 nodes=", ".join(n.name for n in serving)), actor=WORKER)

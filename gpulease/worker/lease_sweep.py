@@ -66,8 +66,8 @@ def _retry_renewal(s: Session, p: Platform, lease: Lease, inst: Instance,
         return False
     try:
         with s.begin_nested():
-            extend(s, p, inst, lease, 1, inst.term, now, "automatic renewal after a top-up",
-                   actor=SWEEP_LEASES)
+            extend(s, p, inst, lease, 1, inst.term, now,
+                   phrase("automatic renewal after a top-up"), actor=SWEEP_LEASES)
         return True
     except PaymentRequired:
         lease.updated_at = now
@@ -98,7 +98,7 @@ def _sweep_one(s: Session, p: Platform, lease: Lease, inst: Instance, now: datet
             with s.begin_nested():
                 # by the term it was ordered for: two extra days on a month lease do not
                 # make it renew by the day
-                extend(s, p, inst, lease, 1, inst.term, now, "automatic renewal",
+                extend(s, p, inst, lease, 1, inst.term, now, phrase("automatic renewal"),
                        actor=SWEEP_LEASES)
         except PaymentRequired as exc:  # remind, then grace as without it
             _enter_grace(s, p, lease, inst, now, f"automatic renewal failed: {exc}")
@@ -111,7 +111,7 @@ def _sweep_one(s: Session, p: Platform, lease: Lease, inst: Instance, now: datet
             "The grace period of {instance} ended; its disks are being erased and "
             "certified.", instance=inst.id))
         transition(s, p, lease, LEASE, "end", now, actor=SWEEP_LEASES,
-                   reason="grace ended")  # its effect releases the instance
+                   reason=phrase("grace ended"))  # its effect releases the instance
     return 1
 
 

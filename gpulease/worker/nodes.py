@@ -114,7 +114,8 @@ def _apply_node(p: Platform, claim: Claim, job: NodeJob, result: StepResult | St
                                            "error": str(result)}})
                 record_event(s, now, "node", node.id, "error", actor=WORKER,
                              instance_id=node.instance_id, to_value=job.stage,
-                             message=f"attempt {node.attempts}: {result}")
+                             message=phrase("attempt {attempt}: {error}",
+                                            attempt=node.attempts, error=str(result)))
                 return
             tries = f" after {node.attempts} attempts" if result.retryable else ""
             fail_node(s, p, node, f"{job.stage} failed{tries}: {result}", now, breaker=True)
@@ -184,10 +185,11 @@ def _finish_node(s: Session, p: Platform, node: Node, now: datetime) -> None:
         if repair is not None:  # swapped out of its instance: erased, now for repair
             node.drain_requested_at = None
             transition(s, p, node, NODE, "send_to_repair", now, actor=WORKER,
-                       reason=f"in repair: {repair.reason}; the tenant's disks erased")
+                       reason=phrase("in repair: {why}; the tenant's disks erased",
+                                     why=repair.reason))
         elif node.drain_requested_at is not None:
             transition(s, p, node, NODE, "drain", now, actor=WORKER,
-                       reason="drained by operator")
+                       reason=phrase("drained by operator"))
         else:
             transition(s, p, node, NODE, "free", now, actor=WORKER)
     wake_instance(s, instance_id, now)
@@ -229,9 +231,10 @@ def fail_node(s: Session, p: Platform, node: Node, reason: str, now: datetime,
         fail_instance(s, p, inst, f"node {node.name}: {reason}", now, actor)
     elif inst is not None and replacing and not _move_to_spare(s, p, inst, node, reason, now,
                                                                actor):
-        why = f"the spare {node.name} failed ({reason}) and no other is free"
+        why = phrase("the spare {node} failed ({reason}) and no other is free",
+                     node=node.name, reason=reason)
         transition(s, p, inst, INSTANCE_STAGE, "settle", now, actor=actor,
-                   reason=f"replacement given up: {why}")
+                   reason=phrase("replacement given up: {why}", why=why))
         for kept in s.scalars(select(Node).where(Node.instance_id == inst.id,
                                                  Node.status == NodeStatus.ACTIVE.value)):
             repair = open_repair(s, kept.id)  # it served on while its disk was copied
@@ -254,7 +257,8 @@ def back_to_repair(s: Session, p: Platform, node: Node, reason: str, now: dateti
     node.next_attempt_at = None
     repair = burn_in_failed(s, node, reason, now)
     transition(s, p, node, NODE, "burn_in_failed", now, actor=actor,
-               reason=f"burn-in after repair failed, back to repair: {reason}")
+               reason=phrase("burn-in after repair failed, back to repair: {reason}",
+                              reason=reason))
     node.generation += 1
     if repair.instance_id is None and node.instance_id is not None:
         instance_id = node.instance_id

@@ -8,6 +8,7 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from gpulease.db.tables import Node
+from gpulease.domain.phrases import Phrase, listed, phrase
 from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint, BmcError
 from gpulease.services.history import record_event
@@ -23,24 +24,26 @@ def safe_off(p: Platform, limit: int = 20) -> int:
                         .where(Node.safe_off_due.is_(True)).limit(limit)).all()
     for node_id, name, driver, address, user, sealed in due:
         bmc = p.drivers.bmc_for(driver, BmcEndpoint(name, address, user, p.box.open(sealed)))
-        done, failed = [], []
-        for what, act in (("media ejected", bmc.eject_media),
-                          ("boot override cleared", bmc.clear_boot_override),
-                          ("power off requested", bmc.power_off)):
+        done: list[Phrase] = []
+        failed: list[Phrase] = []
+        for what, short, act in ((phrase("media ejected"), "media", bmc.eject_media),
+                                 (phrase("boot override cleared"), "boot",
+                                  bmc.clear_boot_override),
+                                 (phrase("power off requested"), "power", bmc.power_off)):
             try:
                 act()
                 done.append(what)
             except BmcError as exc:
-                failed.append(f"{what.split()[0]}: {exc}")
+                failed.append(phrase("{what}: {error}", what=short, error=str(exc)))
         with p.db.write() as s:
             node = s.get(Node, node_id, with_for_update=True)
             if node is None:
                 continue
             node.safe_off_due = False
-            text = ("left safe: " + ", ".join(done) if done
-                    else "could not be left safe") + (
-                f"; failed ({'; '.join(failed)}): check the server at its BMC" if failed
-                else "")
+            left = (phrase("left safe: {done}", done=listed(done, ", ")) if done
+                    else phrase("could not be left safe"))
+            text = phrase("{left}; failed ({failed}): check the server at its BMC", left=left,
+                          failed=listed(failed)) if failed else left
             record_event(s, p.clock.now(), "node", node.id, "safe_off", actor=SAFE_OFF,
-                         message=text[:1000])
+                         message=text)
     return len(due)

@@ -19,11 +19,11 @@ from fastapi.testclient import TestClient
 
 from gpulease.api.app import create_app
 from gpulease.domain.errors import DomainError, PaymentRequired
-from gpulease.domain.locales import choose, from_accept_language, known
+from gpulease.domain.locales import choose, from_accept_language, from_environment, known
 from gpulease.domain.phrases import Phrase, phrase
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.services import orders, users
+from gpulease.services import instances, orders, users
 from gpulease.web import i18n
 from gpulease.worker.runner import Worker
 from tests.api.test_console_money import ORDER, signed_in
@@ -44,6 +44,16 @@ def test_the_language_a_browser_asks_for() -> None:
     assert from_accept_language("zh;q=0, en") == "en"  # q=0: not wanted
     assert choose("en", "zh_CN", "zh-CN") == "en"  # the switch's cookie first
     assert choose(None, "zh_CN", "en") == "zh_CN" and choose(None, None, None) == "en"
+
+
+def test_the_language_a_terminal_asks_for() -> None:
+    assert from_environment({"LANG": "zh_CN.UTF-8"}) == "zh_CN"
+    assert from_environment({"LANG": "zh_CN.UTF-8", "LC_ALL": "C.UTF-8"}) is None  # LC_ALL
+    assert from_environment({"LANGUAGE": "fr:zh_CN", "LANG": "en_US.UTF-8"}) == "zh_CN"
+    assert from_environment({"LC_MESSAGES": "en_GB.UTF-8@euro"}) == "en"
+    assert from_environment({"GPULEASE_LANG": "zh-CN", "LANG": "en_US.UTF-8"}) == "zh_CN"
+    assert from_environment({"LANG": "de_DE.UTF-8"}) is None and from_environment({}) is None
+    assert from_environment({"LANG": "", "LC_ALL": "zh_CN"}) == "zh_CN"  # empty: unset
 
 
 def test_money_and_dates_the_locale_way() -> None:
@@ -177,7 +187,11 @@ def test_every_tenant_page_renders_in_both_languages(
         renewal = client.post(f"/console/instances/{iid}/renew", data={"periods": "1"})
         assert renewal.status_code == 200
         instance = client.get(f"/console/instances/{iid}").text
+        billing = client.get("/console/billing").text
         if lang == "zh_CN":
+            # the ledger's references the platform wrote: the hold, its release, the charge
+            assert f"{iid} 的首月" in billing and f"{iid} 已交付" in billing
+            assert f"{iid} 的首月（h100-80g-x8）" in billing and "first month" not in billing
             assert "确认订单" in review.text and "增值税" in review.text
             assert "租期" in instance and "运行验收测试（第 6 步，共 7 步）" in instance
             assert "续费" in renewal.text
@@ -187,6 +201,8 @@ def test_every_tenant_page_renders_in_both_languages(
             assert "70B × 2 字节 × 1.2 ≈ 168 GB → 至少 3 张 80 GB 显卡" in advised
             assert "模型结构由参数量推断" in advised and "小时，¥" in advised
         else:
+            assert f"first month of {iid}" in billing and f"delivered {iid}" in billing
+            assert f"first month of {iid} (h100-80g-x8)" in billing
             assert "running the acceptance tests, 6 of 7" in instance
             assert "acceptance passed (simulated): 53 checks, 0 failed" in instance
         api = client.get(f"/api/v1/instances/{iid}",
@@ -194,6 +210,21 @@ def test_every_tenant_page_renders_in_both_languages(
         said = [st["message"] for st in api["stages"] if st["message"]]
         assert "acceptance passed (simulated): 53 checks, 0 failed" in said  # English
         assert all("phrase" not in st for st in api["stages"])
+        ledger = client.get("/api/v1/wallet/ledger",
+                            headers={"Authorization": f"Bearer {t.token}"}).json()
+        references = [e["reference"] for e in ledger["items"]]
+        assert f"first month of {iid}" in references  # the API keeps the English
+        assert all("phrase" not in e for e in ledger["items"])
+        # a move's reason as the platform said it: on the page in its language, English
+        # in the API
+        instances.release_instance(fleet, t.principal, iid)
+        released = client.get(f"/console/instances/{iid}").text
+        reason = re.search(r'id="reason">([^<]*)<', released)
+        assert reason and reason.group(1) == {"en": "released by tenant",
+                                              "zh_CN": "租户已释放"}[lang]
+        assert client.get(f"/api/v1/instances/{iid}", headers={
+            "Authorization": f"Bearer {t.token}"}).json()["status_reason"] == (
+            "released by tenant")
 
 
 def test_refusals_with_figures_are_said_in_chinese_on_the_page_and_in_the_api(

@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from gpulease.api.app import create_app
 from gpulease.platform import Platform
-from gpulease.services import accounts, tenants, users, wallet
+from gpulease.services import accounts, node_changes, tenants, users, wallet
 from gpulease.worker.runner import Worker
 from tests.api.test_console_money import ORDER, PASSWORD, signed_in
 from tests.conftest import TenantCtx, new_tenant
@@ -150,6 +150,14 @@ def test_the_fleet_filtered_and_one_nodes_page(fleet: Platform) -> None:
         assert client.get("/console/nodes/no-such-node").status_code == 404
         client.post(f"/console/nodes/{node_id}/resume")
         assert "status-available" in client.get(f"/console/nodes/{node_id}").text
+        # the lines the platform writes on a node's history, in the page's language
+        op = accounts.authenticate(fleet, accounts.create_operator(
+            fleet, "ops-faults@example.com", "Ops")[1].token)
+        node_changes.inject_faults(fleet, op, node_id, [])
+        client.cookies.set("gpulease_lang", "zh_CN")
+        assert "模拟故障：无" in client.get(f"/console/nodes/{node_id}").text
+        client.cookies.set("gpulease_lang", "en")
+        assert "simulated faults: none" in client.get(f"/console/nodes/{node_id}").text
 
 
 def test_invoice_runs_and_a_price_change_published_from_the_console(fleet: Platform) -> None:

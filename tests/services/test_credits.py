@@ -23,7 +23,7 @@ def test_rules() -> None:
     assert late_delivery_credit(901, 900, month) == (Decimal("4224.00"), 5)  # one started step
     assert late_delivery_credit(900 + 1800, 900, month)[0] == Decimal("8448.00")
     assert late_delivery_credit(10**6, 900, month) == (Decimal("42240.00"), 50)  # the cap
-    assert "5% of the first period per started 15 minutes" in SlaRule().describe()
+    assert "5% of the first period per started 15 minutes" in str(SlaRule().describe())
     from datetime import UTC, datetime
     start = datetime(2027, 1, 1, tzinfo=UTC)
     first = first_period(start, "month", month, UTC)

@@ -82,3 +82,10 @@ def test_suspend_refuses_orders_keeps_machines_and_close_waits_for_everything(
     assert httpx.get(f"{server.url}/api/v1/me", headers=auth(other.token)).status_code == 200
     again = httpx.post(f"{server.url}/api/v1/tenants/acme/close", headers=auth(operator.token))
     assert again.status_code == 409
+    # the CLI asks for the terminal's language: the refusal in Chinese, in English without
+    for lang, said in (("zh_CN.UTF-8", "租户 acme 已经关闭。"),
+                       ("C.UTF-8", "Tenant acme is closed already.")):
+        refused = CliRunner().invoke(app, ["tenant", "close", "acme"],
+                                     env=env | {"LANG": lang, "LANGUAGE": "", "LC_ALL": "",
+                                                "LC_MESSAGES": "", "GPULEASE_LANG": ""})
+        assert refused.exit_code == 1 and said in refused.output, refused.output
