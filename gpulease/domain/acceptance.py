@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpulease.domain.phrases import Phrase, listed, phrase
 from gpulease.domain.telemetry import GpuSummary
 
 
@@ -94,6 +95,20 @@ class Check:
     threshold: str = ""
     gpu: int | None = None
     detail: str = ""
+    # The threshold and the detail as phrases (domain/phrases JSON), so that the console
+    # says them in the reader's language; absent for what a device wrote.
+    phrases: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+def _check(name: str, passed: bool | None, value: float | None = None, unit: str = "",
+           threshold: str | Phrase = "", gpu: int | None = None,
+           detail: str | Phrase = "") -> Check:
+    """A check whose threshold and detail may be phrases: kept as English text, and as
+    phrases for the reader's language."""
+    phrases = {key: text.to_json() for key, text in (("threshold", threshold),
+                                                      ("detail", detail))
+               if isinstance(text, Phrase)}
+    return Check(name, passed, value, unit, str(threshold), gpu, str(detail), phrases)
 
 
 @dataclass(frozen=True)
@@ -133,15 +148,16 @@ class Report:
 
 
 def _at_least(name: str, value: float | None, floor: float | None, unit: str,
-              gpu: int | None = None, detail: str = "") -> Check:
+              gpu: int | None = None, detail: str | Phrase = "") -> Check:
     if value is None:
-        return Check(name, None, None, unit, "", gpu, detail or "not measured")
+        return _check(name, None, None, unit, "", gpu, detail or phrase("not measured"))
     if floor is None:
-        return Check(name, None, value, unit, "", gpu, detail or "no threshold for this offer")
-    return Check(name, value >= floor, value, unit, f"≥ {floor:,.1f} {unit}", gpu, detail)
+        return _check(name, None, value, unit, "", gpu,
+                      detail or phrase("no threshold for this offer"))
+    return _check(name, value >= floor, value, unit, f"≥ {floor:,.1f} {unit}", gpu, detail)
 
 
-NOT_RUN = "not run: the GPU does not respond"
+NOT_RUN = phrase("not run: the GPU does not respond")
 
 
 def _silent(m: Measurements) -> set[int]:
@@ -155,20 +171,20 @@ def _responding(m: Measurements) -> list[Check]:
     xids = {g.index: set(g.xids) for g in m.burnin}
     health = {g.index: g.health for g in m.burnin}
 
-    def why(gpu: int) -> str:
+    def why(gpu: int) -> Phrase:
         if 79 in xids.get(gpu, ()):
-            return "not responding (XID 79: fell off the bus)"
+            return phrase("not responding (XID 79: fell off the bus)")
         if health.get(gpu) not in (None, "OK"):
-            return f"not responding (the device reports {health[gpu]})"
-        return "not responding (no XID reported)"
+            return phrase("not responding (the device reports {health})", health=health[gpu])
+        return phrase("not responding (no XID reported)")
 
-    return [Check("gpu_responding", False, None, "", "runs the checks", gpu, why(gpu))
+    return [_check("gpu_responding", False, None, "", phrase("runs the checks"), gpu, why(gpu))
             for gpu in sorted(_silent(m))]
 
 
 def _matmul(m: Measurements, t: Thresholds, spec: GpuSpec) -> list[Check]:
     if not m.matmul_tflops:
-        return [Check("matmul_bf16", None, detail="needs CUDA and PyTorch")]
+        return [_check("matmul_bf16", None, detail=phrase("needs CUDA and PyTorch"))]
     silent = _silent(m)
     floor = t.matmul_ceiling_fraction * spec.matmul_ceiling_tflops
     ran = [v for gpu, v in enumerate(m.matmul_tflops) if gpu not in silent]
@@ -176,78 +192,88 @@ def _matmul(m: Measurements, t: Thresholds, spec: GpuSpec) -> list[Check]:
     checks = []
     for gpu, tflops in enumerate(m.matmul_tflops):
         if gpu in silent:
-            checks.append(Check("matmul_bf16", None, None, "TFLOP/s", "", gpu, NOT_RUN))
+            checks.append(_check("matmul_bf16", None, None, "TFLOP/s", "", gpu, NOT_RUN))
             continue
         spread = abs(tflops - median) / median if median else 1.0
         ok = tflops >= floor and spread <= t.matmul_node_spread
-        why = f"{spread:.1%} from the node median {median:,.1f}"
-        checks.append(Check("matmul_bf16", ok, tflops, "TFLOP/s",
-                            f"≥ {floor:,.1f} and within {t.matmul_node_spread:.0%} of median",
-                            gpu, why))
+        why = phrase("{spread:.1%} from the node median {median:,.1f}", spread=spread,
+                     median=median)
+        checks.append(_check("matmul_bf16", ok, tflops, "TFLOP/s",
+                             phrase("≥ {floor:,.1f} and within {spread:.0%} of median",
+                                    floor=floor, spread=t.matmul_node_spread), gpu, why))
     for gpu, same in enumerate(m.matmul_checksums_consistent):
         if gpu in silent:  # judged only on GPUs that ran
             continue
-        checks.append(Check("matmul_checksum", bool(same), None, "", "identical every iteration",
-                            gpu, "" if same else "results differed between identical runs: "
-                            "silent data corruption"))
+        checks.append(_check("matmul_checksum", bool(same), None, "",
+                             phrase("identical every iteration"), gpu,
+                             "" if same else phrase("results differed between identical "
+                                                    "runs: silent data corruption")))
     return checks
 
 
 def _per_gpu(name: str, values: Sequence[float], floor: float | None, unit: str,
              silent: set[int]) -> list[Check]:
-    return [Check(name, None, None, unit, "", gpu, NOT_RUN) if gpu in silent
+    return [_check(name, None, None, unit, "", gpu, NOT_RUN) if gpu in silent
             else _at_least(name, v, floor, unit, gpu) for gpu, v in enumerate(values)]
 
 
 def _burnin(m: Measurements, t: Thresholds) -> list[Check]:
     if not m.burnin:
-        return [Check("burnin", None, detail="not run")]
+        return [_check("burnin", None, detail=phrase("not run"))]
     checks = []
     for g in m.burnin:
         problems = _heat(g, t)
         if g.power_brake_samples:
-            problems.append(f"hardware or power-brake slowdown in {g.power_brake_samples} "
-                            "sample(s)")
+            problems.append(phrase("hardware or power-brake slowdown in {samples} sample(s)",
+                                   samples=g.power_brake_samples))
         if g.power_throttle_s > 0.5 * max(g.end - g.start, 1.0):
-            problems.append(f"power capped {g.power_throttle_s:.0f} s")
+            problems.append(phrase("power capped {seconds:.0f} s", seconds=g.power_throttle_s))
         if g.xids:
-            problems.append(f"XIDs {sorted(set(g.xids))}")
+            problems.append(phrase("XIDs {xids}", xids=str(sorted(set(g.xids)))))
         if g.ecc_dbe_delta:
-            problems.append(f"{g.ecc_dbe_delta} new double-bit ECC errors")
+            problems.append(phrase("{count} new double-bit ECC errors", count=g.ecc_dbe_delta))
         if g.row_remap_failure:
-            problems.append("row remap failure")
+            problems.append(phrase("row remap failure"))
         if g.nvlink_down:
-            problems.append(f"NVLink down on link(s) {list(g.nvlink_down)}")
+            problems.append(phrase("NVLink down on link(s) {links}",
+                                   links=str(list(g.nvlink_down))))
         if g.health not in (None, "OK"):
-            problems.append(f"the device reports its health as {g.health}")
+            problems.append(phrase("the device reports its health as {health}",
+                                   health=g.health))
         drop = None
         if g.sm_clock_max_mhz and g.sm_clock_min_mhz is not None:
             drop = 1 - g.sm_clock_min_mhz / g.sm_clock_max_mhz
             if drop > t.burnin_max_clock_drop:
-                problems.append(f"SM clock fell {drop:.0%} (saw-tooth)")
-        checks.append(Check("burnin", not problems, g.temp_max_c, "°C max",
-                            f"below {t.gpu_temp_max_c:.0f} °C (memory "
-                            f"{t.memory_temp_max_c:.0f} °C) and not heading there; no "
-                            f"throttling, XID, ECC growth; clock drop ≤ "
-                            f"{t.burnin_max_clock_drop:.0%}", g.index,
-                            "; ".join(problems) or f"{g.samples} samples, "
-                            f"{g.end - g.start:.0f} s"))
+                problems.append(phrase("SM clock fell {drop:.0%} (saw-tooth)", drop=drop))
+        checks.append(_check(
+            "burnin", not problems, g.temp_max_c, "°C max",
+            phrase("below {gpu:.0f} °C (memory {memory:.0f} °C) and not heading there; no "
+                   "throttling, XID, ECC growth; clock drop ≤ {drop:.0%}",
+                   gpu=t.gpu_temp_max_c, memory=t.memory_temp_max_c,
+                   drop=t.burnin_max_clock_drop), g.index,
+            listed(problems) if problems else phrase(
+                "{samples} samples, {seconds:.0f} s", samples=g.samples,
+                seconds=g.end - g.start)))
     return checks
 
 
-def _heat(g: GpuSummary, t: Thresholds) -> list[str]:
+def _heat(g: GpuSummary, t: Thresholds) -> list[Phrase]:
     """Thermal problems of one GPU's burn-in: slowdown at any sample, a ceiling reached,
     or a climb that would reach the ceiling within one burn-in's length (a climb that is
     slowing counts only up to where it levels off)."""
     problems = []
     if g.thermal_samples or g.thermal_throttle_s > 0:
-        problems.append(f"thermal slowdown in {max(g.thermal_samples, 1)} sample(s)"
-                        + (f", {g.thermal_throttle_s:.0f} s" if g.thermal_throttle_s else ""))
+        samples = max(g.thermal_samples, 1)
+        problems.append(phrase("thermal slowdown in {samples} sample(s), {seconds:.0f} s",
+                               samples=samples, seconds=g.thermal_throttle_s)
+                        if g.thermal_throttle_s else
+                        phrase("thermal slowdown in {samples} sample(s)", samples=samples))
     if g.temp_max_c is not None and g.temp_max_c >= t.gpu_temp_max_c:
-        problems.append(f"GPU at {g.temp_max_c:.0f} °C, ceiling {t.gpu_temp_max_c:.0f} °C")
+        problems.append(phrase("GPU at {temp:.0f} °C, ceiling {ceiling:.0f} °C",
+                               temp=g.temp_max_c, ceiling=t.gpu_temp_max_c))
     if g.memory_temp_max_c is not None and g.memory_temp_max_c >= t.memory_temp_max_c:
-        problems.append(f"memory at {g.memory_temp_max_c:.0f} °C, ceiling "
-                        f"{t.memory_temp_max_c:.0f} °C")
+        problems.append(phrase("memory at {temp:.0f} °C, ceiling {ceiling:.0f} °C",
+                               temp=g.memory_temp_max_c, ceiling=t.memory_temp_max_c))
     if (g.temp_rise_c_per_s and g.temp_last_c is not None
             and g.temp_last_c < t.gpu_temp_max_c):
         projected = g.temp_last_c + g.temp_rise_c_per_s * t.burnin_s
@@ -255,9 +281,10 @@ def _heat(g: GpuSummary, t: Thresholds) -> list[str]:
             projected = min(projected, g.temp_settle_c)
         if projected >= t.gpu_temp_max_c:
             reach = (t.gpu_temp_max_c - g.temp_last_c) / g.temp_rise_c_per_s
-            problems.append(f"heating {g.temp_rise_c_per_s * 60:.1f} °C/min at "
-                            f"{g.temp_last_c:.0f} °C: the {t.gpu_temp_max_c:.0f} °C ceiling "
-                            f"in about {reach:.0f} s")
+            problems.append(phrase("heating {rate:.1f} °C/min at {temp:.0f} °C: the "
+                                   "{ceiling:.0f} °C ceiling in about {seconds:.0f} s",
+                                   rate=g.temp_rise_c_per_s * 60, temp=g.temp_last_c,
+                                   ceiling=t.gpu_temp_max_c, seconds=reach))
     return problems
 
 
@@ -266,31 +293,32 @@ def judge(m: Measurements, t: Thresholds, spec: GpuSpec) -> Report:
     real GPU node where the GPU checks themselves are missing."""
     checks: list[Check] = []
     if spec.count:
-        checks.append(Check("gpu_count", m.gpu_count == spec.count, m.gpu_count, "GPUs",
-                            f"= {spec.count}", detail="" if m.gpu_count == spec.count
-                            else "a GPU is missing from the bus or the driver"))
+        checks.append(_check("gpu_count", m.gpu_count == spec.count, m.gpu_count, "GPUs",
+                             f"= {spec.count}", detail="" if m.gpu_count == spec.count
+                             else phrase("a GPU is missing from the bus or the driver")))
     silent = _silent(m)
     checks += _responding(m)
     checks += _matmul(m, t, spec)
     hbm_floor = t.hbm_fraction * spec.memory_bandwidth_gbps
     checks += _per_gpu("hbm_bandwidth", m.hbm_gbps, hbm_floor, "GB/s", silent) or [
-        Check("hbm_bandwidth", None, detail="needs CUDA and PyTorch")]
+        _check("hbm_bandwidth", None, detail=phrase("needs CUDA and PyTorch"))]
     h2d_floor = t.h2d_gbps if t.h2d_gbps is not None else h2d_floor_gbps(spec.pcie_gen)
     checks += _per_gpu("host_to_device", m.h2d_gbps, h2d_floor, "GB/s", silent)
     checks += _per_gpu("device_to_host", m.d2h_gbps, h2d_floor, "GB/s", silent)
     if m.h2d_all_gbps is not None:
         checks.append(_at_least("host_to_device_all", m.h2d_all_gbps, None, "GB/s",
-                                detail="all GPUs at once; reported, not judged"))
+                                detail=phrase("all GPUs at once; reported, not judged")))
     for src, row in enumerate(m.p2p_gbps):
         for dst, v in enumerate(row):
             if v is not None and src != dst:
                 checks.append(_at_least(f"p2p_gpu{src}_to_gpu{dst}", v, t.p2p_gbps, "GB/s",
                                         src))
     if m.gpu_count > 1 and silent:
-        checks.append(Check("allreduce_busbw", None, unit="GB/s", detail=(
-            f"not run: GPU {', '.join(map(str, sorted(silent)))} does not respond")))
+        checks.append(_check("allreduce_busbw", None, unit="GB/s", detail=phrase(
+            "not run: GPU {gpus} does not respond", gpus=", ".join(map(str, sorted(silent))))))
     elif m.gpu_count > 1:
-        size = f"{m.allreduce_bytes / 2**30:.0f} GiB messages" if m.allreduce_bytes else ""
+        size: str | Phrase = phrase("{size:.0f} GiB messages",
+                                    size=m.allreduce_bytes / 2**30) if m.allreduce_bytes else ""
         checks.append(_at_least("allreduce_busbw", m.allreduce_busbw_gbps,
                                 t.allreduce_busbw_gbps, "GB/s", detail=size))
     checks.append(_at_least("fio_randread_4k", m.fio_randread_iops, t.fio_randread_iops,

@@ -9,6 +9,7 @@ a Phrase itself (said in the same language). A template without values is used a
 from __future__ import annotations
 
 import json
+import string
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from decimal import Decimal
@@ -88,6 +89,36 @@ def _value_from_json(v: Any) -> Any:
     return v
 
 
+def well_formed(data: Any, depth: int = 0) -> bool:
+    """Whether a phrase as JSON from outside (an agent's report) is safe to say: each
+    placeholder a plain name (no attribute or index lookups), nested at most 4 deep, its
+    values numbers, short texts, or such phrases."""
+    if depth > 4 or not isinstance(data, dict) or set(data) - {"template", "params"}:
+        return False
+    template, params = data.get("template"), data.get("params") or {}
+    if not isinstance(template, str) or len(template) > 500 or not isinstance(params, dict):
+        return False
+    try:
+        names = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+    except ValueError:
+        return False
+    if not all(n.isidentifier() for n in names) or not names <= set(params):
+        return False
+    for key, value in params.items():
+        if not (isinstance(key, str) and key.isidentifier()):
+            return False
+        if isinstance(value, dict):
+            if "template" in value:
+                if not well_formed(value, depth + 1):
+                    return False
+            elif set(value) not in ({"decimal"}, {"datetime"}):
+                return False
+        elif not (value is None or isinstance(value, bool | int | float)
+                  or (isinstance(value, str) and len(value) <= 500)):
+            return False
+    return True
+
+
 def phrase(template: str, **params: Any) -> Phrase:
     """A phrase; `make messages` extracts the template (keyword `phrase`)."""
     return Phrase(template, params)
@@ -107,12 +138,14 @@ def stored(text: str | Phrase) -> tuple[str, str | None]:
     return text, None
 
 
-def said_stored(text: str, phrase_json: str | None, gettext: Gettext = _english) -> str:
+def said_stored(text: str, phrase_json: str | Mapping[str, Any] | None,
+                gettext: Gettext = _english) -> str:
     """A kept line in gettext's language (its text as kept when it has no phrase, or its
-    phrase cannot be read)."""
+    phrase cannot be read); the phrase as JSON text or as its parsed JSON."""
     if not phrase_json:
         return text
     try:
-        return Phrase.from_json(json.loads(phrase_json)).said(gettext)
+        data = json.loads(phrase_json) if isinstance(phrase_json, str) else phrase_json
+        return Phrase.from_json(data).said(gettext)
     except (ValueError, KeyError, TypeError):
         return text

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gpulease.domain.acceptance import Check, GpuSpec, Report, Thresholds
+from gpulease.domain.phrases import well_formed
 from gpulease.ports.bmc import BmcEndpoint
 
 
@@ -75,6 +76,15 @@ class CheckResult(BaseModel):
     threshold: str = Field(default="", max_length=200)
     gpu: int | None = Field(default=None, ge=0, le=64)
     detail: str = Field(default="", max_length=2000)
+    # threshold and detail as phrases, for the reader's language (an agent's own: checked
+    # to be plain templates, else dropped and the English shown)
+    phrases: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("phrases")
+    @classmethod
+    def _plain_phrases(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in value.items()
+                if k in ("threshold", "detail") and well_formed(v)}
 
 
 class VerifyResult(BaseModel):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import asdict
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -197,6 +198,9 @@ def test_every_tenant_page_renders_in_both_languages(
             assert "续费" in renewal.text
             # the history the platform wrote, in the page's language too
             assert "验收通过（模拟）：共 53 项检查，0 项失败" in instance
+            # the acceptance report's requirements and details the checks wrote
+            assert "且无升向上限的趋势；无降频、XID、ECC 增长" in instance
+            assert "个采样，" in instance and "not heading there" not in instance
             advised = client.get("/console/advise?params=70B&workload=lora&hours=24").text
             assert "70B × 2 字节 × 1.2 ≈ 168 GB → 至少 3 张 80 GB 显卡" in advised
             assert "模型结构由参数量推断" in advised and "小时，¥" in advised
@@ -283,3 +287,29 @@ def test_a_kept_phrase_keeps_its_figures_types() -> None:
     assert english == "¥1,234.50 refunded at 08:30: 3 × month"
     assert said_stored(english, as_json) == english
     assert said_stored(english, as_json, i18n.translations("zh_CN").gettext).endswith("3 × 月")
+
+
+def test_an_agents_phrases_are_said_only_when_plain() -> None:
+    from gpulease.domain.acceptance import _check
+    from gpulease.domain.phrases import well_formed
+    from gpulease.ports.agent import CheckResult
+
+    ours = _check("burnin", False, 91.0, "°C max", phrase("runs the checks"), 3,
+                  phrase("GPU at {temp:.0f} °C, ceiling {ceiling:.0f} °C", temp=91.0,
+                         ceiling=87.0))
+    assert ours.detail == "GPU at 91 °C, ceiling 87 °C"  # the English kept as text
+    kept = CheckResult.model_validate(asdict(ours))
+    assert set(kept.phrases) == {"threshold", "detail"}
+    zh = i18n.translations("zh_CN").gettext
+    from gpulease.domain.phrases import said_stored
+    assert said_stored(kept.detail, kept.phrases["detail"], zh) == "GPU 温度 91 °C，上限 87 °C"
+    # a template that looks into its values, or names a value it lacks, is dropped
+    for hostile in ({"template": "{t.__class__.__mro__}", "params": {"t": "x"}},
+                    {"template": "{t[0]}", "params": {"t": "x"}},
+                    {"template": "{missing}", "params": {}},
+                    {"template": "{t}", "params": {"t": {"object": 1}}},
+                    {"template": "{t", "params": {"t": 1}}):
+        assert not well_formed(hostile), hostile
+        got = CheckResult.model_validate({"name": "x", "passed": True, "detail": "plain",
+                                          "phrases": {"detail": hostile}})
+        assert got.phrases == {}
