@@ -439,6 +439,7 @@ class HardwareAlert(Base):
     kind: Mapped[str] = mapped_column(String(32))
     severity: Mapped[str] = mapped_column(String(16))
     message: Mapped[str] = mapped_column(Text)
+    phrase: Mapped[str | None] = mapped_column(Text)  # the message as a phrase (JSON)
     opened_at: Mapped[datetime] = mapped_column(UtcDateTime())
     last_seen_at: Mapped[datetime] = mapped_column(UtcDateTime())
     closed_at: Mapped[datetime | None] = mapped_column(UtcDateTime())

@@ -9,6 +9,8 @@ from dataclasses import asdict, dataclass, field
 from enum import IntFlag, StrEnum
 from typing import Any
 
+from gpulease.domain.phrases import Phrase, phrase
+
 
 class ClockEvent(IntFlag):
     """NVML clocks-event (throttle) reason bits, as DCGM_FI_DEV_CLOCKS_EVENT_REASONS reports."""
@@ -263,10 +265,15 @@ class Alert:
     uuid: str
     message: str
     severity: str = "critical"
+    phrase: Phrase | None = field(default=None, compare=False)  # the message, to translate
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind.value, "gpu": self.gpu, "uuid": self.uuid,
                 "message": self.message, "severity": self.severity}
+
+
+def _alert(kind: AlertKind, g: GpuSummary, text: Phrase, severity: str = "critical") -> Alert:
+    return Alert(kind, g.index, g.uuid, str(text), severity, text)
 
 
 def alerts_for(summaries: Iterable[GpuSummary],
@@ -274,49 +281,53 @@ def alerts_for(summaries: Iterable[GpuSummary],
     """The hardware problems a window shows, one alert per kind per GPU."""
     alerts: list[Alert] = []
     for g in summaries:
-        label = f"GPU {g.index} ({g.uuid})"
+        label = phrase("GPU {gpu} ({uuid})", gpu=g.index, uuid=g.uuid)
         span = max(g.end - g.start, 0.0)
         if g.thermal_throttle_s >= rules.thermal_min_s and (
                 span == 0 or g.thermal_throttle_s >= rules.thermal_share * span):
-            alerts.append(Alert(
-                AlertKind.THERMAL_THROTTLING, g.index, g.uuid,
-                f"{label} thermally throttled for {g.thermal_throttle_s:.0f} s of "
-                f"{span:.0f} s (max {g.temp_max_c} °C); check cooling and airflow",
+            alerts.append(_alert(AlertKind.THERMAL_THROTTLING, g, phrase(
+                "{label} thermally throttled for {throttled:.0f} s of {span:.0f} s (max "
+                "{temp} °C); check cooling and airflow", label=label,
+                throttled=g.thermal_throttle_s, span=span, temp=g.temp_max_c),
                 severity="warning"))
         if XID_FELL_OFF_BUS in g.xids:
-            alerts.append(Alert(AlertKind.GPU_FELL_OFF_BUS, g.index, g.uuid,
-                                f"{label} reported XID 79: it fell off the bus; "
-                                "the node needs a hardware check"))
+            alerts.append(_alert(AlertKind.GPU_FELL_OFF_BUS, g, phrase(
+                "{label} reported XID 79: it fell off the bus; the node needs a hardware "
+                "check", label=label)))
         if g.ecc_dbe_delta > 0 or XID_DOUBLE_BIT_ECC in g.xids:
-            alerts.append(Alert(AlertKind.DOUBLE_BIT_ECC, g.index, g.uuid,
-                                f"{label}: {g.ecc_dbe_delta} new double-bit ECC error(s) "
-                                f"(total {g.ecc_dbe_total}); XIDs {list(g.xids) or 'none'}"))
+            alerts.append(_alert(AlertKind.DOUBLE_BIT_ECC, g, phrase(
+                "{label}: {new} new double-bit ECC error(s) (total {total}); XIDs {xids}",
+                label=label, new=g.ecc_dbe_delta, total=g.ecc_dbe_total,
+                xids=str(list(g.xids)) if g.xids else phrase("none"))))
         if XID_UNCONTAINED_ECC in g.xids:
-            alerts.append(Alert(AlertKind.ECC_UNCONTAINED, g.index, g.uuid,
-                                f"{label} reported XID 95: an uncontained memory error that "
-                                "every process on the GPU may have met; the GPU needs a "
-                                "reset, and a check if it recurs"))
+            alerts.append(_alert(AlertKind.ECC_UNCONTAINED, g, phrase(
+                "{label} reported XID 95: an uncontained memory error that every process on "
+                "the GPU may have met; the GPU needs a reset, and a check if it recurs",
+                label=label)))
         if XID_CONTAINED_ECC in g.xids:
-            alerts.append(Alert(AlertKind.ECC_CONTAINED, g.index, g.uuid,
-                                f"{label} reported XID 94: a contained memory error stopped "
-                                "one process; the GPU runs on and remaps the row at its next "
-                                "reset", severity="warning"))
+            alerts.append(_alert(AlertKind.ECC_CONTAINED, g, phrase(
+                "{label} reported XID 94: a contained memory error stopped one process; the "
+                "GPU runs on and remaps the row at its next reset", label=label),
+                severity="warning"))
         if g.nvlink_down or XID_NVLINK in g.xids:
-            links = ", ".join(str(i) for i in g.nvlink_down) or "none reported down"
-            alerts.append(Alert(AlertKind.NVLINK_DOWN, g.index, g.uuid,
-                                f"{label}: NVLink error (links down: {links} of "
-                                f"{g.nvlink_links}"
-                                + ("; XID 74" if XID_NVLINK in g.xids else "") + ")"))
+            links: str | Phrase = (", ".join(str(i) for i in g.nvlink_down)
+                                   or phrase("none reported down"))
+            alerts.append(_alert(AlertKind.NVLINK_DOWN, g, phrase(
+                "{label}: NVLink error (links down: {links} of {count}; XID 74)", label=label,
+                links=links, count=g.nvlink_links) if XID_NVLINK in g.xids else phrase(
+                "{label}: NVLink error (links down: {links} of {count})", label=label,
+                links=links, count=g.nvlink_links)))
         if g.row_remap_failure or XID_ROW_REMAP_FAILURE in g.xids:
-            alerts.append(Alert(AlertKind.ROW_REMAP_FAILURE, g.index, g.uuid,
-                                f"{label}: row remapping failed "
-                                f"({g.remapped_rows_uncorrectable} uncorrectable rows "
-                                "remapped"
-                                + ("; XID 64" if XID_ROW_REMAP_FAILURE in g.xids else "")
-                                + "); the GPU needs replacement"))
+            alerts.append(_alert(AlertKind.ROW_REMAP_FAILURE, g, phrase(
+                "{label}: row remapping failed ({rows} uncorrectable rows remapped; XID 64); "
+                "the GPU needs replacement", label=label, rows=g.remapped_rows_uncorrectable)
+                if XID_ROW_REMAP_FAILURE in g.xids else phrase(
+                "{label}: row remapping failed ({rows} uncorrectable rows remapped); the GPU "
+                "needs replacement", label=label, rows=g.remapped_rows_uncorrectable)))
         if g.health in ("Alarm", "Critical"):
-            alerts.append(Alert(AlertKind.DEVICE_UNHEALTHY, g.index, g.uuid,
-                                f"{label}: the device reports its health as {g.health}"))
+            alerts.append(_alert(AlertKind.DEVICE_UNHEALTHY, g, phrase(
+                "{label}: the device reports its health as {health}", label=label,
+                health=g.health)))
     return alerts
 
 

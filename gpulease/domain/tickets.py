@@ -9,6 +9,7 @@ from decimal import Decimal
 from enum import StrEnum
 
 from gpulease.domain.catalog import SupportTerms
+from gpulease.domain.phrases import Phrase, phrase
 
 # How a node swapped out of a rented instance says why it is erased and set aside.
 SWAPPED_OUT = "swapped out for repair"
@@ -38,19 +39,19 @@ SEVERITY_OF_FAULT: dict[str, Severity] = {
     "bmc_thermal": Severity.P2,
 }
 FAULT_TITLES = {
-    "gpu_fell_off_bus": "GPU {gpu} not responding (XID 79: fell off the bus)",
-    "double_bit_ecc": "GPU {gpu}: uncorrectable (double-bit) memory errors",
-    "ecc_uncontained": "GPU {gpu}: uncontained memory error (XID 95), needs a reset",
-    "ecc_contained": "GPU {gpu}: contained memory error (XID 94)",
-    "row_remap_failure": "GPU {gpu}: row remapping failed",
-    "device_unhealthy": "NPU {gpu} reports itself unhealthy",
-    "bmc_gpu": "The BMC reports a GPU fault",
-    "acceptance_failed": "The acceptance suite failed",
-    "nvlink_down": "GPU {gpu}: NVLink links down",
-    "thermal_throttling": "GPU {gpu}: sustained thermal throttling",
-    "bmc_memory": "The BMC reports a memory fault",
-    "bmc_psu": "The BMC reports a power supply fault",
-    "bmc_thermal": "The BMC reports a thermal fault",
+    "gpu_fell_off_bus": phrase("GPU {gpu} not responding (XID 79: fell off the bus)"),
+    "double_bit_ecc": phrase("GPU {gpu}: uncorrectable (double-bit) memory errors"),
+    "ecc_uncontained": phrase("GPU {gpu}: uncontained memory error (XID 95), needs a reset"),
+    "ecc_contained": phrase("GPU {gpu}: contained memory error (XID 94)"),
+    "row_remap_failure": phrase("GPU {gpu}: row remapping failed"),
+    "device_unhealthy": phrase("NPU {gpu} reports itself unhealthy"),
+    "bmc_gpu": phrase("The BMC reports a GPU fault"),
+    "acceptance_failed": phrase("The acceptance suite failed"),
+    "nvlink_down": phrase("GPU {gpu}: NVLink links down"),
+    "thermal_throttling": phrase("GPU {gpu}: sustained thermal throttling"),
+    "bmc_memory": phrase("The BMC reports a memory fault"),
+    "bmc_psu": phrase("The BMC reports a power supply fault"),
+    "bmc_thermal": phrase("The BMC reports a thermal fault"),
 }
 
 
@@ -58,9 +59,15 @@ def severity_of(fault: str) -> Severity:
     return SEVERITY_OF_FAULT.get(fault, Severity.P2)
 
 
+def title_phrase(fault: str, gpu: int | None) -> Phrase:
+    """The title of a ticket its evidence opened, to say in the reader's language."""
+    known = FAULT_TITLES.get(fault)
+    return Phrase(known.template if known is not None else fault.replace("_", " "),
+                  {"gpu": gpu if gpu is not None and gpu >= 0 else "?"})
+
+
 def title_of(fault: str, gpu: int | None) -> str:
-    return FAULT_TITLES.get(fault, fault.replace("_", " ")).format(
-        gpu=gpu if gpu is not None and gpu >= 0 else "?")
+    return str(title_phrase(fault, gpu))
 
 
 @dataclass(frozen=True)

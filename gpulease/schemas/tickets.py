@@ -51,6 +51,7 @@ class TicketView(BaseModel):
     kind: str
     severity: str
     summary: str
+    summary_phrase: str | None = Field(default=None, exclude=True)  # for the console
     status: str
     opened_by: str
     opened_at: datetime

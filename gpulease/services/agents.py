@@ -26,7 +26,8 @@ from gpulease.db.tables import (
 from gpulease.domain.acceptance import Report
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Forbidden, InvalidInput, NotFound, Unauthorized
-from gpulease.domain.telemetry import GpuSummary, alerts_for
+from gpulease.domain.phrases import stored
+from gpulease.domain.telemetry import Alert, GpuSummary, alerts_for
 from gpulease.platform import Platform
 from gpulease.security import hash_token
 from gpulease.services import sla, tickets
@@ -96,6 +97,10 @@ def authenticate_agent(s: Session, credential: str | None) -> NodeAgent:
     return agent
 
 
+def _phrase_json(alert: Alert) -> str | None:
+    return stored(alert.phrase)[1] if alert.phrase is not None else None
+
+
 def _sync_alerts(s: Session, p: Platform, node: Node, summaries: Sequence[GpuSummary],
                  now: datetime) -> list[dict[str, Any]]:
     """Open an alert the window shows, refresh one still shown, close one no longer shown."""
@@ -109,6 +114,7 @@ def _sync_alerts(s: Session, p: Platform, node: Node, summaries: Sequence[GpuSum
         key = (row.gpu_index, row.kind)
         if key in raised:
             row.last_seen_at, row.message = now, raised[key].message
+            row.phrase = _phrase_json(raised[key])
             seen.add(key)
         elif row.gpu_index in reported:
             row.closed_at = now
@@ -119,7 +125,8 @@ def _sync_alerts(s: Session, p: Platform, node: Node, summaries: Sequence[GpuSum
             opened = HardwareAlert(node_id=node.id, instance_id=node.instance_id,
                                    gpu_index=alert.gpu, gpu_uuid=alert.uuid,
                                    kind=alert.kind.value, severity=alert.severity,
-                                   message=alert.message, opened_at=now, last_seen_at=now)
+                                   message=alert.message, phrase=_phrase_json(alert),
+                                   opened_at=now, last_seen_at=now)
             s.add(opened)
             s.flush()  # the ticket's evidence names it
             tickets.open_from_alert(s, p, opened, now, agent_actor(node.id))
@@ -200,6 +207,7 @@ def instance_metrics(p: Platform, actor: Principal, instance_id: str) -> dict[st
                 "gpus": [json.loads(r.summary_json) for r in rows],
                 "alerts": [{"kind": a.kind, "gpu": a.gpu_index, "uuid": a.gpu_uuid,
                             "source": a.source, "severity": a.severity, "message": a.message,
+                            "phrase": json.loads(a.phrase) if a.phrase else None,
                             "opened_at": a.opened_at, "last_seen_at": a.last_seen_at}
                            for a in alerts],
             })
@@ -211,7 +219,8 @@ def node_alerts(p: Platform, actor: Principal, node_id: str) -> list[dict[str, A
     actor.require_operator()
     with p.db.read() as s:
         return [{"kind": a.kind, "gpu": a.gpu_index, "source": a.source,
-                 "severity": a.severity, "message": a.message, "opened_at": a.opened_at,
+                 "severity": a.severity, "message": a.message,
+                 "phrase": json.loads(a.phrase) if a.phrase else None, "opened_at": a.opened_at,
                  "last_seen_at": a.last_seen_at}
                 for a in s.scalars(select(HardwareAlert).where(
                     HardwareAlert.node_id == node_id, HardwareAlert.closed_at.is_(None))

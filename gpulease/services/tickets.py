@@ -7,6 +7,7 @@ every new P1 (services/ticket_sla.py warns them before a breach)."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from decimal import Decimal
 
@@ -26,7 +27,7 @@ from gpulease.domain.tickets import (
     deadlines,
     next_warning,
     severity_of,
-    title_of,
+    title_phrase,
 )
 from gpulease.platform import Platform
 from gpulease.schemas import Page
@@ -73,8 +74,11 @@ def plan_warning(p: Platform, t: Ticket) -> None:
 
 
 def _open(s: Session, p: Platform, *, tenant_id: str | None, instance_id: str | None,
-          node: Node | None, gpu: int | None, kind: str, severity: Severity, summary: str,
-          actor: str, now: datetime, fault_key: str | None = None) -> Ticket:
+          node: Node | None, gpu: int | None, kind: str, severity: Severity,
+          summary: str | Phrase, actor: str, now: datetime,
+          fault_key: str | None = None) -> Ticket:
+    """A new ticket; a summary the platform wrote is a phrase (told in each reader's
+    language), a person's a text."""
     sku = region = None
     if instance_id is not None:
         inst = s.get(Instance, instance_id)
@@ -84,7 +88,7 @@ def _open(s: Session, p: Platform, *, tenant_id: str | None, instance_id: str | 
     due = deadlines(p.catalog.support_for(sku, region), severity, now)
     ticket = Ticket(id=new_id("tk"), tenant_id=tenant_id, instance_id=instance_id,
                     node_id=node.id if node else None, gpu_index=gpu, kind=kind,
-                    severity=severity.value, summary=summary[:300], opened_by=actor,
+                    severity=severity.value, summary=str(summary)[:300], opened_by=actor,
                     opened_at=now, response_due=due.response, mitigation_due=due.mitigation,
                     resolution_due=due.resolution, fault_key=fault_key, updated_at=now,
                     warned="",
@@ -93,7 +97,8 @@ def _open(s: Session, p: Platform, *, tenant_id: str | None, instance_id: str | 
     s.add(ticket)
     s.flush()
     record_event(s, now, "ticket", ticket.id, "opened", actor=actor, instance_id=instance_id,
-                 to_value=severity.value, message=summary[:300])
+                 to_value=severity.value,
+                 message=summary if isinstance(summary, Phrase) else summary[:300])
     if tenant_id is not None:
         notice(s, tenant_id, "ticket_opened", ticket, phrase("opened: {summary}",
                                                              summary=summary), now)
@@ -139,10 +144,15 @@ def open_from_alert(s: Session, p: Platform, alert: HardwareAlert, now: datetime
         ticket = _open(s, p, tenant_id=inst.tenant_id if inst else None,
                        instance_id=inst.id if inst else None, node=node, gpu=gpu,
                        kind=alert.kind, severity=severity_of(alert.kind),
-                       summary=title_of(alert.kind, gpu), actor=actor, now=now, fault_key=key)
-    entry(s, ticket, now, "evidence", actor, phrase("{alert_source} alert: {alert_message}",
-    alert_source=alert.source, alert_message=alert.message),
-           ref=f"alert:{alert.id}")
+                       summary=title_phrase(alert.kind, gpu), actor=actor, now=now,
+                       fault_key=key)
+    message: str | Phrase = (Phrase.from_json(json.loads(alert.phrase)) if alert.phrase
+                             else alert.message)
+    source = {"agent": phrase("node agent"), "bmc": phrase("BMC")}.get(alert.source,
+                                                                      alert.source)
+    entry(s, ticket, now, "evidence", actor, phrase("{source} alert: {message}",
+                                                    source=source, message=message),
+          ref=f"alert:{alert.id}")
     return ticket
 
 
@@ -158,7 +168,9 @@ def open_for_failed_acceptance(s: Session, p: Platform, node: Node, instance_id:
         ticket = _open(s, p, tenant_id=inst.tenant_id if inst else None,
                        instance_id=instance_id, node=node, gpu=None, kind="acceptance_failed",
                        severity=severity_of("acceptance_failed"),
-                       summary=f"{title_of('acceptance_failed', None)} on {node.name}",
+                       summary=phrase("{title} on {node}",
+                                      title=title_phrase("acceptance_failed", None),
+                                      node=node.name),
                        actor=actor, now=now, fault_key=key)
     entry(s, ticket, now, "evidence", actor, summary, ref=f"report:{report_id}")
     return ticket
@@ -208,11 +220,25 @@ def _load(s: Session, actor: Principal, ticket_id: str, lock: bool = False) -> T
     return ticket
 
 
+def summary_phrase(t: Ticket) -> Phrase | None:
+    """The summary the platform gave a ticket its evidence opened, as a phrase (None for
+    what a person wrote)."""
+    title = title_phrase(t.kind, t.gpu_index)
+    if t.summary == str(title):
+        return title
+    node = t.summary.removeprefix(f"{title} on ")
+    if t.kind == "acceptance_failed" and node != t.summary:
+        return phrase("{title} on {node}", title=title, node=node)
+    return None
+
+
 def _view(t: Ticket, node_name: str | None, now: datetime,
           warn_at: Decimal = Decimal("0.8")) -> TicketView:
+    said = summary_phrase(t)
     return TicketView(
         id=t.id, tenant_id=t.tenant_id, instance_id=t.instance_id, node=node_name,
         gpu=t.gpu_index, kind=t.kind, severity=t.severity, summary=t.summary,
+        summary_phrase=stored(said)[1] if said is not None else None,
         status=t.status, opened_by=t.opened_by, opened_at=t.opened_at,
         acknowledged_at=t.acknowledged_at, mitigated_at=t.mitigated_at,
         resolved_at=t.resolved_at, response_due=t.response_due,
@@ -271,7 +297,8 @@ def show_ticket(p: Platform, actor: Principal, ticket_id: str) -> TicketDetail:
                               accepted_at=t.repair_window_accepted_at,
                               begun_at=t.repair_window_begun_at) if (
             t.repair_window_start and t.repair_window_end) else None
-    return TicketDetail(**view.model_dump(), timeline=timeline, repair_window=window)
+    return TicketDetail(**view.model_dump(), summary_phrase=view.summary_phrase,
+                        timeline=timeline, repair_window=window)
 
 
 def operator_responds(s: Session, p: Platform, t: Ticket, actor: Principal,

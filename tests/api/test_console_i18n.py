@@ -313,3 +313,32 @@ def test_an_agents_phrases_are_said_only_when_plain() -> None:
         got = CheckResult.model_validate({"name": "x", "passed": True, "detail": "plain",
                                           "phrases": {"detail": hostile}})
         assert got.phrases == {}
+
+
+def test_a_fault_its_alert_and_its_ticket_are_said_in_chinese(
+        fleet: Platform, worker: Worker, key: str) -> None:
+    from gpulease.demo_agents import DemoAgents
+    from gpulease.services import accounts, node_changes, tickets
+
+    t = new_tenant(fleet)
+    iid = deliver(fleet, t, worker, key)
+    node = instances.show_instance(fleet, t.principal, iid).nodes[0].name
+    _, op = accounts.create_operator(fleet, "ops-zh@example.com", "Ops")
+    node_changes.inject_faults(fleet, accounts.authenticate(fleet, op.token), node,
+                               ["xid79:3"])
+    DemoAgents(fleet).tick()
+    (ticket,) = tickets.list_tickets(fleet, t.principal).items
+    assert ticket.summary == "GPU 3 not responding (XID 79: fell off the bus)"  # English
+    with TestClient(create_app(fleet)) as client:
+        signed_in(fleet, t, client)
+        client.cookies.set("gpulease_lang", "zh_CN")
+        listed = client.get("/console/tickets").text
+        assert "GPU 3 无响应（XID 79：已从总线掉线）" in listed
+        shown = client.get(f"/console/tickets/{ticket.id}").text
+        assert "GPU 3 无响应（XID 79：已从总线掉线）</h1>" in shown
+        assert "节点代理 告警：GPU 3（" in shown and "报告 XID 79：已从总线掉线" in shown
+        page = client.get(f"/console/instances/{iid}").text
+        assert "报告 XID 79：已从总线掉线；该节点需要硬件检查" in page
+        api = client.get(f"/api/v1/tickets/{ticket.id}",
+                         headers={"Authorization": f"Bearer {t.token}"}).json()
+        assert api["summary"] == ticket.summary and "summary_phrase" not in api

@@ -1,5 +1,6 @@
-"""Ledger entries the platform writes keep their reference as a phrase, and SLA claims their
-text, to be shown in each reader's language (the columns themselves keep the English text)
+"""Ledger entries the platform writes keep their reference as a phrase, SLA claims their
+text and hardware alerts their message, to be shown in each reader's language (the columns
+themselves keep the English text)
 
 Revision ID: 0049
 Revises: 0048
@@ -22,9 +23,13 @@ def upgrade() -> None:
         batch.add_column(sa.Column('phrase', sa.Text(), nullable=True))
     with op.batch_alter_table('sla_claims') as batch:
         batch.add_column(sa.Column('text_phrase', sa.Text(), nullable=True))
+    with op.batch_alter_table('hardware_alerts') as batch:
+        batch.add_column(sa.Column('phrase', sa.Text(), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table('hardware_alerts') as batch:
+        batch.drop_column('phrase')
     with op.batch_alter_table('sla_claims') as batch:
         batch.drop_column('text_phrase')
     with op.batch_alter_table('ledger_entries') as batch:
