@@ -107,10 +107,10 @@ def check_addon(catalog: Catalog, addon_id: str, qty: Decimal) -> AddOn:
         raise PricingError("add", "Unknown add-on {addon_id!r}.", sorted(catalog.addon_by_id),
                            addon_id=addon_id)
     if addon.unit not in PERIODIC_UNITS:
-        raise PricingError("add", "{addon_id} is metered ({addon_unit}): it is reported as "
+        raise PricingError("add", "{addon_id} is metered ({unit}): it is reported as "
                                   "usage and billed by what was used, not ordered.",
                            sorted(a.id for a in catalog.addons if a.unit in PERIODIC_UNITS),
-                           addon_id=addon_id, addon_unit=addon.unit)
+                           addon_id=addon_id, unit=addon.unit)
     if qty <= 0 or qty > 1_000_000:
         raise PricingError("add", "Add-on {addon_id} needs a quantity above 0 and at most "
                                   "1,000,000, not {qty}.", addon_id=addon_id, qty=qty)

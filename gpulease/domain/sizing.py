@@ -87,13 +87,13 @@ class Architecture:
                      "top_k"):
             if getattr(self, name) < 1:
                 raise SizingError(name, "{name} must be a positive integer, not "
-                                        "{getattr_self_name}.",
-                                  name=name, getattr_self_name=getattr(self, name))
+                                        "{value_given}.",
+                                  name=name, value_given=getattr(self, name))
         if self.hidden % self.heads or self.heads % self.kv_heads:
             raise SizingError("heads", "hidden must divide by heads, and heads by kv_heads "
-                                       "(got {self_hidden}, {self_heads}, {self_kv_heads}).",
-                              self_hidden=self.hidden, self_heads=self.heads,
-                              self_kv_heads=self.kv_heads)
+                                       "(got {hidden}, {heads}, {kv_heads}).",
+                              hidden=self.hidden, heads=self.heads,
+                              kv_heads=self.kv_heads)
         if self.mlp not in ("gelu", "swiglu"):
             raise SizingError("mlp", "Unknown MLP {self_mlp!r}.", ["gelu", "swiglu"],
                               self_mlp=self.mlp)
@@ -215,15 +215,15 @@ class Job:
     def __post_init__(self) -> None:
         if self.seq_len < 1:
             raise SizingError("seq_len", "Sequence length is a positive integer, not "
-                                         "{self_seq_len}.", self_seq_len=self.seq_len)
+                                         "{seq_len}.", seq_len=self.seq_len)
         if self.batch < 1:
-            raise SizingError("batch", "Batch size is a positive integer, not {self_batch}.",
-                              self_batch=self.batch)
+            raise SizingError("batch", "Batch size is a positive integer, not {batch}.",
+                              batch=self.batch)
         if self.workload.full and self.precision in (Precision.INT8, Precision.INT4):
-            raise SizingError("precision", "Full training in {self_precision_value} is not a "
+            raise SizingError("precision", "Full training in {precision} is not a "
                                            "thing; train in bf16 or fp8, or use qlora.",
                               ["fp32", "bf16", "fp16", "fp8"],
-                              self_precision_value=self.precision.value)
+                              precision=self.precision.value)
         if self.workload is Workload.QLORA and self.precision is not Precision.INT4:
             object.__setattr__(self, "precision", Precision.INT4)
         if self.lora_rank < 1:

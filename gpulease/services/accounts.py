@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from functools import cache
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -193,8 +193,8 @@ def _issue_for(
     if days is None and not p.settings.allow_unexpiring_tokens:
         raise InvalidInput("expires_in_days", "This platform issues no token that never "
                            "expires; give expires_in_days (at most "
-                           "{p_settings_token_max_days}).",
-                           p_settings_token_max_days=p.settings.token_max_days)
+                           "{max_days}).",
+                           max_days=p.settings.token_max_days)
     target_id = user_id or actor.user_id
     user = s.get(User, target_id)
     same_tenant = user is not None and user.tenant_id == actor.tenant_id
@@ -246,6 +246,14 @@ def revoke_token(p: Platform, actor: Principal, token_id: str) -> TokenView:
         return token_view(tok)
 
 
+# Columns only (no ORM entities), built once: this runs on every request.
+_TOKEN_OWNER = (
+    select(ApiToken.revoked_at, ApiToken.expires_at, User.id, User.role, User.tenant_id,
+           User.disabled_at, ApiToken.id)
+    .join(User, User.id == ApiToken.user_id)
+    .where(ApiToken.token_hash == bindparam("token_hash")))
+
+
 def authenticate(p: Platform, raw_token: str | None) -> Principal:
     if not raw_token:
         raise Unauthorized(
@@ -254,14 +262,8 @@ def authenticate(p: Platform, raw_token: str | None) -> Principal:
     if not raw_token.startswith(TOKEN_PREFIX):
         raise Unauthorized("That is not a gpulease token (they start with 'glp_').")
     now = p.clock.now()
-    # Columns only (no ORM entities): this runs on every request.
     with p.db.engine.connect() as conn:
-        row = conn.execute(
-            select(ApiToken.revoked_at, ApiToken.expires_at, User.id, User.role,
-                   User.tenant_id, User.disabled_at, ApiToken.id)
-            .join(User, User.id == ApiToken.user_id)
-            .where(ApiToken.token_hash == hash_token(raw_token))
-        ).first()
+        row = conn.execute(_TOKEN_OWNER, {"token_hash": hash_token(raw_token)}).first()
     if row is None:
         raise Unauthorized("Unknown API token; create a new one or check for a typo.")
     revoked_at, expires_at, user_id, role, tenant_id, disabled_at, token_id = row

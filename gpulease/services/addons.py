@@ -126,9 +126,9 @@ def set_addon(p: Platform, actor: Principal, instance_id: str, addon_id: str,
         lease = s.scalar(select(Lease).where(Lease.instance_id == inst.id).with_for_update())
         if (lease is None or lease.status != LeaseStatus.ACTIVE.value
                 or inst.status != InstanceStatus.READY.value):
-            raise Conflict("{inst_id} has no active lease: add-ons change on a delivered, "
+            raise Conflict("{instance} has no active lease: add-ons change on a delivered, "
                            "running lease (order them with the instance before that).",
-                           inst_id=inst.id)
+                           instance=inst.id)
         try:
             addon = check_addon(p.price_book(), addon_id, quantity if quantity > 0
                                 else Decimal(1))
@@ -138,8 +138,8 @@ def set_addon(p: Platform, actor: Principal, instance_id: str, addon_id: str,
         current = next((r for r in on_at(s, inst.id, now) if r.addon_id == addon.id), None)
         have = current.quantity if current is not None else Decimal(0)
         if quantity == have:
-            raise Conflict("{addon_id} is already {have_normalize:f} on {inst_id}.",
-                           addon_id=addon.id, have_normalize=have.normalize(), inst_id=inst.id)
+            raise Conflict("{addon_id} is already {have_normalize:f} on {instance}.",
+                           addon_id=addon.id, have_normalize=have.normalize(), instance=inst.id)
         who = by(actor)
         _drop_pending(s, inst.id, addon.id, now)  # the latest change wins
         if quantity > have:
@@ -208,7 +208,7 @@ def _lower(s: Session, inst: Instance, lease: Lease, current: InstanceAddon | No
                             unit=current.unit, quantity=want, unit_price=current.unit_price,
                             since=at, until=None, created_by=who))
     note(s, now, inst.id, "addon",
-         phrase("{current_name}: {current_quantity_normalize:f} → {want_normalize:f} on "
-         "{inst_id} from the end of the paid periods ({at:%Y-%m-%d %H:%M} UTC)",
-         current_name=current.name, current_quantity_normalize=current.quantity.normalize(),
-         want_normalize=want.normalize(), inst_id=inst.id, at=at), actor=who)
+         phrase("{addon}: {have:f} → {want:f} on "
+         "{instance} from the end of the paid periods ({at:%Y-%m-%d %H:%M} UTC)",
+         addon=current.name, have=current.quantity.normalize(),
+         want=want.normalize(), instance=inst.id, at=at), actor=who)

@@ -159,9 +159,9 @@ def _result(kind: str, outcome: CommandOutcome) -> Result:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"]) or "result"
         raise InvalidInput("result", "The {kind} result is not understood ({where}: "
-                                     "{first_msg}); post what this control plane's "
+                                     "{error}); post what this control plane's "
                                      "agent version sends.",
-                           kind=kind, where=where, first_msg=first['msg']) from None
+                           kind=kind, where=where, error=first['msg']) from None
 
 
 def _own_open_command(s: Session, credential: str | None, command_id: str, now: datetime

@@ -139,9 +139,9 @@ def _within_the_node(p: Platform, node: Node, summaries: Sequence[GpuSummary]) -
     count = sku.gpu_count if sku is not None else 16
     indices = [g.index for g in summaries]
     if len(set(indices)) != len(indices) or any(not 0 <= i < count for i in indices):
-        raise InvalidInput("gpus", "{node_name} has {count} GPUs (indices 0 to {count_1}), "
+        raise InvalidInput("gpus", "{node_name} has {count} GPUs (indices 0 to {last}), "
                            "each summarized once per push; nothing was stored.",
-                           node_name=node.name, count=count, count_1=count - 1)
+                           node_name=node.name, count=count, last=count - 1)
 
 
 def ingest(p: Platform, credential: str | None, gpus: Iterable[dict[str, Any]]

@@ -112,8 +112,8 @@ def update(p: Platform, actor: Principal, instance_id: str, body: BackupPolicyUp
         s.flush()
         every = f"every {pol.every_hours:g} h" if pol.every_hours else "no schedule"
         end = "on" if pol.at_lease_end else "off (opted out)"
-        note(s, now, inst.id, "backup_policy", phrase("backups of {pol_path}: {every}; when the "
-             "lease lapses: {end}", pol_path=pol.path, every=every, end=end), actor=by(actor))
+        note(s, now, inst.id, "backup_policy", phrase("backups of {path}: {every}; when the "
+             "lease lapses: {end}", path=pol.path, every=every, end=end), actor=by(actor))
         return _view(s, pol)
 
 

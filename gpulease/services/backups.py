@@ -161,8 +161,8 @@ def restore_at_delivery(s: Session, p: Platform, inst: Instance) -> None:
     node = server_for_run(s, inst)
     if isinstance(node, Phrase) or taken is None:
         why = node if isinstance(node, Phrase) else "its record is gone"
-        note(s, p.clock.now(), inst.id, "restore_failed", phrase("snapshot {inst_restore_from} "
-             "could not be restored at delivery: {why}", inst_restore_from=inst.restore_from,
+        note(s, p.clock.now(), inst.id, "restore_failed", phrase("snapshot {snapshot} "
+             "could not be restored at delivery: {why}", snapshot=inst.restore_from,
              why=why), actor=WORKER)
         return
     queue_run(s, p, inst.id, inst.tenant_id, node, "restore", taken.path, AT_ORDER, WORKER,

@@ -51,13 +51,13 @@ def _served_node(s: Session, ticket: Ticket) -> tuple[Instance, Node]:
     if inst is None or node is None or node.instance_id != inst.id or (
             node.status != NodeStatus.ACTIVE.value):
         raise Conflict("Node {value} no longer serves "
-                       "instance {ticket_instance_id}; nothing to repair in place.",
+                       "instance {served}; nothing to repair in place.",
                        value=node.name if node else ticket.node_id,
-                       ticket_instance_id=ticket.instance_id)
+                       served=ticket.instance_id)
     if inst.status != InstanceStatus.READY.value or inst.stage != InstanceStage.READY:
-        raise Conflict("Instance {inst_id} is {inst_status} ({inst_stage}); a card repair "
+        raise Conflict("Instance {instance} is {status} ({stage}); a card repair "
                        "is planned on a delivered instance, one at a time.",
-                       inst_id=inst.id, inst_status=inst.status, inst_stage=inst.stage)
+                       instance=inst.id, status=inst.status, stage=inst.stage)
     return inst, node
 
 
@@ -70,8 +70,8 @@ def propose_window(p: Platform, actor: Principal, ticket_id: str,
                            "2026-12-02T02:00+08:00.")
     now = p.clock.now()
     if body.start < now - LATE_START:
-        raise InvalidInput("start", "The window starts in the past ({when_body_start}); "
-                           "propose a start from now on.", when_body_start=_when(body.start))
+        raise InvalidInput("start", "The window starts in the past ({start}); "
+                           "propose a start from now on.", start=_when(body.start))
     end = body.start + timedelta(hours=body.hours)
     with p.db.write() as s:
         t = s.get(Ticket, ticket_id, with_for_update=True)
@@ -122,9 +122,9 @@ def answer_window(p: Platform, actor: Principal, ticket_id: str, body: RepairWin
             raise Conflict("The repair of ticket {ticket_id} has begun already.",
                            ticket_id=ticket_id)
         if now >= t.repair_window_end:
-            raise Conflict("The proposed window ended at {when_t_repair_window_end}; "
+            raise Conflict("The proposed window ended at {ended}; "
                            "ask the operators for another on the ticket.",
-                           when_t_repair_window_end=_when(t.repair_window_end))
+                           ended=_when(t.repair_window_end))
         window = f"{_when(t.repair_window_start)} to {_when(t.repair_window_end)}"
         if body.accept:
             t.repair_window_accepted_at = now

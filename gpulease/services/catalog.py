@@ -6,7 +6,7 @@ from datetime import date
 from decimal import Decimal
 from functools import lru_cache
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from gpulease.db.tables import Gpu, GpuAllocation, Node
@@ -25,44 +25,42 @@ def year_price(catalog: Catalog, offer: Offer) -> Decimal:
     return to_fen(offer.monthly_price * 12 * catalog.pricing.year_factor)
 
 
+# The stock statements, built once: the catalog is the most read endpoint, and building a
+# statement costs more than running it on a small fleet (SQLAlchemy caches the compiled
+# form by the statement's shape, not the work of constructing it).
+_ACTIVE_GPUS = (select(GpuAllocation.gpu_id).where(GpuAllocation.released_at.is_(None))
+                .scalar_subquery())
+_BARE_METAL_STOCK = (
+    select(Node.sku, Node.region, func.count())
+    .where(Node.pool == "bare_metal", Node.status == NodeStatus.AVAILABLE.value,
+           Node.drain_requested_at.is_(None))
+    .group_by(Node.sku, Node.region))
+_FREE_GPUS = (
+    select(Node.id, func.count(Gpu.id))
+    .join(Gpu, Gpu.node_id == Node.id)
+    .where(Node.pool == bindparam("pool"), Node.status == NodeStatus.AVAILABLE.value,
+           Node.drain_requested_at.is_(None), Gpu.id.not_in(_ACTIVE_GPUS))
+    .group_by(Node.id))
+_CONTAINER_STOCK = (
+    select(Node.sku, Node.region, func.count(Gpu.id))
+    .join(Gpu, Gpu.node_id == Node.id)
+    .where(Node.pool == "container", Node.status == NodeStatus.AVAILABLE.value,
+           Node.drain_requested_at.is_(None), Gpu.id.not_in(_ACTIVE_GPUS))
+    .group_by(Node.sku, Node.region))
+
+
 def bare_metal_stock(s: Session) -> dict[tuple[str, str], int]:
-    rows = s.execute(
-        select(Node.sku, Node.region, func.count())
-        .where(Node.pool == "bare_metal", Node.status == NodeStatus.AVAILABLE.value,
-               Node.drain_requested_at.is_(None))
-        .group_by(Node.sku, Node.region)
-    )
-    return {(sku, region): n for sku, region, n in rows}
+    return {(sku, region): n for sku, region, n in s.execute(_BARE_METAL_STOCK)}
 
 
 def free_gpus_by_node(s: Session, pool: str = "container") -> dict[str, int]:
     """Free GPUs per available node of a pool (GPUs without an active allocation)."""
-    active = (
-        select(GpuAllocation.gpu_id).where(GpuAllocation.released_at.is_(None)).scalar_subquery()
-    )
-    rows = s.execute(
-        select(Node.id, func.count(Gpu.id))
-        .join(Gpu, Gpu.node_id == Node.id)
-        .where(Node.pool == pool, Node.status == NodeStatus.AVAILABLE.value,
-               Node.drain_requested_at.is_(None), Gpu.id.not_in(active))
-        .group_by(Node.id)
-    )
-    return {node_id: n for node_id, n in rows}
+    return {node_id: n for node_id, n in s.execute(_FREE_GPUS, {"pool": pool})}
 
 
 def container_stock(s: Session) -> dict[tuple[str, str], int]:
     """Free GPUs per (host SKU, region) in the container pool, in one query."""
-    active = (
-        select(GpuAllocation.gpu_id).where(GpuAllocation.released_at.is_(None)).scalar_subquery()
-    )
-    rows = s.execute(
-        select(Node.sku, Node.region, func.count(Gpu.id))
-        .join(Gpu, Gpu.node_id == Node.id)
-        .where(Node.pool == "container", Node.status == NodeStatus.AVAILABLE.value,
-               Node.drain_requested_at.is_(None), Gpu.id.not_in(active))
-        .group_by(Node.sku, Node.region)
-    )
-    return {(sku, region): n for sku, region, n in rows}
+    return {(sku, region): n for sku, region, n in s.execute(_CONTAINER_STOCK)}
 
 
 def offer_view(catalog: Catalog, offer: Offer, stock: int, today: date | None = None

@@ -39,8 +39,8 @@ def fabric_named(s: Session, fabric_id: str, region: str | None = None) -> Fabri
                            "`gpulease fabric create` (its type and speed).", known,
                            fabric_id=fabric_id)
     if region is not None and fabric.region != region:
-        raise InvalidInput("fabric", "Fabric {fabric_id} is in {fabric_region}, not {region}.",
-                           fabric_id=fabric_id, fabric_region=fabric.region, region=region)
+        raise InvalidInput("fabric", "Fabric {fabric_id} is in {actual}, not {region}.",
+                           fabric_id=fabric_id, actual=fabric.region, region=region)
     return fabric
 
 
@@ -51,8 +51,8 @@ def rack_named(s: Session, rack_id: str, region: str | None = None) -> Rack:
         raise InvalidInput("rack", "No rack {rack_id!r}; create it first with "
                            "`gpulease rack create`.", known, rack_id=rack_id)
     if region is not None and rack.region != region:
-        raise InvalidInput("rack", "Rack {rack_id} is in {rack_region}, not {region}.",
-                           rack_id=rack_id, rack_region=rack.region, region=region)
+        raise InvalidInput("rack", "Rack {rack_id} is in {actual}, not {region}.",
+                           rack_id=rack_id, actual=rack.region, region=region)
     return rack
 
 
@@ -77,8 +77,8 @@ def create_fabric(p: Platform, actor: Principal, body: FabricCreate) -> FabricVi
     _region(p, body.region)
     with p.db.write() as s:
         if s.get(Fabric, body.id) is not None:
-            raise Conflict("Fabric {body_id} exists; change it with `gpulease fabric update`.",
-                           body_id=body.id)
+            raise Conflict("Fabric {name} exists; change it with `gpulease fabric update`.",
+                           name=body.id)
         fabric = Fabric(id=body.id, region=body.region, kind=body.kind,
                         rate_gbps=body.rate_gbps)
         s.add(fabric)
@@ -146,8 +146,8 @@ def create_rack(p: Platform, actor: Principal, body: RackCreate) -> RackView:
     _region(p, body.region)
     with p.db.write() as s:
         if s.get(Rack, body.id) is not None:
-            raise Conflict("Rack {body_id} exists; change it with `gpulease rack update`.",
-                           body_id=body.id)
+            raise Conflict("Rack {name} exists; change it with `gpulease rack update`.",
+                           name=body.id)
         if body.fabric:
             fabric_named(s, body.fabric, body.region)
         rack = Rack(id=body.id, region=body.region, zone=body.zone,

@@ -52,7 +52,7 @@ def add_image(
 
 def _add(s: Session, p: Platform, actor: Principal, body: ImageCreate) -> ImageView:
     if find_image(s, p, body.id) is not None:
-        raise Conflict("An image {body_id!r} exists already; pick another id.", body_id=body.id)
+        raise Conflict("An image {image!r} exists already; pick another id.", image=body.id)
     row = CustomImage(
         id=body.id, name=body.name, os=body.os, gpu_vendor=body.gpu_vendor,
         software="\n".join(body.software), url=body.url, checksum=body.checksum,

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, cast
 
-from sqlalchemy import func, select
+from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 
 from gpulease.db.repositories import (
@@ -28,15 +29,18 @@ from gpulease.services.lifecycle import transition
 from gpulease.services.node_agents import is_simulated
 from gpulease.services.placement import Claimed
 
+# An instance as its view reads it: the whole row, or a page's VIEW_COLUMNS.
+InstanceFacts = Instance | Row[Any]
 
-def _ssh_command(inst: Instance) -> str | None:
+
+def _ssh_command(inst: InstanceFacts) -> str | None:
     if not inst.ip_address:
         return None
     port = f"-p {inst.ssh_port} " if inst.ssh_port and inst.ssh_port != 22 else ""
     return f"ssh {port}root@{inst.ip_address}"
 
 
-def _current_stage(inst: Instance, node_stages: list[str | None]) -> str | None:
+def _current_stage(inst: InstanceFacts, node_stages: list[str | None]) -> str | None:
     if inst.status == InstanceStatus.DEPLOYING.value and node_stages:
         # The instance is as far along as its slowest node.
         order = {st.value: i for i, st in enumerate(DEPLOY_ORDER)}
@@ -51,7 +55,7 @@ def instance_view(s: Session, p: Platform, inst: Instance) -> InstanceView:
 
 
 def assemble_view(
-    p: Platform, inst: Instance,
+    p: Platform, inst: InstanceFacts,
     allocations: Sequence[tuple[Node | Claimed | NodeBrief, list[int], bool]],
     events: Sequence[Event],
 ) -> InstanceView:
@@ -105,6 +109,16 @@ def assemble_view(
 
 
 EXPANSIONS = ("stages",)
+# What assemble_view reads of an instance: a page reads these columns only, as rows rather
+# than ORM objects (the rest of the row, the worker's bookkeeping and the tenant's keys, is
+# half its width, and building objects costs more than the query).
+VIEW_COLUMNS = (Instance.id, Instance.tenant_id, Instance.name, Instance.kind,
+                Instance.status, Instance.status_reason, Instance.stage, Instance.sku,
+                Instance.region, Instance.container_offer, Instance.term, Instance.image_id,
+                Instance.node_count, Instance.gpu_count, Instance.fabric_id,
+                Instance.ip_address, Instance.ssh_port, Instance.ordered_at,
+                Instance.ready_at, Instance.released_at, Instance.password_login,
+                Instance.credentials_revealed_at, Instance.root_password_enc)
 
 
 def list_instances(
@@ -126,8 +140,9 @@ def list_instances(
         if status:
             q = q.where(Instance.status == status)
         total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
-        rows = list(s.scalars(q.order_by(Instance.ordered_at.desc(), Instance.id)
-                              .limit(limit).offset(offset)))
+        rows = cast("list[Row[Any]]", s.execute(
+            q.with_only_columns(*VIEW_COLUMNS).order_by(Instance.ordered_at.desc(), Instance.id)
+            .limit(limit).offset(offset)).all())
         ids = [inst.id for inst in rows]
         allocations = allocations_of(s, ids)
         events = events_of(s, ids) if expand == "stages" else {i: [] for i in ids}
@@ -176,14 +191,14 @@ def reveal_credentials(p: Platform, actor: Principal, instance_id: str) -> Crede
         inst = get_instance(s, actor, instance_id, lock=True)
         if inst.status != InstanceStatus.READY.value:
             raise Conflict(
-                "Instance {inst_id} is {inst_status}; credentials are shown once it is ready.",
-                inst_id=inst.id, inst_status=inst.status)
+                "Instance {instance} is {status}; credentials are shown once it is ready.",
+                instance=inst.id, status=inst.status)
         if inst.credentials_revealed_at is not None or inst.root_password_enc is None:
             raise Gone(
-                "The root password of {inst_id} was already shown "
+                "The root password of {instance} was already shown "
                 "({inst_credentials_revealed_at:%Y-%m-%d %H:%M} UTC). Log in with your SSH key "
                 "and run `passwd` to set a new one.",
-                inst_id=inst.id, inst_credentials_revealed_at=inst.credentials_revealed_at)
+                instance=inst.id, inst_credentials_revealed_at=inst.credentials_revealed_at)
         password = p.box.open(inst.root_password_enc)
         inst.credentials_revealed_at = p.clock.now()
         inst.root_password_enc = None  # shown once: not kept after that

@@ -251,8 +251,8 @@ def resume_node(p: Platform, actor: Principal, node_id: str) -> NodeView:
         status = NodeStatus(node.status)
         if NODE.allows(status, "resume"):
             if node.instance_id is not None:
-                raise Conflict("Node {node_name} is still tied to instance {node_instance_id}.",
-                               node_name=node.name, node_instance_id=node.instance_id)
+                raise Conflict("Node {node_name} is still tied to instance {instance}.",
+                               node_name=node.name, instance=node.instance_id)
             node.generation += 1
             node.last_error = None
             transition(s, p, node, NODE, "resume", now, actor=by(actor))

@@ -81,15 +81,15 @@ def _refuse_changes_to_final(s: Session, _ctx: Any, _instances: Any) -> None:
             before = (status.deleted or status.unchanged or [obj.status])[0]
             changed = {a.key for a in state.attrs if a.history.has_changes()}
             if before == FINAL and (changed - PAYMENT_FIELDS or obj in s.deleted):
-                raise Conflict("Invoice {obj_number_or_obj_id} is final and cannot change; "
+                raise Conflict("Invoice {invoice} is final and cannot change; "
                                "correct it with a credit note.",
-                               obj_number_or_obj_id=obj.number or obj.id)
+                               invoice=obj.number or obj.id)
         elif isinstance(obj, InvoiceLine):
             inv = s.get(Invoice, obj.invoice_id)
             if inv is not None and inv.status == FINAL:
-                raise Conflict("Invoice {inv_number_or_inv_id} is final and cannot change; "
+                raise Conflict("Invoice {invoice} is final and cannot change; "
                                "correct it with a credit note.",
-                               inv_number_or_inv_id=inv.number or inv.id)
+                               invoice=inv.number or inv.id)
 
 
 # --- the run -------------------------------------------------------------------------------
@@ -103,10 +103,10 @@ def _check_period(period: str, now: datetime, tz: tzinfo) -> tuple[datetime, dat
         raise InvalidInput("period", str(exc)) from None
     if start > now:
         raise InvalidInput("period", "{period} has not begun; draft it from "
-                                     "{local_text_start_tz} (this month: "
-                                     "{period_of_now_tz}).",
-                           period=period, local_text_start_tz=local_text(start, tz),
-                           period_of_now_tz=period_of(now, tz))
+                                     "{start} (this month: "
+                                     "{current}).",
+                           period=period, start=local_text(start, tz),
+                           current=period_of(now, tz))
     return start, end
 
 
@@ -333,8 +333,8 @@ def run_period(p: Platform, period: str, finalize: bool = False,
     _, end = _check_period(period, now, tz)
     if finalize and end > now:
         raise InvalidInput("period", "{period} has not ended; it can be drafted (a preview) "
-                                     "but finalized only from {local_text_end_tz}.",
-                           period=period, local_text_end_tz=local_text(end, tz))
+                                     "but finalized only from {end}.",
+                           period=period, end=local_text(end, tz))
     began = time.perf_counter()
     rules = p.catalog.pricing
     with p.db.read() as s:

@@ -87,8 +87,8 @@ def rotate(p: Platform, new_key: str, batch: int = 1000) -> dict[str, int]:
         raise Conflict("The new key is the current key.")
     verdict = audit.verify(p, SYSTEM)
     if not verdict.intact:
-        raise Conflict("The audit chain is broken ({verdict_problem}); rotating the key "
-                       "would hide that. Investigate first.", verdict_problem=verdict.problem)
+        raise Conflict("The audit chain is broken ({problem}); rotating the key "
+                       "would hide that. Investigate first.", problem=verdict.problem)
     counts: dict[str, int] = {}
     with p.db.write() as s:
         fact = s.get(PlatformFact, FINGERPRINT, with_for_update=True)

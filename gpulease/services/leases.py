@@ -138,8 +138,8 @@ def _renewal_args(periods: int, term: str | None) -> None:
 
 def _renewable(inst: Instance, lease: Lease) -> None:
     if lease.status == LeaseStatus.ENDED.value or inst.status != InstanceStatus.READY.value:
-        raise Conflict("The lease of {inst_id} has ended (instance {inst_status}); order "
-                       "a new machine.", inst_id=inst.id, inst_status=inst.status)
+        raise Conflict("The lease of {instance} has ended (instance {status}); order "
+                       "a new machine.", instance=inst.id, status=inst.status)
 
 
 def renewal_quote(p: Platform, actor: Principal, instance_id: str, periods: int = 1,

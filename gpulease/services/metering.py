@@ -51,7 +51,7 @@ def _gpu_hour_price(s: Session, inst: Instance) -> Decimal:
     held = first_hold(s, inst.id)
     if held is not None and inst.gpu_count:
         return held / inst.gpu_count
-    raise InvalidInput("instance_id", "{inst_id} holds no GPU-hour price.", inst_id=inst.id)
+    raise InvalidInput("instance_id", "{instance} holds no GPU-hour price.", instance=inst.id)
 
 
 def unit_price(s: Session, p: Platform, inst: Instance | None, kind: str) -> Decimal:
@@ -61,10 +61,10 @@ def unit_price(s: Session, p: Platform, inst: Instance | None, kind: str) -> Dec
     if unit.addon is None:
         assert inst is not None, "GPU-hours are an instance's"
         if inst.kind != "container":
-            raise InvalidInput("kind", "{inst_id} is {inst_kind_replace}: its "
+            raise InvalidInput("kind", "{instance} is {kind_words}: its "
                                        "GPUs are leased by the term, not metered by the hour.",
                                ["egress_gb", "storage_gb_days"],
-                               inst_id=inst.id, inst_kind_replace=inst.kind.replace('_', ' '))
+                               instance=inst.id, kind_words=inst.kind.replace('_', ' '))
         return _gpu_hour_price(s, inst)
     addon = p.catalog.addon_by_id.get(unit.addon)
     if addon is None:
@@ -124,11 +124,11 @@ def record_for(s: Session, p: Platform, tenant_id: str, inst: Instance | None, k
     if old is not None:
         if not _same(old, inst_id, kind, quantity, start, end):
             raise Conflict("Usage key {key!r} was recorded before with other content "
-                           "({old_kind} {old_quantity} of {old_instance_id}, "
+                           "({old_kind} {old_quantity} of {old_instance}, "
                            "{old_started_at:%Y-%m-%d %H:%M}–{old_ended_at:%H:%M}); nothing "
                            "was recorded. Use a new key for new usage.",
                            key=key, old_kind=old.kind, old_quantity=old.quantity,
-                           old_instance_id=old.instance_id, old_started_at=old.started_at,
+                           old_instance=old.instance_id, old_started_at=old.started_at,
                            old_ended_at=old.ended_at)
         return old, True
     price = unit_price(s, p, inst, kind)
@@ -191,13 +191,13 @@ def report_usage(p: Platform, actor: Principal, records: Sequence[UsageIn]
                                                  "days; split it.", where=where)
             inst = s.get(Instance, r.instance_id)  # meters and operators: any tenant's
             if inst is None:
-                raise NotFound("{where}: no instance {r_instance_id}.",
-                               where=where, r_instance_id=r.instance_id)
+                raise NotFound("{where}: no instance {instance}.",
+                               where=where, instance=r.instance_id)
             if r.started_at < inst.ordered_at - HOUR:
-                raise InvalidInput("started_at", "{where}: {inst_id} was ordered "
+                raise InvalidInput("started_at", "{where}: {instance} was ordered "
                                                  "{inst_ordered_at:%Y-%m-%d %H:%M} UTC; "
                                                  "usage cannot start before.",
-                                   where=where, inst_id=inst.id, inst_ordered_at=inst.ordered_at)
+                                   where=where, instance=inst.id, inst_ordered_at=inst.ordered_at)
             unit_price(s, p, inst, r.kind)  # a kind the instance is not metered by: 422
             held = beyond_bounds(s, p, inst, r.kind, r.quantity, r.started_at, r.ended_at)
             row, duplicate = record(s, p, inst, r.key, r.kind, r.quantity, r.started_at,
@@ -231,8 +231,8 @@ def decide_usage(p: Platform, actor: Principal, record_id: int, charge: bool) ->
         wallet = wallet_for_update(s, row.tenant_id, now)
         s.refresh(row, with_for_update=True)
         if row.status != UsageStatus.HELD:
-            raise Conflict("Usage record {record_id} is {row_status} already.",
-                           record_id=record_id, row_status=row.status)
+            raise Conflict("Usage record {record_id} is {status} already.",
+                           record_id=record_id, status=row.status)
         inst = s.get(Instance, row.instance_id) if row.instance_id else None
         if charge:
             if inst is None:

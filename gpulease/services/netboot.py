@@ -52,8 +52,8 @@ def on_boot_network(p: Platform, source: str | None) -> None:
     networks = [ipaddress.ip_network(n, strict=False) for n in p.settings.boot_networks]
     if address is None or not any(address in n for n in networks):
         raise Forbidden("Network boot answers only the boot network (GPULEASE_BOOT_NETWORKS); "
-                        "{source_or_this_address} is not on it.",
-                        source_or_this_address=source or 'this address')
+                        "{source} is not on it.",
+                        source=source or 'this address')
 
 
 def _from_node(node: Node, source: str | None) -> bool:
@@ -97,8 +97,8 @@ def live_drive(s: Session, drive_id: str) -> tuple[ConfigDrive, Node] | None:
 def nocloud_file(p: Platform, drive_id: str, name: str, source: str | None) -> str:
     on_boot_network(p, source)
     if name not in SEED_FILES:
-        raise NotFound("A NoCloud seed has {join_seed_files}; not {name!r}.",
-                       join_seed_files=', '.join(SEED_FILES), name=name)
+        raise NotFound("A NoCloud seed has {files}; not {name!r}.",
+                       files=', '.join(SEED_FILES), name=name)
     with p.db.read() as s:
         live = live_drive(s, drive_id)
         if live is None or not _from_node(live[1], source):

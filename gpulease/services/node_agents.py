@@ -102,8 +102,8 @@ def verify_now(p: Platform, actor: Principal, instance_id: str) -> list[VerifyRu
     with p.db.read() as s:
         inst = get_instance(s, actor, instance_id)
         if inst.status != InstanceStatus.READY.value:
-            raise Conflict("Instance {inst_id} is {inst_status}; verification runs on a ready "
-                           "instance.", inst_id=inst.id, inst_status=inst.status)
+            raise Conflict("Instance {instance} is {status}; verification runs on a ready "
+                           "instance.", instance=inst.id, status=inst.status)
         _one_run_at_a_time(s, p, inst.id)
         asks = []
         for node, _, held in instance_allocations(s, inst.id):
@@ -113,8 +113,8 @@ def verify_now(p: Platform, actor: Principal, instance_id: str) -> list[VerifyRu
                 asks.append((node.id, node_ref(p, node),
                              agent_for(p, node.agent_kind, node.bmc_driver), marks))
         if not asks:
-            raise Conflict("Instance {inst_id} holds no bare-metal node to verify "
-                           "(containers share their host's delivery report).", inst_id=inst.id)
+            raise Conflict("Instance {instance} holds no bare-metal node to verify "
+                           "(containers share their host's delivery report).", instance=inst.id)
     runs: list[VerifyRun] = []
     for node_id, ref, node_agent, (thresholds, spec) in asks:  # I/O outside transactions
         report = node_agent.verify(ref, thresholds, spec)

@@ -70,8 +70,8 @@ def update_node(p: Platform, actor: Principal, node_id: str, body: NodeUpdate) -
         now = p.clock.now()
         if body.name is not None and body.name != node.name:
             if s.scalar(select(Node.id).where(Node.name == body.name)) is not None:
-                raise Conflict("A node named {body_name} exists; pick another name.",
-                               body_name=body.name)
+                raise Conflict("A node named {name} exists; pick another name.",
+                               name=body.name)
             changes.append(phrase("name {was} → {now}", was=node.name, now=body.name))
             node.name = body.name
         if body.rack is not None and (body.rack or None) != node.rack_id:

@@ -102,9 +102,9 @@ def plan_order(p: Platform, req: OrderRequest) -> Plan:
                                [Term.HOUR.value], term=term)
         gpus = req.gpus if req.gpus is not None else 1
         if not 1 <= gpus <= co.max_gpus:
-            raise InvalidInput("gpus", "A container takes 1 to {co_max_gpus} GPUs, not {gpus}.",
+            raise InvalidInput("gpus", "A container takes 1 to {max_gpus} GPUs, not {gpus}.",
                                [str(n) for n in range(1, co.max_gpus + 1)],
-                               co_max_gpus=co.max_gpus, gpus=gpus)
+                               max_gpus=co.max_gpus, gpus=gpus)
         gpu = c.gpu_by_id[co.gpu]
         saved = req.image if req.image and req.image.startswith(PREFIX) else None
         image = _image(p, co.default_image if saved else req.image or co.default_image,

@@ -28,8 +28,8 @@ def release_terms(p: Platform, actor: Principal, instance_id: str) -> ReleaseTer
     with p.db.read() as s:
         inst = get_instance(s, actor, instance_id)
         if inst.status in ENDING:
-            raise Conflict("Instance {inst_id} is already {inst_status}; there is nothing "
-                           "left to hand back.", inst_id=inst.id, inst_status=inst.status)
+            raise Conflict("Instance {instance} is already {status}; there is nothing "
+                           "left to hand back.", instance=inst.id, status=inst.status)
         data = (f"Its disks are erased, one certificate per disk, and the server goes back "
                 f"to the pool. Copy what you need first (`gpulease backup {inst.id}`).")
         if inst.kind == "container":

@@ -78,13 +78,13 @@ def swap(p: Platform, actor: Principal, ticket_id: str, note_text: str | None,
         if inst is None or old is None or old.instance_id != inst.id or (
                 old.status != NodeStatus.ACTIVE.value):
             raise Conflict("Node {value} no longer serves "
-                           "instance {ticket_instance_id}; nothing to replace.",
+                           "instance {served}; nothing to replace.",
                            value=old.name if old else ticket.node_id,
-                           ticket_instance_id=ticket.instance_id)
+                           served=ticket.instance_id)
         if inst.status != InstanceStatus.READY.value or inst.stage != InstanceStage.READY:
-            raise Conflict("Instance {inst_id} is {inst_status} ({inst_stage}); a node is "
+            raise Conflict("Instance {instance} is {status} ({stage}); a node is "
                            "swapped only on a delivered instance, one at a time.",
-                           inst_id=inst.id, inst_status=inst.status, inst_stage=inst.stage)
+                           instance=inst.id, status=inst.status, stage=inst.stage)
         if copy_data and inst.node_count != 1:
             raise Conflict("The data disk is copied on a single-server instance; a cluster "
                            "member is swapped without it (its data belongs on shared "

@@ -64,18 +64,18 @@ def save(p: Platform, actor: Principal, instance_id: str, name: str) -> SavedIma
     with p.db.write() as s:
         inst = get_instance(s, actor, instance_id, lock=True)
         if inst.kind != "container":
-            raise Conflict("{inst_id} is bare metal: a server's system is not saved as "
+            raise Conflict("{instance} is bare metal: a server's system is not saved as "
                            "an image; ask your provider for a custom image, or back its "
-                           "data disk up with `gpulease backup`.", inst_id=inst.id)
+                           "data disk up with `gpulease backup`.", instance=inst.id)
         if inst.status != InstanceStatus.READY.value:
-            raise Conflict("Instance {inst_id} is {inst_status}; only a running container "
-                           "is saved.", inst_id=inst.id, inst_status=inst.status)
+            raise Conflict("Instance {instance} is {status}; only a running container "
+                           "is saved.", instance=inst.id, status=inst.status)
         busy = s.scalar(select(SavedImage.id).where(
             SavedImage.source_instance_id == inst.id,
             SavedImage.status == SavedImageStatus.SAVING.value))
         if busy:
-            raise Conflict("{busy} of {inst_id} is still being saved; `gpulease images "
-                           "--mine` shows it.", busy=busy, inst_id=inst.id)
+            raise Conflict("{busy} of {instance} is still being saved; `gpulease images "
+                           "--mine` shows it.", busy=busy, instance=inst.id)
         (node, _gpus, _held), = instance_allocations(s, inst.id)
         registry = _registry(p, node.runtime_url)
         tag = now.strftime("%Y%m%d-%H%M%S")
@@ -241,11 +241,11 @@ def _finish(p: Platform, image_id: str, saved: tuple[str, int] | None,
             row.saved_at = now
             transition(s, p, row, SAVED_IMAGE, "save", now, actor=WORKER)
             note(s, now, row.source_instance_id, "image_saved",
-                 phrase("saved as {prefix}{row_name} ({row_digest})", prefix=PREFIX,
-                 row_name=row.name, row_digest=row.digest), actor=WORKER)
+                 phrase("saved as {prefix}{name} ({digest})", prefix=PREFIX,
+                 name=row.name, digest=row.digest), actor=WORKER)
         else:
             transition(s, p, row, SAVED_IMAGE, "fail", now, actor=WORKER,
                        reason=(reason or "")[:1000])
             note(s, now, row.source_instance_id, "image_failed",
-                 phrase("{prefix}{row_name} could not be saved: {reason}", prefix=PREFIX,
-                 row_name=row.name, reason=reason), actor=WORKER)
+                 phrase("{prefix}{name} could not be saved: {reason}", prefix=PREFIX,
+                 name=row.name, reason=reason), actor=WORKER)

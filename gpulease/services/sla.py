@@ -234,8 +234,8 @@ def decide(p: Platform, actor: Principal, claim_id: str, confirm: bool,
             raise NotFound("No SLA claim {claim_id}; `GET /api/v1/sla-claims` lists them.",
                            claim_id=claim_id)
         if claim.decision is not None:
-            raise Conflict("Claim {claim_id} was {claim_decision} already.",
-                           claim_id=claim.id, claim_decision=claim.decision)
+            raise Conflict("Claim {claim_id} was {decision} already.",
+                           claim_id=claim.id, decision=claim.decision)
         if confirm:
             _confirm(s, claim, now, by(actor), p.settings.sla_credit_cap, note)
         else:

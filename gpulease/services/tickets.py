@@ -197,9 +197,9 @@ def open_by_tenant(p: Platform, actor: Principal, body: TicketOpen) -> TicketDet
             node = s.scalar(select(Node).where(Node.instance_id == inst.id)
                             .order_by(Node.name).limit(1))
         if body.gpu is not None and body.gpu >= max(inst.gpu_count, 1):
-            raise InvalidInput("gpu", "Instance {inst_id} has GPUs 0 to "
-                               "{inst_gpu_count_1}.",
-                               inst_id=inst.id, inst_gpu_count_1=inst.gpu_count - 1)
+            raise InvalidInput("gpu", "Instance {instance} has GPUs 0 to "
+                               "{highest}.",
+                               instance=inst.id, highest=inst.gpu_count - 1)
         ticket = _open(s, p, tenant_id=tenant, instance_id=inst.id, node=node, gpu=body.gpu,
                        kind=TENANT_REPORT, severity=Severity(body.severity),
                        summary=body.summary, actor=by(actor), now=now)
@@ -320,7 +320,7 @@ def comment(p: Platform, actor: Principal, ticket_id: str, body: TicketComment
     with p.db.write() as s:
         t = _load(s, actor, ticket_id, lock=True)
         if t.status == TicketStatus.RESOLVED.value:
-            raise Conflict("Ticket {t_id} is resolved; open a new one.", t_id=t.id)
+            raise Conflict("Ticket {ticket} is resolved; open a new one.", ticket=t.id)
         entry(s, t, now, "comment", by(actor), body.body, internal=body.internal)
         if actor.is_operator and not body.internal:
             operator_responds(s, p, t, actor, now)
@@ -337,8 +337,8 @@ def acknowledge(p: Platform, actor: Principal, ticket_id: str, body: TicketActio
     with p.db.write() as s:
         t = _load(s, actor, ticket_id, lock=True)
         if t.status != TicketStatus.OPEN.value:
-            raise Conflict("Ticket {t_id} is {t_status}, not waiting for a response.",
-                           t_id=t.id, t_status=t.status)
+            raise Conflict("Ticket {ticket} is {status}, not waiting for a response.",
+                           ticket=t.id, status=t.status)
         if body.note:
             entry(s, t, now, "comment", by(actor), body.note)
         operator_responds(s, p, t, actor, now)
@@ -357,7 +357,7 @@ def mitigate(p: Platform, actor: Principal, ticket_id: str, body: TicketAction
     with p.db.write() as s:
         t = _load(s, actor, ticket_id, lock=True)
         if t.status not in (TicketStatus.OPEN.value, TicketStatus.ACKNOWLEDGED.value):
-            raise Conflict("Ticket {t_id} is {t_status}.", t_id=t.id, t_status=t.status)
+            raise Conflict("Ticket {ticket} is {status}.", ticket=t.id, status=t.status)
         t.acknowledged_at = t.acknowledged_at or now
         t.mitigated_at = now
         transition(s, p, t, TICKET, "mitigate", now, actor=by(actor), reason=body.note)
@@ -381,7 +381,7 @@ def resolve(p: Platform, actor: Principal, ticket_id: str, body: TicketAction) -
             raise Forbidden("A fault's ticket is resolved by the provider's operators; you "
                             "may comment on it.")
         if t.status == TicketStatus.RESOLVED.value:
-            raise Conflict("Ticket {t_id} is resolved already.", t_id=t.id)
+            raise Conflict("Ticket {ticket} is resolved already.", ticket=t.id)
         t.resolved_at = now
         t.fault_key = None  # the next fault of this kind opens a new ticket
         transition(s, p, t, TICKET, "resolve", now, actor=by(actor), reason=body.note)

@@ -146,9 +146,9 @@ def set_locale(p: Platform, actor: Principal, locale: str | None) -> UserView:
     (`zh-CN` and the like accepted); None goes back to the browser's."""
     chosen = known(locale) if locale else None
     if locale and chosen is None:
-        raise InvalidInput("locale", "The console speaks {join_locales}, not "
+        raise InvalidInput("locale", "The console speaks {spoken}, not "
                            "{locale!r}; or send null for the browser's language.",
-                           list(LOCALES), join_locales=', '.join(LOCALES), locale=locale)
+                           list(LOCALES), spoken=', '.join(LOCALES), locale=locale)
     with p.db.write() as s:
         user = s.get(User, actor.user_id)
         if user is None or user.removed_at is not None:

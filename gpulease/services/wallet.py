@@ -157,10 +157,10 @@ def hold_first_period(s: Session, p: Platform, inst: Instance, now: datetime,
         wallet = wallet_for_update(s, inst.tenant_id, now)
         if wallet.suspended_at is not None:
             raise PaymentRequired(
-                "New orders are refused: your account is suspended ({wallet_suspended_reason})."
+                "New orders are refused: your account is suspended ({reason})."
                 " Top up your account (or pay the invoice), then order again.",
                 max(Decimal("0.00"), -to_fen(wallet.balance + wallet.credit_limit)),
-                wallet_suspended_reason=wallet.suspended_reason)
+                reason=wallet.suspended_reason)
         require_cover(wallet, amount, phrase("This order holds its first {term}:",
                                              term=phrase(inst.term)))
         post(s, wallet, "hold", -amount, now, instance_id=inst.id, reference=reference)

@@ -285,8 +285,8 @@ def _move_to_spare(s: Session, p: Platform, inst: Instance, failed: Node, reason
     if spare is None:
         return False
     note(s, now, inst.id, "moved",
-         phrase("node {failed_name} failed ({reason}); continuing on {spare_name}",
-         failed_name=failed.name, reason=reason, spare_name=spare.name), actor=actor)
+         phrase("node {failed} failed ({reason}); continuing on {spare}",
+         failed=failed.name, reason=reason, spare=spare.name), actor=actor)
     log.info("instance %s moved from node %s to %s: %s", inst.id, failed.name, spare.name,
              reason, extra={"fields": {"decision": "move", "instance": inst.id,
                                        "from_node": failed.name, "to_node": spare.name,
