@@ -63,6 +63,7 @@ class LedgerEntry(Base):
     # (metered usage), and when the service was rendered: the start of the metered piece,
     # so usage reported late belongs to the month it was used in (None: `at`).
     item: Mapped[str | None] = mapped_column(String(200))
+    item_phrase: Mapped[str | None] = mapped_column(Text)  # the item as a phrase (JSON)
     quantity: Mapped[Decimal | None] = mapped_column(QUANTITY)
     unit: Mapped[str | None] = mapped_column(String(16))
     unit_price: Mapped[Decimal | None] = mapped_column(UNIT_PRICE)
@@ -151,6 +152,8 @@ class InvoiceLine(Base):
     kind: Mapped[str] = mapped_column(String(16))
     instance_id: Mapped[str | None] = mapped_column(String(32))
     description: Mapped[str] = mapped_column(String(200))
+    # its entries' item as a phrase (JSON), for the Chinese beside it on the PDF
+    description_phrase: Mapped[str | None] = mapped_column(Text)
     quantity: Mapped[Decimal | None] = mapped_column(QUANTITY)
     unit: Mapped[str | None] = mapped_column(String(16))
     unit_price: Mapped[Decimal | None] = mapped_column(UNIT_PRICE)

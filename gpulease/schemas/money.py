@@ -237,6 +237,8 @@ class InvoiceLineView(BaseModel):
     kind: str
     instance_id: str | None
     description: str
+    # the description as a phrase (JSON): the PDF prints the Chinese beside the English
+    description_phrase: str | None = Field(default=None, exclude=True)
     quantity: Decimal | None
     unit: str | None
     unit_price: Decimal | None

@@ -14,6 +14,7 @@ import os
 from decimal import Decimal
 from functools import cache
 from pathlib import Path
+from xml.sax.saxutils import escape
 
 from reportlab.lib import colors
 from reportlab.lib.pagesizes import A4
@@ -24,7 +25,9 @@ from reportlab.pdfbase.cidfonts import UnicodeCIDFont
 from reportlab.pdfbase.ttfonts import TTFont
 from reportlab.platypus import Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
 
+from gpulease.domain.phrases import said_stored
 from gpulease.schemas.money import InvoiceLineView, InvoiceView
+from gpulease.translations import translations
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +118,18 @@ def unit_price_of(ln: InvoiceLineView) -> Decimal | None:
     return None
 
 
+def _described(ln: InvoiceLineView) -> str:
+    """A line's description for the PDF (markup escaped): the English, and the Chinese
+    under it where the platform wrote it as a phrase."""
+    text = escape(ln.description)
+    if ln.description_phrase:
+        chinese = said_stored(ln.description, ln.description_phrase,
+                              translations("zh_CN").gettext)
+        if chinese != ln.description:
+            text += "<br/>" + escape(chinese)
+    return text
+
+
 def render_pdf(inv: InvoiceView, issuer: str, issuer_tax_id: str = "") -> bytes:
     font = pdf_font()
     body = ParagraphStyle("body", fontName=font, fontSize=9, leading=12)
@@ -142,7 +157,7 @@ def render_pdf(inv: InvoiceView, issuer: str, issuer_tax_id: str = "") -> bytes:
         qty = "" if ln.quantity is None else f"{ln.quantity:f} {ln.unit or ''}"
         unit = unit_price_of(ln)
         price = "" if unit is None else f"¥{unit:,.2f}"
-        rows.append([str(ln.seq), Paragraph(ln.description, body), qty, price,
+        rows.append([str(ln.seq), Paragraph(_described(ln), body), qty, price,
                      _yuan(ln.net), _yuan(ln.vat), _yuan(ln.gross)])
     rows.append(["", Paragraph(f"Total 合计 ({inv.currency}, VAT {_percent(inv.vat_rate)}%, "
                                f"{vat_note})", body), "",
@@ -154,8 +169,8 @@ def render_pdf(inv: InvoiceView, issuer: str, issuer_tax_id: str = "") -> bytes:
         ("LINEBELOW", (0, 0), (-1, 0), 0.5, colors.black),
         ("LINEABOVE", (0, -1), (-1, -1), 0.5, colors.black),
         ("VALIGN", (0, 0), (-1, -1), "TOP")]))
-    story = [Paragraph(_title(inv), head), Spacer(1, 4 * mm),
-             *[Paragraph(f, body) for f in facts], Spacer(1, 6 * mm), table]
+    story = [Paragraph(escape(_title(inv)), head), Spacer(1, 4 * mm),
+             *[Paragraph(escape(f), body) for f in facts], Spacer(1, 6 * mm), table]
     if inv.digest:
         story += [Spacer(1, 6 * mm), Paragraph(f"Seal (sha256): {inv.digest}", body)]
     doc.build(story)

@@ -20,7 +20,18 @@ from datetime import UTC, datetime, tzinfo
 from decimal import Decimal
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, delete, event, func, insert, inspect, select, update
+from sqlalchemy import (
+    Table,
+    bindparam,
+    case,
+    delete,
+    event,
+    func,
+    insert,
+    inspect,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
@@ -40,7 +51,7 @@ from gpulease.domain.errors import Conflict, InvalidInput, NotFound
 from gpulease.domain.invoicing import BILLABLE_KINDS, VatSplit, paid_split, totals
 from gpulease.domain.leases import local_text
 from gpulease.domain.money import to_fen
-from gpulease.domain.phrases import phrase
+from gpulease.domain.phrases import phrase, stored
 from gpulease.domain.proration import period_bounds, period_of, previous_period
 from gpulease.domain.states import INVOICE, InvoiceStatus
 from gpulease.platform import Platform
@@ -215,13 +226,15 @@ def _lines_of(s: Session, drafts: dict[str, str], rate: Decimal, now: datetime) 
     invoice_ids = list(drafts.values())
     s.connection().execute(delete(_lines).where(_lines.c.invoice_id.in_(invoice_ids)))
     label = func.coalesce(LedgerEntry.item, LedgerEntry.reference, LedgerEntry.kind)
+    said = case((LedgerEntry.item.is_not(None), LedgerEntry.item_phrase),
+                else_=LedgerEntry.phrase)  # the label as a phrase (one label, one phrase)
     rows = s.execute(
         select(LedgerEntry.invoice_id, LedgerEntry.kind, LedgerEntry.instance_id, label,
                LedgerEntry.unit, LedgerEntry.unit_price, func.sum(LedgerEntry.amount),
                func.sum(LedgerEntry.quantity),
                func.min(func.coalesce(LedgerEntry.service_from, _service)),
                func.max(func.coalesce(LedgerEntry.service_until, _service)),
-               func.count())
+               func.count(), func.min(said))
         .where(LedgerEntry.tenant_id.in_(list(drafts)),  # the (tenant, invoice) index
                LedgerEntry.invoice_id.in_(invoice_ids))
         .group_by(LedgerEntry.invoice_id, LedgerEntry.kind, LedgerEntry.instance_id, label,
@@ -230,14 +243,14 @@ def _lines_of(s: Session, drafts: dict[str, str], rate: Decimal, now: datetime) 
     lines: list[dict[str, Any]] = []
     per_invoice: dict[str, list[VatSplit]] = {i: [] for i in invoice_ids}
     seq: dict[str, int] = {}
-    for inv_id, kind, inst, text, unit, price, amount, qty, first, last, n in rows:
+    for inv_id, kind, inst, text, unit, price, amount, qty, first, last, n, phrased in rows:
         inv = str(inv_id)
         split = paid_split(-to_fen(dec(amount)), rate)  # money out bills positive
         per_invoice[inv].append(split)
         seq[inv] = seq.get(inv, 0) + 1
         lines.append(dict(
             invoice_id=inv, seq=seq[inv], kind=kind, instance_id=inst,
-            description=str(text)[:200],
+            description=str(text)[:200], description_phrase=phrased,
             quantity=dec(qty).quantize(QUANTUM) if qty is not None else None, unit=unit,
             unit_price=dec(price).quantize(QUANTUM) if price is not None else None,
             service_from=_aware(first), service_to=_aware(last), entries=n,
@@ -469,6 +482,9 @@ def credit_note(p: Platform, actor: Principal, invoice_id: str, reason: str,
         split = paid_split(-amount, inv.vat_rate)  # the amount includes VAT, as paid
         s.add(InvoiceLine(invoice_id=note.id, seq=1, kind="credit_note", instance_id=None,
                           description=f"Correction of {inv.number}: {reason}"[:200],
+                          description_phrase=stored(phrase(
+                              "Correction of {original}: {reason}", original=inv.number,
+                              reason=reason))[1],
                           quantity=None, unit=None, unit_price=None, service_from=None,
                           service_to=None, entries=1, net=split.net, vat=split.vat,
                           gross=split.gross))
@@ -477,7 +493,8 @@ def credit_note(p: Platform, actor: Principal, invoice_id: str, reason: str,
         post(s, wallet_for_update(s, inv.tenant_id, now), "credit_note", -split.gross, now,
              reference=phrase("{number} corrects {original}: {reason}", number=number,
                               original=inv.number, reason=reason),
-             user_id=actor.user_id, item=f"Credit note {number}", invoice_id=note.id)
+             user_id=actor.user_id, item=phrase("Credit note {number}", number=number),
+             invoice_id=note.id)
         note.finalized_at = now
         note.digest = _digest(number, inv.tenant_id, note.period,
                               (split.net, split.vat, split.gross),

@@ -70,6 +70,7 @@ def earned(net: Decimal, start: datetime | None, end: datetime | None, at: datet
 def _line_view(ln: InvoiceLine, at: datetime, tz: tzinfo | None) -> InvoiceLineView:
     return InvoiceLineView(
         seq=ln.seq, kind=ln.kind, instance_id=ln.instance_id, description=ln.description,
+        description_phrase=ln.description_phrase,
         quantity=dec(ln.quantity).quantize(QUANTUM).normalize()
         if ln.quantity is not None else None, unit=ln.unit,
         unit_price=dec(ln.unit_price).quantize(QUANTUM).normalize()

@@ -98,7 +98,8 @@ def refund_unstarted(s: Session, inst: Instance, lease: Lease, fee_percent: Deci
                       terms=terms, paid=paid, fee=fee_percent.normalize())
         post(s, wallet_for_update(s, inst.tenant_id, now), "refund", refund, now,
              instance_id=inst.id, reference=text,
-             item=f"Early termination refund: {inst.id}", quantity=Decimal(len(todo)),
+             item=phrase("Early termination refund: {instance}", instance=inst.id),
+             quantity=Decimal(len(todo)),
              unit="period")
         note(s, now, inst.id, "refund", phrase("¥{refund:,.2f} refunded: {text}", refund=refund,
         text=text), actor=actor)
@@ -120,7 +121,8 @@ def refund_unused(s: Session, inst: Instance, lease: Lease, now: datetime, why: 
                       instance=inst.id, why=why, unused=unused, ahead=ahead, periods=len(todo))
         post(s, wallet_for_update(s, inst.tenant_id, now), "refund", refund, now,
              instance_id=inst.id, reference=text,
-             item=f"Refund of unused time: {inst.id}", quantity=Decimal(1), unit="lease")
+             item=phrase("Refund of unused time: {instance}", instance=inst.id),
+             quantity=Decimal(1), unit="lease")
         note(s, now, inst.id, "refund", phrase("¥{refund:,.2f} refunded: {text}", refund=refund,
         text=text), actor=actor)
     return refund

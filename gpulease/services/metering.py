@@ -20,7 +20,7 @@ from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
 from gpulease.domain.invoicing import USAGE_KINDS
 from gpulease.domain.money import to_fen
-from gpulease.domain.phrases import phrase
+from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.proration import prorate_by_month
 from gpulease.domain.states import USAGE, UsageStatus
 from gpulease.platform import Platform
@@ -74,12 +74,12 @@ def unit_price(s: Session, p: Platform, inst: Instance | None, kind: str) -> Dec
     return addon.price / unit.divisor
 
 
-def _item(inst: Instance | None, kind: str) -> str:
+def _item(inst: Instance | None, kind: str) -> Phrase:
     if inst is None:
-        return {"object_gb_days": "Object storage"}[kind]
-    what = {"gpu_hours": f"GPU-hours of {inst.container_offer}",
-            "egress_gb": "Data egress", "storage_gb_days": "Extra storage"}[kind]
-    return f"{what} · {inst.id}"
+        return {"object_gb_days": phrase("Object storage")}[kind]
+    what = {"gpu_hours": phrase("GPU-hours of {offer}", offer=inst.container_offer),
+            "egress_gb": phrase("Data egress"), "storage_gb_days": phrase("Extra storage")}[kind]
+    return phrase("{what} · {instance}", what=what, instance=inst.id)
 
 
 def _same(row: UsageRecord, inst_id: str | None, kind: str, quantity: Decimal, start: datetime,

@@ -46,7 +46,7 @@ def wallet_for_update(s: Session, tenant_id: str, now: datetime) -> Wallet:
 
 def post(s: Session, wallet: Wallet, kind: str, amount: Decimal, now: datetime, *,
           reference: str | Phrase | None = None, instance_id: str | None = None,
-          user_id: str | None = None, item: str | None = None,
+          user_id: str | None = None, item: str | Phrase | None = None,
           quantity: Decimal | None = None, unit: str | None = None,
           unit_price: Decimal | None = None, service_at: datetime | None = None,
           service: tuple[datetime, datetime] | None = None, invoice_id: str | None = None
@@ -57,13 +57,16 @@ def post(s: Session, wallet: Wallet, kind: str, amount: Decimal, now: datetime, 
     earned over it). A Phrase reference is kept as its English text and as the phrase, to
     be said in the reader's language."""
     english, phrased = stored(reference) if reference is not None else (None, None)
+    item_text, item_phrased = stored(item) if item is not None else (None, None)
     amount = to_fen(amount)
     wallet.balance = to_fen(wallet.balance + amount)
     wallet.updated_at = now
     entry = LedgerEntry(tenant_id=wallet.tenant_id, at=now, kind=kind, amount=amount,
                         balance_after=wallet.balance,
                         reference=english[:200] if english is not None else None,
-                        phrase=phrased, instance_id=instance_id, created_by=user_id, item=item,
+                        phrase=phrased, instance_id=instance_id, created_by=user_id,
+                        item=item_text[:200] if item_text is not None else None,
+                        item_phrase=item_phrased,
                         quantity=quantity, unit=unit, unit_price=unit_price,
                         service_at=service_at, invoice_id=invoice_id,
                         service_from=service[0] if service else None,
@@ -124,11 +127,14 @@ def first_period_phrase(inst: Instance) -> Phrase:
     return phrase("first {term} of {instance}", term=phrase(inst.term), instance=inst.id)
 
 
-def first_period_item(inst: Instance) -> str:
+def first_period_item(inst: Instance) -> Phrase:
     """The invoice label of an order's first period."""
     if inst.kind == "container":
-        return f"{inst.container_offer} · {inst.region} · first hour of {inst.id}"
-    return f"{inst.sku} · {inst.region} · first {inst.term} of {inst.id}"
+        return phrase("{what} · {region} · {first}", what=inst.container_offer,
+                      region=inst.region, first=phrase("first {term} of {instance}",
+                                                       term=phrase("hour"), instance=inst.id))
+    return phrase("{what} · {region} · {first}", what=inst.sku, region=inst.region,
+                  first=first_period_phrase(inst))
 
 
 # Debit only when covered and the tenant is not suspended, and say the new balance: the
@@ -197,7 +203,7 @@ def charge(s: Session, tenant_id: str, amount: Decimal, now: datetime, *,
     require_cover(wallet, amount + sum((x.amount for x in extras), Decimal(0)),
                   phrase("This costs"))
     post(s, wallet, "charge", -amount, now, instance_id=instance_id, reference=reference,
-         item=str(reference)[:200], service=service, quantity=quantity, unit=unit,
+         item=reference, service=service, quantity=quantity, unit=unit,
          unit_price=unit_price)
     for x in extras:
         post(s, wallet, "charge", -x.amount, now, instance_id=instance_id,

@@ -84,6 +84,11 @@ def test_the_billing_profile_is_printed_as_it_was_when_issued_and_exported(
     text = "".join(page.extract_text() for page in PdfReader(io.BytesIO(
         render_pdf(inv, "Provider"))).pages)
     assert CODE in text and "1289 0000 1234 5678" in text
+    # each line the platform described: the English, and the Chinese under it
+    first = next(ln for ln in inv.lines if "first month of" in ln.description)
+    flat = text.replace("\n", " ")  # the narrow column wraps
+    assert f"first month of {first.instance_id}" in flat
+    assert f"{first.instance_id} 的首月" in flat
 
     exported = invoices.export_period(fleet, operator.principal, "2026-11")
     assert [i.number for i in exported] == [inv.number]
