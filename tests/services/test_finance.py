@@ -89,6 +89,10 @@ def test_the_billing_profile_is_printed_as_it_was_when_issued_and_exported(
     flat = text.replace("\n", " ")  # the narrow column wraps
     assert f"first month of {first.instance_id}" in flat
     assert f"{first.instance_id} 的首月" in flat
+    # what people typed is printed as text, markup characters and all
+    odd = inv.model_copy(update={"buyer": inv.buyer.model_copy(update={"title": "A&B <Ltd>"})})
+    assert "A&B <Ltd>" in "".join(page.extract_text() for page in PdfReader(io.BytesIO(
+        render_pdf(odd, "P&Q"))).pages)
 
     exported = invoices.export_period(fleet, operator.principal, "2026-11")
     assert [i.number for i in exported] == [inv.number]
