@@ -89,6 +89,19 @@ def _value_from_json(v: Any) -> Any:
     return v
 
 
+def _kept_value(value: dict[str, Any]) -> bool:
+    """An amount or a time as to_json keeps it, and readable as one."""
+    try:
+        if set(value) == {"decimal"} and isinstance(value["decimal"], str):
+            return Decimal(value["decimal"]).is_finite()
+        if set(value) == {"datetime"} and isinstance(value["datetime"], str):
+            datetime.fromisoformat(value["datetime"])
+            return True
+    except (ArithmeticError, ValueError):
+        return False
+    return False
+
+
 def well_formed(data: Any, depth: int = 0) -> bool:
     """Whether a phrase as JSON from outside (an agent's report) is safe to say: each
     placeholder a plain name (no attribute or index lookups), nested at most 4 deep, its
@@ -96,7 +109,8 @@ def well_formed(data: Any, depth: int = 0) -> bool:
     if depth > 4 or not isinstance(data, dict) or set(data) - {"template", "params"}:
         return False
     template, params = data.get("template"), data.get("params") or {}
-    if not isinstance(template, str) or len(template) > 500 or not isinstance(params, dict):
+    if (not isinstance(template, str) or len(template) > 500 or not isinstance(params, dict)
+            or len(params) > 50):
         return False
     try:
         names = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
@@ -111,7 +125,7 @@ def well_formed(data: Any, depth: int = 0) -> bool:
             if "template" in value:
                 if not well_formed(value, depth + 1):
                     return False
-            elif set(value) not in ({"decimal"}, {"datetime"}):
+            elif not _kept_value(value):
                 return False
         elif not (value is None or isinstance(value, bool | int | float)
                   or (isinstance(value, str) and len(value) <= 500)):

@@ -308,7 +308,10 @@ def test_an_agents_phrases_are_said_only_when_plain() -> None:
                     {"template": "{t[0]}", "params": {"t": "x"}},
                     {"template": "{missing}", "params": {}},
                     {"template": "{t}", "params": {"t": {"object": 1}}},
-                    {"template": "{t", "params": {"t": 1}}):
+                    {"template": "{t", "params": {"t": 1}},
+                    {"template": "{t}", "params": {"t": {"decimal": "abc"}}},
+                    {"template": "{t}", "params": {"t": {"datetime": "yesterday"}}},
+                    {"template": "x", "params": {f"p{i}": 1 for i in range(51)}}):
         assert not well_formed(hostile), hostile
         got = CheckResult.model_validate({"name": "x", "passed": True, "detail": "plain",
                                           "phrases": {"detail": hostile}})
