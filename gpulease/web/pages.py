@@ -70,6 +70,10 @@ def step_words(stage: str | None, gettext: Callable[[str], str] = _) -> str:
     stages (an instance's `deploying`) as their name with spaces."""
     if not stage:
         return ""
+    for suffix, form in ((" result", _("%(step)s — result")),
+                         (" (retry)", _("%(step)s — will retry"))):
+        if stage.endswith(suffix):  # a step's note or error in a history (assemble_view)
+            return gettext(form) % {"step": step_words(stage.removesuffix(suffix), gettext)}
     words = STEP_WORDS.get(stage)
     if words is None:
         return gettext(stage.replace("_", " "))
