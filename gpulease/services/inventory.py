@@ -15,6 +15,7 @@ from gpulease.db.tables import Event, Fabric, Gpu, GpuAllocation, Node, NodeAgen
 from gpulease.domain.accounts import Principal
 from gpulease.domain.enrollment import bmc_key
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
+from gpulease.domain.phrases import phrase
 from gpulease.domain.states import NODE, NODE_BUSY, NodeStatus
 from gpulease.platform import Platform
 from gpulease.schemas import FleetCount, NodeEventView, NodeView, Page
@@ -197,10 +198,10 @@ def drain_node(p: Platform, actor: Principal, node_id: str, reason: str | None) 
             GpuAllocation.node_id == node.id, GpuAllocation.released_at.is_(None))))
         if node.status == NodeStatus.AVAILABLE.value and not has_slices:
             transition(s, p, node, NODE, "drain", now, actor=by(actor),
-                       reason=reason or "drained by operator")
+                       reason=reason or phrase("drained by operator"))
         elif NODE.allows(NodeStatus(node.status), "request_drain"):
             transition(s, p, node, NODE, "request_drain", now, actor=by(actor),
-                       reason=reason or "drain requested: maintenance once freed")
+                       reason=reason or phrase("drain requested: maintenance once freed"))
     return get_node(p, actor, node_id)
 
 
@@ -221,7 +222,7 @@ def maintenance_node(p: Platform, actor: Principal, node_id: str, reason: str | 
                            node_name=node.name)
         node.generation += 1
         transition(s, p, node, NODE, "set_aside", p.clock.now(), actor=by(actor),
-                   reason=reason or "maintenance by operator")
+                   reason=reason or phrase("maintenance by operator"))
     return get_node(p, actor, node_id)
 
 

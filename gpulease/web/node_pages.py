@@ -73,13 +73,18 @@ def node_page(node_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
     except DomainError as exc:
         return page("base.html", exc.status, who=who, error=said(exc))
     bmc = (node.inventory or {}).get("bmc") or {}
-    return page("node.html", who=who, node=node,
+    history = inventory.node_history(p, who, node.id, limit=50).items
+    # the status's reason as the move that set it said it (a phrase, in the page's language)
+    reason_phrase = next((e.phrase for e in history if e.kind == "status"
+                          and e.to_value == node.status and e.message == node.status_reason),
+                         None)
+    return page("node.html", who=who, node=node, reason_phrase=reason_phrase,
                 bmc_facts=[(k, v) for k, v in bmc.items()
                            if isinstance(v, str | int | float | bool) and v not in ("", None)],
                 comparison=(node.inventory or {}).get("comparison"),
                 alerts=agents.node_alerts(p, who, node.id),
                 tickets=tickets.list_tickets(p, who, node_id=node.id, limit=50).items,
-                history=inventory.node_history(p, who, node.id, limit=50).items)
+                history=history)
 
 
 @router.post("/{node_id}/{action}", dependencies=[SameOrigin], openapi_extra=OPERATOR)

@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from gpulease.api.app import create_app
 from gpulease.platform import Platform
-from gpulease.services import accounts, node_changes, tenants, users, wallet
+from gpulease.services import accounts, inventory, node_changes, tenants, users, wallet
 from gpulease.worker.runner import Worker
 from tests.api.test_console_money import ORDER, PASSWORD, signed_in
 from tests.conftest import TenantCtx, new_tenant
@@ -158,6 +158,11 @@ def test_the_fleet_filtered_and_one_nodes_page(fleet: Platform) -> None:
         assert "模拟故障：无" in client.get(f"/console/nodes/{node_id}").text
         client.cookies.set("gpulease_lang", "en")
         assert "simulated faults: none" in client.get(f"/console/nodes/{node_id}").text
+        # a status's reason as the move said it: the operator's own words as written, the
+        # platform's in the page's language
+        inventory.maintenance_node(fleet, op, node_id, None)
+        client.cookies.set("gpulease_lang", "zh_CN")
+        assert 'id="reason">由运维人员设为维护<' in client.get(f"/console/nodes/{node_id}").text
 
 
 def test_invoice_runs_and_a_price_change_published_from_the_console(fleet: Platform) -> None:
