@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from gpulease.db.repositories import instance_allocations
 from gpulease.db.tables import GpuAllocation, Instance, Node
+from gpulease.domain.phrases import phrase
 from gpulease.domain.states import InstanceStatus
 from gpulease.platform import Platform
 from gpulease.ports.runtime import ContainerHandle, ContainerLimits, ContainerSpec
@@ -89,7 +90,8 @@ def _apply_start(p: Platform, claim: Claim, result: ContainerHandle | StepFailed
         if result.retryable and inst.attempts < p.settings.max_attempts:
             inst.next_attempt_at = now + timedelta(seconds=backoff(p, inst.attempts))
         else:
-            fail_instance(s, p, inst, f"container start failed: {result}", now, WORKER)
+            fail_instance(s, p, inst, phrase("container start failed: {error}",
+                                             error=str(result)), now, WORKER)
 
 
 def stop_containers(p: Platform, claim: Claim, held: list[HeldHost]) -> None:

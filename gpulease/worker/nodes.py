@@ -11,7 +11,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from gpulease.db.tables import Event, GpuAllocation, Instance, Node
-from gpulease.domain.phrases import phrase
+from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.polling import next_poll_in
 from gpulease.domain.states import (
     BURN_IN_STAGES,
@@ -215,9 +215,11 @@ def fail_node(s: Session, p: Platform, node: Node, reason: str, now: datetime,
         transition(s, p, node, NODE_STAGE, "abort", now, actor=actor)
         node.safe_off_due = True  # media out, no boot override, power off: worker/safe_off.py
     node.next_attempt_at = None
+    said: str | Phrase = reason
     if was_cleaning:
-        reason = f"cleaning not finished, disks not certified erased: {reason}"
-    transition(s, p, node, NODE, "fail", now, actor=actor, reason=reason)
+        said = phrase("cleaning not finished, disks not certified erased: {reason}",
+                      reason=reason)
+    transition(s, p, node, NODE, "fail", now, actor=actor, reason=said)
     release_allocations(s, node.id, now)
     node.instance_id = None
     node.generation += 1
@@ -228,7 +230,8 @@ def fail_node(s: Session, p: Platform, node: Node, reason: str, now: datetime,
         inst.stage == InstanceStage.REPLACING.value)
     if inst is not None and delivering and not _move_to_spare(s, p, inst, node, reason, now,
                                                               actor):
-        fail_instance(s, p, inst, f"node {node.name}: {reason}", now, actor)
+        fail_instance(s, p, inst, phrase("node {node}: {reason}", node=node.name,
+                                         reason=reason), now, actor)
     elif inst is not None and replacing and not _move_to_spare(s, p, inst, node, reason, now,
                                                                actor):
         why = phrase("the spare {node} failed ({reason}) and no other is free",
@@ -268,8 +271,8 @@ def back_to_repair(s: Session, p: Platform, node: Node, reason: str, now: dateti
         wake_instance(s, instance_id, now)
 
 
-def fail_instance(s: Session, p: Platform, inst: Instance, reason: str, now: datetime,
-                  actor: str) -> None:
+def fail_instance(s: Session, p: Platform, inst: Instance, reason: str | Phrase,
+                  now: datetime, actor: str) -> None:
     transition(s, p, inst, INSTANCE, "fail", now, actor=actor, reason=reason)
     transition(s, p, inst, INSTANCE_STAGE, "fail", now, actor=actor, reason=reason)
     inst.next_attempt_at = now
@@ -309,15 +312,16 @@ def _interrupted_unsafe(s: Session, p: Platform, node: Node, step: str | None) -
     with a reason and clean the node rather than guess what the step left behind."""
     now = p.clock.now()
     release_lock(node)
-    reason = (f"deploy interrupted during {step} (worker lost); the step is not safe to repeat, "
-              "so the node is being cleaned")
+    reason = phrase("deploy interrupted during {step} (worker lost); the step is not safe to "
+                    "repeat, so the node is being cleaned", step=step)
     record_event(s, now, "node", node.id, "error", actor=WORKER, instance_id=node.instance_id,
                  to_value=step, message=reason)
     inst = s.get(Instance, node.instance_id) if node.instance_id else None
-    start_cleaning(s, p, node, now, reason)
+    start_cleaning(s, p, node, now, str(reason))
     if inst is not None and inst.status in (InstanceStatus.PENDING.value,
                                             InstanceStatus.DEPLOYING.value):
-        fail_instance(s, p, inst, f"node {node.name}: {reason}", now, WORKER)
+        fail_instance(s, p, inst, phrase("node {node}: {reason}", node=node.name,
+                                         reason=reason), now, WORKER)
 
 
 def start_cleaning(s: Session, p: Platform, node: Node, now: datetime, reason: str) -> None:

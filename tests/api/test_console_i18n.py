@@ -348,3 +348,23 @@ def test_a_fault_its_alert_and_its_ticket_are_said_in_chinese(
         api = client.get(f"/api/v1/tickets/{ticket.id}",
                          headers={"Authorization": f"Bearer {t.token}"}).json()
         assert api["summary"] == ticket.summary and "summary_phrase" not in api
+
+
+def test_a_failed_order_says_why_in_the_readers_language(
+        fleet: Platform, worker: Worker, key: str) -> None:
+    from tests.services.test_engine import sim
+
+    t = new_tenant(fleet)
+    view, _ = orders.place_order(fleet, t.principal, OrderRequest(
+        kind="container", offer="rtx4090-24g-container", gpus=1, ssh_keys=[key]))
+    sim(fleet).inject_fault(view.nodes[0].name, "runtime_start", "permanent")
+    worker.run_until_idle()
+    failed = instances.show_instance(fleet, t.principal, view.id)
+    assert failed.status == "failed"
+    assert failed.status_reason and failed.status_reason.startswith("container start failed: ")
+    with TestClient(create_app(fleet)) as client:
+        signed_in(fleet, t, client)
+        client.cookies.set("gpulease_lang", "zh_CN")
+        page = client.get(f"/console/instances/{view.id}").text
+        reason = re.search(r'id="reason">([^<]*)<', page)
+        assert reason and reason.group(1).startswith("容器启动失败：")  # the driver's error as is
