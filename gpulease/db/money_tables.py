@@ -306,6 +306,7 @@ class SlaClaim(Base):
     item: Mapped[str] = mapped_column(String(200), unique=True)  # the ledger item, once
     text: Mapped[str] = mapped_column(String(500))
     text_phrase: Mapped[str | None] = mapped_column(Text)  # the text as a phrase (JSON)
+    item_phrase: Mapped[str | None] = mapped_column(Text)  # the item as a phrase (JSON)
     amount: Mapped[Decimal] = mapped_column(MONEY)  # as the rule computes it
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     decision: Mapped[str | None] = mapped_column(String(16), index=True)  # confirmed | rejected

@@ -91,13 +91,15 @@ def _period_cap(s: Session, inst: Instance, now: datetime, cap: Decimal) -> Deci
     return max(to_fen(price * cap) - Decimal(credited), Decimal("0.00"))
 
 
-def _claim(s: Session, inst: Instance, kind: str, evidence: str, item: str, text: Phrase,
+def _claim(s: Session, inst: Instance, kind: str, evidence: str, item: Phrase, text: Phrase,
            amount: Decimal, now: datetime) -> SlaClaim | None:
-    if amount <= 0 or s.scalar(select(SlaClaim.id).where(SlaClaim.item == item)) is not None:
+    if amount <= 0 or s.scalar(select(SlaClaim.id).where(SlaClaim.item == str(item)[:200])
+                               ) is not None:
         return None
     claim = SlaClaim(id="slc-" + uuid.uuid4().hex[:12], instance_id=inst.id,
                      tenant_id=inst.tenant_id, kind=kind, evidence=evidence[:200],
-                     item=item[:200], text=str(text)[:500], text_phrase=stored(text)[1],
+                     item=str(item)[:200], item_phrase=stored(item)[1],
+                     text=str(text)[:500], text_phrase=stored(text)[1],
                      amount=amount, created_at=now)
     s.add(claim)
     s.flush()
@@ -114,7 +116,9 @@ def _confirm(s: Session, claim: SlaClaim, now: datetime, actor: str, cap: Decima
     text = claimed if credit == claim.amount else phrase(
         "{claimed}; capped at ¥{credit:,.2f}: the period's credits reach {cap:f}× its price",
         claimed=claimed, credit=credit, cap=cap.normalize())
-    credit_sla(s, inst, credit, now, claim.item, phrase("{text} (evidence: {evidence})",
+    item: str | Phrase = (Phrase.from_json(json.loads(claim.item_phrase)) if claim.item_phrase
+                          else claim.item)
+    credit_sla(s, inst, credit, now, item, phrase("{text} (evidence: {evidence})",
                                                         text=text, evidence=claim.evidence),
                actor=actor)
     claim.decision, claim.decided_at, claim.decided_by = "confirmed", now, actor
@@ -134,7 +138,8 @@ def claim_outage(s: Session, alert: HardwareAlert, rule: OutageRule = OutageRule
         return Decimal("0.00")
     outage_s = (alert.closed_at - alert.opened_at).total_seconds()
     credit = outage_credit(outage_s, basis[0], basis[1], rule)
-    item = f"SLA credit: GPU {alert.gpu_index} outage ({alert.kind}) of {inst.id}, alert {alert.id}"
+    item = phrase("SLA credit: GPU {gpu} outage ({kind}) of {instance}, alert {alert}",
+                  gpu=alert.gpu_index, kind=alert.kind, instance=inst.id, alert=alert.id)
     claim = _claim(s, inst, "outage", f"hardware alert {alert.id} (node agent telemetry)", item,
                    phrase("GPU {gpu} of {instance} out of service {minutes:.0f} min ({kind}); "
                           "rule: {rule}", gpu=alert.gpu_index, instance=inst.id,
@@ -162,7 +167,8 @@ def claim_ticket_outage(s: Session, ticket: Ticket, now: datetime,
     if basis is None:
         return None
     outage_s = (now - alert.opened_at).total_seconds()
-    item = f"SLA credit: GPU {alert.gpu_index} outage ({alert.kind}) of {inst.id}, alert {alert.id}"
+    item = phrase("SLA credit: GPU {gpu} outage ({kind}) of {instance}, alert {alert}",
+                  gpu=alert.gpu_index, kind=alert.kind, instance=inst.id, alert=alert.id)
     return _claim(s, inst, "outage", f"ticket {ticket.id}: hardware alert {alert.id} "
                   f"({alert.source}) to mitigation", item,
                   phrase("GPU {gpu} of {instance} out of service {minutes:.0f} min ({kind}, "
@@ -185,7 +191,8 @@ def credit_failed_acceptance(s: Session, instance_id: str, now: datetime, *, act
     if lease is None:
         return Decimal("0.00")
     period = _lease_period(s, inst, now)
-    item = f"SLA credit: failed acceptance of {inst.id}, period {period.seq if period else 1}"
+    item = phrase("SLA credit: failed acceptance of {instance}, period {period}",
+                  instance=inst.id, period=period.seq if period else 1)
     source = "the platform's stand-in agent" if platform_evidence else "the node agent"
     claim = _claim(s, inst, "acceptance", f"acceptance report {report_id} ({source})", item,
                    phrase("{instance} failed acceptance on request; rule: {rule}",

@@ -219,14 +219,15 @@ def credit_late_delivery(s: Session, inst: Instance, now: datetime, sla_s: float
     first = -_sum(s, LedgerEntry.instance_id == inst.id, LedgerEntry.kind == "charge")
     took = (now - inst.ordered_at).total_seconds()
     credit, percent = late_delivery_credit(took, sla_s, first, rule)
-    credit_sla(s, inst, credit, now, f"SLA credit: late delivery of {inst.id}",
+    credit_sla(s, inst, credit, now,
+               phrase("SLA credit: late delivery of {instance}", instance=inst.id),
                phrase("({percent:f}%) delivered in {took:.0f} min against {sla:.0f} min; "
                       "rule: {rule}", percent=percent.normalize(), took=took / 60,
                       sla=sla_s / 60, rule=rule.describe()), actor=actor)
     return credit
 
 
-def credit_sla(s: Session, inst: Instance, credit: Decimal, now: datetime, item: str,
+def credit_sla(s: Session, inst: Instance, credit: Decimal, now: datetime, item: str | Phrase,
                text: str | Phrase, *, actor: str) -> None:
     """Post an SLA credit (outage, failed acceptance): into the wallet at once, onto the
     next invoice as a negative line, and into the instance's history."""

@@ -125,7 +125,7 @@ def reconcile(s: Session, p: Platform, inst: Instance) -> None:
         if len(nodes) == inst.node_count and all(
                 n.status == NodeStatus.ACTIVE.value for n in nodes):
             transition(s, p, inst, INSTANCE_STAGE, "settle", now, actor=WORKER,
-                       reason="the repaired node is back, burned in and accepted")
+                       reason=phrase("the repaired node is back, burned in and accepted"))
             note(s, now, inst.id, "repaired", phrase(
                 "the node is back from repair, burned in and accepted: {nodes}",
                 nodes=", ".join(n.name for n in nodes)), actor=WORKER)

@@ -6,12 +6,17 @@ from __future__ import annotations
 from datetime import timedelta
 from decimal import Decimal
 
+from sqlalchemy import select
+
+from gpulease.db.money_tables import LedgerEntry
 from gpulease.domain.credits import SlaRule, late_delivery_credit
 from gpulease.domain.leases import early_end_refund, first_period, following_periods
+from gpulease.domain.phrases import said_stored
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.services import instances, leases, orders, wallet
 from gpulease.services.wallet import ledger_sums_to_balance
+from gpulease.translations import translations
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx
 from tests.services.test_leases import MovableClock, clock, deliver  # noqa: F401
@@ -50,6 +55,14 @@ def test_late_delivery_earns_a_credit(
     assert "delivered in 40 min against 15 min" in (stage.message or "")
     with fleet.db.read() as s:
         assert ledger_sums_to_balance(s, tenant.tenant_id)
+        # the credit's item and reference keep their phrases: said in Chinese where shown
+        entry = s.scalars(select(LedgerEntry).where(LedgerEntry.instance_id == iid,
+                                                    LedgerEntry.kind == "credit")).one()
+    zh = translations("zh_CN").gettext
+    assert entry.item == f"SLA credit: late delivery of {iid}"  # the key stays English
+    assert said_stored(entry.item, entry.item_phrase, zh) == f"SLA 赔付：{iid} 延迟交付"
+    assert said_stored(entry.reference or "", entry.phrase, zh).startswith(
+        "SLA 赔付 ¥8,448.00：（10%）用时 40 分钟交付，承诺 15 分钟；规则：超出交付 SLA 后")
 
 
 def test_on_time_delivery_earns_nothing(

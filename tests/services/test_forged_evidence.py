@@ -23,9 +23,11 @@ from gpulease.db.tables import (
     TelemetrySummary,
 )
 from gpulease.domain.errors import InvalidInput, NotFound, Unauthorized
+from gpulease.domain.phrases import said_stored
 from gpulease.platform import Platform
 from gpulease.ports.agent import CommandOutcome, VerifyPayload
 from gpulease.services import agent_commands, agents, instances, sla, wallet
+from gpulease.translations import translations
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, new_tenant
 from tests.services.test_acceptance_gate import window
@@ -76,6 +78,15 @@ def test_confirmed_credits_stop_at_the_periods_price(
     assert credited.count(Decimal("0.00")) > 0
     assert _credits(fleet, tenant.tenant_id) == MONTH_PRICE
     assert sla.list_claims(fleet, operator.principal, "open").total == 0
+    # a confirmed claim's credit keeps the claim's item as a phrase (its invoice line and
+    # the ledger say it in the reader's language); the item itself stays the claim's key
+    with fleet.db.read() as s:
+        entry = s.scalars(select(LedgerEntry).where(
+            LedgerEntry.tenant_id == tenant.tenant_id, LedgerEntry.kind == "credit")
+            .order_by(LedgerEntry.id).limit(1)).one()
+    assert entry.item is not None and entry.item.startswith("SLA credit: GPU ")
+    assert said_stored(entry.item, entry.item_phrase,
+                       translations("zh_CN").gettext).startswith("SLA 赔付：")
 
 
 def _rows(p: Platform, node_id: str) -> tuple[int, int, int]:

@@ -26,6 +26,7 @@ def upgrade() -> None:
         batch.add_column(sa.Column('description_phrase', sa.Text(), nullable=True))
     with op.batch_alter_table('sla_claims') as batch:
         batch.add_column(sa.Column('text_phrase', sa.Text(), nullable=True))
+        batch.add_column(sa.Column('item_phrase', sa.Text(), nullable=True))
     with op.batch_alter_table('hardware_alerts') as batch:
         batch.add_column(sa.Column('phrase', sa.Text(), nullable=True))
 
@@ -36,6 +37,7 @@ def downgrade() -> None:
     with op.batch_alter_table('hardware_alerts') as batch:
         batch.drop_column('phrase')
     with op.batch_alter_table('sla_claims') as batch:
+        batch.drop_column('item_phrase')
         batch.drop_column('text_phrase')
     with op.batch_alter_table('ledger_entries') as batch:
         batch.drop_column('item_phrase')
