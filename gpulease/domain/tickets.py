@@ -70,6 +70,18 @@ def title_of(fault: str, gpu: int | None) -> str:
     return str(title_phrase(fault, gpu))
 
 
+def summary_phrase(kind: str, gpu: int | None, summary: str) -> Phrase | None:
+    """The summary the platform gave a ticket its evidence opened, as a phrase (None for
+    what a person wrote)."""
+    title = title_phrase(kind, gpu)
+    if summary == str(title):
+        return title
+    node = summary.removeprefix(f"{title} on ")
+    if kind == "acceptance_failed" and node != summary:
+        return phrase("{title} on {node}", title=title, node=node)
+    return None
+
+
 @dataclass(frozen=True)
 class Deadlines:
     response: datetime | None

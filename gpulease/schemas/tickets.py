@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from gpulease.domain.tickets import summary_phrase
 
 
 class TicketOpen(BaseModel):
@@ -51,7 +53,6 @@ class TicketView(BaseModel):
     kind: str
     severity: str
     summary: str
-    summary_phrase: str | None = Field(default=None, exclude=True)  # for the console
     status: str
     opened_by: str
     opened_at: datetime
@@ -63,6 +64,13 @@ class TicketView(BaseModel):
     resolution_due: datetime | None
     breached: list[str]  # the clocks past their deadline without their milestone
     at_risk: list[str]  # the clocks past the warning share of their length
+
+    @property
+    def summary_phrase(self) -> dict[str, Any] | None:
+        """The summary as a phrase (JSON) where the platform wrote it, for the console to
+        say in the reader's language; derived from kind, GPU and summary when read."""
+        said = summary_phrase(self.kind, self.gpu, self.summary)
+        return said.to_json() if said is not None else None
 
 
 class TimelineEntry(BaseModel):

@@ -4,7 +4,9 @@ Each row says who caused it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
+from typing import Protocol
 
 from sqlalchemy.orm import Session
 
@@ -47,6 +49,23 @@ def record_event(
     s.add(Event(at=now, resource=resource, resource_id=resource_id, instance_id=instance_id,
                 kind=kind, from_value=from_value, to_value=to_value, message=english,
                 phrase=phrase, actor=actor))
+
+
+class _Said(Protocol):
+    kind: str
+    to_value: str | None
+    message: str | None
+    phrase: str | None
+
+
+def reason_phrase(newest_first: Iterable[_Said], status: str, reason: str | None
+                  ) -> str | None:
+    """A status reason's phrase (JSON): that of the latest move to `status` that gave this
+    reason, so a page can say it in its reader's language; None for a reason as written."""
+    if not reason:
+        return None
+    return next((e.phrase for e in newest_first if e.kind == "status"
+                 and e.to_value == status and e.message == reason), None)
 
 
 def note(s: Session, now: datetime, instance_id: str, what: str, message: str | Phrase, *,

@@ -24,7 +24,7 @@ from gpulease.domain.phrases import phrase
 from gpulease.domain.states import DEPLOY_ORDER, INSTANCE, InstanceStatus, NodeStage
 from gpulease.platform import Platform
 from gpulease.schemas import CredentialsView, InstanceNodeView, InstanceView, Page, StageView
-from gpulease.services.history import by
+from gpulease.services.history import by, reason_phrase
 from gpulease.services.lifecycle import transition
 from gpulease.services.node_agents import is_simulated
 from gpulease.services.placement import Claimed
@@ -83,14 +83,11 @@ def assemble_view(
         if e.kind in ("stage", "error", "result", "note") and e.to_value != NodeStage.IDLE
     ]
     delivery = (inst.ready_at - inst.ordered_at).total_seconds() if inst.ready_at else None
-    # The reason as the move that set it said it (a phrase, for the reader's language).
-    reason_phrase = next((e.phrase for e in reversed(events)
-                          if e.resource == "instance" and e.kind == "status"
-                          and e.to_value == inst.status and e.message == inst.status_reason),
-                         None) if inst.status_reason else None
     return InstanceView(
         id=inst.id, tenant_id=inst.tenant_id, name=inst.name, kind=inst.kind,
-        status=inst.status, status_reason=inst.status_reason, status_phrase=reason_phrase,
+        status=inst.status, status_reason=inst.status_reason, status_phrase=reason_phrase(
+            (e for e in reversed(events) if e.resource == "instance"), inst.status,
+            inst.status_reason),
         stage=_current_stage(inst, [n.stage for n in nodes if n.status != "released"]),
         sku=inst.sku, region=inst.region, container_offer=inst.container_offer,
         term=inst.term, image=inst.image_id, node_count=inst.node_count,

@@ -480,11 +480,10 @@ def credit_note(p: Platform, actor: Principal, invoice_id: str, reason: str,
         s.add(note)
         s.flush()
         split = paid_split(-amount, inv.vat_rate)  # the amount includes VAT, as paid
+        described, described_phrase = stored(phrase("Correction of {original}: {reason}",
+                                                    original=inv.number, reason=reason))
         s.add(InvoiceLine(invoice_id=note.id, seq=1, kind="credit_note", instance_id=None,
-                          description=f"Correction of {inv.number}: {reason}"[:200],
-                          description_phrase=stored(phrase(
-                              "Correction of {original}: {reason}", original=inv.number,
-                              reason=reason))[1],
+                          description=described[:200], description_phrase=described_phrase,
                           quantity=None, unit=None, unit_price=None, service_from=None,
                           service_to=None, entries=1, net=split.net, vat=split.vat,
                           gross=split.gross))

@@ -220,25 +220,11 @@ def _load(s: Session, actor: Principal, ticket_id: str, lock: bool = False) -> T
     return ticket
 
 
-def summary_phrase(t: Ticket) -> Phrase | None:
-    """The summary the platform gave a ticket its evidence opened, as a phrase (None for
-    what a person wrote)."""
-    title = title_phrase(t.kind, t.gpu_index)
-    if t.summary == str(title):
-        return title
-    node = t.summary.removeprefix(f"{title} on ")
-    if t.kind == "acceptance_failed" and node != t.summary:
-        return phrase("{title} on {node}", title=title, node=node)
-    return None
-
-
 def _view(t: Ticket, node_name: str | None, now: datetime,
           warn_at: Decimal = Decimal("0.8")) -> TicketView:
-    said = summary_phrase(t)
     return TicketView(
         id=t.id, tenant_id=t.tenant_id, instance_id=t.instance_id, node=node_name,
         gpu=t.gpu_index, kind=t.kind, severity=t.severity, summary=t.summary,
-        summary_phrase=stored(said)[1] if said is not None else None,
         status=t.status, opened_by=t.opened_by, opened_at=t.opened_at,
         acknowledged_at=t.acknowledged_at, mitigated_at=t.mitigated_at,
         resolved_at=t.resolved_at, response_due=t.response_due,
@@ -297,8 +283,7 @@ def show_ticket(p: Platform, actor: Principal, ticket_id: str) -> TicketDetail:
                               accepted_at=t.repair_window_accepted_at,
                               begun_at=t.repair_window_begun_at) if (
             t.repair_window_start and t.repair_window_end) else None
-    return TicketDetail(**view.model_dump(), summary_phrase=view.summary_phrase,
-                        timeline=timeline, repair_window=window)
+    return TicketDetail(**view.model_dump(), timeline=timeline, repair_window=window)
 
 
 def operator_responds(s: Session, p: Platform, t: Ticket, actor: Principal,

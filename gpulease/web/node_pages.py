@@ -20,6 +20,7 @@ from gpulease.platform import Platform
 from gpulease.schemas import EnrollRequest
 from gpulease.services import agents, enrollment, inventory, tickets
 from gpulease.services.fleet_objects import list_fabrics
+from gpulease.services.history import reason_phrase
 from gpulease.web.pages import SameOrigin, Who, page, page_context, refusal, said
 
 router = APIRouter(prefix="/console/nodes", include_in_schema=False,
@@ -74,11 +75,8 @@ def node_page(node_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
         return page("base.html", exc.status, who=who, error=said(exc))
     bmc = (node.inventory or {}).get("bmc") or {}
     history = inventory.node_history(p, who, node.id, limit=50).items
-    # the status's reason as the move that set it said it (a phrase, in the page's language)
-    reason_phrase = next((e.phrase for e in history if e.kind == "status"
-                          and e.to_value == node.status and e.message == node.status_reason),
-                         None)
-    return page("node.html", who=who, node=node, reason_phrase=reason_phrase,
+    return page("node.html", who=who, node=node,
+                reason_phrase=reason_phrase(history, node.status, node.status_reason),
                 bmc_facts=[(k, v) for k, v in bmc.items()
                            if isinstance(v, str | int | float | bool) and v not in ("", None)],
                 comparison=(node.inventory or {}).get("comparison"),
