@@ -40,3 +40,16 @@ def translations(locale: str) -> NullTranslations:
 
 def gettext(locale: str | None, message: str) -> str:
     return translations(locale or DEFAULT).gettext(message)
+
+
+# The default catalog's add-on names (data in gpulease/data/catalog.toml, kept in step by a
+# test) marked for the catalogs, so that invoices, quotes and the order form say them in the
+# reader's language; an operator's own add-ons are said as the operator wrote them.
+DEFAULT_ADDON_NAMES = (
+    N_("Public bandwidth (BGP), per Mbps per month"),
+    N_("Extra NVMe storage beyond the included disks, per GB per month"),
+    N_("Object storage (S3), per GB stored per month, measured daily"),
+    N_("Data egress to the Internet, per GB"),
+    N_("Technical support, business hours, per month"),
+    N_("Technical support, 24×7 with 30-minute response, per month"),
+)

@@ -20,6 +20,7 @@ from gpulease.cli.common import (
 )
 from gpulease.cli.tables import Column, WideOpt, fitted
 from gpulease.cli.tables import show as show_table
+from gpulease.cli.words import _
 from gpulease.schemas import MeterCreated, UserView
 
 app = typer.Typer()
@@ -35,8 +36,10 @@ def tenant_create(
     created = api(lambda: connect(url, token).create_tenant(name, admin_email, admin_name))
     if as_json:
         return print_json(created)
-    out.print(f"tenant {created.tenant.id} ({created.tenant.name}); admin {created.admin.email}")
-    out.print(f"token: {created.token.token}   [dim]({created.token.note})[/dim]")
+    out.print(_("tenant {tenant} ({name}); admin {email}", tenant=created.tenant.id,
+                name=created.tenant.name, email=created.admin.email))
+    out.print(_("token: {token}   [dim]({note})[/dim]", token=created.token.token,
+                note=created.token.note))
 
 
 @app.command("meter-create")
@@ -51,8 +54,9 @@ def meter_create(
         "/meters", {"name": name, "expires_in_days": days})))
     if as_json:
         return print_json(created)
-    out.print(f"meter {created.meter.id} ({created.meter.name})")
-    out.print(f"token: {created.token.token}   [dim]({created.token.note})[/dim]")
+    out.print(_("meter {meter} ({name})", meter=created.meter.id, name=created.meter.name))
+    out.print(_("token: {token}   [dim]({note})[/dim]", token=created.token.token,
+                note=created.token.note))
 
 
 @app.command("token-create")
@@ -76,9 +80,9 @@ def tokens(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
     if as_json:
         return print_json(items)
     show_table(fitted(
-        (Column("id", keep=True), Column("name", keep=True), Column("expires"),
-         Column("revoked"), Column("prefix"), Column("user")),
-        [(tk.id, tk.name, f"{tk.expires_at:%Y-%m-%d}" if tk.expires_at else "never",
+        (Column("id", keep=True), Column(_("name"), keep=True), Column(_("expires")),
+         Column(_("revoked")), Column(_("prefix")), Column(_("user"))),
+        [(tk.id, tk.name, f"{tk.expires_at:%Y-%m-%d}" if tk.expires_at else _("never"),
           f"{tk.revoked_at:%Y-%m-%d}" if tk.revoked_at else "", tk.prefix + "...",
           tk.user_id or "") for tk in items], wide=wide), wide)
 
@@ -87,7 +91,7 @@ def tokens(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
 def token_revoke(token_id: str, url: UrlOpt = "", token: TokenOpt = "") -> None:
     """Revoke an API token."""
     tk = api(lambda: connect(url, token).revoke_token(token_id))
-    out.print(f"{tk.id} revoked")
+    out.print(_("{token} revoked", token=tk.id))
 
 
 user_app = typer.Typer(help="Tenant admin: the tenant's users.", no_args_is_help=True)
@@ -95,8 +99,8 @@ app.add_typer(user_app, name="user")
 
 
 def _user_line(u: UserView) -> str:
-    return (f"{u.id}  {u.email}  {u.role}" + ("  disabled" if u.disabled_at else "")
-            + ("" if u.has_password else "  (no console password yet)"))
+    return (f"{u.id}  {u.email}  {u.role}" + (_("  disabled") if u.disabled_at else "")
+            + ("" if u.has_password else _("  (no console password yet)")))
 
 
 @app.command("users")
@@ -141,7 +145,7 @@ def user_enable(user_id: str, url: UrlOpt = "", token: TokenOpt = "",
 def user_remove(user_id: str, url: UrlOpt = "", token: TokenOpt = "") -> None:
     """Remove a user for good (kept for the record; the e-mail is free again)."""
     api(lambda: connect(url, token).remove_user(user_id))
-    out.print(f"{user_id} removed")
+    out.print(_("{user} removed", user=user_id))
 
 
 @app.command("password")
@@ -152,7 +156,7 @@ def password_cmd(url: UrlOpt = "", token: TokenOpt = "") -> None:
     new = typer.prompt("new password (12 characters or more)", hide_input=True,
                        confirmation_prompt=True)
     api(lambda: connect(url, token).set_password(new, current or None))
-    out.print("password set; your other console sessions have ended")
+    out.print(_("password set; your other console sessions have ended"))
 
 
 tenant_app = typer.Typer(help="Operator: one tenant's account.", no_args_is_help=True)
@@ -173,8 +177,9 @@ def tenants(status: Annotated[str | None, typer.Option(help="active, suspended o
             break
     if as_json:
         return print_json(found)
-    t = Table(title=f"{len(found)} tenants")
-    for col in ("id", "name", "status", "users", "live", "balance", "since", "reason"):
+    t = Table(title=_("{count} tenants", count=len(found)))
+    for col in ("id", _("name"), _("status"), _("users"), _("live"), _("balance"), _("since"),
+                _("reason")):
         t.add_column(col, overflow="fold")
     for row in found:
         t.add_row(row["id"], row["name"], row["status"], str(row["users"]),

@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from gpulease.cli.common import JsonOpt, TokenOpt, UrlOpt, api, connect, err, out, print_json
+from gpulease.cli.words import _
 
 app = typer.Typer()
 audit_app = typer.Typer(help="The audit trail: who did what, from where, and how it ended.",
@@ -32,7 +33,8 @@ def audit_list(
     if as_json:
         return print_json(page)
     t = Table()
-    for col in ("#", "at (UTC)", "who", "tenant", "from", "action", "target", "outcome"):
+    for col in ("#", _("at (UTC)"), _("who"), _("tenant"), _("from"), _("action"), _("target"),
+                _("outcome")):
         t.add_column(col)
     for row in page["items"]:
         t.add_row(str(row["seq"]), row["at"][:19].replace("T", " "),
@@ -40,7 +42,8 @@ def audit_list(
                   row["tenant_id"] or "", row["source"] or "", row["action"],
                   row["target"] or "", str(row["outcome"]))
     out.print(t)
-    out.print(f"{len(page['items'])} of {page['total']} rows", highlight=False)
+    out.print(_("{shown} of {total} rows", shown=len(page["items"]), total=page["total"]),
+              highlight=False)
 
 
 @audit_app.command("verify")
@@ -50,9 +53,11 @@ def audit_verify(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = Fals
     if as_json:
         print_json(verdict)
     elif verdict["intact"]:
-        out.print(f"audit trail intact: rows {verdict['first_seq']}–{verdict['last_seq']} "
-                  f"({verdict['checked']} checked)", highlight=False)
+        out.print(_("audit trail intact: rows {first}–{last} ({checked} checked)",
+                    first=verdict["first_seq"], last=verdict["last_seq"],
+                    checked=verdict["checked"]), highlight=False)
     else:
-        err.print(f"[red]audit trail broken[/red]: {verdict['problem']}", highlight=False)
+        err.print(_("[red]audit trail broken[/red]: {problem}", problem=verdict["problem"]),
+                  highlight=False)
     if not verdict["intact"]:
         raise typer.Exit(1)

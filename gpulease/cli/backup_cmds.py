@@ -23,6 +23,7 @@ from gpulease.cli.common import (
     out,
     print_json,
 )
+from gpulease.cli.words import _
 
 app = typer.Typer()
 err = TerminalConsole(stderr=True)
@@ -34,10 +35,14 @@ FINAL = ("succeeded", "failed")
 
 def _line(r: dict[str, Any]) -> str:
     size = f"{r['bytes_total'] / 1e6:,.1f} MB" if r["bytes_total"] is not None else ""
-    what = (f"{r['kind']} {r['id']} of {r['path']} on {r['node']}: {r['status']}"
-            + (f", snapshot {r['snapshot_id']}" if r["snapshot_id"] else "")
-            + (f", {r['files']} files, {size}" if r["files"] is not None else "")
-            + (f" in {r['seconds']:.1f} s" if r["seconds"] is not None else ""))
+    what = (_("{kind} {run} of {path} on {node}: {status}", kind=r["kind"], run=r["id"],
+              path=r["path"], node=r["node"], status=r["status"])
+            + (_(", snapshot {snapshot}", snapshot=r["snapshot_id"]) if r["snapshot_id"]
+               else "")
+            + (_(", {files} files, {size}", files=r["files"], size=size)
+               if r["files"] is not None else "")
+            + (_(" in {seconds:.1f} s", seconds=r["seconds"]) if r["seconds"] is not None
+               else ""))
     return what + (f" — {r['status_reason']}" if r["status_reason"] else "")
 
 
@@ -49,8 +54,9 @@ def _follow(url: str, token: str, instance_id: str, run: dict[str, Any], wait: b
         time.sleep(1)
         run = api(lambda: connect(url, token).get_json(where))
         if run["status"] == "running" and run["bytes_total"]:
-            err.print(f"  {run['bytes_moved'] or 0:,} of {run['bytes_total']:,} bytes "
-                      f"({100 * (run['bytes_moved'] or 0) / run['bytes_total']:.0f} %)",
+            err.print(_("  {moved:,} of {total:,} bytes ({percent:.0f} %)",
+                        moved=run["bytes_moved"] or 0, total=run["bytes_total"],
+                        percent=100 * (run["bytes_moved"] or 0) / run["bytes_total"]),
                       highlight=False)
     return run
 
@@ -75,14 +81,14 @@ ToOpt = Annotated[str | None, typer.Option(
 def _target(to: str | None) -> dict[str, str] | None:
     if to is None:
         return None
-    scheme, _, rest = to.partition("://")
-    host, _, where = rest.partition("/")
-    bucket, _, prefix = where.partition("/")
+    scheme, _sep, rest = to.partition("://")
+    host, _sep, where = rest.partition("/")
+    bucket, _sep, prefix = where.partition("/")
     key, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
     if not (scheme and host and bucket and key and secret):
-        err.print("[red]error[/red]: " + escape(
+        err.print(_("[red]error[/red]: ") + escape(_(
             "--to takes https://HOST/BUCKET[/PREFIX], with the keys in AWS_ACCESS_KEY_ID and "
-            "AWS_SECRET_ACCESS_KEY"))
+            "AWS_SECRET_ACCESS_KEY")))
         raise typer.Exit(2)
     return {"endpoint": f"{scheme}://{host}", "bucket": bucket, "prefix": prefix,
             "access_key_id": key, "secret_access_key": secret}
@@ -127,19 +133,22 @@ def policy(instance_id: str,
               else connect(url, token).get_json(where))
     if as_json:
         return print_json(pol)
-    every_text = f"every {pol['every_hours']:g} h" if pol["every_hours"] else "none"
-    lines = [f"backups of {pol['path']} on {instance_id}",
-             f"  schedule: {every_text}"
-             + (f" (next {pol['next_scheduled_at']})" if pol["next_scheduled_at"] else ""),
-             "  when the lease lapses: "
-             + ("backed up at grace and before the erase" if pol["at_lease_end"]
-                else "not backed up (opted out)"),
-             f"  last success: {pol['last_success_at'] or 'never'}"
-             + (f", snapshot {pol['last_snapshot_id']}" if pol["last_snapshot_id"] else "")]
+    every_text = (_("every {hours:g} h", hours=pol["every_hours"]) if pol["every_hours"]
+                  else _("none"))
+    lines = [_("backups of {path} on {instance}", path=pol["path"], instance=instance_id),
+             _("  schedule: {every}", every=every_text)
+             + (_(" (next {at})", at=pol["next_scheduled_at"]) if pol["next_scheduled_at"]
+                else ""),
+             _("  when the lease lapses: ")
+             + (_("backed up at grace and before the erase") if pol["at_lease_end"]
+                else _("not backed up (opted out)")),
+             _("  last success: {at}", at=pol["last_success_at"] or _("never"))
+             + (_(", snapshot {snapshot}", snapshot=pol["last_snapshot_id"])
+                if pol["last_snapshot_id"] else "")]
     if pol["max_mbps"]:
-        lines.append(f"  bandwidth cap: {pol['max_mbps']:g} MB/s")
+        lines.append(_("  bandwidth cap: {mbps:g} MB/s", mbps=pol["max_mbps"]))
     if pol["last_failure"]:
-        lines.append(f"  the latest backup failed: {pol['last_failure']}")
+        lines.append(_("  the latest backup failed: {reason}", reason=pol["last_failure"]))
     out.print("\n".join(lines), highlight=False)
 
 
@@ -150,10 +159,11 @@ def backups(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
     runs = api(lambda: connect(url, token).get_json(f"/instances/{instance_id}/backups"))
     if as_json:
         return print_json(runs)
-    t = Table(title=f"{len(runs)} backups and restores of {instance_id}")
-    for col in ("id", "kind", "status", "snapshot"):
+    t = Table(title=_("{count} backups and restores of {instance}", count=len(runs),
+                      instance=instance_id))
+    for col in ("id", _("kind"), _("status"), _("snapshot")):
         t.add_column(col, no_wrap=True)
-    for col in ("path", "files", "MB", "s", "reason"):
+    for col in (_("path"), _("files"), "MB", "s", _("reason")):
         t.add_column(col, overflow="fold")
     for r in runs:
         t.add_row(r["id"], r["kind"], r["status"], r["snapshot_id"] or "", r["path"],

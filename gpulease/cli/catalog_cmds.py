@@ -23,6 +23,7 @@ from gpulease.cli.common import (
 from gpulease.cli.platform_cmds import check_catalog_file
 from gpulease.cli.tables import Column, WideOpt, fitted
 from gpulease.cli.tables import show as show_table
+from gpulease.cli.words import _
 
 app = typer.Typer()
 image_app = typer.Typer(help="Custom OS images (operators); saved environments (tenants).",
@@ -54,14 +55,16 @@ def catalog_reload(
         try:
             body = {"text": file.read_text(encoding="utf-8")}
         except (OSError, UnicodeDecodeError) as exc:
-            err.print(f"[red]error[/red]: cannot read {file}: {exc}")
+            err.print(_("[red]error[/red]: cannot read {path}: {error}", path=file,
+                        error=exc))
             raise typer.Exit(2) from None
     v = api(lambda: connect(url, token).post_json("/catalog/reload", body))
     if as_json:
         return print_json(v)
-    out.print(f"catalog version {v['id']} in force (sha256 {v['digest'][:12]}…, from "
-              f"{v['source']}, by {v['published_by']}); every process follows within "
-              "GPULEASE_CATALOG_FOLLOW_S", highlight=False)
+    out.print(_("catalog version {version} in force (sha256 {digest}…, from {source}, by "
+                "{by}); every process follows within GPULEASE_CATALOG_FOLLOW_S",
+                version=v["id"], digest=v["digest"][:12], source=v["source"],
+                by=v["published_by"]), highlight=False)
 
 
 @catalog_app.callback()
@@ -74,31 +77,34 @@ def catalog(ctx: typer.Context, url: UrlOpt = "", token: TokenOpt = "",
     c = api(lambda: connect(url, token).catalog())
     if as_json:
         return print_json(c)
-    t = Table(title="Bare-metal offers (CNY)")
-    for col in ("offer", "GPUs", "host", "interconnect", "¥/month", "¥/day", "stock"):
+    t = Table(title=_("Bare-metal offers (CNY)"))
+    for col in (_("offer"), _("GPUs"), _("host"), _("interconnect"), _("¥/month"), _("¥/day"),
+                _("stock")):
         t.add_column(col, overflow="fold")
     for o in c.offers:
         gpu = o.gpu.replace("NVIDIA ", "").replace("GeForce ", "").replace("Huawei ", "")
         link = o.gpu_interconnect.split(";")[0] + (
-            f"\n[yellow]advertised: {o.advertised_interconnect}[/yellow]"
+            _("\n[yellow]advertised: {link}[/yellow]", link=o.advertised_interconnect)
             if o.advertised_interconnect else "") + ("\n+ InfiniBand" if o.infiniband else "")
-        t.add_row(f"{o.sku}\n{o.region} {o.region_name_zh}" + ("\n[dim]example data[/dim]"
+        t.add_row(f"{o.sku}\n{o.region} {o.region_name_zh}" + (_("\n[dim]example data[/dim]")
                                                                 if o.example else ""),
                   f"{o.gpu_count} × {gpu}", f"{o.cpu}\n{o.memory}\n{o.disks}", link,
                   f"{o.monthly_price:,.2f}" + (
-                      f"\n[dim]list {o.list_monthly_price:,.0f}, -{o.discount_percent:.0f}%[/dim]"
+                      _("\n[dim]list {price:,.0f}, -{discount:.0f}%[/dim]",
+                        price=o.list_monthly_price, discount=o.discount_percent)
                       if o.discount_percent else "") + "".join(
-                      f"\n[yellow]from {ch.effective_from}: {ch.monthly_price:,.2f}[/yellow]"
+                      _("\n[yellow]from {date}: {price:,.2f}[/yellow]",
+                        date=ch.effective_from, price=ch.monthly_price)
                       for ch in o.price_changes), f"{o.day_price:,.2f}", str(o.stock))
     out.print(t)
     show_table(fitted(
-        (Column("offer", keep=True), Column("¥/GPU-hour", keep=True, justify="right"),
-         Column("free GPUs", keep=True, justify="right"), Column("max GPUs", justify="right"),
-         Column("region"), Column("GPU")),
+        (Column(_("offer"), keep=True), Column(_("¥/GPU-hour"), keep=True, justify="right"),
+         Column(_("free GPUs"), keep=True, justify="right"),
+         Column(_("max GPUs"), justify="right"), Column(_("region")), Column("GPU")),
         [(co.id, f"{co.price_per_gpu_hour:.2f}", str(co.free_gpus), str(co.max_gpus),
           co.region, co.gpu) for co in c.container_offers],
-        wide=wide, title="Container instances (per GPU-hour)"), wide)
-    out.print(f"Derived prices: {c.pricing_rule}")
+        wide=wide, title=_("Container instances (per GPU-hour)")), wide)
+    out.print(_("Derived prices: {rule}", rule=c.pricing_rule))
 
 
 @app.command()
@@ -109,8 +115,8 @@ def images(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
     if as_json:
         return print_json(items)
     show_table(fitted(
-        (Column("id", keep=True), Column("GPUs", keep=True), Column("name"),
-         Column("software")),
+        (Column("id", keep=True), Column(_("GPUs"), keep=True), Column(_("name")),
+         Column(_("software"))),
         [(i.id, i.gpu_vendor, i.name, ", ".join(i.software)) for i in items], wide=wide), wide)
 
 
@@ -132,19 +138,19 @@ def image_add(
         body = ImageCreate(id=image_id, name=name, os=os_name, gpu_vendor=gpu_vendor,
                            url=image_url, checksum=checksum, software=software or [])
     except ValueError as exc:
-        err.print(f"[red]error[/red]: {exc}")
+        err.print(_("[red]error[/red]: {error}", error=exc))
         raise typer.Exit(2) from None
     image = api(lambda: connect(url, token).add_image(body))
     if as_json:
         return print_json(image)
-    out.print(f"added image {image.id}")
+    out.print(_("added image {image}", image=image.id))
 
 
 @image_app.command("remove")
 def image_remove(image_id: str, url: UrlOpt = "", token: TokenOpt = "") -> None:
     """Remove a custom OS image that no live instance uses."""
     api(lambda: connect(url, token).remove_image(image_id))
-    out.print(f"removed image {image_id}")
+    out.print(_("removed image {image}", image=image_id))
 
 
 # ----------------------------------------------------------------------- ordering
@@ -170,29 +176,34 @@ def quote(
     q = api(lambda: connect(url, token).post_json("/quotes", body))
     if as_json:
         return print_json(q)
-    table = Table("item", "quantity", "unit", "unit price ¥", "amount ¥",
-                  title=f"Quote: {q['sku']} in {q['region']}, {q['count']} {q['term']}(s)"
-                        f" × {q['servers']} server(s)")
+    table = Table(_("item"), _("quantity"), _("unit"), _("unit price ¥"), _("amount ¥"),
+                  title=_("Quote: {sku} in {region}, {count} {term}(s) × {servers} "
+                          "server(s)", sku=q["sku"], region=q["region"], count=q["count"],
+                          term=_(q["term"]), servers=q["servers"]))
     for line in q["lines"]:
-        mark = " (example price)" if line["example_price"] else ""
-        table.add_row(line["description"] + mark, str(line["quantity"]), line["unit"],
+        mark = _(" (example price)") if line["example_price"] else ""
+        table.add_row(_(line["description"]) + mark, str(line["quantity"]), _(line["unit"]),
                       f"{Decimal(line['unit_price']):,.2f}", f"{Decimal(line['amount']):,.2f}")
     out.print(table)
-    vat = "included" if q["prices_include_vat"] else "added"
-    out.print(f"[bold]total ¥{Decimal(q['total']):,.2f}[/bold]  (VAT {Decimal(q['vat_rate']):.0%} "
-              f"{vat}: ¥{Decimal(q['vat']):,.2f}; net ¥{Decimal(q['net']):,.2f})", highlight=False)
-    out.print(f"early termination: {q['early_termination']}", highlight=False)
-    cheapest = ", ".join(f"{r['region']} ¥{Decimal(r['monthly_price']):,.2f}/month"
-                         for r in q["regions"])
-    out.print(f"regions for {q['sku']}, cheapest first: {cheapest}", highlight=False)
+    vat = _("included") if q["prices_include_vat"] else _("added")
+    out.print(_("[bold]total ¥{total:,.2f}[/bold]  (VAT {rate:.0%} {vat}: ¥{amount:,.2f}; net "
+                "¥{net:,.2f})", total=Decimal(q["total"]), vat=vat,
+                rate=Decimal(q["vat_rate"]), amount=Decimal(q["vat"]),
+                net=Decimal(q["net"])), highlight=False)
+    out.print(_("early termination: {terms}", terms=q["early_termination"]), highlight=False)
+    cheapest = ", ".join(_("{region} ¥{price:,.2f}/month", region=r["region"],
+                           price=Decimal(r["monthly_price"])) for r in q["regions"])
+    out.print(_("regions for {sku}, cheapest first: {regions}", sku=q["sku"],
+                regions=cheapest), highlight=False)
     if q["break_even"]:
         b = q["break_even"]
-        out.print(f"{b['days_per_week']} day(s) a week: by the day ¥"
-                  f"{Decimal(b['by_day_per_month']):,.2f}/month vs by the month ¥"
-                  f"{Decimal(b['by_month']):,.2f}: the {b['cheaper']} term is cheaper "
-                  f"(break-even {b['break_even_days_per_month']} days a month)", highlight=False)
+        out.print(_("{days} day(s) a week: by the day ¥{by_day:,.2f}/month vs by the month "
+                    "¥{by_month:,.2f}: the {cheaper} term is cheaper (break-even {even} days "
+                    "a month)", days=b["days_per_week"], by_day=Decimal(b["by_day_per_month"]),
+                    by_month=Decimal(b["by_month"]), cheaper=_(b["cheaper"]),
+                    even=b["break_even_days_per_month"]), highlight=False)
     for note in q["notes"]:
-        out.print(f"note: {note}", highlight=False)
+        out.print(_("note: {note}", note=_(note)), highlight=False)
 
 
 @app.command()
@@ -238,29 +249,32 @@ def advise(
     a = api(lambda: connect(url, token).post_json("/advise", body))
     if as_json:
         return print_json(a)
-    out.print(f"[bold]{a['params'] / 1e9:,.2f}B parameters[/bold]"
-              + (" (shape inferred)" if a["shape_inferred"] else "")
-              + f" · quick estimate: {a['quick_estimate']}", highlight=False)
-    mem = Table("memory", "GB", "why", title=f"Memory of the whole job: {a['total_gb']:,.1f} GB")
+    out.print(_("[bold]{billions:,.2f}B parameters[/bold]", billions=a["params"] / 1e9)
+              + (_(" (shape inferred)") if a["shape_inferred"] else "")
+              + _(" · quick estimate: {estimate}", estimate=a["quick_estimate"]),
+              highlight=False)
+    mem = Table(_("memory"), "GB", _("why"), title=_("Memory of the whole job: {gb:,.1f} GB",
+                                                      gb=a["total_gb"]))
     for m in a["memory"]:
         mem.add_row(m["name"], f"{m['gb']:,.2f}", m["why"])
     out.print(mem)
     show_table(fitted(
-        (Column("#", keep=True, justify="right"), Column("offer", keep=True),
-         Column("cost ¥", keep=True, justify="right"), Column("GPUs", justify="right"),
-         Column("hours", justify="right"), Column("stock"), Column("term"),
-         Column("GB/GPU", justify="right"), Column("kind"), Column("layout")),
+        (Column("#", keep=True, justify="right"), Column(_("offer"), keep=True),
+         Column(_("cost ¥"), keep=True, justify="right"), Column(_("GPUs"), justify="right"),
+         Column(_("hours"), justify="right"), Column(_("stock")), Column(_("term")),
+         Column("GB/GPU", justify="right"), Column(_("kind")), Column(_("layout"))),
         [(str(n), o["offer"], f"{Decimal(o['cost']):,.2f}", str(o["gpus"]),
-          f"{o['hours']:,.1f}", str(o["stock"]) + ("" if o["in_stock"] else " (short)"),
-          f"{o['periods']} {o['term']}",
+          f"{o['hours']:,.1f}", str(o["stock"]) + ("" if o["in_stock"] else _(" (short)")),
+          f"{o['periods']} {_(o['term'])}",
           f"{o['memory_per_gpu_gb']:.1f}/{o['memory_usable_gb']:.0f}",
           o["kind"].replace("_", " "), o["layout"]) for n, o in enumerate(a["options"], 1)],
-        wide=wide, title=f"Options in stock and within budget first, then by total cost "
-                         f"({a['work']})"), wide)
+        wide=wide, title=_("Options in stock and within budget first, then by total cost "
+                           "({work})", work=a["work"])), wide)
     if a["options"]:
         best = a["options"][0]
-        out.print(f"Per GPU in option 1 ({best['layout']}): " + ", ".join(
+        out.print(_("Per GPU in option 1 ({layout}): ", layout=best["layout"]) + ", ".join(
             f"{k} {v:,.1f} GB" for k, v in best["per_gpu_gb"].items()), highlight=False)
-    out.print(f"[bold]Recommendation:[/bold] {a['recommendation']}", highlight=False)
+    out.print(_("[bold]Recommendation:[/bold] {text}", text=a["recommendation"]),
+              highlight=False)
     for w in a["warnings"]:
-        out.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+        out.print(_("[yellow]warning:[/yellow] {text}", text=w), highlight=False)

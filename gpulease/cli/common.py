@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from rich.console import Console, ConsoleDimensions
 
 from gpulease.cli.client import ApiError, Client
+from gpulease.cli.words import _
 from gpulease.domain.locales import from_environment, http_tag
 
 T = TypeVar("T")
@@ -54,9 +55,10 @@ def connect(url: str, token: str) -> Client:
 
 
 def fail(exc: ApiError) -> NoReturn:
-    err.print(f"[red]error[/red] ({exc.status} {exc.title}): {exc.detail}")
+    err.print(_("[red]error[/red] ({status} {title}): {detail}", status=exc.status,
+                title=exc.title, detail=exc.detail))
     if exc.body.get("accepted"):
-        err.print(f"accepted: {', '.join(exc.body['accepted'])}")
+        err.print(_("accepted: {values}", values=", ".join(exc.body["accepted"])))
     raise typer.Exit(1)
 
 
@@ -82,8 +84,8 @@ def parse_addons(specs: list[str] | None) -> dict[str, str]:
     for spec in specs or []:
         name, sep, qty = spec.partition("=")
         if not sep:
-            err.print(f"[red]error[/red]: --add {spec!r}: expected NAME=QUANTITY, "
-                      "e.g. public-bandwidth=100")
+            err.print(_("[red]error[/red]: --add {spec!r}: expected NAME=QUANTITY, "
+                        "e.g. public-bandwidth=100", spec=spec))
             raise typer.Exit(2)
         found[name.strip()] = qty.strip()
     return found

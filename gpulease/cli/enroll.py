@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from gpulease.cli.client import ApiError, Client
+from gpulease.cli.words import _
 from gpulease.schemas import EnrollRequest, NodeView
 
 
@@ -41,13 +42,15 @@ def enroll_one(client: Client, bmc: str, username: str, password_file: Path,
         node = client.enroll(_request(bmc, username, password_file, offer, name, fabric,
                                       runtime, boot_address, rack))
     except OSError as exc:
-        err.print(f"[red]error[/red]: cannot read {password_file}: {exc.strerror}")
+        err.print(_("[red]error[/red]: cannot read {path}: {error}", path=password_file,
+                    error=exc.strerror))
         return 2
     except ValidationError as exc:
         err.print(f"[red]error[/red]: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}")
         return 2
     except ApiError as exc:
-        err.print(f"[red]error[/red] ({exc.status} {exc.title}): {exc.detail}")
+        err.print(_("[red]error[/red] ({status} {title}): {detail}", status=exc.status,
+                    title=exc.title, detail=exc.detail))
         return 1
     if as_json:
         sys.stdout.write(node.model_dump_json(indent=2) + "\n")
@@ -61,11 +64,13 @@ def enroll_many(client: Client, csv_file: Path, parallel: int, as_json: bool,
     try:
         rows = list(csv.DictReader(csv_file.open(newline="")))
     except OSError as exc:
-        err.print(f"[red]error[/red]: cannot read {csv_file}: {exc.strerror}")
+        err.print(_("[red]error[/red]: cannot read {path}: {error}", path=csv_file,
+                    error=exc.strerror))
         return 2
     missing = {"bmc", "username", "password_file"} - set(rows[0] if rows else {})
     if missing:
-        err.print(f"[red]error[/red]: {csv_file} lacks columns {', '.join(sorted(missing))}")
+        err.print(_("[red]error[/red]: {path} lacks columns {columns}", path=csv_file,
+                    columns=", ".join(sorted(missing))))
         return 2
     base = csv_file.parent
     results: list[dict[str, str]] = []
@@ -84,7 +89,7 @@ def enroll_many(client: Client, csv_file: Path, parallel: int, as_json: bool,
         except (OSError, ValidationError) as exc:
             return {"bmc": row["bmc"], "node": "", "status": "error", "detail": str(exc)}
 
-    with Progress(TextColumn("enrolling"), BarColumn(), MofNCompleteColumn(),
+    with Progress(TextColumn(_("enrolling")), BarColumn(), MofNCompleteColumn(),
                   console=err, disable=as_json) as progress:
         task = progress.add_task("enroll", total=len(rows))
         with ThreadPoolExecutor(max(1, parallel)) as pool:
@@ -95,8 +100,8 @@ def enroll_many(client: Client, csv_file: Path, parallel: int, as_json: bool,
     if as_json:
         sys.stdout.write(json.dumps(results, indent=2) + "\n")
     else:
-        table = Table(title=f"{len(rows)} BMCs")
-        for col in ("bmc", "node", "status", "detail"):
+        table = Table(title=_("{count} BMCs", count=len(rows)))
+        for col in ("bmc", _("node"), _("status"), _("detail")):
             table.add_column(col, overflow="fold")
         for r in results:
             table.add_row(r["bmc"], r["node"], r["status"], r["detail"])

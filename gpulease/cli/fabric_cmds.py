@@ -10,6 +10,7 @@ from rich.table import Table
 from gpulease.cli.common import JsonOpt, TokenOpt, UrlOpt, api, connect, out, print_json
 from gpulease.cli.tables import Column, WideOpt, fitted
 from gpulease.cli.tables import show as show_table
+from gpulease.cli.words import _
 
 app = typer.Typer()
 fabric_app = typer.Typer(help="Operator: one fabric (InfiniBand or RoCE).", no_args_is_help=True)
@@ -27,8 +28,8 @@ def fabrics(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) ->
     found = api(lambda: connect(url, token).get_json("/fabrics"))
     if as_json:
         return print_json(found)
-    t = Table("fabric", "region", "kind", "Gbit/s", "racks", "nodes",
-              title=f"{len(found)} fabrics")
+    t = Table(_("fabric"), _("region"), _("kind"), "Gbit/s", _("racks"), _("nodes"),
+              title=_("{count} fabrics", count=len(found)))
     for f in found:
         t.add_row(f["id"], f["region"], f["kind"], str(f["rate_gbps"]), str(f["racks"]),
                   str(f["nodes"]))
@@ -43,8 +44,8 @@ def fabric_create(fabric_id: str, region: Annotated[str, typer.Option()],
         "id": fabric_id, "region": region, "kind": kind, "rate_gbps": rate_gbps}))
     if as_json:
         return print_json(made)
-    out.print(f"fabric {made['id']}: {made['kind']} {made['rate_gbps']} Gbit/s in "
-              f"{made['region']}")
+    out.print(_("fabric {fabric}: {kind} {rate} Gbit/s in {region}", fabric=made["id"],
+                kind=made["kind"], rate=made["rate_gbps"], region=made["region"]))
 
 
 @fabric_app.command("update")
@@ -54,14 +55,15 @@ def fabric_update(fabric_id: str, kind: Kind = None, rate_gbps: Rate = None, url
     made = api(lambda: connect(url, token).patch_json(f"/fabrics/{fabric_id}", body))
     if as_json:
         return print_json(made)
-    out.print(f"fabric {made['id']}: {made['kind']} {made['rate_gbps']} Gbit/s")
+    out.print(_("fabric {fabric}: {kind} {rate} Gbit/s", fabric=made["id"], kind=made["kind"],
+                rate=made["rate_gbps"]))
 
 
 @fabric_app.command("delete")
 def fabric_delete(fabric_id: str, url: UrlOpt = "", token: TokenOpt = "") -> None:
     """Only a fabric no node or rack is on."""
     api(lambda: connect(url, token).delete(f"/fabrics/{fabric_id}"))
-    out.print(f"fabric {fabric_id} deleted")
+    out.print(_("fabric {fabric} deleted", fabric=fabric_id))
 
 
 @app.command()
@@ -73,10 +75,11 @@ def racks(region: Annotated[str | None, typer.Option()] = None, url: UrlOpt = ""
     if as_json:
         return print_json(found)
     show_table(fitted(
-        (Column("rack", keep=True), Column("nodes", keep=True, justify="right"),
-         Column("fabric"), Column("region"), Column("zone"), Column("leaf switch")),
+        (Column(_("rack"), keep=True), Column(_("nodes"), keep=True, justify="right"),
+         Column(_("fabric")), Column(_("region")), Column(_("zone")), Column(_("leaf switch"))),
         [(r["id"], str(r["nodes"]), r["fabric"] or "", r["region"], r["zone"],
-          r["leaf_switch"] or "") for r in found], wide=wide, title=f"{len(found)} racks"),
+          r["leaf_switch"] or "") for r in found], wide=wide,
+        title=_("{count} racks", count=len(found))),
         wide)
 
 
@@ -93,8 +96,9 @@ def rack_create(
         "leaf_switch": leaf_switch}))
     if as_json:
         return print_json(made)
-    out.print(f"rack {made['id']} in {made['region']}/{made['zone']}"
-              + (f" on fabric {made['fabric']}" if made["fabric"] else ""))
+    out.print(_("rack {rack} in {region}/{zone}", rack=made["id"], region=made["region"],
+                zone=made["zone"])
+              + (_(" on fabric {fabric}", fabric=made["fabric"]) if made["fabric"] else ""))
 
 
 @rack_app.command("update")
@@ -109,8 +113,9 @@ def rack_update(
     made = api(lambda: connect(url, token).patch_json(f"/racks/{rack_id}", body))
     if as_json:
         return print_json(made)
-    out.print(f"rack {made['id']} in {made['region']}/{made['zone']}"
-              + (f" on fabric {made['fabric']}" if made["fabric"] else ""))
+    out.print(_("rack {rack} in {region}/{zone}", rack=made["id"], region=made["region"],
+                zone=made["zone"])
+              + (_(" on fabric {fabric}", fabric=made["fabric"]) if made["fabric"] else ""))
 
 
 @rack_app.command("delete")

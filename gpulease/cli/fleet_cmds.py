@@ -21,6 +21,7 @@ from gpulease.cli.common import (
 )
 from gpulease.cli.tables import Column, WideOpt, fitted
 from gpulease.cli.tables import show as show_table
+from gpulease.cli.words import _
 
 app = typer.Typer()
 node_app = typer.Typer(help="Operator actions on one node.", no_args_is_help=True)
@@ -30,9 +31,11 @@ app.add_typer(breaker_app, name="breaker")
 
 
 def _show_breaker(b: dict[str, object]) -> None:
-    out.print(f"deploy circuit breaker: {b['status']}"
-              + (f" since {str(b['opened_at'])[:19]}" if b["status"] == "open" else "")
-              + (f", {b['held_deploys']} deploys held" if b["held_deploys"] else "")
+    out.print(_("deploy circuit breaker: {status}", status=b["status"])
+              + (_(" since {at}", at=str(b["opened_at"])[:19]) if b["status"] == "open"
+                 else "")
+              + (_(", {count} deploys held", count=b["held_deploys"]) if b["held_deploys"]
+                 else "")
               + (f"\n{b['reason']}" if b["status"] == "open" and b["reason"] else ""),
               highlight=False)
 
@@ -77,7 +80,8 @@ def nodes(
         found = api(lambda: connect(url, token).get_json("/nodes/counts"))
         if as_json:
             return print_json(found)
-        c = Table("region", "rack", "fabric", "status", "nodes", title="Nodes")
+        c = Table(_("region"), _("rack"), _("fabric"), _("status"), _("nodes"),
+                  title=_("Nodes"))
         for row in found:
             c.add_row(row["region"], row["rack"] or "", row["fabric"] or "", row["status"],
                       str(row["nodes"]))
@@ -87,17 +91,18 @@ def nodes(
                                                  fabric=fabric, rack=rack))
     if as_json:
         return print_json(page.items)
-    columns = (Column("name", keep=True), Column("status", keep=True), Column("instance"),
-               Column("stage"), Column("GPUs free", justify="right"), Column("SKU"),
-               Column("region"), Column("pool"), Column("fabric"), Column("id"),
-               Column("reason"))
+    columns = (Column(_("name"), keep=True), Column(_("status"), keep=True),
+               Column(_("instance")), Column(_("stage")),
+               Column(_("GPUs free"), justify="right"), Column("SKU"), Column(_("region")),
+               Column(_("pool")), Column(_("fabric")), Column("id"), Column(_("reason")))
     rows = [(n.name + (" (sim)" if n.simulated and not n.name.startswith("sim-") else ""),
              # a drained node still busy is not simply "active"
-             n.status + (" draining" if n.drain_requested else ""), n.instance_id or "",
+             n.status + (_(" draining") if n.drain_requested else ""), n.instance_id or "",
              n.stage or "", f"{n.free_gpus}/{n.gpu_count}", n.sku, n.region, n.pool,
              n.fabric or "", n.id, (n.status_reason or n.last_error or "")[:200])
             for n in page.items]
-    show_table(fitted(columns, rows, wide=wide, title=f"{page.total} nodes"), wide)
+    show_table(fitted(columns, rows, wide=wide, title=_("{count} nodes", count=page.total)),
+               wide)
 
 
 @app.command()
@@ -111,8 +116,9 @@ def workers(
         "/workers" + ("?stopped=true" if stopped else "")))
     if as_json:
         return print_json(found)
-    t = Table(title=f"{len(found)} workers")
-    for col in ("worker", "host", "pid", "state", "threads", "claims", "started", "last seen"):
+    t = Table(title=_("{count} workers", count=len(found)))
+    for col in (_("worker"), _("host"), "pid", _("state"), _("threads"), _("claims"),
+                _("started"), _("last seen")):
         t.add_column(col, overflow="fold")
     for w in found:
         t.add_row(w["owner"], w["host"], str(w["pid"]), w["state"], str(w["threads"]),
@@ -125,7 +131,8 @@ def _node_action(action: str, node_id: str, reason: str | None, url: str, token:
     node = api(lambda: connect(url, token).node_action(node_id, action, reason))
     if as_json:
         return print_json(node)
-    out.print(f"{node.name}: {node.status}" + (" (draining)" if node.drain_requested else "")
+    out.print(f"{node.name}: {node.status}" + (_(" (draining)") if node.drain_requested
+                                               else "")
               + (f" — {node.status_reason}" if node.status_reason else ""))
 
 
@@ -139,8 +146,8 @@ def node_history(
     page = api(lambda: connect(url, token).get_json(f"/nodes/{node_id}/history?limit={limit}"))
     if as_json:
         return print_json(page)
-    t = Table("at (UTC)", "kind", "from", "to", "by", "message",
-              title=f"{node_id}: {page['total']} events")
+    t = Table(_("at (UTC)"), _("kind"), _("from"), _("to"), _("by"), _("message"),
+              title=_("{node}: {count} events", node=node_id, count=page["total"]))
     for e in page["items"]:
         t.add_row(e["at"][:19], e["kind"], e["from_value"] or "", e["to_value"] or "",
                   e["actor"] or "", e["message"] or "")
@@ -175,7 +182,8 @@ def node_enroll(
     if csv_file is not None:
         raise typer.Exit(enroll_many(client, csv_file, parallel, as_json, out, err))
     if not (bmc and username and password_file):
-        err.print("[red]error[/red]: give --bmc, --username and --password-file, or --csv FILE")
+        err.print(_("[red]error[/red]: give --bmc, --username and --password-file, or "
+                    "--csv FILE"))
         raise typer.Exit(2)
     raise typer.Exit(enroll_one(client, bmc, username, password_file, offer, name, fabric,
                                 runtime, boot_address, rack, as_json, out, err))
@@ -235,14 +243,16 @@ def node_update(
         try:
             body["bmc_password"] = bmc_password_file.read_text().strip()
         except OSError as exc:
-            err.print(f"[red]error[/red]: cannot read {bmc_password_file}: {exc.strerror}")
+            err.print(_("[red]error[/red]: cannot read {path}: {error}",
+                        path=bmc_password_file, error=exc.strerror))
             raise typer.Exit(2) from None
         body["verify"] = not no_verify
     node = api(lambda: connect(url, token).patch_json(f"/nodes/{node_id}", body))
     if as_json:
         return print_json(node)
-    out.print(f"{node['name']}: rack {node['rack'] or '-'}, fabric {node['fabric'] or '-'}, "
-              f"BMC user {bmc_username or '(unchanged)'}")
+    out.print(_("{node}: rack {rack}, fabric {fabric}, BMC user {user}", node=node["name"],
+                rack=node["rack"] or "-", fabric=node["fabric"] or "-",
+                user=bmc_username or _("(unchanged)")))
 
 
 @node_app.command("delete")
@@ -256,7 +266,8 @@ def node_delete(
                                                   {"reason": reason} if reason else None))
     if as_json:
         return print_json(node)
-    out.print(f"node {node['id']} deleted — {node['status_reason']}")
+    out.print(_("node {node} deleted — {reason}", node=node["id"],
+                reason=node["status_reason"]))
 
 
 @node_app.command("fault")
@@ -270,7 +281,7 @@ def node_fault(
     """Operator, demo: inject GPU faults into a simulated server and its stand-in agent."""
     now = api(lambda: connect(url, token).put_json(f"/nodes/{node_id}/faults",
                                                    {"faults": faults or []}))
-    out.print(f"{node_id}: " + (", ".join(now) if now else "no faults"))
+    out.print(f"{node_id}: " + (", ".join(now) if now else _("no faults")))
 
 
 @node_app.command("repair")
@@ -283,7 +294,8 @@ def node_repair(
     """Operator: send a free node for repair."""
     r = api(lambda: connect(url, token).post_json(f"/nodes/{node_id}/repair",
                                                   {"reason": reason, "ticket": ticket}))
-    out.print(f"{r['node']}: in repair since {r['started_at'][:16]} — {r['reason']}")
+    out.print(_("{node}: in repair since {at} — {reason}", node=r["node"],
+                at=r["started_at"][:16], reason=r["reason"]))
 
 
 @node_app.command("repaired")
@@ -297,10 +309,10 @@ def node_repaired(
     to them)."""
     r = api(lambda: connect(url, token).post_json(f"/nodes/{node_id}/repaired",
                                                   {"parts": parts}))
-    then = (f"burn-in, then back to instance {r['instance_id']}" if r.get("instance_id")
-            else "erase and burn-in, then the pool")
-    out.print(f"{r['node']}: repaired in {r['hours']} h ({r['parts']}); {then}",
-              highlight=False)
+    then = (_("burn-in, then back to instance {instance}", instance=r["instance_id"])
+            if r.get("instance_id") else _("erase and burn-in, then the pool"))
+    out.print(_("{node}: repaired in {hours} h ({parts}); {then}", node=r["node"],
+                hours=r["hours"], parts=r["parts"], then=then), highlight=False)
 
 
 @app.command()
@@ -311,8 +323,9 @@ def repairs(open_only: Annotated[bool, typer.Option("--open", help="only running
         "/repairs" + ("?open=true" if open_only else "")))
     if as_json:
         return print_json(found)
-    t = Table(title=f"{len(found)} repairs")
-    for col in ("node", "offer", "ticket", "started", "hours", "parts", "reason"):
+    t = Table(title=_("{count} repairs", count=len(found)))
+    for col in (_("node"), _("offer"), _("ticket"), _("started"), _("hours"), _("parts"),
+                _("reason")):
         t.add_column(col, overflow="fold")
     for r in found:
         t.add_row(r["node"], r["offer"], r["ticket_id"] or "", r["started_at"][:16],

@@ -26,6 +26,7 @@ from gpulease.cli.common import (
 )
 from gpulease.cli.tables import Column, WideOpt, fitted
 from gpulease.cli.tables import show as show_table
+from gpulease.cli.words import _
 from gpulease.schemas import InstanceView, OrderRequest
 
 app = typer.Typer()
@@ -39,7 +40,8 @@ def _read_keys(files: list[Path]) -> list[str]:
         try:
             keys += [ln.strip() for ln in f.read_text().splitlines() if ln.strip()]
         except OSError as exc:
-            err.print(f"[red]error[/red]: cannot read SSH key file {f}: {exc.strerror}")
+            err.print(_("[red]error[/red]: cannot read SSH key file {path}: {error}",
+                        path=f, error=exc.strerror))
             raise typer.Exit(2) from None
     return keys
 
@@ -51,8 +53,9 @@ def _place_and_follow(url: str, token: str, req: OrderRequest, wait: bool, as_js
     if as_json and not wait:
         return print_json(inst)
     if not as_json:
-        out.print(f"ordered [bold]{inst.id}[/bold] ({inst.kind}, {inst.sku} in {inst.region}, "
-                  f"{inst.node_count} node(s), {inst.gpu_count} GPUs)")
+        out.print(_("ordered [bold]{instance}[/bold] ({kind}, {sku} in {region}, {nodes} "
+                    "node(s), {gpus} GPUs)", instance=inst.id, kind=inst.kind, sku=inst.sku,
+                    region=inst.region, nodes=inst.node_count, gpus=inst.gpu_count))
     inst = _follow(client, inst, quiet=as_json, timeout=timeout)
     creds = None
     if inst.status == "ready" and inst.credentials_available:
@@ -62,18 +65,21 @@ def _place_and_follow(url: str, token: str, req: OrderRequest, wait: bool, as_js
         data["credentials"] = creds.model_dump(mode="json") if creds else None
         print_json(data)
     elif inst.status == "ready":
-        out.print(f"[green]ready[/green] in {inst.delivery_seconds:.1f} s "
-                  f"(SLA {inst.delivery_sla_seconds:.0f} s)"
-                  + ("  [yellow]simulated hardware[/yellow]" if inst.simulated else ""))
+        out.print(_("[green]ready[/green] in {seconds:.1f} s (SLA {sla:.0f} s)",
+                    seconds=inst.delivery_seconds, sla=inst.delivery_sla_seconds)
+                  + (_("  [yellow]simulated hardware[/yellow]") if inst.simulated else ""))
         out.print(f"IP:       {inst.ip_address}")
         out.print(f"SSH:      {inst.ssh_command}")
         if len(inst.nodes) > 1:
             for n in inst.nodes:
-                out.print(f"  node {n.name}: {n.ip_address}  GPUs {len(n.gpus)}")
+                out.print(_("  node {node}: {ip}  GPUs {gpus}", node=n.name, ip=n.ip_address,
+                            gpus=len(n.gpus)))
         if creds:
-            out.print(f"password: {creds.root_password}   [dim]({creds.note})[/dim]")
+            out.print(_("password: {password}   [dim]({note})[/dim]",
+                        password=creds.root_password, note=creds.note))
     if inst.status != "ready":
-        err.print(f"[red]{inst.status}[/red]: {inst.status_reason or 'not ready in time'}")
+        err.print(f"[red]{inst.status}[/red]: "
+                  f"{inst.status_reason or _('not ready in time')}")
         raise typer.Exit(1)
 
 
@@ -95,7 +101,7 @@ def _follow(client: Client, inst: InstanceView, quiet: bool, timeout: float,
             status.update(f"{view.status}: {view.stage or ''}")
         seen = len(view.stages)
 
-    with out.status("waiting…", spinner="dots") as status:
+    with out.status(_("waiting…"), spinner="dots") as status:
         try:
             for inst in client.follow(instance_id, until, timeout):
                 show(inst, status)
@@ -201,15 +207,16 @@ def instances(
     page = api(lambda: connect(url, token).instances(status=status, limit=500))
     if as_json:
         return print_json(page.items)
-    columns = (Column("id", keep=True), Column("status", keep=True), Column("SKU"),
-               Column("stage"), Column("IP"), Column("GPUs", justify="right"),
-               Column("region"), Column("kind"), Column("nodes", justify="right"),
-               Column("delivery", justify="right"))
+    columns = (Column("id", keep=True), Column(_("status"), keep=True), Column("SKU"),
+               Column(_("stage")), Column("IP"), Column(_("GPUs"), justify="right"),
+               Column(_("region")), Column(_("kind")), Column(_("nodes"), justify="right"),
+               Column(_("delivery"), justify="right"))
     rows = [(i.id, i.status, i.sku or i.kind, i.stage or "", i.ip_address or "",
              str(i.gpu_count), i.region, i.kind.replace("_", " "), str(i.node_count),
              f"{i.delivery_seconds:.1f} s" if i.delivery_seconds is not None else "")
             for i in page.items]
-    show_table(fitted(columns, rows, wide=wide, title=f"{len(rows)} instances"), wide)
+    show_table(fitted(columns, rows, wide=wide, title=_("{count} instances",
+                                                         count=len(rows))), wide)
 
 
 @app.command()
@@ -225,7 +232,8 @@ def show(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
     if inst.ssh_command:
         out.print(f"SSH: {inst.ssh_command}")
     for n in inst.nodes:
-        out.print(f"  node {n.name}: {n.status} {n.stage or ''} GPUs {n.gpus} {n.ip_address or ''}")
+        out.print(_("  node {node}: {status} {stage} GPUs {gpus} {ip}", node=n.name,
+                    status=n.status, stage=n.stage or "", gpus=n.gpus, ip=n.ip_address or ""))
     for st in inst.stages:
         out.print(f"  {st.at:%Y-%m-%d %H:%M:%S}  {st.stage} {st.node or ''} {st.message or ''}")
 
@@ -256,10 +264,12 @@ def metrics(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
     if as_json:
         return print_json(data)
     for node in data["nodes"]:
-        label = " (SIMULATED)" if node["simulated"] else ""
-        out.print(f"[bold]{node['node']}[/bold]{label}  received {node['received_at'] or '-'}")
-        table = Table("GPU", "temp max °C", "power avg W", "util avg %", "SM MHz min-max",
-                      "thermal throttle s", "XIDs", "ECC DBE", "NVLink down")
+        label = _(" (SIMULATED)") if node["simulated"] else ""
+        out.print(_("[bold]{node}[/bold]{label}  received {at}", node=node["node"],
+                    label=label, at=node["received_at"] or "-"))
+        table = Table("GPU", _("temp max °C"), _("power avg W"), _("util avg %"),
+                      _("SM MHz min-max"), _("thermal throttle s"), "XIDs", "ECC DBE",
+                      _("NVLink down"))
         for g in node["gpus"]:
             table.add_row(str(g["index"]), str(g["temp_max_c"]), str(g["power_avg_w"]),
                           str(g["util_avg_pct"]),
@@ -271,7 +281,7 @@ def metrics(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
         for a in node["alerts"]:
             out.print(f"  [red]{a['severity']}[/red] {a['kind']}: {a['message']}")
         if not node["gpus"]:
-            out.print("  no telemetry yet: the node's agent pushes a summary every minute")
+            out.print(_("  no telemetry yet: the node's agent pushes a summary every minute"))
 
 
 @app.command()
@@ -282,7 +292,7 @@ def acceptance(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
     if as_json:
         return print_json(data)
     if not data:
-        out.print("no acceptance report yet")
+        out.print(_("no acceptance report yet"))
     for r in data:
         out.print(f"[bold]{r['node']}[/bold] {r['created_at']} ({r['trigger']})")
         print(r["report"]["summary"])
@@ -311,7 +321,7 @@ def verify(instance_id: str,
     for r in reports:
         print(r["report"]["summary"])
     if wait and len(reports) < len(runs):
-        err.print("[red]timed out[/red] waiting for the node agent's report")
+        err.print(_("[red]timed out[/red] waiting for the node agent's report"))
         raise typer.Exit(1)
     if any(not r["passed"] for r in reports):
         raise typer.Exit(1)
@@ -325,10 +335,11 @@ def certificates(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
         f"/instances/{instance_id}/erase-certificates"))
     if as_json:
         return print_json(data)
-    table = Table("certificate", "node", "device", "serial", "method", "NIST level", "verified")
+    table = Table(_("certificate"), _("node"), _("device"), _("serial"), _("method"),
+                  _("NIST level"), _("verified"))
     for c in data:
         table.add_row(c["id"], c["node"], c["device"], c["serial"] or "-", c["method"],
-                      c["nist_level"], "yes" if c["passed"] else "[red]NO[/red]")
+                      c["nist_level"], _("yes") if c["passed"] else _("[red]NO[/red]"))
     out.print(table)
 
 
@@ -341,6 +352,7 @@ def certificate(certificate_id: str,
     text = json.dumps(data["certificate"], indent=2)
     if output:
         output.write_text(text)
-        out.print(f"certificate {certificate_id} written to {output}")
+        out.print(_("certificate {certificate} written to {path}",
+                    certificate=certificate_id, path=output))
     else:
         print(text)

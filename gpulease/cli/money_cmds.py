@@ -24,6 +24,7 @@ from gpulease.cli.common import (
 )
 from gpulease.cli.tables import Column, WideOpt, fitted
 from gpulease.cli.tables import show as show_table
+from gpulease.cli.words import _
 from gpulease.domain.leases import local_text
 
 app = typer.Typer()
@@ -37,16 +38,16 @@ def wallet(tenant: Annotated[str | None, typer.Option(help="operator: which tena
     w = api(lambda: connect(url, token).get_json(f"/wallet{suffix}"))
     if as_json:
         return print_json(w)
-    out.print(f"balance ¥{Decimal(w['balance']):,.2f}  credit limit "
-              f"¥{Decimal(w['credit_limit']):,.2f}  held by undelivered orders "
-              f"¥{Decimal(w['held']):,.2f}  available ¥{Decimal(w['available']):,.2f}",
-              highlight=False)
+    out.print(_("balance ¥{balance:,.2f}  credit limit ¥{credit_limit:,.2f}  held by "
+                "undelivered orders ¥{held:,.2f}  available ¥{available:,.2f}",
+                balance=Decimal(w["balance"]), credit_limit=Decimal(w["credit_limit"]),
+                held=Decimal(w["held"]), available=Decimal(w["available"])), highlight=False)
     if w.get("suspended_reason"):
-        out.print(f"[red]suspended[/red]: {w['suspended_reason']}; new orders are refused "
-                  "until you top up")
+        out.print(_("[red]suspended[/red]: {reason}; new orders are refused until you top up",
+                    reason=w["suspended_reason"]))
     elif w.get("overdrawn_since"):
-        out.print(f"[yellow]overdrawn[/yellow] since {w['overdrawn_since'][:16]} UTC: top up "
-                  "before the grace ends")
+        out.print(_("[yellow]overdrawn[/yellow] since {since} UTC: top up before the grace "
+                    "ends", since=w["overdrawn_since"][:16]))
 
 
 @app.command()
@@ -60,10 +61,10 @@ def ledger(tenant: Annotated[str | None, typer.Option(help="operator: which tena
     if as_json:
         return print_json(page["items"])
     show_table(fitted(
-        (Column("at", keep=True), Column("kind", keep=True),
-         Column("amount ¥", keep=True, justify="right"),
-         Column("balance ¥", keep=True, justify="right"), Column("instance"),
-         Column("reference")),
+        (Column(_("at"), keep=True), Column(_("kind"), keep=True),
+         Column(_("amount ¥"), keep=True, justify="right"),
+         Column(_("balance ¥"), keep=True, justify="right"), Column(_("instance")),
+         Column(_("reference"))),
         [(e["at"][:16].replace("T", " "), e["kind"], f"{Decimal(e['amount']):,.2f}",
           f"{Decimal(e['balance_after']):,.2f}", e["instance_id"] or "",
           e["reference"] or "") for e in page["items"]], wide=wide), wide)
@@ -75,16 +76,19 @@ def _show_lease(data: dict[str, Any]) -> None:
     def at(value: str) -> str:
         return local_text(datetime.fromisoformat(value), zone)
 
-    grace = f", grace until {at(data['grace_until'])}" if data["grace_until"] else ""
-    out.print(f"{data['instance_id']}: {data['status']}, {data['periods']} period(s), base "
-              f"term {data['term']} at ¥{Decimal(data['unit_price']):,.2f}, from "
-              f"{at(data['starts_at'])} to {at(data['ends_at'])}{grace}; auto-renew "
-              f"{'on' if data['auto_renew'] else 'off'}", highlight=False)
+    grace = (_(", grace until {until}", until=at(data["grace_until"]))
+             if data["grace_until"] else "")
+    out.print(_("{instance}: {status}, {periods} period(s), base term {term} at "
+                "¥{price:,.2f}, from {starts} to {ends}{grace}; auto-renew {auto_renew}",
+                instance=data["instance_id"], status=data["status"], periods=data["periods"],
+                term=_(data["term"]), price=Decimal(data["unit_price"]),
+                starts=at(data["starts_at"]), ends=at(data["ends_at"]), grace=grace,
+                auto_renew=_("on") if data["auto_renew"] else _("off")), highlight=False)
     if len(data.get("schedule") or []) > 1:
-        table = Table("#", "term", "from", "to", "price ¥", "")
+        table = Table("#", _("term"), _("from"), _("to"), _("price ¥"), "")
         for p in data["schedule"]:
-            table.add_row(str(p["seq"]), p["term"], at(p["starts_at"]), at(p["ends_at"]),
-                          f"{Decimal(p['price']):,.2f}", "refunded" if p["refunded"] else "")
+            table.add_row(str(p["seq"]), _(p["term"]), at(p["starts_at"]), at(p["ends_at"]),
+                          f"{Decimal(p['price']):,.2f}", _("refunded") if p["refunded"] else "")
         out.print(table)
 
 
@@ -116,9 +120,11 @@ def addons(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
     rows = api(lambda: connect(url, token).get_json(f"/instances/{instance_id}/addons"))
     if as_json:
         return print_json(rows)
-    table = Table("add-on", "quantity", "unit", "unit price ¥", "since", "until")
+    table = Table(_("add-on"), _("quantity"), _("unit"), _("unit price ¥"), _("since"),
+                  _("until"))
     for r in rows:
-        table.add_row(r["name"], r["quantity"], r["unit"], r["unit_price"], r["since"][:16],
+        table.add_row(_(r["name"]), r["quantity"], _(r["unit"]), r["unit_price"],
+                      r["since"][:16],
                       (r["until"] or "")[:16])
     out.print(table)
 
@@ -140,7 +146,7 @@ def auto_renew(instance_id: str, state: Annotated[str, typer.Argument(help="on o
                url: UrlOpt = "", token: TokenOpt = "") -> None:
     """Renew automatically at expiry when the balance allows (else remind, then grace)."""
     if state not in ("on", "off"):
-        err.print("[red]error[/red]: say on or off")
+        err.print(_("[red]error[/red]: say on or off"))
         raise typer.Exit(2)
     data = api(lambda: connect(url, token).put_json(
         f"/instances/{instance_id}/auto-renew", {"auto_renew": state == "on"}))
@@ -154,11 +160,11 @@ def webhook(url: Annotated[str, typer.Argument(help="https URL, or 'remove'")],
     client = connect(api_url, token)
     if url == "remove":
         api(lambda: client._call_empty("DELETE", "/api/v1/webhook"))
-        out.print("webhook removed")
+        out.print(_("webhook removed"))
         return
     data = api(lambda: client.put_json("/webhook", {"url": url}))
-    out.print(f"webhook {data['url']}\nsigning secret (shown once): {data['secret']}",
-              highlight=False)
+    out.print(_("webhook {url}\nsigning secret (shown once): {secret}", url=data["url"],
+                secret=data["secret"]), highlight=False)
 
 
 @app.command("top-up")
@@ -168,7 +174,8 @@ def top_up(tenant_id: str, amount: str,
     """Operator: record money a tenant paid in."""
     w = api(lambda: connect(url, token).post_json(
         f"/tenants/{tenant_id}/top-ups", {"amount": amount, "reference": reference}))
-    out.print(f"{tenant_id}: balance ¥{Decimal(w['balance']):,.2f}", highlight=False)
+    out.print(_("{tenant}: balance ¥{balance:,.2f}", tenant=tenant_id,
+                balance=Decimal(w["balance"])), highlight=False)
 
 
 @app.command()
@@ -178,8 +185,9 @@ def payout(tenant_id: str, amount: str,
     """Operator: record wallet balance paid back to the tenant's original payment."""
     w = api(lambda: connect(url, token).post_json(
         f"/tenants/{tenant_id}/payouts", {"amount": amount, "reference": reference}))
-    out.print(f"{tenant_id}: ¥{Decimal(amount):,.2f} paid out; balance "
-              f"¥{Decimal(w['balance']):,.2f}", highlight=False)
+    out.print(_("{tenant}: ¥{amount:,.2f} paid out; balance ¥{balance:,.2f}",
+                tenant=tenant_id, amount=Decimal(amount), balance=Decimal(w["balance"])),
+              highlight=False)
 
 
 @app.command("billing-profile")
@@ -208,10 +216,10 @@ def billing_profile(
             "email": email}))
     if as_json:
         return print_json(b)
-    lines = [f"{b['title']} · {b['tax_id'] or 'no taxpayer id'} · "
+    lines = [f"{b['title']} · {b['tax_id'] or _('no taxpayer id')} · "
              f"{'专票 special' if b['invoice_type'] == 'special' else '普票 normal'}",
              f"{b['address']} {b['phone']}".strip(), f"{b['bank']} {b['bank_account']}".strip(),
-             f"fapiao to {b['email']}" if b["email"] else ""]
+             _("fapiao to {email}", email=b["email"]) if b["email"] else ""]
     out.print("\n".join(line for line in lines if line), highlight=False)
 
 
@@ -226,7 +234,7 @@ def invoices_export(period: Annotated[str, typer.Argument(help="YYYY-MM")],
     if csv is not None:
         csv.write_bytes(api(lambda: client.get_bytes(
             f"/invoices/export?period={period}&format=csv")))
-        out.print(f"wrote {csv}", highlight=False)
+        out.print(_("wrote {path}", path=csv), highlight=False)
         return None
     return print_json(api(lambda: client.get_json(f"/invoices/export?period={period}")))
 
@@ -239,10 +247,10 @@ def revenue(start: Annotated[str, typer.Argument(help="first month, YYYY-MM")],
     r = api(lambda: connect(url, token).get_json(f"/revenue?start={start}&end={end}"))
     if as_json:
         return print_json(r)
-    table = Table("month", "earned net ¥")
+    table = Table(_("month"), _("earned net ¥"))
     for m in r["months"]:
         table.add_row(m["period"], f"{Decimal(m['net']):,.2f}")
-    table.add_row("total", f"{Decimal(r['total']):,.2f}")
+    table.add_row(_("total"), f"{Decimal(r['total']):,.2f}")
     out.print(table)
 
 
@@ -252,8 +260,8 @@ def dunning_cmd(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False
     rows = api(lambda: connect(url, token).get_json("/dunning"))
     if as_json:
         return print_json(rows)
-    table = Table("tenant", "balance ¥", "owed on invoices ¥", "unpaid", "oldest (days)",
-                  "overdrawn since", "suspended", "running")
+    table = Table(_("tenant"), _("balance ¥"), _("owed on invoices ¥"), _("unpaid"),
+                  _("oldest (days)"), _("overdrawn since"), _("suspended"), _("running"))
     for r in rows:
         table.add_row(f"{r['tenant_name']} ({r['tenant_id']})", f"{Decimal(r['balance']):,.2f}",
                       f"{Decimal(r['owed_on_invoices']):,.2f}",
@@ -268,7 +276,8 @@ def credit_limit(tenant_id: str, amount: str, url: UrlOpt = "", token: TokenOpt 
     """Operator: let a tenant's orders hold up to this much beyond its balance."""
     w = api(lambda: connect(url, token).put_json(
         f"/tenants/{tenant_id}/credit-limit", {"credit_limit": amount}))
-    out.print(f"{tenant_id}: credit limit ¥{Decimal(w['credit_limit']):,.2f}", highlight=False)
+    out.print(_("{tenant}: credit limit ¥{limit:,.2f}", tenant=tenant_id,
+                limit=Decimal(w["credit_limit"])), highlight=False)
 
 
 @app.command()
@@ -284,12 +293,12 @@ def invoices(tenant: Annotated[str | None, typer.Option(help="operator: which te
     if as_json:
         return print_json(page["items"])
     show_table(fitted(
-        (Column("number", keep=True), Column("period", keep=True),
-         Column("total ¥", keep=True, justify="right"), Column("status", keep=True),
-         Column("id"), Column("kind"), Column("credited ¥", justify="right"),
-         Column("net ¥", justify="right"), Column("VAT ¥", justify="right"),
-         Column("tenant")),
-        [(i["number"] or "(draft)", i["period"], f"{Decimal(i['total']):,.2f}", i["status"],
+        (Column(_("number"), keep=True), Column(_("period"), keep=True),
+         Column(_("total ¥"), keep=True, justify="right"), Column(_("status"), keep=True),
+         Column("id"), Column(_("kind")), Column(_("credited ¥"), justify="right"),
+         Column(_("net ¥"), justify="right"), Column(_("VAT ¥"), justify="right"),
+         Column(_("tenant"))),
+        [(i["number"] or _("(draft)"), i["period"], f"{Decimal(i['total']):,.2f}", i["status"],
           i["id"], i["kind"], f"{Decimal(i['credited']):,.2f}", f"{Decimal(i['net']):,.2f}",
           f"{Decimal(i['vat']):,.2f}", i["tenant_name"]) for i in page["items"]],
         wide=wide), wide)
@@ -306,29 +315,32 @@ def invoice(invoice_id: Annotated[str, typer.Argument(help="id or number (GL2026
         if path is not None:
             path.write_bytes(api(lambda f=fmt: client.get_bytes(  # type: ignore[misc]
                 f"/invoices/{invoice_id}?format={f}")))
-            out.print(f"wrote {path}", highlight=False)
+            out.print(_("wrote {path}", path=path), highlight=False)
     if pdf is not None or csv is not None:
         return None
     inv = api(lambda: client.get_json(f"/invoices/{invoice_id}"))
     if as_json:
         return print_json(inv)
-    kind = "Credit note" if inv["kind"] == "credit_note" else "Invoice"
-    paid = {"paid": " · paid", "unpaid": f" · unpaid, ¥{Decimal(inv['amount_due'] or 0):,.2f} "
-            "due"}.get(inv.get("payment_status") or "", "")
-    out.print(f"{kind} {inv['number'] or '(draft)'} · {inv['tenant_name']} · {inv['period']} · "
-              f"{inv['status']}{paid}" + (f" · corrects {inv['corrects']}: {inv['reason']}"
-                                          if inv["corrects"] else ""), highlight=False)
+    kind = _("Credit note") if inv["kind"] == "credit_note" else _("Invoice")
+    paid = {"paid": _(" · paid"), "unpaid": _(" · unpaid, ¥{due:,.2f} due", due=Decimal(
+        inv["amount_due"] or 0))}.get(inv.get("payment_status") or "", "")
+    out.print(f"{kind} {inv['number'] or _('(draft)')} · {inv['tenant_name']} · "
+              f"{inv['period']} · {inv['status']}{paid}"
+              + (_(" · corrects {invoice}: {reason}", invoice=inv["corrects"],
+                   reason=inv["reason"]) if inv["corrects"] else ""), highlight=False)
     if inv.get("buyer"):
         b = inv["buyer"]
-        out.print(f"buyer: {b['title']}" + (f" ({b['tax_id']})" if b["tax_id"] else ""),
-                  highlight=False)
-    table = Table("#", "description", "qty", "unit price ¥", "net ¥", "VAT ¥", "amount ¥")
+        out.print(_("buyer: {title}", title=b["title"])
+                  + (f" ({b['tax_id']})" if b["tax_id"] else ""), highlight=False)
+    table = Table("#", _("description"), _("qty"), _("unit price ¥"), _("net ¥"), _("VAT ¥"),
+                  _("amount ¥"))
     for ln in inv["lines"]:
         qty = f"{ln['quantity']} {ln['unit'] or ''}" if ln["quantity"] is not None else ""
         table.add_row(str(ln["seq"]), ln["description"], qty, ln["unit_price"] or "",
                       f"{Decimal(ln['net']):,.2f}", f"{Decimal(ln['vat']):,.2f}",
                       f"{Decimal(ln['gross']):,.2f}")
-    table.add_row("", f"total (VAT {(Decimal(inv['vat_rate']) * 100).normalize():f}%)", "", "",
+    table.add_row("", _("total (VAT {rate:f}%)", rate=(Decimal(inv["vat_rate"]) * 100)
+                        .normalize()), "", "",
                   f"{Decimal(inv['net']):,.2f}", f"{Decimal(inv['vat']):,.2f}",
                   f"{Decimal(inv['total']):,.2f}")
     out.print(table)
@@ -343,8 +355,9 @@ def invoice_run(period: Annotated[str, typer.Argument(help="YYYY-MM")],
         "/invoices/run", {"period": period, "finalize": finalize}))
     if as_json:
         return print_json(r)
-    out.print(f"{r['period']}: {r['drafted']} drafted, {r['finalized']} finalized in "
-              f"{r['seconds']} s", highlight=False)
+    out.print(_("{period}: {drafted} drafted, {finalized} finalized in {seconds} s",
+                period=r["period"], drafted=r["drafted"], finalized=r["finalized"],
+                seconds=r["seconds"]), highlight=False)
 
 
 @app.command("credit-note")
@@ -357,8 +370,8 @@ def credit_note_cmd(invoice_id: str,
     body: dict[str, str] = {"reason": reason, **({"amount": amount} if amount else {})}
     n = api(lambda: connect(url, token).post_json(f"/invoices/{invoice_id}/credit-notes",
                                                    body))
-    out.print(f"{n['number']}: ¥{-Decimal(n['total']):,.2f} credited against "
-              f"{n['corrects']}", highlight=False)
+    out.print(_("{number}: ¥{amount:,.2f} credited against {invoice}", number=n["number"],
+                amount=-Decimal(n["total"]), invoice=n["corrects"]), highlight=False)
 
 
 @app.command()
@@ -376,11 +389,11 @@ def usage(instance: Annotated[str | None, typer.Option(help="one instance")] = N
     if as_json:
         return print_json(page["items"])
     show_table(fitted(
-        (Column("id", keep=True, justify="right"), Column("kind", keep=True),
-         Column("amount ¥", keep=True, justify="right"), Column("quantity", justify="right"),
-         Column("instance"), Column("from"), Column("status"),
-         Column("unit price ¥", justify="right"), Column("to"), Column("recorded"),
-         Column("key")),
+        (Column("id", keep=True, justify="right"), Column(_("kind"), keep=True),
+         Column(_("amount ¥"), keep=True, justify="right"),
+         Column(_("quantity"), justify="right"), Column(_("instance")), Column(_("from")),
+         Column(_("status")), Column(_("unit price ¥"), justify="right"), Column(_("to")),
+         Column(_("recorded")), Column(_("key"))),
         [(str(u["id"]), u["kind"], f"{Decimal(u['amount']):,.2f}",
           f"{u['quantity']} {u['unit']}", u["instance_id"] or "",
           u["started_at"][:16].replace("T", " "),
@@ -398,5 +411,5 @@ def usage_decide(record_id: int, decision: Annotated[str, typer.Argument(
     if decision not in ("charge", "reject"):
         raise typer.BadParameter("charge or reject", param_hint="DECISION")
     u = api(lambda: connect(url, token).post_json(f"/usage/{record_id}/{decision}"))
-    out.print(f"usage {u['id']} ({u['key']}): {u['status']}, ¥{Decimal(u['amount']):,.2f}",
-              highlight=False)
+    out.print(_("usage {id} ({key}): {status}, ¥{amount:,.2f}", id=u["id"], key=u["key"],
+                status=u["status"], amount=Decimal(u["amount"])), highlight=False)

@@ -13,6 +13,7 @@ from gpulease.cli.common import (
     err,
     out,
 )
+from gpulease.cli.words import _
 
 app = typer.Typer()
 
@@ -70,7 +71,7 @@ def up(
     from gpulease.server import up as run_up
 
     if bmc not in ("simulated", "redfish"):
-        err.print("[red]error[/red]: --bmc takes 'simulated' or 'redfish'")
+        err.print(_("[red]error[/red]: --bmc takes 'simulated' or 'redfish'"))
         raise typer.Exit(2)
     settings = _settings(data_dir=data_dir, port=port, host=host, demo_delay_s=demo_delay,
                          demo_nodes_per_offer=nodes_per_offer, database_url=database_url)
@@ -147,18 +148,20 @@ def migrate(
         finally:
             platform.db.dispose()
         if current:
-            out.print(f"database: {at or 'none'}   this release: {head}", highlight=False)
+            out.print(_("database: {at}   this release: {head}", at=at or _("none"),
+                        head=head), highlight=False)
         if check:
             if at == head:
-                out.print(f"the database is current ({head})", highlight=False)
+                out.print(_("the database is current ({head})", head=head), highlight=False)
                 return
-            out.print(f"migrations pending: the database is at {at or 'none'}, this "
-                      f"release at {head}; run `gpulease migrate`", highlight=False)
+            out.print(_("migrations pending: the database is at {at}, this release at "
+                        "{head}; run `gpulease migrate`", at=at or _("none"), head=head),
+                      highlight=False)
             raise typer.Exit(1)
         return
     settings.migrate_at_start = True
     _running(lambda: prepare(settings).db.dispose())
-    out.print("database is at the latest migration")
+    out.print(_("database is at the latest migration"))
 
 
 @app.command("operator-create")
@@ -180,15 +183,16 @@ def operator_create(
     def create() -> None:
         platform = prepare(settings)
         try:
-            _, token = accounts.create_operator(platform, email, name or email.split("@")[0],
-                                                expires_in_days)
+            _user, token = accounts.create_operator(platform, email,
+                                                    name or email.split("@")[0],
+                                                    expires_in_days)
         except DomainError as exc:
             err.print(f"[red]error[/red]: {exc.detail}", highlight=False)
             raise typer.Exit(1) from None
         finally:
             platform.db.dispose()
-        out.print(f"operator {email}: token (shown once, valid until "
-                  f"{token.expires_at:%Y-%m-%d}):", highlight=False)
+        out.print(_("operator {email}: token (shown once, valid until {until:%Y-%m-%d}):",
+                    email=email, until=token.expires_at), highlight=False)
         print(token.secret())
 
     _running(create)
@@ -229,11 +233,12 @@ def key_rotate(
         key_file = settings.data_dir / "secret.key"
         if not settings.secret_key and key_file.exists():
             key_file.write_text(fresh)  # the embedded default keeps its key in the data dir
-            out.print(f"re-sealed {counts}; the new key is in {key_file}", highlight=False)
+            out.print(_("re-sealed {counts}; the new key is in {path}", counts=counts,
+                        path=key_file), highlight=False)
             return
-        out.print(f"re-sealed {counts}. Give every process the new key before starting "
-                  "it (GPULEASE_SECRET_KEY), and back it up with the database:",
-                  highlight=False)
+        out.print(_("re-sealed {counts}. Give every process the new key before starting it "
+                    "(GPULEASE_SECRET_KEY), and back it up with the database:",
+                    counts=counts), highlight=False)
         if not new_key:
             print(fresh)
 
@@ -260,9 +265,11 @@ def check_catalog_file(path: Path | None) -> None:
     except CatalogError as exc:
         err.print(f"[red]error[/red]: {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
-    out.print(f"{catalog.source}: OK: {len(catalog.gpus)} GPUs, {len(catalog.skus)} SKUs, "
-              f"{len(catalog.offers)} offers, {len(catalog.container_offers)} container "
-              f"offers, {len(catalog.images)} images", highlight=False)
+    out.print(_("{source}: OK: {gpus} GPUs, {skus} SKUs, {offers} offers, {containers} "
+                "container offers, {images} images", source=catalog.source,
+                gpus=len(catalog.gpus), skus=len(catalog.skus), offers=len(catalog.offers),
+                containers=len(catalog.container_offers), images=len(catalog.images)),
+              highlight=False)
 
 
 @app.command("config")
@@ -305,5 +312,6 @@ def states(
     try:
         print(diagram(machine))
     except KeyError:
-        err.print(f"[red]error[/red]: no lifecycle {machine!r}; known: {', '.join(names())}")
+        err.print(_("[red]error[/red]: no lifecycle {machine!r}; known: {known}",
+                    machine=machine, known=", ".join(names())))
         raise typer.Exit(2) from None

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from gpulease.cli.catalog_cmds import image_app
 from gpulease.cli.common import JsonOpt, TokenOpt, UrlOpt, api, connect, out, print_json
+from gpulease.cli.words import _
 
 app = typer.Typer()  # the commands live in `gpulease image`
 
@@ -18,7 +19,8 @@ app = typer.Typer()  # the commands live in `gpulease image`
 def _line(i: dict[str, Any]) -> str:
     size = f", {i['size_bytes'] / 1e6:,.0f} MB" if i["size_bytes"] else ""
     why = f" — {i['status_reason']}" if i["status_reason"] else ""
-    return f"{i['order_as']} ({i['id']}) from {i['source_instance_id']}: {i['status']}{size}{why}"
+    return _("{name} ({image}) from {instance}: {status}", name=i["order_as"], image=i["id"],
+             instance=i["source_instance_id"], status=i["status"]) + size + why
 
 
 @image_app.command("save")
@@ -48,10 +50,10 @@ def saved(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> N
     items = api(lambda: connect(url, token).get_json("/saved-images"))
     if as_json:
         return print_json(items)
-    t = Table(title=f"{len(items)} saved images")
-    for col in ("order as", "id", "status", "from"):
+    t = Table(title=_("{count} saved images", count=len(items)))
+    for col in (_("order as"), "id", _("status"), _("from")):
         t.add_column(col, no_wrap=True)
-    for col in ("MB", "saved", "reason"):
+    for col in ("MB", _("saved"), _("reason")):
         t.add_column(col, overflow="fold")
     for i in items:
         t.add_row(i["order_as"], i["id"], i["status"], i["source_instance_id"],
@@ -64,4 +66,4 @@ def saved(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> N
 def delete(image_id: str, url: UrlOpt = "", token: TokenOpt = "") -> None:
     """Delete a saved image (containers started from it go on)."""
     api(lambda: connect(url, token).delete(f"/saved-images/{image_id}"))
-    out.print(f"deleted {image_id}")
+    out.print(_("deleted {image}", image=image_id))

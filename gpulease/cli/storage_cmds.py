@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from gpulease.cli.common import JsonOpt, TokenOpt, UrlOpt, api, connect, out, print_json
+from gpulease.cli.words import _
 
 app = typer.Typer()
 storage_app = typer.Typer(invoke_without_command=True)
@@ -33,19 +34,22 @@ def storage(ctx: typer.Context, url: UrlOpt = "", token: TokenOpt = "",
     if as_json:
         return print_json(v)
     used, quota = int(v["used_bytes"]), int(v["quota_bytes"])
-    out.print(f"endpoint {v['endpoint']} (region {v['region']}), bucket [bold]{v['bucket']}"
-              f"[/bold]\n{used / 1e9:,.2f} GB stored of a {quota / 1e9:,.0f} GB quota "
-              f"({100 * used / quota:.0f} %)", highlight=False)
+    out.print(_("endpoint {endpoint} (region {region}), bucket [bold]{bucket}[/bold]\n"
+                "{used:,.2f} GB stored of a {quota:,.0f} GB quota ({percent:.0f} %)",
+                endpoint=v["endpoint"], region=v["region"], bucket=v["bucket"],
+                used=used / 1e9, quota=quota / 1e9, percent=100 * used / quota),
+              highlight=False)
     if v.get("writes_blocked"):
-        out.print("[bold red]past the quota: uploads with your keys are refused[/bold red] "
-                  "(reads and deletes go on); delete objects or ask your provider for more",
+        out.print(_("[bold red]past the quota: uploads with your keys are refused[/bold red] "
+                    "(reads and deletes go on); delete objects or ask your provider for more"),
                   highlight=False)
     if v["price_per_gb_month"] is not None:
-        out.print(f"the first {int(v['free_bytes']) / 1e9:,.0f} GB free, then "
-                  f"¥{v['price_per_gb_month']} per GB-month, measured daily", highlight=False)
-    t = Table(title=f"{len(v['keys'])} keys")
-    t.add_column("access key id", no_wrap=True, min_width=20)
-    for col in ("made", "by", "revoked"):
+        out.print(_("the first {free:,.0f} GB free, then ¥{price} per GB-month, measured "
+                    "daily", free=int(v["free_bytes"]) / 1e9, price=v["price_per_gb_month"]),
+                  highlight=False)
+    t = Table(title=_("{count} keys", count=len(v["keys"])))
+    t.add_column(_("access key id"), no_wrap=True, min_width=20)
+    for col in (_("made"), _("by"), _("revoked")):
         t.add_column(col)
     for k in v["keys"]:
         t.add_row(k["access_key_id"], k["created_at"][:16], k["created_by"],
@@ -59,10 +63,10 @@ def key(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> Non
     k = api(lambda: connect(url, token).post_json("/storage/keys"))
     if as_json:
         return print_json(k)
-    out.print(f"endpoint {k['endpoint']}, bucket {k['bucket']}\n"
-              f"AWS_ACCESS_KEY_ID={k['access_key_id']}\n"
+    out.print(_("endpoint {endpoint}, bucket {bucket}", endpoint=k["endpoint"],
+                bucket=k["bucket"]) + f"\nAWS_ACCESS_KEY_ID={k['access_key_id']}\n"
               f"AWS_SECRET_ACCESS_KEY={k['secret_access_key']}\n"
-              "(the secret is not kept: store it now)", highlight=False)
+              + _("(the secret is not kept: store it now)"), highlight=False)
 
 
 @storage_app.command("revoke")
@@ -70,7 +74,7 @@ def revoke(access_key_id: Annotated[str, typer.Argument()], url: UrlOpt = "",
            token: TokenOpt = "") -> None:
     """Tenant admin: end an access key."""
     api(lambda: connect(url, token).delete(f"/storage/keys/{access_key_id}"))
-    out.print(f"{access_key_id} revoked")
+    out.print(_("{token} revoked", token=access_key_id))
 
 
 @storage_app.command("quota")
@@ -81,7 +85,8 @@ def quota(tenant_id: Annotated[str, typer.Argument()],
     value = None if gb == "default" else _gb(gb)
     q = api(lambda: connect(url, token).put_json(f"/storage/quotas/{tenant_id}",
                                                  {"quota_gb": value}))
-    out.print(f"{tenant_id}: quota {q['quota_gb']:,.0f} GB", highlight=False)
+    out.print(_("{tenant}: quota {gb:,.0f} GB", tenant=tenant_id, gb=q["quota_gb"]),
+              highlight=False)
 
 
 def _gb(text: str) -> float:

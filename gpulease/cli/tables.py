@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from typing import Annotated
 
 import typer
+from rich.cells import cell_len
 from rich.table import Table
 
 from gpulease.cli.common import out
+from gpulease.cli.words import _
 
 WideOpt = Annotated[bool, typer.Option("--wide", help="every column, however wide")]
 
@@ -33,7 +35,9 @@ def fitted(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, wide: bo
            title: str | None = None, width: int | None = None) -> Table:
     """A table of the kept columns and as many of the others, in order, as fit `width`."""
     width = width or terminal_width()
-    need = [max([len(c.name), *(len(r[i]) for r in rows)]) for i, c in enumerate(columns)]
+    # cells, not characters: a Chinese heading or name takes two columns a character
+    need = [max([cell_len(c.name), *(cell_len(r[i]) for r in rows)])
+            for i, c in enumerate(columns)]
     shown = set(range(len(columns))) if wide else {i for i, c in enumerate(columns) if c.keep}
     used = 1 + sum(need[i] + 3 for i in shown)
     for i in range(len(columns)):
@@ -41,7 +45,8 @@ def fitted(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, wide: bo
             shown.add(i)
             used += need[i] + 3
     left_out = [c.name for i, c in enumerate(columns) if i not in shown]
-    caption = f"{', '.join(left_out)} left out: --wide shows them" if left_out else None
+    caption = (_("{columns} left out: --wide shows them", columns=", ".join(left_out))
+               if left_out else None)
     t = Table(title=title, caption=caption, width=used if wide else None)
     for i, c in enumerate(columns):
         if i in shown:

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from gpulease.cli.common import JsonOpt, TokenOpt, UrlOpt, api, connect, out, print_json
+from gpulease.cli.words import _
 
 app = typer.Typer()
 ticket_app = typer.Typer(help="One ticket: show, open, comment, ack, swap, repair, window, "
@@ -19,8 +20,8 @@ NoteOpt = Annotated[str | None, typer.Option(help="what was done or found (the t
 
 
 def _clocks(t: dict[str, Any]) -> str:
-    flags = [f"[red]{c} breached[/red]" for c in t["breached"]]
-    flags += [f"[yellow]{c} at risk[/yellow]" for c in t["at_risk"]]
+    flags = [_("[red]{clock} breached[/red]", clock=_(c)) for c in t["breached"]]
+    flags += [_("[yellow]{clock} at risk[/yellow]", clock=_(c)) for c in t["at_risk"]]
     return ", ".join(flags)
 
 
@@ -38,10 +39,11 @@ def tickets(
     page = api(lambda: connect(url, token).get_json(query))
     if as_json:
         return print_json(page)
-    t = Table(title=f"{page['total']} tickets")
-    for col in ("id", "sev", "status", "opened (UTC)", "instance"):  # ids are typed: whole
-        t.add_column(col, no_wrap=True, min_width=15 if col in ("id", "instance") else None)
-    for col in ("node/GPU", "summary", "SLA"):
+    t = Table(title=_("{count} tickets", count=page["total"]))
+    for col, typed in (("id", True), (_("sev"), False), (_("status"), False),
+                       (_("opened (UTC)"), False), (_("instance"), True)):
+        t.add_column(col, no_wrap=True, min_width=15 if typed else None)  # ids: whole
+    for col in (_("node/GPU"), _("summary"), "SLA"):
         t.add_column(col, overflow="fold")
     for k in page["items"]:
         where = (k["node"] or "") + (f" GPU {k['gpu']}" if k["gpu"] is not None else "")
@@ -52,25 +54,27 @@ def tickets(
 
 def _show(k: dict[str, Any]) -> None:
     out.print(f"[bold]{k['id']}[/bold] {k['severity']} {k['status']}: {k['summary']}")
-    where = [f"instance {k['instance_id']}" if k["instance_id"] else "",
-             f"node {k['node']}" if k["node"] else "",
+    where = [_("instance {instance}", instance=k["instance_id"]) if k["instance_id"] else "",
+             _("node {node}", node=k["node"]) if k["node"] else "",
              f"GPU {k['gpu']}" if k["gpu"] is not None else ""]
-    out.print(", ".join(w for w in where if w) or "(no instance)")
+    out.print(", ".join(w for w in where if w) or _("(no instance)"))
     for clock in ("response", "mitigation", "resolution"):
         if k[f"{clock}_due"]:
-            out.print(f"  {clock} due {k[f'{clock}_due'][:16].replace('T', ' ')} UTC")
+            out.print(_("  {clock} due {at} UTC", clock=_(clock),
+                        at=k[f"{clock}_due"][:16].replace("T", " ")))
     flags = _clocks(k)
     if flags:
         out.print("  " + flags)
     if w := k.get("repair_window"):
-        state = ("begun " + w["begun_at"][:16] if w["begun_at"] else "accepted"
-                 if w["accepted_at"] else "waiting for the tenant's answer")
-        out.print(f"  repair window {w['start'][:16].replace('T', ' ')} to "
-                  f"{w['end'][:16].replace('T', ' ')} UTC: {state}")
-    t = Table("at (UTC)", "what", "by", "", title="timeline")
+        state = (_("begun {at}", at=w["begun_at"][:16]) if w["begun_at"] else _("accepted")
+                 if w["accepted_at"] else _("waiting for the tenant's answer"))
+        out.print(_("  repair window {start} to {end} UTC: {state}",
+                    start=w["start"][:16].replace("T", " "),
+                    end=w["end"][:16].replace("T", " "), state=state))
+    t = Table(_("at (UTC)"), _("what"), _("by"), "", title=_("timeline"))
     for e in k["timeline"]:
-        t.add_row(e["at"][:19].replace("T", " "), e["kind"] + (" (internal)" if e["internal"]
-                                                               else ""),
+        t.add_row(e["at"][:19].replace("T", " "), e["kind"] + (_(" (internal)")
+                                                               if e["internal"] else ""),
                   e["actor"], e["text"])
     out.print(t)
 
@@ -198,13 +202,13 @@ def sla_claims(
         "/sla-claims?limit=200" + (f"&status={status}" if status else "")))
     if as_json:
         return print_json(page)
-    t = Table(title=f"{page['total']} SLA claims")
+    t = Table(title=_("{count} SLA claims", count=page["total"]))
     t.add_column("id", no_wrap=True, min_width=16)
-    for col in ("instance", "kind", "¥", "decision", "evidence", "text"):
+    for col in (_("instance"), _("kind"), "¥", _("decision"), _("evidence"), _("text")):
         t.add_column(col, overflow="fold")
     for c in page["items"]:
         t.add_row(c["id"], c["instance_id"], c["kind"], str(c["credited"] or c["amount"]),
-                  c["decision"] or "open", c["evidence"], c["text"])
+                  c["decision"] or _("open"), c["evidence"], c["text"])
     out.print(t)
 
 
@@ -216,5 +220,5 @@ def sla_decide(claim_id: str,
     """Operator: confirm a claim (credited once, capped per lease period) or reject it."""
     c = api(lambda: connect(url, token).post_json(
         f"/sla-claims/{claim_id}/{'confirm' if confirm else 'reject'}", {"note": note}))
-    out.print(f"{c['id']}: {c['decision']}" + (f", ¥{c['credited']} credited"
+    out.print(f"{c['id']}: {c['decision']}" + (_(", ¥{amount} credited", amount=c["credited"])
                                                 if c["credited"] else ""), highlight=False)

@@ -140,6 +140,7 @@ class RenewRequest(BaseModel):
 
 class RenewalLineView(BaseModel):
     item: str
+    phrase: str | None = Field(default=None, exclude=True)  # the item, for the console
     quantity: int = Field(description="periods")
     unit_price: Money = Field(description="per period, VAT included")
     amount: Money

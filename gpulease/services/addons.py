@@ -24,7 +24,7 @@ from gpulease.db.tables import Instance
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, InvalidInput
 from gpulease.domain.money import to_fen
-from gpulease.domain.phrases import phrase
+from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.pricing import PricingError, addon_period, check_addon, plain
 from gpulease.domain.states import InstanceStatus, LeaseStatus
 from gpulease.platform import Platform
@@ -44,8 +44,11 @@ class PeriodCharge:
     amount: Decimal  # what the tenant pays, VAT included (payable)
 
     @property
-    def item(self) -> str:
-        return f"{self.row.name}: {plain(self.row.quantity, '0.001')} · {self.row.instance_id}"
+    def item(self) -> Phrase:
+        """The add-on's name is the catalog's (said in the reader's language where the
+        messages have it: the default catalog's names do, an operator's own are as written)."""
+        return phrase("{addon}: {quantity} · {instance}", addon=Phrase(self.row.name),
+                      quantity=plain(self.row.quantity, "0.001"), instance=self.row.instance_id)
 
     def line(self, periods: int = 1) -> Line:
         return Line(item=self.item, amount=self.amount * periods,

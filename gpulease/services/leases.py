@@ -24,7 +24,7 @@ from gpulease.domain.catalog import Term
 from gpulease.domain.errors import Conflict, InvalidInput
 from gpulease.domain.leases import Period, local_text
 from gpulease.domain.money import to_fen
-from gpulease.domain.phrases import Phrase, phrase
+from gpulease.domain.phrases import Phrase, phrase, stored
 from gpulease.domain.pricing import PricingError
 from gpulease.domain.states import LEASE, InstanceStatus, LeaseStatus
 from gpulease.platform import Platform
@@ -153,11 +153,14 @@ def renewal_quote(p: Platform, actor: Principal, instance_id: str, periods: int 
         _renewable(inst, lease)
         term = term or lease.term
         price, extras, per_period, added = _renewal(s, p, inst, lease, periods, term)
-        lines = [RenewalLineView(item=f"{inst.sku} × {inst.node_count} · {term}",
+        servers = phrase("{sku} × {nodes} · {term}", sku=inst.sku, nodes=inst.node_count,
+                         term=phrase(term))
+        lines = [RenewalLineView(item=str(servers), phrase=stored(servers)[1],
                                  quantity=periods, unit_price=price,
                                  amount=to_fen(price * periods))]
-        lines += [RenewalLineView(item=x.item, quantity=periods, unit_price=x.amount,
-                                  amount=to_fen(x.amount * periods)) for x in extras]
+        lines += [RenewalLineView(item=str(x.item), phrase=stored(x.item)[1], quantity=periods,
+                                  unit_price=x.amount, amount=to_fen(x.amount * periods))
+                  for x in extras]
         return RenewalQuoteView(
             instance_id=inst.id, periods=periods, term=term, per_period=per_period,
             total=to_fen(per_period * periods), lines=lines, starts_at=added[0].starts_at,

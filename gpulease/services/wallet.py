@@ -184,7 +184,7 @@ def hold_first_period(s: Session, p: Platform, inst: Instance, now: datetime,
 class Line:
     """One more thing a charge pays for, on its own invoice line (an add-on's periods)."""
 
-    item: str
+    item: str | Phrase
     amount: Decimal
     quantity: Decimal | None = None
     unit: str | None = None

@@ -368,3 +368,27 @@ def test_a_failed_order_says_why_in_the_readers_language(
         page = client.get(f"/console/instances/{view.id}").text
         reason = re.search(r'id="reason">([^<]*)<', page)
         assert reason and reason.group(1).startswith("容器启动失败：")  # the driver's error as is
+
+
+def test_the_default_catalogs_add_ons_are_said_in_the_readers_language() -> None:
+    """The add-on names of the shipped catalog are messages (kept in step with the file),
+    so an add-on's invoice and ledger line reads in Chinese; an operator's own name is
+    said as written."""
+    import tomllib
+
+    from gpulease.db.money_tables import InstanceAddon
+    from gpulease.services.addons import PeriodCharge
+    from gpulease.translations import DEFAULT_ADDON_NAMES
+
+    shipped = tomllib.loads((ROOT / "gpulease/data/catalog.toml").read_text())
+    assert {a["name"] for a in shipped["addons"]} == set(DEFAULT_ADDON_NAMES)
+    zh = i18n.translations("zh_CN").gettext
+    row = InstanceAddon(instance_id="i-1", addon_id="public-bandwidth",
+                        name="Public bandwidth (BGP), per Mbps per month",
+                        quantity=Decimal("100"), unit="mbps-month", unit_price=Decimal("25"))
+    item = PeriodCharge(row, Decimal("100"), Decimal("2500")).item
+    assert str(item) == "Public bandwidth (BGP), per Mbps per month: 100 · i-1"
+    assert item.said(zh) == "公网带宽（BGP），按 Mbps 每月计费：100 · i-1"
+    row.name = "带宽（运营商自定义）"
+    assert PeriodCharge(row, Decimal("1"), Decimal("1")).item.said(zh).startswith(
+        "带宽（运营商自定义）：")

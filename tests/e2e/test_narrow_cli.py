@@ -5,6 +5,7 @@ and `--wide` shows them all. SQLite (what is tested is the rendering)."""
 from __future__ import annotations
 
 import pytest
+from rich.cells import cell_len
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 
@@ -49,6 +50,36 @@ def test_instances_and_nodes_fit_80_columns_without_cutting_an_id(
     rows = [ln for ln in lines(nodes.output) if "sim-" in ln]
     assert len(rows) == total  # one line per node
     assert all(len(ln) <= 80 for ln in lines(nodes.output)), nodes.output
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_the_cli_speaks_the_terminals_language(
+    fleet: Platform, tenant: TenantCtx, key: str
+) -> None:
+    """`LANG=zh_CN.UTF-8`: headings, titles and status lines in Chinese (still 80 cells
+    wide, ids whole); the data (ids, statuses a user types) as the API gave it; `C` or no
+    language: English."""
+    iid = orders.place_order(fleet, tenant.principal, OrderRequest(
+        sku="h100-80g-x8", region="ningxia-1", ssh_keys=[key]))[0].id
+    Worker(fleet).run_until_idle()
+    quiet = {"LANGUAGE": "", "LC_ALL": "", "LC_MESSAGES": "", "GPULEASE_LANG": ""}
+    with LiveServer(fleet) as server:
+        base = quiet | {"GPULEASE_URL": server.url, "GPULEASE_TOKEN": tenant.token,
+                        "COLUMNS": "80"}
+        said = {lang: (CliRunner().invoke(app, ["instances"], env=base | {"LANG": lang}),
+                       CliRunner().invoke(app, ["wallet"], env=base | {"LANG": lang}),
+                       CliRunner().invoke(app, ["lease", iid], env=base | {"LANG": lang}))
+                for lang in ("zh_CN.UTF-8", "C.UTF-8")}
+    (zh_list, zh_wallet, zh_lease), (en_list, en_wallet, en_lease) = said.values()
+    assert all(r.exit_code == 0 for r in (*said["zh_CN.UTF-8"], *said["C.UTF-8"]))
+    assert "1 个实例" in zh_list.output and "状态" in zh_list.output
+    assert iid in zh_list.output and "ready" in zh_list.output  # data as the API said it
+    assert all(cell_len(ln) <= 80 for ln in lines(zh_list.output)), zh_list.output
+    assert "1 instances" in en_list.output and "状态" not in en_list.output
+    assert zh_wallet.output.startswith("余额 ¥") and "可用 ¥" in zh_wallet.output
+    assert en_wallet.output.startswith("balance ¥") and "available ¥" in en_wallet.output
+    assert "自动续费 关" in zh_lease.output or "自动续费 开" in zh_lease.output
+    assert "基础周期 月" in zh_lease.output and "base term month" in en_lease.output
 
 
 def test_kept_columns_stay_and_the_rest_fill_in_order() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "gpulease"
 # The calls that take a template and its values (Makefile: MESSAGE_KEYWORDS); those with
 # the template second take a field name first.
-FIRST = {"phrase", "DomainError", "NotFound", "Forbidden", "Unauthorized", "Conflict",
+FIRST = {"_", "phrase", "DomainError", "NotFound", "Forbidden", "Unauthorized", "Conflict",
          "OutOfStock", "BadGateway", "TooManyRequests", "Gone", "PaymentRequired"}
 SECOND = {"InvalidInput", "PricingError", "SizingError"}
 # keyword arguments of the refusals that are not values of their sentence
