@@ -11,7 +11,7 @@ from typing import Any
 from gpulease.domain.catalog import AddOn, Catalog, Offer, Term
 from gpulease.domain.invoicing import totals, vat_split
 from gpulease.domain.money import to_fen
-from gpulease.domain.phrases import Phrase
+from gpulease.domain.phrases import Phrase, phrase
 
 DAYS_PER_MONTH = Decimal(30)
 WEEKS_PER_MONTH = Decimal(52) / Decimal(12)
@@ -53,6 +53,7 @@ class QuoteLine:
     unit_price: Decimal
     amount: Decimal
     example_price: bool = False  # a price the operator has not set (catalog example data)
+    phrase: Phrase | None = None  # the description, to say in the reader's language
 
 
 @dataclass(frozen=True)
@@ -137,11 +138,13 @@ def quote(catalog: Catalog, sku: str, region: str, term: str, count: int = 1,
                            servers=servers)
     price = unit_price(catalog, offer, term)
     months = months_in(term, count)
+    server = phrase("{gpus}× {gpu} bare-metal server, per {term}",
+                    gpus=catalog.sku_by_id[sku].gpu_count, gpu=catalog.gpu_of(offer).name,
+                    term=phrase(term))
     lines = [QuoteLine(
-        item=f"{sku}@{region}", description=f"{catalog.sku_by_id[sku].gpu_count}× "
-        f"{catalog.gpu_of(offer).name} bare-metal server, per {term}",
-        unit=term, quantity=Decimal(count * servers), unit_price=price,
-        amount=to_fen(price * count * servers))]
+        item=f"{sku}@{region}", description=str(server), unit=term,
+        quantity=Decimal(count * servers), unit_price=price,
+        amount=to_fen(price * count * servers), phrase=server)]
     for addon_id, qty in sorted((addons or {}).items()):
         addon = catalog.addon_by_id.get(addon_id)
         if addon is None:
@@ -154,7 +157,7 @@ def quote(catalog: Catalog, sku: str, region: str, term: str, count: int = 1,
         lines.append(QuoteLine(item=addon.id, description=addon.name, unit=addon.unit,
                                quantity=plain(billed), unit_price=addon.price,
                                amount=to_fen(addon.price * billed),
-                               example_price=addon.example))
+                               example_price=addon.example, phrase=Phrase(addon.name)))
     # VAT per line, then summed: as the invoice lines and a Chinese VAT invoice do it, so a
     # quote's VAT is the invoice's to the fen (domain/invoicing.vat_split).
     rate = catalog.pricing.vat_rate

@@ -76,6 +76,7 @@ class QuoteLineView(BaseModel):
     unit_price: Money
     amount: Money
     example_price: bool
+    phrase: str | None = Field(default=None, exclude=True)  # the description, for the console
 
 
 class BreakEvenView(BaseModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from gpulease.domain.errors import InvalidInput
+from gpulease.domain.phrases import stored
 from gpulease.domain.pricing import PricingError, cheapest_regions, day_vs_month, quote
 from gpulease.platform import Platform
 from gpulease.schemas.money import BreakEvenView, QuoteLineView, QuoteRequest, QuoteView
@@ -21,7 +22,9 @@ def make_quote(p: Platform, req: QuoteRequest) -> QuoteView:
         raise InvalidInput(exc.field, exc.phrase, exc.accepted) from None
     return QuoteView(
         sku=q.sku, region=q.region, term=q.term, count=q.count, servers=q.servers,
-        lines=[QuoteLineView(**asdict(line)) for line in q.lines], total=q.total, net=q.net,
+        lines=[QuoteLineView(**{**asdict(line), "phrase": stored(line.phrase)[1]
+                                if line.phrase else None}) for line in q.lines],
+        total=q.total, net=q.net,
         vat=q.vat, vat_rate=q.vat_rate, prices_include_vat=q.prices_include_vat,
         early_termination=q.early_termination,
         regions=[{"region": r, "monthly_price": f"{price:.2f}"} for r, price in regions],

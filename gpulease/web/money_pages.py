@@ -23,6 +23,7 @@ from gpulease.schemas.money import QuoteRequest
 from gpulease.services import catalog, images, instances, leases, orders, quotes, wallet
 from gpulease.services.release_terms import release_terms
 from gpulease.services.wallet import payable
+from gpulease.translations import N_
 from gpulease.web.pages import SameOrigin, Who, page, page_context, refusal, said
 
 router = APIRouter(prefix="/console", include_in_schema=False,
@@ -134,15 +135,16 @@ def _review(p: Platform, who: Principal, req: OrderRequest, ssh_key: str) -> HTM
         co = book.container_offer_by_id[req.offer or ""]
         count = req.gpus or 1
         hold = payable(p, to_fen(co.price_per_gpu_hour * count))
-        lines = [{"item": f"{co.id} · {co.gpu}", "description": "per GPU-hour, billed each "
-                  "hour while it runs", "quantity": count, "unit": "GPU-hour",
+        lines = [{"item": f"{co.id} · {co.gpu}", "description": N_("per GPU-hour, billed each "
+                  "hour while it runs"), "quantity": count, "unit": "GPU-hour",
                   "unit_price": co.price_per_gpu_hour, "amount": hold}]
         quote = None
     else:
         quote = quotes.make_quote(p, QuoteRequest(
             sku=req.sku or "", region=req.region or "", term=req.term or "month",
             servers=req.nodes, add=req.add))
-        hold, lines = quote.total, [line.model_dump() for line in quote.lines]
+        hold, lines = quote.total, [line.model_dump() | {"phrase": line.phrase}
+                                    for line in quote.lines]
     return page("order_review.html", who=who, req=req, ssh_key=ssh_key, quote=quote,
                 lines=lines, hold=hold, wallet=money, short=hold > money.available,
                 keys=len(req.ssh_keys), add=req.add)

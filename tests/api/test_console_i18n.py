@@ -392,3 +392,24 @@ def test_the_default_catalogs_add_ons_are_said_in_the_readers_language() -> None
     row.name = "带宽（运营商自定义）"
     assert PeriodCharge(row, Decimal("1"), Decimal("1")).item.said(zh).startswith(
         "带宽（运营商自定义）：")
+
+
+def test_the_order_review_says_its_lines_in_the_readers_language(
+        fleet: Platform, key: str) -> None:
+    """The quote's lines on the review before paying: the server line and each add-on in
+    Chinese for a Chinese reader, the English kept in the API's quote."""
+    t = new_tenant(fleet)
+    with TestClient(create_app(fleet)) as client:
+        signed_in(fleet, t, client)
+        client.post("/console/lang", data={"to": "zh-CN", "back": "/console/"})
+        review = client.post("/console/orders", data=ORDER | {"ssh_key": key})
+        assert review.status_code == 200
+        assert "裸金属服务器，按月计费" in review.text and "bare-metal server" not in review.text
+        assert "公网带宽（BGP），按 Mbps 每月计费" in review.text
+        assert "技术支持，工作时间，按月计费" in review.text
+        quoted = client.post("/api/v1/quotes", json={
+            "sku": ORDER["sku"], "region": ORDER["region"], "add": {"public-bandwidth": "100"}},
+            headers={"Authorization": f"Bearer {t.token}"} | ZH)
+        lines = quoted.json()["lines"]
+        assert "bare-metal server, per month" in lines[0]["description"]
+        assert "phrase" not in lines[0]
