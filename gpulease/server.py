@@ -15,6 +15,7 @@ import uvicorn
 
 from gpulease.api.app import create_app
 from gpulease.api.guards import configure_logging
+from gpulease.cli.words import _
 from gpulease.db.session import safe_url
 from gpulease.demo import (
     OPERATOR_LOGIN_FILE,
@@ -62,15 +63,15 @@ def bootstrap_operator(platform: Platform, say: Callable[[str], object] = log.wa
     email = platform.settings.bootstrap_operator_email.strip()
     if not email or accounts.operator_count(platform):
         return
-    _, token = accounts.create_operator(platform, email, email.split("@")[0])
+    _operator, token = accounts.create_operator(platform, email, email.split("@")[0])
     path = Path(platform.settings.data_dir) / "operator.token"
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
         out.write(token.secret() + "\n")
-    until = f"{token.expires_at:%Y-%m-%d}" if token.expires_at else "no end"
-    say(f"first operator {email} made; its token (valid until {until}) is in {path}: "
-        "read it, then delete the file")
+    until = f"{token.expires_at:%Y-%m-%d}" if token.expires_at else _("no end")
+    say(_("first operator {email} made; its token (valid until {until}) is in {path}: read "
+          "it, then delete the file", email=email, until=until, path=path))
 
 
 def up(settings: Settings, say: Callable[[str], object] = print,
@@ -128,24 +129,28 @@ def up(settings: Settings, say: Callable[[str], object] = print,
     worker.start()
     telemetry = DemoAgents(platform)
     telemetry.start()
-    say(f"gpulease listening on {url}  (API {url}/api/v1, docs {url}/api/v1/docs)")
-    say(f"database: {platform.db.dialect} ({_shown_url(platform.db.url)})")
+    say(_("gpulease listening on {url}  (API {url}/api/v1, docs {url}/api/v1/docs)", url=url))
+    say(_("database: {dialect} ({url})", dialect=platform.db.dialect,
+          url=_shown_url(platform.db.url)))
     if emulator is not None:
-        say(f"demo fleet: {added or 'existing'} servers behind a Redfish emulator at "
-            f"{emulator.url} (SIMULATED hardware, real Redfish; power changes land after "
-            "1-11 s)")
+        say(_("demo fleet: {added} servers behind a Redfish emulator at {url} (SIMULATED "
+              "hardware, real Redfish; power changes land after 1-11 s)",
+              added=added or _("existing"), url=emulator.url))
     else:
-        say(f"demo fleet: {added or 'existing'} simulated nodes, {settings.demo_delay_s:g} s "
-            "per stage (SIMULATED hardware)")
+        say(_("demo fleet: {added} simulated nodes, {delay:g} s per stage (SIMULATED "
+              "hardware)", added=added or _("existing"), delay=settings.demo_delay_s))
     if s3 is not None:
-        say(f"object storage:    {s3.url} (SeaweedFS S3; `gpulease storage` for your bucket)")
+        say(_("object storage:    {url} (SeaweedFS S3; `gpulease storage` for your bucket)",
+              url=s3.url))
     if registry is not None:
-        say(f"image registry:    {registry.address} (docker-registry; `gpulease image save`)")
-    say(f"operator token:    {op_token}")
-    say(f"demo tenant token: {tenant_token}")
-    say(f"web console:       {url}/console  (e-mail and password: {console_login}; "
-        f"an operator's: {operator_login})")
-    say(f"try:  export GPULEASE_URL={url} GPULEASE_TOKEN=$(cat {tenant_token.resolve()})")
+        say(_("image registry:    {address} (docker-registry; `gpulease image save`)",
+              address=registry.address))
+    say(_("operator token:    {path}", path=op_token))
+    say(_("demo tenant token: {path}", path=tenant_token))
+    say(_("web console:       {url}/console  (e-mail and password: {tenant}; an operator's: "
+          "{operator})", url=url, tenant=console_login, operator=operator_login))
+    say(_("try:  export GPULEASE_URL={url} GPULEASE_TOKEN=$(cat {path})", url=url,
+          path=tenant_token.resolve()))
     say("      gpulease catalog")
     # the demo's terminal stays readable: warnings only, unless a level was asked for
     level = None if "log_level" in settings.model_fields_set else "WARNING"

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from gpulease.cli.common import TerminalConsole
+from gpulease.cli.words import _
 
 agent_app = typer.Typer(
     help="The node agent: GPU telemetry at /metrics, acceptance checks, certified erase.",
@@ -36,7 +37,7 @@ def _backend(name: str, gpus: int, model: str, faults: list[str] | None):  # typ
     try:
         return open_backend(name, gpus=gpus, model=model, faults=tuple(faults or ()))
     except (BackendUnavailable, ValueError) as exc:
-        err.print(f"[red]error[/red]: {exc}")
+        err.print(_("[red]error[/red]: {error}", error=exc))
         raise typer.Exit(2) from None
 
 
@@ -81,10 +82,10 @@ def run(
     from gpulease.agent.sampler import Sampler
     from gpulease.agent.server import AgentServer, AgentState
 
-    host, _, port = listen.rpartition(":")
+    host, _sep, port = listen.rpartition(":")
     if not host or not port.isdigit():
-        err.print(f"[red]error[/red]: --listen {listen!r}: expected HOST:PORT, e.g. "
-                  "127.0.0.1:9400")
+        err.print(_("[red]error[/red]: --listen {listen!r}: expected HOST:PORT, e.g. "
+                    "127.0.0.1:9400", listen=listen))
         raise typer.Exit(2)
     gpu_backend = _backend(backend, gpus, model, fault)
     sampler = Sampler(gpu_backend, interval_s=interval)
@@ -93,8 +94,9 @@ def run(
     server = AgentServer(state, host, int(port))
     server.start()
     label = " (SIMULATED GPUs)" if gpu_backend.simulated else ""
-    out.print(f"gpulease agent{label}: {len(gpu_backend.devices())} GPU(s), metrics at "
-              f"http://{host}:{server.port}/metrics", highlight=False)
+    out.print(_("gpulease agent{label}: {gpus} GPU(s), metrics at {url}", label=label,
+                gpus=len(gpu_backend.devices()), url=f"http://{host}:{server.port}/metrics"),
+              highlight=False)
     sys.stdout.flush()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -147,7 +149,7 @@ def verify(
     try:
         thresholds, spec = marks_for(offer, gpu_backend, model)
     except LookupError as exc:
-        err.print(f"[red]error[/red]: {exc}")
+        err.print(_("[red]error[/red]: {error}", error=exc))
         raise typer.Exit(2) from None
     report = run_suite(gpu_backend, thresholds, spec, SuiteOptions(
         fio_target=fio_target, fio_size=fio_size, fio_runtime_s=fio_runtime, burnin_s=burnin))
@@ -174,21 +176,23 @@ def erase(
     from gpulease.agent.erase import EraseError, erase_device
 
     if not yes:
-        err.print(f"[red]refused[/red]: erasing {device} destroys all its data; "
-                  "add --yes to confirm")
+        err.print(_("[red]refused[/red]: erasing {device} destroys all its data; add --yes "
+                    "to confirm", device=device))
         raise typer.Exit(2)
     try:
         cert = erase_device(device, lease=lease, samples=samples)
     except (EraseError, OSError) as exc:
-        err.print(f"[red]erase failed[/red]: {exc}")
+        err.print(_("[red]erase failed[/red]: {error}", error=exc))
         raise typer.Exit(1) from None
     data = json.dumps(cert.as_dict(), indent=2)
     if certificate:
         certificate.write_text(data)
-    out.print(f"{device}: {cert.method} ({cert.nist_level}), verification "
-              f"{'passed' if cert.passed else 'FAILED'} over {cert.verification['samples']} "
-              f"sampled reads; certificate {cert.id}"
-              + (f" written to {certificate}" if certificate else ""), highlight=False)
+    out.print(_("{device}: {method} ({level}), verification {verdict} over {samples} sampled "
+                "reads; certificate {certificate}", device=device, method=cert.method,
+                level=cert.nist_level, verdict=_("passed") if cert.passed else _("FAILED"),
+                samples=cert.verification["samples"], certificate=cert.id)
+              + (_(" written to {path}", path=certificate) if certificate else ""),
+              highlight=False)
     if not certificate:
         print(data)
     raise typer.Exit(0 if cert.passed else 1)

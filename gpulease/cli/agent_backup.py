@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from gpulease.cli.agent import agent_app, err, out
+from gpulease.cli.words import _
 
 EndpointOpt = Annotated[str, typer.Option(
     envvar="GPULEASE_S3_ENDPOINT", help="the S3 endpoint (`gpulease storage` shows it)")]
@@ -39,8 +40,8 @@ def _target(endpoint: str, bucket: str, key: str, secret: str, prefix: str | Non
     from gpulease.agent.backup import Target
 
     if not (key and secret):
-        err.print("[red]error[/red]: no keys: set AWS_ACCESS_KEY_ID and "
-                  "AWS_SECRET_ACCESS_KEY (a key from `gpulease storage key`)")
+        err.print(_("[red]error[/red]: no keys: set AWS_ACCESS_KEY_ID and "
+                    "AWS_SECRET_ACCESS_KEY (a key from `gpulease storage key`)"))
         raise typer.Exit(2)
     return Target(endpoint=endpoint, bucket=bucket, access_key_id=key,
                   secret_access_key=secret,
@@ -59,11 +60,11 @@ class _Meter:
             now = time.monotonic()
             if sys.stderr.isatty() and now - self.shown >= 1:
                 self.shown = now
-                err.print(f"  {self.moved / 1e6:,.0f} MB moved", end="\r")
+                err.print(_("  {mb:,.0f} MB moved", mb=self.moved / 1e6), end="\r")
 
 
 def _fail(exc: Exception) -> typer.Exit:
-    err.print(f"[red]error[/red]: {exc}")
+    err.print(_("[red]error[/red]: {error}", error=exc))
     return typer.Exit(1)
 
 
@@ -94,10 +95,12 @@ def backup(
     if as_json:
         print(json.dumps(asdict(result), indent=2))
         return
-    out.print(f"snapshot {result.snapshot_id}: {result.files} files, "
-              f"{result.bytes_total / 1e6:,.1f} MB; sent {result.bytes_uploaded / 1e6:,.1f} MB "
-              f"({result.contents_uploaded} new contents, {result.contents_present} already "
-              f"stored) in {result.seconds:.1f} s"
+    out.print(_("snapshot {snapshot}: {files} files, {total:,.1f} MB; sent {sent:,.1f} MB "
+                "({new} new contents, {present} already stored) in {seconds:.1f} s",
+                snapshot=result.snapshot_id, files=result.files,
+                total=result.bytes_total / 1e6, sent=result.bytes_uploaded / 1e6,
+                new=result.contents_uploaded, present=result.contents_present,
+                seconds=result.seconds)
               + (f"; skipped {len(result.skipped)} (links, special files)" if result.skipped
                  else ""), highlight=False)
 
@@ -119,9 +122,10 @@ def snapshots(
         print(json.dumps(found, indent=2))
         return
     for snap in found:
-        out.print(f"{snap['id']}  stored {snap['stored_at'][:19]}", highlight=False)
+        out.print(_("{snapshot}  stored {at}", snapshot=snap["id"], at=snap["stored_at"][:19]),
+                  highlight=False)
     if not found:
-        out.print("no snapshots under this prefix")
+        out.print(_("no snapshots under this prefix"))
 
 
 @agent_app.command("restore")
@@ -148,5 +152,7 @@ def restore(
     if as_json:
         print(json.dumps(asdict(result), indent=2))
         return
-    out.print(f"snapshot {snapshot}: {result.files} files, {result.bytes_total / 1e6:,.1f} MB "
-              f"restored into {dest} and verified in {result.seconds:.1f} s", highlight=False)
+    out.print(_("snapshot {snapshot}: {files} files, {mb:,.1f} MB restored into {path} and "
+                "verified in {seconds:.1f} s", snapshot=snapshot, files=result.files,
+                mb=result.bytes_total / 1e6, path=dest, seconds=result.seconds),
+              highlight=False)

@@ -13,6 +13,7 @@ import typer
 
 from gpulease.agent import disk_keys
 from gpulease.cli.agent import agent_app, err, out
+from gpulease.cli.words import _
 
 KeyFileOpt = Annotated[Path | None, typer.Option(
     "--key-file", help="read the key from this file (kept by you) instead of a prompt")]
@@ -23,7 +24,7 @@ def _key(key_file: Path | None, confirm: bool) -> bytes:
         return key_file.read_bytes()
     first = getpass.getpass("passphrase (only you will hold it): ")
     if confirm and getpass.getpass("again: ") != first:
-        err.print("[red]error[/red]: the two passphrases differ; nothing was changed")
+        err.print(_("[red]error[/red]: the two passphrases differ; nothing was changed"))
         raise typer.Exit(2)
     return first.encode()
 
@@ -45,17 +46,19 @@ def encrypt_data(
     """Encrypt the data disk with LUKS2 under your key (what it holds is lost), then
     unlock, format and mount it. At release its key slots are destroyed first."""
     if not yes:
-        err.print(f"This erases what {device} holds: add --yes to go on.")
+        err.print(_("This erases what {device} holds: add --yes to go on.", device=device))
         raise typer.Exit(2)
     try:
         disk_keys.format_encrypted(device, _key(key_file, confirm=True))
-        out.print(f"{device}: LUKS2, key slot 0 holds your key (the platform has no copy)")
+        out.print(_("{device}: LUKS2, key slot 0 holds your key (the platform has no copy)",
+                    device=device))
         mapped = disk_keys.unlock(device, _key(key_file, confirm=False))
     except disk_keys.DiskKeyError as exc:
-        err.print(f"[red]error[/red]: {exc}")
+        err.print(_("[red]error[/red]: {error}", error=exc))
         raise typer.Exit(1) from None
     _mount(mapped, mount, new=True)
-    out.print(f"{mapped} mounted at {mount}; after a reboot: gpulease agent unlock-data {device}")
+    out.print(_("{mapped} mounted at {mount}; after a reboot: gpulease agent unlock-data "
+                "{device}", mapped=mapped, mount=mount, device=device))
 
 
 @agent_app.command("unlock-data")
@@ -66,12 +69,13 @@ def unlock_data(
 ) -> None:
     """Unlock the encrypted data disk with your key and mount it (after a reboot)."""
     if not disk_keys.is_luks(device):
-        err.print(f"[red]error[/red]: {device} is not encrypted (no LUKS header)")
+        err.print(_("[red]error[/red]: {device} is not encrypted (no LUKS header)",
+                    device=device))
         raise typer.Exit(1)
     try:
         mapped = disk_keys.unlock(device, _key(key_file, confirm=False))
     except disk_keys.DiskKeyError as exc:
-        err.print(f"[red]error[/red]: {exc}")
+        err.print(_("[red]error[/red]: {error}", error=exc))
         raise typer.Exit(1) from None
     _mount(mapped, mount, new=False)
-    out.print(f"{mapped} mounted at {mount}")
+    out.print(_("{mapped} mounted at {mount}", mapped=mapped, mount=mount))

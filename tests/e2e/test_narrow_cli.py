@@ -80,6 +80,10 @@ def test_the_cli_speaks_the_terminals_language(
     assert en_wallet.output.startswith("balance ¥") and "available ¥" in en_wallet.output
     assert "自动续费 关" in zh_lease.output or "自动续费 开" in zh_lease.output
     assert "基础周期 月" in zh_lease.output and "base term month" in en_lease.output
+    # the agent's commands on a tenant's server too (a refusal before anything is touched)
+    refused = CliRunner().invoke(app, ["agent", "erase", "/dev/no-such-disk"],
+                                 env=quiet | {"LANG": "zh_CN.UTF-8"})
+    assert refused.exit_code == 2 and "已拒绝：擦除 /dev/no-such-disk" in refused.output
 
 
 def test_kept_columns_stay_and_the_rest_fill_in_order() -> None:
