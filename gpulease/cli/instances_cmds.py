@@ -26,7 +26,7 @@ from gpulease.cli.common import (
 )
 from gpulease.cli.tables import Column, WideOpt, fitted
 from gpulease.cli.tables import show as show_table
-from gpulease.cli.words import _
+from gpulease.cli.words import _, step
 from gpulease.schemas import InstanceView, OrderRequest
 
 app = typer.Typer()
@@ -97,8 +97,8 @@ def _follow(client: Client, inst: InstanceView, quiet: bool, timeout: float,
             for st in view.stages[seen:]:
                 where = f" [dim]{st.node}[/dim]" if st.node else ""
                 msg = f" — {st.message}" if st.message else ""
-                out.print(f"  {st.at:%H:%M:%S}  {st.stage}{where}{msg}")
-            status.update(f"{view.status}: {view.stage or ''}")
+                out.print(f"  {st.at:%H:%M:%S}  {step(st.stage)}{where}{msg}")
+            status.update(f"{view.status}: {step(view.stage)}")
         seen = len(view.stages)
 
     with out.status(_("waiting…"), spinner="dots") as status:
@@ -233,9 +233,10 @@ def show(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
         out.print(f"SSH: {inst.ssh_command}")
     for n in inst.nodes:
         out.print(_("  node {node}: {status} {stage} GPUs {gpus} {ip}", node=n.name,
-                    status=n.status, stage=n.stage or "", gpus=n.gpus, ip=n.ip_address or ""))
+                    status=n.status, stage=step(n.stage), gpus=n.gpus, ip=n.ip_address or ""))
     for st in inst.stages:
-        out.print(f"  {st.at:%Y-%m-%d %H:%M:%S}  {st.stage} {st.node or ''} {st.message or ''}")
+        out.print(f"  {st.at:%Y-%m-%d %H:%M:%S}  {step(st.stage)} {st.node or ''} "
+                  f"{st.message or ''}")
 
 
 @app.command()

@@ -10,6 +10,7 @@ from typing import Any
 
 from gpulease.domain.locales import DEFAULT, from_environment
 from gpulease.domain.phrases import Phrase
+from gpulease.domain.steps import step_words
 from gpulease.translations import translations
 
 
@@ -23,3 +24,9 @@ def _(message: str, **values: Any) -> str:
     English where a translation does not fit them); `make messages` extracts it."""
     gettext = translations(terminal_locale() or DEFAULT).gettext
     return Phrase(message, values).said(gettext)
+
+
+def step(stage: str | None) -> str:
+    """A pipeline stage as people read it, in the terminal's language: "installing the OS,
+    4 of 7" for `wait_agent` (the console's words)."""
+    return step_words(stage, translations(terminal_locale() or DEFAULT).gettext)

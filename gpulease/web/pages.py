@@ -5,7 +5,6 @@ platform's internal names (delivery steps as "installing the OS, 4 of 7", not
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from contextvars import ContextVar
 from functools import cache
 from pathlib import Path
@@ -22,7 +21,7 @@ from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import DomainError, Unauthorized
 from gpulease.domain.locales import DEFAULT
 from gpulease.domain.phrases import said_stored
-from gpulease.domain.states import CLEAN_ORDER, DEPLOY_ORDER, RETURN_ORDER, NodeStage
+from gpulease.domain.steps import step_words
 from gpulease.schemas.field_errors import field_error
 from gpulease.services import accounts
 from gpulease.web import i18n
@@ -31,55 +30,10 @@ HERE = Path(__file__).resolve().parent
 COOKIE = "gpulease_session"
 SETTLED = {"ready", "failed", "released"}
 
-St = NodeStage
-
-
 def _(message: str) -> str:
     """Marks a message for the catalog (extracted by `make messages`); translated where it
     is shown."""
     return message
-
-
-# Each pipeline step as the tenant reads it; the count is its place in its pipeline.
-STEP_WORDS: dict[str, str] = {
-    St.POWER_OFF: _("powering the server off"),
-    St.ATTACH_MEDIA: _("attaching the OS image"),
-    St.POWER_ON: _("starting the installer"),
-    St.WAIT_AGENT: _("installing the OS"),
-    St.CONFIGURE: _("setting up the data disk and your SSH keys"),
-    St.VERIFY: _("running the acceptance tests"),
-    St.DETACH_MEDIA: _("handing over"),
-    St.CLEAN_SHUTDOWN: _("powering the server off"),
-    St.CLEAN_ATTACH_MEDIA: _("attaching the erase system"),
-    St.CLEAN_POWER_ON: _("starting the erase system"),
-    St.CLEAN_WAIT_AGENT: _("waiting for the erase system"),
-    St.ERASE: _("erasing the disks"),
-    St.BURN_IN: _("burn-in tests after a repair"),
-    St.CLEAN_POWER_OFF: _("powering off; back to the pool"),
-    St.RETURN_POWER_ON: _("starting your system after the repair"),
-    St.RETURN_WAIT_AGENT: _("waiting for your system"),
-    St.RETURN_VERIFY: _("acceptance tests after the repair"),
-}
-_PLACE = {stage.value: (i + 1, len(order))
-          for order in (DEPLOY_ORDER, CLEAN_ORDER, RETURN_ORDER)
-          for i, stage in enumerate(order)}
-
-
-def step_words(stage: str | None, gettext: Callable[[str], str] = _) -> str:
-    """A node's pipeline stage as the tenant reads it: "installing the OS, 4 of 7"; other
-    stages (an instance's `deploying`) as their name with spaces."""
-    if not stage:
-        return ""
-    for suffix, form in ((" result", _("%(step)s — result")),
-                         (" (retry)", _("%(step)s — will retry"))):
-        if stage.endswith(suffix):  # a step's note or error in a history (assemble_view)
-            return gettext(form) % {"step": step_words(stage.removesuffix(suffix), gettext)}
-    words = STEP_WORDS.get(stage)
-    if words is None:
-        return gettext(stage.replace("_", " "))
-    at, of = _PLACE[stage]
-    return gettext("%(step)s, %(at)d of %(of)d") % {"step": gettext(words), "at": at,
-                                                      "of": of}
 
 
 # Statuses and kinds shown on pages, so the catalog holds them (the data keeps its codes).
