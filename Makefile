@@ -69,7 +69,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/console_pages.py
 
 # The console's messages: extract them from the templates and code, then merge them into
-# each language's catalog (gpulease/locale/<lang>/LC_MESSAGES/console.po) for translating.
+# each language's catalog (gpulease/locale/<lang>/LC_MESSAGES/console.po) for translating;
+# the CLI's --help texts likewise (cli_help.pot from the command tree, cli_help.po).
 # gettext's markers, the phrases, and the errors whose sentence is a message (the field
 # comes first in InvalidInput, PricingError and SizingError).
 MESSAGE_KEYWORDS := -k _ -k N_ -k phrase $(foreach e,DomainError NotFound Forbidden \
@@ -80,6 +81,9 @@ messages: $(STAMP)
 	$(BIN)/pybabel extract -F babel.cfg $(MESSAGE_KEYWORDS) --no-location --omit-header \
 	  --sort-output -o gpulease/locale/console.pot .
 	$(BIN)/pybabel update -i gpulease/locale/console.pot -d gpulease/locale -D console \
+	  --width 100 --no-fuzzy-matching --ignore-obsolete
+	$(BIN)/python -m gpulease.cli.help_text > gpulease/locale/cli_help.pot
+	$(BIN)/pybabel update -i gpulease/locale/cli_help.pot -d gpulease/locale -D cli_help \
 	  --width 100 --no-fuzzy-matching --ignore-obsolete
 
 clean:

@@ -25,17 +25,18 @@ def N_(message: str) -> str:  # noqa: N802  (gettext's name for "mark, translate
 
 
 @cache
-def translations(locale: str) -> NullTranslations:
-    """The locale's catalog (a missing one, or English: the messages as written)."""
-    path = CATALOGS / locale / "LC_MESSAGES" / f"{DOMAIN}.po"
+def translations(locale: str, domain: str = DOMAIN) -> NullTranslations:
+    """The locale's catalog (a missing one, or English: the messages as written); the
+    CLI's `--help` has a catalog of its own (domain `cli_help`, cli/help_text.py)."""
+    path = CATALOGS / locale / "LC_MESSAGES" / f"{domain}.po"
     if locale == DEFAULT or not path.exists():
         return NullTranslations()
     with path.open("rb") as f:
-        catalog = read_po(f, locale=locale, domain=DOMAIN)
+        catalog = read_po(f, locale=locale, domain=domain)
     compiled = BytesIO()
     write_mo(compiled, catalog)
     compiled.seek(0)
-    return Translations(compiled, domain=DOMAIN)
+    return Translations(compiled, domain=domain)
 
 
 def gettext(locale: str | None, message: str) -> str:

@@ -15,6 +15,7 @@ from gpulease.cli import (
     catalog_cmds,
     fabric_cmds,
     fleet_cmds,
+    help_text,
     instances_cmds,
     money_cmds,
     platform_cmds,
@@ -31,5 +32,12 @@ for group in (platform_cmds, catalog_cmds, instances_cmds, fleet_cmds, fabric_cm
 app.add_typer(agent_app, name="agent")  # with agent_backup's and agent_disk's commands
 assert agent_backup and agent_disk and saved_image_cmds  # they join `agent` and `image`
 
+
+
+def main() -> None:
+    """The `gpulease` command: the app, its `--help` in the terminal's language."""
+    help_text.command(app)()
+
+
 if __name__ == "__main__":
-    app()
+    main()

@@ -1,0 +1,107 @@
+"""`--help` in the terminal's language. Typer builds a Click command tree from the
+commands' docstrings and options' help; this walks that tree and says each text from the
+`cli_help` catalog (gpulease/locale/<lang>/LC_MESSAGES/cli_help.po), and Typer's own
+panel titles from the console's. Its catalog's template comes from the tree itself
+(`python -m gpulease.cli.help_text > gpulease/locale/cli_help.pot`, run by `make
+messages`), so no help text is written twice."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import typer
+import typer.rich_utils as rich_help
+
+from gpulease.cli.words import _, terminal_locale
+from gpulease.domain.locales import DEFAULT
+from gpulease.translations import N_, translations
+
+HELP_DOMAIN = "cli_help"
+
+# Typer's own words around the help (its module constants, read when help is shown).
+PANEL_WORDS = {
+    "ARGUMENTS_PANEL_TITLE": N_("Arguments"),
+    "COMMANDS_PANEL_TITLE": N_("Commands"),
+    "OPTIONS_PANEL_TITLE": N_("Options"),
+    "ERRORS_PANEL_TITLE": N_("Error"),
+    "ABORTED_TEXT": N_("Aborted."),
+    "DEFAULT_STRING": N_("[default: {}]"),
+    "ENVVAR_STRING": N_("[env var: {}]"),
+    "REQUIRED_LONG_STRING": N_("[required]"),
+}
+HELP_OPTION = N_("Show this message and exit.")  # what Typer says of --help
+
+
+# Typer's Click commands (Typer carries a Click of its own): read as they are shaped, a
+# command with `help` and `params`, a group with `commands` too.
+Command = Any
+
+
+def texts(command: Command) -> Iterator[str]:
+    """Every help text of a command tree: commands' and groups' help, their options' and
+    arguments' help, in a stable order."""
+    if command.help:
+        yield command.help
+    for param in command.params:
+        if help_text := getattr(param, "help", None):
+            yield help_text
+    subcommands = getattr(command, "commands", None) or {}
+    for name in sorted(subcommands):
+        yield from texts(subcommands[name])
+
+
+def localize(command: Command, gettext: Callable[[str], str]) -> None:
+    """Each help text of the tree in gettext's language (as written where it has none)."""
+    if command.help:
+        command.help = gettext(command.help)
+    made = command.get_help_option  # --help itself is made when help is asked for
+
+    def help_option(ctx: Any) -> Any:
+        option = made(ctx)
+        if option is not None and option.help:
+            option.help = _(option.help)
+        return option
+
+    command.get_help_option = help_option
+    for param in command.params:
+        if help_text := getattr(param, "help", None):
+            param.help = gettext(help_text)
+    for sub in (getattr(command, "commands", None) or {}).values():
+        localize(sub, gettext)
+
+
+def command(app: typer.Typer) -> Command:
+    """The app's Click command, its help in the terminal's language."""
+    root = typer.main.get_command(app)
+    locale = terminal_locale() or DEFAULT
+    if locale != DEFAULT:
+        localize(root, translations(locale, HELP_DOMAIN).gettext)
+    for name, text in PANEL_WORDS.items():  # English too: one process may ask for both
+        setattr(rich_help, name, _(text))
+    return root
+
+
+def template(app: typer.Typer) -> str:
+    """The cli_help catalog's template (a .pot): every help text once."""
+    lines = ['msgid ""', 'msgstr ""', '"Content-Type: text/plain; charset=UTF-8\\n"', ""]
+    seen: set[str] = set()
+    for text in texts(typer.main.get_command(app)):
+        if text in seen:
+            continue
+        seen.add(text)
+        lines += [f"msgid {_po_string(text)}", 'msgstr ""', ""]
+    return "\n".join(lines)
+
+
+def _po_string(text: str) -> str:
+    escaped = (text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+               .replace("\t", "\\t"))
+    return f'"{escaped}"'
+
+
+if __name__ == "__main__":
+    from gpulease.cli.main import app as cli_app
+
+    sys.stdout.write(template(cli_app))
