@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, bindparam, select
 from sqlalchemy.orm import Session
 
 from gpulease.db.tables import Event, Gpu, GpuAllocation, Instance, Node
@@ -65,6 +65,16 @@ NODE_BRIEF = (Node.id, Node.name, Node.status, Node.stage, Node.instance_id,
               Node.ip_address, Node.bmc_driver, Node.agent_kind)
 
 
+# built once: a page's statement, its instance ids bound at each call
+_ALLOCATIONS_OF = (
+    select(GpuAllocation.instance_id, Gpu.index, GpuAllocation.released_at.is_(None),
+           *NODE_BRIEF)
+    .join(Node, GpuAllocation.node_id == Node.id)
+    .join(Gpu, Gpu.id == GpuAllocation.gpu_id)
+    .where(GpuAllocation.instance_id.in_(bindparam("ids", expanding=True)))
+    .order_by(GpuAllocation.instance_id, Node.name, Gpu.index))
+
+
 def allocations_of(s: Session, instance_ids: Sequence[str]
                    ) -> dict[str, list[tuple[NodeBrief, list[int], bool]]]:
     """Every node each instance of a page held (now or before), its GPU indices, and
@@ -72,13 +82,7 @@ def allocations_of(s: Session, instance_ids: Sequence[str]
     found: dict[str, dict[str, tuple[NodeBrief, list[int], bool]]] = {}
     if not instance_ids:
         return {}
-    rows = s.execute(
-        select(GpuAllocation.instance_id, Gpu.index, GpuAllocation.released_at.is_(None),
-               *NODE_BRIEF)
-        .join(Node, GpuAllocation.node_id == Node.id)
-        .join(Gpu, Gpu.id == GpuAllocation.gpu_id)
-        .where(GpuAllocation.instance_id.in_(instance_ids))
-        .order_by(GpuAllocation.instance_id, Node.name, Gpu.index))
+    rows = s.execute(_ALLOCATIONS_OF, {"ids": list(instance_ids)})
     for instance_id, index, active, *node in rows:
         brief = NodeBrief(*node)
         found.setdefault(instance_id, {}).setdefault(

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import Any, cast
 
-from sqlalchemy import Row, func, select
+from sqlalchemy import Executable, Row, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from gpulease.db.repositories import (
@@ -15,7 +16,6 @@ from gpulease.db.repositories import (
     get_instance,
     instance_allocations,
     instance_events,
-    instances_query,
 )
 from gpulease.db.tables import Event, Instance, Node
 from gpulease.domain.accounts import Principal
@@ -62,8 +62,10 @@ def assemble_view(
     """The instance as its owner sees it, from its row, the nodes it held (with GPU indices,
     and whether held now; loaded, or as an order's claim returned them) and its history."""
     names = {node.id: node.name for node, _, _ in allocations}
+    # Built without validation (model_construct): every value comes from the database
+    # with its column's type, and a page builds fifty of these.
     nodes = [
-        InstanceNodeView(
+        InstanceNodeView.model_construct(
             id=node.id, name=node.name, status=node.status if held else "released",
             stage=node.stage if held and node.instance_id == inst.id else None,
             ip_address=node.ip_address if held and node.instance_id == inst.id else None,
@@ -83,7 +85,7 @@ def assemble_view(
         if e.kind in ("stage", "error", "result", "note") and e.to_value != NodeStage.IDLE
     ]
     delivery = (inst.ready_at - inst.ordered_at).total_seconds() if inst.ready_at else None
-    return InstanceView(
+    return InstanceView.model_construct(
         id=inst.id, tenant_id=inst.tenant_id, name=inst.name, kind=inst.kind,
         status=inst.status, status_reason=inst.status_reason, status_phrase=reason_phrase(
             (e for e in reversed(events) if e.resource == "instance"), inst.status,
@@ -96,7 +98,7 @@ def assemble_view(
         ordered_at=inst.ordered_at, ready_at=inst.ready_at, released_at=inst.released_at,
         delivery_seconds=delivery, delivery_sla_seconds=p.settings.delivery_sla_s,
         stages=stages, ssh_password=bool(inst.password_login),
-        credentials_available=(
+        credentials_available=bool(
             inst.status == InstanceStatus.READY.value
             and inst.credentials_revealed_at is None and inst.root_password_enc is not None
         ),
@@ -118,6 +120,20 @@ VIEW_COLUMNS = (Instance.id, Instance.tenant_id, Instance.name, Instance.kind,
                 Instance.credentials_revealed_at, Instance.root_password_enc)
 
 
+@cache
+def _page_statements(by_tenant: bool, by_status: bool) -> tuple[Executable, Executable]:
+    """A page's count and rows, built once per shape (a tenant's or every instance, with
+    or without a status) with their values bound at each call."""
+    where = [cond for cond, wanted in (
+        (Instance.tenant_id == bindparam("tenant_id"), by_tenant),
+        (Instance.status == bindparam("status"), by_status)) if wanted]
+    count = select(func.count(Instance.id)).where(*where)
+    page = (select(*VIEW_COLUMNS).where(*where)
+            .order_by(Instance.ordered_at.desc(), Instance.id)
+            .limit(bindparam("limit")).offset(bindparam("offset")))
+    return count, page
+
+
 def list_instances(
     p: Platform, actor: Principal, *, status: str | None = None, limit: int = 50,
     offset: int = 0, expand: str | None = None,
@@ -132,14 +148,12 @@ def list_instances(
     if expand is not None and expand not in EXPANSIONS:
         raise InvalidInput("expand", "Cannot expand {expand!r}; leave it out for "
                            "summaries, or ask for stages.", list(EXPANSIONS), expand=expand)
+    count, page = _page_statements(not actor.is_operator, status is not None)
+    values = {"tenant_id": actor.tenant_id, "status": status, "limit": limit,
+              "offset": offset}
     with p.db.read() as s:
-        q = instances_query(actor)
-        if status:
-            q = q.where(Instance.status == status)
-        total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
-        rows = cast("list[Row[Any]]", s.execute(
-            q.with_only_columns(*VIEW_COLUMNS).order_by(Instance.ordered_at.desc(), Instance.id)
-            .limit(limit).offset(offset)).all())
+        total = s.scalar(count, values) or 0
+        rows = cast("list[Row[Any]]", s.execute(page, values).all())
         ids = [inst.id for inst in rows]
         allocations = allocations_of(s, ids)
         events = events_of(s, ids) if expand == "stages" else {i: [] for i in ids}

@@ -72,6 +72,18 @@ def test_pages_of_instances_and_nodes_cost_the_same_few_statements(
     full = instances.list_instances(fleet, tenant.principal, limit=made, expand="stages")
     one = instances.show_instance(fleet, tenant.principal, full.items[0].id)
     assert full.items[0].stages == one.stages and one.stages
+    # the views are built without validation: each must read as a validated one does
+    for item in (*page.items, *full.items, one):
+        assert type(item).model_validate(item.model_dump()) == item
+        assert type(item).model_validate_json(item.model_dump_json()).model_dump_json() \
+            == item.model_dump_json()
+    status = page.items[0].status
+    by_status = instances.list_instances(fleet, tenant.principal, status=status, limit=made)
+    assert by_status.total == sum(i.status == status for i in page.items) > 0
+    assert all(i.status == status for i in by_status.items)
+    assert {i.tenant_id for i in instances.list_instances(
+        fleet, operator.principal, limit=made).items} == {tenant.tenant_id}
+    assert instances.list_instances(fleet, tenant.principal, limit=2, offset=made).items == []
     nodes_small = statements_for(fleet, lambda: inventory.list_nodes(
         fleet, operator.principal, limit=2))
     nodes_large = statements_for(fleet, lambda: inventory.list_nodes(
