@@ -82,7 +82,7 @@ messages: $(STAMP)
 	  --sort-output -o gpulease/locale/console.pot .
 	$(BIN)/pybabel update -i gpulease/locale/console.pot -d gpulease/locale -D console \
 	  --width 100 --no-fuzzy-matching --ignore-obsolete
-	$(BIN)/python -m gpulease.cli.help_text > gpulease/locale/cli_help.pot
+	$(BIN)/python -m gpulease.cli.help_template > gpulease/locale/cli_help.pot
 	$(BIN)/pybabel update -i gpulease/locale/cli_help.pot -d gpulease/locale -D cli_help \
 	  --width 100 --no-fuzzy-matching --ignore-obsolete
 

@@ -2,12 +2,11 @@
 commands' docstrings and options' help; this walks that tree and says each text from the
 `cli_help` catalog (gpulease/locale/<lang>/LC_MESSAGES/cli_help.po), and Typer's own
 panel titles from the console's. Its catalog's template comes from the tree itself
-(`python -m gpulease.cli.help_text > gpulease/locale/cli_help.pot`, run by `make
+(`python -m gpulease.cli.help_template > gpulease/locale/cli_help.pot`, run by `make
 messages`), so no help text is written twice."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -100,8 +99,3 @@ def _po_string(text: str) -> str:
                .replace("\t", "\\t"))
     return f'"{escaped}"'
 
-
-if __name__ == "__main__":
-    from gpulease.cli.main import app as cli_app
-
-    sys.stdout.write(template(cli_app))

@@ -86,15 +86,20 @@ def publish(p: Platform, actor: Principal, text: str | None = None) -> CatalogVe
 
 
 def follow(p: Platform) -> bool:
-    """Swap in the newest published catalog when it is not this process's; True if so."""
+    """Swap in the newest published catalog when it is newer than this process's; True if
+    so. Only forward: a look that began before this process published (or adopted) a newer
+    version must not put the older one back."""
     latest = _latest(p)
-    if latest is None or latest.id == p.catalog_version:
+    if latest is None or latest.id <= (p.catalog_version or 0):
         return False
     try:
-        p.catalog = catalog_from_text(latest.text, f"catalog version {latest.id}")
+        newer = catalog_from_text(latest.text, f"catalog version {latest.id}")
     except CatalogError as exc:  # published by a newer release this one cannot read
         log.error("cannot use catalog version %s: %s", latest.id, exc)
         return False
+    if latest.id <= (p.catalog_version or 0):  # published here while this one was read
+        return False
+    p.catalog = newer
     log.info("catalog version %s in force (published by %s from %s)", latest.id,
              latest.published_by, latest.source)
     p.catalog_version = latest.id

@@ -126,7 +126,7 @@ def _page_statements(by_tenant: bool, by_status: bool) -> tuple[Executable, Exec
     or without a status) with their values bound at each call."""
     where = [cond for cond, wanted in (
         (Instance.tenant_id == bindparam("tenant_id"), by_tenant),
-        (Instance.status == bindparam("status"), by_status)) if wanted]
+        (Instance.status == bindparam("wanted_status"), by_status)) if wanted]
     count = select(func.count(Instance.id)).where(*where)
     page = (select(*VIEW_COLUMNS).where(*where)
             .order_by(Instance.ordered_at.desc(), Instance.id)
@@ -149,7 +149,7 @@ def list_instances(
         raise InvalidInput("expand", "Cannot expand {expand!r}; leave it out for "
                            "summaries, or ask for stages.", list(EXPANSIONS), expand=expand)
     count, page = _page_statements(not actor.is_operator, status is not None)
-    values = {"tenant_id": actor.tenant_id, "status": status, "limit": limit,
+    values = {"tenant_id": actor.tenant_id, "wanted_status": status, "limit": limit,
               "offset": offset}
     with p.db.read() as s:
         total = s.scalar(count, values) or 0

@@ -95,3 +95,22 @@ def test_a_reload_reaches_every_process_and_a_bad_catalog_changes_nothing(
         assert catalog_versions.current(platform).id == 3  # type: ignore[union-attr]
     finally:
         other.db.dispose()
+
+
+def test_a_process_only_ever_moves_to_a_newer_catalog(platform: Platform,
+                                                      operator: TenantCtx) -> None:
+    """A look at the newest version that began before this process published a newer one
+    must not put the older one back (seen as a flake: the price read right after a reload
+    was the old one for a moment)."""
+    catalog_versions.adopt(platform)
+    first = platform.catalog
+    cheaper = DEFAULT_CATALOG.read_text().replace(
+        'monthly_price = "84480"', 'monthly_price = "79001"', 1)
+    catalog_versions.publish(platform, operator.principal, cheaper)
+    published, version = platform.catalog, platform.catalog_version
+    assert version == 2 and h100_price(platform) == "79001"
+    platform.catalog_version = 3  # as if a newer one were in force here already
+    assert catalog_versions.follow(platform) is False and platform.catalog is published
+    platform.catalog_version = 1  # a process still on the first: it moves forward
+    assert catalog_versions.follow(platform) is True and platform.catalog_version == 2
+    assert platform.catalog is not first and h100_price(platform) == "79001"
