@@ -8,10 +8,13 @@ messages`), so no help text is written twice."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from io import BytesIO
 from typing import Any
 
 import typer
 import typer.rich_utils as rich_help
+from babel.messages.catalog import Catalog
+from babel.messages.pofile import write_po
 
 from gpulease.cli.words import _, terminal_locale
 from gpulease.domain.locales import DEFAULT
@@ -38,37 +41,42 @@ HELP_OPTION = N_("Show this message and exit.")  # what Typer says of --help
 Command = Any
 
 
+def _tree(command: Command) -> Iterator[Command]:
+    """The command and every command below it, depth first, subcommands by name."""
+    yield command
+    subcommands = getattr(command, "commands", None) or {}
+    for name in sorted(subcommands):
+        yield from _tree(subcommands[name])
+
+
 def texts(command: Command) -> Iterator[str]:
     """Every help text of a command tree: commands' and groups' help, their options' and
     arguments' help, in a stable order."""
-    if command.help:
-        yield command.help
-    for param in command.params:
-        if help_text := getattr(param, "help", None):
-            yield help_text
-    subcommands = getattr(command, "commands", None) or {}
-    for name in sorted(subcommands):
-        yield from texts(subcommands[name])
+    for each in _tree(command):
+        if each.help:
+            yield each.help
+        yield from (param.help for param in each.params if getattr(param, "help", None))
 
 
 def localize(command: Command, gettext: Callable[[str], str]) -> None:
     """Each help text of the tree in gettext's language (as written where it has none)."""
-    if command.help:
-        command.help = gettext(command.help)
-    made = command.get_help_option  # --help itself is made when help is asked for
+    for each in _tree(command):
+        if each.help:
+            each.help = gettext(each.help)
+        for param in each.params:
+            if getattr(param, "help", None):
+                param.help = gettext(param.help)
+        each.get_help_option = _said_help_option(each.get_help_option)
 
+
+def _said_help_option(made: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """--help itself is made when help is asked for: its line in the terminal's language."""
     def help_option(ctx: Any) -> Any:
         option = made(ctx)
         if option is not None and option.help:
             option.help = _(option.help)
         return option
-
-    command.get_help_option = help_option
-    for param in command.params:
-        if help_text := getattr(param, "help", None):
-            param.help = gettext(help_text)
-    for sub in (getattr(command, "commands", None) or {}).values():
-        localize(sub, gettext)
+    return help_option
 
 
 def command(app: typer.Typer) -> Command:
@@ -83,19 +91,10 @@ def command(app: typer.Typer) -> Command:
 
 
 def template(app: typer.Typer) -> str:
-    """The cli_help catalog's template (a .pot): every help text once."""
-    lines = ['msgid ""', 'msgstr ""', '"Content-Type: text/plain; charset=UTF-8\\n"', ""]
-    seen: set[str] = set()
+    """The cli_help catalog's template (a .pot): every help text once, written by Babel."""
+    catalog = Catalog(domain=HELP_DOMAIN, project="gpulease")
     for text in texts(typer.main.get_command(app)):
-        if text in seen:
-            continue
-        seen.add(text)
-        lines += [f"msgid {_po_string(text)}", 'msgstr ""', ""]
-    return "\n".join(lines)
-
-
-def _po_string(text: str) -> str:
-    escaped = (text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-               .replace("\t", "\\t"))
-    return f'"{escaped}"'
-
+        catalog.add(text)
+    written = BytesIO()
+    write_po(written, catalog, width=100, omit_header=True)
+    return written.getvalue().decode()

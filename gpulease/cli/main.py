@@ -33,7 +33,6 @@ app.add_typer(agent_app, name="agent")  # with agent_backup's and agent_disk's c
 assert agent_backup and agent_disk and saved_image_cmds  # they join `agent` and `image`
 
 
-
 def main() -> None:
     """The `gpulease` command: the app, its `--help` in the terminal's language."""
     help_text.command(app)()

@@ -1,7 +1,7 @@
 """The CLI's own words (headings, columns, status lines) in the terminal's language: the
 one the terminal asks for (GPULEASE_LANG, else LANGUAGE, LC_ALL, LC_MESSAGES, LANG, as
 gettext reads them), from the catalogs the console and the mail use. The server's
-refusals come in that language too (cli/common.connect). `--help` stays English."""
+refusals come in that language too (cli/common.connect), and `--help` (cli/help_text.py)."""
 
 from __future__ import annotations
 

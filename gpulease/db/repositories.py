@@ -14,9 +14,14 @@ from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import NotFound
 
 
+def scoped_to_tenant(actor: Principal) -> bool:
+    """Whether the actor sees its own tenant's instances only (everyone but operators)."""
+    return not actor.is_operator
+
+
 def instances_query(actor: Principal) -> Select[Instance]:
     q = select(Instance)
-    if not actor.is_operator:
+    if scoped_to_tenant(actor):
         q = q.where(Instance.tenant_id == actor.tenant_id)
     return q
 

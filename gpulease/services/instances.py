@@ -16,6 +16,7 @@ from gpulease.db.repositories import (
     get_instance,
     instance_allocations,
     instance_events,
+    scoped_to_tenant,
 )
 from gpulease.db.tables import Event, Instance, Node
 from gpulease.domain.accounts import Principal
@@ -122,8 +123,8 @@ VIEW_COLUMNS = (Instance.id, Instance.tenant_id, Instance.name, Instance.kind,
 
 @cache
 def _page_statements(by_tenant: bool, by_status: bool) -> tuple[Executable, Executable]:
-    """A page's count and rows, built once per shape (a tenant's or every instance, with
-    or without a status) with their values bound at each call."""
+    """A page's count and rows, built once per shape (a tenant's instances or every one, as
+    instances_query scopes them; with or without a status), values bound at each call."""
     where = [cond for cond, wanted in (
         (Instance.tenant_id == bindparam("tenant_id"), by_tenant),
         (Instance.status == bindparam("wanted_status"), by_status)) if wanted]
@@ -148,7 +149,7 @@ def list_instances(
     if expand is not None and expand not in EXPANSIONS:
         raise InvalidInput("expand", "Cannot expand {expand!r}; leave it out for "
                            "summaries, or ask for stages.", list(EXPANSIONS), expand=expand)
-    count, page = _page_statements(not actor.is_operator, status is not None)
+    count, page = _page_statements(scoped_to_tenant(actor), status is not None)
     values = {"tenant_id": actor.tenant_id, "wanted_status": status, "limit": limit,
               "offset": offset}
     with p.db.read() as s:
