@@ -14,11 +14,10 @@ import logging
 from datetime import datetime, timedelta
 
 from sqlalchemy import func, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from gpulease.db.tables import CircuitBreaker, Event, Node
+from gpulease.db.upsert import insert_unless_present
 from gpulease.domain.accounts import Principal
 from gpulease.domain.breaker import DeployOutcome, should_trip
 from gpulease.domain.errors import Conflict
@@ -39,9 +38,8 @@ def _breaker(s: Session) -> CircuitBreaker:
     make it at once)."""
     row = s.get(CircuitBreaker, DEPLOY, with_for_update=True)
     if row is None:
-        insert = pg_insert if s.get_bind().dialect.name == "postgresql" else sqlite_insert
-        s.execute(insert(CircuitBreaker).values(id=DEPLOY, **initial(CircuitBreaker, BREAKER))
-                  .on_conflict_do_nothing(index_elements=["id"]))
+        insert_unless_present(s, CircuitBreaker, "id", id=DEPLOY,
+                              **initial(CircuitBreaker, BREAKER))
         row = s.get(CircuitBreaker, DEPLOY, with_for_update=True, populate_existing=True)
         assert row is not None
     return row

@@ -7,11 +7,10 @@ import uuid
 from dataclasses import dataclass
 
 from sqlalchemy import func, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from gpulease.db.tables import Event, Fabric, Gpu, GpuAllocation, Node, NodeAgent, Rack
+from gpulease.db.upsert import insert_unless_present
 from gpulease.domain.accounts import Principal
 from gpulease.domain.enrollment import bmc_key
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
@@ -50,9 +49,8 @@ class NodeSpec:
 def ensure_fabric(s: Session, fabric_id: str, region: str, kind: str = "infiniband",
                   rate_gbps: int = 400) -> None:
     """Create the fabric unless it exists; safe when two enrollments name it at once."""
-    insert = pg_insert if s.get_bind().dialect.name == "postgresql" else sqlite_insert
-    s.execute(insert(Fabric).values(id=fabric_id, region=region, kind=kind, rate_gbps=rate_gbps)
-              .on_conflict_do_nothing(index_elements=["id"]))
+    insert_unless_present(s, Fabric, "id", id=fabric_id, region=region, kind=kind,
+                          rate_gbps=rate_gbps)
 
 
 def ensure_rack(s: Session, rack_id: str, region: str, zone: str, fabric_id: str | None,

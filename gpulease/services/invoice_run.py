@@ -32,8 +32,6 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -46,6 +44,7 @@ from gpulease.db.money_tables import (
     Wallet,
 )
 from gpulease.db.tables import Event
+from gpulease.db.upsert import insert_unless_present
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
 from gpulease.domain.invoicing import BILLABLE_KINDS, VatSplit, paid_split, totals
@@ -375,10 +374,7 @@ def run_period(p: Platform, period: str, finalize: bool = False,
 def _lock_run(s: Session, period: str) -> InvoiceRun:
     """The period's run row, locked: a second run of the period waits here for the first
     (made if missing without a unique-key race: two first runs both get the one row)."""
-    dialect = s.get_bind().dialect.name
-    make = pg_insert if dialect == "postgresql" else sqlite_insert
-    s.execute(make(InvoiceRun).values(period=period, invoices=0)
-              .on_conflict_do_nothing(index_elements=["period"]))
+    insert_unless_present(s, InvoiceRun, "period", period=period, invoices=0)
     row = s.get(InvoiceRun, period, with_for_update=True, populate_existing=True)
     assert row is not None
     return row

@@ -20,6 +20,7 @@ from gpulease.db.tables import (
     Node,
     PlatformFact,
 )
+from gpulease.db.upsert import insert_unless_present
 from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.errors import Conflict
 from gpulease.platform import Platform
@@ -75,7 +76,15 @@ def check_key(p: Platform) -> None:
                 raise KeyMismatch(
                     "this process's secret key does not open the secrets already in this "
                     "database: give it the key they were sealed under") from None
-        s.add(PlatformFact(name=FINGERPRINT, value=mine))
+        # Two processes starting at once on a new database both get here: the first insert
+        # wins and the other process's key is then checked against it.
+        insert_unless_present(s, PlatformFact, "name", name=FINGERPRINT, value=mine)
+        recorded = s.get(PlatformFact, FINGERPRINT, populate_existing=True)
+        if recorded is not None and recorded.value != mine:
+            raise KeyMismatch(
+                f"this process's secret key (fingerprint {mine}) is not the one another "
+                f"process starting at the same time recorded (fingerprint {recorded.value}): "
+                "give every process the same GPULEASE_SECRET_KEY (or the same key file)")
 
 
 def rotate(p: Platform, new_key: str, batch: int = 1000) -> dict[str, int]:

@@ -77,3 +77,41 @@ def test_a_shared_database_needs_the_key_given() -> None:
     with pytest.raises(keys.KeyMissing, match="GPULEASE_SECRET_KEY"):
         keys.require_shared_key("postgresql+psycopg://db.internal/gpulease", "")
     keys.require_shared_key("sqlite:///x.db", "")  # one host: a key file is fine
+
+
+@pytest.mark.parametrize("same_key", [True, False])
+def test_two_processes_recording_the_key_at_once(platform: Platform, tmp_path: Path,
+                                                 same_key: bool) -> None:
+    """Two processes start at once on a new database: while one has recorded its key's
+    fingerprint but not yet committed, the other checks its own. It waits, then is accepted
+    (same key) or refused saying why (another key); never a unique-key failure."""
+    import threading
+
+    from gpulease.db.tables import PlatformFact
+
+    other = platform.box.fingerprint() if same_key else "0123456789abcdef"
+    outcome: list[BaseException | None] = []
+
+    def second_process() -> None:
+        try:
+            keys.check_key(platform)
+            outcome.append(None)
+        except BaseException as failure:  # noqa: BLE001 - reported to the test below
+            outcome.append(failure)
+
+    with platform.db.write() as s:
+        s.add(PlatformFact(name=keys.FINGERPRINT, value=other))
+        s.flush()  # the first process's row, written and not yet committed
+        checking = threading.Thread(target=second_process)
+        checking.start()
+        checking.join(timeout=0.5)  # the second process is now waiting on the first
+    checking.join(timeout=30)
+    assert not checking.is_alive() and len(outcome) == 1
+    if same_key:
+        assert outcome[0] is None
+    else:
+        assert isinstance(outcome[0], keys.KeyMismatch), outcome[0]
+        assert "fingerprint 0123456789abcdef" in str(outcome[0])
+    with platform.db.read() as s:
+        facts = s.scalars(select(PlatformFact).where(PlatformFact.name == keys.FINGERPRINT))
+        assert [f.value for f in facts] == [other]
