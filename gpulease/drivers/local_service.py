@@ -13,10 +13,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def stop_process(process: subprocess.Popen[bytes]) -> None:
+def stop_process(process: subprocess.Popen[bytes], grace_s: float = 20) -> None:
+    """SIGTERM, and SIGKILL after `grace_s` (what is thrown away anyway, a test's scratch
+    server, need not wait for its flush)."""
     process.terminate()
     try:
-        process.wait(timeout=20)
+        process.wait(timeout=grace_s)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(timeout=10)

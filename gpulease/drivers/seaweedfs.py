@@ -36,8 +36,8 @@ class EmbeddedS3:
     secret_key: str
     process: subprocess.Popen[bytes]
 
-    def stop(self) -> None:
-        stop_process(self.process)
+    def stop(self, grace_s: float = 20) -> None:
+        stop_process(self.process, grace_s)
 
 
 def admin_keys(state: Path) -> tuple[str, str]:

@@ -28,7 +28,7 @@ from gpulease.drivers.seaweedfs import EmbeddedS3, start_embedded_s3
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedS3]:
     server = start_embedded_s3(tmp_path_factory.mktemp("s3"))
     yield server
-    server.stop()
+    server.stop(grace_s=3)  # its data goes with the test
 
 
 @pytest.fixture

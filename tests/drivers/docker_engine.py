@@ -5,6 +5,7 @@ tests run: Debian's minimal root filesystem with OpenSSH, built with debootstrap
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
@@ -34,11 +35,18 @@ def engine_or_skip() -> docker.DockerClient:
 
 
 def ensure_test_image(client: docker.DockerClient) -> str:
-    try:
-        client.images.get(IMAGE)
-        return IMAGE
-    except ImageNotFound:
-        pass
+    """The image, built by one test process while the others wait for it (a build takes
+    about a minute; two at once would both pay it)."""
+    with open(os.path.join(tempfile.gettempdir(), "gpulease-test-image.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        try:
+            client.images.get(IMAGE)
+            return IMAGE
+        except ImageNotFound:
+            return _build_test_image()
+
+
+def _build_test_image() -> str:
     if shutil.which("debootstrap") is None:
         pytest.fail("debootstrap is needed to build the test image (.ci/run installs it)")
     root = tempfile.mkdtemp(prefix="gpulease-rootfs-")

@@ -250,4 +250,4 @@ def test_a_backup_and_a_restore_through_the_real_agents_commands(
         assert backups.show_run(fleet, tenant.principal, iid, back.id).status == "succeeded"
         assert (data / "checkpoints" / "step-1.pt").read_bytes() == b"w" * 50_000
     finally:
-        s3.stop()
+        s3.stop(grace_s=3)  # its data goes with the test

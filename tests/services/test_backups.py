@@ -35,7 +35,7 @@ from tests.services.test_leases import deliver
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedS3]:
     server = start_embedded_s3(tmp_path_factory.mktemp("s3"))
     yield server
-    server.stop()
+    server.stop(grace_s=3)  # its data goes with the test
 
 
 def with_storage(p: Platform, s3: EmbeddedS3) -> Platform:

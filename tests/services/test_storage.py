@@ -31,7 +31,7 @@ from tests.conftest import LiveServer, new_tenant
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedS3]:
     server = start_embedded_s3(tmp_path_factory.mktemp("s3"))
     yield server
-    server.stop()
+    server.stop(grace_s=3)  # its data goes with the test
 
 
 def client(s3: EmbeddedS3, key_id: str, secret: str) -> object:
