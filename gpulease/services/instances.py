@@ -24,7 +24,14 @@ from gpulease.domain.errors import Conflict, Gone, InvalidInput
 from gpulease.domain.phrases import phrase
 from gpulease.domain.states import DEPLOY_ORDER, INSTANCE, InstanceStatus, NodeStage
 from gpulease.platform import Platform
-from gpulease.schemas import CredentialsView, InstanceNodeView, InstanceView, Page, StageView
+from gpulease.schemas import (
+    CredentialsView,
+    InstanceNodeView,
+    InstanceView,
+    Page,
+    StageView,
+    trusted,
+)
 from gpulease.services.history import by, reason_phrase
 from gpulease.services.lifecycle import transition
 from gpulease.services.node_agents import is_simulated
@@ -63,10 +70,10 @@ def assemble_view(
     """The instance as its owner sees it, from its row, the nodes it held (with GPU indices,
     and whether held now; loaded, or as an order's claim returned them) and its history."""
     names = {node.id: node.name for node, _, _ in allocations}
-    # Built without validation (model_construct): every value comes from the database
-    # with its column's type, and a page builds fifty of these.
+    # Built without validation (trusted): every value comes from the database with its
+    # column's type, and a page builds fifty of these.
     nodes = [
-        InstanceNodeView.model_construct(
+        trusted(InstanceNodeView,
             id=node.id, name=node.name, status=node.status if held else "released",
             stage=node.stage if held and node.instance_id == inst.id else None,
             ip_address=node.ip_address if held and node.instance_id == inst.id else None,
@@ -86,7 +93,8 @@ def assemble_view(
         if e.kind in ("stage", "error", "result", "note") and e.to_value != NodeStage.IDLE
     ]
     delivery = (inst.ready_at - inst.ordered_at).total_seconds() if inst.ready_at else None
-    return InstanceView.model_construct(
+    return trusted(
+        InstanceView,
         id=inst.id, tenant_id=inst.tenant_id, name=inst.name, kind=inst.kind,
         status=inst.status, status_reason=inst.status_reason, status_phrase=reason_phrase(
             (e for e in reversed(events) if e.resource == "instance"), inst.status,
