@@ -131,13 +131,15 @@ VIEW_COLUMNS = (Instance.id, Instance.tenant_id, Instance.name, Instance.kind,
 
 @cache
 def _page_statements(by_tenant: bool, by_status: bool) -> tuple[Executable, Executable]:
-    """A page's count and rows, built once per shape (a tenant's instances or every one, as
-    instances_query scopes them; with or without a status), values bound at each call."""
+    """A page's rows, each with the count of all the rows it is a page of (a window over
+    the same filter: one statement), and that count alone for a page past the end; built
+    once per shape (a tenant's instances or every one, as instances_query scopes them; with
+    or without a status), values bound at each call."""
     where = [cond for cond, wanted in (
         (Instance.tenant_id == bindparam("tenant_id"), by_tenant),
         (Instance.status == bindparam("wanted_status"), by_status)) if wanted]
     count = select(func.count(Instance.id)).where(*where)
-    page = (select(*VIEW_COLUMNS).where(*where)
+    page = (select(*VIEW_COLUMNS, func.count().over().label("matching")).where(*where)
             .order_by(Instance.ordered_at.desc(), Instance.id)
             .limit(bindparam("limit")).offset(bindparam("offset")))
     return count, page
@@ -147,8 +149,8 @@ def list_instances(
     p: Platform, actor: Principal, *, status: str | None = None, limit: int = 50,
     offset: int = 0, expand: str | None = None,
 ) -> Page[InstanceView]:
-    """A page of instances in a constant number of statements (the count, the page, the
-    nodes of all of it; with `expand="stages"` their histories): each item a summary
+    """A page of instances in a constant number of statements (the page with its total,
+    the nodes of all of it; with `expand="stages"` their histories): each item a summary
     (status, current stage, nodes, IP, times) whose `stages` list is empty unless
     expanded. One instance's whole history: show_instance."""
     if status is not None and status not in {st.value for st in InstanceStatus}:
@@ -161,8 +163,11 @@ def list_instances(
     values = {"tenant_id": actor.tenant_id, "wanted_status": status, "limit": limit,
               "offset": offset}
     with p.db.read() as s:
-        total = s.scalar(count, values) or 0
         rows = cast("list[Row[Any]]", s.execute(page, values).all())
+        if rows:
+            total = int(rows[0].matching)
+        else:  # an empty page: none at all, or an offset past the end
+            total = int(s.scalar(count, values) or 0) if offset else 0
         ids = [inst.id for inst in rows]
         allocations = allocations_of(s, ids)
         events = events_of(s, ids) if expand == "stages" else {i: [] for i in ids}
