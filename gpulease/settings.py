@@ -65,6 +65,13 @@ class Settings(BaseSettings):
     # (PostgreSQL: processes × (size + overflow) must stay under max_connections).
     db_pool_size: int = Field(default=20, ge=1, le=1000)
     db_pool_overflow: int = Field(default=20, ge=0, le=1000)
+    # Requests an API process works on at once in its threads (every synchronous route;
+    # streams and probes run on its event loop); the rest wait their turn. Python runs one
+    # thread at a time, so past a few, more threads only take turns at the interpreter's
+    # lock and hold more database connections (Starlette's 40 measured slower than 16 or 8
+    # under load: bench/README.md). Keep it under db_pool_size; an enrollment waits on its
+    # BMCs in one of these threads, so leave room for a batch of them.
+    api_threads: int = Field(default=16, ge=1, le=1000)
     # Apply pending migrations when a process starts (under a lock); false: only
     # `gpulease migrate` does, and a process finding the schema behind refuses to start.
     migrate_at_start: bool = True

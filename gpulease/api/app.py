@@ -75,6 +75,8 @@ async def _follow_catalog(platform: Platform) -> None:
 def create_app(platform: Platform) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        threads = anyio.to_thread.current_default_thread_limiter()
+        threads.total_tokens = platform.settings.api_threads
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(_follow_catalog, platform)
             yield
