@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+from sqlalchemy.exc import IntegrityError
 
 from gpulease.api.app import create_app
 from gpulease.api.guards import configure_logging
@@ -24,6 +25,7 @@ from gpulease.demo import (
     seed_demo_fleet,
 )
 from gpulease.demo_agents import DemoAgents
+from gpulease.domain.errors import Conflict
 from gpulease.platform import Platform
 from gpulease.settings import Settings
 from gpulease.worker.runner import Worker
@@ -63,7 +65,14 @@ def bootstrap_operator(platform: Platform, say: Callable[[str], object] = log.wa
     email = platform.settings.bootstrap_operator_email.strip()
     if not email or accounts.operator_count(platform):
         return
-    _operator, token = accounts.create_operator(platform, email, email.split("@")[0])
+    try:
+        _operator, token = accounts.create_operator(platform, email, email.split("@")[0])
+    except (Conflict, IntegrityError):
+        # another host's `serve` made it between the count and here: its token file is
+        # on that host, and this one starts without writing any
+        say(_("first operator {email} was made by another process starting at the same "
+              "time; its token is in that host's data directory", email=email))
+        return
     path = Path(platform.settings.data_dir) / "operator.token"
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
