@@ -68,9 +68,10 @@ class Settings(BaseSettings):
     # Requests an API process works on at once in its threads (every synchronous route;
     # streams and probes run on its event loop); the rest wait their turn. Python runs one
     # thread at a time, so past a few, more threads only take turns at the interpreter's
-    # lock and hold more database connections (Starlette's 40 measured slower than 16 or 8
-    # under load: bench/README.md). Keep it under db_pool_size; an enrollment waits on its
-    # BMCs in one of these threads, so leave room for a batch of them.
+    # lock and hold more database connections (in one run each under 24 clients, 8 threads
+    # served more requests/s than Starlette's 40 on the list, catalog and one instance in
+    # all four set-ups, 16 in three of four: bench/README.md). Keep it under db_pool_size;
+    # an enrollment waits on its BMCs in one of these threads, so leave room for a batch.
     api_threads: int = Field(default=16, ge=1, le=1000)
     # Apply pending migrations when a process starts (under a lock); false: only
     # `gpulease migrate` does, and a process finding the schema behind refuses to start.

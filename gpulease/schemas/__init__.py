@@ -23,8 +23,8 @@ def _field_names(cls: type[BaseModel]) -> tuple[str, ...]:
 def trusted(cls: type[M], **values: Any) -> M:
     """A view made from values that already have their fields' types (read from typed
     columns), every field given: neither validated nor walked field by field as
-    `model_construct` does, which is most of what a page of fifty views costs to build.
-    tests/api/test_list_queries.py reads such views back through validation."""
+    `model_construct` does (about half of what building a page's fifty views cost, in a
+    profile). tests/api/test_list_queries.py reads such views back through validation."""
     fields = _field_names(cls)
     if len(values) != len(fields):
         raise TypeError(f"{cls.__name__} takes {sorted(fields)}; given {sorted(values)}")

@@ -61,30 +61,24 @@ def check_key(p: Platform) -> None:
     mine = p.box.fingerprint()
     with p.db.write() as s:
         fact = s.get(PlatformFact, FINGERPRINT, with_for_update=True)
-        if fact is not None:
-            if fact.value != mine:
-                raise KeyMismatch(
-                    f"this process's secret key (fingerprint {mine}) is not the one this "
-                    f"database's secrets are sealed under (fingerprint {fact.value}): give "
-                    "every process the same GPULEASE_SECRET_KEY (or the same key file)")
-            return
-        sample = s.scalar(select(Node.bmc_password_enc).limit(1))
-        if sample is not None:
-            try:
-                p.box.open(sample)
-            except ValueError:
-                raise KeyMismatch(
-                    "this process's secret key does not open the secrets already in this "
-                    "database: give it the key they were sealed under") from None
-        # Two processes starting at once on a new database both get here: the first insert
-        # wins and the other process's key is then checked against it.
-        insert_unless_present(s, PlatformFact, "name", name=FINGERPRINT, value=mine)
-        recorded = s.get(PlatformFact, FINGERPRINT, populate_existing=True)
-        if recorded is not None and recorded.value != mine:
+        if fact is None:
+            sample = s.scalar(select(Node.bmc_password_enc).limit(1))
+            if sample is not None:
+                try:
+                    p.box.open(sample)
+                except ValueError:
+                    raise KeyMismatch(
+                        "this process's secret key does not open the secrets already in "
+                        "this database: give it the key they were sealed under") from None
+            # Two processes starting at once on a new database both get here: the first
+            # insert wins, and this process's key is checked against the one recorded.
+            insert_unless_present(s, PlatformFact, "name", name=FINGERPRINT, value=mine)
+            fact = s.get(PlatformFact, FINGERPRINT, populate_existing=True)
+        if fact is not None and fact.value != mine:
             raise KeyMismatch(
-                f"this process's secret key (fingerprint {mine}) is not the one another "
-                f"process starting at the same time recorded (fingerprint {recorded.value}): "
-                "give every process the same GPULEASE_SECRET_KEY (or the same key file)")
+                f"this process's secret key (fingerprint {mine}) is not the one this "
+                f"database's secrets are sealed under (fingerprint {fact.value}): give "
+                "every process the same GPULEASE_SECRET_KEY (or the same key file)")
 
 
 def rotate(p: Platform, new_key: str, batch: int = 1000) -> dict[str, int]:
