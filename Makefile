@@ -67,6 +67,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/invoice_run.py
 	$(BIN)/python bench/advise_latency.py
 	$(BIN)/python bench/console_pages.py
+	$(BIN)/python bench/list_threads.py
 
 # The console's messages: extract them from the templates and code, then merge them into
 # each language's catalog (gpulease/locale/<lang>/LC_MESSAGES/console.po) for translating;
