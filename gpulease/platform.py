@@ -132,7 +132,8 @@ class Platform:
         settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         settings.data_dir.chmod(0o700)  # secrets live here: the owner alone may enter
         db = Database(settings.resolved_database_url(), pool_size=settings.db_pool_size,
-                      limits=settings.session_limits(), max_overflow=settings.db_pool_overflow)
+                      limits=settings.session_limits(), max_overflow=settings.db_pool_overflow,
+                      sqlite_read_slots=settings.sqlite_read_slots)
         catalog = load_catalog(settings.catalog_file)
         box = SecretBox(load_or_create_key(settings.secret_key, settings.data_dir))
         if drivers is None:

@@ -65,6 +65,10 @@ class Settings(BaseSettings):
     # (PostgreSQL: processes × (size + overflow) must stay under max_connections).
     db_pool_size: int = Field(default=20, ge=1, le=1000)
     db_pool_overflow: int = Field(default=20, ge=0, le=1000)
+    # SQLite only: read transactions one process runs at once; its other threads queue for
+    # a turn (writes go one at a time). Threads reading at once take turns at Python's lock
+    # row by row and cost about twice the CPU (bench/list_threads.py); 0: no queue.
+    sqlite_read_slots: int = Field(default=2, ge=0, le=1000)
     # Requests an API process works on at once in its threads (every synchronous route;
     # streams and probes run on its event loop); the rest wait their turn. Python runs one
     # thread at a time, so past a few, more threads only take turns at the interpreter's

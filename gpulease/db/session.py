@@ -2,7 +2,8 @@
 
 SQLite has no row locks, so write transactions start with BEGIN IMMEDIATE: the writer
 takes the database's write lock up front and concurrent writers queue on busy_timeout
-instead of failing half-way. Reads use a plain deferred BEGIN under WAL.
+instead of failing half-way. Reads use a plain deferred BEGIN under WAL. Within one
+process, threads take turns at the SQLite file before they begin (`db/turns.py`).
 """
 
 from __future__ import annotations
@@ -11,15 +12,16 @@ import functools
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpulease.db.limits import SessionLimits
+from gpulease.db.turns import SqliteTurns
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -90,7 +92,7 @@ class Database:
     """Hands out short transactions: `with db.write() as s:` / `with db.read() as s:`."""
 
     def __init__(self, url: str, pool_size: int = 20, limits: SessionLimits | None = None,
-                 max_overflow: int = 20) -> None:
+                 max_overflow: int = 20, sqlite_read_slots: int = 2) -> None:
         self.url = url
         if url.startswith("sqlite:///"):
             _owner_only(Path(url.removeprefix("sqlite:///").split("?", 1)[0]))
@@ -99,16 +101,31 @@ class Database:
         writer = self.engine.execution_options(sqlite_immediate=True)
         self._write = sessionmaker(writer, expire_on_commit=False)
         self._read = sessionmaker(self.engine, expire_on_commit=False)
+        # one process's threads take turns at a SQLite file (db/turns.py); PostgreSQL
+        # serves concurrent transactions itself
+        self.turns = SqliteTurns(sqlite_read_slots) if self.dialect == "sqlite" else None
 
     @contextmanager
     def write(self) -> Iterator[Session]:
-        with self._write.begin() as session:
+        with self._turn("write"), self._write.begin() as session:
             yield session
 
     @contextmanager
     def read(self) -> Iterator[Session]:
-        with self._read() as session, session.begin():
+        with self._turn("read"), self._read() as session, session.begin():
             yield session
+
+    @contextmanager
+    def connection(self) -> Iterator[Connection]:
+        """A bare connection for a statement or two on the hot path, without a session (it
+        takes a read's turn)."""
+        with self._turn("read"), self.engine.connect() as conn:
+            yield conn
+
+    def _turn(self, kind: str) -> AbstractContextManager[None]:
+        if self.turns is None:
+            return nullcontext()
+        return self.turns.write() if kind == "write" else self.turns.read()
 
     def wait_until_reachable(self, timeout_s: float,
                              waiting: Callable[[str, float], object] = lambda *_: None) -> None:

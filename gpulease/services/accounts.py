@@ -262,7 +262,7 @@ def authenticate(p: Platform, raw_token: str | None) -> Principal:
     if not raw_token.startswith(TOKEN_PREFIX):
         raise Unauthorized("That is not a gpulease token (they start with 'glp_').")
     now = p.clock.now()
-    with p.db.engine.connect() as conn:
+    with p.db.connection() as conn:
         row = conn.execute(_TOKEN_OWNER, {"token_hash": hash_token(raw_token)}).first()
     if row is None:
         raise Unauthorized("Unknown API token; create a new one or check for a typo.")
