@@ -6,7 +6,7 @@ from datetime import date
 from decimal import Decimal
 from functools import lru_cache
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import bindparam, func, literal, select, union_all
 from sqlalchemy.orm import Session
 
 from gpulease.db.tables import Gpu, GpuAllocation, Node
@@ -30,8 +30,8 @@ def year_price(catalog: Catalog, offer: Offer) -> Decimal:
 # form by the statement's shape, not the work of constructing it).
 _ACTIVE_GPUS = (select(GpuAllocation.gpu_id).where(GpuAllocation.released_at.is_(None))
                 .scalar_subquery())
-_BARE_METAL_STOCK = (
-    select(Node.sku, Node.region, func.count())
+_BARE_METAL_STOCK = (  # (pool, sku, region, free servers)
+    select(literal("bare_metal"), Node.sku, Node.region, func.count())
     .where(Node.pool == "bare_metal", Node.status == NodeStatus.AVAILABLE.value,
            Node.drain_requested_at.is_(None))
     .group_by(Node.sku, Node.region))
@@ -41,16 +41,21 @@ _FREE_GPUS = (
     .where(Node.pool == bindparam("pool"), Node.status == NodeStatus.AVAILABLE.value,
            Node.drain_requested_at.is_(None), Gpu.id.not_in(_ACTIVE_GPUS))
     .group_by(Node.id))
-_CONTAINER_STOCK = (
-    select(Node.sku, Node.region, func.count(Gpu.id))
+_CONTAINER_STOCK = (  # (pool, host sku, region, free GPUs)
+    select(literal("container"), Node.sku, Node.region, func.count(Gpu.id))
     .join(Gpu, Gpu.node_id == Node.id)
     .where(Node.pool == "container", Node.status == NodeStatus.AVAILABLE.value,
            Node.drain_requested_at.is_(None), Gpu.id.not_in(_ACTIVE_GPUS))
     .group_by(Node.sku, Node.region))
+# both for the catalog, in one statement
+_STOCK = union_all(_BARE_METAL_STOCK, _CONTAINER_STOCK)
+
+
+Stock = dict[tuple[str, str], int]
 
 
 def bare_metal_stock(s: Session) -> dict[tuple[str, str], int]:
-    return {(sku, region): n for sku, region, n in s.execute(_BARE_METAL_STOCK)}
+    return {(sku, region): n for _, sku, region, n in s.execute(_BARE_METAL_STOCK)}
 
 
 def free_gpus_by_node(s: Session, pool: str = "container") -> dict[str, int]:
@@ -60,7 +65,7 @@ def free_gpus_by_node(s: Session, pool: str = "container") -> dict[str, int]:
 
 def container_stock(s: Session) -> dict[tuple[str, str], int]:
     """Free GPUs per (host SKU, region) in the container pool, in one query."""
-    return {(sku, region): n for sku, region, n in s.execute(_CONTAINER_STOCK)}
+    return {(sku, region): n for _, sku, region, n in s.execute(_CONTAINER_STOCK)}
 
 
 def offer_view(catalog: Catalog, offer: Offer, stock: int, today: date | None = None
@@ -110,11 +115,45 @@ def _per_gpu(share: ContainerShare) -> dict[str, object]:
             "pids_per_gpu": share.pids}
 
 
+def live_stock(p: Platform) -> tuple[Stock, Stock]:
+    """Free servers per (SKU, region) of the bare-metal pool and free GPUs per (host SKU,
+    region) of the container pool, in one statement on a bare connection."""
+    stock: dict[str, Stock] = {"bare_metal": {}, "container": {}}
+    with p.db.connection() as conn:
+        for pool, sku, region, n in conn.execute(_STOCK):
+            stock[pool][(sku, region)] = n
+    return stock["bare_metal"], stock["container"]
+
+
+def catalog_json(p: Platform) -> str:
+    """The catalog as the API sends it. The stock is read for every request; the same
+    catalog, prices, day and stock give the same bytes, so the last few answers are kept
+    and a repeated one is not built and serialized again."""
+    stock, cstock = live_stock(p)
+    book, today = p.price_book(), p.clock.now().date()
+    key = (id(p.catalog), id(book), p.catalog_version, today,
+           tuple(sorted(stock.items())), tuple(sorted(cstock.items())))
+    kept = _answers.get(key)
+    # the catalog objects are kept beside their answer, so their ids are not reused
+    if kept is not None and kept[0] is p.catalog and kept[1] is book:
+        return kept[2]
+    body = _assemble(p, book, today, stock, cstock).model_dump_json()
+    if len(_answers) >= 32:
+        _answers.clear()
+    _answers[key] = (p.catalog, book, body)
+    return body
+
+
+_answers: dict[tuple[object, ...], tuple[Catalog, Catalog, str]] = {}
+
+
 def catalog_view(p: Platform) -> CatalogView:
-    with p.db.read() as s:
-        stock = bare_metal_stock(s)
-        cstock = container_stock(s)
-    static = _static_view(p.price_book(), p.clock.now().date())
+    return _assemble(p, p.price_book(), p.clock.now().date(), *live_stock(p))
+
+
+def _assemble(p: Platform, book: Catalog, today: date, stock: Stock, cstock: Stock
+              ) -> CatalogView:
+    static = _static_view(book, today)
     hosts = {co.id: (co.host_sku, co.region) for co in p.catalog.container_offers}
     return CatalogView(
         version=p.catalog_version,

@@ -1,0 +1,69 @@
+"""The catalog the API sends: the view's own JSON, kept while nothing in it moved, and
+built again when the stock, the catalog or the day's prices do."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from datetime import UTC, datetime
+
+from gpulease.domain.catalog import DEFAULT_CATALOG, parse_catalog
+from gpulease.platform import Platform
+from gpulease.schemas import OrderRequest
+from gpulease.services import catalog, orders
+from tests.conftest import TenantCtx
+from tests.services.test_leases import MovableClock
+
+
+def offer(answer: str, offer_id: str) -> dict[str, object]:
+    found: dict[str, object] = next(o for o in json.loads(answer)["offers"]
+                                    if o["id"] == offer_id)
+    return found
+
+
+def free_gpus(answer: str, offer_id: str) -> int:
+    return int(next(o for o in json.loads(answer)["container_offers"]
+                    if o["id"] == offer_id)["free_gpus"])
+
+
+def test_the_answer_is_the_views_json_and_follows_the_stock(
+        fleet: Platform, tenant: TenantCtx, key: str) -> None:
+    first = catalog.catalog_json(fleet)
+    assert first == catalog.catalog_view(fleet).model_dump_json()
+    assert catalog.catalog_json(fleet) is first  # nothing moved: the same answer, kept
+    h100 = "h100-80g-x8@ningxia-1"
+    container = fleet.catalog.container_offers[0].id
+
+    orders.place_order(fleet, tenant.principal, OrderRequest(
+        sku="h100-80g-x8", region="ningxia-1", ssh_keys=[key]))
+    after_server = catalog.catalog_json(fleet)
+    assert offer(after_server, h100)["stock"] == int(offer(first, h100)["stock"]) - 1  # type: ignore[call-overload]
+    assert after_server == catalog.catalog_view(fleet).model_dump_json()
+
+    orders.place_order(fleet, tenant.principal, OrderRequest(
+        kind="container", offer=container, gpus=2, ssh_keys=[key]))
+    after_gpus = catalog.catalog_json(fleet)
+    assert free_gpus(after_gpus, container) == free_gpus(after_server, container) - 2
+
+
+def test_a_new_catalog_and_a_new_days_prices_are_sent_at_once(
+        fleet: Platform, tenant: TenantCtx) -> None:
+    clock = MovableClock(datetime(2026, 12, 14, 23, 0, tzinfo=UTC))
+    fleet.clock = clock
+    data = tomllib.loads(DEFAULT_CATALOG.read_text())
+    h100 = next(o for o in data["offers"] if o["sku"] == "h100-80g-x8"
+                and o["region"] == "ningxia-1")
+    h100["price_changes"] = [{"effective_from": "2026-12-15", "monthly_price": "79000"}]
+    before = catalog.catalog_json(fleet)
+    fleet.catalog = parse_catalog(data, "announced prices")
+    announced = catalog.catalog_json(fleet)
+    offer_id = "h100-80g-x8@ningxia-1"
+    assert offer(before, offer_id)["price_changes"] == []
+    assert offer(announced, offer_id)["price_changes"] == [
+        {"effective_from": "2026-12-15", "monthly_price": "79000.00"}]
+
+    clock.at = datetime(2026, 12, 15, 0, 30, tzinfo=UTC)
+    today = catalog.catalog_json(fleet)
+    assert offer(today, offer_id)["monthly_price"] == "79000.00"
+    assert offer(today, offer_id)["price_changes"] == []
+    assert today == catalog.catalog_view(fleet).model_dump_json()
