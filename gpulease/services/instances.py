@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cache
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from sqlalchemy import Executable, Row, bindparam, func, select
 from sqlalchemy.orm import Session
@@ -153,6 +153,40 @@ def list_instances(
     the nodes of all of it; with `expand="stages"` their histories): each item a summary
     (status, current stage, nodes, IP, times) whose `stages` list is empty unless
     expanded. One instance's whole history: show_instance."""
+    found = _read_page(p, actor, status, limit, offset, expand)
+    items = [assemble_view(p, inst, found.allocations[inst.id], found.events[inst.id])
+             for inst in found.rows]
+    return Page(items=items, total=found.total, limit=limit, offset=offset)
+
+
+def list_instances_json(
+    p: Platform, actor: Principal, *, status: str | None = None, limit: int = 50,
+    offset: int = 0, expand: str | None = None,
+) -> str:
+    """list_instances as the API sends it (the same bytes as its page's JSON). A summary
+    is a function of its instance's row, the nodes it held and two settings, so each
+    summary's JSON is kept by those and an instance that did not change since the last
+    page is not built and serialized again: a poller's page costs its statements."""
+    found = _read_page(p, actor, status, limit, offset, expand)
+    if expand is not None:
+        return Page(items=[assemble_view(p, inst, found.allocations[inst.id],
+                                         found.events[inst.id]) for inst in found.rows],
+                    total=found.total, limit=limit, offset=offset).model_dump_json()
+    items = [_summary_json(p, inst, found.allocations[inst.id]) for inst in found.rows]
+    empty = Page[InstanceView](items=[], total=found.total, limit=limit,
+                               offset=offset).model_dump_json()
+    return empty.replace('"items":[]', '"items":[' + ",".join(items) + "]", 1)
+
+
+class _PageRead(NamedTuple):
+    rows: list[Row[Any]]
+    total: int
+    allocations: dict[str, list[tuple[NodeBrief, list[int], bool]]]
+    events: dict[str, list[Event]]
+
+
+def _read_page(p: Platform, actor: Principal, status: str | None, limit: int, offset: int,
+               expand: str | None) -> _PageRead:
     if status is not None and status not in {st.value for st in InstanceStatus}:
         raise InvalidInput("status", "Unknown instance status {status!r}.",
                            [st.value for st in InstanceStatus], status=status)
@@ -171,9 +205,33 @@ def list_instances(
         ids = [inst.id for inst in rows]
         allocations = allocations_of(s, ids)
         events = events_of(s, ids) if expand == "stages" else {i: [] for i in ids}
-        items = [assemble_view(p, inst, allocations[inst.id], events[inst.id])
-                 for inst in rows]
-    return Page(items=items, total=total, limit=limit, offset=offset)
+    return _PageRead(rows, total, allocations, events)
+
+
+def _summary_json(p: Platform, inst: Row[Any],
+                  allocations: list[tuple[NodeBrief, list[int], bool]]) -> str:
+    """One summary's JSON, kept by everything it is made of: the row's VIEW_COLUMNS (of the
+    encrypted root password only whether there is one), each node held as read, whether
+    its hardware is simulated, and the delivery SLA."""
+    row = tuple(inst)
+    key = (row[:_SECRET], row[_SECRET] is not None, row[_SECRET + 1:len(VIEW_COLUMNS)],
+           tuple((node, tuple(gpus), held) for node, gpus, held in allocations),
+           tuple(is_simulated(p, node.bmc_driver, node.agent_kind)
+                 for node, _, _ in allocations),
+           p.settings.delivery_sla_s)
+    kept = _summaries.get(key)
+    if kept is None:
+        kept = assemble_view(p, inst, allocations, []).model_dump_json()
+        if len(_summaries) >= _SUMMARIES_KEPT:
+            _summaries.clear()
+        _summaries[key] = kept
+    return kept
+
+
+_SECRET = next(n for n, column in enumerate(VIEW_COLUMNS)
+               if column is Instance.root_password_enc)
+_SUMMARIES_KEPT = 4096  # a few KB each with its key: some MB at most per process
+_summaries: dict[tuple[object, ...], str] = {}
 
 
 def change_marker(p: Platform, instance_id: str) -> tuple[object, ...]:
