@@ -146,8 +146,8 @@ def list_invoices(p: Platform, actor: Principal, tenant_id: str | None = None,
                          .order_by(Invoice.period.desc(), Invoice.created_at.desc(),
                                    Invoice.id).limit(limit).offset(offset)).all()
         # the page's tenant names and credit notes in one statement each, not one per invoice
-        names = dict(s.execute(select(Tenant.id, Tenant.name).where(
-            Tenant.id.in_({r.tenant_id for r in rows}))).tuples().all())
+        names = {tenant_id: name for tenant_id, name in s.execute(
+            select(Tenant.id, Tenant.name).where(Tenant.id.in_({r.tenant_id for r in rows})))}
         credits = credited_of(s, [r.id for r in rows])
         return Page(items=[invoice_view(s, r, credit=credits[r.id],
                                         tenant_name=names.get(r.tenant_id, ""))

@@ -107,8 +107,8 @@ def instance_series(p: Platform, actor: Principal, instance_id: str, hours: int 
                 buckets[key] = {t: b for t, b in by_time.items() if t >= first}
         _fold_rows(buckets, rows, step)
         ids = {node_id for node_id, _ in buckets}
-        names = dict(s.execute(select(Node.id, Node.name).where(
-            Node.id.in_(ids))).tuples().all()) if ids else {}
+        names = {node_id: name for node_id, name in s.execute(
+            select(Node.id, Node.name).where(Node.id.in_(ids)))} if ids else {}
     settled = (int(now.timestamp()) - SETTLED_S) // step * step
     with _folded_lock:
         _folded[(inst.id, step)] = _Folded(settled, {
