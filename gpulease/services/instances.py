@@ -153,10 +153,7 @@ def list_instances(
     the nodes of all of it; with `expand="stages"` their histories): each item a summary
     (status, current stage, nodes, IP, times) whose `stages` list is empty unless
     expanded. One instance's whole history: show_instance."""
-    found = _read_page(p, actor, status, limit, offset, expand)
-    items = [assemble_view(p, inst, found.allocations[inst.id], found.events[inst.id])
-             for inst in found.rows]
-    return Page(items=items, total=found.total, limit=limit, offset=offset)
+    return _views(p, _read_page(p, actor, status, limit, offset, expand), limit, offset)
 
 
 def list_instances_json(
@@ -169,9 +166,7 @@ def list_instances_json(
     page is not built and serialized again: a poller's page costs its statements."""
     found = _read_page(p, actor, status, limit, offset, expand)
     if expand is not None:
-        return Page(items=[assemble_view(p, inst, found.allocations[inst.id],
-                                         found.events[inst.id]) for inst in found.rows],
-                    total=found.total, limit=limit, offset=offset).model_dump_json()
+        return _views(p, found, limit, offset).model_dump_json()
     items = [_summary_json(p, inst, found.allocations[inst.id]) for inst in found.rows]
     empty = Page[InstanceView](items=[], total=found.total, limit=limit,
                                offset=offset).model_dump_json()
@@ -183,6 +178,12 @@ class _PageRead(NamedTuple):
     total: int
     allocations: dict[str, list[tuple[NodeBrief, list[int], bool]]]
     events: dict[str, list[Event]]
+
+
+def _views(p: Platform, found: _PageRead, limit: int, offset: int) -> Page[InstanceView]:
+    return Page(items=[assemble_view(p, inst, found.allocations[inst.id],
+                                     found.events[inst.id]) for inst in found.rows],
+                total=found.total, limit=limit, offset=offset)
 
 
 def _read_page(p: Platform, actor: Principal, status: str | None, limit: int, offset: int,
