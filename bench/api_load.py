@@ -2,16 +2,20 @@
 processes on SQLite and PostgreSQL, a tenant with 50 instances, and N concurrent clients
 (default 24, threads with keep-alive connections) running a mixed workload for a fixed time:
 the catalog, the instance list (a page of 50), one instance, /api/v1/me, orders and
-releases, agent telemetry pushes, and the bare /healthz beside them. Before the load, each
-path alone (one client, sequential): its p50, and the cost of a list of 50 against one
-instance; then each read path with all clients on it (its requests/s beside /api/v1/me
-and the bare /healthz); then the mix. Prints JSON: requests/s, p50 and p99 per path,
-errors and 5xx, and the issue's marks computed in the same run. Rate limits are raised out
-of the way (their cost is still
-paid per request); everything listens on 127.0.0.1.
+releases, agent telemetry pushes, and the bare /healthz beside them. Once the worker has
+delivered the 50 instances, each path alone (one client, sequential): its p50, and the
+cost of a list of 50 against one instance; then each read path with all clients on it, in
+slices taken in turn (its requests/s beside /api/v1/me and the bare /healthz); then the
+mix. Prints JSON: requests/s, p50 and p99 per path, errors and 5xx, and the issue's marks
+computed in the same run. Rate limits are raised out of the way (their cost is still paid
+per request); everything listens on 127.0.0.1.
 
     python bench/api_load.py [--clients 24] [--seconds 30] [--db sqlite postgresql]
-                             [--processes 1 2]
+                             [--processes 1 2] [--server-cpus 0-7 --client-cpus 8-15]
+
+On a machine with cores to spare, --server-cpus and --client-cpus keep the clients off the
+server's cores: on 2 shared cores, 24 closed-loop clients wait in line behind each other
+(each path's p50 under load is about 24 ÷ its requests/s), whatever the server does.
 """
 
 from __future__ import annotations
@@ -66,10 +70,24 @@ def prepare(p: Platform) -> dict[str, object]:
     return {"token": created.token.token, "instances": ids, "agent": credential}
 
 
+SERVER_CPUS: set[int] | None = None  # --server-cpus: where the API and worker run
+
+
 def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    cpus = SERVER_CPUS
     return subprocess.Popen([sys.executable, "-m", "gpulease.cli.main", *args],
                             env=os.environ | env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+                            stderr=subprocess.DEVNULL,
+                            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+
+
+def cpu_list(text: str) -> set[int]:
+    """`0-7` or `0,2,4-6`: a set of CPU numbers."""
+    out: set[int] = set()
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        out.update(range(int(first), int(last or first) + 1))
+    return out
 
 
 def wait_up(base: str) -> None:
@@ -81,6 +99,20 @@ def wait_up(base: str) -> None:
             pass
         time.sleep(0.1)
     raise RuntimeError("the API did not come up in 60 s")
+
+
+def wait_delivered(base: str, token: str) -> float:
+    """Seconds until the worker has delivered every instance ordered in `prepare`: the
+    single-client figures are not taken while it is still busy delivering 50 of them."""
+    started = time.monotonic()
+    for _ in range(900):  # bounded: 180 s
+        r = httpx.get(f"{base}/api/v1/instances", params={"limit": 50}, timeout=10,
+                      headers={"Authorization": f"Bearer {token}"})
+        if r.status_code == 200 and all(
+                i["status"] in ("ready", "failed") for i in r.json()["items"]):
+            return round(time.monotonic() - started, 1)
+        time.sleep(0.2)
+    raise RuntimeError("the worker did not deliver the instances in 180 s")
 
 
 def telemetry_body() -> dict[str, object]:
@@ -183,17 +215,36 @@ class Load:
 READS = ("healthz", "me", "catalog", "one", "list")
 
 
+def path_row(lat: list[float], codes: dict[int, int], errors: int, wall: float
+             ) -> dict[str, object]:
+    return {"requests_per_s": round(len(lat) / wall, 1),
+            "p50_ms": round(pct(lat, 50) * 1000, 1), "p99_ms": round(pct(lat, 99) * 1000, 1),
+            "n": len(lat), "status": {str(k): v for k, v in sorted(codes.items())},
+            "errors": errors, "5xx": sum(v for k, v in codes.items() if k >= 500)}
+
+
 def table(load: Load, wall: float) -> dict[str, dict[str, object]]:
-    out: dict[str, dict[str, object]] = {}
-    for path, lat in sorted(load.lat.items()):
-        codes = load.status[path]
-        out[path] = {
-            "requests_per_s": round(len(lat) / wall, 1), "p50_ms": round(pct(lat, 50) * 1000, 1),
-            "p99_ms": round(pct(lat, 99) * 1000, 1), "n": len(lat),
-            "status": {str(k): v for k, v in sorted(codes.items())},
-            "errors": len(load.errors[path]),
-            "5xx": sum(v for k, v in codes.items() if k >= 500)}
-    return out
+    return {path: path_row(lat, load.status[path], len(load.errors[path]), wall)
+            for path, lat in sorted(load.lat.items())}
+
+
+def each_alone(load: Load, clients: int, seconds_each: float, rounds: int = 4
+               ) -> dict[str, dict[str, object]]:
+    """Each read path with every client on it, in `rounds` slices per path taken in turn
+    (forwards, then backwards): a machine whose speed drifts during the run weighs on every
+    path alike, so their ratios hold better than with one block per path."""
+    lat: dict[str, list[float]] = defaultdict(list)
+    codes: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    errors: dict[str, int] = defaultdict(int)
+    wall: dict[str, float] = defaultdict(float)
+    for n in range(rounds):
+        for path in READS if n % 2 == 0 else tuple(reversed(READS)):
+            wall[path] += load.run(clients, seconds_each / rounds, ((path, 1.0),))
+            lat[path] += load.lat[path]
+            for code, count in load.status[path].items():
+                codes[path][code] += count
+            errors[path] += len(load.errors[path])
+    return {path: path_row(lat[path], codes[path], errors[path], wall[path]) for path in READS}
 
 
 def one_run(db: str, processes: int, clients: int, seconds: float,
@@ -213,12 +264,10 @@ def one_run(db: str, processes: int, clients: int, seconds: float,
         base = f"http://127.0.0.1:{port}"
         try:
             wait_up(base)
+            delivered_s = wait_delivered(base, str(setup["token"]))
             load = Load(base, setup)
             single = load.single()
-            alone: dict[str, dict[str, object]] = {}
-            for path in READS:  # each read path with every client on it
-                took = load.run(clients, seconds_each, ((path, 1.0),))
-                alone.update(table(load, took))
+            alone = each_alone(load, clients, seconds_each)
             wall = load.run(clients, seconds)
             mixed = table(load, wall)
         finally:
@@ -242,7 +291,8 @@ def one_run(db: str, processes: int, clients: int, seconds: float,
             for path in single),
     }
     return {"db": db, "api_processes": processes, "clients": clients,
-            "single_client_p50_ms": single, "each_path_alone": alone,
+            "delivered_before_measuring_s": delivered_s, "single_client_p50_ms": single,
+            "each_path_alone": alone,
             "mixed": {"seconds": round(wall, 1), "paths": mixed}, "marks": marks}
 
 
@@ -254,10 +304,21 @@ def main() -> None:
                         help="each read path alone")
     parser.add_argument("--db", nargs="+", default=["sqlite", "postgresql"])
     parser.add_argument("--processes", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--server-cpus", type=cpu_list, default=None,
+                        help="CPUs for the API processes and the worker (e.g. 0-7)")
+    parser.add_argument("--client-cpus", type=cpu_list, default=None,
+                        help="CPUs for the clients, apart from the server's (e.g. 8-15)")
     args = parser.parse_args()
+    global SERVER_CPUS
+    SERVER_CPUS = args.server_cpus
+    if args.client_cpus:
+        os.sched_setaffinity(0, args.client_cpus)
     runs = [one_run(db, n, args.clients, args.seconds, args.seconds_each) for db in args.db
             for n in args.processes]
-    print(json.dumps({"bench": "api_load", "runs": runs,
+    cpus = {"machine": os.cpu_count(),
+            "server": sorted(args.server_cpus) if args.server_cpus else "any",
+            "clients": sorted(args.client_cpus) if args.client_cpus else "any"}
+    print(json.dumps({"bench": "api_load", "cpus": cpus, "runs": runs,
                       "targets": {"list_50_over_one_single_client": "≤ 3",
                                   "list_vs_me_under_load": "≥ 0.3",
                                   "catalog_vs_me_under_load": "≥ 0.8",
