@@ -1,6 +1,7 @@
 """List pages cost a constant number of SQL statements, whatever their length: the page
 (with its count), and one statement per kind of related row for the whole page (nodes and GPUs;
-histories only when asked with expand=stages). Counted on the engine itself, on SQLite and
+histories only when asked with expand=stages). Instances, nodes, invoices, usage, tickets and
+the audit trail. Counted on the engine itself, on SQLite and
 PostgreSQL; a list that went back to a query per item fails here."""
 
 from __future__ import annotations
@@ -146,3 +147,39 @@ def test_pages_of_invoices_and_usage_cost_the_same_few_statements(
     usage_large = statements_for(platform, lambda: metering.list_usage(
         platform, tenants[0].principal, limit=24))
     assert usage_small == usage_large
+
+
+def test_pages_of_tickets_and_the_audit_trail_cost_the_same_few_statements(
+    fleet: Platform, tenant: TenantCtx, key: str, operator: TenantCtx,
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from gpulease.schemas.tickets import TicketOpen
+    from gpulease.services import audit, tickets
+
+    made = order_many(fleet, tenant, key, 12)
+    ids = [i.id for i in instances.list_instances(fleet, tenant.principal, limit=made).items]
+    for n in range(24):
+        tickets.open_by_tenant(fleet, tenant.principal, TicketOpen(
+            instance_id=ids[n % len(ids)], summary=f"question {n}", severity="P3"))
+    at = datetime(2026, 12, 1, tzinfo=UTC)
+    audit.append(fleet, [audit.Happening(
+        at=at + timedelta(seconds=n), action="POST /api/v1/instances", outcome=201,
+        user_id=tenant.principal.user_id, tenant_id=tenant.tenant_id, target=f"i-{n}")
+        for n in range(60)])
+    begin = int(fleet.db.dialect == "sqlite")  # SQLite's BEGIN is a statement of ours
+    for who in (tenant, operator):
+        small = statements_for(fleet, lambda: tickets.list_tickets(
+            fleet, who.principal, limit=2))  # noqa: B023
+        large = statements_for(fleet, lambda: tickets.list_tickets(
+            fleet, who.principal, limit=50))  # noqa: B023
+        assert small == large <= 3 + begin  # the count, the page, its nodes' names
+        assert len(tickets.list_tickets(fleet, who.principal, limit=50).items) == 24
+        assert {t.instance_id for t in tickets.list_tickets(fleet, who.principal).items} == set(
+            ids)
+    trail_small = statements_for(fleet, lambda: audit.entries(
+        fleet, operator.principal, limit=2))
+    trail_large = statements_for(fleet, lambda: audit.entries(
+        fleet, operator.principal, limit=50))
+    assert trail_small == trail_large <= 2 + begin  # the count, the page
+    assert len(audit.entries(fleet, operator.principal, limit=50).items) == 50
