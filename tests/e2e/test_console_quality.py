@@ -72,7 +72,10 @@ def _ready(p: Platform, principal: Any, iid: str, timeout_s: float = 40) -> None
         time.sleep(0.2)
 
 
-@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+# Each language once and each database once: a page's words and layout follow the language,
+# its data the database, and each run walks every page (about 50 s in a browser).
+@pytest.mark.parametrize(("db_url", "lang"), [("sqlite", "zh_CN"), ("postgresql", "en")],
+                         indirect=["db_url"])
 def test_every_page_is_accessible_fits_and_speaks_the_language(
         fleet: Platform, live: LiveServer, browser: Any, lang: str,  # noqa: F811
         tmp_path: Path) -> None:
