@@ -6,7 +6,7 @@ from datetime import date
 from decimal import Decimal
 from functools import lru_cache
 
-from sqlalchemy import bindparam, func, literal, select, union_all
+from sqlalchemy import Connection, bindparam, func, literal, select, union_all
 from sqlalchemy.orm import Session
 
 from gpulease.db.tables import Gpu, GpuAllocation, Node
@@ -115,21 +115,24 @@ def _per_gpu(share: ContainerShare) -> dict[str, object]:
             "pids_per_gpu": share.pids}
 
 
-def live_stock(p: Platform) -> tuple[Stock, Stock]:
+def live_stock(p: Platform, conn: Connection | None = None) -> tuple[Stock, Stock]:
     """Free servers per (SKU, region) of the bare-metal pool and free GPUs per (host SKU,
-    region) of the container pool, in one statement on a bare connection."""
+    region) of the container pool, in one statement on a bare connection (the caller's,
+    or one checked out for it)."""
+    if conn is None:
+        with p.db.connection() as own:
+            return live_stock(p, own)
     stock: dict[str, Stock] = {"bare_metal": {}, "container": {}}
-    with p.db.connection() as conn:
-        for pool, sku, region, n in conn.execute(_STOCK):
-            stock[pool][(sku, region)] = n
+    for pool, sku, region, n in conn.execute(_STOCK):
+        stock[pool][(sku, region)] = n
     return stock["bare_metal"], stock["container"]
 
 
-def catalog_json(p: Platform) -> str:
+def catalog_json(p: Platform, conn: Connection | None = None) -> str:
     """The catalog as the API sends it. The stock is read for every request; the same
     catalog, prices, day and stock give the same bytes, so the last few answers are kept
     and a repeated one is not built and serialized again."""
-    stock, cstock = live_stock(p)
+    stock, cstock = live_stock(p, conn)
     book, today = p.price_book(), p.clock.now().date()
     key = (id(p.catalog), id(book), p.catalog_version, today,
            tuple(sorted(stock.items())), tuple(sorted(cstock.items())))

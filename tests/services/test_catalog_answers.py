@@ -7,11 +7,14 @@ import json
 import tomllib
 from datetime import UTC, datetime
 
+import httpx
+from sqlalchemy import event
+
 from gpulease.domain.catalog import DEFAULT_CATALOG, parse_catalog
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.services import catalog, orders
-from tests.conftest import TenantCtx
+from tests.conftest import LiveServer, TenantCtx
 from tests.services.test_leases import MovableClock
 
 
@@ -67,3 +70,32 @@ def test_a_new_catalog_and_a_new_days_prices_are_sent_at_once(
     assert offer(today, offer_id)["monthly_price"] == "79000.00"
     assert offer(today, offer_id)["price_changes"] == []
     assert today == catalog.catalog_view(fleet).model_dump_json()
+
+
+def test_the_token_check_and_the_stock_share_one_connection(
+        fleet: Platform, server: LiveServer, tenant: TenantCtx) -> None:
+    """The most read endpoint checks out one connection (on PostgreSQL each checkout pings
+    the server first) and runs two statements: the token's owner and the stock."""
+    checkouts: list[object] = []
+    statements: list[str] = []
+
+    def checked_out(*_: object) -> None:
+        checkouts.append(1)
+
+    def ran(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        statements.append(statement)
+
+    headers = {"Authorization": f"Bearer {tenant.token}"}
+    assert httpx.get(f"{server.url}/api/v1/catalog", headers=headers).status_code == 200
+    event.listen(fleet.db.engine, "checkout", checked_out)
+    event.listen(fleet.db.engine, "before_cursor_execute", ran)
+    try:
+        answer = httpx.get(f"{server.url}/api/v1/catalog", headers=headers)
+    finally:
+        event.remove(fleet.db.engine, "checkout", checked_out)
+        event.remove(fleet.db.engine, "before_cursor_execute", ran)
+    assert answer.status_code == 200 and answer.json()["offers"]
+    assert len(checkouts) == 1
+    assert len([s for s in statements if s.lstrip().upper().startswith("SELECT")]) == 2
+    assert httpx.get(f"{server.url}/api/v1/catalog",
+                     headers={"Authorization": "Bearer glp_unknown"}).status_code == 401

@@ -29,12 +29,14 @@ async def get_catalog(p: PlatformDep, token: TokenDep, request: Request) -> Resp
     ETag: a poller that sends it back in If-None-Match gets 304 until something changed."""
 
     def answer() -> str:
-        if authenticate(p, token).is_meter:  # it checks its token itself (the hot path)
-            raise meter_refused()
-        return catalog.catalog_json(p)
+        with p.db.connection() as conn:
+            if authenticate(p, token, conn).is_meter:  # it checks its token itself
+                raise meter_refused()
+            return catalog.catalog_json(p, conn)
 
-    # The most read endpoint: the token check and the stock query share one worker
-    # thread, and an answer already built for the same stock and prices is sent again.
+    # The most read endpoint: the token check and the stock query share one worker thread
+    # and one connection, and an answer already built for the same stock and prices is
+    # sent again.
     return conditional(request, await run_in_threadpool(answer))
 
 
