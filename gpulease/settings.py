@@ -67,7 +67,7 @@ class Settings(BaseSettings):
     db_pool_overflow: int = Field(default=20, ge=0, le=1000)
     # SQLite only: read transactions one process runs at once; its other threads queue for
     # a turn (writes go one at a time). Threads reading at once take turns at Python's lock
-    # row by row and cost about twice the CPU (bench/list_threads.py); 0: no queue.
+    # row by row and cost about twice the CPU (bench/list_threads.py); 0: reads do not queue.
     sqlite_read_slots: int = Field(default=2, ge=0, le=1000)
     # Requests an API process works on at once in its threads (every synchronous route;
     # streams and probes run on its event loop); the rest wait their turn. Python runs one

@@ -107,25 +107,26 @@ class Database:
 
     @contextmanager
     def write(self) -> Iterator[Session]:
-        with self._turn("write"), self._write.begin() as session:
+        with self._write_turn(), self._write.begin() as session:
             yield session
 
     @contextmanager
     def read(self) -> Iterator[Session]:
-        with self._turn("read"), self._read() as session, session.begin():
+        with self._read_turn(), self._read() as session, session.begin():
             yield session
 
     @contextmanager
     def connection(self) -> Iterator[Connection]:
         """A bare connection for a statement or two on the hot path, without a session (it
         takes a read's turn)."""
-        with self._turn("read"), self.engine.connect() as conn:
+        with self._read_turn(), self.engine.connect() as conn:
             yield conn
 
-    def _turn(self, kind: str) -> AbstractContextManager[None]:
-        if self.turns is None:
-            return nullcontext()
-        return self.turns.write() if kind == "write" else self.turns.read()
+    def _read_turn(self) -> AbstractContextManager[None]:
+        return self.turns.read() if self.turns else nullcontext()
+
+    def _write_turn(self) -> AbstractContextManager[None]:
+        return self.turns.write() if self.turns else nullcontext()
 
     def wait_until_reachable(self, timeout_s: float,
                              waiting: Callable[[str, float], object] = lambda *_: None) -> None:

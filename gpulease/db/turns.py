@@ -46,7 +46,6 @@ class SqliteTurns:
     """Read slots and the write lock of one process's `Database` on one SQLite file."""
 
     def __init__(self, read_slots: int, wait_s: float = 2.0, write_wait_s: float = 60.0) -> None:
-        self.read_slots = read_slots
         self.wait_s, self.write_wait_s = wait_s, write_wait_s
         self._reads = threading.BoundedSemaphore(read_slots) if read_slots > 0 else None
         self._write = threading.Lock()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
 from functools import cache
 
@@ -266,11 +267,8 @@ def authenticate(p: Platform, raw_token: str | None, conn: Connection | None = N
     if not raw_token.startswith(TOKEN_PREFIX):
         raise Unauthorized("That is not a gpulease token (they start with 'glp_').")
     now = p.clock.now()
-    if conn is None:
-        with p.db.connection() as own:
-            row = own.execute(_TOKEN_OWNER, {"token_hash": hash_token(raw_token)}).first()
-    else:
-        row = conn.execute(_TOKEN_OWNER, {"token_hash": hash_token(raw_token)}).first()
+    with nullcontext(conn) if conn is not None else p.db.connection() as on:
+        row = on.execute(_TOKEN_OWNER, {"token_hash": hash_token(raw_token)}).first()
     if row is None:
         raise Unauthorized("Unknown API token; create a new one or check for a typo.")
     revoked_at, expires_at, user_id, role, tenant_id, disabled_at, token_id = row

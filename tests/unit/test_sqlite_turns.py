@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -34,8 +35,9 @@ class Crowd:
             self.inside -= 1
 
 
-def run_threads(target: object, n: int) -> None:
-    threads = [threading.Thread(target=target) for _ in range(n)]  # type: ignore[arg-type]
+def run_threads(*targets: Callable[[], None]) -> None:
+    """Each target in its own thread, all at once; every one must finish."""
+    threads = [threading.Thread(target=target) for target in targets]
     for t in threads:
         t.start()
     for t in threads:
@@ -43,16 +45,21 @@ def run_threads(target: object, n: int) -> None:
     assert not any(t.is_alive() for t in threads)
 
 
-@pytest.mark.parametrize("slots", [1, 2, 3])
-def test_reads_at_once_are_bounded_by_the_slots(slots: int) -> None:
-    turns, crowd = SqliteTurns(slots), Crowd()
+def most_reading_at_once(turns: SqliteTurns, readers: int, hold_s: float) -> int:
+    """`readers` threads each reading for `hold_s`: the most inside a read at once."""
+    crowd = Crowd()
 
     def reader() -> None:
         with turns.read():
-            crowd.hold(0.05)
+            crowd.hold(hold_s)
 
-    run_threads(reader, 6)
-    assert crowd.most == slots
+    run_threads(*[reader] * readers)
+    return crowd.most
+
+
+@pytest.mark.parametrize("slots", [1, 2, 3])
+def test_reads_at_once_are_bounded_by_the_slots(slots: int) -> None:
+    assert most_reading_at_once(SqliteTurns(slots), 6, 0.05) == slots
 
 
 def test_writes_go_one_at_a_time_and_reads_do_not_wait_for_them() -> None:
@@ -66,24 +73,13 @@ def test_writes_go_one_at_a_time_and_reads_do_not_wait_for_them() -> None:
         with turns.read():
             readers.hold(0.05)
 
-    threads = [threading.Thread(target=f) for f in (writer, writer, writer, reader, reader)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(10)
+    run_threads(writer, writer, writer, reader, reader)
     assert writers.most == 1
     assert readers.most == 2
 
 
 def test_slots_of_zero_let_every_read_in() -> None:
-    turns, crowd = SqliteTurns(0), Crowd()
-
-    def reader() -> None:
-        with turns.read():
-            crowd.hold(0.1)
-
-    run_threads(reader, 5)
-    assert crowd.most == 5
+    assert most_reading_at_once(SqliteTurns(0), 5, 0.1) == 5
 
 
 def test_a_thread_nesting_reads_and_writes_never_waits_on_itself() -> None:
@@ -113,11 +109,7 @@ def test_a_read_inside_a_write_takes_no_turn_so_writer_and_readers_cannot_deadlo
             done.append("reader")
 
     started = time.monotonic()
-    run_threads_each = [threading.Thread(target=f) for f in (writer, reader)]
-    for t in run_threads_each:
-        t.start()
-    for t in run_threads_each:
-        t.join(10)
+    run_threads(writer, reader)
     assert sorted(done) == ["reader", "writer"]
     assert time.monotonic() - started < 5
 
@@ -140,14 +132,7 @@ def test_a_read_that_waits_too_long_goes_in_without_a_turn_and_says_so(
         t.join(5)
     assert "waited 0.2 s for a turn" in caplog.text
     # the slot it skipped is not released twice: one slot still admits one reader at a time
-    crowd = Crowd()
-
-    def reader() -> None:
-        with turns.read():
-            crowd.hold(0.03)
-
-    run_threads(reader, 4)
-    assert crowd.most == 1
+    assert most_reading_at_once(turns, 4, 0.03) == 1
 
 
 def test_a_write_kept_waiting_past_the_busy_timeout_fails_as_sqlite_would() -> None:
@@ -192,7 +177,7 @@ def test_a_failed_transaction_gives_its_turn_back(tmp_path: Path) -> None:
         with db.write() as s:
             got.append(s.scalar(text("select 2")))
 
-    run_threads(again, 1)
+    run_threads(again)
     assert got == [1, 2]
     db.dispose()
 
