@@ -98,6 +98,8 @@ class Platform:
     # The published catalog version this process prices from (services/catalog_versions);
     # None until it has adopted one (a catalog only from its file).
     catalog_version: int | None = field(default=None, init=False)
+    # services/catalog.KeptStock: the catalog's last stock read
+    kept_stock: Any = field(default=None, init=False, repr=False)
     _object_store: Any = field(default=None, init=False, repr=False)
 
     def price_book(self) -> Catalog:

@@ -69,6 +69,11 @@ class Settings(BaseSettings):
     # a turn (writes go one at a time). Threads reading at once take turns at Python's lock
     # row by row and cost about twice the CPU (bench/list_threads.py); 0: reads do not queue.
     sqlite_read_slots: int = Field(default=2, ge=0, le=1000)
+    # The stock the catalog shows (API and console) is read again when this process has
+    # committed a change to nodes, GPUs or allocations, and at least this often for the
+    # changes of other processes (several API processes, a separate worker); 0: every
+    # request reads it. An order always counts what is free when it is placed.
+    catalog_stock_max_age_s: float = Field(default=1.0, ge=0, le=60)
     # Requests an API process works on at once in its threads (every synchronous route;
     # streams and probes run on its event loop); the rest wait their turn. Python runs one
     # thread at a time, so past a few, more threads only take turns at the interpreter's

@@ -20,6 +20,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from gpulease.db.changes import TableChanges
 from gpulease.db.limits import SessionLimits
 from gpulease.db.turns import SqliteTurns
 
@@ -98,6 +99,7 @@ class Database:
             _owner_only(Path(url.removeprefix("sqlite:///").split("?", 1)[0]))
         self.engine = make_engine(url, pool_size, limits, max_overflow)
         self.dialect = self.engine.dialect.name
+        self.changes = TableChanges(self.engine)  # what this process committed, by table
         writer = self.engine.execution_options(sqlite_immediate=True)
         self._write = sessionmaker(writer, expire_on_commit=False)
         self._read = sessionmaker(self.engine, expire_on_commit=False)

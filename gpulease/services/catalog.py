@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 from functools import lru_cache
@@ -128,11 +130,39 @@ def live_stock(p: Platform, conn: Connection | None = None) -> tuple[Stock, Stoc
     return stock["bare_metal"], stock["container"]
 
 
+# the tables the stock is counted from
+_STOCK_TABLES = ("nodes", "gpus", "gpu_allocations")
+
+
+@dataclass(frozen=True)
+class KeptStock:
+    seen: tuple[int, ...]  # this process's commits to the stock's tables before the read
+    read_at: float  # time.monotonic() before the read
+    stock: tuple[Stock, Stock]
+
+
+def catalog_stock(p: Platform, conn: Connection | None = None) -> tuple[Stock, Stock]:
+    """The stock the catalog shows: the last read, until this process commits a change to
+    nodes, GPUs or allocations (an order, a release, a delivery step of its worker) or it
+    is catalog_stock_max_age_s old (changes made by other processes: the API's others,
+    a separate worker). Under load most catalog requests then skip the stock statement,
+    while a process never shows a stock older than its own last order."""
+    seen = p.db.changes.seen(_STOCK_TABLES)
+    now = time.monotonic()
+    kept = p.kept_stock
+    if (isinstance(kept, KeptStock) and kept.seen == seen
+            and now - kept.read_at < p.settings.catalog_stock_max_age_s):
+        return kept.stock
+    stock = live_stock(p, conn)
+    p.kept_stock = KeptStock(seen, now, stock)
+    return stock
+
+
 def catalog_json(p: Platform, conn: Connection | None = None) -> str:
-    """The catalog as the API sends it. The stock is read for every request; the same
-    catalog, prices, day and stock give the same bytes, so the last few answers are kept
-    and a repeated one is not built and serialized again."""
-    stock, cstock = live_stock(p, conn)
+    """The catalog as the API sends it. The same catalog, prices, day and stock give the
+    same bytes, so the last few answers are kept and a repeated one is not built and
+    serialized again."""
+    stock, cstock = catalog_stock(p, conn)
     book, today = p.price_book(), p.clock.now().date()
     key = (id(p.catalog), id(book), p.catalog_version, today,
            tuple(sorted(stock.items())), tuple(sorted(cstock.items())))
@@ -151,7 +181,7 @@ _answers: dict[tuple[object, ...], tuple[Catalog, Catalog, str]] = {}
 
 
 def catalog_view(p: Platform) -> CatalogView:
-    return _assemble(p, p.price_book(), p.clock.now().date(), *live_stock(p))
+    return _assemble(p, p.price_book(), p.clock.now().date(), *catalog_stock(p))
 
 
 def _assemble(p: Platform, book: Catalog, today: date, stock: Stock, cstock: Stock

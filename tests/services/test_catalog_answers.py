@@ -75,7 +75,8 @@ def test_a_new_catalog_and_a_new_days_prices_are_sent_at_once(
 def test_the_token_check_and_the_stock_share_one_connection(
         fleet: Platform, server: LiveServer, tenant: TenantCtx) -> None:
     """The most read endpoint checks out one connection (on PostgreSQL each checkout pings
-    the server first) and runs two statements: the token's owner and the stock."""
+    the server first) and runs two statements: the token's owner and the stock; once the
+    stock is kept (test_catalog_stock.py), only the first."""
     checkouts: list[object] = []
     statements: list[str] = []
 
@@ -85,17 +86,26 @@ def test_the_token_check_and_the_stock_share_one_connection(
     def ran(_conn: object, _cursor: object, statement: str, *_: object) -> None:
         statements.append(statement)
 
+    def selects_of_one_request() -> int:
+        checkouts.clear()
+        statements.clear()
+        answer = httpx.get(f"{server.url}/api/v1/catalog", headers=headers)
+        assert answer.status_code == 200 and answer.json()["offers"]
+        assert len(checkouts) == 1
+        return len([s for s in statements if s.lstrip().upper().startswith("SELECT")])
+
     headers = {"Authorization": f"Bearer {tenant.token}"}
     assert httpx.get(f"{server.url}/api/v1/catalog", headers=headers).status_code == 200
     event.listen(fleet.db.engine, "checkout", checked_out)
     event.listen(fleet.db.engine, "before_cursor_execute", ran)
     try:
-        answer = httpx.get(f"{server.url}/api/v1/catalog", headers=headers)
+        fleet.settings = fleet.settings.model_copy(update={"catalog_stock_max_age_s": 0})
+        assert selects_of_one_request() == 2
+        fleet.settings = fleet.settings.model_copy(update={"catalog_stock_max_age_s": 60})
+        selects_of_one_request()  # reads the stock and keeps it
+        assert selects_of_one_request() == 1
     finally:
         event.remove(fleet.db.engine, "checkout", checked_out)
         event.remove(fleet.db.engine, "before_cursor_execute", ran)
-    assert answer.status_code == 200 and answer.json()["offers"]
-    assert len(checkouts) == 1
-    assert len([s for s in statements if s.lstrip().upper().startswith("SELECT")]) == 2
     assert httpx.get(f"{server.url}/api/v1/catalog",
                      headers={"Authorization": "Bearer glp_unknown"}).status_code == 401
