@@ -52,7 +52,8 @@ class TableChanges:
             conn.info.setdefault(_COMMITTED, set()).update(written)
 
     def _rollback(self, conn: Connection) -> None:
-        conn.info.pop(_WRITING, None)
+        if not conn.invalidated:  # a dropped connection's info goes with it
+            conn.info.pop(_WRITING, None)
 
     def _begin(self, conn: Connection) -> None:
         self._count(conn.info)

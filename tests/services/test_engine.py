@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select, update
 
@@ -132,10 +132,21 @@ def test_a_failed_cluster_node_fails_the_order_and_frees_the_rest(
     assert sim(fleet).snapshot(names[1])["erase_count"] == 1  # deployed, so erased
 
 
+class LeapingClock:
+    """The system's time plus the leaps a test takes instead of sleeping past a lock's
+    TTL (a slow machine cannot let a lock expire before the test means it to)."""
+
+    def __init__(self) -> None:
+        self.leap = timedelta(0)
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + self.leap
+
+
 def test_an_expired_lock_is_taken_over_and_the_stale_write_is_dropped(
     fleet: Platform, tenant: TenantCtx, key: str
 ) -> None:
-    fleet.settings.lock_ttl_s = 0.3
+    fleet.clock = clock = LeapingClock()
     iid = place(fleet, tenant, key)
     worker = Worker(fleet, owner="live")
     worker.step()  # instance: pending -> deploying; node due at power_off
@@ -145,7 +156,7 @@ def test_an_expired_lock_is_taken_over_and_the_stale_write_is_dropped(
         node = s.get(Node, dead.id)
         assert node is not None and node.lock_owner == "dead-worker"
         assert node.stage == "power_off" and node.lock_token == dead.token
-    time.sleep(0.35)
+    clock.leap += timedelta(seconds=fleet.settings.lock_ttl_s + 1)
     worker.run_until_idle()
     assert instances.show_instance(fleet, tenant.principal, iid).status == "ready"
     # The dead worker wakes up and applies its old result: it must change nothing.
@@ -161,7 +172,7 @@ def test_an_expired_lock_is_taken_over_and_the_stale_write_is_dropped(
 def test_a_worker_lost_inside_an_unsafe_step_fails_the_deploy_and_cleans(
     fleet: Platform, tenant: TenantCtx, key: str
 ) -> None:
-    fleet.settings.lock_ttl_s = 0.3
+    fleet.clock = clock = LeapingClock()
     iid = place(fleet, tenant, key)
     name = node_name_of(fleet, tenant, iid)
     worker = Worker(fleet, owner="live")
@@ -173,7 +184,7 @@ def test_a_worker_lost_inside_an_unsafe_step_fails_the_deploy_and_cleans(
     (dead,) = claim_due(fleet, Node, "dead-worker", extra=[Node.name == name])
     with fleet.db.write() as s:
         s.execute(update(Node).where(Node.id == dead.id).values(step_in_progress="configure"))
-    time.sleep(0.35)
+    clock.leap += timedelta(seconds=fleet.settings.lock_ttl_s + 1)
     worker.run_until_idle()
     view = instances.show_instance(fleet, tenant.principal, iid)
     assert view.status == "failed"
