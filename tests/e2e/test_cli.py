@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -41,16 +42,27 @@ def up(tmp_path: Path) -> Iterator[Up]:
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env=os.environ | {"GPULEASE_POLL_INTERVAL_S": "0.05", "COLUMNS": "200"},
     )
+    url = f"http://127.0.0.1:{port}"
+    # Its own lines first (written once the tokens are): a /healthz alone could be answered
+    # by another test's server that took the port in between.
+    printed = b""
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    assert proc.stdout is not None
+    while url.encode() not in printed and time.monotonic() < deadline:
+        if select.select([proc.stdout], [], [], 0.5)[0]:
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:  # it exited
+                break
+            printed += chunk
+    while url.encode() in printed and time.monotonic() < deadline:
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+            if httpx.get(f"{url}/healthz").status_code == 200:
                 break
         except httpx.TransportError:
             time.sleep(0.1)
     else:
         proc.kill()
-        pytest.fail("gpulease up did not start: " + (proc.stdout.read() if proc.stdout else ""))
+        pytest.fail("gpulease up did not start: " + printed.decode(errors="replace"))
     yield Up(data, port, proc)
     proc.send_signal(signal.SIGINT)
     proc.wait(15)
