@@ -105,11 +105,12 @@ def events_of(s: Session, instance_ids: Sequence[str]) -> dict[str, list[Event]]
     return out
 
 
+_EVENTS_OF_ONE = (select(Event).where(Event.instance_id == bindparam("id"))
+                  .order_by(Event.at, Event.id))  # built once
+
+
 def instance_events(s: Session, instance_id: str) -> list[Event]:
-    return list(
-        s.scalars(select(Event).where(Event.instance_id == instance_id)
-                  .order_by(Event.at, Event.id))
-    )
+    return list(s.scalars(_EVENTS_OF_ONE, {"id": instance_id}))
 
 
 def bound_nodes(s: Session, instance_id: str, *, lock: bool = False) -> list[Node]:

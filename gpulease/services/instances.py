@@ -14,7 +14,6 @@ from gpulease.db.repositories import (
     allocations_of,
     events_of,
     get_instance,
-    instance_allocations,
     instance_events,
     scoped_to_tenant,
 )
@@ -59,7 +58,9 @@ def _current_stage(inst: InstanceFacts, node_stages: list[str | None]) -> str | 
 
 
 def instance_view(s: Session, p: Platform, inst: Instance) -> InstanceView:
-    return assemble_view(p, inst, instance_allocations(s, inst.id), instance_events(s, inst.id))
+    # the nodes' columns the view shows, not whole rows (a node row is wide)
+    allocations = allocations_of(s, [inst.id])[inst.id]
+    return assemble_view(p, inst, allocations, instance_events(s, inst.id))
 
 
 def assemble_view(
