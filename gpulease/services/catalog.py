@@ -131,7 +131,7 @@ def live_stock(p: Platform, conn: Connection | None = None) -> tuple[Stock, Stoc
 
 
 # the tables the stock is counted from
-_STOCK_TABLES = ("nodes", "gpus", "gpu_allocations")
+_STOCK_TABLES = tuple(t.__tablename__ for t in (Node, Gpu, GpuAllocation))
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -43,8 +44,9 @@ def up(tmp_path: Path) -> Iterator[Up]:
         env=os.environ | {"GPULEASE_POLL_INTERVAL_S": "0.05", "COLUMNS": "200"},
     )
     url = f"http://127.0.0.1:{port}"
-    # Its own lines first (written once the tokens are): a /healthz alone could be answered
-    # by another test's server that took the port in between.
+    # Its own listening line first (printed once the tokens are written): a /healthz alone
+    # could be answered by another test's server that took the port in between (`up` then
+    # exits, saying "127.0.0.1:<port> is in use", without the URL).
     printed = b""
     deadline = time.monotonic() + 30
     assert proc.stdout is not None
@@ -54,13 +56,13 @@ def up(tmp_path: Path) -> Iterator[Up]:
             if not chunk:  # it exited
                 break
             printed += chunk
-    while url.encode() in printed and time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/healthz").status_code == 200:
-                break
-        except httpx.TransportError:
+    healthy = False
+    while url.encode() in printed and not healthy and time.monotonic() < deadline:
+        with contextlib.suppress(httpx.TransportError):
+            healthy = httpx.get(f"{url}/healthz").status_code == 200
+        if not healthy:
             time.sleep(0.1)
-    else:
+    if not healthy:
         proc.kill()
         pytest.fail("gpulease up did not start: " + printed.decode(errors="replace"))
     yield Up(data, port, proc)
