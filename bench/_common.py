@@ -103,7 +103,7 @@ def fund(p: Platform, tenant_id: str) -> None:
     from decimal import Decimal
 
     from gpulease.domain.accounts import Principal, Role
-    from gpulease.services import wallet
+    from gpulease.services.money import wallet
 
     operator = Principal(user_id="bench", tenant_id=None, role=Role.OPERATOR)
     wallet.set_credit_limit(p, operator, tenant_id, Decimal("100000000000"))

@@ -22,8 +22,8 @@ from gpulease.domain.advisor import advise  # noqa: E402
 from gpulease.domain.sizing import Job, Precision, Workload, parse_params, shape_for  # noqa: E402
 from gpulease.schemas.advisor import AdviseRequest  # noqa: E402
 from gpulease.schemas.money import QuoteRequest  # noqa: E402
-from gpulease.services import quotes  # noqa: E402
-from gpulease.services.advisor import advise_job  # noqa: E402
+from gpulease.services.catalog import quotes  # noqa: E402
+from gpulease.services.catalog.advisor import advise_job  # noqa: E402
 
 CASES = {
     "70B full-finetune bf16, 1B tokens": ("70B", "full-finetune", "bf16", {"tokens": 1e9}),

@@ -28,7 +28,8 @@ from gpulease.agent.server import AgentServer, AgentState  # noqa: E402
 from gpulease.agent.simulated import SimulatedGpus, VirtualClock  # noqa: E402
 from gpulease.db.tables import Node  # noqa: E402
 from gpulease.demo import seed_demo_fleet  # noqa: E402
-from gpulease.services import agents  # noqa: E402
+from gpulease.services.agents import credentials as agent_credentials  # noqa: E402
+from gpulease.services.telemetry import pushes  # noqa: E402
 
 SWEEPS = 600
 SCRAPES = 500
@@ -92,18 +93,18 @@ def ingest(db: str) -> dict[str, object]:
         with p.db.write() as s:
             node_id = s.scalars(select(Node.id)).first()
             assert node_id is not None
-            token = agents.mint_enrollment(s, node_id, None, p.clock.now())
-        _, credential = agents.register(p, token, "bench", None, None)
+            token = agent_credentials.mint_enrollment(s, node_id, None, p.clock.now())
+        _, credential = agent_credentials.register(p, token, "bench", None, None)
         gpus = SimulatedGpus(8, clock=VirtualClock())
         sampler = Sampler(gpus)
         for _ in range(60):
             sampler.sweep()
             gpus.clock.advance(1.0)  # type: ignore[attr-defined]
         window = [g.as_dict() for g in sampler.summaries()]
-        agents.ingest(p, credential, window)  # warm
+        pushes.ingest(p, credential, window)  # warm
         t = time.perf_counter()
         for _ in range(PUSHES):
-            agents.ingest(p, credential, window)
+            pushes.ingest(p, credential, window)
         ingest_s = time.perf_counter() - t
         rows = [{"node_id": node_id, "gpu_index": g["index"], "gpu_uuid": g["uuid"],
                  "summary_json": json.dumps(g)} for g in window]

@@ -19,7 +19,8 @@ from bench._common import bench_platform, free_port, fund, ssh_key, summary_ms  
 from gpulease.api.app import create_app  # noqa: E402
 from gpulease.demo import seed_demo_fleet  # noqa: E402
 from gpulease.schemas import OrderRequest  # noqa: E402
-from gpulease.services import accounts, orders  # noqa: E402
+from gpulease.services.accounts import identity as accounts  # noqa: E402
+from gpulease.services.orders import ordering as orders  # noqa: E402
 from gpulease.worker.runner import Worker  # noqa: E402
 
 ROUNDS = 400

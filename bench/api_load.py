@@ -40,7 +40,9 @@ from bench._common import bench_platform, free_port, fund, pct, ssh_key  # noqa:
 from gpulease.demo import seed_demo_fleet  # noqa: E402
 from gpulease.platform import Platform  # noqa: E402
 from gpulease.schemas import OrderRequest  # noqa: E402
-from gpulease.services import accounts, agents, orders  # noqa: E402
+from gpulease.services.accounts import identity as accounts  # noqa: E402
+from gpulease.services.agents import credentials as agent_credentials  # noqa: E402
+from gpulease.services.orders import ordering as orders  # noqa: E402
 
 INSTANCES = 50
 # share of each client's requests (the rest of one: /healthz, the bare endpoint)
@@ -65,8 +67,8 @@ def prepare(p: Platform) -> dict[str, object]:
         from gpulease.db.tables import Node
         node_id = s.scalar(select(Node.id).where(Node.sku == "h100-80g-x8").limit(1))
     assert node_id is not None
-    enrollment = agents.operator_enrollment(p, operator, node_id)
-    _, credential = agents.register(p, enrollment, "load-node", None, None)
+    enrollment = agent_credentials.operator_enrollment(p, operator, node_id)
+    _, credential = agent_credentials.register(p, enrollment, "load-node", None, None)
     return {"token": created.token.token, "instances": ids, "agent": credential}
 
 

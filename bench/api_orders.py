@@ -30,7 +30,8 @@ from bench._common import bench_platform, free_port, fund, ssh_key  # noqa: E402
 from bench.placement_throughput import build_fleet, parallel  # noqa: E402
 from gpulease.api.app import create_app  # noqa: E402
 from gpulease.schemas import OrderRequest  # noqa: E402
-from gpulease.services import accounts, orders  # noqa: E402
+from gpulease.services.accounts import identity as accounts  # noqa: E402
+from gpulease.services.orders import ordering as orders  # noqa: E402
 
 CLIENTS = 8
 ORDERS_PER_CLIENT = 60

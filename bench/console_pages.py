@@ -29,7 +29,9 @@ from gpulease.demo import seed_demo_fleet  # noqa: E402
 from gpulease.demo_agents import DemoAgents  # noqa: E402
 from gpulease.platform import Platform  # noqa: E402
 from gpulease.schemas import OrderRequest  # noqa: E402
-from gpulease.services import accounts, orders, users  # noqa: E402
+from gpulease.services.accounts import identity as accounts  # noqa: E402
+from gpulease.services.accounts import users
+from gpulease.services.orders import ordering as orders  # noqa: E402
 from gpulease.worker.runner import Worker  # noqa: E402
 
 PASSWORD = "correct horse battery staple"

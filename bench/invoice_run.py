@@ -36,7 +36,8 @@ from gpulease.db.money_tables import Invoice, InvoiceLine, LedgerEntry  # noqa: 
 from gpulease.domain.invoicing import BILLABLE_KINDS  # noqa: E402
 from gpulease.platform import Platform  # noqa: E402
 from gpulease.schemas.money import QuoteRequest  # noqa: E402
-from gpulease.services import invoice_run, quotes  # noqa: E402
+from gpulease.services.catalog import quotes  # noqa: E402
+from gpulease.services.money.invoices import run as invoice_run  # noqa: E402
 
 PERIOD = "2026-11"
 START = datetime(2026, 11, 1, tzinfo=UTC)

@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import bench_platform  # noqa: E402
 from bench.api_load import prepare  # noqa: E402
 from gpulease.platform import Platform  # noqa: E402
-from gpulease.services import accounts, instances  # noqa: E402
+from gpulease.services.accounts import identity as accounts  # noqa: E402
+from gpulease.services.instances import views as instances  # noqa: E402
 
 THREADS = (1, 2, 4, 8)
 

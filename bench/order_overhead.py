@@ -19,7 +19,10 @@ from bench._common import bench_platform, fund, raw_write_txn_s, ssh_key, summar
 from gpulease.db.tables import Instance  # noqa: E402
 from gpulease.demo import seed_demo_fleet  # noqa: E402
 from gpulease.schemas import OrderRequest  # noqa: E402
-from gpulease.services import accounts, instances, orders  # noqa: E402
+from gpulease.services.accounts import identity as accounts  # noqa: E402
+from gpulease.services.instances import actions  # noqa: E402
+from gpulease.services.instances import views as instances  # noqa: E402
+from gpulease.services.orders import ordering as orders  # noqa: E402
 from gpulease.worker.runner import Worker  # noqa: E402
 
 ORDERS = 40
@@ -50,7 +53,7 @@ def run(db: str) -> dict[str, object]:
                         if inst.status == "failed" or time.monotonic() > deadline:
                             raise RuntimeError(f"{iid}: {inst.status} {inst.status_reason}")
                     time.sleep(0.002)
-                instances.release_instance(p, who, iid)
+                actions.release_instance(p, who, iid)
                 while instances.show_instance(p, who, iid).status != "released":
                     time.sleep(0.005)
         finally:

@@ -23,7 +23,8 @@ from gpulease.db.tables import Fabric, Gpu, Node  # noqa: E402
 from gpulease.domain.errors import OutOfStock  # noqa: E402
 from gpulease.platform import Platform  # noqa: E402
 from gpulease.schemas import OrderRequest  # noqa: E402
-from gpulease.services import accounts, orders  # noqa: E402
+from gpulease.services.accounts import identity as accounts  # noqa: E402
+from gpulease.services.orders import ordering as orders  # noqa: E402
 
 FLEET = 10_000  # 1,320 orders in all leave most of it free
 CLIENTS = 8

@@ -31,7 +31,11 @@ from gpulease.api.app import create_app  # noqa: E402
 from gpulease.drivers import redfish as redfish_driver  # noqa: E402
 from gpulease.drivers.redfish_emulator import start_emulator  # noqa: E402
 from gpulease.schemas import EnrollRequest, OrderRequest  # noqa: E402
-from gpulease.services import accounts, enrollment, instances, orders  # noqa: E402
+from gpulease.services.accounts import identity as accounts  # noqa: E402
+from gpulease.services.fleet import enrollment  # noqa: E402
+from gpulease.services.instances import actions  # noqa: E402
+from gpulease.services.instances import views as instances  # noqa: E402
+from gpulease.services.orders import ordering as orders  # noqa: E402
 from gpulease.worker import runner  # noqa: E402
 
 BMCS, PARALLEL = 40, 8
@@ -131,7 +135,7 @@ def deploy_share(db: str) -> dict[str, object]:
             worker.run_until_idle(timeout_s=120)
             deploy_s = time.perf_counter() - t
             ready = instances.show_instance(p, who, iid).status
-            instances.release_instance(p, who, iid)
+            actions.release_instance(p, who, iid)
             worker.run_until_idle(timeout_s=120)
             total_s = time.perf_counter() - t
             api.should_exit = True

@@ -28,7 +28,10 @@ from gpulease.db.ops_tables import Ticket  # noqa: E402
 from gpulease.db.tables import Node  # noqa: E402
 from gpulease.demo import seed_demo_fleet  # noqa: E402
 from gpulease.schemas.tickets import TicketAction  # noqa: E402
-from gpulease.services import accounts, agents, tickets  # noqa: E402
+from gpulease.services.accounts import identity as accounts  # noqa: E402
+from gpulease.services.agents import credentials as agent_credentials  # noqa: E402
+from gpulease.services.support import tickets  # noqa: E402
+from gpulease.services.telemetry import pushes  # noqa: E402
 
 PUSHES = 60
 OPEN = 10_000
@@ -54,18 +57,18 @@ def ingest(db: str) -> dict[str, object]:
         with p.db.write() as s:
             node_id = s.scalars(select(Node.id).order_by(Node.name)).first()
             assert node_id is not None
-            token = agents.mint_enrollment(s, node_id, None, p.clock.now())
-        _, credential = agents.register(p, token, "bench", None, None)
+            token = agent_credentials.mint_enrollment(s, node_id, None, p.clock.now())
+        _, credential = agent_credentials.register(p, token, "bench", None, None)
         healthy, faulty = window([]), window(["xid79:3"])
-        agents.ingest(p, credential, healthy)  # warm
+        pushes.ingest(p, credential, healthy)  # warm
         healthy_s, faulty_s = [], []
         for _ in range(PUSHES):
             t = time.perf_counter()
-            raised = agents.ingest(p, credential, faulty)
+            raised = pushes.ingest(p, credential, faulty)
             faulty_s.append(time.perf_counter() - t)
             assert any(a["kind"] == "gpu_fell_off_bus" for a in raised)
             t = time.perf_counter()
-            agents.ingest(p, credential, healthy)
+            pushes.ingest(p, credential, healthy)
             healthy_s.append(time.perf_counter() - t)
             (opened,) = tickets.list_tickets(p, op, open_only=True).items
             tickets.resolve(p, op, opened.id, TicketAction())

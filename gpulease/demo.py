@@ -10,8 +10,9 @@ from sqlalchemy import func, select
 from gpulease.db.tables import Node
 from gpulease.domain.errors import Unauthorized
 from gpulease.platform import Platform
-from gpulease.services import accounts, users
-from gpulease.services.inventory import NodeSpec, add_node, ensure_fabric, ensure_rack
+from gpulease.services.accounts import identity as accounts
+from gpulease.services.accounts import users
+from gpulease.services.fleet.inventory import NodeSpec, add_node, ensure_fabric, ensure_rack
 
 OPERATOR_TOKEN_FILE = "operator.token"
 TENANT_TOKEN_FILE = "demo-tenant.token"
@@ -125,7 +126,7 @@ DEMO_FUNDS = Decimal("2000000.00")
 def fund_demo_tenant(p: Platform, tenant_id: str) -> None:
     """The demo account is funded (¥2,000,000), as by an operator's top-up."""
     from gpulease.domain.accounts import Principal, Role
-    from gpulease.services import wallet
+    from gpulease.services.money import wallet
 
     system = Principal(user_id="demo-setup", tenant_id=None, role=Role.OPERATOR)
     wallet.top_up(p, system, tenant_id, DEMO_FUNDS, "demo account funding")

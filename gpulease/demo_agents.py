@@ -16,8 +16,9 @@ from gpulease.agent.simulated import MODELS, SimulatedGpus, VirtualClock, parse_
 from gpulease.db.tables import Node
 from gpulease.domain.errors import Unauthorized
 from gpulease.platform import Platform
-from gpulease.services import agents
-from gpulease.services.node_agents import is_simulated
+from gpulease.services.agents import credentials as agent_credentials
+from gpulease.services.agents.node_agent import is_simulated
+from gpulease.services.telemetry import pushes
 
 log = logging.getLogger("gpulease.demo")
 
@@ -39,8 +40,9 @@ class DemoAgents:
     def _credential(self, node: Node) -> str:
         if node.id not in self._credentials:
             with self.p.db.write() as s:
-                token = agents.mint_enrollment(s, node.id, node.instance_id, self.p.clock.now())
-            _, self._credentials[node.id] = agents.register(
+                token = agent_credentials.mint_enrollment(s, node.id, node.instance_id,
+                                                          self.p.clock.now())
+            _, self._credentials[node.id] = agent_credentials.register(
                 self.p, token, node.name, None, {"simulated_gpus": True})
         return self._credentials[node.id]
 
@@ -66,10 +68,10 @@ class DemoAgents:
                 gpus.clock.advance(1.0)  # type: ignore[attr-defined]
             summaries = [g.as_dict() for g in sampler.summaries()]
             try:
-                agents.ingest(self.p, self._credential(node), summaries)
+                pushes.ingest(self.p, self._credential(node), summaries)
             except Unauthorized:  # redeployed since: like a new OS's agent, enroll again
                 self._credentials.pop(node.id, None)
-                agents.ingest(self.p, self._credential(node), summaries)
+                pushes.ingest(self.p, self._credential(node), summaries)
         return len(nodes)
 
     def _run(self) -> None:

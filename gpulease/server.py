@@ -37,8 +37,8 @@ def prepare(settings: Settings, publish_catalog: bool = False) -> Platform:
     """The platform on a reachable, migrated database: waits for the database first (with
     backoff, up to db_wait_s; raises DatabaseUnreachable after that); the published
     catalog adopted (`publish_catalog`: this process's file becomes the newest version)."""
-    from gpulease.services.catalog_versions import adopt
-    from gpulease.services.keys import check_key, require_shared_key
+    from gpulease.services.catalog.versions import adopt
+    from gpulease.services.platform.keys import check_key, require_shared_key
 
     os.umask(0o077)  # what this process writes (database, keys, tokens, state) is its own
     require_shared_key(settings.resolved_database_url(), settings.secret_key)
@@ -60,7 +60,7 @@ def bootstrap_operator(platform: Platform, say: Callable[[str], object] = log.wa
     """GPULEASE_BOOTSTRAP_OPERATOR_EMAIL on a platform without operators: make the first
     one and write its token (expiring like any) to <data_dir>/operator.token, 0600; the
     token itself is never logged."""
-    from gpulease.services import accounts
+    from gpulease.services.accounts import identity as accounts
 
     email = platform.settings.bootstrap_operator_email.strip()
     if not email or accounts.operator_count(platform):
@@ -302,7 +302,7 @@ def api_process() -> Any:
 
 
 def run_worker(settings: Settings, threads: int | None = None) -> None:
-    from gpulease.services.control_metrics import serve_worker_metrics
+    from gpulease.services.platform.control_metrics import serve_worker_metrics
 
     platform = prepare(settings)
     worker = Worker(platform)

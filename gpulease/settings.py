@@ -169,7 +169,7 @@ class Settings(BaseSettings):
     delivery_sla_s: float = Field(default=900.0, gt=0)
     # After a lease ends the machine stays this long (flagged) before it is erased.
     lease_grace_days: float = Field(default=3.0, ge=0)
-    # Spending bounded by the wallet (services/spending.py): metered usage that takes a
+    # Spending bounded by the wallet (services/money/spending.py): metered usage that takes a
     # tenant past balance + credit limit is warned at once; after this many hours without a
     # top-up its containers stop and its bare metal is flagged to the operator, and orders
     # are refused. A warning when the balance covers fewer hours of running containers.
@@ -180,7 +180,7 @@ class Settings(BaseSettings):
     dunning_reminder_days: list[int] = Field(default_factory=lambda: [0, 7, 14])
     dunning_suspend_days: int = Field(default=30, ge=1)
     # Lease reminders by e-mail to the tenant's admins; empty host: e-mail is not sent.
-    # Where the platform may send on a tenant's behalf (services/egress.py): networks or
+    # Where the platform may send on a tenant's behalf (services/platform/egress.py): networks or
     # host names allowed beyond public addresses, and the provider's own networks refused.
     # JSON lists, e.g. GPULEASE_EGRESS_ALLOW='["10.20.0.0/16", "hooks.internal"]'.
     egress_allow: list[str] = Field(default_factory=list)
@@ -204,7 +204,7 @@ class Settings(BaseSettings):
     storage_quota_gb: float = Field(default=1000.0, gt=0)
     storage_free_gb: float = Field(default=100.0, ge=0)
     # How often each bucket is measured against its quota; past it, the store refuses the
-    # tenant's writes until it is under again (services/storage_quota.py).
+    # tenant's writes until it is under again (services/storage/quota.py).
     storage_quota_check_s: float = Field(default=300.0, gt=0)
     # Operators' notices (new P1 tickets, SLA clocks at risk) as a signed webhook too (your
     # paging or chat bridge), besides e-mail to every operator; the secret signs them.

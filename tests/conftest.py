@@ -29,7 +29,7 @@ from gpulease.cli.client import Client
 from gpulease.demo import seed_demo_fleet
 from gpulease.domain.accounts import Principal
 from gpulease.platform import Platform
-from gpulease.services import accounts
+from gpulease.services.accounts import identity as accounts
 from gpulease.settings import Settings
 from gpulease.worker.runner import Worker
 
@@ -250,7 +250,7 @@ def fund(p: Platform, tenant_id: str, amount: str = "100000000", reference: str 
     from decimal import Decimal
 
     from gpulease.domain.accounts import Principal, Role
-    from gpulease.services import wallet
+    from gpulease.services.money import wallet
 
     operator = Principal(user_id="test-operator", tenant_id=None, role=Role.OPERATOR)
     wallet.top_up(p, operator, tenant_id, Decimal(amount),

@@ -40,7 +40,7 @@ from gpulease.api.routers import (
 )
 from gpulease.platform import Platform
 from gpulease.schemas import Problem
-from gpulease.services import catalog_versions
+from gpulease.services.catalog import versions as catalog_versions
 from gpulease.web import console
 
 API = "/api/v1"
@@ -128,7 +128,7 @@ def create_app(platform: Platform) -> FastAPI:
         """Ready for traffic: the database answers, its schema is this release's, and a
         worker is alive (seen within three heartbeats; GPULEASE_READYZ_NEEDS_WORKER=false
         for an API whose workers are elsewhere by design). 200 or 503, with each check."""
-        from gpulease.services import workers
+        from gpulease.services.platform import workers
 
         checks: dict[str, Any] = {}
         try:
@@ -153,8 +153,8 @@ def create_app(platform: Platform) -> FastAPI:
         import hmac
 
         from gpulease.domain.errors import Unauthorized
-        from gpulease.services import control_metrics
-        from gpulease.services.accounts import authenticate
+        from gpulease.services.accounts.identity import authenticate
+        from gpulease.services.platform import control_metrics
 
         sent = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
         wanted = p.settings.metrics_token

@@ -1,7 +1,7 @@
 """The audit trail's eye on the API: every state-changing request (POST, PUT, PATCH,
 DELETE on a route of the app) is recorded with its actor, source address, action, target
-and outcome as its answer starts: handed to the writer thread (services/audit_writer.py),
-or committed first with GPULEASE_AUDIT_WRITE=sync (services/audit.py keeps the chain).
+and outcome as its answer starts: handed to the writer thread (services/platform/audit_writer.py),
+or committed first with GPULEASE_AUDIT_WRITE=sync (services/platform/audit.py keeps the chain).
 The agents' telemetry pushes (a machine's minute-by-minute traffic) and the POSTs that only compute
 an answer (quotes, advice) are left out."""
 
@@ -15,7 +15,7 @@ import anyio
 from gpulease.api.guards import ASGIApp, Message, Receive, Scope, Send, request_id
 from gpulease.domain.accounts import Principal
 from gpulease.platform import Platform
-from gpulease.services import audit, audit_writer
+from gpulease.services.platform import audit, audit_writer
 
 log = logging.getLogger("gpulease.audit")
 CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})

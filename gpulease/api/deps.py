@@ -12,7 +12,7 @@ from gpulease.api.limits import note_auth_failure
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Forbidden, Unauthorized
 from gpulease.platform import Platform
-from gpulease.services.accounts import authenticate
+from gpulease.services.accounts.identity import authenticate
 
 
 async def get_platform(request: Request) -> Platform:

@@ -18,7 +18,7 @@ from gpulease.domain.errors import InvalidInput
 from gpulease.domain.states import InstanceStatus
 from gpulease.platform import Platform
 from gpulease.schemas import InstanceView
-from gpulease.services import instances
+from gpulease.services.instances import views as instances
 
 FOLLOW_POLL_S = 0.5  # how often a follower's change marker is read (three small statements)
 KEEP_ALIVE_S = 15.0  # a comment line this often, so proxies keep a quiet stream open

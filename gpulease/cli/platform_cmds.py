@@ -40,7 +40,7 @@ def _running(start: Callable[[], object]) -> None:
     use, is one line, exit code 1."""
     from gpulease.db.session import DatabaseUnreachable, SchemaBehind, SchemaTooNew
     from gpulease.domain.catalog import CatalogError
-    from gpulease.services.keys import KeyMismatch, KeyMissing
+    from gpulease.services.platform.keys import KeyMismatch, KeyMissing
 
     try:
         start()
@@ -176,7 +176,7 @@ def operator_create(
     first operator of a new installation; later ones too)."""
     from gpulease.domain.errors import DomainError
     from gpulease.server import prepare
-    from gpulease.services import accounts
+    from gpulease.services.accounts import identity as accounts
 
     settings = _settings(data_dir=data_dir)
 
@@ -216,7 +216,7 @@ def key_rotate(
 
     from gpulease.domain.errors import DomainError
     from gpulease.server import prepare
-    from gpulease.services import keys
+    from gpulease.services.platform import keys
 
     settings = _settings(data_dir=data_dir)
     fresh = new_key or Fernet.generate_key().decode()

@@ -34,7 +34,7 @@ class Wallet(Base):
     balance: Mapped[Decimal] = mapped_column(MONEY)
     credit_limit: Mapped[Decimal] = mapped_column(MONEY)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
-    # Spending beyond balance + credit limit (services/spending.py): since when, and
+    # Spending beyond balance + credit limit (services/money/spending.py): since when, and
     # whether the tenant is suspended (orders refused; containers stopped) and why.
     overdrawn_since: Mapped[datetime | None] = mapped_column(UtcDateTime())
     suspended_at: Mapped[datetime | None] = mapped_column(UtcDateTime())

@@ -42,7 +42,7 @@ class Ticket(Base):
     # No spare could take the faulty node's place: the tenant may release with the unused
     # time refunded in full (services/lease_periods.refund_unused), since then.
     refund_unused_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
-    # A card repair's window (services/card_repairs.py): proposed by an operator, accepted
+    # A card repair's window (services/support/card_repairs.py): proposed by an operator, accepted
     # (or declined) by the tenant, begun by the worker at its start.
     repair_window_start: Mapped[datetime | None] = mapped_column(UtcDateTime(), index=True)
     repair_window_end: Mapped[datetime | None] = mapped_column(UtcDateTime())
@@ -110,7 +110,7 @@ class StorageAccount(Base):
     quota_warned: Mapped[int] = mapped_column(Integer, default=0,
                                               server_default="0")  # 0, 80 or 100 (%)
     # Past its quota the store refuses the tenant's writes (reads and deletes go on):
-    # since when, or None (services/storage_quota.py).
+    # since when, or None (services/storage/quota.py).
     writes_blocked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
 

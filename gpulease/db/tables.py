@@ -108,7 +108,7 @@ class Node(LockedRow, Base):
     # A stage failed: media out, boot override cleared and power off, best effort, by the
     # worker's safe-off job (outside any transaction), then recorded and cleared.
     safe_off_due: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
-    # The BMC's log, read on a schedule (services/bmc_health.py): the last entry seen in
+    # The BMC's log, read on a schedule (services/fleet/bmc_health.py): the last entry seen in
     # each log service (JSON), the health rollup, when.
     bmc_log_seen: Mapped[str | None] = mapped_column(Text)
     bmc_health: Mapped[str | None] = mapped_column(String(16))
@@ -216,7 +216,7 @@ class Instance(LockedRow, Base):
 
 
 class Event(Base):
-    """Append-only history: every transition of a declared lifecycle (services/lifecycle.py
+    """Append-only history: every transition of a declared lifecycle (lifecycle/writer.py
     writes them), and notes on an instance's history (a move to a spare, a renewal, a
     credit)."""
 
@@ -503,7 +503,7 @@ class AgentCommand(Base):
 
 
 class CatalogVersion(Base):
-    """A catalog published to every process (services/catalog_versions.py): its TOML text,
+    """A catalog published to every process (services/catalog/versions.py): its TOML text,
     digest, where it came from, who published it and when. The newest one is in force."""
 
     __tablename__ = "catalog_versions"

@@ -78,6 +78,6 @@ USAGE_KINDS: dict[str, UsageUnit] = {
     "egress_gb": UsageUnit("egress_gb", "GB", "egress", Decimal(1)),
     # Extra storage is priced per GB-month; a GB-day is a thirtieth of it.
     "storage_gb_days": UsageUnit("storage_gb_days", "GB-day", "extra-storage", Decimal(30)),
-    # The tenant's bucket, measured once a day (services/storage_meter.py).
+    # The tenant's bucket, measured once a day (services/storage/meter.py).
     "object_gb_days": UsageUnit("object_gb_days", "GB-day", "object-storage", Decimal(30)),
 }

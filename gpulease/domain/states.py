@@ -1,5 +1,5 @@
 """Every lifecycle of the platform, declared: node status and deploy/clean stage, instance
-status and stage, lease, invoice, usage record, agent command. `services/lifecycle.py` is
+status and stage, lease, invoice, usage record, agent command. `lifecycle/writer.py` is
 the one writer that moves a resource along them; `gpulease states` prints them
 (docs/architecture.md).
 """

@@ -2,7 +2,7 @@
 erases it. Two kinds answer it, through the same methods:
 
 - the stand-in agents of simulated servers (drivers/simulated.py), which answer at once;
-- the real `gpulease agent` (services/agent_commands.py): the first call of a pipeline
+- the real `gpulease agent` (services/agents/commands.py): the first call of a pipeline
   stage files a command, later calls find its result; until the agent has posted it, the
   call returns a `Pending` and the step waits.
 

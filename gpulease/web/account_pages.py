@@ -15,7 +15,9 @@ from gpulease.api.deps import PlatformDep
 from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.errors import DomainError, InvalidInput
 from gpulease.platform import Platform
-from gpulease.services import accounts, notify, users
+from gpulease.services.accounts import identity as accounts
+from gpulease.services.accounts import users
+from gpulease.services.platform import notify
 from gpulease.web import i18n
 from gpulease.web.pages import SameOrigin, Who, _, page, page_context, said
 

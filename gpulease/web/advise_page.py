@@ -15,7 +15,7 @@ from gpulease.api.access import EVERY_USER, access
 from gpulease.api.deps import PlatformDep
 from gpulease.domain.errors import DomainError
 from gpulease.schemas.advisor import AdviceOptionView, AdviseRequest
-from gpulease.services.advisor import advise_job
+from gpulease.services.catalog.advisor import advise_job
 from gpulease.web.pages import Who, page, page_context, refusal
 
 router = APIRouter(prefix="/console", include_in_schema=False,

@@ -16,7 +16,10 @@ from gpulease.api.deps import PlatformDep
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import DomainError
 from gpulease.platform import Platform
-from gpulease.services import catalog, catalog_versions, invoice_run, invoices
+from gpulease.services.catalog import offers as catalog
+from gpulease.services.catalog import versions as catalog_versions
+from gpulease.services.money.invoices import run as invoice_run
+from gpulease.services.money.invoices import views as invoices
 from gpulease.web import i18n
 from gpulease.web.pages import SameOrigin, Who, _, page, page_context, said
 

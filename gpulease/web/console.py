@@ -28,20 +28,18 @@ from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import DomainError, InvalidInput, TooManyRequests, Unauthorized
 from gpulease.platform import Platform
 from gpulease.schemas import InstanceView
-from gpulease.services import (
-    accounts,
-    agents,
-    backup_policy,
-    instances,
-    inventory,
-    invoice_documents,
-    invoices,
-    leases,
-    password_resets,
-    telemetry_series,
-    users,
-    wallet,
-)
+from gpulease.services.accounts import identity as accounts
+from gpulease.services.accounts import password_resets, users
+from gpulease.services.agents import evidence
+from gpulease.services.fleet import inventory
+from gpulease.services.instances import actions
+from gpulease.services.instances import views as instances
+from gpulease.services.money import leases, wallet
+from gpulease.services.money.invoices import documents as invoice_documents
+from gpulease.services.money.invoices import views as invoices
+from gpulease.services.storage import backup_policy
+from gpulease.services.telemetry import pushes
+from gpulease.services.telemetry import series as telemetry_series
 from gpulease.web import (
     account_pages,
     advise_page,
@@ -255,7 +253,7 @@ def instance_page(instance_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
     # happens to the stream); a delivered one is not reloaded under the tenant's hands.
     ready = view.status == "ready"
     return _page("instance.html", **_ctx(
-        who, inst=view, telemetry=agents.instance_metrics(p, who, view.id) if ready else None,
+        who, inst=view, telemetry=pushes.instance_metrics(p, who, view.id) if ready else None,
         **_evidence(p, who, view), **_lease_card(p, who, view),
         follow=view.status not in SETTLED))
 
@@ -291,7 +289,7 @@ def certificates_download(instance_id: str, p: PlatformDep, who: Who) -> Respons
     """The instance's erase certificates as one JSON file to keep (each with its digest,
     as the API gives them)."""
     try:
-        items, total = agents.instance_certificates(p, who, instance_id, limit=1000)
+        items, total = evidence.instance_certificates(p, who, instance_id, limit=1000)
     except DomainError as exc:
         return _page("base.html", exc.status, **_ctx(who, error=said(exc)))
     body = json.dumps({"instance_id": instance_id, "total": total, "certificates": items},
@@ -316,16 +314,16 @@ def _evidence(p: Platform, who: Principal, inst: InstanceView) -> dict[str, Any]
     one erase certificate per disk once it is handed back (each read only when there can
     be any: a delivering page reloads every 2 s)."""
     ending = inst.status in ("releasing", "released", "failed")
-    return {"acceptance": agents.acceptance_reports(p, who, inst.id)
+    return {"acceptance": evidence.acceptance_reports(p, who, inst.id)
             if inst.status != "pending" else [],
-            "certificates": agents.instance_certificates(p, who, inst.id)[0] if ending else []}
+            "certificates": evidence.instance_certificates(p, who, inst.id)[0] if ending else []}
 
 
 @router.post("/instances/{instance_id}/credentials", dependencies=[SameOrigin],
              openapi_extra=access(*ORDERING, owned=True))
 def reveal(instance_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
     try:
-        creds = instances.reveal_credentials(p, who, instance_id)
+        creds = actions.reveal_credentials(p, who, instance_id)
     except DomainError as exc:
         return _refused(p, who, instance_id, exc)
     view = instances.show_instance(p, who, instance_id)

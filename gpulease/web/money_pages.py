@@ -20,9 +20,14 @@ from gpulease.domain.money import to_fen
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.schemas.money import QuoteRequest
-from gpulease.services import catalog, images, instances, leases, orders, quotes, wallet
-from gpulease.services.release_terms import release_terms
-from gpulease.services.wallet import payable
+from gpulease.services.catalog import images, quotes
+from gpulease.services.catalog import offers as catalog
+from gpulease.services.instances import actions
+from gpulease.services.instances import views as instances
+from gpulease.services.money import leases, wallet
+from gpulease.services.money.release_terms import release_terms
+from gpulease.services.money.wallet import payable
+from gpulease.services.orders import ordering as orders
 from gpulease.translations import N_
 from gpulease.web.pages import SameOrigin, Who, page, page_context, refusal, said
 
@@ -175,7 +180,7 @@ def release(instance_id: str, p: PlatformDep, who: Who,
     try:
         if not confirmed:
             return _release_page(p, who, instance_id)
-        instances.release_instance(p, who, instance_id)
+        actions.release_instance(p, who, instance_id)
     except DomainError as exc:
         return page("base.html", exc.status, who=who, error=said(exc))
     return RedirectResponse(f"/console/instances/{instance_id}", status_code=303)

@@ -16,11 +16,13 @@ from gpulease.api.access import Caller, access
 from gpulease.api.deps import PlatformDep
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import DomainError, InvalidInput
+from gpulease.lifecycle.history import reason_phrase
 from gpulease.platform import Platform
 from gpulease.schemas import EnrollRequest
-from gpulease.services import agents, enrollment, inventory, tickets
-from gpulease.services.fleet_objects import list_fabrics
-from gpulease.services.history import reason_phrase
+from gpulease.services.fleet import enrollment, inventory
+from gpulease.services.fleet.fabrics import list_fabrics
+from gpulease.services.support import tickets
+from gpulease.services.telemetry import pushes
 from gpulease.web.pages import SameOrigin, Who, page, page_context, refusal, said
 
 router = APIRouter(prefix="/console/nodes", include_in_schema=False,
@@ -80,7 +82,7 @@ def node_page(node_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
                 bmc_facts=[(k, v) for k, v in bmc.items()
                            if isinstance(v, str | int | float | bool) and v not in ("", None)],
                 comparison=(node.inventory or {}).get("comparison"),
-                alerts=agents.node_alerts(p, who, node.id),
+                alerts=pushes.node_alerts(p, who, node.id),
                 tickets=tickets.list_tickets(p, who, node_id=node.id, limit=50).items,
                 history=history)
 

@@ -23,7 +23,7 @@ from gpulease.domain.locales import DEFAULT
 from gpulease.domain.phrases import said_stored
 from gpulease.domain.steps import step_words
 from gpulease.schemas.field_errors import field_error
-from gpulease.services import accounts
+from gpulease.services.accounts import identity as accounts
 from gpulease.web import i18n
 
 HERE = Path(__file__).resolve().parent

@@ -13,7 +13,10 @@ from fastapi.responses import HTMLResponse
 from gpulease.api.access import TENANT_USERS, Caller, access
 from gpulease.api.deps import PlatformDep
 from gpulease.domain.errors import DomainError
-from gpulease.services import audit, backup_policy, backups, instances, storage
+from gpulease.services.instances import views as instances
+from gpulease.services.platform import audit
+from gpulease.services.storage import backup_policy, backups
+from gpulease.services.storage import buckets as storage
 from gpulease.web.pages import Who, page, page_context, said
 
 router = APIRouter(prefix="/console", include_in_schema=False,

@@ -18,7 +18,9 @@ from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import DomainError, InvalidInput
 from gpulease.platform import Platform
 from gpulease.schemas import TenantCreate
-from gpulease.services import accounts, tenants, wallet
+from gpulease.services.accounts import identity as accounts
+from gpulease.services.accounts import tenants
+from gpulease.services.money import wallet
 from gpulease.web import i18n
 from gpulease.web.pages import SameOrigin, Who, _, page, page_context, refusal, said
 

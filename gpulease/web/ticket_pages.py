@@ -18,7 +18,8 @@ from gpulease.domain.errors import DomainError
 from gpulease.domain.states import INSTANCE_LIVE
 from gpulease.platform import Platform
 from gpulease.schemas.tickets import TicketAction, TicketComment, TicketOpen
-from gpulease.services import instances, tickets
+from gpulease.services.instances import views as instances
+from gpulease.services.support import tickets
 from gpulease.web.pages import SameOrigin, Who, page, page_context, refusal, said
 
 router = APIRouter(prefix="/console/tickets", include_in_schema=False,

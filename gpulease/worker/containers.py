@@ -14,10 +14,10 @@ from gpulease.db.repositories import instance_allocations
 from gpulease.db.tables import GpuAllocation, Instance, Node
 from gpulease.domain.phrases import phrase
 from gpulease.domain.states import InstanceStatus
+from gpulease.lifecycle.history import WORKER
 from gpulease.platform import Platform
 from gpulease.ports.runtime import ContainerHandle, ContainerLimits, ContainerSpec
-from gpulease.services.history import WORKER
-from gpulease.services.saved_images import reference_of
+from gpulease.services.storage.saved_images import reference_of
 from gpulease.worker.instance_steps import deliver, reconcile
 from gpulease.worker.nodes import fail_instance, release_allocations
 from gpulease.worker.pipeline import (

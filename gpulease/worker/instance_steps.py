@@ -20,19 +20,19 @@ from gpulease.domain.states import (
     NodeStatus,
 )
 from gpulease.domain.tickets import SWAPPED_OUT
+from gpulease.lifecycle.history import WORKER, note
+from gpulease.lifecycle.writer import transition
 from gpulease.platform import Platform
-from gpulease.services.backups import restore_at_delivery
-from gpulease.services.history import WORKER, note
-from gpulease.services.lifecycle import transition
-from gpulease.services.repairs import open_repair, stays_for_erase
-from gpulease.services.swap_copy import swap_copy_step
-from gpulease.services.tickets import mitigate_replaced
+from gpulease.services.storage.backups import restore_at_delivery
+from gpulease.services.support.repairs import open_repair, stays_for_erase
+from gpulease.services.support.swap_copy import swap_copy_step
+from gpulease.services.support.tickets import mitigate_replaced
 from gpulease.worker.nodes import start_cleaning, start_deploy
 from gpulease.worker.pipeline import release_lock
 
 
 def deliver(s: Session, p: Platform, inst: Instance, now: datetime) -> None:
-    """Its effects (services/lifecycle.py): the hold becomes a charge, the lease starts,
+    """Its effects (lifecycle/writer.py): the hold becomes a charge, the lease starts,
     a late delivery is credited; then the snapshot the order named is queued for restore."""
     inst.ready_at = now
     transition(s, p, inst, INSTANCE, "deliver", now, actor=WORKER)

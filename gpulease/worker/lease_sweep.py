@@ -1,7 +1,7 @@
 """The lease sweep, a periodic job: reminders before a term ends (only the latest one due
 when the sweep runs late), automatic renewal, grace (with a backup of the data disk, and a
-last one before the erase: services/backup_policy.py), and the end of grace, whose effect
-releases the instance and erases its disks (services/lifecycle.py)."""
+last one before the erase: services/storage/backup_policy.py), and the end of grace, whose effect
+releases the instance and erases its disks (lifecycle/writer.py)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from gpulease.domain.errors import PaymentRequired
 from gpulease.domain.leases import Action, local_text, next_action
 from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.states import LEASE, LeaseStatus
+from gpulease.lifecycle.history import SWEEP_LEASES, note
+from gpulease.lifecycle.writer import transition
 from gpulease.platform import Platform
-from gpulease.services import backup_policy
-from gpulease.services.history import SWEEP_LEASES, note
-from gpulease.services.leases import extend
-from gpulease.services.lifecycle import transition
-from gpulease.services.outbox import post_notice
+from gpulease.services.money.leases import extend
+from gpulease.services.platform.outbox import post_notice
+from gpulease.services.storage import backup_policy
 
 
 def _mark_sent(lease: Lease, *kinds: str) -> None:

@@ -15,10 +15,10 @@ from sqlalchemy.orm import Session
 from gpulease.db.tables import Instance
 from gpulease.domain.errors import PaymentRequired
 from gpulease.domain.states import INSTANCE, InstanceStatus
+from gpulease.lifecycle.history import METER, note
+from gpulease.lifecycle.writer import transition
 from gpulease.platform import Platform
-from gpulease.services.history import METER, note
-from gpulease.services.lifecycle import transition
-from gpulease.services.metering import HOUR, MAX_HOURS_PER_SWEEP, record
+from gpulease.services.money.metering import HOUR, MAX_HOURS_PER_SWEEP, record
 
 
 def hour_key(instance_id: str, k: int) -> str:

@@ -15,10 +15,10 @@ from gpulease.domain.states import NodeStage
 from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint
 from gpulease.security import hash_token
-from gpulease.services.agents import mint_enrollment
-from gpulease.services.images import find_image
-from gpulease.services.node_agents import agent_for
-from gpulease.services.repairs import burn_in_due
+from gpulease.services.agents.credentials import mint_enrollment
+from gpulease.services.agents.node_agent import agent_for
+from gpulease.services.catalog.images import find_image
+from gpulease.services.support.repairs import burn_in_due
 from gpulease.worker.node_steps import NodeJob
 
 

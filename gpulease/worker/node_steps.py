@@ -24,7 +24,7 @@ from gpulease.ports.bmc import (
     MediaSlot,
     PowerState,
 )
-from gpulease.services.node_agents import agent_for
+from gpulease.services.agents.node_agent import agent_for
 
 
 class Outcome(Enum):
@@ -51,7 +51,7 @@ class NodeJob:
     requests: int = 0  # power requests this stage has sent (domain/polling.py)
     config_drive_url: str | None = None
     acceptance: tuple[Thresholds, GpuSpec] | None = None  # the offer's pass marks
-    agent_kind: str = "builtin"  # which agent answers (services/node_agents.py)
+    agent_kind: str = "builtin"  # which agent answers (services/agents/node_agent.py)
     stage_started_at: datetime | None = None
     boot: str = "virtual_media"  # the offer's: virtual_media | uefi_http | pxe
     http_boot_uri: str | None = None  # UEFI HTTP boot: the loader's URL (None: from DHCP)

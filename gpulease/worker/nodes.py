@@ -1,6 +1,6 @@
 """The node pipeline: drive a claimed node one deploy or clean step. Read a snapshot, do
 the I/O outside any transaction, then apply the result in a transaction guarded by the
-row's lock token. Every status and stage moves through services/lifecycle.py."""
+row's lock token. Every status and stage moves through lifecycle/writer.py."""
 
 from __future__ import annotations
 
@@ -27,13 +27,13 @@ from gpulease.domain.states import (
     NodeStage,
     NodeStatus,
 )
+from gpulease.lifecycle.history import WORKER, note, record_event
+from gpulease.lifecycle.writer import transition
 from gpulease.platform import Platform
-from gpulease.services.agents import failure_reason, record_acceptance, record_certificates
-from gpulease.services.deploy_breaker import deploy_succeeded, hold_failed_deploy
-from gpulease.services.history import WORKER, note, record_event
-from gpulease.services.lifecycle import transition
-from gpulease.services.placement import claim_replacement
-from gpulease.services.repairs import burn_in_failed, burned_in, open_repair
+from gpulease.services.agents.evidence import failure_reason, record_acceptance, record_certificates
+from gpulease.services.fleet.deploy_breaker import deploy_succeeded, hold_failed_deploy
+from gpulease.services.orders.placement import claim_replacement
+from gpulease.services.support.repairs import burn_in_failed, burned_in, open_repair
 from gpulease.worker.node_jobs import drop_config_drives, make_config_drive, needs_drive, node_job
 from gpulease.worker.node_steps import STEPS, NodeJob, Outcome, StepResult
 from gpulease.worker.pipeline import (

@@ -19,7 +19,8 @@ from gpulease.db.tables import Instance, Node
 from gpulease.domain.states import NODE_IN_PIPELINE, BackupStatus
 from gpulease.platform import Platform
 from gpulease.process_metrics import PERIODIC_ERRORS, PERIODIC_RUNS, PERIODIC_SECONDS
-from gpulease.services import backups, saved_images, workers
+from gpulease.services.platform import workers
+from gpulease.services.storage import backups, saved_images
 from gpulease.worker.instances import process_instance
 from gpulease.worker.nodes import process_node
 from gpulease.worker.periodics import PERIODICS

@@ -9,9 +9,9 @@ from sqlalchemy import select
 
 from gpulease.db.tables import Node
 from gpulease.domain.phrases import Phrase, listed, phrase
+from gpulease.lifecycle.history import record_event
 from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint, BmcError
-from gpulease.services.history import record_event
 
 SAFE_OFF = "sweep:safe-off"
 

@@ -29,7 +29,7 @@ from gpulease.domain.sizing import (
 )
 from gpulease.platform import Platform
 from gpulease.schemas.advisor import AdviseRequest
-from gpulease.services.advisor import advise_job
+from gpulease.services.catalog.advisor import advise_job
 from tests.api.test_money_api import auth
 from tests.conftest import LiveServer, TenantCtx
 
@@ -181,7 +181,7 @@ def test_time_comes_from_this_platforms_acceptance_runs_when_it_has_them(
 
 
 def test_tied_embeddings_biases_learned_positions_and_post_ln_are_inputs() -> None:
-    from gpulease.services.advisor import job_of
+    from gpulease.services.catalog.advisor import job_of
 
     gpt2 = job_of(AdviseRequest(layers=12, hidden=768, heads=12, kv_heads=12, vocab=50257,
                                 ffn=3072, mlp="gelu", norm="layernorm", bias=True,

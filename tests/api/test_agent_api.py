@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 
 from gpulease.platform import Platform
-from gpulease.services import instances
+from gpulease.services.instances import actions
 from gpulease.worker.runner import Worker
 from tests.conftest import LiveServer, TenantCtx, free_port, new_tenant
 from tests.services.test_engine import node_name_of, place
@@ -90,7 +90,7 @@ def test_reports_and_certificates_over_http_and_cli(
     api = f"{server.url}/api/v1"
     reports = httpx.get(f"{api}/instances/{iid}/acceptance", headers=auth(tenant.token)).json()
     assert [r["passed"] for r in reports] == [True] and reports[0]["trigger"] == "delivery"
-    instances.release_instance(fleet, tenant.principal, iid)
+    actions.release_instance(fleet, tenant.principal, iid)
     worker.run_until_idle()
     certs = httpx.get(f"{api}/instances/{iid}/erase-certificates",
                       headers=auth(tenant.token)).json()

@@ -11,8 +11,10 @@ from sqlalchemy import select
 from gpulease.db.tables import GpuAllocation, Instance, Node, User
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.services import accounts, inventory, users
-from gpulease.services.inventory import NodeSpec, add_node
+from gpulease.services.accounts import identity as accounts
+from gpulease.services.accounts import users
+from gpulease.services.fleet import inventory
+from gpulease.services.fleet.inventory import NodeSpec, add_node
 from tests.conftest import LiveServer, TenantCtx, new_tenant
 from tests.services.helpers import counts, double_allocated_gpus
 

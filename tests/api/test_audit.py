@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 from gpulease.cli.main import app
 from gpulease.db.tables import AuditEntry
 from gpulease.platform import Platform
-from gpulease.services import audit, users
+from gpulease.services.accounts import users
+from gpulease.services.platform import audit
 from tests.conftest import LiveServer, TenantCtx, new_tenant
 
 

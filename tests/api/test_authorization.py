@@ -25,7 +25,10 @@ from gpulease.db.tables import Node
 from gpulease.domain.accounts import Role
 from gpulease.platform import Platform
 from gpulease.schemas.tickets import TicketOpen
-from gpulease.services import accounts, agents, invoice_run, tickets
+from gpulease.services.accounts import identity as accounts
+from gpulease.services.agents import credentials as agent_credentials
+from gpulease.services.money.invoices import run as invoice_run
+from gpulease.services.support import tickets
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, listing_app, new_tenant, ssh_key
 from tests.services.test_leases import MovableClock, deliver
@@ -78,8 +81,8 @@ def world(fleet: Platform, worker: Worker) -> World:
     invoice = invoices_of(fleet, owner)[0]
     ticket = tickets.open_by_tenant(fleet, owner.principal, TicketOpen(
         instance_id=instance, summary="GPU 2 is slow")).id
-    enrollment = agents.operator_enrollment(fleet, operator, spare_id)
-    _, agent_credential = agents.register(fleet, enrollment, "spare", None, None)
+    enrollment = agent_credentials.operator_enrollment(fleet, operator, spare_id)
+    _, agent_credential = agent_credentials.register(fleet, enrollment, "spare", None, None)
     stranger = new_tenant(fleet, "stranger")
     callers: dict[Caller, str | None] = {
         Caller.ANYONE: None, Caller.AGENT: agent_credential,
@@ -111,7 +114,7 @@ def new_operator(p: Platform) -> Any:
 
 
 def invoices_of(p: Platform, t: TenantCtx) -> list[str]:
-    from gpulease.services import invoices
+    from gpulease.services.money.invoices import views as invoices
 
     return [i.id for i in invoices.list_invoices(p, t.principal).items]
 

@@ -13,7 +13,8 @@ from fastapi.testclient import TestClient
 from gpulease.api.app import create_app
 from gpulease.domain.errors import Unauthorized
 from gpulease.platform import Platform
-from gpulease.services import accounts, egress
+from gpulease.services.accounts import identity as accounts
+from gpulease.services.platform import egress
 from tests.api.test_console_money import PASSWORD, signed_in
 from tests.conftest import new_tenant
 

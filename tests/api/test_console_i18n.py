@@ -24,7 +24,10 @@ from gpulease.domain.locales import choose, from_accept_language, from_environme
 from gpulease.domain.phrases import Phrase, phrase
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.services import instances, orders, users
+from gpulease.services.accounts import users
+from gpulease.services.instances import actions
+from gpulease.services.instances import views as instances
+from gpulease.services.orders import ordering as orders
 from gpulease.web import i18n
 from gpulease.worker.runner import Worker
 from tests.api.test_console_money import ORDER, signed_in
@@ -224,7 +227,7 @@ def test_every_tenant_page_renders_in_both_languages(
         assert all("phrase" not in e for e in ledger["items"])
         # a move's reason as the platform said it: on the page in its language, English
         # in the API
-        instances.release_instance(fleet, t.principal, iid)
+        actions.release_instance(fleet, t.principal, iid)
         released = client.get(f"/console/instances/{iid}").text
         reason = re.search(r'id="reason">([^<]*)<', released)
         assert reason and reason.group(1) == {"en": "released by tenant",
@@ -324,7 +327,9 @@ def test_an_agents_phrases_are_said_only_when_plain() -> None:
 def test_a_fault_its_alert_and_its_ticket_are_said_in_chinese(
         fleet: Platform, worker: Worker, key: str) -> None:
     from gpulease.demo_agents import DemoAgents
-    from gpulease.services import accounts, node_changes, tickets
+    from gpulease.services.accounts import identity as accounts
+    from gpulease.services.fleet import node_changes
+    from gpulease.services.support import tickets
 
     t = new_tenant(fleet)
     iid = deliver(fleet, t, worker, key)
@@ -377,7 +382,7 @@ def test_the_default_catalogs_add_ons_are_said_in_the_readers_language() -> None
     import tomllib
 
     from gpulease.db.money_tables import InstanceAddon
-    from gpulease.services.addons import PeriodCharge
+    from gpulease.services.money.addons import PeriodCharge
     from gpulease.translations import DEFAULT_ADDON_NAMES
 
     shipped = tomllib.loads((ROOT / "gpulease/data/catalog.toml").read_text())

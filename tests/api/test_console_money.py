@@ -18,7 +18,9 @@ from sqlalchemy import select
 from gpulease.api.app import create_app
 from gpulease.db.money_tables import LedgerEntry
 from gpulease.platform import Platform
-from gpulease.services import instances, leases, release_terms, users, wallet
+from gpulease.services.accounts import users
+from gpulease.services.instances import views as instances
+from gpulease.services.money import leases, release_terms, wallet
 from gpulease.worker import lease_sweep
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, new_tenant

@@ -14,7 +14,10 @@ from sqlalchemy import select
 
 from gpulease.api.app import create_app
 from gpulease.platform import Platform
-from gpulease.services import accounts, inventory, node_changes, tenants, users, wallet
+from gpulease.services.accounts import identity as accounts
+from gpulease.services.accounts import tenants, users
+from gpulease.services.fleet import inventory, node_changes
+from gpulease.services.money import wallet
 from gpulease.worker.runner import Worker
 from tests.api.test_console_money import ORDER, PASSWORD, signed_in
 from tests.conftest import TenantCtx, new_tenant

@@ -14,8 +14,9 @@ from sqlalchemy import update
 from gpulease.db.tables import WorkerProcess
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.services import orders, workers
-from gpulease.services.control_metrics import serve_worker_metrics
+from gpulease.services.orders import ordering as orders
+from gpulease.services.platform import workers
+from gpulease.services.platform.control_metrics import serve_worker_metrics
 from gpulease.worker.runner import Worker
 from tests.api.test_money_api import auth
 from tests.conftest import LiveServer, TenantCtx, free_port

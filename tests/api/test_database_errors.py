@@ -15,7 +15,8 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from gpulease.platform import Platform
-from gpulease.services import orders, wallet
+from gpulease.services.money import wallet
+from gpulease.services.orders import ordering as orders
 from tests.conftest import PG_URL, LiveServer, TenantCtx
 from tests.services.helpers import counts
 

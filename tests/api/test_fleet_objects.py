@@ -9,7 +9,8 @@ from typer.testing import CliRunner
 from gpulease.cli.main import app
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.services import inventory, orders
+from gpulease.services.fleet import inventory
+from gpulease.services.orders import ordering as orders
 from gpulease.worker.runner import Worker
 from tests.api.test_money_api import auth
 from tests.conftest import LiveServer, TenantCtx

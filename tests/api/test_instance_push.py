@@ -12,7 +12,7 @@ import httpx
 
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.services import orders
+from gpulease.services.orders import ordering as orders
 from gpulease.worker.runner import Worker
 from tests.api.test_money_api import auth
 from tests.conftest import LiveServer, TenantCtx

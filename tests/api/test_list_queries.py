@@ -16,7 +16,9 @@ from sqlalchemy import event
 from gpulease.domain.errors import Conflict
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.services import instances, inventory, orders
+from gpulease.services.fleet import inventory
+from gpulease.services.instances import views as instances
+from gpulease.services.orders import ordering as orders
 from tests.conftest import TenantCtx
 
 
@@ -108,7 +110,8 @@ def test_pages_of_invoices_and_usage_cost_the_same_few_statements(
     from decimal import Decimal
 
     from gpulease.db.money_tables import Invoice, UsageRecord
-    from gpulease.services import invoices, metering
+    from gpulease.services.money import metering
+    from gpulease.services.money.invoices import views as invoices
     from tests.conftest import new_tenant
 
     now = datetime(2026, 11, 30, tzinfo=UTC)
@@ -155,7 +158,8 @@ def test_pages_of_tickets_and_the_audit_trail_cost_the_same_few_statements(
     from datetime import UTC, datetime, timedelta
 
     from gpulease.schemas.tickets import TicketOpen
-    from gpulease.services import audit, tickets
+    from gpulease.services.platform import audit
+    from gpulease.services.support import tickets
 
     made = order_many(fleet, tenant, key, 12)
     ids = [i.id for i in instances.list_instances(fleet, tenant.principal, limit=made).items]

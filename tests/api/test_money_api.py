@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 
 from gpulease.platform import Platform
-from gpulease.services import accounts
+from gpulease.services.accounts import identity as accounts
 from tests.conftest import LiveServer, TenantCtx, new_tenant, ssh_key
 
 

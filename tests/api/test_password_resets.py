@@ -14,7 +14,8 @@ from gpulease.api.app import create_app
 from gpulease.db.tables import ApiToken, PasswordReset
 from gpulease.domain.accounts import Role
 from gpulease.platform import Platform
-from gpulease.services import accounts, password_resets
+from gpulease.services.accounts import identity as accounts
+from gpulease.services.accounts import password_resets
 from tests.conftest import new_tenant
 from tests.services.test_leases import MovableClock
 from tests.services.test_notify import Inbox, smtp  # noqa: F401
@@ -135,7 +136,7 @@ def test_no_smtp_server_says_so_and_a_disabled_user_gets_no_mail(
     admin = new_tenant(fleet, "acme")
     gone = accounts.add_user(fleet, admin.principal, "gone@acme.example", "Gone", Role.READER,
                              None)
-    from gpulease.services import users
+    from gpulease.services.accounts import users
 
     users.disable_user(fleet, admin.principal, gone.id)
     api = TestClient(create_app(fleet))

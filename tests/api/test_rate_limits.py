@@ -16,7 +16,8 @@ import redis
 from gpulease.db.rates import DatabaseStore, MemoryStore, RedisStore
 from gpulease.domain.errors import TooManyRequests, Unauthorized
 from gpulease.platform import Platform
-from gpulease.services import accounts, users
+from gpulease.services.accounts import identity as accounts
+from gpulease.services.accounts import users
 from tests.conftest import LiveServer, TenantCtx, make_settings, new_tenant, start_migrated
 from tests.services.test_leases import MovableClock
 

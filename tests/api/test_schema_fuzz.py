@@ -28,7 +28,8 @@ from gpulease.api.app import create_app
 from gpulease.demo import seed_demo_fleet
 from gpulease.domain.accounts import Role
 from gpulease.platform import Platform
-from gpulease.services import accounts, agents
+from gpulease.services.accounts import identity as accounts
+from gpulease.services.agents import credentials as agent_credentials
 from tests.conftest import (
     database_url,
     listing_app,
@@ -77,8 +78,8 @@ def _tokens(p: Platform) -> dict[Caller, str]:
     _, op = accounts.create_operator(p, "fuzz-operator@example.com", "Op")
     operator = accounts.authenticate(p, op.token)
     node = seed_node(p)
-    _, credential = agents.register(p, agents.operator_enrollment(p, operator, node), "fuzz",
-                                    None, None)
+    token = agent_credentials.operator_enrollment(p, operator, node)
+    _, credential = agent_credentials.register(p, token, "fuzz", None, None)
     reader = accounts.add_user(p, tenant.principal, "reader@fuzz.example", "R", Role.READER,
                                None)
     return {Caller.ADMIN: tenant.token, Caller.OPERATOR: op.token or "",

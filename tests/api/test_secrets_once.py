@@ -12,7 +12,7 @@ from sqlalchemy import select
 from gpulease.db.tables import IdempotencyKey
 from gpulease.platform import Platform
 from gpulease.server import prepare
-from gpulease.services import accounts
+from gpulease.services.accounts import identity as accounts
 from tests.conftest import LiveServer, TenantCtx, make_settings
 
 

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from gpulease.cli.main import app
 from gpulease.platform import Platform
-from gpulease.services import accounts
+from gpulease.services.accounts import identity as accounts
 from tests.conftest import LiveServer, TenantCtx
 
 

@@ -14,8 +14,10 @@ from gpulease.drivers.redfish import RedfishDriver
 from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint, BmcTransientError, PowerState
 from gpulease.schemas import OrderRequest
-from gpulease.services import instances, inventory, orders
-from gpulease.services.inventory import NodeSpec, add_node
+from gpulease.services.fleet import inventory
+from gpulease.services.fleet.inventory import NodeSpec, add_node
+from gpulease.services.instances import views as instances
+from gpulease.services.orders import ordering as orders
 from gpulease.worker.runner import Worker
 from tests.conftest import LiveServer, TenantCtx
 from tests.drivers.conftest import PASSWORD, USER, Emulator, start_emulator

@@ -16,8 +16,8 @@ from gpulease.drivers.redfish import RedfishDriver
 from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint
 from gpulease.schemas import EnrollRequest
-from gpulease.services import enrollment
-from gpulease.services.bmc_health import check_bmc_logs, events_url
+from gpulease.services.fleet import enrollment
+from gpulease.services.fleet.bmc_health import check_bmc_logs, events_url
 from tests.conftest import LiveServer, TenantCtx
 from tests.drivers.conftest import PASSWORD, USER
 from tests.drivers.redfish_events import EventingBmc

@@ -23,8 +23,10 @@ from gpulease.drivers.docker_runtime import (
 )
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.services import instances, orders
-from gpulease.services.inventory import NodeSpec, add_node
+from gpulease.services.fleet.inventory import NodeSpec, add_node
+from gpulease.services.instances import actions
+from gpulease.services.instances import views as instances
+from gpulease.services.orders import ordering as orders
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, database_url, make_settings, new_tenant
 from tests.drivers.docker_engine import (
@@ -157,17 +159,17 @@ def test_tenants_containers_are_kept_apart_and_limited(
     with_password = _offered_methods(other_key, ports[b1])
     assert "password" in with_password, with_password
     assert instances.show_instance(p, bob.principal, b1).ssh_password is True
-    assert "keys only" in instances.reveal_credentials(p, alice.principal, a1).note
+    assert "keys only" in actions.reveal_credentials(p, alice.principal, a1).note
 
     # The data volume holds the tenant's files while the instance runs and goes with it;
     # the tenant's network stays while another of its containers runs, then goes too.
     assert _sh(engine, a1, "echo model > /data/weights && cat /data/weights") == (0, "model")
-    instances.release_instance(p, alice.principal, a1)
+    actions.release_instance(p, alice.principal, a1)
     Worker(p, owner="isolation-test").run_until_idle()
     with pytest.raises(NotFound):
         engine.volumes.get(volume_name(a1))
     engine.networks.get(network_name(alice.tenant_id))  # a2 still runs on it
-    instances.release_instance(p, alice.principal, a2)
+    actions.release_instance(p, alice.principal, a2)
     Worker(p, owner="isolation-test").run_until_idle()
     with pytest.raises(NotFound):
         engine.networks.get(network_name(alice.tenant_id))

@@ -24,8 +24,11 @@ from gpulease.drivers.docker_runtime import DockerRuntime, container_name
 from gpulease.platform import Platform
 from gpulease.ports.runtime import ContainerSpec
 from gpulease.schemas import OrderRequest
-from gpulease.services import instances, orders, wallet
-from gpulease.services.inventory import NodeSpec, add_node
+from gpulease.services.fleet.inventory import NodeSpec, add_node
+from gpulease.services.instances import actions
+from gpulease.services.instances import views as instances
+from gpulease.services.money import wallet
+from gpulease.services.orders import ordering as orders
 from gpulease.worker.runner import Worker
 from tests.conftest import (
     TenantCtx,
@@ -123,7 +126,7 @@ def test_a_container_instance_runs_on_the_docker_engine(
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [iid, public]
     # The root password shown once is the container's; its hash file did not stay behind.
-    password = instances.reveal_credentials(p, tenant.principal, iid).root_password
+    password = actions.reveal_credentials(p, tenant.principal, iid).root_password
     shadow = container.exec_run(["sh", "-c", "getent shadow root | cut -d: -f2; "
                                  "ls /etc/gpulease"]).output.decode().split()
     assert shadow[0].startswith("$2b$") and len(shadow) == 1
@@ -136,7 +139,7 @@ def test_a_container_instance_runs_on_the_docker_engine(
                                         (public,), ENGINE))
     assert again.container_id == container.id and again.ssh_port == port
 
-    instances.release_instance(p, tenant.principal, iid)
+    actions.release_instance(p, tenant.principal, iid)
     Worker(p, owner="docker-test").run_until_idle()
     assert instances.show_instance(p, tenant.principal, iid).status == "released"
     with pytest.raises(NotFound):

@@ -20,7 +20,7 @@ from gpulease.domain.errors import BadGateway, Conflict, InvalidInput
 from gpulease.platform import Platform
 from gpulease.schemas import EnrollRequest
 from gpulease.schemas.fleet import NodeUpdate
-from gpulease.services import enrollment, node_changes
+from gpulease.services.fleet import enrollment, node_changes
 from tests.conftest import LiveServer, TenantCtx, free_port
 from tests.drivers.conftest import PASSWORD, USER, Emulator, start_emulator
 from tests.drivers.redfish_mockup import serve_mockup

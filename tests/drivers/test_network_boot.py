@@ -16,8 +16,10 @@ from gpulease.drivers.simulated import BmcWatchingAgent
 from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint
 from gpulease.schemas import OrderRequest
-from gpulease.services import instances, orders
-from gpulease.services.inventory import NodeSpec, add_node
+from gpulease.services.fleet.inventory import NodeSpec, add_node
+from gpulease.services.instances import actions
+from gpulease.services.instances import views as instances
+from gpulease.services.orders import ordering as orders
 from gpulease.worker.runner import Worker
 from tests.conftest import LiveServer, TenantCtx
 from tests.drivers.conftest import PASSWORD, USER, Emulator
@@ -112,7 +114,7 @@ def test_pxe_boot_chains_to_the_control_planes_script_and_seed(
     assert bad.status_code == 422 and bad.json()["field"] == "mac"
     assert httpx.get(f"{server.url}/media/nocloud/unknown/user-data").status_code == 404
 
-    instances.release_instance(platform, tenant.principal, iid)
+    actions.release_instance(platform, tenant.principal, iid)
     Worker(platform).run_until_idle(timeout_s=90)
     assert instances.show_instance(platform, tenant.principal, iid).status == "released"
     assert agent.boots[name][-1] == f"{image_server}/agent-ramdisk/vmlinuz"  # cleaning

@@ -9,8 +9,11 @@ from gpulease.db.tables import Node
 from gpulease.drivers.simulated import BmcWatchingAgent
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.services import instances, inventory, orders
-from gpulease.services.inventory import NodeSpec, add_node
+from gpulease.services.fleet import inventory
+from gpulease.services.fleet.inventory import NodeSpec, add_node
+from gpulease.services.instances import actions
+from gpulease.services.instances import views as instances
+from gpulease.services.orders import ordering as orders
 from gpulease.worker.runner import Worker
 from tests.conftest import LiveServer, TenantCtx
 from tests.drivers.conftest import PASSWORD, USER, Emulator
@@ -62,7 +65,7 @@ def test_deploy_and_release_over_redfish(
     (drive,) = agent.config_drives[node.name]  # with its config drive beside it
     assert drive and drive.startswith(f"{platform.settings.public_url}/media/config/")
 
-    instances.release_instance(platform, tenant.principal, view.id)
+    actions.release_instance(platform, tenant.principal, view.id)
     worker.run_until_idle(timeout_s=90)
     assert instances.show_instance(platform, tenant.principal, view.id).status == "released"
     system = emulator.get(f"/redfish/v1/Systems/{system_id}")

@@ -14,7 +14,7 @@ from gpulease.drivers.redfish_hardware import pcie_gen, vendor_of
 from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint
 from gpulease.schemas import EnrollRequest
-from gpulease.services import enrollment, inventory
+from gpulease.services.fleet import enrollment, inventory
 from tests.conftest import TenantCtx
 from tests.drivers.conftest import PASSWORD, USER, Emulator
 from tests.drivers.redfish_mockup import StaticBmc, serve_mockup, write_mockup

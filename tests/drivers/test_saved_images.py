@@ -14,7 +14,9 @@ import pytest
 
 from gpulease.drivers.docker_runtime import container_name
 from gpulease.platform import Platform
-from gpulease.services import instances, saved_images
+from gpulease.services.instances import actions
+from gpulease.services.instances import views as instances
+from gpulease.services.storage import saved_images
 from gpulease.worker.runner import Worker
 from tests.conftest import new_tenant, ssh_key
 from tests.drivers.registry import running_registry
@@ -80,6 +82,6 @@ def test_a_container_saved_as_an_image_starts_a_later_one_with_what_was_installe
                      headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
     assert gone.status_code == 404
     for iid in (first, second):
-        instances.release_instance(p, tenant.principal, iid)
+        actions.release_instance(p, tenant.principal, iid)
     worker.run_until_idle()
     engine.images.remove(reference, force=True)

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from gpulease.platform import Platform
-from gpulease.services import users
+from gpulease.services.accounts import users
 from tests.conftest import LiveServer, free_port, new_tenant
 
 PASSWORD = "correct horse battery staple"

@@ -18,7 +18,9 @@ import pytest
 from gpulease.demo_agents import DemoAgents
 from gpulease.domain.errors import Unauthorized
 from gpulease.platform import Platform
-from gpulease.services import accounts, instances, users
+from gpulease.services.accounts import identity as accounts
+from gpulease.services.accounts import users
+from gpulease.services.instances import views as instances
 from gpulease.worker.runner import Worker
 from tests.conftest import LiveServer, new_tenant, ssh_key
 

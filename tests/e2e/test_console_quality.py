@@ -18,7 +18,11 @@ from gpulease.demo_agents import DemoAgents
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.schemas.tickets import TicketOpen
-from gpulease.services import accounts, instances, orders, tickets, users
+from gpulease.services.accounts import identity as accounts
+from gpulease.services.accounts import users
+from gpulease.services.instances import views as instances
+from gpulease.services.orders import ordering as orders
+from gpulease.services.support import tickets
 from gpulease.web.pages import HERE
 from tests.conftest import LiveServer, new_tenant, ssh_key
 from tests.e2e.test_console import PASSWORD, SIGN_IN, browser, live  # noqa: F401  (fixtures)

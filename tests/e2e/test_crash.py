@@ -21,7 +21,7 @@ from gpulease.db.tables import Instance, Node
 from gpulease.domain.states import DEPLOY_ORDER, UNSAFE_TO_REPEAT, NodeStatus
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.services import orders
+from gpulease.services.orders import ordering as orders
 from tests.conftest import SECRET, TenantCtx
 
 pytestmark = pytest.mark.slow
@@ -186,15 +186,10 @@ def test_a_swap_survives_a_worker_killed_in_the_middle(
     from gpulease.demo import seed_demo_fleet
     from gpulease.demo_agents import DemoAgents
     from gpulease.domain.errors import Conflict
-    from gpulease.services import (
-        instances,
-        node_changes,
-        repairs,
-        replacement,
-        sla,
-        tickets,
-        wallet,
-    )
+    from gpulease.services.fleet import node_changes
+    from gpulease.services.instances import views as instances
+    from gpulease.services.money import sla, wallet
+    from gpulease.services.support import repairs, replacement, tickets
     from gpulease.worker.runner import Worker
 
     seed_demo_fleet(platform, 3)

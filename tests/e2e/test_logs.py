@@ -58,7 +58,7 @@ def test_each_transition_is_one_log_line(fleet: object, tenant: object, key: str
                                          caplog: pytest.LogCaptureFixture) -> None:
     from gpulease.platform import Platform
     from gpulease.schemas import OrderRequest
-    from gpulease.services import orders
+    from gpulease.services.orders import ordering as orders
     from gpulease.worker.runner import Worker
     from tests.conftest import TenantCtx
 

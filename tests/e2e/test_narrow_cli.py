@@ -14,7 +14,7 @@ from gpulease.cli.tables import Column, fitted
 from gpulease.db.tables import Node
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.services import orders
+from gpulease.services.orders import ordering as orders
 from gpulease.worker.runner import Worker
 from tests.conftest import LiveServer, TenantCtx
 

@@ -22,8 +22,8 @@ from gpulease.db.tables import ConfigDrive, Node
 from gpulease.domain.catalog import DEFAULT_CATALOG, parse_catalog
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.services import orders
-from gpulease.services.inventory import NodeSpec, add_node
+from gpulease.services.fleet.inventory import NodeSpec, add_node
+from gpulease.services.orders import ordering as orders
 from gpulease.worker.runner import Worker
 from tests.agent.conftest import loop_device, need_fio  # noqa: F401 - fixtures
 from tests.conftest import LiveServer, TenantCtx, free_port

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from gpulease.platform import Platform
-from gpulease.services import accounts
+from gpulease.services.accounts import identity as accounts
 from tests.conftest import SECRET, database_url, free_port, make_settings
 
 pytestmark = pytest.mark.slow

@@ -75,7 +75,7 @@ def test_the_control_plane_rules_load_and_pass_their_unit_tests(tmp_path: Path) 
     assert {"GpuleaseNoWorker", "GpuleaseStagePastTimeout", "GpuleaseDeliverySlaAtRisk",
             "GpuleaseNodeErrorStorm", "GpuleaseDeployBreakerOpen"} <= {r["alert"] for r in rules}
     from gpulease.platform import Platform
-    from gpulease.services import control_metrics
+    from gpulease.services.platform import control_metrics
     from tests.conftest import make_settings
 
     p = Platform.from_settings(make_settings(f"sqlite:///{tmp_path / 'm.db'}", tmp_path))

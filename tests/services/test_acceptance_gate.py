@@ -11,7 +11,12 @@ from gpulease.agent.simulated import SimulatedGpus, VirtualClock, parse_faults
 from gpulease.db.tables import HardwareAlert, Node
 from gpulease.domain.errors import Forbidden, InvalidInput, NotFound, Unauthorized
 from gpulease.platform import Platform
-from gpulease.services import agents, instances, inventory
+from gpulease.services.agents import credentials as agent_credentials
+from gpulease.services.agents import evidence
+from gpulease.services.fleet import inventory
+from gpulease.services.instances import actions
+from gpulease.services.instances import views as instances
+from gpulease.services.telemetry import pushes
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, new_tenant
 from tests.services.helpers import double_allocated_gpus, node_by_name
@@ -38,7 +43,7 @@ def test_failed_acceptance_moves_the_order_and_keeps_the_report(
     assert node.status == "maintenance"
     assert "acceptance failed" in (node.status_reason or "")
     assert "matmul_bf16 gpu2" in (node.status_reason or "")
-    reports = agents.acceptance_reports(fleet, tenant.principal, iid)
+    reports = evidence.acceptance_reports(fleet, tenant.principal, iid)
     assert [(r["node"], r["passed"]) for r in reports] == [
         (bad, False), (next(n.name for n in view.nodes if n.status == "active"), True)]
     assert reports[0]["report"]["simulated"] and "FAIL" in reports[0]["report"]["summary"]
@@ -82,41 +87,41 @@ def test_enroll_push_alerts_and_scoping(
     worker.run_until_idle()
     name = node_name_of(fleet, tenant, iid)
     with pytest.raises(Forbidden):
-        agents.operator_enrollment(fleet, tenant.principal, name)
-    token = agents.operator_enrollment(fleet, operator.principal, name)
-    node_id, credential = agents.register(fleet, token, "gpu-host", "10.0.0.5:9400",
+        agent_credentials.operator_enrollment(fleet, tenant.principal, name)
+    token = agent_credentials.operator_enrollment(fleet, operator.principal, name)
+    node_id, credential = agent_credentials.register(fleet, token, "gpu-host", "10.0.0.5:9400",
                                           {"simulated_gpus": True})
     assert node_id == node_by_name(fleet, name).id
     report = inventory.get_node(fleet, operator.principal, name).agent_report
     assert report and report["hostname"] == "gpu-host" and report["address"] == "10.0.0.5:9400"
     with pytest.raises(Unauthorized, match="used or expired"):
-        agents.register(fleet, token, "gpu-host", None, None)  # one-time
+        agent_credentials.register(fleet, token, "gpu-host", None, None)  # one-time
     with pytest.raises(Unauthorized):
-        agents.ingest(fleet, "glan_wrong", window())
+        pushes.ingest(fleet, "glan_wrong", window())
     with pytest.raises(InvalidInput, match="GPU summary"):
-        agents.ingest(fleet, credential, [{"index": 0}])
+        pushes.ingest(fleet, credential, [{"index": 0}])
 
-    raised = agents.ingest(fleet, credential, window("xid79:4"))
+    raised = pushes.ingest(fleet, credential, window("xid79:4"))
     assert [(a["gpu"], a["kind"]) for a in raised] == [(4, "gpu_fell_off_bus")]
-    metrics = agents.instance_metrics(fleet, tenant.principal, iid)
+    metrics = pushes.instance_metrics(fleet, tenant.principal, iid)
     (node,) = metrics["nodes"]
     assert len(node["gpus"]) == 8 and node["simulated"] is True
     assert [a["kind"] for a in node["alerts"]] == ["gpu_fell_off_bus"]
     # a window without the fault closes the alert
-    assert agents.ingest(fleet, credential, window()) == []
-    assert agents.instance_metrics(fleet, tenant.principal, iid)["nodes"][0]["alerts"] == []
+    assert pushes.ingest(fleet, credential, window()) == []
+    assert pushes.instance_metrics(fleet, tenant.principal, iid)["nodes"][0]["alerts"] == []
     with fleet.db.read() as s:
         rows = s.scalars(select(HardwareAlert)).all()
         assert [(r.kind, r.closed_at is not None) for r in rows] == [("gpu_fell_off_bus", True)]
     other = new_tenant(fleet, "other")
     with pytest.raises(NotFound):
-        agents.instance_metrics(fleet, other.principal, iid)
+        pushes.instance_metrics(fleet, other.principal, iid)
     # re-enrolling replaces the credential
-    _, second = agents.register(fleet, agents.operator_enrollment(
+    _, second = agent_credentials.register(fleet, agent_credentials.operator_enrollment(
         fleet, operator.principal, name), "gpu-host", None, None)
     with pytest.raises(Unauthorized):
-        agents.ingest(fleet, credential, window())
-    assert agents.ingest(fleet, second, window()) == []
+        pushes.ingest(fleet, credential, window())
+    assert pushes.ingest(fleet, second, window()) == []
 
 
 def test_certificates_are_scoped_to_the_lease(
@@ -125,17 +130,17 @@ def test_certificates_are_scoped_to_the_lease(
     iid = place(fleet, tenant, key)
     worker.run_until_idle()
     name = node_name_of(fleet, tenant, iid)
-    instances.release_instance(fleet, tenant.principal, iid)
+    actions.release_instance(fleet, tenant.principal, iid)
     worker.run_until_idle()
-    (first, _), _ = agents.instance_certificates(fleet, tenant.principal, iid)
+    (first, _), _ = evidence.instance_certificates(fleet, tenant.principal, iid)
     other = new_tenant(fleet, "other")
     with pytest.raises(NotFound):
-        agents.certificate(fleet, other.principal, first["id"])
-    assert agents.certificate(fleet, operator.principal, first["id"])["node"] == name
-    assert len(agents.node_certificates(fleet, operator.principal, name)) == 2
-    assert len(agents.node_certificates(fleet, operator.principal, name, limit=1)) == 1
+        evidence.certificate(fleet, other.principal, first["id"])
+    assert evidence.certificate(fleet, operator.principal, first["id"])["node"] == name
+    assert len(evidence.node_certificates(fleet, operator.principal, name)) == 2
+    assert len(evidence.node_certificates(fleet, operator.principal, name, limit=1)) == 1
     with pytest.raises(Forbidden):
-        agents.node_certificates(fleet, tenant.principal, name)
+        evidence.node_certificates(fleet, tenant.principal, name)
 
 
 def test_demo_stand_in_agents_push_through_the_real_ingest_path(
@@ -149,7 +154,7 @@ def test_demo_stand_in_agents_push_through_the_real_ingest_path(
     sim(fleet).set_gpu_faults(name, ["row-remap:7"])
     demo = DemoAgents(fleet, interval_s=5)
     assert demo.tick() == 1 and demo.tick() == 1  # enrolls once, pushes twice
-    (node,) = agents.instance_metrics(fleet, tenant.principal, iid)["nodes"]
+    (node,) = pushes.instance_metrics(fleet, tenant.principal, iid)["nodes"]
     assert node["simulated"] is True and len(node["gpus"]) == 8
     assert all(g["simulated"] and g["samples"] == 5 for g in node["gpus"])
     assert [(a["gpu"], a["kind"]) for a in node["alerts"]] == [(7, "row_remap_failure")]
@@ -159,7 +164,7 @@ def test_on_demand_verify_with_a_stand_in_agent(
     fleet: Platform, tenant: TenantCtx, worker: Worker, key: str
 ) -> None:
     from gpulease.domain.errors import Conflict
-    from gpulease.services import node_agents
+    from gpulease.services.agents import node_agent as node_agents
 
     iid = place(fleet, tenant, key)
     with pytest.raises(Conflict, match="ready instance"):
@@ -168,12 +173,12 @@ def test_on_demand_verify_with_a_stand_in_agent(
     sim(fleet).set_gpu_faults(node_name_of(fleet, tenant, iid), ["thermal:1"])
     (run,) = node_agents.verify_now(fleet, tenant.principal, iid)
     assert run.status == "done" and run.passed is False  # the burn-in saw throttling
-    reports = agents.acceptance_reports(fleet, tenant.principal, iid)
+    reports = evidence.acceptance_reports(fleet, tenant.principal, iid)
     assert [(r["trigger"], r["passed"]) for r in reports] == [("delivery", True),
                                                               ("on_demand", False)]
-    page = agents.acceptance_reports(fleet, tenant.principal, iid, limit=1, offset=1)
+    page = evidence.acceptance_reports(fleet, tenant.principal, iid, limit=1, offset=1)
     assert [r["trigger"] for r in page] == ["on_demand"]
-    assert agents.count_acceptance_reports(fleet, tenant.principal, iid) == 2
+    assert evidence.count_acceptance_reports(fleet, tenant.principal, iid) == 2
     from gpulease.domain.errors import TooManyRequests
 
     with pytest.raises(TooManyRequests, match="at least 300 s apart") as refused:
@@ -182,10 +187,10 @@ def test_on_demand_verify_with_a_stand_in_agent(
     # an on-demand failure is reported; the tenant's machine is not taken away
     assert instances.show_instance(fleet, tenant.principal, iid).status == "ready"
     # and it is a P1 ticket for the tenant, with the report as its evidence
-    from gpulease.services import tickets
+    from gpulease.services.support import tickets
 
     (ticket,) = tickets.list_tickets(fleet, tenant.principal).items
     assert (ticket.kind, ticket.severity, ticket.instance_id) == ("acceptance_failed", "P1", iid)
-    evidence = tickets.show_ticket(fleet, tenant.principal, ticket.id).timeline
+    timeline = tickets.show_ticket(fleet, tenant.principal, ticket.id).timeline
     assert any(e.ref == f"report:{reports[1]['id']}" and "acceptance failed" in e.text
-               for e in evidence)
+               for e in timeline)

@@ -15,9 +15,14 @@ from gpulease.domain.errors import InvalidInput
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.schemas.money import QuoteRequest
-from gpulease.services import addons, instances, invoice_run, invoices, leases, orders, quotes
-from gpulease.services import wallet as wallet_svc
-from gpulease.services.wallet import ledger_sums_to_balance
+from gpulease.services.catalog import quotes
+from gpulease.services.instances import actions
+from gpulease.services.money import addons, leases
+from gpulease.services.money import wallet as wallet_svc
+from gpulease.services.money.invoices import run as invoice_run
+from gpulease.services.money.invoices import views as invoices
+from gpulease.services.money.wallet import ledger_sums_to_balance
+from gpulease.services.orders import ordering as orders
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx
 from tests.services.test_leases import MovableClock
@@ -100,7 +105,7 @@ def test_add_ons_change_mid_lease_and_come_back_with_periods_not_begun(
 
     clock.move(days=1)
     balance = wallet_svc.show_wallet(fleet, tenant.principal).balance
-    instances.release_instance(fleet, tenant.principal, iid)
+    actions.release_instance(fleet, tenant.principal, iid)
     refund = wallet_svc.show_wallet(fleet, tenant.principal).balance - balance
     # December (servers, 300 Mbps, support) and January (servers, 300 Mbps), less 20 %
     december = Decimal("84480.00") + Decimal("2500.00") + Decimal("5000.00") + Decimal("2000")

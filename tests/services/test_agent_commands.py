@@ -25,8 +25,19 @@ from gpulease.ports.agent import (
     VerifyResult,
 )
 from gpulease.schemas import OrderRequest
-from gpulease.services import agent_commands, agents, instances, node_agents, orders
-from gpulease.services.inventory import NodeSpec, add_node
+from gpulease.services.agents import (
+    commands as agent_commands,
+)
+from gpulease.services.agents import credentials as agent_credentials
+from gpulease.services.agents import evidence
+from gpulease.services.agents import (
+    node_agent as node_agents,
+)
+from gpulease.services.fleet.inventory import NodeSpec, add_node
+from gpulease.services.instances import actions
+from gpulease.services.instances import views as instances
+from gpulease.services.orders import ordering as orders
+from gpulease.services.telemetry import pushes
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx
 from tests.services.helpers import drive_token, node_by_name
@@ -59,7 +70,7 @@ class AgentOn:
             token = drive_token(self.p, self.node)
             if token is None:
                 return []  # no drive yet: the machine has not booted its new system
-            _, self.credential = agents.register(self.p, token, self.node, None, {})
+            _, self.credential = agent_credentials.register(self.p, token, self.node, None, {})
             self.enrollments += 1
             return agent_commands.fetch(self.p, self.credential)
 
@@ -85,8 +96,8 @@ def real(fleet: Platform, operator: TenantCtx) -> tuple[str, AgentOn]:
         s.execute(update(Node).where(Node.sku == "h100-80g-x8").values(status="maintenance"))
         add_node(s, fleet, NodeSpec(name="real-01", sku="h100-80g-x8", region="ningxia-1",
                                     agent_kind="gpulease"))
-    token = agents.operator_enrollment(fleet, operator.principal, "real-01")
-    _, credential = agents.register(fleet, token, "real-01", None, {})
+    token = agent_credentials.operator_enrollment(fleet, operator.principal, "real-01")
+    _, credential = agent_credentials.register(fleet, token, "real-01", None, {})
     return "real-01", AgentOn(fleet, "real-01", credential)
 
 
@@ -117,7 +128,7 @@ def test_delivery_and_release_through_commands(
     with pytest.raises(Unauthorized):
         agent_commands.fetch(fleet, before)
     tenants = agent.credential  # the tenant is root there: assume they copied it
-    instances.release_instance(fleet, tenant.principal, iid)
+    actions.release_instance(fleet, tenant.principal, iid)
     seen = drive(fleet, worker, agent, healthy,
                  lambda: status(fleet, tenant, iid) == "released")
     assert seen == ["erase"]
@@ -126,7 +137,7 @@ def test_delivery_and_release_through_commands(
     assert agent.enrollments == 2
     for credential in (tenants, agent.credential):
         with pytest.raises(Unauthorized):
-            agents.ingest(fleet, credential, [])
+            pushes.ingest(fleet, credential, [])
 
 
 def test_agent_refusing_to_erase_keeps_the_node_out_of_stock(
@@ -135,7 +146,7 @@ def test_agent_refusing_to_erase_keeps_the_node_out_of_stock(
     name, agent = real
     iid = order(fleet, tenant, key)
     drive(fleet, worker, agent, healthy, lambda: status(fleet, tenant, iid) == "ready")
-    instances.release_instance(fleet, tenant.principal, iid)
+    actions.release_instance(fleet, tenant.principal, iid)
 
     def refuse(cmd: Command) -> CommandOutcome:
         return CommandOutcome(ok=False, error="RuntimeError: started without --allow-erase")
@@ -177,9 +188,9 @@ def test_results_are_checked(
     (cmd,) = agent.fetch()
     assert cmd.id == run.command
     credential = agent.credential
-    other_token = agents.operator_enrollment(fleet, operator.principal,
+    other_token = agent_credentials.operator_enrollment(fleet, operator.principal,
                                              "sim-h100-80g-x8-ningxia-1-01")
-    _, other = agents.register(fleet, other_token, "x", None, None)
+    _, other = agent_credentials.register(fleet, other_token, "x", None, None)
     with pytest.raises(NotFound):
         agent_commands.post_result(fleet, other, cmd.id, CommandOutcome(ok=True, result={}))
     with pytest.raises(InvalidInput, match="verify result is not understood"):
@@ -188,7 +199,7 @@ def test_results_are_checked(
     agent_commands.post_result(fleet, credential, cmd.id, healthy(cmd))
     agent_commands.post_result(fleet, credential, cmd.id,  # a late repeat is ignored
                                CommandOutcome(ok=False, error="late"))
-    reports = agents.acceptance_reports(fleet, tenant.principal, iid)
+    reports = evidence.acceptance_reports(fleet, tenant.principal, iid)
     assert [(r["trigger"], r["passed"]) for r in reports] == [("delivery", True),
                                                               ("on_demand", True)]
 
@@ -203,7 +214,7 @@ def test_a_backup_and_a_restore_through_the_real_agents_commands(
     from gpulease.db.ops_tables import Backup
     from gpulease.drivers.seaweedfs import start_embedded_s3
     from gpulease.schemas.fleet import BackupRequest, RestoreRequest
-    from gpulease.services import backups
+    from gpulease.services.storage import backups
 
     name, agent = real
     iid = order(fleet, tenant, key)

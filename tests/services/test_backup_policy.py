@@ -20,7 +20,9 @@ from gpulease.domain.errors import InvalidInput
 from gpulease.drivers.seaweedfs import EmbeddedS3
 from gpulease.platform import Platform
 from gpulease.schemas.fleet import BackupPolicyUpdate
-from gpulease.services import backup_policy, backups, instances, leases
+from gpulease.services.instances import views as instances
+from gpulease.services.money import leases
+from gpulease.services.storage import backup_policy, backups
 from gpulease.worker import lease_sweep
 from gpulease.worker.runner import Worker
 from tests.conftest import LiveServer, TenantCtx

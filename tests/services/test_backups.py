@@ -25,7 +25,10 @@ from gpulease.domain.errors import Conflict, InvalidInput, NotFound
 from gpulease.drivers.seaweedfs import EmbeddedS3, start_embedded_s3
 from gpulease.platform import Platform
 from gpulease.schemas.fleet import BackupRequest, RestoreRequest
-from gpulease.services import backups, instances, storage
+from gpulease.services.instances import actions
+from gpulease.services.instances import views as instances
+from gpulease.services.storage import backups
+from gpulease.services.storage import buckets as storage
 from gpulease.worker.runner import Worker
 from tests.conftest import LiveServer, TenantCtx
 from tests.services.test_leases import deliver
@@ -167,7 +170,7 @@ def test_refusals_and_a_failing_run_retried_then_reported(
     assert "restore_failed" in kinds
     assert iam_keys(s3, tenant.tenant_id) == []
 
-    instances.release_instance(fleet, me, iid)
+    actions.release_instance(fleet, me, iid)
     with pytest.raises(Conflict, match="delivered server"):
         backups.request(fleet, me, iid, BackupRequest())
 
@@ -176,7 +179,8 @@ def test_a_swap_copies_the_data_disk_through_the_bucket_before_the_faulty_one_is
     fleet: Platform, tenant: TenantCtx, operator: TenantCtx, key: str, s3: EmbeddedS3
 ) -> None:
     from gpulease.demo_agents import DemoAgents
-    from gpulease.services import node_changes, replacement, tickets
+    from gpulease.services.fleet import node_changes
+    from gpulease.services.support import replacement, tickets
 
     with_storage(fleet, s3)
     worker = Worker(fleet)
@@ -218,7 +222,8 @@ def test_a_swap_copies_the_data_disk_straight_from_agent_to_agent(
     """No object storage at all: the faulty server's agent serves its disk (encrypted),
     the spare's fetches it once accepted; the faulty one is erased after."""
     from gpulease.demo_agents import DemoAgents
-    from gpulease.services import node_changes, replacement, tickets
+    from gpulease.services.fleet import node_changes
+    from gpulease.services.support import replacement, tickets
 
     assert fleet.object_store() is None
     worker = Worker(fleet)
@@ -263,7 +268,8 @@ def test_a_direct_copy_the_spare_cannot_fetch_is_said_and_the_swap_goes_on(
 ) -> None:
     from gpulease.db.tables import Event, Node
     from gpulease.demo_agents import DemoAgents
-    from gpulease.services import node_changes, replacement, tickets
+    from gpulease.services.fleet import node_changes
+    from gpulease.services.support import replacement, tickets
 
     fleet.settings.copy_wait_s = 5.0  # the source stops serving soon after (bounded)
     worker = Worker(fleet)
@@ -304,7 +310,7 @@ def test_an_order_restores_a_snapshot_onto_the_new_servers_data_disk(
     fleet: Platform, tenant: TenantCtx, key: str, s3: EmbeddedS3
 ) -> None:
     from gpulease.schemas import OrderRequest
-    from gpulease.services import orders
+    from gpulease.services.orders import ordering as orders
 
     worker = Worker(fleet)
     me = tenant.principal
@@ -321,7 +327,7 @@ def test_an_order_restores_a_snapshot_onto_the_new_servers_data_disk(
     worker.run_until_idle()
     snapshot = backups.show_run(fleet, me, old, taken.id).snapshot_id
     assert snapshot
-    instances.release_instance(fleet, me, old)
+    actions.release_instance(fleet, me, old)
     worker.run_until_idle()
 
     with pytest.raises(NotFound, match="No snapshot"):

@@ -31,19 +31,22 @@ from gpulease.domain.proration import (
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.schemas.money import UsageIn
-from gpulease.services import (
-    agents,
-    instances,
-    invoice_run,
-    invoices,
-    metering,
-    node_agents,
-    orders,
-    sla,
-    wallet,
+from gpulease.services.agents import credentials as agent_credentials
+from gpulease.services.agents import node_agent as node_agents
+from gpulease.services.instances import actions
+from gpulease.services.instances import views as instances
+from gpulease.services.money import metering, sla, wallet
+from gpulease.services.money.invoices import run as invoice_run
+from gpulease.services.money.invoices import views as invoices
+from gpulease.services.money.invoices.documents import (
+    EMBEDDED_FONT,
+    pdf_font,
+    render_csv,
+    render_pdf,
 )
-from gpulease.services.invoice_documents import EMBEDDED_FONT, pdf_font, render_csv, render_pdf
-from gpulease.services.wallet import ledger_sums_to_balance
+from gpulease.services.money.wallet import ledger_sums_to_balance
+from gpulease.services.orders import ordering as orders
+from gpulease.services.telemetry import pushes
 from gpulease.worker import metering as container_meter
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, new_tenant
@@ -147,7 +150,7 @@ def test_container_hours_are_charged_once_each_across_the_month_end(
     assert page.items[0].unit == "GPU-hour" and page.items[0].unit_price == Decimal("1.96")
 
     # released at 01:50: the hour that started at 01:40 was charged; nothing more
-    instances.release_instance(fleet, tenant.principal, iid)
+    actions.release_instance(fleet, tenant.principal, iid)
     clock.move(hours=5)
     worker.run_until_idle()
     assert container_meter.meter_containers(fleet) == 0
@@ -416,15 +419,15 @@ def test_sla_credits_land_on_the_next_invoice(
     clock.at = datetime(2026, 11, 10, 8, 0, tzinfo=CAL)
     bm = deliver(fleet, tenant, worker, key)
     name = instances.show_instance(fleet, tenant.principal, bm).nodes[0].name
-    _, agent = agents.register(fleet, agents.operator_enrollment(fleet, operator.principal,
-                                                                 name), "gpu-host", None, None)
+    token = agent_credentials.operator_enrollment(fleet, operator.principal, name)
+    _, agent = agent_credentials.register(fleet, token, "gpu-host", None, None)
     clock.at = datetime(2026, 11, 20, 1, 0, tzinfo=CAL)
-    agents.ingest(fleet, agent, window("xid79:2"))  # GPU 2 falls off the bus
+    pushes.ingest(fleet, agent, window("xid79:2"))  # GPU 2 falls off the bus
     clock.move(hours=5)
-    agents.ingest(fleet, agent, window())  # back: the alert closes after 5 h
-    agents.ingest(fleet, agent, window("ecc-dbe:1"))
+    pushes.ingest(fleet, agent, window())  # back: the alert closes after 5 h
+    pushes.ingest(fleet, agent, window("ecc-dbe:1"))
     clock.move(minutes=30)
-    agents.ingest(fleet, agent, window())  # 30 min: within the 60-minute outage SLA
+    pushes.ingest(fleet, agent, window())  # 30 min: within the 60-minute outage SLA
     with fleet.db.read() as s:
         assert sorted((a.kind, a.closed_at is not None) for a in s.scalars(
             select(HardwareAlert))) == [("double_bit_ecc", True), ("gpu_fell_off_bus", True)]
@@ -498,7 +501,7 @@ def test_money_back_beyond_a_months_charges_is_carried_forward_never_a_negative_
     worker: Worker, key: str,
 ) -> None:
     from gpulease.db.tables import Instance
-    from gpulease.services import leases
+    from gpulease.services.money import leases
 
     clock.at = datetime(2026, 11, 10, 8, 0, tzinfo=CAL)
     bm = deliver(fleet, tenant, worker, key)  # ¥84,480 charged in November
@@ -534,13 +537,13 @@ def test_a_month_of_money_back_alone_makes_no_invoice(
     fleet: Platform, clock: MovableClock, tenant: TenantCtx, operator: TenantCtx,
     worker: Worker, key: str,
 ) -> None:
-    from gpulease.services import leases
+    from gpulease.services.money import leases
 
     clock.at = datetime(2026, 10, 20, 8, 0, tzinfo=CAL)
     bm = deliver(fleet, tenant, worker, key)
     leases.renew(fleet, tenant.principal, bm, periods=2)  # three months, all paid in October
     clock.at = datetime(2026, 11, 4, 8, 0, tzinfo=CAL)
-    instances.release_instance(fleet, tenant.principal, bm)  # two months not begun: refunded
+    actions.release_instance(fleet, tenant.principal, bm)  # two months not begun: refunded
     worker.run_until_idle()
     clock.at = datetime(2026, 12, 4, 8, 0, tzinfo=CAL)
     oct_run = invoice_run.run_invoices(fleet, operator.principal, "2026-10", finalize=True)

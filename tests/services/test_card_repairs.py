@@ -18,8 +18,11 @@ from gpulease.demo_agents import DemoAgents
 from gpulease.domain.errors import Conflict, Forbidden, InvalidInput
 from gpulease.platform import Platform
 from gpulease.schemas.tickets import RepairWindowAnswer, RepairWindowProposal
-from gpulease.services import card_repairs, instances, node_changes, repairs, tickets
-from gpulease.services.notify import OPERATORS
+from gpulease.services.fleet import node_changes
+from gpulease.services.instances import actions
+from gpulease.services.instances import views as instances
+from gpulease.services.platform.notify import OPERATORS
+from gpulease.services.support import card_repairs, repairs, tickets
 from gpulease.worker.runner import Worker
 from tests.conftest import LiveServer, TenantCtx
 from tests.services.test_leases import MovableClock, deliver
@@ -135,7 +138,7 @@ def test_a_failed_burn_in_goes_back_to_repair_and_a_release_waits_for_the_erase(
     card_repairs.answer_window(fleet, tenant.principal, ticket_id,
                                RepairWindowAnswer(accept=True))
     assert card_repairs.begin_due_windows(fleet) == 1
-    instances.release_instance(fleet, tenant.principal, iid)  # during the repair
+    actions.release_instance(fleet, tenant.principal, iid)  # during the repair
     worker.run_until_idle()
     assert instances.show_instance(fleet, tenant.principal, iid).status == "releasing"
     assert node_row(fleet, node).instance_id == iid  # its disks still hold the tenant's data

@@ -13,7 +13,8 @@ from sqlalchemy import event
 from gpulease.domain.catalog import DEFAULT_CATALOG, parse_catalog
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.services import catalog, orders
+from gpulease.services.catalog import offers as catalog
+from gpulease.services.orders import ordering as orders
 from tests.conftest import LiveServer, TenantCtx
 from tests.services.test_leases import MovableClock
 

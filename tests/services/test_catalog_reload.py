@@ -16,7 +16,8 @@ from gpulease.cli.main import app
 from gpulease.domain.catalog import DEFAULT_CATALOG
 from gpulease.domain.errors import InvalidInput
 from gpulease.platform import Platform
-from gpulease.services import catalog, catalog_versions
+from gpulease.services.catalog import offers as catalog
+from gpulease.services.catalog import versions as catalog_versions
 from tests.api.test_money_api import auth
 from tests.conftest import LiveServer, TenantCtx
 

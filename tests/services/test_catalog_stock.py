@@ -13,7 +13,8 @@ from gpulease.db.tables import Node
 from gpulease.domain.states import NodeStatus
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.services import catalog, orders
+from gpulease.services.catalog import offers as catalog
+from gpulease.services.orders import ordering as orders
 from tests.conftest import TenantCtx
 
 H100 = ("h100-80g-x8", "ningxia-1")

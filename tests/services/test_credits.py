@@ -14,8 +14,11 @@ from gpulease.domain.leases import early_end_refund, first_period, following_per
 from gpulease.domain.phrases import said_stored
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.services import instances, leases, orders, wallet
-from gpulease.services.wallet import ledger_sums_to_balance
+from gpulease.services.instances import actions
+from gpulease.services.instances import views as instances
+from gpulease.services.money import leases, wallet
+from gpulease.services.money.wallet import ledger_sums_to_balance
+from gpulease.services.orders import ordering as orders
 from gpulease.translations import translations
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx
@@ -79,11 +82,11 @@ def test_early_end_refunds_unused_whole_periods(
     leases.renew(fleet, tenant.principal, iid, periods=3)  # four months in all
     clock.move(days=10)
     before = wallet.show_wallet(fleet, tenant.principal).balance
-    instances.release_instance(fleet, tenant.principal, iid)
+    actions.release_instance(fleet, tenant.principal, iid)
     # three whole months unused, less the 20 % fee: 3 × 84,480 × 0.8
     assert wallet.show_wallet(fleet, tenant.principal).balance == before + Decimal("202752.00")
     assert leases.show_lease(fleet, tenant.principal, iid).status == "ended"
-    instances.release_instance(fleet, tenant.principal, iid)  # repeating refunds nothing more
+    actions.release_instance(fleet, tenant.principal, iid)  # repeating refunds nothing more
     assert wallet.show_wallet(fleet, tenant.principal).balance == before + Decimal("202752.00")
     worker.run_until_idle()
     stages = [st.stage for st in instances.show_instance(fleet, tenant.principal, iid).stages]
@@ -103,7 +106,7 @@ def test_a_switch_of_term_refunds_only_the_periods_not_begun(
     assert (day.term, day.price) == ("day", Decimal("3660.80"))  # 84,480 ÷ 30 × 1.3
     before = wallet.show_wallet(fleet, tenant.principal).balance
     clock.move(minutes=5)
-    instances.release_instance(fleet, tenant.principal, iid)
+    actions.release_instance(fleet, tenant.principal, iid)
     refund = wallet.show_wallet(fleet, tenant.principal).balance - before
     assert refund == Decimal("2928.64")  # 3,660.80 less 20 %, not 30 days at the day price
     view = leases.show_lease(fleet, tenant.principal, iid)

@@ -19,7 +19,7 @@ from sqlalchemy.exc import OperationalError
 
 from gpulease.demo import seed_demo_fleet
 from gpulease.platform import Platform
-from gpulease.services import instances
+from gpulease.services.instances import views as instances
 from gpulease.worker import node_steps
 from gpulease.worker.node_steps import NodeJob, StepResult
 from gpulease.worker.runner import Worker

@@ -17,7 +17,10 @@ from gpulease.demo import seed_demo_fleet
 from gpulease.domain.breaker import DeployOutcome, should_trip, signature
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.services import control_metrics, deploy_breaker, instances, orders
+from gpulease.services.fleet import deploy_breaker
+from gpulease.services.instances import views as instances
+from gpulease.services.orders import ordering as orders
+from gpulease.services.platform import control_metrics
 from gpulease.worker.runner import Worker
 from tests.api.test_money_api import auth
 from tests.conftest import LiveServer, TenantCtx

@@ -13,7 +13,8 @@ from sqlalchemy import select
 from gpulease.db.money_tables import LeaseNotice
 from gpulease.domain.errors import InvalidInput
 from gpulease.platform import Platform
-from gpulease.services import egress, leases, notify
+from gpulease.services.money import leases
+from gpulease.services.platform import egress, notify
 from gpulease.worker import lease_sweep
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx

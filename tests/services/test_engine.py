@@ -11,7 +11,9 @@ from gpulease.drivers.simulated import SimulatedFleet
 from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint
 from gpulease.schemas import OrderRequest
-from gpulease.services import instances, orders
+from gpulease.services.instances import actions
+from gpulease.services.instances import views as instances
+from gpulease.services.orders import ordering as orders
 from gpulease.worker.node_steps import NodeJob, Outcome, StepResult
 from gpulease.worker.nodes import _apply_node
 from gpulease.worker.pipeline import claim_due
@@ -203,7 +205,7 @@ def test_release_during_deploy_cleans_the_node(
     worker = Worker(fleet, owner="live")
     for _ in range(4):
         worker.step()
-    instances.release_instance(fleet, tenant.principal, iid)
+    actions.release_instance(fleet, tenant.principal, iid)
     worker.run_until_idle()
     assert instances.show_instance(fleet, tenant.principal, iid).status == "released"
     node = node_by_name(fleet, name)
@@ -216,7 +218,7 @@ def test_release_during_deploy_cleans_the_node(
 def test_a_container_that_fails_to_start_gives_its_gpus_back(
     fleet: Platform, tenant: TenantCtx, worker: Worker, key: str
 ) -> None:
-    from gpulease.services import catalog
+    from gpulease.services.catalog import offers as catalog
 
     view, _ = orders.place_order(fleet, tenant.principal, OrderRequest(
         kind="container", offer="rtx4090-24g-container", gpus=4, ssh_keys=[key]))

@@ -21,9 +21,12 @@ from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.schemas.money import BillingProfileIn
-from gpulease.services import billing_profiles, invoice_run, invoices, orders, wallet
-from gpulease.services.invoice_documents import render_export_csv, render_pdf
-from gpulease.services.wallet import ledger_sums_to_balance
+from gpulease.services.money import billing_profiles, wallet
+from gpulease.services.money.invoices import run as invoice_run
+from gpulease.services.money.invoices import views as invoices
+from gpulease.services.money.invoices.documents import render_export_csv, render_pdf
+from gpulease.services.money.wallet import ledger_sums_to_balance
+from gpulease.services.orders import ordering as orders
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, new_tenant
 from tests.services.test_leases import MovableClock, deliver

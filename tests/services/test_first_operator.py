@@ -10,7 +10,7 @@ import pytest
 
 from gpulease.platform import Platform
 from gpulease.server import bootstrap_operator
-from gpulease.services import accounts
+from gpulease.services.accounts import identity as accounts
 from tests.conftest import make_settings
 
 

@@ -26,7 +26,12 @@ from gpulease.domain.errors import InvalidInput, NotFound, Unauthorized
 from gpulease.domain.phrases import said_stored
 from gpulease.platform import Platform
 from gpulease.ports.agent import CommandOutcome, VerifyPayload
-from gpulease.services import agent_commands, agents, instances, sla, wallet
+from gpulease.services.agents import commands as agent_commands
+from gpulease.services.agents import credentials as agent_credentials
+from gpulease.services.instances import actions
+from gpulease.services.instances import views as instances
+from gpulease.services.money import sla, wallet
+from gpulease.services.telemetry import pushes
 from gpulease.translations import translations
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, new_tenant
@@ -50,13 +55,13 @@ def forged(fleet: Platform, tenant: TenantCtx, operator: TenantCtx, worker: Work
     fleet.clock = clock
     iid = deliver(fleet, tenant, worker, key)
     node = instances.show_instance(fleet, tenant.principal, iid).nodes[0].name
-    _, credential = agents.register(fleet, agents.operator_enrollment(
+    _, credential = agent_credentials.register(fleet, agent_credentials.operator_enrollment(
         fleet, operator.principal, node), "rented-host", None, None)
     all_gpus = [f"xid79:{g}" for g in range(8)]
     for _ in range(9):
-        agents.ingest(fleet, credential, window(*all_gpus))
+        pushes.ingest(fleet, credential, window(*all_gpus))
         clock.move(hours=5)
-        agents.ingest(fleet, credential, window())
+        pushes.ingest(fleet, credential, window())
     return iid
 
 
@@ -105,7 +110,7 @@ def test_reports_for_another_node_replays_and_oversize_write_nothing(
         node, other = (s.scalar(select(Node).where(Node.instance_id == i))
                        for i in (mine, theirs))
     assert node is not None and other is not None
-    _, credential = agents.register(fleet, agents.operator_enrollment(
+    _, credential = agent_credentials.register(fleet, agent_credentials.operator_enrollment(
         fleet, operator.principal, node.id), "rented-host", None, None)
     with fleet.db.write() as s:  # the neighbour's node has work pending for its agent
         marks = fleet.catalog.marks(other.sku, other.region)
@@ -120,13 +125,13 @@ def test_reports_for_another_node_replays_and_oversize_write_nothing(
         agent_commands.post_result(fleet, credential, command, CommandOutcome(
             ok=True, result={"checks": [], "passed": False}))
     with pytest.raises(InvalidInput):
-        agents.ingest(fleet, credential, [{**g, "node_id": other.id}
+        pushes.ingest(fleet, credential, [{**g, "node_id": other.id}
                                           for g in window("xid79:0")])
     # Oversized: more GPUs than the node has, a GPU twice, an index beyond it, a huge body.
     one = window("xid79:0")[0]
     for gpus in (window() + window(), [one, one], [{**one, "index": 8}]):
         with pytest.raises(InvalidInput, match="has 8 GPUs"):
-            agents.ingest(fleet, credential, gpus)
+            pushes.ingest(fleet, credential, gpus)
     with TestClient(create_app(fleet)) as client:
         huge = client.post("/api/v1/agent/telemetry", headers={
             "Authorization": f"Bearer {credential}"}, json={"gpus": [one] * 5000})
@@ -138,7 +143,7 @@ def test_reports_for_another_node_replays_and_oversize_write_nothing(
 
     # Replays: the same fault window over and over is one alert, and no money.
     for _ in range(5):
-        agents.ingest(fleet, credential, window("xid79:0"))
+        pushes.ingest(fleet, credential, window("xid79:0"))
     assert _rows(fleet, node.id)[1] == own[1] + 1
     assert _rows(fleet, other.id) == before
     assert _credits(fleet, tenant.tenant_id) == Decimal("0")
@@ -146,8 +151,8 @@ def test_reports_for_another_node_replays_and_oversize_write_nothing(
         assert s.get(AgentCommand, command).status == "pending"  # type: ignore[union-attr]
 
     # Handed back: the tenant's copy of the credential writes nothing any more.
-    instances.release_instance(fleet, tenant.principal, mine)
+    actions.release_instance(fleet, tenant.principal, mine)
     worker.run_until_idle()
     with pytest.raises(Unauthorized):
-        agents.ingest(fleet, credential, window("xid79:1"))
+        pushes.ingest(fleet, credential, window("xid79:1"))
     assert _rows(fleet, node.id)[1] == own[1] + 1

@@ -6,7 +6,9 @@ import pytest
 from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
 from gpulease.platform import Platform
 from gpulease.schemas import ImageCreate, OrderRequest
-from gpulease.services import images, instances, orders
+from gpulease.services.catalog import images
+from gpulease.services.instances import views as instances
+from gpulease.services.orders import ordering as orders
 from gpulease.worker.runner import Worker
 from tests.conftest import LiveServer, TenantCtx
 

@@ -20,8 +20,12 @@ from gpulease.demo import seed_demo_fleet
 from gpulease.domain.errors import Conflict, OutOfStock, PaymentRequired
 from gpulease.domain.states import INSTANCE_LIVE, NODE_BUSY
 from gpulease.schemas import OrderRequest
-from gpulease.services import catalog, instances, inventory, orders, wallet
-from gpulease.services.wallet import ledger_sums_to_balance
+from gpulease.services.catalog import offers as catalog
+from gpulease.services.fleet import inventory
+from gpulease.services.instances import actions
+from gpulease.services.money import wallet
+from gpulease.services.money.wallet import ledger_sums_to_balance
+from gpulease.services.orders import ordering as orders
 from gpulease.worker.runner import Worker
 from tests.conftest import new_tenant, ssh_key
 from tests.services.helpers import double_allocated_gpus, drop_schema, machine_platform
@@ -46,7 +50,7 @@ class FleetMachine(RuleBasedStateMachine):
         self.p.db.migrate()
         seed_demo_fleet(self.p, 2)
         self.tenant = new_tenant(self.p)
-        from gpulease.services import accounts
+        from gpulease.services.accounts import identity as accounts
         from tests.conftest import TenantCtx
 
         _, tok = accounts.create_operator(self.p, f"op{uuid.uuid4().hex[:6]}@e.io", "Op")
@@ -86,7 +90,7 @@ class FleetMachine(RuleBasedStateMachine):
     def release(self, data: st.DataObject) -> None:
         if self.ids:
             iid = data.draw(st.sampled_from(self.ids))
-            instances.release_instance(self.p, self.tenant.principal, iid)
+            actions.release_instance(self.p, self.tenant.principal, iid)
 
     @rule(steps=st.integers(1, 6))
     def work(self, steps: int) -> None:

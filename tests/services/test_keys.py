@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from gpulease.db.tables import Node
 from gpulease.platform import Platform
-from gpulease.services import audit, keys
+from gpulease.services.platform import audit, keys
 from tests.conftest import make_settings
 
 

@@ -25,8 +25,11 @@ from gpulease.domain.leases import (
 )
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.services import agents, instances, leases, orders, wallet
-from gpulease.services.wallet import charge, ledger_sums_to_balance
+from gpulease.services.agents import evidence
+from gpulease.services.instances import views as instances
+from gpulease.services.money import leases, wallet
+from gpulease.services.money.wallet import charge, ledger_sums_to_balance
+from gpulease.services.orders import ordering as orders
 from gpulease.worker import lease_sweep
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, fund
@@ -176,7 +179,7 @@ def test_lease_life_reminders_grace_renewal_and_erase(
     view = instances.show_instance(fleet, tenant.principal, iid)
     assert view.status == "released" and "lease expired" in (view.status_reason or "")
     assert leases.show_lease(fleet, tenant.principal, iid).status == "ended"
-    certs = agents.instance_certificates(fleet, tenant.principal, iid)[0]
+    certs = evidence.instance_certificates(fleet, tenant.principal, iid)[0]
     assert len(certs) == 2 and all(c["passed"] for c in certs)
     assert node_by_name(fleet, view.nodes[0].name).status == "available"
     assert notices(fleet, iid)[-1] == "erased"
@@ -188,7 +191,7 @@ def test_auto_renew_with_and_without_money(
     fleet: Platform, clock: MovableClock, tenant: TenantCtx, worker: Worker, key: str,
     operator: TenantCtx,
 ) -> None:
-    from gpulease.services import accounts
+    from gpulease.services.accounts import identity as accounts
 
     iid = deliver(fleet, tenant, worker, key)
     leases.set_auto_renew(fleet, tenant.principal, iid, True)
@@ -253,7 +256,8 @@ def test_a_scheduled_price_takes_effect_on_its_date_and_spares_running_leases(
     fleet: Platform, clock: MovableClock, tenant: TenantCtx, worker: Worker, key: str
 ) -> None:
     from gpulease.schemas.money import QuoteRequest
-    from gpulease.services import catalog, quotes
+    from gpulease.services.catalog import offers as catalog
+    from gpulease.services.catalog import quotes
 
     data = tomllib.loads(DEFAULT_CATALOG.read_text())
     h100 = next(o for o in data["offers"] if o["sku"] == "h100-80g-x8")

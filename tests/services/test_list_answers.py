@@ -9,7 +9,9 @@ import pytest
 
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.services import instances, orders
+from gpulease.services.instances import actions
+from gpulease.services.instances import views as instances
+from gpulease.services.orders import ordering as orders
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx
 
@@ -41,7 +43,7 @@ def test_the_sent_list_is_the_pages_json_through_delivery_and_release(
     for q in QUERIES:
         assert_sent_is_the_page(fleet, tenant, **q)
 
-    instances.release_instance(fleet, tenant.principal, ids[0])
+    actions.release_instance(fleet, tenant.principal, ids[0])
     releasing = assert_sent_is_the_page(fleet, tenant)
     assert [i["status"] for i in json.loads(releasing)["items"] if i["id"] == ids[0]] == [
         "releasing"]
@@ -74,7 +76,7 @@ def test_an_unchanged_summary_is_not_built_again(
     instances.list_instances_json(fleet, tenant.principal)
     assert built == []  # nothing moved: every summary kept
     moved = json.loads(first)["items"][1]["id"]
-    instances.release_instance(fleet, tenant.principal, moved)
+    actions.release_instance(fleet, tenant.principal, moved)
     built.clear()  # the release's own answer
     after = instances.list_instances_json(fleet, tenant.principal)
     assert built == [moved]  # only the released one is built again

@@ -16,8 +16,11 @@ from gpulease.domain.pricing import PricingError, day_vs_month, quote
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.schemas.money import QuoteRequest
-from gpulease.services import instances, orders, quotes, wallet
-from gpulease.services.wallet import ledger_sums_to_balance
+from gpulease.services.catalog import quotes
+from gpulease.services.instances import views as instances
+from gpulease.services.money import wallet
+from gpulease.services.money.wallet import ledger_sums_to_balance
+from gpulease.services.orders import ordering as orders
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, fund, new_tenant
 from tests.services.test_engine import node_name_of, sim
@@ -123,7 +126,7 @@ def test_order_holds_delivery_charges_failure_returns(
 def test_short_balance_is_402_with_the_amount_missing_and_nothing_written(
     fleet: Platform, operator: TenantCtx, key: str
 ) -> None:
-    from gpulease.services import accounts
+    from gpulease.services.accounts import identity as accounts
 
     created = accounts.create_tenant(fleet, "poor", "poor@example.com", "Poor")
     poor = accounts.authenticate(fleet, created.token.token)

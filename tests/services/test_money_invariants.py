@@ -42,20 +42,13 @@ from gpulease.domain.money import to_fen
 from gpulease.domain.proration import period_bounds, previous_period
 from gpulease.schemas import OrderRequest
 from gpulease.schemas.money import QuoteRequest, UsageIn
-from gpulease.services import (
-    accounts,
-    addons,
-    instances,
-    invoice_run,
-    leases,
-    metering,
-    orders,
-    payments,
-    quotes,
-    spending,
-    wallet,
-)
-from gpulease.services.wallet import ledger_sums_to_balance
+from gpulease.services.accounts import identity as accounts
+from gpulease.services.catalog import quotes
+from gpulease.services.instances import actions
+from gpulease.services.money import addons, leases, metering, payments, spending, wallet
+from gpulease.services.money.invoices import run as invoice_run
+from gpulease.services.money.wallet import ledger_sums_to_balance
+from gpulease.services.orders import ordering as orders
 from gpulease.worker import lease_sweep
 from gpulease.worker import metering as container_meter
 from gpulease.worker.runner import Worker
@@ -180,7 +173,7 @@ class LeaseMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def release(self, data: st.DataObject) -> None:
         if self.ids:
-            instances.release_instance(self.p, self.t.principal,
+            actions.release_instance(self.p, self.t.principal,
                                        data.draw(st.sampled_from(self.ids)))
 
     @rule(hours=st.integers(1, 24 * 21))

@@ -20,9 +20,10 @@ from gpulease.domain.errors import Forbidden, NotFound
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.security import hash_token
-from gpulease.services import netboot, orders
-from gpulease.services.agents import mint_enrollment
-from gpulease.services.inventory import NodeSpec, add_node
+from gpulease.services.agents.credentials import mint_enrollment
+from gpulease.services.fleet import netboot
+from gpulease.services.fleet.inventory import NodeSpec, add_node
+from gpulease.services.orders import ordering as orders
 from gpulease.worker.node_jobs import drop_config_drives
 from tests.conftest import TenantCtx, ssh_key
 

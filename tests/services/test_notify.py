@@ -24,7 +24,8 @@ from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.errors import Forbidden, InvalidInput
 from gpulease.domain.leases import local_text
 from gpulease.platform import Platform
-from gpulease.services import leases, notify
+from gpulease.services.money import leases
+from gpulease.services.platform import notify
 from gpulease.worker import lease_sweep
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, free_port
@@ -138,7 +139,8 @@ def test_each_admin_is_mailed_in_their_own_language(
     fleet: Platform, clock: MovableClock, tenant: TenantCtx, worker: Worker, key: str,  # noqa: F811
     smtp: Inbox,
 ) -> None:
-    from gpulease.services import accounts, users
+    from gpulease.services.accounts import identity as accounts
+    from gpulease.services.accounts import users
 
     other = accounts.add_user(fleet, tenant.principal, "li@example.com", "Li", Role.ADMIN,
                               None)

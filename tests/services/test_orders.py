@@ -11,8 +11,13 @@ from gpulease.domain.errors import Conflict, Forbidden, Gone, InvalidInput, NotF
 from gpulease.domain.states import DEPLOY_ORDER
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.services import agents, catalog, instances, inventory, orders
-from gpulease.services.inventory import NodeSpec, add_node
+from gpulease.services.agents import evidence
+from gpulease.services.catalog import offers as catalog
+from gpulease.services.fleet import inventory
+from gpulease.services.fleet.inventory import NodeSpec, add_node
+from gpulease.services.instances import actions
+from gpulease.services.instances import views as instances
+from gpulease.services.orders import ordering as orders
 from gpulease.worker.runner import Worker
 from tests.conftest import LiveServer, TenantCtx, new_tenant
 from tests.services.helpers import counts, double_allocated_gpus, nodes_of
@@ -58,13 +63,13 @@ def test_root_password_is_shown_once(
 ) -> None:
     iid = order(fleet, tenant, key)
     with pytest.raises(Conflict, match="shown once it is ready"):
-        instances.reveal_credentials(fleet, tenant.principal, iid)
+        actions.reveal_credentials(fleet, tenant.principal, iid)
     worker.run_until_idle()
     assert instances.show_instance(fleet, tenant.principal, iid).credentials_available
-    creds = instances.reveal_credentials(fleet, tenant.principal, iid)
+    creds = actions.reveal_credentials(fleet, tenant.principal, iid)
     assert len(creds.root_password) == 20
     with pytest.raises(Gone, match="already shown"):
-        instances.reveal_credentials(fleet, tenant.principal, iid)
+        actions.reveal_credentials(fleet, tenant.principal, iid)
     assert not instances.show_instance(fleet, tenant.principal, iid).credentials_available
 
 
@@ -74,7 +79,7 @@ def test_release_erases_and_frees_the_node(
     iid = order(fleet, tenant, key)
     worker.run_until_idle()
     node_name = instances.show_instance(fleet, tenant.principal, iid).nodes[0].name
-    releasing = instances.release_instance(fleet, tenant.principal, iid)
+    releasing = actions.release_instance(fleet, tenant.principal, iid)
     assert releasing.status == "releasing"
     worker.run_until_idle()
     view = instances.show_instance(fleet, tenant.principal, iid)
@@ -85,11 +90,11 @@ def test_release_erases_and_frees_the_node(
                            "clean_wait_agent", "erase", "erase result", "clean_power_off"]
     assert [st.stage for st in view.stages][-1] == "released"
     # one sealed certificate per disk, for the tenant to download
-    certs = agents.instance_certificates(fleet, tenant.principal, iid)[0]
+    certs = evidence.instance_certificates(fleet, tenant.principal, iid)[0]
     assert [c["device"] for c in certs] == ["/dev/nvme0n1", "/dev/nvme1n1"]
     assert all(c["passed"] and c["simulated"] and len(c["digest"]) == 64 for c in certs)
     assert certs[0]["certificate"]["lease"] == iid
-    assert agents.certificate(fleet, tenant.principal, certs[0]["id"])["id"] == certs[0]["id"]
+    assert evidence.certificate(fleet, tenant.principal, certs[0]["id"])["id"] == certs[0]["id"]
     assert "cleaning" in [st.stage for st in view.stages]
     snap = fleet.drivers.fleet.snapshot(node_name)  # type: ignore[union-attr]
     assert snap["erase_count"] == 1 and snap["power"] == "off" and snap["config"] is None
@@ -97,7 +102,7 @@ def test_release_erases_and_frees_the_node(
     assert stock["h100-80g-x8@ningxia-1"] == 2
     assert double_allocated_gpus(fleet) == []
     # releasing again is harmless
-    assert instances.release_instance(fleet, tenant.principal, iid).status == "released"
+    assert actions.release_instance(fleet, tenant.principal, iid).status == "released"
 
 
 def test_out_of_stock_says_what_is_free_where(
@@ -167,7 +172,7 @@ def test_containers_pack_gpus_and_never_share_one(
     worker.run_until_idle()
     a = instances.show_instance(fleet, tenant.principal, first)
     assert a.status == "ready" and a.ssh_command and "-p " in a.ssh_command
-    instances.release_instance(fleet, tenant.principal, first)
+    actions.release_instance(fleet, tenant.principal, first)
     worker.run_until_idle()
     assert instances.show_instance(fleet, tenant.principal, first).status == "released"
     assert {c.id: c.free_gpus for c in catalog.catalog_view(fleet).container_offers} == {
@@ -243,14 +248,14 @@ def test_tenants_are_isolated_and_readers_cannot_order(
     fleet: Platform, tenant: TenantCtx, operator: TenantCtx, key: str
 ) -> None:
     from gpulease.domain.accounts import Role
-    from gpulease.services import accounts
+    from gpulease.services.accounts import identity as accounts
 
     iid = order(fleet, tenant, key)
     stranger = new_tenant(fleet)
     with pytest.raises(NotFound):
         instances.show_instance(fleet, stranger.principal, iid)
     with pytest.raises(NotFound):
-        instances.release_instance(fleet, stranger.principal, iid)
+        actions.release_instance(fleet, stranger.principal, iid)
     assert instances.list_instances(fleet, stranger.principal).total == 0
     assert instances.list_instances(fleet, tenant.principal).total == 1
     assert instances.list_instances(fleet, operator.principal).total == 1
@@ -278,7 +283,7 @@ def test_drain_maintenance_and_resume(
     with pytest.raises(OutOfStock):
         order(fleet, tenant, key)
     worker.run_until_idle()
-    instances.release_instance(fleet, tenant.principal, busy_id)
+    actions.release_instance(fleet, tenant.principal, busy_id)
     worker.run_until_idle()
     drained = inventory.get_node(fleet, op, busy)
     assert drained.status == "maintenance" and drained.instance_id is None

@@ -13,7 +13,9 @@ import pytest
 from gpulease.domain.errors import OutOfStock, PaymentRequired
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.services import instances, orders, wallet
+from gpulease.services.instances import views as instances
+from gpulease.services.money import wallet
+from gpulease.services.orders import ordering as orders
 from tests.conftest import TenantCtx, new_tenant
 from tests.services.helpers import counts, double_allocated_gpus
 

@@ -16,7 +16,8 @@ from gpulease.db.tables import Instance
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.services import orders, saved_images
+from gpulease.services.orders import ordering as orders
+from gpulease.services.storage import saved_images
 from gpulease.worker.runner import Worker
 from tests.conftest import LiveServer, TenantCtx, new_tenant
 from tests.services.test_leases import deliver

@@ -18,8 +18,12 @@ from gpulease.domain.errors import PaymentRequired
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.schemas.money import UsageIn
-from gpulease.services import instances, invoice_run, invoices, metering, orders, spending, wallet
-from gpulease.services.wallet import ledger_sums_to_balance
+from gpulease.services.instances import views as instances
+from gpulease.services.money import metering, spending, wallet
+from gpulease.services.money.invoices import run as invoice_run
+from gpulease.services.money.invoices import views as invoices
+from gpulease.services.money.wallet import ledger_sums_to_balance
+from gpulease.services.orders import ordering as orders
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, new_tenant
 from tests.services.test_billing import container

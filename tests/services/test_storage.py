@@ -23,7 +23,8 @@ from gpulease.domain.errors import Conflict, Forbidden
 from gpulease.domain.snapshots import blob_key, manifest_key
 from gpulease.drivers.seaweedfs import EmbeddedS3, start_embedded_s3
 from gpulease.platform import Platform
-from gpulease.services import accounts, storage
+from gpulease.services.accounts import identity as accounts
+from gpulease.services.storage import buckets as storage
 from tests.conftest import LiveServer, new_tenant
 
 
@@ -127,7 +128,7 @@ def test_past_its_quota_the_store_refuses_the_tenants_writes_until_it_is_under_a
     tenant's keys read, list and delete but the upload is refused; a key made meanwhile is
     refused too; the platform's own run key still writes (a lapsed lease's last backup);
     deleting below the quota, or the operator raising it, opens writes again."""
-    from gpulease.services import storage_quota
+    from gpulease.services.storage import quota as storage_quota
 
     platform.settings.s3_endpoint = s3.url
     platform.settings.s3_access_key, platform.settings.s3_secret_key = (s3.access_key,

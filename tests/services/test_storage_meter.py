@@ -17,7 +17,18 @@ from gpulease.domain.errors import Conflict, Forbidden, NotFound
 from gpulease.drivers.seaweedfs import EmbeddedS3
 from gpulease.platform import Platform
 from gpulease.schemas.fleet import BackupRequest
-from gpulease.services import backups, storage, storage_meter, storage_quota
+from gpulease.services.storage import (
+    backups,
+)
+from gpulease.services.storage import (
+    buckets as storage,
+)
+from gpulease.services.storage import (
+    meter as storage_meter,
+)
+from gpulease.services.storage import (
+    quota as storage_quota,
+)
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx
 from tests.services.test_backups import s3, with_storage

@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from gpulease.db.tables import Node, TelemetryHourly, TelemetrySummary
 from gpulease.domain.telemetry import GpuSummary, merge
 from gpulease.platform import Platform
-from gpulease.services.telemetry_retention import downsample
+from gpulease.services.telemetry.retention import downsample
 from tests.services.test_leases import MovableClock
 
 NOW = datetime(2026, 12, 20, 12, 0, tzinfo=UTC)

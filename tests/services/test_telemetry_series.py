@@ -18,7 +18,7 @@ from gpulease.db.tables import TelemetrySummary
 from gpulease.demo_agents import DemoAgents
 from gpulease.domain.errors import InvalidInput, NotFound
 from gpulease.platform import Platform
-from gpulease.services import telemetry_series
+from gpulease.services.telemetry import series as telemetry_series
 from gpulease.worker.runner import Worker
 from tests.api.test_console_money import signed_in
 from tests.conftest import new_tenant

@@ -14,7 +14,12 @@ from gpulease.cli.main import app
 from gpulease.domain.errors import Conflict, Forbidden, InvalidInput
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.services import instances, invoice_run, orders, tenants, wallet
+from gpulease.services.accounts import tenants
+from gpulease.services.instances import actions
+from gpulease.services.instances import views as instances
+from gpulease.services.money import wallet
+from gpulease.services.money.invoices import run as invoice_run
+from gpulease.services.orders import ordering as orders
 from gpulease.worker.runner import Worker
 from tests.api.test_money_api import auth
 from tests.conftest import LiveServer, TenantCtx, new_tenant
@@ -61,7 +66,7 @@ def test_suspend_refuses_orders_keeps_machines_and_close_waits_for_everything(
         tenants.close(fleet, op, "acme", None)
     assert "1 instances are not released" in str(why.value)
     assert "on no final invoice" in str(why.value)
-    instances.release_instance(fleet, acme.principal, iid)
+    actions.release_instance(fleet, acme.principal, iid)
     worker.run_until_idle()
     clock.at = datetime(2027, 1, 2, 9, 0, tzinfo=UTC)
     invoice_run.run_invoices(fleet, op, "2026-12", finalize=True)

@@ -22,18 +22,14 @@ from gpulease.demo_agents import DemoAgents
 from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound, OutOfStock
 from gpulease.platform import Platform
 from gpulease.schemas.tickets import TicketAction, TicketComment
-from gpulease.services import (
-    agents,
-    control_metrics,
-    instances,
-    node_changes,
-    notify,
-    repairs,
-    replacement,
-    tickets,
-    wallet,
-)
-from gpulease.services.ticket_sla import sweep_ticket_clocks
+from gpulease.services.agents import evidence
+from gpulease.services.fleet import node_changes
+from gpulease.services.instances import actions
+from gpulease.services.instances import views as instances
+from gpulease.services.money import wallet
+from gpulease.services.platform import control_metrics, notify
+from gpulease.services.support import repairs, replacement, tickets
+from gpulease.services.support.ticket_sla import sweep_ticket_clocks
 from gpulease.worker.runner import Worker
 from tests.api.test_money_api import auth
 from tests.conftest import LiveServer, TenantCtx, new_tenant
@@ -192,7 +188,7 @@ def test_a_swap_moves_the_lease_to_a_spare_and_sends_the_faulty_node_to_repair(
     iid = deliver(fleet, tenant, worker, key)
     before = instances.show_instance(fleet, tenant.principal, iid)
     old = before.nodes[0].name
-    instances.reveal_credentials(fleet, tenant.principal, iid)  # the first password, seen
+    actions.reveal_credentials(fleet, tenant.principal, iid)  # the first password, seen
     op = operator.principal
     node_changes.inject_faults(fleet, op, old, ["xid79:3"])
     DemoAgents(fleet).tick()
@@ -214,13 +210,13 @@ def test_a_swap_moves_the_lease_to_a_spare_and_sends_the_faulty_node_to_repair(
         faulty = s.scalar(select(Node).where(Node.name == old))
         assert faulty is not None and faulty.status == "repair"
         assert faulty.instance_id is None and "ticket" in (faulty.status_reason or "")
-    certificates, _ = agents.instance_certificates(fleet, tenant.principal, iid, 100, 0)
+    certificates, _ = evidence.instance_certificates(fleet, tenant.principal, iid, 100, 0)
     erased = [c for c in certificates if c["node"] == old]
     assert erased and all(c["passed"] for c in erased)  # the tenant's disks erased first
     done = tickets.show_ticket(fleet, tenant.principal, ticket.id)
     assert done.status == "mitigated" and done.mitigated_at is not None
     assert any("now on" in e.text or "replaced" in e.text for e in done.timeline)
-    again = instances.reveal_credentials(fleet, tenant.principal, iid)
+    again = actions.reveal_credentials(fleet, tenant.principal, iid)
     assert again.root_password  # a new password, shown once
     stages = [st.stage for st in after.stages]
     assert "replacing" in stages and "replaced" in stages
@@ -263,7 +259,7 @@ def test_a_swap_moves_the_lease_to_a_spare_and_sends_the_faulty_node_to_repair(
     # no spare was found for the second fault: releasing refunds the unused time in full
     assert tickets.show_ticket(fleet, op, second.id).status == "open"
     lease_price = Decimal("84480")
-    instances.release_instance(fleet, tenant.principal, iid)
+    actions.release_instance(fleet, tenant.principal, iid)
     refund = wallet.ledger(fleet, tenant.principal).items[0]
     assert refund.kind == "refund" and "unused time" in (refund.reference or "")
     assert lease_price * Decimal("0.99") < refund.amount <= lease_price

@@ -15,8 +15,11 @@ from gpulease.api.app import create_app
 from gpulease.domain.errors import Conflict, Forbidden
 from gpulease.platform import Platform
 from gpulease.schemas.money import UsageIn
-from gpulease.services import accounts, instances, metering, users, wallet
-from gpulease.services.wallet import ledger_sums_to_balance
+from gpulease.services.accounts import identity as accounts
+from gpulease.services.accounts import users
+from gpulease.services.instances import actions
+from gpulease.services.money import metering, wallet
+from gpulease.services.money.wallet import ledger_sums_to_balance
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx
 from tests.services.test_billing import container
@@ -112,7 +115,7 @@ def test_usage_beyond_what_the_instance_could_use_is_held_not_charged(
     assert {u.key: u.status for u in mine}["forged"] == "held"
 
     # After the release: usage that starts later than the grace is held too.
-    instances.release_instance(fleet, tenant.principal, bm)
+    actions.release_instance(fleet, tenant.principal, bm)
     worker.run_until_idle()
     clock.move(hours=5)
     late = metering.report_usage(fleet, meter, [

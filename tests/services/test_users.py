@@ -10,7 +10,8 @@ import pytest
 from gpulease.domain.accounts import Role
 from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthorized
 from gpulease.platform import Platform
-from gpulease.services import accounts, users
+from gpulease.services.accounts import identity as accounts
+from gpulease.services.accounts import users
 from tests.conftest import TenantCtx, new_tenant
 
 PASSPHRASE = "correct horse battery staple"

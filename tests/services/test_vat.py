@@ -20,8 +20,13 @@ from gpulease.domain.invoicing import paid_split, payable, vat_split
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.schemas.money import QuoteRequest, UsageIn
-from gpulease.services import instances, invoice_run, invoices, metering, orders, quotes, wallet
-from gpulease.services.wallet import ledger_sums_to_balance
+from gpulease.services.catalog import quotes
+from gpulease.services.instances import views as instances
+from gpulease.services.money import metering, wallet
+from gpulease.services.money.invoices import run as invoice_run
+from gpulease.services.money.invoices import views as invoices
+from gpulease.services.money.wallet import ledger_sums_to_balance
+from gpulease.services.orders import ordering as orders
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx
 from tests.services.test_leases import MovableClock

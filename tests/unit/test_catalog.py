@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpulease.domain.catalog import DEFAULT_CATALOG, CatalogError, load_catalog, parse_catalog
-from gpulease.services.catalog import day_price, year_price
+from gpulease.services.catalog.offers import day_price, year_price
 
 
 def raw() -> dict:

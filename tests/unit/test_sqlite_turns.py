@@ -186,7 +186,7 @@ def test_only_sqlite_takes_turns(platform: Platform, tenant: TenantCtx) -> None:
     """PostgreSQL serves concurrent transactions itself; on both, a request's reads and
     writes nest as before."""
     assert (platform.db.turns is None) == (platform.db.dialect == "postgresql")
-    from gpulease.services import accounts
+    from gpulease.services.accounts import identity as accounts
     with platform.db.read():
         assert accounts.authenticate(platform, tenant.token).tenant_id == tenant.tenant_id
         with platform.db.write() as s:

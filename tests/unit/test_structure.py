@@ -13,7 +13,7 @@ from gpulease.cli import lifecycles
 from gpulease.db import money_tables, ops_tables, tables
 
 PACKAGE = Path(__file__).resolve().parents[2] / "gpulease"
-WRITER = PACKAGE / "services" / "lifecycle.py"
+WRITER = PACKAGE / "lifecycle" / "writer.py"
 GUARDED = {"status", "stage", "status_reason"}  # written only by the lifecycle writer
 assert money_tables and ops_tables  # their tables join the base's subclasses
 TABLES = {cls.__name__ for cls in tables.Base.__subclasses__()}
@@ -87,10 +87,11 @@ def test_only_the_lifecycle_writer_writes_a_status_or_a_stage() -> None:
     for path in sources():
         if path == WRITER:
             continue
-        persists = path.parent.name in ("services", "worker", "db")
+        folders = set(path.relative_to(PACKAGE).parts[:-1])
+        persists = bool({"services", "worker", "db", "lifecycle"} & folders)
         for line, what in lifecycle_writes(path.read_text(), persistence=persists):
             offenders.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {what}")
-    assert not offenders, ("status and stage change only through services/lifecycle.py "
+    assert not offenders, ("status and stage change only through lifecycle/writer.py "
                            "(transition, bulk, initial):\n" + "\n".join(offenders))
 
 

@@ -20,8 +20,9 @@ from gpulease.schemas import (
     UserCreate,
     UserView,
 )
-from gpulease.services import accounts, password_resets, users
-from gpulease.services.idempotency import idem_for
+from gpulease.services.accounts import identity as accounts
+from gpulease.services.accounts import password_resets, users
+from gpulease.services.platform.idempotency import idem_for
 
 router = APIRouter(tags=["accounts"])
 

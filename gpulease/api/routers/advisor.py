@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from gpulease.api.access import EVERY_USER, access
 from gpulease.api.deps import PlatformDep, PrincipalDep
 from gpulease.schemas.advisor import AdviceView, AdviseRequest
-from gpulease.services.advisor import advise_job
+from gpulease.services.catalog.advisor import advise_job
 
 router = APIRouter(tags=["advisor"])
 

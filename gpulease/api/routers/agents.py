@@ -12,8 +12,18 @@ from pydantic import BaseModel, Field
 from gpulease.api.access import EVERY_USER, ORDERING, Caller, access
 from gpulease.api.deps import Limit, Offset, PlatformDep, PrincipalDep
 from gpulease.ports.agent import Command, CommandOutcome, CommandProgress
-from gpulease.services import agent_commands, agents, bmc_health, node_agents, telemetry_series
-from gpulease.services.node_agents import VerifyRun
+from gpulease.services.agents import (
+    commands as agent_commands,
+)
+from gpulease.services.agents import credentials as agent_credentials
+from gpulease.services.agents import evidence
+from gpulease.services.agents import (
+    node_agent as node_agents,
+)
+from gpulease.services.agents.node_agent import VerifyRun
+from gpulease.services.fleet import bmc_health
+from gpulease.services.telemetry import pushes
+from gpulease.services.telemetry import series as telemetry_series
 
 router = APIRouter(tags=["node agents"])
 
@@ -49,7 +59,7 @@ def _bearer(credentials: HTTPAuthorizationCredentials | None) -> str | None:
              openapi_extra=access(Caller.ANYONE))
 def register(body: RegisterRequest, p: PlatformDep) -> RegisterResponse:
     """Trade the one-time token from the config drive for the agent's own credential."""
-    node_id, credential = agents.register(p, body.token, body.hostname, body.address,
+    node_id, credential = agent_credentials.register(p, body.token, body.hostname, body.address,
                                           body.inventory)
     return RegisterResponse(node_id=node_id, credential=credential)
 
@@ -58,7 +68,7 @@ def register(body: RegisterRequest, p: PlatformDep) -> RegisterResponse:
 def push_telemetry(body: TelemetryPush, credential: AgentCredential, p: PlatformDep
                    ) -> dict[str, Any]:
     """A window of GPU summaries from an agent; answers with the alerts it raises."""
-    return {"alerts": agents.ingest(p, _bearer(credential), body.gpus)}
+    return {"alerts": pushes.ingest(p, _bearer(credential), body.gpus)}
 
 
 @router.post("/bmc-events/{node_id}", status_code=202, tags=["BMC events"],
@@ -106,7 +116,7 @@ def verify_instance(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> li
 @router.get("/instances/{instance_id}/metrics", openapi_extra=access(*EVERY_USER, owned=True))
 def instance_metrics(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> dict[str, Any]:
     """Latest GPU telemetry summary per GPU of the instance, and its open hardware alerts."""
-    return agents.instance_metrics(p, actor, instance_id)
+    return pushes.instance_metrics(p, actor, instance_id)
 
 
 @router.get("/instances/{instance_id}/telemetry",
@@ -128,8 +138,8 @@ def instance_acceptance(instance_id: str, p: PlatformDep, actor: PrincipalDep,
     """The acceptance reports run for the instance's nodes (JSON and readable summary),
     oldest first, a page at a time; X-Total-Count says how many there are."""
     response.headers["X-Total-Count"] = str(
-        agents.count_acceptance_reports(p, actor, instance_id))
-    return agents.acceptance_reports(p, actor, instance_id, limit, offset)
+        evidence.count_acceptance_reports(p, actor, instance_id))
+    return evidence.acceptance_reports(p, actor, instance_id, limit, offset)
 
 
 @router.get("/instances/{instance_id}/erase-certificates",
@@ -139,14 +149,14 @@ def instance_certificates(instance_id: str, p: PlatformDep, actor: PrincipalDep,
                           ) -> list[dict[str, Any]]:
     """One NIST SP 800-88 erase certificate per disk the instance's nodes held, oldest
     first, a page at a time (X-Total-Count says how many)."""
-    items, total = agents.instance_certificates(p, actor, instance_id, limit, offset)
+    items, total = evidence.instance_certificates(p, actor, instance_id, limit, offset)
     response.headers["X-Total-Count"] = str(total)
     return items
 
 
 @router.get("/erase-certificates/{certificate_id}", openapi_extra=access(*EVERY_USER, owned=True))
 def certificate(certificate_id: str, p: PlatformDep, actor: PrincipalDep) -> dict[str, Any]:
-    return agents.certificate(p, actor, certificate_id)
+    return evidence.certificate(p, actor, certificate_id)
 
 
 @router.get("/nodes/{node_id}/erase-certificates", tags=["nodes (operator)"],
@@ -154,11 +164,11 @@ def certificate(certificate_id: str, p: PlatformDep, actor: PrincipalDep) -> dic
 def node_certificates(node_id: str, p: PlatformDep, actor: PrincipalDep,
                       limit: Limit = 100, offset: Offset = 0) -> list[dict[str, Any]]:
     """The node's erase certificates over its life, newest first, a page at a time."""
-    return agents.node_certificates(p, actor, node_id, limit, offset)
+    return evidence.node_certificates(p, actor, node_id, limit, offset)
 
 
 @router.post("/nodes/{node_id}/agent-token", status_code=201, tags=["nodes (operator)"],
              openapi_extra=access(Caller.OPERATOR))
 def agent_token(node_id: str, p: PlatformDep, actor: PrincipalDep) -> dict[str, str]:
     """A one-time enrollment token for the node's agent (valid 24 hours), shown once."""
-    return {"token": agents.operator_enrollment(p, actor, node_id)}
+    return {"token": agent_credentials.operator_enrollment(p, actor, node_id)}

@@ -9,7 +9,7 @@ from pydantic import AwareDatetime
 from gpulease.api.access import Caller, access
 from gpulease.api.deps import Limit, Offset, PlatformDep, PrincipalDep
 from gpulease.schemas import AuditEntryView, AuditVerdict, Page
-from gpulease.services import audit
+from gpulease.services.platform import audit
 
 router = APIRouter(tags=["audit"])
 

@@ -13,7 +13,7 @@ from gpulease.schemas.fleet import (
     BackupView,
     RestoreRequest,
 )
-from gpulease.services import backup_policy, backups
+from gpulease.services.storage import backup_policy, backups
 
 router = APIRouter(prefix="/instances", tags=["backups"])
 

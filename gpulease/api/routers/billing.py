@@ -25,15 +25,10 @@ from gpulease.schemas.money import (
     UsageBatch,
     UsageView,
 )
-from gpulease.services import (
-    billing_profiles,
-    invoice_run,
-    invoices,
-    metering,
-    sla,
-    spending,
-)
-from gpulease.services.invoice_documents import render_csv, render_export_csv, render_pdf
+from gpulease.services.money import billing_profiles, metering, sla, spending
+from gpulease.services.money.invoices import run as invoice_run
+from gpulease.services.money.invoices import views as invoices
+from gpulease.services.money.invoices.documents import render_csv, render_export_csv, render_pdf
 
 router = APIRouter(tags=["billing"])
 TenantQuery = Annotated[str | None, Query(alias="tenant", description="operator: which tenant")]

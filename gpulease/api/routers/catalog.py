@@ -16,9 +16,11 @@ from gpulease.api.deps import (
 from gpulease.api.etags import conditional
 from gpulease.schemas import CatalogView, ImageCreate, ImageView
 from gpulease.schemas.fleet import CatalogReload, CatalogVersionView
-from gpulease.services import catalog, catalog_versions, images
-from gpulease.services.accounts import authenticate
-from gpulease.services.idempotency import idem_for
+from gpulease.services.accounts.identity import authenticate
+from gpulease.services.catalog import images
+from gpulease.services.catalog import offers as catalog
+from gpulease.services.catalog import versions as catalog_versions
+from gpulease.services.platform.idempotency import idem_for
 
 router = APIRouter(tags=["catalog"])
 

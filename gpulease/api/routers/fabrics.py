@@ -16,7 +16,7 @@ from gpulease.schemas.fleet import (
     RackUpdate,
     RackView,
 )
-from gpulease.services import fleet_objects
+from gpulease.services.fleet import fabrics as fleet_objects
 
 router = APIRouter(tags=["nodes (operator)"])
 OPERATOR = access(Caller.OPERATOR)

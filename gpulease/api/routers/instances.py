@@ -18,7 +18,9 @@ from gpulease.api.deps import (
 from gpulease.api.etags import conditional
 from gpulease.api.streams import ENDS, follow_instance
 from gpulease.schemas import CredentialsView, InstanceView, OrderRequest, Page
-from gpulease.services import instances, orders
+from gpulease.services.instances import actions
+from gpulease.services.instances import views as instances
+from gpulease.services.orders import ordering as orders
 
 router = APIRouter(prefix="/instances", tags=["instances"])
 
@@ -81,11 +83,11 @@ async def follow(
 @router.post("/{instance_id}/release", response_model=InstanceView, status_code=202,
              openapi_extra=access(*ORDERING, owned=True))
 def release(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> InstanceView:
-    return instances.release_instance(p, actor, instance_id)
+    return actions.release_instance(p, actor, instance_id)
 
 
 @router.post("/{instance_id}/credentials", response_model=CredentialsView, responses=GONE,
              openapi_extra=access(*ORDERING, owned=True))
 def credentials(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> CredentialsView:
     """The root password, shown once; later calls answer 410."""
-    return instances.reveal_credentials(p, actor, instance_id)
+    return actions.reveal_credentials(p, actor, instance_id)

@@ -11,7 +11,7 @@ from fastapi.responses import PlainTextResponse
 from gpulease.api.access import Caller, access
 from gpulease.api.deps import PROBLEMS, PUBLIC_PROBLEMS, PlatformDep
 from gpulease.domain.errors import NotFound
-from gpulease.services import netboot
+from gpulease.services.fleet import netboot
 
 router = APIRouter(prefix="/media", tags=["media (for BMCs)"], responses=PUBLIC_PROBLEMS)
 

@@ -26,8 +26,10 @@ from gpulease.schemas.money import (
     WalletView,
     WebhookRequest,
 )
-from gpulease.services import addons, leases, notify, quotes, wallet
-from gpulease.services.release_terms import release_terms as terms_of_release
+from gpulease.services.catalog import quotes
+from gpulease.services.money import addons, leases, wallet
+from gpulease.services.money.release_terms import release_terms as terms_of_release
+from gpulease.services.platform import notify
 
 router = APIRouter(tags=["money"])
 TenantQuery = Annotated[str | None, Query(alias="tenant", description="operator: which tenant")]

@@ -15,8 +15,9 @@ from gpulease.schemas import (
     Page,
 )
 from gpulease.schemas.fleet import NodeFaults, NodeUpdate, RepairDone, RepairStart, RepairView
-from gpulease.services import enrollment, inventory, node_changes, repairs
-from gpulease.services.idempotency import idem_for
+from gpulease.services.fleet import enrollment, inventory, node_changes
+from gpulease.services.platform.idempotency import idem_for
+from gpulease.services.support import repairs
 
 router = APIRouter(prefix="/nodes", tags=["nodes (operator)"])
 

@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from gpulease.api.access import ORDERING, TENANT_USERS, access
 from gpulease.api.deps import PlatformDep, PrincipalDep
 from gpulease.schemas.fleet import SavedImageView, SaveImageRequest
-from gpulease.services import saved_images
+from gpulease.services.storage import saved_images
 
 router = APIRouter(tags=["saved images"])
 

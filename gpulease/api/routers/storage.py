@@ -7,7 +7,8 @@ from fastapi import APIRouter
 from gpulease.api.access import TENANT_USERS, Caller, access
 from gpulease.api.deps import PlatformDep, PrincipalDep
 from gpulease.schemas.fleet import StorageKeyCreated, StorageKeyView, StorageQuota, StorageView
-from gpulease.services import storage, storage_quota
+from gpulease.services.storage import buckets as storage
+from gpulease.services.storage import quota as storage_quota
 
 router = APIRouter(prefix="/storage", tags=["storage"])
 

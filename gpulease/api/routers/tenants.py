@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from gpulease.api.access import Caller, access
 from gpulease.api.deps import Limit, Offset, PlatformDep, PrincipalDep
 from gpulease.schemas import NodeActionRequest, Page, TenantSummary
-from gpulease.services import tenants
+from gpulease.services.accounts import tenants
 
 router = APIRouter(tags=["accounts"])
 OPERATOR = access(Caller.OPERATOR)

@@ -19,7 +19,7 @@ from gpulease.schemas.tickets import (
     TicketOpen,
     TicketView,
 )
-from gpulease.services import card_repairs, replacement, tickets
+from gpulease.services.support import card_repairs, replacement, tickets
 
 router = APIRouter(prefix="/tickets", tags=["tickets"])
 OWN = access(*EVERY_USER, owned=True)

@@ -10,7 +10,9 @@ from gpulease.api.access import Caller, access
 from gpulease.api.deps import PlatformDep, PrincipalDep
 from gpulease.schemas import WorkerView
 from gpulease.schemas.fleet import BreakerView, RepairView
-from gpulease.services import deploy_breaker, repairs, workers
+from gpulease.services.fleet import deploy_breaker
+from gpulease.services.platform import workers
+from gpulease.services.support import repairs
 
 router = APIRouter(tags=["nodes (operator)"])
 

@@ -1,0 +1,251 @@
+"""SLA credits beyond late delivery: a hardware fault that keeps a tenant's GPU out of
+service longer than the outage SLA, and a delivered machine that fails acceptance on the
+tenant's request. Each becomes a claim with its evidence. Money never follows evidence the
+tenant controls: telemetry and reports from the agent on the rented host (where the tenant
+is root) wait for an operator's decision; a run of the platform's own stand-in agent is
+decided at once. A confirmed claim is posted to the wallet once (keyed by its item),
+capped so that a lease period's credits never exceed GPULEASE_SLA_CREDIT_CAP times that
+period's price, and lands on the next invoice as a negative line."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from gpulease.db.money_tables import Lease, LedgerEntry, SlaClaim
+from gpulease.db.ops_tables import Ticket, TicketEntry
+from gpulease.db.tables import HardwareAlert, Instance
+from gpulease.domain.accounts import Principal
+from gpulease.domain.credits import (
+    AcceptanceRule,
+    OutageRule,
+    acceptance_credit,
+    outage_credit,
+)
+from gpulease.domain.errors import Conflict, NotFound
+from gpulease.domain.leases import Period, current_period
+from gpulease.domain.money import to_fen
+from gpulease.domain.phrases import Phrase, phrase, stored
+from gpulease.domain.states import InstanceStatus
+from gpulease.domain.telemetry import AlertKind
+from gpulease.lifecycle.history import by
+from gpulease.platform import Platform
+from gpulease.schemas import Page
+from gpulease.schemas.money import SlaClaimView
+from gpulease.services.money import lease_periods
+from gpulease.services.money.wallet import credit_sla, first_hold
+
+# Faults that take a GPU out of service (throttling and a down NVLink only slow it).
+OUTAGE_KINDS = frozenset({AlertKind.GPU_FELL_OFF_BUS.value, AlertKind.DOUBLE_BIT_ECC.value,
+                          AlertKind.ECC_UNCONTAINED.value, AlertKind.ROW_REMAP_FAILURE.value})
+PERIOD_S = {"hour": 3600.0}
+
+
+def _lease_period(s: Session, inst: Instance, at: datetime) -> Period | None:
+    """The lease period `at` falls in (the last one after the end, the first before)."""
+    lease = s.scalar(select(Lease).where(Lease.instance_id == inst.id))
+    if lease is None:
+        return None
+    periods = lease_periods.paid_periods(s, lease.id) or [
+        Period(seq=1, term=lease.term, price=lease.unit_price, anchor=lease.starts_at, index=1,
+               starts_at=lease.starts_at, ends_at=lease.ends_at)]
+    found = current_period(periods, at)
+    if found is not None:
+        return found
+    return periods[0] if at < periods[0].starts_at else periods[-1]
+
+
+def _price_basis(s: Session, inst: Instance, at: datetime) -> tuple[Decimal, float] | None:
+    """(price of one server's period, the period's seconds) the credit is prorated on: the
+    lease period `at` falls in (containers: their hour)."""
+    if inst.kind == "container":
+        held = first_hold(s, inst.id)
+        return (held, PERIOD_S["hour"]) if held is not None else None
+    period = _lease_period(s, inst, at)
+    if period is None:
+        return None
+    return (period.price / max(inst.node_count, 1),
+            (period.ends_at - period.starts_at).total_seconds())
+
+
+def _period_cap(s: Session, inst: Instance, now: datetime, cap: Decimal) -> Decimal:
+    """What may still be credited in the lease period `now` falls in: all its SLA credits
+    together (late delivery, outages, failed acceptance) stay within `cap` × its price."""
+    period = _lease_period(s, inst, now)
+    if period is not None:
+        price, start, end = period.price, period.starts_at, period.ends_at
+    else:
+        held = first_hold(s, inst.id)
+        if held is None:
+            return Decimal("0.00")
+        price, start, end = held, now - timedelta(hours=1), now + timedelta(hours=1)
+    credited = s.scalar(select(func.coalesce(func.sum(LedgerEntry.amount), 0)).where(
+        LedgerEntry.instance_id == inst.id, LedgerEntry.kind == "credit",
+        LedgerEntry.item.like("SLA credit:%"), LedgerEntry.at >= start,
+        LedgerEntry.at < end)) or Decimal(0)
+    return max(to_fen(price * cap) - Decimal(credited), Decimal("0.00"))
+
+
+def _claim(s: Session, inst: Instance, kind: str, evidence: str, item: Phrase, text: Phrase,
+           amount: Decimal, now: datetime) -> SlaClaim | None:
+    if amount <= 0 or s.scalar(select(SlaClaim.id).where(SlaClaim.item == str(item)[:200])
+                               ) is not None:
+        return None
+    claim = SlaClaim(id="slc-" + uuid.uuid4().hex[:12], instance_id=inst.id,
+                     tenant_id=inst.tenant_id, kind=kind, evidence=evidence[:200],
+                     item=str(item)[:200], item_phrase=stored(item)[1],
+                     text=str(text)[:500], text_phrase=stored(text)[1],
+                     amount=amount, created_at=now)
+    s.add(claim)
+    s.flush()
+    return claim
+
+
+def _confirm(s: Session, claim: SlaClaim, now: datetime, actor: str, cap: Decimal,
+             note: str | None = None) -> Decimal:
+    inst = s.get(Instance, claim.instance_id)
+    assert inst is not None
+    credit = min(claim.amount, _period_cap(s, inst, now, cap))
+    claimed: str | Phrase = (Phrase.from_json(json.loads(claim.text_phrase))
+                             if claim.text_phrase else claim.text)
+    text = claimed if credit == claim.amount else phrase(
+        "{claimed}; capped at ¥{credit:,.2f}: the period's credits reach {cap:f}× its price",
+        claimed=claimed, credit=credit, cap=cap.normalize())
+    item: str | Phrase = (Phrase.from_json(json.loads(claim.item_phrase)) if claim.item_phrase
+                          else claim.item)
+    credit_sla(s, inst, credit, now, item, phrase("{text} (evidence: {evidence})",
+                                                        text=text, evidence=claim.evidence),
+               actor=actor)
+    claim.decision, claim.decided_at, claim.decided_by = "confirmed", now, actor
+    claim.note, claim.credited = note, credit
+    return credit
+
+
+def claim_outage(s: Session, alert: HardwareAlert, rule: OutageRule = OutageRule()  # noqa: B008
+                 ) -> Decimal:
+    """Called as an alert closes: an outage fault on a tenant's GPU beyond the SLA. The
+    alert comes from the rented host's agent, so the claim waits for an operator."""
+    if alert.kind not in OUTAGE_KINDS or alert.instance_id is None or alert.closed_at is None:
+        return Decimal("0.00")
+    inst = s.get(Instance, alert.instance_id)
+    basis = _price_basis(s, inst, alert.opened_at) if inst is not None else None
+    if inst is None or basis is None:
+        return Decimal("0.00")
+    outage_s = (alert.closed_at - alert.opened_at).total_seconds()
+    credit = outage_credit(outage_s, basis[0], basis[1], rule)
+    item = phrase("SLA credit: GPU {gpu} outage ({kind}) of {instance}, alert {alert}",
+                  gpu=alert.gpu_index, kind=alert.kind, instance=inst.id, alert=alert.id)
+    claim = _claim(s, inst, "outage", f"hardware alert {alert.id} (node agent telemetry)", item,
+                   phrase("GPU {gpu} of {instance} out of service {minutes:.0f} min ({kind}); "
+                          "rule: {rule}", gpu=alert.gpu_index, instance=inst.id,
+                          minutes=outage_s / 60, kind=alert.kind, rule=rule.describe()),
+                   credit, alert.closed_at)
+    return claim.amount if claim is not None else Decimal("0.00")
+
+
+def claim_ticket_outage(s: Session, ticket: Ticket, now: datetime,
+                        rule: OutageRule = OutageRule()  # noqa: B008
+                        ) -> SlaClaim | None:
+    """Called as a fault's ticket is mitigated: the GPU (or node) was out of service from
+    the fault's first evidence to the mitigation. One claim per fault: keyed by the alert
+    that opened the ticket, so the alert closing later (or earlier) claims nothing more."""
+    if ticket.kind not in OUTAGE_KINDS or ticket.instance_id is None:
+        return None
+    first = s.scalar(select(TicketEntry.ref).where(
+        TicketEntry.ticket_id == ticket.id, TicketEntry.ref.like("alert:%"))
+        .order_by(TicketEntry.id).limit(1))
+    alert = s.get(HardwareAlert, int(first.split(":", 1)[1])) if first else None
+    inst = s.get(Instance, ticket.instance_id)
+    if alert is None or inst is None:
+        return None
+    basis = _price_basis(s, inst, alert.opened_at)
+    if basis is None:
+        return None
+    outage_s = (now - alert.opened_at).total_seconds()
+    item = phrase("SLA credit: GPU {gpu} outage ({kind}) of {instance}, alert {alert}",
+                  gpu=alert.gpu_index, kind=alert.kind, instance=inst.id, alert=alert.id)
+    return _claim(s, inst, "outage", f"ticket {ticket.id}: hardware alert {alert.id} "
+                  f"({alert.source}) to mitigation", item,
+                  phrase("GPU {gpu} of {instance} out of service {minutes:.0f} min ({kind}, "
+                         "ticket {ticket}); rule: {rule}", gpu=alert.gpu_index,
+                         instance=inst.id, minutes=outage_s / 60, kind=alert.kind,
+                         ticket=ticket.id, rule=rule.describe()),
+                  outage_credit(outage_s, basis[0], basis[1], rule), now)
+
+
+def credit_failed_acceptance(s: Session, instance_id: str, now: datetime, *, actor: str,
+                             report_id: str, platform_evidence: bool, cap: Decimal,
+                             rule: AcceptanceRule = AcceptanceRule()  # noqa: B008
+                             ) -> Decimal:
+    """A delivered, leased machine that fails acceptance when its tenant asks: once per
+    lease period; credited at once only when the platform ran the check itself."""
+    inst = s.get(Instance, instance_id)
+    if inst is None or inst.status != InstanceStatus.READY.value:
+        return Decimal("0.00")
+    lease = s.scalar(select(Lease).where(Lease.instance_id == inst.id))
+    if lease is None:
+        return Decimal("0.00")
+    period = _lease_period(s, inst, now)
+    item = phrase("SLA credit: failed acceptance of {instance}, period {period}",
+                  instance=inst.id, period=period.seq if period else 1)
+    source = "the platform's stand-in agent" if platform_evidence else "the node agent"
+    claim = _claim(s, inst, "acceptance", f"acceptance report {report_id} ({source})", item,
+                   phrase("{instance} failed acceptance on request; rule: {rule}",
+                          instance=inst.id, rule=rule.describe()),
+                   acceptance_credit(period.price if period else lease.unit_price, rule), now)
+    if claim is None:
+        return Decimal("0.00")
+    return _confirm(s, claim, now, actor, cap) if platform_evidence else Decimal("0.00")
+
+
+# --- the operator's decisions -----------------------------------------------------------------
+
+def _view(c: SlaClaim) -> SlaClaimView:
+    return SlaClaimView(id=c.id, instance_id=c.instance_id, tenant_id=c.tenant_id, kind=c.kind,
+                        evidence=c.evidence, text=c.text, amount=c.amount,
+                        created_at=c.created_at, decision=c.decision, decided_at=c.decided_at,
+                        decided_by=c.decided_by, note=c.note, credited=c.credited)
+
+
+def list_claims(p: Platform, actor: Principal, status: str | None = None, limit: int = 50,
+                offset: int = 0) -> Page[SlaClaimView]:
+    """A tenant's own claims; an operator's all (`status`: open, confirmed, rejected)."""
+    q = select(SlaClaim)
+    if not actor.is_operator:
+        q = q.where(SlaClaim.tenant_id == actor.require_tenant())
+    if status == "open":
+        q = q.where(SlaClaim.decision.is_(None))
+    elif status is not None:
+        q = q.where(SlaClaim.decision == status)
+    with p.db.read() as s:
+        total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
+        rows = s.scalars(q.order_by(SlaClaim.created_at.desc(), SlaClaim.id)
+                         .limit(limit).offset(offset))
+        return Page(items=[_view(c) for c in rows], total=total, limit=limit, offset=offset)
+
+
+def decide(p: Platform, actor: Principal, claim_id: str, confirm: bool,
+           note: str | None = None) -> SlaClaimView:
+    """An operator confirms a claim (its credit is posted, capped per period) or rejects it,
+    after checking the evidence on the platform's side (the BMC, a run from the ramdisk)."""
+    actor.require_operator()
+    now = p.clock.now()
+    with p.db.write() as s:
+        claim = s.get(SlaClaim, claim_id, with_for_update=True)
+        if claim is None:
+            raise NotFound("No SLA claim {claim_id}; `GET /api/v1/sla-claims` lists them.",
+                           claim_id=claim_id)
+        if claim.decision is not None:
+            raise Conflict("Claim {claim_id} was {decision} already.",
+                           claim_id=claim.id, decision=claim.decision)
+        if confirm:
+            _confirm(s, claim, now, by(actor), p.settings.sla_credit_cap, note)
+        else:
+            claim.decision, claim.decided_at, claim.decided_by = "rejected", now, by(actor)
+            claim.note = note
+        return _view(claim)

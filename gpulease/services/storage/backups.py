@@ -1,0 +1,491 @@
+"""Backups and restores the platform runs on a rented server: a directory of its data disk
+to the tenant's bucket as a snapshot, or a snapshot back onto it. The node's agent moves
+the bytes (agent/backup.py) with a key minted for the run, scoped to the tenant's bucket
+and deleted when the run ends; the platform keeps the run's record and figures. The
+worker's `backups` periodic drives them (domain/states.BACKUP): queued → running →
+succeeded, or failed after its retries (the tenant told)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import NamedTuple
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.orm import Session
+
+from gpulease.agent.backup import DATA_MOUNT, on_data_disk
+from gpulease.db.ops_tables import Backup
+from gpulease.db.repositories import bound_nodes, get_instance
+from gpulease.db.tables import Instance, Node
+from gpulease.domain.accounts import Principal
+from gpulease.domain.errors import Conflict, InvalidInput, NotFound
+from gpulease.domain.phrases import Phrase, phrase
+from gpulease.domain.states import (
+    BACKUP,
+    BackupStatus,
+    InstanceStage,
+    InstanceStatus,
+    NodeStatus,
+)
+from gpulease.lifecycle.history import WORKER, by, note
+from gpulease.lifecycle.writer import initial, transition
+from gpulease.platform import Platform
+from gpulease.ports.agent import (
+    Agent,
+    AgentError,
+    BackupPayload,
+    NodeRef,
+    Pending,
+    ReceivePayload,
+    RestorePayload,
+    SendPayload,
+    TransferPayload,
+)
+from gpulease.ports.object_store import AccessKey
+from gpulease.schemas.fleet import BackupRequest, BackupTarget, BackupView, RestoreRequest
+from gpulease.security import new_id
+from gpulease.services.agents.commands import progress_of
+from gpulease.services.agents.node_agent import agent_for, node_ref
+from gpulease.services.platform import egress
+from gpulease.services.platform.outbox import post_notice
+from gpulease.services.storage import buckets as storage
+from gpulease.services.storage.meter import counted, over_quota
+
+log = logging.getLogger("gpulease.backups")
+ON_DEMAND = "on_demand"
+MAX_ATTEMPTS = 3
+RETRY_AFTER_S = 60.0
+SYNCHRONOUS_LEASE_S = 600.0
+PREFIX = "backups"  # in the tenant's bucket: backups/<instance>/
+# The trigger of a swap's copy: straight from the faulty server's agent (send) to the
+# spare's (receive), services/support/swap_copy.py; or through the bucket, a backup then a restore.
+SWAP_COPY = "swap_copy"
+COPY_KINDS = ("send", "receive")  # their payload (with its shared key) is sealed when queued
+PAYLOADS: dict[str, type[TransferPayload]] = {
+    "backup": BackupPayload, "restore": RestorePayload, "send": SendPayload,
+    "receive": ReceivePayload}
+SCHEDULED = "schedule"  # the tenant's schedule (services/storage/backup_policy.py)
+AT_GRACE = "lease_grace"  # a lapsed lease entered grace
+BEFORE_ERASE = "lease_final"  # the last one before a lapsed lease's erase
+LEASE_END = (AT_GRACE, BEFORE_ERASE)
+AT_ORDER = "order"  # a snapshot the order named, restored at delivery
+LONGEST_PAUSE_S = 1800.0  # between the tries of a run with a deadline
+
+
+def prefix_of(instance_id: str) -> str:
+    return f"{PREFIX}/{instance_id}"
+
+
+def _view(b: Backup, node_name: str) -> BackupView:
+    return BackupView(id=b.id, instance_id=b.instance_id, node=node_name, kind=b.kind,
+                      trigger=b.trigger, path=b.path, status=b.status,
+                      status_reason=b.status_reason, snapshot_id=b.snapshot_id,
+                      files=b.files, bytes_total=b.bytes_total, bytes_moved=b.bytes_moved,
+                      seconds=b.seconds, attempts=b.attempts, requested_at=b.requested_at,
+                      finished_at=b.finished_at, target=b.target)
+
+
+def request(p: Platform, actor: Principal, instance_id: str,
+            body: BackupRequest | RestoreRequest, trigger: str = ON_DEMAND) -> BackupView:
+    """A backup (or, given a snapshot, a restore) of a delivered bare-metal instance's data
+    disk, queued for the worker; one run per instance at a time."""
+    tenant = actor.require_order_rights()
+    try:
+        on_data_disk(Path("/"), body.path)
+    except ValueError:
+        raise InvalidInput("path", "{body_path!r} is not on the server's data disk: name a "
+                           "directory under {data_mount}/, e.g. {data_mount}/checkpoints.",
+                           body_path=body.path, data_mount=DATA_MOUNT) from None
+    with p.db.write() as s:
+        inst = get_instance(s, actor, instance_id, lock=True)
+        own = body.target
+        if own is not None:  # the tenant's own S3: a public address only
+            egress.check(p.settings, own.endpoint, "target.endpoint")
+        else:
+            storage.configured(p)
+        node = server_for_run(s, inst)
+        if isinstance(node, Phrase):
+            raise Conflict(node)
+        full = None if isinstance(body, RestoreRequest) or own else over_quota(s, p, tenant)
+        if full:
+            raise Conflict(full)
+        if isinstance(body, RestoreRequest) and own is not None:  # theirs: the agent checks
+            row = queue_run(s, p, inst.id, tenant, node, "restore", body.path, trigger,
+                            by(actor), snapshot_id=body.snapshot_id, max_mbps=body.max_mbps)
+        elif isinstance(body, RestoreRequest):
+            source = find_snapshot(s, tenant, body.snapshot_id, "snapshot_id")
+            row = queue_run(s, p, inst.id, tenant, node, "restore", body.path, trigger,
+                            by(actor), snapshot_id=source.snapshot_id,
+                            source_instance_id=source.instance_id, max_mbps=body.max_mbps)
+        else:
+            row = queue_run(s, p, inst.id, tenant, node, "backup", body.path, trigger,
+                            by(actor), max_mbps=body.max_mbps)
+        if own is not None:
+            row.target = f"{own.endpoint.rstrip('/')}/{own.bucket}"[:600]
+            row.target_enc = p.box.seal(own.model_dump_json())
+        view = _view(row, node.name)
+    p.wake()
+    return view
+
+
+def find_snapshot(s: Session, tenant: str, ref: str, field: str) -> Backup:
+    """The tenant's backup that made a snapshot: `SNAPSHOT`, or `INSTANCE/SNAPSHOT` when
+    the same name was made of several instances."""
+    source, _, snapshot = ref.rpartition("/")
+    q = select(Backup).where(Backup.tenant_id == tenant, Backup.kind == "backup",
+                             Backup.status == BackupStatus.SUCCEEDED.value,
+                             Backup.snapshot_id == snapshot)
+    if source:
+        q = q.where(Backup.instance_id == source)
+    found = list(s.scalars(q.order_by(Backup.finished_at.desc()).limit(10)))
+    if not found:
+        raise NotFound("No snapshot {ref} in your account; `gpulease backups INSTANCE` "
+                       "lists the snapshots taken of an instance.", ref=ref)
+    if len({b.instance_id for b in found}) > 1:
+        taken = ", ".join(sorted({f"{b.instance_id}/{snapshot}" for b in found}))
+        raise InvalidInput(field, "Snapshot {snapshot} was taken of several instances; "
+                           "name one: {taken}.", snapshot=snapshot, taken=taken)
+    return found[0]
+
+
+def restore_at_delivery(s: Session, p: Platform, inst: Instance) -> None:
+    """The snapshot the order named, queued for the delivered server (the caller holds the
+    instance); the tenant follows it with `gpulease backups`."""
+    if not inst.restore_from:
+        return
+    source, _, snapshot = inst.restore_from.partition("/")
+    taken = s.scalar(select(Backup).where(Backup.instance_id == source,
+                                          Backup.snapshot_id == snapshot,
+                                          Backup.kind == "backup"))
+    node = server_for_run(s, inst)
+    if isinstance(node, Phrase) or taken is None:
+        why = node if isinstance(node, Phrase) else "its record is gone"
+        note(s, p.clock.now(), inst.id, "restore_failed", phrase("snapshot {snapshot} "
+             "could not be restored at delivery: {why}", snapshot=inst.restore_from,
+             why=why), actor=WORKER)
+        return
+    queue_run(s, p, inst.id, inst.tenant_id, node, "restore", taken.path, AT_ORDER, WORKER,
+              snapshot_id=snapshot, source_instance_id=source)
+
+
+def server_for_run(s: Session, inst: Instance) -> Node | Phrase:
+    """The server a backup or restore of the instance runs on, or why none can now (the
+    caller holds the instance)."""
+    if inst.kind == "container":
+        return phrase("Container instances keep no data disk of their own; save the "
+                      "environment as an image instead.")
+    if inst.status != InstanceStatus.READY.value:
+        return phrase("Instance {instance} is {status}; backups and restores run on a "
+                      "delivered server.", instance=inst.id, status=phrase(inst.status))
+    if inst.stage != InstanceStage.READY:
+        return phrase("Instance {instance} is {stage} (a server being replaced or "
+                      "repaired); try again once it is back.", instance=inst.id,
+                      stage=inst.stage)
+    nodes = [n for n in bound_nodes(s, inst.id) if n.status == NodeStatus.ACTIVE.value]
+    if not nodes:
+        return phrase("Instance {instance} has no server up to run it on (in repair or "
+                      "being replaced); try again once it is back.", instance=inst.id)
+    busy = s.scalar(select(Backup.id).where(
+        Backup.instance_id == inst.id,
+        Backup.status.in_((BackupStatus.QUEUED.value, BackupStatus.RUNNING.value))))
+    if busy:
+        return phrase("Run {run} on instance {instance} is not finished yet; `gpulease "
+                      "backups` shows it.", run=busy, instance=inst.id)
+    return nodes[0]
+
+
+def queue_run(s: Session, p: Platform, instance_id: str, tenant: str, node: Node, kind: str,
+              path: str, trigger: str, actor: str, snapshot_id: str | None = None,
+              max_mbps: float | None = None, retry_until: datetime | None = None,
+              source_instance_id: str | None = None, run_id: str | None = None,
+              payload: SendPayload | None = None) -> Backup:
+    """A run queued for the worker (the caller holds the instance). A copy's run (send,
+    receive) carries its payload from the start, sealed."""
+    now = p.clock.now()
+    row = Backup(id=run_id or new_id("bk"), tenant_id=tenant, instance_id=instance_id,
+                 node_id=node.id, kind=kind, trigger=trigger, path=path,
+                 snapshot_id=snapshot_id, max_mbps=max_mbps, attempts=0,
+                 next_attempt_at=now, requested_by=actor, requested_at=now,
+                 retry_until=retry_until, source_instance_id=source_instance_id,
+                 payload_enc=None if payload is None else p.box.seal(
+                     payload.model_dump_json()), **initial(Backup, BACKUP))
+    s.add(row)
+    s.flush()
+    note(s, now, instance_id, f"{kind}_requested",
+         phrase("{kind} of {path} on {node_name} requested", kind=kind, path=path,
+         node_name=node.name), actor=actor)
+    return row
+
+
+def runs_for(s: Session, instance_id: str, trigger: str) -> list[Backup]:
+    """The instance's runs of one trigger, oldest first."""
+    return list(s.scalars(select(Backup).where(Backup.instance_id == instance_id,
+                                               Backup.trigger == trigger)
+                          .order_by(Backup.requested_at, Backup.id)))
+
+
+def list_runs(p: Platform, actor: Principal, instance_id: str, limit: int = 50,
+              run_id: str | None = None) -> list[BackupView]:
+    """The instance's runs, newest first (or the one named)."""
+    with p.db.read() as s:
+        get_instance(s, actor, instance_id)
+        q = (select(Backup, Node.name).join(Node, Node.id == Backup.node_id)
+             .where(Backup.instance_id == instance_id))
+        if run_id is not None:
+            q = q.where(Backup.id == run_id)
+        rows = s.execute(q.order_by(Backup.requested_at.desc(), Backup.id.desc())
+                         .limit(limit)).all()
+        return [_view(b, name) for b, name in rows]
+
+
+def show_run(p: Platform, actor: Principal, instance_id: str, run_id: str) -> BackupView:
+    found = list_runs(p, actor, instance_id, limit=1, run_id=run_id)
+    if not found:
+        raise NotFound("No run {run_id} on instance {instance_id}; `gpulease backups "
+                       "{instance_id}` lists them.", run_id=run_id, instance_id=instance_id)
+    return found[0]
+
+
+# --- the worker's side ---------------------------------------------------------------------
+
+def drive(p: Platform, limit: int = 10) -> int:
+    """Runs that are due: queued ones started (a key minted, the work sent to the agent),
+    running ones polled for their result. Returns how many were looked at. Every worker
+    thread calls it with limit=1 at each step; the row lock inside keeps two from starting
+    the same run."""
+    now = p.clock.now()
+    with p.db.read() as s:
+        due = list(s.scalars(select(Backup.id).where(
+            Backup.status.in_((BackupStatus.QUEUED.value, BackupStatus.RUNNING.value)),
+            or_(Backup.next_attempt_at.is_(None), Backup.next_attempt_at <= now))
+            .order_by(Backup.requested_at).limit(limit)))
+    for run_id in due:
+        try:
+            _drive_one(p, run_id)
+        except Exception as exc:  # one run's trouble never stops the others
+            log.warning("backup run %s: %s; next try in %.0f s", run_id, exc, RETRY_AFTER_S)
+            with p.db.write() as s:  # e.g. the object store away: not at every step
+                s.execute(update(Backup).where(Backup.id == run_id).values(
+                    next_attempt_at=p.clock.now() + timedelta(seconds=RETRY_AFTER_S))
+                    .execution_options(synchronize_session=False))
+    return len(due)
+
+
+def _drive_one(p: Platform, run_id: str) -> None:
+    with p.db.read() as s:
+        seen = s.get(Backup, run_id)
+        if seen is None or seen.status not in (BackupStatus.QUEUED.value,
+                                                BackupStatus.RUNNING.value):
+            return
+        queued, tenant = seen.status == BackupStatus.QUEUED.value, seen.tenant_id
+        own = (BackupTarget.model_validate_json(p.box.open(seen.target_enc))
+               if seen.target_enc else None)
+        copy = seen.kind in COPY_KINDS
+    minted: Destination | None = None
+    if copy:
+        pass  # agent to agent: the payload was sealed when the run was queued
+    elif queued and own is not None:
+        try:  # checked again at every start: a name may have changed its answer
+            egress.check(p.settings, own.endpoint, "target.endpoint")
+        except InvalidInput as exc:
+            _refuse_target(p, run_id, str(exc))
+            return
+        minted = Destination(own.endpoint, own.bucket, AccessKey(
+            own.access_key_id, own.secret_access_key), own.prefix)
+    elif queued:  # a run's key is minted before its transaction (the store is slow I/O)
+        minted = Destination(*storage.run_key(p, tenant))
+    started = _start_or_check(p, run_id, minted, copy)
+    if minted is not None and not started and own is None:
+        storage.end_run_key(p, tenant, minted.key.access_key_id)  # not used after all
+    if started is None:
+        return
+    ref, payload, agent = started
+    try:
+        answer = agent.transfer(ref, payload, lambda moved, total: _progress(
+            p, run_id, moved, total))
+    except AgentError as exc:
+        _record_failure(p, run_id, str(exc), exc.retryable)
+        return
+    if isinstance(answer, Pending):  # the real agent posts its progress to its command
+        posted = progress_of(p, answer.reference)
+        if posted is not None:
+            _progress(p, run_id, *posted)
+        return
+    with p.db.write() as s:
+        run = s.get(Backup, run_id, with_for_update=True)
+        if run is None or run.status != BackupStatus.RUNNING.value:
+            return
+        now = p.clock.now()
+        run.snapshot_id = answer.snapshot_id
+        run.files, run.bytes_total = answer.files, answer.bytes_total
+        run.bytes_moved, run.seconds = answer.bytes_moved, answer.seconds
+        run.finished_at, run.next_attempt_at, run.payload_enc = now, None, None
+        transition(s, p, run, BACKUP, "succeed", now, actor=WORKER)
+        what = (f"snapshot {answer.snapshot_id} of {run.path}: {answer.files} files, "
+                f"{answer.bytes_total / 1e6:,.1f} MB ({answer.bytes_moved / 1e6:,.1f} MB "
+                "sent)" if run.kind == "backup" else
+                f"{run.path} served to the new server: {answer.files} files, "
+                f"{answer.bytes_total / 1e6:,.1f} MB" if run.kind == "send" else
+                f"{run.path} copied from the faulty server: {answer.files} files, "
+                f"{answer.bytes_total / 1e6:,.1f} MB ({answer.bytes_moved / 1e6:,.1f} MB "
+                "fetched), each verified" if run.kind == "receive" else
+                f"snapshot {answer.snapshot_id} restored into {run.path}: {answer.files} "
+                f"files, {answer.bytes_total / 1e6:,.1f} MB, verified")
+        note(s, now, run.instance_id, f"{run.kind}_done", what, actor=WORKER)
+        if run.kind == "backup" and run.target is None:
+            counted(s, run.tenant_id, answer.bytes_moved)
+        if run.trigger in LEASE_END:
+            post_notice(s, run.tenant_id, "backup_saved", phrase(
+                "Your lease of {instance} has lapsed; before its disks are erased, {path} "
+                "was saved to your bucket as snapshot {snapshot} ({files} files, {mb} MB). "
+                "`gpulease order bare-metal … --restore {snapshot}` puts it on your next "
+                "server.", instance=run.instance_id, path=run.path,
+                snapshot=answer.snapshot_id, files=answer.files,
+                mb=f"{answer.bytes_total / 1e6:,.1f}"), now, instance_id=run.instance_id)
+        _wake(s, run.instance_id, now)
+        key_id = run.key_id
+    _end_key(p, run_id, tenant, key_id)
+
+
+class Destination(NamedTuple):
+    """Where a run's bytes go: the tenant's bucket on the platform with a key minted for
+    the run (prefix None: backups/<instance>/), or the tenant's own S3 and key."""
+
+    endpoint: str
+    bucket: str
+    key: AccessKey
+    own_prefix: str | None = None
+
+
+def _start_or_check(p: Platform, run_id: str, minted: Destination | None, copy: bool = False
+                    ) -> tuple[NodeRef, TransferPayload, Agent] | None:
+    """A queued run started with its minted key (its payload sealed on the row), or a
+    running one's work to ask after; None when there is nothing to send (the run moved on,
+    or its server left the instance: failed)."""
+    now = p.clock.now()
+    stale: str | None = None
+    with p.db.write() as s:
+        run = s.get(Backup, run_id, with_for_update=True)
+        if run is None or run.status not in (BackupStatus.QUEUED.value,
+                                             BackupStatus.RUNNING.value):
+            return None
+        node = s.get(Node, run.node_id)
+        inst = s.get(Instance, run.instance_id)
+        if node is None or node.instance_id != run.instance_id or (
+                node.status != NodeStatus.ACTIVE.value) or (
+                inst is None or inst.status != InstanceStatus.READY.value):
+            stale, tenant = run.key_id, run.tenant_id
+            finish_failed(s, p, run, "the server left the instance (released, swapped or in "
+                           "repair) before the run ended", now)
+        else:
+            if run.status == BackupStatus.QUEUED.value and copy:
+                run.attempts += 1
+                run.started_at = run.started_at or now
+                transition(s, p, run, BACKUP, "start", now, actor=WORKER)
+            elif run.status == BackupStatus.QUEUED.value:
+                if minted is None:
+                    return None  # queued again after this worker read it: next time
+                endpoint, bucket, key, own_prefix = minted
+                fields = dict(endpoint=endpoint, bucket=bucket,
+                              prefix=own_prefix if own_prefix is not None
+                              else prefix_of(run.source_instance_id or run.instance_id),
+                              access_key_id=key.access_key_id,
+                              secret_access_key=key.secret_access_key, path=run.path,
+                              max_mbps=run.max_mbps)
+                sent = (RestorePayload(snapshot_id=run.snapshot_id or "", **fields)
+                        if run.kind == "restore" else BackupPayload(**fields))
+                run.key_id = None if own_prefix is not None else key.access_key_id  # theirs
+                run.payload_enc = p.box.seal(sent.model_dump_json())  # the secret, sealed
+                run.attempts += 1
+                run.started_at = run.started_at or now
+                transition(s, p, run, BACKUP, "start", now, actor=WORKER)
+            elif minted is not None:
+                return None  # another worker started it meanwhile
+            assert run.payload_enc is not None
+            sealed = p.box.open(run.payload_enc)
+            payload = PAYLOADS[run.kind].model_validate_json(sealed)
+            agent = agent_for(p, node.agent_kind, node.bmc_driver)
+            # a stand-in agent answers within the call (a copy's, from its own thread):
+            # no one polls it meanwhile
+            poll_in = (max(p.settings.poll_interval_s, 0.2) if copy else SYNCHRONOUS_LEASE_S
+                       ) if agent.simulated else max(p.settings.poll_interval_s * 4, 1.0)
+            run.next_attempt_at = now + timedelta(seconds=poll_in)
+            # the attempt names the agent's work, so that a later poll finds what it filed
+            return (node_ref(p, node, stage=f"{run.id[-12:]}:{run.attempts}"), payload, agent)
+    _end_key(p, run_id, tenant, stale)
+    return None
+
+
+def _refuse_target(p: Platform, run_id: str, reason: str) -> None:
+    """A tenant's own S3 that no longer passes the egress guard: the run fails."""
+    with p.db.write() as s:
+        run = s.get(Backup, run_id, with_for_update=True)
+        if run is not None and run.status == BackupStatus.QUEUED.value:
+            finish_failed(s, p, run, reason, p.clock.now())
+
+
+def _progress(p: Platform, run_id: str, moved: int, total: int) -> None:
+    """A running run's bytes moved so far, of the bytes it will move."""
+    with p.db.write() as s:
+        s.execute(update(Backup).where(Backup.id == run_id,
+                                       Backup.status == BackupStatus.RUNNING.value)
+                  .values(bytes_moved=moved, bytes_total=total)
+                  .execution_options(synchronize_session=False))
+
+
+def _record_failure(p: Platform, run_id: str, reason: str, retryable: bool) -> None:
+    now = p.clock.now()
+    with p.db.write() as s:
+        run = s.get(Backup, run_id, with_for_update=True)
+        if run is None or run.status != BackupStatus.RUNNING.value:
+            return
+        key_id, tenant = run.key_id, run.tenant_id
+        if run.kind not in COPY_KINDS:  # a copy keeps the key its two sides share
+            run.payload_enc = None  # the next attempt mints its own key
+        pause = timedelta(seconds=min(RETRY_AFTER_S * 2 ** (run.attempts - 1),
+                                      LONGEST_PAUSE_S))
+        if retryable and (run.attempts < MAX_ATTEMPTS or (
+                run.retry_until is not None and now + pause < run.retry_until)):
+            run.next_attempt_at = now + pause
+            transition(s, p, run, BACKUP, "retry", now, actor=WORKER,
+                       reason=phrase("attempt {attempt} failed: {reason}",
+                                     attempt=run.attempts, reason=reason[:900]))
+        else:
+            finish_failed(s, p, run, reason, now)
+    _end_key(p, run_id, tenant, key_id)
+
+
+def finish_failed(s: Session, p: Platform, run: Backup, reason: str, now: datetime,
+                  tell: bool = True) -> None:
+    """The run failed for good: said on the instance's history and (`tell`) to the
+    tenant's admins."""
+    run.finished_at, run.next_attempt_at, run.payload_enc = now, None, None
+    transition(s, p, run, BACKUP, "fail", now, actor=WORKER, reason=reason[:1000])
+    facts = {"run": run.id, "path": run.path, "reason": reason[:1400]}
+    text = (phrase("Backup {run} of {path} failed: {reason}", **facts) if run.kind == "backup"
+            else phrase("The copy {run} of {path} to the new server failed: {reason}",
+                        **facts) if run.kind in COPY_KINDS
+            else phrase("Restore {run} of {path} failed: {reason}", **facts))
+    kind = "copy_failed" if run.kind in COPY_KINDS else f"{run.kind}_failed"
+    note(s, now, run.instance_id, kind, str(text), actor=WORKER)
+    if tell:
+        post_notice(s, run.tenant_id, kind, text, now, instance_id=run.instance_id)
+    _wake(s, run.instance_id, now)
+
+
+def _wake(s: Session, instance_id: str, now: datetime) -> None:
+    """The instance looks again (a swap waits on its copy)."""
+    s.execute(update(Instance).where(Instance.id == instance_id)
+              .values(next_attempt_at=now).execution_options(synchronize_session=False))
+
+
+def _end_key(p: Platform, run_id: str, tenant: str, key_id: str | None) -> None:
+    """The run's key deleted (kept on the row, to try again, while the store does not
+    answer)."""
+    if key_id and storage.end_run_key(p, tenant, key_id):
+        with p.db.write() as s:
+            run = s.get(Backup, run_id, with_for_update=True)
+            if run is not None and run.key_id == key_id:
+                run.key_id = None

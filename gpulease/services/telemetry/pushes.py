@@ -1,0 +1,157 @@
+"""GPU telemetry pushed by node agents: each push checked against the node (its GPUs, each
+once) and stored as per-minute summaries for the node's current instance; the alerts the
+window raises opened, refreshed or closed (a new one opens a ticket, a cleared one may be
+an outage claim); the newest summaries and open alerts of an instance, and a node's alerts
+for operators."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gpulease.db.repositories import get_instance, instance_allocations
+from gpulease.db.tables import HardwareAlert, Node, NodeAgent, TelemetrySummary
+from gpulease.domain.accounts import Principal
+from gpulease.domain.errors import InvalidInput
+from gpulease.domain.phrases import stored
+from gpulease.domain.telemetry import Alert, GpuSummary, alerts_for
+from gpulease.lifecycle.history import agent as agent_actor
+from gpulease.platform import Platform
+from gpulease.services.agents.credentials import authenticate_agent
+from gpulease.services.money import sla
+from gpulease.services.support import tickets
+
+
+def _phrase_json(alert: Alert) -> str | None:
+    return stored(alert.phrase)[1] if alert.phrase is not None else None
+
+
+def _sync_alerts(s: Session, p: Platform, node: Node, summaries: Sequence[GpuSummary],
+                 now: datetime) -> list[dict[str, Any]]:
+    """Open an alert the window shows, refresh one still shown, close one no longer shown."""
+    raised = {(a.gpu, a.kind.value): a for a in alerts_for(summaries)}
+    reported = {g.index for g in summaries}
+    open_rows = s.scalars(select(HardwareAlert).where(
+        HardwareAlert.node_id == node.id, HardwareAlert.closed_at.is_(None),
+        HardwareAlert.source == "agent")).all()  # the BMC's alerts close by its health
+    seen = set()
+    for row in open_rows:
+        key = (row.gpu_index, row.kind)
+        if key in raised:
+            row.last_seen_at, row.message = now, raised[key].message
+            row.phrase = _phrase_json(raised[key])
+            seen.add(key)
+        elif row.gpu_index in reported:
+            row.closed_at = now
+            sla.claim_outage(s, row)  # beyond the outage SLA: a claim for the operator
+            tickets.alert_cleared(s, row, now, agent_actor(node.id))
+    for key, alert in raised.items():
+        if key not in seen:
+            opened = HardwareAlert(node_id=node.id, instance_id=node.instance_id,
+                                   gpu_index=alert.gpu, gpu_uuid=alert.uuid,
+                                   kind=alert.kind.value, severity=alert.severity,
+                                   message=alert.message, phrase=_phrase_json(alert),
+                                   opened_at=now, last_seen_at=now)
+            s.add(opened)
+            s.flush()  # the ticket's evidence names it
+            tickets.open_from_alert(s, p, opened, now, agent_actor(node.id))
+    return [a.as_dict() for a in raised.values()]
+
+
+def _within_the_node(p: Platform, node: Node, summaries: Sequence[GpuSummary]) -> None:
+    """A push speaks of this node's GPUs, each once: no more than its SKU has."""
+    sku = p.catalog.sku_by_id.get(node.sku)
+    count = sku.gpu_count if sku is not None else 16
+    indices = [g.index for g in summaries]
+    if len(set(indices)) != len(indices) or any(not 0 <= i < count for i in indices):
+        raise InvalidInput("gpus", "{node_name} has {count} GPUs (indices 0 to {last}), "
+                           "each summarized once per push; nothing was stored.",
+                           node_name=node.name, count=count, last=count - 1)
+
+
+def ingest(p: Platform, credential: str | None, gpus: Iterable[dict[str, Any]]
+           ) -> list[dict[str, Any]]:
+    """Store one push of GPU summaries for the node's current instance; returns the alerts
+    the window raises."""
+    with p.db.read() as s:  # who is asking, before anything of the body is read
+        authenticate_agent(s, credential)
+    try:
+        summaries = [GpuSummary.from_dict(g) for g in gpus]
+    except (TypeError, ValueError, KeyError, AttributeError):
+        raise InvalidInput("gpus", "A GPU summary is not in the agent's shape; send the "
+                           "agent's /v1/summary 'gpus' list as is.") from None
+    now = p.clock.now()
+    with p.db.write() as s:
+        agent = authenticate_agent(s, credential)
+        node = s.get(Node, agent.node_id)
+        assert node is not None
+        _within_the_node(p, node, summaries)
+        agent.last_seen_at = now
+        s.add_all(TelemetrySummary(node_id=node.id, instance_id=node.instance_id,
+                                   received_at=now, gpu_index=g.index, gpu_uuid=g.uuid,
+                                   summary_json=json.dumps(g.as_dict()))
+                  for g in summaries)
+        return _sync_alerts(s, p, node, summaries, now)
+
+
+def _newest_summaries(s: Session, instance_id: str, gpus: int
+                      ) -> dict[tuple[str, int], TelemetrySummary]:
+    """The newest summary of each (node, GPU) of the instance: read backwards from the
+    newest along its (instance, time) index, a few pushes deep (a node that stopped
+    pushing a while ago is not looked for further back)."""
+    found: dict[tuple[str, int], TelemetrySummary] = {}
+    for row in s.scalars(select(TelemetrySummary)
+                         .where(TelemetrySummary.instance_id == instance_id)
+                         .order_by(TelemetrySummary.received_at.desc())
+                         .limit(max(gpus, 1) * 4)):
+        found.setdefault((row.node_id, row.gpu_index), row)
+    return found
+
+
+def instance_metrics(p: Platform, actor: Principal, instance_id: str) -> dict[str, Any]:
+    """The latest summary of each GPU the instance holds, and its open alerts."""
+    with p.db.read() as s:
+        inst = get_instance(s, actor, instance_id)
+        nodes = []
+        held_nodes = [(n, g) for n, g, held in instance_allocations(s, inst.id) if held]
+        newest = _newest_summaries(s, inst.id, sum(len(g) for _, g in held_nodes))
+        for node, gpu_indices in held_nodes:
+            rows = sorted((r for (node_id, gpu), r in newest.items()
+                           if node_id == node.id and gpu in gpu_indices),
+                          key=lambda r: r.gpu_index)
+            alerts = s.scalars(select(HardwareAlert).where(
+                HardwareAlert.node_id == node.id, HardwareAlert.closed_at.is_(None),
+                HardwareAlert.gpu_index.in_(gpu_indices) | (HardwareAlert.source == "bmc"))
+                .order_by(HardwareAlert.id)).all()
+            agent = s.get(NodeAgent, node.id)
+            nodes.append({
+                "node": node.name,
+                "agent_last_seen_at": agent.last_seen_at if agent else None,
+                "simulated": bool(agent.simulated) if agent else None,
+                "received_at": max((r.received_at for r in rows), default=None),
+                "gpus": [json.loads(r.summary_json) for r in rows],
+                "alerts": [{"kind": a.kind, "gpu": a.gpu_index, "uuid": a.gpu_uuid,
+                            "source": a.source, "severity": a.severity, "message": a.message,
+                            "phrase": json.loads(a.phrase) if a.phrase else None,
+                            "opened_at": a.opened_at, "last_seen_at": a.last_seen_at}
+                           for a in alerts],
+            })
+        return {"instance_id": inst.id, "nodes": nodes}
+
+
+def node_alerts(p: Platform, actor: Principal, node_id: str) -> list[dict[str, Any]]:
+    """Operator: a node's open hardware alerts, oldest first."""
+    actor.require_operator()
+    with p.db.read() as s:
+        return [{"kind": a.kind, "gpu": a.gpu_index, "source": a.source,
+                 "severity": a.severity, "message": a.message,
+                 "phrase": json.loads(a.phrase) if a.phrase else None, "opened_at": a.opened_at,
+                 "last_seen_at": a.last_seen_at}
+                for a in s.scalars(select(HardwareAlert).where(
+                    HardwareAlert.node_id == node_id, HardwareAlert.closed_at.is_(None))
+                    .order_by(HardwareAlert.id))]
