@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from sqlalchemy import text
 
+from gpulease.compose import make_platform
 from gpulease.platform import Platform
 from gpulease.settings import Settings
 
@@ -37,12 +38,12 @@ def bench_platform(db: str, **overrides: object) -> Iterator[Platform]:
         url = f"{PG_URL}?options=-csearch_path%3D{schema}"
     values: dict[str, object] = dict(
         data_dir=data, database_url=url, secret_key=Fernet.generate_key().decode(),
-        demo_delay_s=0.0, poll_interval_s=0.01, lock_ttl_s=30.0,
+        demo_delay_s=0.0, poll_interval_s=0.01, lock_ttl_s=30.0, simulated_hardware=True,
         # counted as ever (their cost is measured) but never refused mid-bench
         rate_limit_per_token_per_min=10**9, rate_limit_anonymous_per_min=10**9,
     )
     values.update(overrides)
-    p = Platform.from_settings(Settings(**values))  # type: ignore[arg-type]
+    p = make_platform(Settings(**values))  # type: ignore[arg-type]
     p.db.migrate()
     try:
         yield p

@@ -48,7 +48,7 @@ def compare(db: str, trees: dict[str, Path], clients: int, slices: int, slice_s:
         env = {"GPULEASE_DATABASE_URL": url, "GPULEASE_SECRET_KEY": p.settings.secret_key,
                "GPULEASE_RATE_LIMIT_PER_TOKEN_PER_MIN": str(10**9),
                "GPULEASE_RATE_LIMIT_ANONYMOUS_PER_MIN": str(10**9),
-               "GPULEASE_DEMO_DELAY_S": "0"}
+               "GPULEASE_DEMO_DELAY_S": "0", "GPULEASE_SIMULATED_HARDWARE": "true"}
         ports = {name: free_port() for name in trees}
         procs = [serve(tree, ["serve", "--data-dir", str(data), "--port", str(ports[name]),
                               "--workers", str(processes)], env)

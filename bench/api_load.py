@@ -259,7 +259,7 @@ def one_run(db: str, processes: int, clients: int, seconds: float,
         env = {"GPULEASE_DATABASE_URL": url, "GPULEASE_SECRET_KEY": p.settings.secret_key,
                "GPULEASE_RATE_LIMIT_PER_TOKEN_PER_MIN": str(10**9),
                "GPULEASE_RATE_LIMIT_ANONYMOUS_PER_MIN": str(10**9),
-               "GPULEASE_DEMO_DELAY_S": "0"}
+               "GPULEASE_DEMO_DELAY_S": "0", "GPULEASE_SIMULATED_HARDWARE": "true"}
         api = start(["serve", "--data-dir", str(data), "--port", str(port), "--workers",
                      str(processes)], env)
         worker = start(["worker", "--data-dir", str(data)], env)

@@ -1,4 +1,7 @@
-"""The composition root: settings, database, catalog, clock, secrets and drivers."""
+"""What every part of a process shares: settings, the database, the catalog it prices from,
+the secret box, the enabled drivers, the clock, the lifecycle effects, the rate limits'
+counters, the worker's wake-up, and what the process keeps between requests. Built once per
+process by the composition root (`gpulease/compose.py`); families receive it."""
 
 from __future__ import annotations
 
@@ -6,79 +9,64 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
-from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from gpulease.db.rates import DatabaseStore, MemoryStore, RateStore, RedisStore
+from gpulease.db.rates import MemoryStore, RateStore
 from gpulease.db.session import Database
-from gpulease.domain.catalog import Catalog, load_catalog
-from gpulease.drivers.redfish import RedfishDriver
-from gpulease.drivers.simulated import (
-    BmcWatchingAgent,
-    SimulatedAgent,
-    SimulatedFleet,
-    SimulatedRuntime,
-)
-from gpulease.ports.agent import Agent
-from gpulease.ports.bmc import Bmc, BmcEndpoint
+from gpulease.domain.catalog import Catalog
+from gpulease.drivers.enabled import Drivers
+from gpulease.lifecycle.effects import Effects
 from gpulease.ports.clock import Clock, SystemClock
 from gpulease.ports.object_store import ObjectStore
-from gpulease.ports.runtime import ContainerRuntime
-from gpulease.security import SecretBox, load_or_create_key
+from gpulease.security import SecretBox
 from gpulease.settings import Settings
 
-BmcFactory = Callable[[BmcEndpoint], Bmc]
+T = TypeVar("T")
 
 
-@dataclass
-class Drivers:
-    """Drivers by interface; BMC drivers in a typed registry keyed by the node's bmc_driver."""
+class Key(Generic[T]):
+    """The name of one thing a process keeps, with its type (`Kept`)."""
 
-    bmc: dict[str, BmcFactory]
-    agents: dict[str, Agent]  # stand-in agents by the node's bmc_driver (agent_kind builtin)
-    runtime: ContainerRuntime  # shared hosts without an engine URL (the demo's)
-    fleet: SimulatedFleet | None = None
-    docker: ContainerRuntime | None = None  # shared hosts with a Docker engine URL
+    def __init__(self, name: str) -> None:
+        self.name = name
 
-    def runtime_for(self, engine_url: str | None) -> ContainerRuntime:
-        if not engine_url:
-            return self.runtime
-        if self.docker is None:
-            raise LookupError("no Docker runtime configured for hosts with an engine URL")
-        return self.docker
-
-    def agent_for(self, driver: str) -> Agent:
-        try:
-            return self.agents[driver]
-        except KeyError:
-            raise LookupError(f"no node agent for BMC driver {driver!r}") from None
-
-    def bmc_for(self, driver: str, endpoint: BmcEndpoint) -> Bmc:
-        try:
-            factory = self.bmc[driver]
-        except KeyError:
-            raise LookupError(
-                f"no BMC driver {driver!r} configured; known: {', '.join(sorted(self.bmc))}"
-            ) from None
-        return factory(endpoint)
+    def __repr__(self) -> str:
+        return f"Key({self.name!r})"
 
 
-def simulated_drivers(state_dir: Path, delay_s: float, latency_s: float = 0.0,
-                      redfish: RedfishDriver | None = None,
-                      boot_server: Callable[[], str] | None = None) -> Drivers:
-    """The demo's drivers: simulated BMC, agent and runtime; real Redfish BMCs work beside
-    them (a node's bmc_driver picks which)."""
-    fleet = SimulatedFleet(state_dir, delay_s, latency_s=latency_s)
-    redfish = redfish or RedfishDriver()
-    return Drivers(
-        bmc={"simulated": fleet.bmc, "redfish": redfish.bmc},
-        agents={"simulated": SimulatedAgent(fleet),
-                "redfish": BmcWatchingAgent(redfish.bmc, boot_delay_s=delay_s,
-                                            boot_server=boot_server,
-                                            disks_dir=fleet.state_dir / "disks")},
-        runtime=SimulatedRuntime(fleet),
-        fleet=fleet,
-    )
+class Kept:
+    """What a process keeps between requests, each under the key of the family that makes
+    it (the catalog's last stock, the audit trail's writer): made on first use, closed with
+    the platform."""
+
+    def __init__(self) -> None:
+        self._things: dict[Key[Any], Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Key[T]) -> T | None:
+        found: T | None = self._things.get(key)
+        return found
+
+    def put(self, key: Key[T], thing: T) -> None:
+        self._things[key] = thing
+
+    def made(self, key: Key[T], make: Callable[[], T]) -> T:
+        """The kept thing, made now if there is none (once, whichever thread asks first)."""
+        with self._lock:
+            thing = self.get(key)
+            if thing is None:
+                thing = make()
+                self.put(key, thing)
+            return thing
+
+    def close(self) -> None:
+        """Close what has a `close()` (a writer drains its queue first), forget it all."""
+        with self._lock:
+            things, self._things = list(self._things.values()), {}
+        for thing in things:
+            close = getattr(thing, "close", None)
+            if callable(close):
+                close()
 
 
 @dataclass
@@ -88,19 +76,17 @@ class Platform:
     catalog: Catalog
     box: SecretBox
     drivers: Drivers
+    effects: Effects[Platform]
     clock: Clock = field(default_factory=SystemClock)
     rates: RateStore = field(default_factory=MemoryStore)  # the rate limits' counters
     wake_event: threading.Event = field(default_factory=threading.Event)
-    # services/audit_writer.AuditWriter, made on first use by the API's audit trail
-    audit_writer: Any = field(default=None, repr=False)
-    _price_book: tuple[date, Catalog, Catalog] | None = field(default=None, init=False,
-                                                              repr=False)
-    # The published catalog version this process prices from (services/catalog_versions);
+    kept: Kept = field(default_factory=Kept, repr=False)
+    # The published catalog version this process prices from (services/catalog/versions);
     # None until it has adopted one (a catalog only from its file).
     catalog_version: int | None = field(default=None, init=False)
-    # services/catalog.KeptStock: the catalog's last stock read
-    kept_stock: Any = field(default=None, init=False, repr=False)
-    _object_store: Any = field(default=None, init=False, repr=False)
+    _price_book: tuple[date, Catalog, Catalog] | None = field(default=None, init=False,
+                                                              repr=False)
+    _object_store: ObjectStore | None = field(default=None, init=False, repr=False)
 
     def price_book(self) -> Catalog:
         """The catalog at the prices in effect now (a price change takes effect on its
@@ -122,48 +108,13 @@ class Platform:
 
             self._object_store = S3Store(st.s3_endpoint, st.s3_access_key, st.s3_secret_key,
                                          st.s3_region)
-        store: ObjectStore = self._object_store
-        return store
+        return self._object_store
 
     def wake(self) -> None:
         """Hint the in-process worker that there is work (others poll)."""
         self.wake_event.set()
 
-    @classmethod
-    def from_settings(cls, settings: Settings, drivers: Drivers | None = None) -> Platform:
-        settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        settings.data_dir.chmod(0o700)  # secrets live here: the owner alone may enter
-        db = Database(settings.resolved_database_url(), pool_size=settings.db_pool_size,
-                      limits=settings.session_limits(), max_overflow=settings.db_pool_overflow,
-                      sqlite_read_slots=settings.sqlite_read_slots)
-        catalog = load_catalog(settings.catalog_file)
-        box = SecretBox(load_or_create_key(settings.secret_key, settings.data_dir))
-        if drivers is None:
-            drivers = simulated_drivers(
-                settings.data_dir / "simulated", settings.demo_delay_s,
-                settings.demo_call_latency_s,
-                RedfishDriver(settings.bmc_timeout_s, settings.bmc_verify_tls),
-                boot_server=lambda: settings.public_url)
-            from gpulease.drivers.docker_runtime import DockerRuntime
-
-            drivers.docker = DockerRuntime(
-                settings.container_image, settings.container_gpus, settings.bmc_timeout_s,
-                settings.docker_tls_dir)
-        return cls(settings=settings, db=db, catalog=catalog, box=box, drivers=drivers,
-                   rates=rate_store(settings, db))
-
-
-def rate_store(settings: Settings, db: Database) -> RateStore:
-    """Redis when a URL is set; the database when several API processes may share it
-    (PostgreSQL); else this process's memory (the embedded SQLite default)."""
-    kind = settings.rate_limit_store
-    if kind == "auto":
-        kind = "redis" if settings.redis_url else (
-            "database" if db.dialect == "postgresql" else "memory")
-    if kind == "redis":
-        if not settings.redis_url:
-            raise ValueError("GPULEASE_RATE_LIMIT_STORE=redis needs GPULEASE_REDIS_URL")
-        return RedisStore(settings.redis_url)
-    if kind == "database":
-        return DatabaseStore(db.engine)
-    return MemoryStore()
+    def close(self) -> None:
+        """What this process kept (a writer's queue drained first), then the database."""
+        self.kept.close()
+        self.db.dispose()

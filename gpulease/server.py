@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from gpulease.api.app import create_app
 from gpulease.api.guards import configure_logging
 from gpulease.cli.words import _
+from gpulease.compose import make_platform
 from gpulease.db.session import safe_url
 from gpulease.demo import (
     OPERATOR_LOGIN_FILE,
@@ -42,7 +43,7 @@ def prepare(settings: Settings, publish_catalog: bool = False) -> Platform:
 
     os.umask(0o077)  # what this process writes (database, keys, tokens, state) is its own
     require_shared_key(settings.resolved_database_url(), settings.secret_key)
-    platform = Platform.from_settings(settings)
+    platform = make_platform(settings)
     platform.db.wait_until_reachable(
         settings.db_wait_s,
         lambda why, pause: log.warning("waiting for the database at %s (%s); next try in "
@@ -88,7 +89,8 @@ def up(settings: Settings, say: Callable[[str], object] = print,
     """The embedded default: SQLite in the data dir, a built-in worker, a demo fleet. With
     bmc="redfish" (the default) the demo servers sit behind a sushy-tools Redfish emulator,
     so the demo drives the same Redfish code as production; "simulated" is instant and
-    takes injected faults."""
+    takes injected faults. The demo's simulated hardware is on (its drivers are built)."""
+    settings.simulated_hardware = True
     url = f"http://{settings.host}:{settings.port}"
     require_free_port(settings.host, settings.port, "--port")
     if bmc == "redfish":
@@ -298,7 +300,7 @@ def api_process() -> Any:
     """One API process of `serve --workers N` (the database is migrated already)."""
     settings = Settings()
     configure_logging(settings.log_level, settings.log_format)
-    return create_app(Platform.from_settings(settings))
+    return create_app(make_platform(settings))
 
 
 def run_worker(settings: Settings, threads: int | None = None) -> None:

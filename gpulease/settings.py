@@ -242,6 +242,11 @@ class Settings(BaseSettings):
     # real engines cannot be saved (the demo's simulated hosts need none).
     registry: str = ""
 
+    # Simulated hardware: the demo fleet's BMCs, stand-in node agents and container hosts
+    # (drivers/simulated.py). `gpulease up` turns it on; off, a process builds only the
+    # real drivers (Redfish, Docker, the node agent's command queue), and a node enrolled
+    # with a simulated BMC fails its steps saying so.
+    simulated_hardware: bool = False
     # Demo fleet (simulated hardware)
     demo_delay_s: float = Field(default=2.0, ge=0)
     # Round-trip time of every simulated BMC/agent call (real BMCs answer in 0.1-2 s).

@@ -26,6 +26,7 @@ from fastapi import FastAPI
 
 from gpulease.api.app import create_app
 from gpulease.cli.client import Client
+from gpulease.compose import make_platform
 from gpulease.demo import seed_demo_fleet
 from gpulease.domain.accounts import Principal
 from gpulease.platform import Platform
@@ -99,7 +100,7 @@ def make_settings(db_url: str, data_dir: Path, **overrides: object) -> Settings:
     values: dict[str, object] = dict(
         data_dir=data_dir, database_url=db_url, secret_key=SECRET, demo_delay_s=0.0,
         poll_interval_s=0.01, backoff_base_s=0.01, backoff_max_s=0.05, lock_ttl_s=10.0,
-        stage_timeout_s=60.0, max_attempts=4,
+        stage_timeout_s=60.0, max_attempts=4, simulated_hardware=True,
     )
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]
@@ -119,14 +120,14 @@ def _migrated_template(kind: str) -> str:
     atexit.register(shutil.rmtree, root, True)
     if kind == "sqlite":
         url = f"sqlite:///{root / 'template.db'}"
-        p = Platform.from_settings(make_settings(url, root / "data"))
+        p = make_platform(make_settings(url, root / "data"))
         p.db.migrate()
         p.db.dispose()
         _MIGRATED[kind] = str(root / "template.db")
         return _MIGRATED[kind]
     with database_url("postgresql", root) as url:
         schema = schema_of(url)
-        p = Platform.from_settings(make_settings(url, root / "data"))
+        p = make_platform(make_settings(url, root / "data"))
         p.db.migrate()
         p.db.dispose()
         dump = subprocess.run(["pg_dump", "--no-owner", "--no-privileges", "--inserts",
@@ -152,12 +153,12 @@ def start_migrated(db_url: str) -> None:
 @pytest.fixture
 def platform(db_url: str, tmp_path: Path) -> Iterator[Platform]:
     start_migrated(db_url)
-    p = Platform.from_settings(make_settings(db_url, tmp_path / "data"))
+    p = make_platform(make_settings(db_url, tmp_path / "data"))
     p.db.migrate()  # at head already: checks, and does nothing
     yield p
-    if p.audit_writer is not None:  # an app without its lifespan (TestClient outside
-        p.audit_writer.close()  # `with`) leaves its writer's queue: drained before the drop
-    p.db.dispose()
+    # an app without its lifespan (TestClient outside `with`) leaves its audit writer's
+    # queue: drained before the drop
+    p.close()
 
 
 @pytest.fixture

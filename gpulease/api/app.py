@@ -41,6 +41,7 @@ from gpulease.api.routers import (
 from gpulease.platform import Platform
 from gpulease.schemas import Problem
 from gpulease.services.catalog import versions as catalog_versions
+from gpulease.services.platform import audit as audit_trail
 from gpulease.web import console
 
 API = "/api/v1"
@@ -81,8 +82,9 @@ def create_app(platform: Platform) -> FastAPI:
             tasks.start_soon(_follow_catalog, platform)
             yield
             tasks.cancel_scope.cancel()
-        if platform.audit_writer is not None:  # the rows still queued, before the exit
-            await anyio.to_thread.run_sync(platform.audit_writer.close)
+        queue = platform.kept.get(audit_trail.QUEUE)
+        if queue is not None:  # the rows still queued, before the exit
+            await anyio.to_thread.run_sync(queue.close)
 
     app = FastAPI(
         lifespan=lifespan,

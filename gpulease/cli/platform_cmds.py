@@ -14,6 +14,7 @@ from gpulease.cli.common import (
     out,
 )
 from gpulease.cli.words import _
+from gpulease.compose import make_platform
 
 app = typer.Typer()
 
@@ -133,12 +134,11 @@ def migrate(
     """Apply database migrations, under a lock (every start does this too unless
     GPULEASE_MIGRATE_AT_START=false)."""
     from gpulease.db.session import DatabaseUnreachable, SchemaTooNew
-    from gpulease.platform import Platform
     from gpulease.server import prepare
 
     settings = _settings(data_dir=data_dir)
     if check or current:
-        platform = Platform.from_settings(settings)
+        platform = make_platform(settings)
         try:
             platform.db.wait_until_reachable(min(settings.db_wait_s, 10.0))
             at, head = platform.db.schema()

@@ -1,11 +1,11 @@
-"""The one writer of every declared lifecycle (domain/states.py), and the one table of
-what a transition causes elsewhere.
+"""The one writer of every declared lifecycle (domain/states.py).
 
 `transition()` alone assigns a status or a stage: it asks the resource's machine where
 the event leads (an undeclared move raises InvalidTransition), writes the column (and the
-reason), records the event row with its actor, then runs the side effects declared for
-that event in EFFECTS, in order. Placement and the invoice run move many rows in one
-statement: `bulk()` gives them the same table's guard, values and event rows.
+reason), records the event row with its actor, then runs the side effects the families
+declared for that event (lifecycle/effects.py, composed in gpulease/compose.py), in order.
+Placement and the invoice run move many rows in one statement: `bulk()` gives them the
+same table's guard, values and event rows.
 `initial()` is the only other way a status or stage is written: a new row's first state.
 
 A test walks the package's syntax tree and fails on any other assignment.
@@ -14,23 +14,20 @@ A test walks the package's syntax tree and fails on any other assignment.
 from __future__ import annotations
 
 import logging
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import ColumnElement, select
+from sqlalchemy import ColumnElement
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from gpulease.db.money_tables import Invoice, Lease, UsageRecord
 from gpulease.db.ops_tables import Backup, SavedImage, Ticket
 from gpulease.db.tables import AgentCommand, Base, CircuitBreaker, Instance, Node, Tenant
-from gpulease.domain.leases import term_end
 from gpulease.domain.lifecycle import Machine
-from gpulease.domain.phrases import Phrase, phrase
+from gpulease.domain.phrases import Phrase
 from gpulease.domain.states import (
     AGENT_COMMAND,
     BACKUP,
@@ -45,13 +42,10 @@ from gpulease.domain.states import (
     TENANT,
     TICKET,
     USAGE,
-    InstanceStatus,
-    LeaseStatus,
 )
+from gpulease.lifecycle.effects import Change
 from gpulease.lifecycle.history import record_event
 from gpulease.platform import Platform
-from gpulease.services.agents.credentials import revoke_credential
-from gpulease.services.money import addons, lease_periods, wallet
 
 log = logging.getLogger("gpulease.lifecycle")
 
@@ -103,25 +97,9 @@ def _instance_of(row: Any) -> str | None:
 # --- the writer ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Change:
-    """One transition as it happened; what side effects are given."""
-
-    s: Session
-    p: Platform
-    row: Any
-    machine: Machine[Any]
-    event: str
-    source: StrEnum
-    target: StrEnum
-    now: datetime
-    actor: str
-    reason: str | Phrase | None
-
-
 def transition(s: Session, p: Platform, row: Any, machine: Machine[Any], event: str,
                now: datetime, *, actor: str, reason: str | Phrase | None = None,
-               timeout_s: float | None = None) -> Change:
+               timeout_s: float | None = None) -> Change[Platform]:
     """Move `row` along `machine` by `event`; raises InvalidTransition if the table does
     not declare it from the row's state. A stage gets a fresh start, attempt count and
     (with `timeout_s`) deadline. A Phrase reason is kept in the history as a phrase (said
@@ -147,10 +125,7 @@ def transition(s: Session, p: Platform, row: Any, machine: Machine[Any], event: 
                                "actor": actor,
                                "reason": str(reason) if reason is not None else None}})
     change = Change(s, p, row, machine, event, source, target, now, actor, reason)
-    for effect in EFFECTS:
-        if effect.machine is machine and effect.event == event and (
-                effect.only_from is None or source in effect.only_from):
-            effect.run(change)
+    p.effects.run(change)
     return change
 
 
@@ -213,133 +188,3 @@ def bulk(table: type[Base], machine: Machine[Any], event: str) -> Bulk:
     if b.reason is not None and not b.keeps_reason:
         values[b.reason] = None
     return Bulk(b, event, column == machine.stored(source), values, source.value, target.value)
-
-
-# --- what a transition causes elsewhere --------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Effect:
-    machine: Machine[Any]
-    event: str
-    run: Callable[[Change], None]
-    says: str
-    only_from: frozenset[StrEnum] | None = None
-
-
-def _charge_first_period(c: Change) -> None:
-    inst: Instance = c.row
-    term = inst.term if inst.kind in LEASED_KINDS else "hour"
-    extras = [x.line() for x in addons.period_lines(c.s, c.p, inst, c.now, inst.term)]
-    wallet.charge_hold(c.s, inst, c.now, term_end(c.now, term, 1, c.p.settings.zone), extras)
-
-
-def _start_lease(c: Change) -> None:
-    inst: Instance = c.row
-    if inst.kind not in LEASED_KINDS:
-        return
-    held = wallet.first_hold(c.s, inst.id)
-    if held is None:  # ordered before wallets existed: nothing held, no lease
-        return
-    extras = sum((x.amount for x in addons.period_lines(c.s, c.p, inst, c.now, inst.term)),
-                 Decimal(0))
-    lease = Lease(id=uuid.uuid4().hex[:16], instance_id=inst.id, tenant_id=inst.tenant_id,
-                  term=inst.term, unit_price=held - extras, starts_at=c.now,
-                  ends_at=term_end(c.now, inst.term, 1, c.p.settings.zone), auto_renew=False,
-                  periods=1, reminders_sent="", updated_at=c.now, **initial(Lease, LEASE))
-    c.s.add(lease)
-    c.s.flush()  # the period refers to it
-    lease_periods.start(c.s, lease, c.p.settings.zone, price=held)  # with its add-ons
-
-
-def _credit_late_delivery(c: Change) -> None:
-    wallet.credit_late_delivery(c.s, c.row, c.now, c.p.settings.delivery_sla_s)
-
-
-def _return_hold(c: Change) -> None:
-    inst: Instance = c.row
-    if inst.ready_at is None:
-        wallet.return_hold(c.s, inst, c.now)
-
-
-def _hand_to_worker(c: Change) -> None:
-    inst: Instance = c.row
-    inst.release_requested_at = c.now
-    inst.next_attempt_at = c.now
-    inst.lock_token = None  # a worker mid-step on this row must not overwrite the release
-    inst.lock_expires_at = None
-
-
-def _open_lease(c: Change) -> Lease | None:
-    lease = c.s.scalar(select(Lease).where(Lease.instance_id == c.row.id).with_for_update())
-    return lease if lease is not None and lease.status != LeaseStatus.ENDED.value else None
-
-
-def _end_lease_early(c: Change) -> None:
-    lease = _open_lease(c)
-    if lease is None:
-        return
-    if lease.status == LeaseStatus.ACTIVE.value and c.now < lease.ends_at:
-        granted = lease_periods.refund_granted_by(c.s, c.row.id)
-        if granted is not None:  # a fault the platform could not replace
-            lease_periods.refund_unused(c.s, c.row, lease, c.now,
-                                        phrase("ticket {ticket}: no spare", ticket=granted),
-                                        actor=c.actor)
-        else:
-            lease_periods.refund_unstarted(
-                c.s, c.row, lease, c.p.catalog.pricing.early_termination_fee_percent,
-                c.now, actor=c.actor)
-    transition(c.s, c.p, lease, LEASE, "end", c.now, actor=c.actor, reason=c.reason)
-
-
-def _end_lease(c: Change) -> None:
-    lease = _open_lease(c)
-    if lease is not None:
-        transition(c.s, c.p, lease, LEASE, "end", c.now, actor=c.actor, reason=c.reason)
-
-
-def _release_after_grace(c: Change) -> None:
-    inst = c.s.get(Instance, c.row.instance_id, with_for_update=True)
-    if inst is not None and inst.status == InstanceStatus.READY.value:
-        transition(c.s, c.p, inst, INSTANCE, "release", c.now, actor=c.actor,
-                   reason=phrase("lease expired and grace ended"))
-
-
-def _revoke_agent(c: Change) -> None:
-    revoke_credential(c.s, c.row.id, c.now)
-
-
-LEASED_KINDS = ("bare_metal", "cluster")
-IS, L = InstanceStatus, LeaseStatus
-
-EFFECTS: tuple[Effect, ...] = (
-    Effect(INSTANCE, "deliver", _charge_first_period,
-           "the order's hold becomes the charge for its first period"),
-    Effect(INSTANCE, "deliver", _start_lease,
-           "bare metal and clusters: the lease term starts now, at the price the order held "
-           "(its first period with the add-ons)"),
-    Effect(INSTANCE, "deliver", _credit_late_delivery,
-           "delivered later than the SLA: a credit on the first period, by the documented "
-           "rule"),
-    Effect(INSTANCE, "fail", _return_hold, "never delivered: the order's hold comes back"),
-    Effect(INSTANCE, "release", _hand_to_worker,
-           "the worker takes it at once (a worker mid-step loses its lock)"),
-    Effect(INSTANCE, "release", _end_lease_early,
-           "handed back before the term ends: the periods not begun refunded, less the fee; "
-           "the lease ends", only_from=frozenset({IS.READY})),
-    Effect(INSTANCE, "finish", _return_hold,
-           "released before delivery: the order's hold comes back"),
-    Effect(INSTANCE, "finish", _end_lease, "the lease ends, if it had not"),
-    Effect(NODE, "deploy", _revoke_agent,
-           "a new tenant's machine: any node agent credential from before ends (the deploy's "
-           "agent enrolls with the one-time token on its config drive)"),
-    Effect(NODE, "clean", _revoke_agent,
-           "handed back: the tenant's agent credential ends (the cleaning ramdisk enrolls "
-           "afresh)"),
-    Effect(NODE, "free", _revoke_agent, "erased: the cleaning ramdisk's credential ends"),
-    Effect(NODE, "fail", _revoke_agent,
-           "to maintenance: no agent credential stays (an operator mints a new token)"),
-    Effect(LEASE, "end", _release_after_grace,
-           "grace ran out: the instance is released and its disks erased",
-           only_from=frozenset({L.GRACE})),
-)

@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from gpulease.api.app import create_app
+from gpulease.compose import make_platform
 from gpulease.platform import Platform
 from gpulease.settings import Settings
 from tests.conftest import make_settings
@@ -17,7 +18,7 @@ from tests.conftest import make_settings
 @pytest.mark.parametrize("threads", [3, Settings().api_threads])
 def test_the_api_works_on_as_many_requests_at_once_as_it_is_given(
         platform: Platform, tmp_path: Path, threads: int) -> None:
-    given = Platform.from_settings(make_settings(
+    given = make_platform(make_settings(
         platform.settings.database_url, tmp_path / "given", api_threads=threads))
     app = create_app(given)
     seen: list[float] = []

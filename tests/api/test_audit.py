@@ -161,8 +161,9 @@ def test_the_writer_answers_first_keeps_order_through_a_refusing_database(
     got = [r.action for r in rows(platform)]
     assert got == ["POST /api/v1/tokens"] * 5
     assert audit.verify(platform, operator.principal).intact
-    assert platform.audit_writer is not None
-    platform.audit_writer.close()  # a stopping process writes what is queued first
+    queue = platform.kept.get(audit.QUEUE)
+    assert queue is not None
+    queue.close()  # a stopping process writes what is queued first
     httpx.post(f"{server.url}/api/v1/tokens", headers=me, json={"name": "after",
                                                                 "expires_in_days": 1})
     assert len(rows(platform)) == 6  # a later row starts the writer again
@@ -178,4 +179,4 @@ def test_sync_mode_commits_the_row_before_the_answer(
     assert made.status_code == 201
     with platform.db.read() as s:  # no drain: it was committed before the answer left
         assert s.scalar(select(AuditEntry.action)) == "POST /api/v1/tokens"
-    assert platform.audit_writer is None
+    assert platform.kept.get(audit.QUEUE) is None

@@ -13,6 +13,7 @@ import httpx
 import pytest
 import redis
 
+from gpulease.compose import make_platform
 from gpulease.db.rates import DatabaseStore, MemoryStore, RedisStore
 from gpulease.domain.errors import TooManyRequests, Unauthorized
 from gpulease.platform import Platform
@@ -25,7 +26,7 @@ from tests.services.test_leases import MovableClock
 @pytest.fixture
 def tight(db_url: str, tmp_path: Path) -> Iterator[Platform]:
     start_migrated(db_url)
-    p = Platform.from_settings(make_settings(
+    p = make_platform(make_settings(
         db_url, tmp_path / "data", rate_limit_per_token_per_min=5,
         rate_limit_anonymous_per_min=4, rate_limit_auth_failures_per_min=3))
     p.db.migrate()

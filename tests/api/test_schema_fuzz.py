@@ -25,6 +25,7 @@ from schemathesis.specs.openapi.checks import (
 
 from gpulease.api.access import Caller
 from gpulease.api.app import create_app
+from gpulease.compose import make_platform
 from gpulease.demo import seed_demo_fleet
 from gpulease.domain.accounts import Role
 from gpulease.platform import Platform
@@ -60,7 +61,7 @@ def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     tmp = tmp_path_factory.mktemp("fuzz")
     with database_url(request.param, tmp) as url:
         start_migrated(url)
-        p = Platform.from_settings(make_settings(url, tmp / "data"))
+        p = make_platform(make_settings(url, tmp / "data"))
         p.settings.rate_limit_per_token_per_min = 1_000_000
         p.settings.rate_limit_anonymous_per_min = 1_000_000
         p.settings.rate_limit_auth_failures_per_min = 1_000_000

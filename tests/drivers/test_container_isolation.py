@@ -15,6 +15,7 @@ import docker
 import pytest
 from docker.errors import NotFound
 
+from gpulease.compose import make_platform
 from gpulease.drivers.docker_runtime import (
     CAPABILITIES,
     container_name,
@@ -44,7 +45,7 @@ CAP_NET_RAW, CAP_MKNOD, CAP_SYS_ADMIN = 13, 27, 21
 @pytest.fixture
 def shared_host(tmp_path: Path, engine: docker.DockerClient) -> Iterator[Platform]:
     with database_url("sqlite", tmp_path) as url:  # the engine's side: any database will do
-        p = Platform.from_settings(make_settings(
+        p = make_platform(make_settings(
             url, tmp_path / "data", container_images={DEFAULT_IMAGE: IMAGE},
             container_gpus="none"))
         p.db.migrate()

@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from docker.errors import NotFound
 
+from gpulease.compose import make_platform
 from gpulease.db.tables import Instance
 from gpulease.drivers.docker_runtime import DockerRuntime, container_name
 from gpulease.platform import Platform
@@ -61,7 +62,7 @@ def docker_platform(db_url: str, tmp_path: Path, engine: docker.DockerClient, no
     from tests.drivers.docker_engine import IMAGE
 
     start_migrated(db_url)
-    p = Platform.from_settings(make_settings(
+    p = make_platform(make_settings(
         db_url, tmp_path / "data", container_images={DEFAULT_IMAGE: IMAGE},
         container_gpus="none"))  # this engine has no NVIDIA toolkit (no GPU here)
     p.db.migrate()

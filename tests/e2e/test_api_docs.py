@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpulease.api.docs import VENDOR
-from gpulease.platform import Platform
+from gpulease.compose import make_platform
 from tests.conftest import LiveServer, make_settings
 from tests.e2e.test_console import browser  # noqa: F401  (the shared chromium)
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 def docs_server(tmp_path: Path) -> Iterator[LiveServer]:
     if not (VENDOR / "swagger-ui" / "swagger-ui-bundle.js").exists():
         pytest.fail("the docs' browser files are missing: `make vendor` fetches them")
-    p = Platform.from_settings(make_settings(f"sqlite:///{tmp_path / 'd.db'}", tmp_path))
+    p = make_platform(make_settings(f"sqlite:///{tmp_path / 'd.db'}", tmp_path))
     p.db.migrate()
     with LiveServer(p) as server:
         yield server

@@ -38,6 +38,7 @@ def start_worker(p: Platform) -> subprocess.Popen[bytes]:
         "GPULEASE_POLL_INTERVAL_S": "0.02",
         "GPULEASE_STAGE_TIMEOUT_S": str(STAGE_TIMEOUT),
         "GPULEASE_DEMO_DELAY_S": "0.1",
+        "GPULEASE_SIMULATED_HARDWARE": "true",  # the demo fleet's drivers
         # every simulated BMC/agent call takes this long, so the kill lands inside a step
         "GPULEASE_DEMO_CALL_LATENCY_S": "0.15",
         "GPULEASE_BACKOFF_BASE_S": "0.05",

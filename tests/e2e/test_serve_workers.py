@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gpulease.platform import Platform
+from gpulease.compose import make_platform
 from gpulease.services.accounts import identity as accounts
 from tests.conftest import SECRET, database_url, free_port, make_settings
 
@@ -41,7 +41,7 @@ def _cmdline(pid: int) -> str:
 def test_two_api_processes_restart_one_at_a_time_without_a_failed_call(tmp_path: Path
                                                                         ) -> None:
     with database_url("postgresql", tmp_path) as url:
-        p = Platform.from_settings(make_settings(url, tmp_path / "data"))
+        p = make_platform(make_settings(url, tmp_path / "data"))
         p.db.migrate()
         _, token = accounts.create_operator(p, "op@example.com", "Op")
         p.db.dispose()
@@ -50,6 +50,7 @@ def test_two_api_processes_restart_one_at_a_time_without_a_failed_call(tmp_path:
             [sys.executable, "-m", "gpulease.cli.main", "serve", "--data-dir",
              str(tmp_path / "data"), "--port", str(port), "--workers", "2"],
             env=os.environ | {"GPULEASE_SECRET_KEY": SECRET, "GPULEASE_DATABASE_URL": url,
+                              "GPULEASE_SIMULATED_HARDWARE": "true",
                               # the caller below calls as fast as it can: not a limit test
                               "GPULEASE_RATE_LIMIT_PER_TOKEN_PER_MIN": str(10**9)},
             # its access log is a line per call: to a file, not a pipe nobody drains

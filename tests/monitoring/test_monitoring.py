@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpulease.agent.metrics import render
 from gpulease.agent.simulated import SimulatedGpus, VirtualClock, parse_faults
+from gpulease.compose import make_platform
 
 ROOT = Path(__file__).resolve().parents[2]
 MONITORING = ROOT / "gpulease" / "data" / "monitoring"
@@ -74,11 +75,10 @@ def test_the_control_plane_rules_load_and_pass_their_unit_tests(tmp_path: Path) 
     rules = yaml.safe_load(rules_file.read_text())["groups"][0]["rules"]
     assert {"GpuleaseNoWorker", "GpuleaseStagePastTimeout", "GpuleaseDeliverySlaAtRisk",
             "GpuleaseNodeErrorStorm", "GpuleaseDeployBreakerOpen"} <= {r["alert"] for r in rules}
-    from gpulease.platform import Platform
     from gpulease.services.platform import control_metrics
     from tests.conftest import make_settings
 
-    p = Platform.from_settings(make_settings(f"sqlite:///{tmp_path / 'm.db'}", tmp_path))
+    p = make_platform(make_settings(f"sqlite:///{tmp_path / 'm.db'}", tmp_path))
     p.db.migrate()
     served = {f.name for f in text_string_to_metric_families(
         control_metrics.render(p).decode())}

@@ -8,6 +8,7 @@ from typing import Any
 import psycopg
 from sqlalchemy import func, select
 
+from gpulease.compose import make_platform
 from gpulease.db.tables import Event, GpuAllocation, IdempotencyKey, Instance, Node
 from gpulease.platform import Platform
 from tests.conftest import PG_URL, make_settings, pg_url_for, start_migrated
@@ -56,7 +57,7 @@ def machine_platform(db: str, **overrides: Any) -> tuple[Platform, str | None]:
             c.execute(f'CREATE SCHEMA "{schema}"')
         url = pg_url_for(schema)
     start_migrated(url)  # the caller's migrate() finds it at head
-    p = Platform.from_settings(make_settings(url, data, **overrides))
+    p = make_platform(make_settings(url, data, **overrides))
     return p, schema
 
 

@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpulease.cli.main import app
+from gpulease.compose import make_platform
 from gpulease.domain.catalog import DEFAULT_CATALOG
 from gpulease.domain.errors import InvalidInput
 from gpulease.platform import Platform
@@ -35,7 +36,7 @@ def test_a_reload_reaches_every_process_and_a_bad_catalog_changes_nothing(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     platform.settings.catalog_follow_s = 0.1
-    other = Platform.from_settings(platform.settings.model_copy())  # a second process
+    other = make_platform(platform.settings.model_copy())  # a second process
     try:
         catalog_versions.adopt(platform)
         catalog_versions.adopt(other)
@@ -83,7 +84,7 @@ def test_a_reload_reaches_every_process_and_a_bad_catalog_changes_nothing(
             assert version["published_by"].startswith("user:")
 
         # a process starting with a file that differs follows the database and says so
-        late = Platform.from_settings(platform.settings.model_copy(
+        late = make_platform(platform.settings.model_copy(
             update={"catalog_file": tmp_path / "new.toml"}))
         with caplog.at_level(logging.WARNING, "gpulease.catalog"):
             catalog_versions.adopt(late)

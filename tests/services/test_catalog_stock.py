@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import Select, event, select, update
 
+from gpulease.compose import make_platform
 from gpulease.db.tables import Node
 from gpulease.domain.states import NodeStatus
 from gpulease.platform import Platform
@@ -32,7 +33,7 @@ def keeping(p: Platform, seconds: float) -> None:
 def other_process(fleet: Platform) -> Iterator[Platform]:
     """A second platform on the same database, with its own engine: another API process
     or a separate worker, whose commits this process does not see happen."""
-    other = Platform.from_settings(fleet.settings)
+    other = make_platform(fleet.settings)
     yield other
     other.db.dispose()
 

@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.exc import OperationalError
 
+from gpulease.compose import make_platform
 from gpulease.demo import seed_demo_fleet
 from gpulease.platform import Platform
 from gpulease.services.instances import views as instances
@@ -80,11 +81,11 @@ FROZEN_WORKER = """
 import os, signal
 from sqlalchemy import select
 from gpulease.db.tables import Instance, Node
-from gpulease.platform import Platform
+from gpulease.compose import make_platform
 from gpulease.settings import Settings
 from gpulease.worker.pipeline import claim_due
 
-p = Platform.from_settings(Settings())
+p = make_platform(Settings())
 (claim,) = claim_due(p, Instance, "frozen-worker", limit=1)
 with p.db.write() as s:  # inside a step's transaction, row locks held...
     s.execute(select(Instance.id).where(Instance.id == claim.id).with_for_update()).all()
@@ -98,7 +99,7 @@ IDLE_IN_TRANSACTION_S = 1.5
 
 @pytest.fixture
 def quick_locks(db_url: str, tmp_path: Path) -> Iterator[Platform]:
-    p = Platform.from_settings(make_settings(
+    p = make_platform(make_settings(
         db_url, tmp_path / "data", lock_ttl_s=LOCK_TTL_S, db_lock_timeout_s=1.0,
         db_idle_in_transaction_timeout_s=IDLE_IN_TRANSACTION_S))
     p.db.migrate()

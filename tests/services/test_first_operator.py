@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from gpulease.compose import make_platform
 from gpulease.platform import Platform
 from gpulease.server import bootstrap_operator
 from gpulease.services.accounts import identity as accounts
@@ -16,10 +17,10 @@ from tests.conftest import make_settings
 
 def test_the_first_operator_made_by_another_host_at_once_is_no_failure(
         platform: Platform, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    first = Platform.from_settings(make_settings(
+    first = make_platform(make_settings(
         platform.settings.database_url, tmp_path / "host-1",
         bootstrap_operator_email="sre@example.com"))
-    second = Platform.from_settings(make_settings(
+    second = make_platform(make_settings(
         platform.settings.database_url, tmp_path / "host-2",
         bootstrap_operator_email="sre@example.com"))
     said: list[str] = []

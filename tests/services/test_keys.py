@@ -12,6 +12,7 @@ import pytest
 from cryptography.fernet import Fernet
 from sqlalchemy import select
 
+from gpulease.compose import make_platform
 from gpulease.db.tables import Node
 from gpulease.platform import Platform
 from gpulease.services.platform import audit, keys
@@ -20,7 +21,7 @@ from tests.conftest import make_settings
 
 def twin(p: Platform, key: str, tmp_path: Path) -> Platform:
     """Another process on the same database with `key`."""
-    return Platform.from_settings(make_settings(p.settings.database_url, tmp_path / "twin",
+    return make_platform(make_settings(p.settings.database_url, tmp_path / "twin",
                                                 secret_key=key))
 
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 from sqlalchemy.pool import QueuePool
 
-from gpulease.platform import Platform
+from gpulease.compose import make_platform
 from tests.conftest import make_settings
 
 
 def test_pool_size_and_overflow_come_from_the_settings(tmp_path: Path) -> None:
-    p = Platform.from_settings(make_settings(f"sqlite:///{tmp_path / 'p.db'}", tmp_path,
+    p = make_platform(make_settings(f"sqlite:///{tmp_path / 'p.db'}", tmp_path,
                                              db_pool_size=3, db_pool_overflow=1))
     try:
         pool = p.db.engine.pool

@@ -15,7 +15,7 @@ from gpulease.db.tables import Gpu, GpuAllocation, Node
 from gpulease.domain.catalog import Catalog, ContainerShare, Offer
 from gpulease.domain.money import to_fen
 from gpulease.domain.states import NodeStatus
-from gpulease.platform import Platform
+from gpulease.platform import Key, Platform
 from gpulease.schemas import CatalogView, ContainerOfferView, OfferView, PriceChangeView
 
 
@@ -141,6 +141,9 @@ class KeptStock:
     stock: tuple[Stock, Stock]
 
 
+KEPT_STOCK: Key[KeptStock] = Key("the catalog's last stock")
+
+
 def catalog_stock(p: Platform, conn: Connection | None = None) -> tuple[Stock, Stock]:
     """The stock the catalog shows: the last read, until this process commits a change to
     nodes, GPUs or allocations (an order, a release, a delivery step of its worker) or it
@@ -149,12 +152,12 @@ def catalog_stock(p: Platform, conn: Connection | None = None) -> tuple[Stock, S
     while a process never shows a stock older than its own last order."""
     seen = p.db.changes.seen(_STOCK_TABLES)
     now = time.monotonic()
-    kept = p.kept_stock
-    if (isinstance(kept, KeptStock) and kept.seen == seen
+    kept = p.kept.get(KEPT_STOCK)
+    if (kept is not None and kept.seen == seen
             and now - kept.read_at < p.settings.catalog_stock_max_age_s):
         return kept.stock
     stock = live_stock(p, conn)
-    p.kept_stock = KeptStock(seen, now, stock)
+    p.kept.put(KEPT_STOCK, KeptStock(seen, now, stock))
     return stock
 
 

@@ -13,13 +13,14 @@ import json
 import logging
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from sqlalchemy import delete, func, insert, select, update
 
 from gpulease.db.tables import AuditEntry, AuditHead
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import InvalidInput
-from gpulease.platform import Platform
+from gpulease.platform import Key, Platform
 from gpulease.schemas import AuditEntryView, AuditVerdict, Page
 
 HEAD = 1
@@ -40,6 +41,21 @@ class Happening:
     tenant_id: str | None = None
     source: str | None = None
     target: str | None = None
+
+
+class Queue(Protocol):
+    """Where a process hands its rows to be written (services/platform/audit_writer.py)."""
+
+    def submit(self, happening: Happening) -> None: ...
+
+    def flush(self, timeout_s: float = 30.0) -> bool:
+        """Wait until every row handed over so far is written; False on timeout."""
+        ...
+
+    def close(self, timeout_s: float = 30.0) -> None: ...
+
+
+QUEUE: Key[Queue] = Key("the audit trail's writer")
 
 
 def _mac(key: bytes, seq: int, prev: str, h: Happening) -> str:
@@ -80,7 +96,8 @@ def append(p: Platform, happenings: list[Happening]) -> None:
 def drain(p: Platform) -> None:
     """Readers of the trail see every row this process handed its writer before they asked
     (services/platform/audit_writer.py)."""
-    if p.audit_writer is not None and not p.audit_writer.flush():
+    queue = p.kept.get(QUEUE)
+    if queue is not None and not queue.flush():
         log.warning("audit rows still queued after 30 s; this read may lack them")
 
 

@@ -90,12 +90,6 @@ class AuditWriter:
             delay = min(delay * 2, 5.0)
 
 
-_LOCK = threading.Lock()
-
-
-def writer(p: Platform) -> AuditWriter:
+def writer(p: Platform) -> audit.Queue:
     """The platform's writer, made on first use."""
-    with _LOCK:
-        if p.audit_writer is None:
-            p.audit_writer = AuditWriter(p)
-        return p.audit_writer  # type: ignore[no-any-return]
+    return p.kept.made(audit.QUEUE, lambda: AuditWriter(p))

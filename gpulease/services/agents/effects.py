@@ -1,0 +1,26 @@
+"""What the agents family does when a node moves: whenever a node changes hands (deployed
+for a tenant, handed back, erased, failed), any node agent credential from before ends."""
+
+from __future__ import annotations
+
+from gpulease.domain.states import NODE
+from gpulease.lifecycle.effects import Change, Effect
+from gpulease.platform import Platform
+from gpulease.services.agents.credentials import revoke_credential
+
+
+def _revoke_agent(c: Change[Platform]) -> None:
+    revoke_credential(c.s, c.row.id, c.now)
+
+
+EFFECTS: tuple[Effect[Platform], ...] = (
+    Effect(NODE, "deploy", _revoke_agent,
+           "a new tenant's machine: any node agent credential from before ends (the deploy's "
+           "agent enrolls with the one-time token on its config drive)"),
+    Effect(NODE, "clean", _revoke_agent,
+           "handed back: the tenant's agent credential ends (the cleaning ramdisk enrolls "
+           "afresh)"),
+    Effect(NODE, "free", _revoke_agent, "erased: the cleaning ramdisk's credential ends"),
+    Effect(NODE, "fail", _revoke_agent,
+           "to maintenance: no agent credential stays (an operator mints a new token)"),
+)
