@@ -14,12 +14,13 @@ from gpulease.db.repositories import instance_allocations
 from gpulease.db.tables import GpuAllocation, Instance, Node
 from gpulease.domain.phrases import phrase
 from gpulease.domain.states import InstanceStatus
+from gpulease.lifecycle.binding import release_gpus
 from gpulease.lifecycle.history import WORKER
 from gpulease.platform import Platform
 from gpulease.ports.runtime import ContainerHandle, ContainerLimits, ContainerSpec
 from gpulease.services.storage.saved_images import reference_of
 from gpulease.worker.instance_steps import deliver, reconcile
-from gpulease.worker.nodes import fail_instance, release_allocations
+from gpulease.worker.nodes import fail_instance
 from gpulease.worker.pipeline import (
     Claim,
     StepFailed,
@@ -121,5 +122,5 @@ def _apply_stop(p: Platform, claim: Claim, held: list[HeldHost], error: StepFail
             inst.next_attempt_at = now + timedelta(seconds=backoff(p, inst.attempts))
             return
         for node_id, _name, _url in held:
-            release_allocations(s, node_id, now, inst.id)
+            release_gpus(s, node_id, now, inst.id)
         reconcile(s, p, inst)

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from gpulease.db.tables import Event, GpuAllocation, Instance, Node
+from gpulease.db.tables import Event, Instance, Node
 from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.polling import next_poll_in
 from gpulease.domain.states import (
@@ -27,6 +27,7 @@ from gpulease.domain.states import (
     NodeStage,
     NodeStatus,
 )
+from gpulease.lifecycle.binding import fence, unbind
 from gpulease.lifecycle.history import WORKER, note, record_event
 from gpulease.lifecycle.writer import transition
 from gpulease.platform import Platform
@@ -48,15 +49,6 @@ from gpulease.worker.pipeline import (
 )
 
 log = logging.getLogger("gpulease.worker")
-
-
-def release_allocations(s: Session, node_id: str, now: datetime,
-                        instance_id: str | None = None) -> None:
-    q = update(GpuAllocation).where(GpuAllocation.node_id == node_id,
-                                    GpuAllocation.released_at.is_(None))
-    if instance_id:
-        q = q.where(GpuAllocation.instance_id == instance_id)
-    s.execute(q.values(released_at=now).execution_options(synchronize_session=False))
 
 
 def wake_instance(s: Session, instance_id: str | None, now: datetime) -> None:
@@ -177,10 +169,7 @@ def _finish_node(s: Session, p: Platform, node: Node, now: datetime) -> None:
         transition(s, p, node, NODE, "activate", now, actor=WORKER)
         deploy_succeeded(s, p, node, now)
     else:
-        release_allocations(s, node.id, now)
-        node.instance_id = None
-        node.ip_address = None
-        node.generation += 1
+        unbind(s, node, now)
         repair = open_repair(s, node.id)
         if repair is not None:  # swapped out of its instance: erased, now for repair
             node.drain_requested_at = None
@@ -220,9 +209,7 @@ def fail_node(s: Session, p: Platform, node: Node, reason: str, now: datetime,
         said = phrase("cleaning not finished, disks not certified erased: {reason}",
                       reason=reason)
     transition(s, p, node, NODE, "fail", now, actor=actor, reason=said)
-    release_allocations(s, node.id, now)
-    node.instance_id = None
-    node.generation += 1
+    unbind(s, node, now)
     inst = s.get(Instance, instance_id) if instance_id and not was_cleaning else None
     delivering = inst is not None and inst.status in (InstanceStatus.PENDING.value,
                                                       InstanceStatus.DEPLOYING.value)
@@ -262,13 +249,10 @@ def back_to_repair(s: Session, p: Platform, node: Node, reason: str, now: dateti
     transition(s, p, node, NODE, "burn_in_failed", now, actor=actor,
                reason=phrase("burn-in after repair failed, back to repair: {reason}",
                               reason=reason))
-    node.generation += 1
     if repair.instance_id is None and node.instance_id is not None:
-        instance_id = node.instance_id
-        release_allocations(s, node.id, now)
-        node.instance_id = None
-        node.ip_address = None
-        wake_instance(s, instance_id, now)
+        wake_instance(s, unbind(s, node, now), now)
+    else:
+        fence(node)
 
 
 def fail_instance(s: Session, p: Platform, inst: Instance, reason: str | Phrase,

@@ -95,6 +95,68 @@ def test_only_the_lifecycle_writer_writes_a_status_or_a_stage() -> None:
                            "(transition, bulk, initial):\n" + "\n".join(offenders))
 
 
+BINDER = PACKAGE / "lifecycle" / "binding.py"
+# Rows of other tables that name an instance (a repair kept for its tenant): the variables
+# a module assigns `instance_id` on that are not nodes. A new one is named here on purpose.
+NOT_NODES = {"self", "repair", "again"}
+
+
+def binding_writes(source: str) -> list[tuple[int, str]]:
+    """Where `source` writes a node's binding: `instance_id` or `generation` assigned (on
+    anything but NOT_NODES), handed to `values()` or a Node(), and GPU allocations made,
+    changed or released (GpuAllocation(), insert/update(GpuAllocation))."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        for target in targets:
+            for t in ast.walk(target):
+                if isinstance(t, ast.Attribute) and t.attr in ("instance_id", "generation") \
+                        and not (isinstance(t.value, ast.Name) and t.value.id in NOT_NODES):
+                    found.append((node.lineno, f"assigns .{t.attr}"))
+        if isinstance(node, ast.Call):
+            callee = _name(node.func)
+            if callee in ("values", "Node"):
+                for kw in node.keywords:
+                    if kw.arg in ("instance_id", "generation") and (
+                            callee == "Node" or kw.arg == "generation"
+                            or "Node" in ast.unparse(node.func)):
+                        found.append((node.lineno, f"{callee}({kw.arg}=…)"))
+            if callee == "GpuAllocation" or (callee in ("insert", "update") and node.args
+                                              and _name(node.args[0]) == "GpuAllocation"):
+                found.append((node.lineno, f"{callee}(GpuAllocation)"))
+    return sorted(found)
+
+
+def test_the_binding_checker_finds_every_form_of_write() -> None:
+    sample = (
+        "node.instance_id = None\n"
+        "spare.generation += 1\n"
+        "update(Node).values(instance_id=iid)\n"
+        "q.values(generation=Node.generation + 1)\n"
+        "conn.execute(insert(GpuAllocation), rows)\n"
+        "update(GpuAllocation).where(x).values(released_at=now)\n"
+        "GpuAllocation(gpu_id=1)\n"
+        "repair.instance_id = inst.id\n"  # a repair row, not a node: fine
+        "update(Lease).values(instance_id=iid)\n"  # another table: fine
+        "select(GpuAllocation.id)\n"  # a read: fine
+    )
+    assert [line for line, _ in binding_writes(sample)] == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_only_the_binding_writer_binds_a_node_to_an_instance() -> None:
+    offenders = [f"{path.relative_to(PACKAGE.parent)}:{line}: {what}"
+                 for path in sources() if path != BINDER
+                 for line, what in binding_writes(path.read_text())]
+    assert not offenders, ("a node's instance, generation and GPU allocations change only "
+                           "through lifecycle/binding.py (bind_update, bind_read, "
+                           "touch_read, hold_gpus, unbind, release_gpus, fence):\n"
+                           + "\n".join(offenders))
+
+
 def _module(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)

@@ -16,6 +16,7 @@ from gpulease.domain.enrollment import bmc_key
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
 from gpulease.domain.phrases import phrase
 from gpulease.domain.states import NODE, NODE_BUSY, NodeStatus
+from gpulease.lifecycle.binding import fence, unbound
 from gpulease.lifecycle.history import by
 from gpulease.lifecycle.writer import initial, transition
 from gpulease.platform import Platform
@@ -79,9 +80,8 @@ def add_node(s: Session, p: Platform, spec: NodeSpec) -> Node:
         bmc_username=spec.bmc_username, bmc_password_enc=p.box.seal(spec.bmc_password),
         **initial(Node, NODE, spec.status, spec.status_reason),
         inventory_json=spec.inventory_json, agent_kind=spec.agent_kind,
-        runtime_url=spec.runtime_url, boot_address=spec.boot_address, generation=0,
-        attempts=0, created_at=now,
-        updated_at=now,
+        runtime_url=spec.runtime_url, boot_address=spec.boot_address, **unbound(),
+        attempts=0, created_at=now, updated_at=now,
     )
     s.add(node)
     s.flush()  # the GPUs reference the node
@@ -191,7 +191,7 @@ def drain_node(p: Platform, actor: Principal, node_id: str, reason: str | None) 
         node = load_node(s, node_id)
         now = p.clock.now()
         node.drain_requested_at = now
-        node.generation += 1  # a claim that read the node before the drain now fails
+        fence(node)  # a claim that read it before now fails
         has_slices = bool(s.scalar(select(func.count()).where(
             GpuAllocation.node_id == node.id, GpuAllocation.released_at.is_(None))))
         if node.status == NodeStatus.AVAILABLE.value and not has_slices:
@@ -218,7 +218,7 @@ def maintenance_node(p: Platform, actor: Principal, node_id: str, reason: str | 
         if node.status == NodeStatus.CLEANING.value:
             raise Conflict("Node {node_name} is being cleaned; drain it instead.",
                            node_name=node.name)
-        node.generation += 1
+        fence(node)
         transition(s, p, node, NODE, "set_aside", p.clock.now(), actor=by(actor),
                    reason=reason or phrase("maintenance by operator"))
     return get_node(p, actor, node_id)
@@ -236,7 +236,7 @@ def retire_node(p: Platform, actor: Principal, node_id: str, reason: str | None)
             raise Conflict("Node {node_name} is {node_status}; set it aside (`gpulease node "
                            "maintenance`, or drain it) before retiring it.",
                            node_name=node.name, node_status=node.status)
-        node.generation += 1
+        fence(node)
         transition(s, p, node, NODE, "retire", p.clock.now(), actor=by(actor), reason=reason)
     return get_node(p, actor, node_id)
 
@@ -252,7 +252,7 @@ def resume_node(p: Platform, actor: Principal, node_id: str) -> NodeView:
             if node.instance_id is not None:
                 raise Conflict("Node {node_name} is still tied to instance {instance}.",
                                node_name=node.name, instance=node.instance_id)
-            node.generation += 1
+            fence(node)
             node.last_error = None
             transition(s, p, node, NODE, "resume", now, actor=by(actor))
         elif drained is not None and NODE.allows(status, "cancel_drain"):

@@ -13,6 +13,7 @@ from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import BadGateway, Conflict, InvalidInput
 from gpulease.domain.phrases import Phrase, listed, phrase
 from gpulease.domain.states import NODE, NODE_BUSY, NodeStatus
+from gpulease.lifecycle.binding import fence
 from gpulease.lifecycle.history import by, record_event
 from gpulease.lifecycle.writer import transition
 from gpulease.platform import Platform
@@ -121,7 +122,7 @@ def delete_node(p: Platform, actor: Principal, node_id: str, reason: str | None)
         node.name = f"{node.name[:60]}~deleted~{node.id}"
         node.bmc_key = node.system_uuid = node.rack_id = node.fabric_id = None
         node.drain_requested_at = None
-        node.generation += 1
+        fence(node)
         revoke_credential(s, node.id, now)
         transition(s, p, node, NODE, "delete", now, actor=by(actor),
                    reason=(reason or "deleted by operator") + f"; was {was}")

@@ -21,6 +21,7 @@ from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.pricing import PricingError, check_addon
 from gpulease.domain.ssh import check_ssh_key
 from gpulease.domain.states import INSTANCE, INSTANCE_STAGE
+from gpulease.lifecycle.binding import Raced, hold_gpus
 from gpulease.lifecycle.history import by
 from gpulease.lifecycle.writer import initial
 from gpulease.platform import Platform
@@ -34,8 +35,6 @@ from gpulease.services.money import addons
 from gpulease.services.money.wallet import hold_first_period
 from gpulease.services.orders.placement import (
     Claimed,
-    Raced,
-    allocate_gpus,
     claim_bare_metal,
     claim_cluster,
     claim_container_slice,
@@ -268,7 +267,7 @@ def _place(s: Session, p: Platform, actor: Principal, tenant: str, plan: Plan) -
         claimed = [host]
     else:
         claimed = _claim_nodes(s, p, plan, inst.id, fabric, now)
-        held = allocate_gpus(conn, [c.id for c in claimed], inst.id, now)
+        held = hold_gpus(conn, [c.id for c in claimed], inst.id, now)
         for c in claimed:
             c.gpus = held[c.id]
         events += node_claim_events(claimed, inst.id, now, who)

@@ -28,23 +28,23 @@ from sqlalchemy import (
     and_,
     bindparam,
     func,
-    insert,
     select,
-    update,
 )
 from sqlalchemy.orm import Session
-from sqlalchemy.sql import Executable
 
 from gpulease.db.repositories import NODE_BRIEF
-from gpulease.db.tables import Event, Gpu, GpuAllocation, Instance, Node, UtcDateTime
-from gpulease.domain.states import NODE
-from gpulease.lifecycle.writer import bulk
+from gpulease.db.tables import Instance, Node
+from gpulease.lifecycle.binding import (
+    ALLOCATE,
+    CLAIMABLE,
+    Raced,
+    bind_read,
+    bind_update,
+    hold_gpus,
+    touch_read,
+)
 
 CANDIDATES = 64  # free nodes read per claim that starts from a read
-
-
-class Raced(Exception):
-    """What was read changed before the claim; retry the whole transaction."""
 
 
 @dataclass
@@ -65,26 +65,9 @@ class Claimed:
 _CLAIMED = NODE_BRIEF  # the claim returns what an instance's view shows of its nodes
 
 
-# The node lifecycle's `allocate` (available -> allocated), set-based: its guard in the
-# WHERE, its values in the SET, its event rows beside the claim.
-ALLOCATE = bulk(Node, NODE, "allocate")
-
-
 def _free_bare_metal(sku: ColumnElement[str] | str,
                      region: ColumnElement[str] | str) -> ColumnElement[bool]:
-    return and_(Node.sku == sku, Node.region == region, Node.pool == "bare_metal",
-                ALLOCATE.guard, Node.drain_requested_at.is_(None))
-
-
-def _claim_update(where: ColumnElement[bool]) -> Executable:
-    return (
-        update(Node)
-        .where(where, ALLOCATE.guard, Node.drain_requested_at.is_(None))
-        .values(**ALLOCATE.values, instance_id=bindparam("claim_instance"),
-                generation=Node.generation + 1,
-                updated_at=bindparam("claim_at", type_=UtcDateTime()))
-        .returning(*_CLAIMED)
-    )
+    return and_(Node.sku == sku, Node.region == region, Node.pool == "bare_metal", CLAIMABLE)
 
 
 def _pick_one(skip_locked: bool) -> ColumnElement[str]:
@@ -93,45 +76,9 @@ def _pick_one(skip_locked: bool) -> ColumnElement[str]:
             .limit(1).with_for_update(skip_locked=skip_locked).scalar_subquery())
 
 
-_CLAIM_ONE_SKIPPING = _claim_update(Node.id == _pick_one(skip_locked=True))
-_CLAIM_ONE_WAITING = _claim_update(Node.id == _pick_one(skip_locked=False))
-_CLAIM_LISTED = _claim_update(Node.id.in_(bindparam("claim_ids", expanding=True)))
-
-
-# The nodes' GPUs, each with whether it is held now. The check sits in the select list, so
-# every database runs it as one probe per GPU into the partial unique index of active
-# allocations, whatever its statistics say (as a join, a stale estimate made PostgreSQL
-# hash every active allocation for each order).
-_GPUS_OF_NODES = (
-    select(Gpu.id, Gpu.node_id, Gpu.index,
-           select(GpuAllocation.id).where(GpuAllocation.gpu_id == Gpu.id,
-                                          GpuAllocation.released_at.is_(None))
-           .correlate(Gpu).limit(1).scalar_subquery())
-    .where(Gpu.node_id.in_(bindparam("alloc_nodes", expanding=True)))
-    .order_by(Gpu.node_id, Gpu.index)
-)
-_INSERT_ALLOCATIONS = insert(GpuAllocation)
-
-
-def allocate_gpus(conn: Connection, node_ids: list[str], instance_id: str, now: datetime,
-                  count: int | None = None) -> dict[str, list[int]]:
-    """Hold every free GPU of the nodes, or the first `count` free of one node's: read
-    them with their indices, then insert the allocations in one statement; returns the
-    indices held per node. The unique index refuses a GPU another order took in between."""
-    rows = conn.execute(_GPUS_OF_NODES, {"alloc_nodes": node_ids}).all()
-    free = [(gpu_id, node_id, index) for gpu_id, node_id, index, held in rows if held is None]
-    if count:
-        if len(free) < count:
-            raise Raced()
-        free = free[:count]
-    if free:
-        conn.execute(_INSERT_ALLOCATIONS, [
-            {"gpu_id": gpu_id, "node_id": node_id, "instance_id": instance_id,
-             "created_at": now} for gpu_id, node_id, _ in free])
-    held: dict[str, list[int]] = {n: [] for n in node_ids}
-    for _, node_id, index in free:
-        held[node_id].append(index)
-    return held
+_CLAIM_ONE_SKIPPING = bind_update(Node.id == _pick_one(skip_locked=True))
+_CLAIM_ONE_WAITING = bind_update(Node.id == _pick_one(skip_locked=False))
+_CLAIM_LISTED = bind_update(Node.id.in_(bindparam("claim_ids", expanding=True)))
 
 
 def node_claim_events(claimed: list[Claimed], instance_id: str, now: datetime,
@@ -194,31 +141,6 @@ def _free_nodes_query(inst: Instance, failed: Node) -> Select[str, int]:
     return q.limit(CANDIDATES)
 
 
-def _claim_read_node(s: Session, node_id: str, generation: int,
-                     values: dict[str, object]) -> bool:
-    """Update a node read earlier, only if nobody changed it since (its generation) and it
-    is still free; False means retry with fresh data."""
-    result = s.execute(
-        update(Node)
-        .where(Node.id == node_id, Node.generation == generation, ALLOCATE.guard,
-               Node.drain_requested_at.is_(None))
-        .values(generation=generation + 1, **values)
-        .execution_options(synchronize_session=False)
-    )
-    return result.rowcount == 1  # type: ignore[attr-defined,no-any-return]
-
-
-def claim_node(s: Session, node_id: str, generation: int, now: datetime, *, actor: str,
-               instance_id: str) -> bool:
-    """Claim a node read earlier for an instance (available -> allocated, recorded), in the
-    caller's transaction."""
-    if not _claim_read_node(s, node_id, generation, {
-            **ALLOCATE.values, "instance_id": instance_id, "updated_at": now}):
-        return False
-    s.execute(insert(Event), ALLOCATE.events([node_id], now, actor, instance_id))
-    return True
-
-
 def claim_replacement(s: Session, now: datetime, inst: Instance, failed: Node, *,
                       actor: str) -> Node | None:
     """In the caller's transaction, claim a free node of the instance's offer (on its fabric
@@ -226,8 +148,8 @@ def claim_replacement(s: Session, now: datetime, inst: Instance, failed: Node, *
     rows = list(s.execute(_free_nodes_query(inst, failed)).all())
     random.shuffle(rows)
     for node_id, gen in rows:
-        if claim_node(s, node_id, gen, now, actor=actor, instance_id=inst.id):
-            allocate_gpus(s.connection(), [node_id], inst.id, now)
+        if bind_read(s, node_id, gen, now, actor=actor, instance_id=inst.id):
+            hold_gpus(s.connection(), [node_id], inst.id, now)
             return s.get(Node, node_id, populate_existing=True)
     return None
 
@@ -246,9 +168,9 @@ def claim_container_slice(s: Session, sku: str, region: str, gpus: int, instance
     least = min(f for f, _ in fitting)
     node = nodes[random.choice([n for f, n in fitting if f == least])]
     # The host stays available while it hosts slices; the generation still orders claims.
-    if not _claim_read_node(s, node.id, node.generation, {"updated_at": now}):
+    if not touch_read(s, node.id, node.generation, now):
         raise Raced()
-    held = allocate_gpus(s.connection(), [node.id], instance_id, now, gpus)
+    held = hold_gpus(s.connection(), [node.id], instance_id, now, gpus)
     return Claimed(node.id, node.name, node.status, node.stage, node.instance_id,
                    node.ip_address, node.bmc_driver, node.agent_kind, held[node.id])
 

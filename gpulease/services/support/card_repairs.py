@@ -26,6 +26,7 @@ from gpulease.domain.states import (
     NodeStatus,
     TicketStatus,
 )
+from gpulease.lifecycle.binding import fence
 from gpulease.lifecycle.history import by, note
 from gpulease.lifecycle.writer import transition
 from gpulease.platform import Platform
@@ -168,7 +169,7 @@ def begin_due_windows(p: Platform, limit: int = 20) -> int:
             repair = begin(s, node, t.id, f"card repair: {t.summary} (ticket {t.id})", now,
                            WINDOWS)
             repair.instance_id = inst.id
-            node.generation += 1
+            fence(node)
             node.safe_off_due = True  # powered off for the work (media out, no override)
             transition(s, p, node, NODE, "card_out", now, actor=WINDOWS,
                        reason=phrase("card repair in the window its tenant accepted "

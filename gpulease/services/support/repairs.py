@@ -19,6 +19,7 @@ from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, InvalidInput
 from gpulease.domain.phrases import phrase
 from gpulease.domain.states import NODE, NODE_STAGE, NodeStatus
+from gpulease.lifecycle.binding import fence
 from gpulease.lifecycle.history import WORKER, by
 from gpulease.lifecycle.writer import transition
 from gpulease.platform import Platform
@@ -124,7 +125,7 @@ def send_to_repair(p: Platform, actor: Principal, node_id: str, reason: str | No
         why = reason or f"ticket {ticket_id}"
         repair = begin(s, node, ticket_id, why, now, by(actor))
         node.drain_requested_at = None
-        node.generation += 1  # a claim that read it before now fails
+        fence(node)  # a claim that read it before now fails
         transition(s, p, node, NODE, "send_to_repair", now, actor=by(actor),
                    reason=phrase("in repair: {why}", why=why))
         s.flush()

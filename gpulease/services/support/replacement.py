@@ -34,6 +34,7 @@ from gpulease.domain.states import (
     TicketStatus,
 )
 from gpulease.domain.tickets import SWAPPED_OUT
+from gpulease.lifecycle.binding import fence
 from gpulease.lifecycle.history import by, note
 from gpulease.lifecycle.writer import transition
 from gpulease.platform import Platform
@@ -125,7 +126,7 @@ def _swap(s: Session, p: Platform, actor: Principal, ticket: Ticket, inst: Insta
     spare.next_attempt_at = now
     # the faulty node: its disks erased (the tenant's data), then out for repair
     old.drain_requested_at = now
-    old.generation += 1
+    fence(old)
     reason = f"{SWAPPED_OUT} (ticket {ticket.id}): erase, then repair"
     begin(s, old, ticket.id, f"{ticket.summary} (ticket {ticket.id})", now, who)
     if copy_path is None:
