@@ -51,7 +51,7 @@ class Base(DeclarativeBase):
 
 
 class LockedRow:
-    """Columns of a row the worker pipeline drives (see worker/pipeline.py)."""
+    """Columns of a row the worker pipeline drives (see worker/pipelines/base.py)."""
 
     lock_token: Mapped[str | None] = mapped_column(String(32))
     lock_owner: Mapped[str | None] = mapped_column(String(80))

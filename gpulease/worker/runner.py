@@ -21,10 +21,10 @@ from gpulease.platform import Platform
 from gpulease.process_metrics import PERIODIC_ERRORS, PERIODIC_RUNS, PERIODIC_SECONDS
 from gpulease.services.platform import workers
 from gpulease.services.storage import backups, saved_images
-from gpulease.worker.instances import process_instance
-from gpulease.worker.nodes import process_node
-from gpulease.worker.periodics import PERIODICS
-from gpulease.worker.pipeline import LockRegistry, claim_due, heartbeat
+from gpulease.worker.pipelines.base import LockRegistry, claim_due, heartbeat
+from gpulease.worker.pipelines.instances import process_instance
+from gpulease.worker.pipelines.nodes import process_node
+from gpulease.worker.schedule import PERIODICS
 
 log = logging.getLogger("gpulease.worker")
 

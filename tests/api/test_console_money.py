@@ -21,7 +21,7 @@ from gpulease.platform import Platform
 from gpulease.services.accounts import users
 from gpulease.services.instances import views as instances
 from gpulease.services.money import leases, release_terms, wallet
-from gpulease.worker import lease_sweep
+from gpulease.worker.jobs.money import leases as lease_sweep
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, new_tenant
 from tests.services.test_leases import MovableClock, deliver

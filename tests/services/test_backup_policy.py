@@ -23,7 +23,7 @@ from gpulease.schemas.fleet import BackupPolicyUpdate
 from gpulease.services.instances import views as instances
 from gpulease.services.money import leases
 from gpulease.services.storage import backup_policy, backups
-from gpulease.worker import lease_sweep
+from gpulease.worker.jobs.money import leases as lease_sweep
 from gpulease.worker.runner import Worker
 from tests.conftest import LiveServer, TenantCtx
 from tests.services.test_backups import disk, hurry, s3, with_storage

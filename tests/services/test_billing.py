@@ -47,7 +47,7 @@ from gpulease.services.money.invoices.documents import (
 from gpulease.services.money.wallet import ledger_sums_to_balance
 from gpulease.services.orders import ordering as orders
 from gpulease.services.telemetry import pushes
-from gpulease.worker import metering as container_meter
+from gpulease.worker.jobs.money import meter as container_meter
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, new_tenant
 from tests.services.test_acceptance_gate import window

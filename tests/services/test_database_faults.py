@@ -21,8 +21,8 @@ from gpulease.compose import make_platform
 from gpulease.demo import seed_demo_fleet
 from gpulease.platform import Platform
 from gpulease.services.instances import views as instances
-from gpulease.worker import node_steps
-from gpulease.worker.node_steps import NodeJob, StepResult
+from gpulease.worker.pipelines import node_steps
+from gpulease.worker.pipelines.node_steps import StepInput, StepResult
 from gpulease.worker.runner import Worker
 from tests.conftest import PG_URL, SECRET, TenantCtx, make_settings, new_tenant
 from tests.services.test_engine import place
@@ -62,7 +62,7 @@ def test_a_connection_cut_while_applying_a_result_is_retried_with_the_result_in_
                                     and "lock_token" in sql)
     configure = node_steps.STEPS["configure"]
 
-    def configure_then_cut(p: Platform, job: NodeJob) -> StepResult:
+    def configure_then_cut(p: Platform, job: StepInput) -> StepResult:
         result = configure(p, job)
         guarded_read.armed = True  # the apply's first statement loses its connection
         return result
@@ -83,7 +83,7 @@ from sqlalchemy import select
 from gpulease.db.tables import Instance, Node
 from gpulease.compose import make_platform
 from gpulease.settings import Settings
-from gpulease.worker.pipeline import claim_due
+from gpulease.worker.pipelines.base import claim_due
 
 p = make_platform(Settings())
 (claim,) = claim_due(p, Instance, "frozen-worker", limit=1)

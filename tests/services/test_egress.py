@@ -15,7 +15,7 @@ from gpulease.domain.errors import InvalidInput
 from gpulease.platform import Platform
 from gpulease.services.money import leases
 from gpulease.services.platform import egress, notify
-from gpulease.worker import lease_sweep
+from gpulease.worker.jobs.money import leases as lease_sweep
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx
 from tests.services.test_leases import MovableClock, clock, deliver  # noqa: F401

@@ -14,9 +14,9 @@ from gpulease.schemas import OrderRequest
 from gpulease.services.instances import actions
 from gpulease.services.instances import views as instances
 from gpulease.services.orders import ordering as orders
-from gpulease.worker.node_steps import NodeJob, Outcome, StepResult
-from gpulease.worker.nodes import _apply_node
-from gpulease.worker.pipeline import claim_due
+from gpulease.worker.pipelines.base import claim_due
+from gpulease.worker.pipelines.node_steps import StepInput, Outcome, StepResult
+from gpulease.worker.pipelines.nodes import _apply_node
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx
 from tests.services.helpers import double_allocated_gpus, node_by_name
@@ -162,7 +162,7 @@ def test_an_expired_lock_is_taken_over_and_the_stale_write_is_dropped(
     worker.run_until_idle()
     assert instances.show_instance(fleet, tenant.principal, iid).status == "ready"
     # The dead worker wakes up and applies its old result: it must change nothing.
-    job = NodeJob(node_id=dead.id, node_name="", stage="power_off", bmc_driver="simulated",
+    job = StepInput(node_id=dead.id, node_name="", stage="power_off", bmc_driver="simulated",
                   endpoint=BmcEndpoint("", "", "", ""), instance_id=iid, image_url="",
                   agent_media_url="", ssh_keys=(), root_password="", hostname="")
     _apply_node(fleet, dead, job, StepResult(Outcome.ADVANCE))
@@ -239,7 +239,7 @@ def test_a_bmc_that_ignores_power_requests_is_asked_politely_then_left_safe(
     (media out, boot override cleared, power off requested)."""
     from datetime import UTC, datetime
 
-    from gpulease.worker.safe_off import safe_off
+    from gpulease.worker.jobs.fleet.safe_off import safe_off
     from tests.services.test_leases import MovableClock
 
     clock = MovableClock(datetime(2026, 12, 1, 9, tzinfo=UTC))

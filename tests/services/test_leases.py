@@ -30,7 +30,7 @@ from gpulease.services.instances import views as instances
 from gpulease.services.money import leases, wallet
 from gpulease.services.money.wallet import charge, ledger_sums_to_balance
 from gpulease.services.orders import ordering as orders
-from gpulease.worker import lease_sweep
+from gpulease.worker.jobs.money import leases as lease_sweep
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, fund
 from tests.services.helpers import node_by_name

@@ -49,8 +49,8 @@ from gpulease.services.money import addons, leases, metering, payments, spending
 from gpulease.services.money.invoices import run as invoice_run
 from gpulease.services.money.wallet import ledger_sums_to_balance
 from gpulease.services.orders import ordering as orders
-from gpulease.worker import lease_sweep
-from gpulease.worker import metering as container_meter
+from gpulease.worker.jobs.money import leases as lease_sweep
+from gpulease.worker.jobs.money import meter as container_meter
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, ssh_key
 from tests.services.helpers import drop_schema, machine_platform

@@ -24,7 +24,7 @@ from gpulease.services.agents.credentials import mint_enrollment
 from gpulease.services.fleet import netboot
 from gpulease.services.fleet.inventory import NodeSpec, add_node
 from gpulease.services.orders import ordering as orders
-from gpulease.worker.node_jobs import drop_config_drives
+from gpulease.worker.pipelines.node_inputs import drop_config_drives
 from tests.conftest import TenantCtx, ssh_key
 
 MAC = "52:54:00:12:34:56"

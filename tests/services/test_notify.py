@@ -26,7 +26,7 @@ from gpulease.domain.leases import local_text
 from gpulease.platform import Platform
 from gpulease.services.money import leases
 from gpulease.services.platform import notify
-from gpulease.worker import lease_sweep
+from gpulease.worker.jobs.money import leases as lease_sweep
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx, free_port
 from tests.services.test_leases import MovableClock, clock, deliver  # noqa: F401

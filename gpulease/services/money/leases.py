@@ -5,7 +5,7 @@ order. Each renewal adds periods of its own term and price after the current one
 automatic renewal unless the tenant turns it on; reminders before expiry; a grace period in
 which the machine stays (flagged) and renewing cancels the erase; after grace the instance
 is released and its disks erased with certificates (the worker's lease sweep,
-worker/lease_sweep.py). A price change never alters a running lease: the unit price is
+worker/jobs/money/leases.py). A price change never alters a running lease: the unit price is
 fixed when the lease starts and kept for renewals of the same term."""
 
 from __future__ import annotations

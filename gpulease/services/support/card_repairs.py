@@ -4,7 +4,7 @@ the tenant accepts it (or declines: then a swap, or another window); when it beg
 node goes out for repair still bound to its instance, disks kept, and powered off; once the
 parts are recorded (`gpulease node repaired`) it boots the tenant's own system again and
 passes the acceptance suite, burn-in included, before the tenant has it back
-(worker/nodes.py drives that return; a failure sends it back to repair)."""
+(worker/pipelines/nodes.py drives that return; a failure sends it back to repair)."""
 
 from __future__ import annotations
 
@@ -143,7 +143,7 @@ def answer_window(p: Platform, actor: Principal, ticket_id: str, body: RepairWin
 def begin_due_windows(p: Platform, limit: int = 20) -> int:
     """Accepted windows whose start has come: the node goes out for repair (still its
     tenant's, disks kept), its instance shows `in_repair`, the server is powered off
-    (worker/safe_off.py). A window whose node no longer serves its instance lapses, said
+    (worker/jobs/fleet/safe_off.py). A window whose node no longer serves its instance lapses, said
     on the ticket. Returns how many began."""
     now = p.clock.now()
     with p.db.read() as s:

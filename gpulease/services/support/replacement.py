@@ -8,7 +8,7 @@ free, the ticket says so and nothing changes.
 With `copy_data`, the faulty server keeps serving while the spare deploys and its data disk
 is copied onto the spare once accepted, straight from agent to agent or through the
 tenant's bucket (services/support/swap_copy.py); only then is the faulty server erased
-(worker/instance_steps.py). A disk that cannot be read is said on the instance's history,
+(worker/pipelines/instance_steps.py). A disk that cannot be read is said on the instance's history,
 and the swap goes on without the copy."""
 
 from __future__ import annotations

@@ -19,9 +19,7 @@ from gpulease.lifecycle.history import WORKER
 from gpulease.platform import Platform
 from gpulease.ports.runtime import ContainerHandle, ContainerLimits, ContainerSpec
 from gpulease.services.storage.saved_images import reference_of
-from gpulease.worker.instance_steps import deliver, reconcile
-from gpulease.worker.nodes import fail_instance
-from gpulease.worker.pipeline import (
+from gpulease.worker.pipelines.base import (
     Claim,
     StepFailed,
     apply_with_retry,
@@ -30,6 +28,8 @@ from gpulease.worker.pipeline import (
     release_lock,
     step_failed,
 )
+from gpulease.worker.pipelines.instance_steps import deliver, reconcile
+from gpulease.worker.pipelines.nodes import fail_instance
 
 HeldHost = tuple[str, str, str | None]  # (node id, name, engine URL)
 

@@ -19,7 +19,7 @@ from gpulease.services.agents.credentials import mint_enrollment
 from gpulease.services.agents.node_agent import agent_for
 from gpulease.services.catalog.images import find_image
 from gpulease.services.support.repairs import burn_in_due
-from gpulease.worker.node_steps import NodeJob
+from gpulease.worker.pipelines.node_steps import StepInput
 
 
 def _image_url(s: Session, p: Platform, image_id: str) -> str:
@@ -29,12 +29,12 @@ def _image_url(s: Session, p: Platform, image_id: str) -> str:
     return f"{p.settings.media_base_url.rstrip('/')}/{image_id}.iso"
 
 
-def node_job(s: Session, p: Platform, node: Node, inst: Instance | None) -> NodeJob:
+def step_input(s: Session, p: Platform, node: Node, inst: Instance | None) -> StepInput:
     password = ""
     if inst is not None and inst.root_password_enc and node.stage in (
             NodeStage.CONFIGURE, NodeStage.ATTACH_MEDIA):
         password = p.box.open(inst.root_password_enc)
-    return NodeJob(
+    return StepInput(
         node_id=node.id, node_name=node.name, stage=node.stage or "",
         bmc_driver=node.bmc_driver,
         endpoint=BmcEndpoint(node.name, node.bmc_address, node.bmc_username,
@@ -80,7 +80,7 @@ def _existing_drive_url(s: Session, p: Platform, node: Node, inst: Instance | No
     return _drive_url(p, drive_id) if drive_id else None
 
 
-def make_config_drive(p: Platform, job: NodeJob) -> NodeJob:
+def make_config_drive(p: Platform, job: StepInput) -> StepInput:
     """Build the deploy's config drive outside any transaction, store it, and return the
     job with the URL the BMC will fetch it from."""
     assert job.instance_id is not None

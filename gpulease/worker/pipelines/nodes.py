@@ -35,9 +35,7 @@ from gpulease.services.agents.evidence import failure_reason, record_acceptance,
 from gpulease.services.fleet.deploy_breaker import deploy_succeeded, hold_failed_deploy
 from gpulease.services.orders.placement import claim_replacement
 from gpulease.services.support.repairs import burn_in_failed, burned_in, open_repair
-from gpulease.worker.node_jobs import drop_config_drives, make_config_drive, needs_drive, node_job
-from gpulease.worker.node_steps import STEPS, NodeJob, Outcome, StepResult
-from gpulease.worker.pipeline import (
+from gpulease.worker.pipelines.base import (
     Claim,
     StepFailed,
     apply_with_retry,
@@ -47,6 +45,13 @@ from gpulease.worker.pipeline import (
     release_lock,
     step_failed,
 )
+from gpulease.worker.pipelines.node_inputs import (
+    drop_config_drives,
+    make_config_drive,
+    needs_drive,
+    step_input,
+)
+from gpulease.worker.pipelines.node_steps import STEPS, StepInput, Outcome, StepResult
 
 log = logging.getLogger("gpulease.worker")
 
@@ -70,7 +75,7 @@ def process_node(p: Platform, claim: Claim) -> None:
             _interrupted_unsafe(s, p, node, node.step_in_progress)
             return
         inst = s.get(Instance, node.instance_id) if node.instance_id else None
-        job = node_job(s, p, node, inst)
+        job = step_input(s, p, node, inst)
         node.step_in_progress = node.stage
 
     if needs_drive(p, job.stage, job.agent_kind, job.bmc_driver) and job.instance_id and not (
@@ -86,7 +91,7 @@ def process_node(p: Platform, claim: Claim) -> None:
                      lambda: _apply_node(p, claim, job, result))
 
 
-def _apply_node(p: Platform, claim: Claim, job: NodeJob, result: StepResult | StepFailed) -> None:
+def _apply_node(p: Platform, claim: Claim, job: StepInput, result: StepResult | StepFailed) -> None:
     now = p.clock.now()
     with p.db.write() as s:
         lock_instance_first(s, job.instance_id)
@@ -202,7 +207,7 @@ def fail_node(s: Session, p: Platform, node: Node, reason: str, now: datetime,
     drop_config_drives(s, node.id)
     if node.stage is not None:
         transition(s, p, node, NODE_STAGE, "abort", now, actor=actor)
-        node.safe_off_due = True  # media out, no boot override, power off: worker/safe_off.py
+        node.safe_off_due = True  # media out, no boot override, power off (jobs/fleet/safe_off)
     node.next_attempt_at = None
     said: str | Phrase = reason
     if was_cleaning:

@@ -1,15 +1,20 @@
 """The instance pipeline: drive a claimed instance one step, the container runtime's I/O
-outside any transaction (worker/containers.py), the rest in one transaction
-(worker/instance_steps.py)."""
+outside any transaction (worker/pipelines/containers.py), the rest in one transaction
+(worker/pipelines/instance_steps.py)."""
 
 from __future__ import annotations
 
 from gpulease.db.tables import Instance
 from gpulease.domain.states import InstanceStatus
 from gpulease.platform import Platform
-from gpulease.worker.containers import container_spec, held_hosts, start_container, stop_containers
-from gpulease.worker.instance_steps import reconcile
-from gpulease.worker.pipeline import Claim, guarded
+from gpulease.worker.pipelines.base import Claim, guarded
+from gpulease.worker.pipelines.containers import (
+    container_spec,
+    held_hosts,
+    start_container,
+    stop_containers,
+)
+from gpulease.worker.pipelines.instance_steps import reconcile
 
 
 def process_instance(p: Platform, claim: Claim) -> None:

@@ -26,11 +26,11 @@ from gpulease.services.storage.quota import check_quotas
 from gpulease.services.support.card_repairs import begin_due_windows
 from gpulease.services.support.ticket_sla import sweep_ticket_clocks
 from gpulease.services.telemetry.retention import downsample
-from gpulease.worker.lease_sweep import sweep_leases
-from gpulease.worker.metering import meter_containers
-from gpulease.worker.nodes import fail_node
-from gpulease.worker.pipeline import claim_due, guarded, lock_instance_first, release_lock
-from gpulease.worker.safe_off import safe_off
+from gpulease.worker.jobs.fleet.safe_off import safe_off
+from gpulease.worker.jobs.money.leases import sweep_leases
+from gpulease.worker.jobs.money.meter import meter_containers
+from gpulease.worker.pipelines.base import claim_due, guarded, lock_instance_first, release_lock
+from gpulease.worker.pipelines.nodes import fail_node
 
 
 def sweep_timeouts(p: Platform, owner: str) -> int:

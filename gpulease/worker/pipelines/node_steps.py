@@ -33,7 +33,7 @@ class Outcome(Enum):
 
 
 @dataclass(frozen=True)
-class NodeJob:
+class StepInput:
     """A snapshot of what a step needs, read before the I/O starts."""
 
     node_id: str
@@ -68,16 +68,16 @@ class StepResult:
     requested: bool = False  # a power request went to the BMC (counted per stage)
 
 
-def _bmc(p: Platform, job: NodeJob) -> Bmc:
+def _bmc(p: Platform, job: StepInput) -> Bmc:
     return p.drivers.bmc_for(job.bmc_driver, job.endpoint)
 
 
-def _elapsed(p: Platform, job: NodeJob) -> float:
+def _elapsed(p: Platform, job: StepInput) -> float:
     started = job.stage_started_at
     return (p.clock.now() - started).total_seconds() if started is not None else 0.0
 
 
-def _power(p: Platform, job: NodeJob, target: PowerState) -> StepResult:
+def _power(p: Platform, job: StepInput, target: PowerState) -> StepResult:
     """One read of the power state a poll; a request when one is due (domain/polling.py),
     read once more in a stage's first seconds; a BMC that ignores the requests fails the
     stage saying so (the node goes to maintenance)."""
@@ -99,15 +99,15 @@ def _power(p: Platform, job: NodeJob, target: PowerState) -> StepResult:
     return StepResult(Outcome.ADVANCE if landed else Outcome.WAIT, requested=True)
 
 
-def power_off(p: Platform, job: NodeJob) -> StepResult:
+def power_off(p: Platform, job: StepInput) -> StepResult:
     return _power(p, job, PowerState.OFF)
 
 
-def power_on(p: Platform, job: NodeJob) -> StepResult:
+def power_on(p: Platform, job: StepInput) -> StepResult:
     return _power(p, job, PowerState.ON)
 
 
-def _boot_from(p: Platform, job: NodeJob, image_url: str) -> StepResult:
+def _boot_from(p: Platform, job: StepInput, image_url: str) -> StepResult:
     """Point the server at what it boots next: the image as virtual media; or the network,
     by UEFI HTTP boot or PXE, whose loader (iPXE) chains to the control plane's
     /media/ipxe, which serves this node's kernel and NoCloud seed while it deploys or
@@ -134,25 +134,25 @@ def _boot_from(p: Platform, job: NodeJob, image_url: str) -> StepResult:
     return StepResult(Outcome.ADVANCE)
 
 
-def attach_media(p: Platform, job: NodeJob) -> StepResult:
+def attach_media(p: Platform, job: StepInput) -> StepResult:
     return _boot_from(p, job, job.image_url)
 
 
-def _agent(p: Platform, job: NodeJob) -> Agent:
+def _agent(p: Platform, job: StepInput) -> Agent:
     return agent_for(p, job.agent_kind, job.bmc_driver)
 
 
-def _ref(job: NodeJob) -> NodeRef:
+def _ref(job: StepInput) -> NodeRef:
     return NodeRef(job.node_id, job.node_name, job.bmc_driver, job.endpoint,
                    instance_id=job.instance_id, stage=job.stage,
                    stage_started_at=job.stage_started_at)
 
 
-def wait_agent(p: Platform, job: NodeJob) -> StepResult:
+def wait_agent(p: Platform, job: StepInput) -> StepResult:
     return StepResult(Outcome.ADVANCE if _agent(p, job).is_up(_ref(job)) else Outcome.WAIT)
 
 
-def configure(p: Platform, job: NodeJob) -> StepResult:
+def configure(p: Platform, job: StepInput) -> StepResult:
     result = _agent(p, job).configure(
         _ref(job),
         NodeConfig(hostname=job.hostname, ssh_keys=job.ssh_keys,
@@ -164,7 +164,7 @@ def configure(p: Platform, job: NodeJob) -> StepResult:
     return StepResult(Outcome.ADVANCE, ip_address=result.ip_address)
 
 
-def verify(p: Platform, job: NodeJob) -> StepResult:
+def verify(p: Platform, job: StepInput) -> StepResult:
     if job.acceptance is None:
         return StepResult(Outcome.ADVANCE,
                           note=phrase("no acceptance marks for this node's offer"))
@@ -179,7 +179,7 @@ def verify(p: Platform, job: NodeJob) -> StepResult:
         "acceptance FAILED{simulated}: {checks} checks, {failed} failed", **facts))
 
 
-def burn_in(p: Platform, job: NodeJob) -> StepResult:
+def burn_in(p: Platform, job: StepInput) -> StepResult:
     """After a repair only (the job carries the offer's marks then): the acceptance suite,
     burn-in included, from the cleaning ramdisk."""
     if job.acceptance is None:
@@ -187,18 +187,18 @@ def burn_in(p: Platform, job: NodeJob) -> StepResult:
     return verify(p, job)
 
 
-def detach_media(p: Platform, job: NodeJob) -> StepResult:
+def detach_media(p: Platform, job: StepInput) -> StepResult:
     _bmc(p, job).eject_media()
     return StepResult(Outcome.ADVANCE)
 
 
-def attach_agent_media(p: Platform, job: NodeJob) -> StepResult:
+def attach_agent_media(p: Platform, job: StepInput) -> StepResult:
     # The cleaning ramdisk, booted like the image; its config drive (when the real agent
     # runs) carries the ramdisk agent's enrollment token.
     return _boot_from(p, job, job.agent_media_url)
 
 
-def erase(p: Platform, job: NodeJob) -> StepResult:
+def erase(p: Platform, job: StepInput) -> StepResult:
     result = _agent(p, job).erase(_ref(job), lease=job.instance_id)
     if isinstance(result, Pending):
         return StepResult(Outcome.WAIT)
@@ -208,13 +208,13 @@ def erase(p: Platform, job: NodeJob) -> StepResult:
         simulated=phrase(" (simulated)") if result.simulated else ""))
 
 
-def clean_power_off(p: Platform, job: NodeJob) -> StepResult:
+def clean_power_off(p: Platform, job: StepInput) -> StepResult:
     if job.polls == 0:  # once, not at every poll of the power
         _bmc(p, job).eject_media()
     return _power(p, job, PowerState.OFF)
 
 
-STEPS: dict[str, Callable[[Platform, NodeJob], StepResult]] = {
+STEPS: dict[str, Callable[[Platform, StepInput], StepResult]] = {
     NodeStage.POWER_OFF: power_off,
     NodeStage.ATTACH_MEDIA: attach_media,
     NodeStage.POWER_ON: power_on,

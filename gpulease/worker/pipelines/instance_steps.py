@@ -1,6 +1,6 @@
 """What the instance pipeline does with a bare-metal or cluster instance: start its nodes'
 deploys, deliver it once every node is active, clean its nodes when it is released or
-failed, and finish the release. Containers start and stop in worker/containers.py."""
+failed, and finish the release. Containers start and stop in worker/pipelines/containers.py."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ from gpulease.services.storage.backups import restore_at_delivery
 from gpulease.services.support.repairs import open_repair, stays_for_erase
 from gpulease.services.support.swap_copy import swap_copy_step
 from gpulease.services.support.tickets import mitigate_replaced
-from gpulease.worker.nodes import start_cleaning, start_deploy
-from gpulease.worker.pipeline import release_lock
+from gpulease.worker.pipelines.base import release_lock
+from gpulease.worker.pipelines.nodes import start_cleaning, start_deploy
 
 
 def deliver(s: Session, p: Platform, inst: Instance, now: datetime) -> None:
