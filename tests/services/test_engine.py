@@ -15,7 +15,7 @@ from gpulease.services.instances import actions
 from gpulease.services.instances import views as instances
 from gpulease.services.orders import ordering as orders
 from gpulease.worker.pipelines.base import claim_due
-from gpulease.worker.pipelines.node_steps import StepInput, Outcome, StepResult
+from gpulease.worker.pipelines.node_steps import Outcome, StepInput, StepResult
 from gpulease.worker.pipelines.nodes import _apply_node
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx

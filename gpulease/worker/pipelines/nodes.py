@@ -51,7 +51,7 @@ from gpulease.worker.pipelines.node_inputs import (
     needs_drive,
     step_input,
 )
-from gpulease.worker.pipelines.node_steps import STEPS, StepInput, Outcome, StepResult
+from gpulease.worker.pipelines.node_steps import STEPS, Outcome, StepInput, StepResult
 
 log = logging.getLogger("gpulease.worker")
 
