@@ -242,6 +242,13 @@ class Settings(BaseSettings):
     # real engines cannot be saved (the demo's simulated hosts need none).
     registry: str = ""
 
+    # The worker's periodic jobs (worker/schedule.py): each runs on its own thread every
+    # sweep_interval_s (or its own setting); one that asks BMCs, agents or stores asks at
+    # most job_io_concurrency at once and starts no call after job_budget_s (the rest wait
+    # for its next run).
+    sweep_interval_s: float = Field(default=5.0, gt=0, le=3600)
+    job_io_concurrency: int = Field(default=8, ge=1, le=256)
+    job_budget_s: float = Field(default=60.0, gt=0, le=3600)
     # Simulated hardware: the demo fleet's BMCs, stand-in node agents and container hosts
     # (drivers/simulated.py). `gpulease up` turns it on; off, a process builds only the
     # real drivers (Redfish, Docker, the node agent's command queue), and a node enrolled

@@ -50,13 +50,22 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
 
 
-class LockedRow:
-    """Columns of a row the worker pipeline drives (see worker/pipelines/base.py)."""
+class Claimable:
+    """Columns of a row a worker claims to drive it (db/claims.py): who holds it and until
+    when, when it is next due, and the step under way (found set by a new owner: the old
+    one died in it)."""
 
     lock_token: Mapped[str | None] = mapped_column(String(32))
     lock_owner: Mapped[str | None] = mapped_column(String(80))
     lock_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     next_attempt_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), index=True)
+    # Set while a step's I/O is under way; found set by a new owner = the old one died.
+    step_in_progress: Mapped[str | None] = mapped_column(String(32))
+
+
+class LockedRow(Claimable):
+    """Columns of a row the worker's node and instance pipelines drive through stages."""
+
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     stage: Mapped[str | None] = mapped_column(String(32))
     stage_started_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
@@ -65,6 +74,4 @@ class LockedRow:
     stage_polls: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # Requests of the current stage sent to the device (domain/polling.py: at most three).
     stage_requests: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    # Set while a step's I/O is under way; found set by a new owner = the old one died.
-    step_in_progress: Mapped[str | None] = mapped_column(String(32))
     last_error: Mapped[str | None] = mapped_column(Text)

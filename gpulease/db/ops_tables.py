@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy import BigInteger, Boolean, Float, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from gpulease.db.base import Base, UtcDateTime
+from gpulease.db.base import Base, Claimable, UtcDateTime
 
 
 class Ticket(Base):
@@ -125,7 +125,7 @@ class StorageKey(Base):
     revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
 
-class Backup(Base):
+class Backup(Claimable, Base):
     """A backup of a rented server's data disk to its tenant's bucket, or a restore from
     it, carried out by the node's agent with a key minted for the run (deleted after)."""
 
@@ -154,7 +154,6 @@ class Backup(Base):
     seconds: Mapped[float | None] = mapped_column(Float)
     key_id: Mapped[str | None] = mapped_column(String(128))  # the run's key, until deleted
     attempts: Mapped[int] = mapped_column(Integer, default=0)
-    next_attempt_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), index=True)
     # a run the erase waits on (at a lapsed lease's grace, before its erase) is tried again
     # until then, not MAX_ATTEMPTS times
     retry_until: Mapped[datetime | None] = mapped_column(UtcDateTime())
@@ -180,7 +179,7 @@ class BackupPolicy(Base):
     updated_by: Mapped[str] = mapped_column(String(64))
 
 
-class SavedImage(Base):
+class SavedImage(Claimable, Base):
     """A tenant's container instance saved as an image in the platform's registry: its
     environment, for later container orders (`--image my/NAME`)."""
 
@@ -198,5 +197,3 @@ class SavedImage(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     created_by: Mapped[str] = mapped_column(String(64))
     saved_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
-    # the worker committing and pushing it holds it until then (another takes it after)
-    claimed_until: Mapped[datetime | None] = mapped_column(UtcDateTime())

@@ -1,6 +1,7 @@
-"""The worker: threads that claim due rows and drive them, a heartbeat for held locks,
-and the periodic timeout sweep. Runs inside `gpulease up` or alone as `gpulease worker`;
-any number of workers may share one PostgreSQL database."""
+"""The worker: threads that claim due rows of the pipelines and drive them a step at a time
+(worker/pipelines/), a heartbeat for the claims they hold, and the scheduler of the
+periodic jobs on threads of their own (worker/schedule.py). Runs inside `gpulease up` or
+alone as `gpulease worker`; any number of workers may share one PostgreSQL database."""
 
 from __future__ import annotations
 
@@ -10,23 +11,24 @@ import socket
 import threading
 import time
 
-from sqlalchemy import ColumnElement, and_, or_, select
 from sqlalchemy.exc import DBAPIError
 
-from gpulease.db.ops_tables import Backup
 from gpulease.db.session import transient
-from gpulease.db.tables import Instance, Node
-from gpulease.domain.states import NODE_IN_PIPELINE, BackupStatus
 from gpulease.platform import Platform
-from gpulease.process_metrics import PERIODIC_ERRORS, PERIODIC_RUNS, PERIODIC_SECONDS
 from gpulease.services.platform import workers
-from gpulease.services.storage import backups, saved_images
-from gpulease.worker.pipelines.base import LockRegistry, claim_due, heartbeat
-from gpulease.worker.pipelines.instances import process_instance
-from gpulease.worker.pipelines.nodes import process_node
-from gpulease.worker.schedule import PERIODICS
+from gpulease.worker.pipelines import backup_runs, image_saves, instances, nodes
+from gpulease.worker.pipelines.base import LockRegistry, Pipeline, drive, heartbeat, pending
+from gpulease.worker.schedule import Scheduler
 
 log = logging.getLogger("gpulease.worker")
+
+# Every kind of row the worker drives, in the order a step looks at them.
+PIPELINES: tuple[Pipeline, ...] = (
+    nodes.PIPELINE,
+    instances.PIPELINE,  # containers start and stop in the instance's steps
+    backup_runs.PIPELINE,
+    image_saves.PIPELINE,
+)
 
 
 class Worker:
@@ -34,72 +36,42 @@ class Worker:
         self.p = p
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self.locks = LockRegistry()
+        # The periodic jobs' intervals are their settings' times sweep_every_s / 5 (the
+        # default sweep): a test's worker may run them more or less often.
         self.sweep_every_s = sweep_every_s
-        self._last_sweep = 0.0
-        self._sweep_mutex = threading.Lock()
+        self.scheduler = Scheduler(p, self.owner)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._claims = 0  # since the last heartbeat (the registry adds them up)
 
     # -- one unit of work ------------------------------------------------------------
     def step(self) -> bool:
-        """Claim and drive at most one node and one instance. True if anything was due."""
+        """Claim and drive at most one row of each pipeline. True if anything was due."""
         did = False
-        for table, process in ((Node, process_node), (Instance, process_instance)):
-            extra: list[ColumnElement[bool]] | None = [
-                Node.status.in_([st.value for st in NODE_IN_PIPELINE])] if table is Node else None
-            for claim in claim_due(self.p, table, self.owner, limit=1, extra=extra):
-                did = True
-                self._claims += 1
-                self.locks.add(claim)
-                try:
-                    process(self.p, claim)
-                except Exception:  # never let one row kill the thread; its lock expires
-                    log.exception("processing %s %s failed", table.__name__, claim.id)
-                finally:
-                    self.locks.discard(claim)
-        if backups.drive(self.p, limit=1):  # a backup or restore due (row-locked inside)
-            did = True
-        if saved_images.drive_saves(self.p, limit=1):  # a container to save (claimed)
-            did = True
-        self._maybe_sweep()
+        for pipeline in PIPELINES:
+            stepped = drive(self.p, pipeline, limit=1, owner=self.owner, locks=self.locks)
+            self._claims += stepped
+            did = did or bool(stepped)
         return did
 
-    def _maybe_sweep(self) -> None:
-        now = time.monotonic()
-        if now - self._last_sweep < self.sweep_every_s or not self._sweep_mutex.acquire(False):
-            return
-        try:
-            self._last_sweep = now
-            for job in PERIODICS:
-                PERIODIC_RUNS.labels(job.name).inc()
-                with PERIODIC_SECONDS.labels(job.name).time(), \
-                        PERIODIC_ERRORS.labels(job.name).count_exceptions():
-                    job.run(self.p, self.owner)
-        finally:
-            self._sweep_mutex.release()
+    def sweep(self) -> int:
+        """The periodic jobs that are due, run now in this thread (tests and benches drive
+        a worker without its threads); returns how many ran."""
+        self.scheduler.scale = self.sweep_every_s / 5.0
+        return self.scheduler.run_due()
 
     def has_work(self) -> bool:
-        """A node mid-deploy/clean (even if waiting on backoff or a poll), or a due instance."""
-        now = self.p.clock.now()
-        with self.p.db.read() as s:
-            node = s.scalar(select(Node.id).where(
-                Node.status.in_([st.value for st in NODE_IN_PIPELINE]),
-                Node.next_attempt_at.is_not(None)).limit(1))
-            inst = s.scalar(select(Instance.id).where(Instance.next_attempt_at <= now).limit(1))
-            run = s.scalar(select(Backup.id).where(or_(  # running, or queued and due
-                Backup.status == BackupStatus.RUNNING.value,
-                and_(Backup.status == BackupStatus.QUEUED.value,
-                     or_(Backup.next_attempt_at.is_(None), Backup.next_attempt_at <= now))))
-                .limit(1))
-        return (node is not None or inst is not None or run is not None
-                or saved_images.save_due(self.p))
+        """A row of any pipeline with work left: due, or waiting on a backoff or a poll."""
+        return any(pending(self.p, pipeline) for pipeline in PIPELINES)
 
     def run_until_idle(self, timeout_s: float = 30.0, settle_s: float = 0.0) -> None:
-        """For tests and benches: work until no row has work left, or time out."""
+        """For tests and benches: work until no row has work left, or time out. The
+        periodic jobs run between steps when due, in this thread."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self.step():
+            did = self.step()
+            self.sweep()
+            if did:
                 continue
             if not self.has_work():
                 if settle_s:
@@ -121,6 +93,8 @@ class Worker:
         hb = threading.Thread(target=self._heartbeat_loop, name="gpulease-heartbeat", daemon=True)
         hb.start()
         self._threads.append(hb)
+        self.scheduler.scale = self.sweep_every_s / 5.0
+        self.scheduler.start()
 
     def _loop(self) -> None:
         pause = 0.5
@@ -158,6 +132,7 @@ class Worker:
     def stop(self, timeout_s: float = 10.0) -> None:
         self._stop.set()
         self.p.wake_event.set()
+        self.scheduler.stop(timeout_s)
         started = bool(self._threads)
         for t in self._threads:
             t.join(timeout_s)

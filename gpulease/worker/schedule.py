@@ -1,108 +1,131 @@
-"""The worker's periodic jobs, one table: each runs every sweep (default 5 s) in one of the
-worker processes' threads at a time. Each is safe to run by several workers at once: they
-claim or lock what they change."""
+"""The worker's periodic jobs, one table (`SCHEDULE`), and the scheduler that runs them.
+
+Each job (worker/jobs/<family>/<job>.py) runs at its own interval on a thread of its own,
+never inside a pipeline's thread, and one run of a job at a time per process: a slow job
+(a BMC sweep behind slow BMCs) delays only itself, never a stage timeout, a lease sweep or
+an invoice run. Several workers may run the same job at once: each claims or locks what it
+changes. `run_due()` runs the due jobs in the caller's thread instead (tests, benches)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import logging
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 
-from sqlalchemy import select
-
-from gpulease.db.tables import Node
-from gpulease.domain.states import NODE_IN_PIPELINE
-from gpulease.lifecycle.history import SWEEP_TIMEOUTS
 from gpulease.platform import Platform
-from gpulease.services.accounts.password_resets import deliver_reset_mails
-from gpulease.services.catalog.versions import follow
-from gpulease.services.fleet.bmc_health import check_bmc_logs
-from gpulease.services.money.invoices.run import sweep_invoices
-from gpulease.services.money.spending import sweep_spending
-from gpulease.services.platform.audit import prune
-from gpulease.services.platform.notify import deliver_notices
-from gpulease.services.storage.backup_policy import run_schedules
-from gpulease.services.storage.meter import meter_buckets
-from gpulease.services.storage.quota import check_quotas
-from gpulease.services.support.card_repairs import begin_due_windows
-from gpulease.services.support.ticket_sla import sweep_ticket_clocks
-from gpulease.services.telemetry.retention import downsample
-from gpulease.worker.jobs.fleet.safe_off import safe_off
-from gpulease.worker.jobs.money.leases import sweep_leases
-from gpulease.worker.jobs.money.meter import meter_containers
-from gpulease.worker.pipelines.base import claim_due, guarded, lock_instance_first, release_lock
-from gpulease.worker.pipelines.nodes import fail_node
+from gpulease.process_metrics import PERIODIC_ERRORS, PERIODIC_RUNS, PERIODIC_SECONDS
+from gpulease.worker.jobs.accounts import password_resets
+from gpulease.worker.jobs.catalog import follow
+from gpulease.worker.jobs.fleet import bmc_logs, safe_off, timeouts
+from gpulease.worker.jobs.job import Job
+from gpulease.worker.jobs.money import invoices, leases, meter, spending
+from gpulease.worker.jobs.platform import audit, notices
+from gpulease.worker.jobs.storage import backup_schedule, quota
+from gpulease.worker.jobs.storage import meter as storage_meter
+from gpulease.worker.jobs.support import repair_windows, ticket_clocks
+from gpulease.worker.jobs.telemetry import retention
 
+log = logging.getLogger("gpulease.worker")
 
-def sweep_timeouts(p: Platform, owner: str) -> int:
-    """Fail nodes whose stage outlived its deadline (only unlocked or expired rows)."""
-    now = p.clock.now()
-    claims = claim_due(
-        p, Node, owner, limit=50, due=False,
-        extra=[Node.status.in_([st.value for st in NODE_IN_PIPELINE]),
-               Node.stage_deadline < now],
-    )
-    for claim in claims:
-        with p.db.write() as s:
-            lock_instance_first(s, s.scalar(select(Node.instance_id).where(Node.id == claim.id)))
-            node: Node | None = guarded(s, Node, claim)
-            if node is None:
-                continue
-            release_lock(node)
-            timeout = p.settings.stage_timeout_s
-            fail_node(s, p, node, f"stage {node.stage} timed out after {timeout:.0f} s", now,
-                      actor=SWEEP_TIMEOUTS, breaker=True)
-    if claims:
-        p.wake()
-    return len(claims)
-
-
-@dataclass(frozen=True)
-class Periodic:
-    name: str
-    run: Callable[[Platform, str], object]
-    does: str
-
-
-PERIODICS: tuple[Periodic, ...] = (
-    Periodic("catalog", lambda p, _owner: follow(p),
-             "a newly published catalog (`gpulease catalog reload`) swapped in"),
-    Periodic("timeouts", sweep_timeouts, "fail nodes whose stage outlived its deadline"),
-    Periodic("safe-off", lambda p, _owner: safe_off(p),
-             "a node whose stage failed: media ejected, boot override cleared, power off"),
-    Periodic("bmc-logs", lambda p, _owner: check_bmc_logs(p),
-             "the BMC's health and logs of rented and deploying nodes: critical GPU, memory, "
-             "PSU and thermal entries become hardware alerts"),
-    Periodic("leases", lambda p, _owner: sweep_leases(p),
-             "reminders, automatic renewals, grace, release and erase after grace"),
-    Periodic("backup-schedule", lambda p, _owner: run_schedules(p),
-             "tenants' scheduled backups of their servers' data disks queued when due"),
-    Periodic("storage-meter", lambda p, _owner: meter_buckets(p),
-             "each tenant's bucket measured once a day: GB-days beyond the free allowance "
-             "charged, its admins told at 80 % and 100 % of the quota"),
-    Periodic("storage-quota", lambda p, _owner: check_quotas(p),
-             "each bucket measured every GPULEASE_STORAGE_QUOTA_CHECK_S: past its quota the "
-             "store refuses its tenant's writes (reads and deletes go on), under it again "
-             "they may write"),
-    Periodic("meter", lambda p, _owner: meter_containers(p),
-             "each started container GPU-hour, charged once; unpaid containers released"),
-    Periodic("spending", lambda p, _owner: sweep_spending(p),
-             "overdraft warnings, suspension after grace (containers stopped, bare metal "
-             "flagged), low-balance warnings, reminders of unpaid invoices"),
-    Periodic("invoices", lambda p, _owner: sweep_invoices(p),
-             "the month's invoices: drafted on the 1st, final on the finalize day"),
-    Periodic("notices", lambda p, _owner: deliver_notices(p),
-             "lease reminders and money notices by e-mail and signed webhook"),
-    Periodic("password-resets", lambda p, _owner: deliver_reset_mails(p),
-             "password reset links by e-mail, each once"),
-    Periodic("tickets", lambda p, _owner: sweep_ticket_clocks(p),
-             "operators warned of tickets' SLA clocks at risk, breaches escalated (once per "
-             "clock each)"),
-    Periodic("repair-windows", lambda p, _owner: begin_due_windows(p),
-             "card repairs whose accepted window has begun: the node out for repair, still "
-             "its tenant's, powered off"),
-    Periodic("telemetry", lambda p, _owner: downsample(p),
-             "GPU summaries past GPULEASE_TELEMETRY_MINUTE_DAYS merged per GPU and hour; "
-             "hourly ones past GPULEASE_TELEMETRY_HOUR_DAYS deleted"),
-    Periodic("audit", lambda p, _owner: prune(p),
-             "audit rows past GPULEASE_AUDIT_RETENTION_DAYS pruned from the chain's start"),
+SCHEDULE: tuple[Job, ...] = (
+    follow.JOB,
+    timeouts.JOB,
+    safe_off.JOB,
+    bmc_logs.JOB,
+    leases.JOB,
+    backup_schedule.JOB,
+    storage_meter.JOB,
+    quota.JOB,
+    meter.JOB,
+    spending.JOB,
+    invoices.JOB,
+    notices.JOB,
+    password_resets.JOB,
+    ticket_clocks.JOB,
+    repair_windows.JOB,
+    retention.JOB,
+    audit.JOB,
 )
+
+
+def run_job(p: Platform, job: Job, owner: str) -> None:
+    """One run of `job`, counted and timed (`/metrics` of the worker); its trouble logged,
+    never raised: the next run tries again."""
+    PERIODIC_RUNS.labels(job.name).inc()
+    try:
+        with PERIODIC_SECONDS.labels(job.name).time(), \
+                PERIODIC_ERRORS.labels(job.name).count_exceptions():
+            job.run(p, owner)
+    except Exception:
+        log.exception("periodic job %s failed", job.name)
+
+
+class Scheduler:
+    """Runs `jobs` at their intervals: `start()` on threads of their own, or `run_due()`
+    in the caller's thread."""
+
+    def __init__(self, p: Platform, owner: str, jobs: tuple[Job, ...] = SCHEDULE,
+                 scale: float = 1.0) -> None:
+        self.p, self.owner, self.jobs = p, owner, jobs
+        self.scale = scale  # the intervals times this (tests run them more often)
+        self._next: dict[str, float] = {job.name: 0.0 for job in jobs}
+        self._running: set[str] = set()
+        self._mutex = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._runs: set[Future[None]] = set()
+
+    def _take_due(self, now: float) -> list[Job]:
+        """The jobs due at `now` and not running, marked running with their next time."""
+        with self._mutex:
+            due = [job for job in self.jobs
+                   if self._next[job.name] <= now and job.name not in self._running]
+            for job in due:
+                self._running.add(job.name)
+                self._next[job.name] = now + job.every_s(self.p.settings) * self.scale
+            return due
+
+    def _run(self, job: Job) -> None:
+        try:
+            run_job(self.p, job, self.owner)
+        finally:
+            with self._mutex:
+                self._running.discard(job.name)
+
+    def run_due(self) -> int:
+        """Run the due jobs now, one after another, in this thread; returns how many ran."""
+        due = self._take_due(time.monotonic())
+        for job in due:
+            self._run(job)
+        return len(due)
+
+    def start(self) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=len(self.jobs),
+                                        thread_name_prefix="gpulease-job")
+        self._thread = threading.Thread(target=self._loop, name="gpulease-scheduler",
+                                        daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        assert self._pool is not None
+        while not self._stop.is_set():
+            for job in self._take_due(time.monotonic()):
+                run = self._pool.submit(self._run, job)
+                self._runs.add(run)
+                run.add_done_callback(self._runs.discard)
+            with self._mutex:
+                waiting = [t for name, t in self._next.items() if name not in self._running]
+            pause = min(waiting, default=time.monotonic() + 1.0) - time.monotonic()
+            self._stop.wait(min(max(pause, 0.05), 1.0))
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            self._thread = None
+        if self._pool is not None:  # the runs under way end (each bounded), then the threads
+            wait(list(self._runs), timeout=timeout_s)
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None

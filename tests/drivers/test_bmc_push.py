@@ -17,7 +17,8 @@ from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint
 from gpulease.schemas import EnrollRequest
 from gpulease.services.fleet import enrollment
-from gpulease.services.fleet.bmc_health import check_bmc_logs, events_url
+from gpulease.services.fleet.bmc_health import events_url
+from gpulease.worker.jobs.fleet.bmc_logs import check_bmc_logs
 from tests.conftest import LiveServer, TenantCtx
 from tests.drivers.conftest import PASSWORD, USER
 from tests.drivers.redfish_events import EventingBmc

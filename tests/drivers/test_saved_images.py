@@ -17,6 +17,8 @@ from gpulease.platform import Platform
 from gpulease.services.instances import actions
 from gpulease.services.instances import views as instances
 from gpulease.services.storage import saved_images
+from gpulease.worker.pipelines import image_saves
+from gpulease.worker.pipelines.base import drive
 from gpulease.worker.runner import Worker
 from tests.conftest import new_tenant, ssh_key
 from tests.drivers.registry import running_registry
@@ -52,7 +54,7 @@ def test_a_container_saved_as_an_image_starts_a_later_one_with_what_was_installe
 
     asked = saved_images.save(p, tenant.principal, first, "torch-env")
     assert asked.status == "saving" and asked.order_as == "my/torch-env"
-    assert saved_images.drive_saves(p) == 1
+    assert drive(p, image_saves.PIPELINE) == 1
     done = saved_images.list_saved(p, tenant.principal)[0]
     assert done.status == "ready", done.status_reason
     assert done.digest and done.digest.startswith("sha256:") and done.size_bytes

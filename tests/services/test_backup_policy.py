@@ -24,6 +24,8 @@ from gpulease.services.instances import views as instances
 from gpulease.services.money import leases
 from gpulease.services.storage import backup_policy, backups
 from gpulease.worker.jobs.money import leases as lease_sweep
+from gpulease.worker.pipelines import backup_runs
+from gpulease.worker.pipelines.base import drive
 from gpulease.worker.runner import Worker
 from tests.conftest import LiveServer, TenantCtx
 from tests.services.test_backups import disk, hurry, s3, with_storage
@@ -70,7 +72,7 @@ def test_the_tenants_schedule_backs_up_when_due_and_not_before(
     assert set_.every_hours == 6 and set_.next_scheduled_at == clock.at
     assert backup_policy.run_schedules(fleet) == 1
     assert backup_policy.run_schedules(fleet) == 0  # one at a time, and not due again
-    backups.drive(fleet)
+    drive(fleet, backup_runs.PIPELINE)
     done = backup_policy.show(fleet, me, iid)
     assert done.last_success_at == clock.at and done.last_snapshot_id
     assert done.next_scheduled_at == clock.at + timedelta(hours=6)
@@ -78,7 +80,7 @@ def test_the_tenants_schedule_backs_up_when_due_and_not_before(
     assert backup_policy.run_schedules(fleet) == 0
     clock.move(hours=1)
     assert backup_policy.run_schedules(fleet) == 1
-    backups.drive(fleet)
+    drive(fleet, backup_runs.PIPELINE)
     assert runs(fleet, iid) == [("schedule", "succeeded")] * 2
 
     with LiveServer(fleet) as server:  # the CLI shows it and turns the schedule off
@@ -110,7 +112,7 @@ def test_a_lapsed_lease_is_backed_up_at_grace_and_before_the_erase(
     lease_sweep.sweep_leases(fleet)
     assert runs(fleet, iid) == [("lease_grace", "queued")]
     assert runs(fleet, opted_out) == []
-    backups.drive(fleet)
+    drive(fleet, backup_runs.PIPELINE)
     assert runs(fleet, iid) == [("lease_grace", "succeeded")]
     assert notice_kinds(fleet, iid) == ["expiry", "backup_saved"]
 
@@ -129,9 +131,9 @@ def test_a_lapsed_lease_is_backed_up_at_grace_and_before_the_erase(
     fleet.drivers.fleet.inject_fault(node, "agent_transfer", "transient", times=4)
     final_id = backups.list_runs(fleet, me, iid)[0].id
     for _ in range(4):  # past MAX_ATTEMPTS: the erase is hours away
-        backups.drive(fleet)
+        drive(fleet, backup_runs.PIPELINE)
         hurry(fleet, final_id)
-    backups.drive(fleet)
+    drive(fleet, backup_runs.PIPELINE)
     final = backups.show_run(fleet, me, iid, final_id)
     assert (final.status, final.attempts) == ("succeeded", 5), final.status_reason
     assert final.files == 2 and final.bytes_moved == 10_000  # only what was new

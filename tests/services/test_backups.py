@@ -29,6 +29,8 @@ from gpulease.services.instances import actions
 from gpulease.services.instances import views as instances
 from gpulease.services.storage import backups
 from gpulease.services.storage import buckets as storage
+from gpulease.worker.pipelines import backup_runs
+from gpulease.worker.pipelines.base import drive
 from gpulease.worker.runner import Worker
 from tests.conftest import LiveServer, TenantCtx
 from tests.services.test_leases import deliver
@@ -146,13 +148,13 @@ def test_refusals_and_a_failing_run_retried_then_reported(
     assert fleet.drivers.fleet is not None
     fleet.drivers.fleet.inject_fault(node, "agent_transfer", "transient", times=1)
     flaky = backups.request(fleet, me, iid, BackupRequest(path="/data"))
-    backups.drive(fleet)
+    drive(fleet, backup_runs.PIPELINE)
     retried = backups.show_run(fleet, me, iid, flaky.id)
     assert (retried.status, retried.attempts) == ("queued", 1)
     assert "connection reset" in (retried.status_reason or "")
     assert iam_keys(s3, tenant.tenant_id) == []  # the failed attempt's key went with it
     hurry(fleet, flaky.id)
-    backups.drive(fleet)
+    drive(fleet, backup_runs.PIPELINE)
     assert backups.show_run(fleet, me, iid, flaky.id).status == "succeeded"
 
     with pytest.raises(NotFound, match="No snapshot"):
@@ -161,7 +163,7 @@ def test_refusals_and_a_failing_run_retried_then_reported(
     admin_s3(s3).delete_object(Bucket=storage.bucket_of(tenant.tenant_id),
                                Key=f"backups/{iid}/snapshots/{snapshot}.json")
     missing = backups.request(fleet, me, iid, RestoreRequest(snapshot_id=f"{iid}/{snapshot}"))
-    backups.drive(fleet)  # the agent itself reports the manifest gone: not retried
+    drive(fleet, backup_runs.PIPELINE)  # the agent itself reports the manifest gone: not retried
     failed = backups.show_run(fleet, me, iid, missing.id)
     assert failed.status == "failed" and "refused" in (failed.status_reason or "")
     with fleet.db.read() as s:
@@ -375,7 +377,7 @@ def test_a_backup_to_the_tenants_own_s3_passes_the_egress_guard(
     fleet.settings.egress_allow = ["127.0.0.1/32"]  # this test's "public" S3 is loopback
     run = backups.request(fleet, me, iid, BackupRequest(target=own))
     assert run.target == f"{s3.url}/{own_bucket}" and s3.secret_key not in run.model_dump_json()
-    backups.drive(fleet)
+    drive(fleet, backup_runs.PIPELINE)
     done = backups.show_run(fleet, me, iid, run.id)
     assert done.status == "succeeded", done.status_reason
     listed = admin_s3(s3).list_objects_v2(Bucket=own_bucket, Prefix="from-gpulease/")
@@ -389,7 +391,7 @@ def test_a_backup_to_the_tenants_own_s3_passes_the_egress_guard(
     # the guard is asked again when a run starts: an address no longer allowed fails it
     queued = backups.request(fleet, me, iid, BackupRequest(target=own))
     fleet.settings.egress_allow = []
-    backups.drive(fleet)
+    drive(fleet, backup_runs.PIPELINE)
     failed = backups.show_run(fleet, me, iid, queued.id)
     assert failed.status == "failed" and "public addresses" in (failed.status_reason or "")
 

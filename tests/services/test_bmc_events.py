@@ -22,8 +22,8 @@ from gpulease.domain.bmc_events import (
 from gpulease.drivers.redfish import RedfishDriver
 from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint
-from gpulease.services.fleet.bmc_health import check_bmc_logs
 from gpulease.services.instances import views as instances
+from gpulease.worker.jobs.fleet.bmc_logs import check_bmc_logs
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx
 from tests.drivers.conftest import PASSWORD, USER

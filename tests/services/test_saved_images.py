@@ -18,6 +18,8 @@ from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.services.orders import ordering as orders
 from gpulease.services.storage import saved_images
+from gpulease.worker.pipelines import image_saves
+from gpulease.worker.pipelines.base import drive, pending
 from gpulease.worker.runner import Worker
 from tests.conftest import LiveServer, TenantCtx, new_tenant
 from tests.services.test_leases import deliver
@@ -60,14 +62,16 @@ def test_a_saved_container_is_ordered_again_by_its_tenant_only(
     with fleet.db.write() as s:  # another worker is pushing it: this one leaves it
         held = s.get(SavedImage, newer.id)
         assert held is not None
-        held.claimed_until = fleet.clock.now() + timedelta(minutes=5)
-    assert saved_images.drive_saves(fleet) == 0 and saved_images.save_due(fleet) is False
+        held.lock_token, held.lock_owner = "another-worker", "another-worker"
+        held.lock_expires_at = fleet.clock.now() + timedelta(minutes=5)
+    assert drive(fleet, image_saves.PIPELINE) == 0
+    assert pending(fleet, image_saves.PIPELINE) is False
     with fleet.db.write() as s:  # that worker died: its claim ran out
         held = s.get(SavedImage, newer.id)
         assert held is not None
-        held.claimed_until = fleet.clock.now() - timedelta(seconds=1)
-    assert saved_images.save_due(fleet)
-    assert saved_images.drive_saves(fleet) == 1
+        held.lock_expires_at = fleet.clock.now() - timedelta(seconds=1)
+    assert pending(fleet, image_saves.PIPELINE)
+    assert drive(fleet, image_saves.PIPELINE) == 1
 
     second = orders.place_order(fleet, me, OrderRequest(ssh_keys=[key], image="my/env",
                                                         **CONTAINER))[0].id

@@ -29,6 +29,8 @@ from gpulease.services.storage import (
 from gpulease.services.storage import (
     quota as storage_quota,
 )
+from gpulease.worker.pipelines import backup_runs
+from gpulease.worker.pipelines.base import drive
 from gpulease.worker.runner import Worker
 from tests.conftest import TenantCtx
 from tests.services.test_backups import s3, with_storage
@@ -104,6 +106,6 @@ def test_a_bucket_is_charged_by_the_day_and_bounded_by_its_quota(
     bucket.delete_object(Bucket=made.bucket, Key="a.bin")  # type: ignore[attr-defined]
     bucket.delete_object(Bucket=made.bucket, Key="b.bin")  # type: ignore[attr-defined]
     clock.move(days=1)
-    backups.drive(fleet)
+    drive(fleet, backup_runs.PIPELINE)
     storage_meter.meter_buckets(fleet)
     assert len(records(fleet, tenant.tenant_id)) == 4  # within the free bytes: nothing

@@ -157,6 +157,66 @@ def test_only_the_binding_writer_binds_a_node_to_an_instance() -> None:
                            + "\n".join(offenders))
 
 
+CLAIMS = PACKAGE / "db" / "claims.py"
+LOCK_COLUMNS = {"lock_token", "lock_owner", "lock_expires_at", "step_in_progress"}
+
+
+def lock_writes(source: str) -> list[tuple[int, str]]:
+    """Where `source` writes a claim's columns: assigned, or handed to `values()`."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for t in ast.walk(target):
+                    if isinstance(t, ast.Attribute) and t.attr in LOCK_COLUMNS:
+                        found.append((node.lineno, f"assigns .{t.attr}"))
+        if isinstance(node, ast.Call) and _name(node.func) in ("values", "dict"):
+            found += [(node.lineno, f"values({kw.arg}=…)") for kw in node.keywords
+                      if kw.arg in LOCK_COLUMNS]
+    return found
+
+
+def test_background_work_is_held_one_way_only() -> None:
+    """Rows are claimed through db/claims.py alone (a lock token with an expiry the
+    heartbeat extends), never by a bare row lock held over I/O or a column of their own."""
+    offenders = [f"{path.relative_to(PACKAGE.parent)}:{line}: {what}"
+                 for path in sources() if path != CLAIMS
+                 for line, what in lock_writes(path.read_text())]
+    assert not offenders, ("a claim's columns are written only by db/claims.py (claim, "
+                           "extend, begin_step, release, take):\n" + "\n".join(offenders))
+
+
+def test_every_claimed_table_is_one_pipelines_and_every_pipeline_is_run() -> None:
+    from gpulease.db.base import Claimable
+    from gpulease.worker.runner import PIPELINES
+
+    claimed = {cls for cls in tables.Base.__subclasses__() if issubclass(cls, Claimable)}
+    assert sorted(t.__name__ for t in claimed) == sorted(
+        p.table.__name__ for p in PIPELINES)
+    pipelines_dir = PACKAGE / "worker" / "pipelines"
+    declared = {p.stem for p in pipelines_dir.glob("*.py")
+                if "PIPELINE = Pipeline(" in p.read_text()}
+    assert declared == {p.step.__module__.rpartition(".")[2] for p in PIPELINES}
+
+
+def test_only_the_worker_reaches_into_the_worker() -> None:
+    """Families never import the worker (it imports them); a pipeline never imports a
+    periodic job or the scheduler (jobs may finish a pipeline's work: a timeout fails a
+    node as its pipeline would)."""
+    graph = import_graph()
+    outside = [f"{mod} imports {dep}" for mod, deps in graph.items()
+               for dep in deps if dep.startswith("gpulease.worker")
+               and not mod.startswith(("gpulease.worker", "gpulease.server",
+                                       "gpulease.cli.lifecycles"))]
+    assert not outside, "\n".join(outside)
+    crossing = [f"{mod} imports {dep}" for mod, deps in graph.items()
+                if mod.startswith("gpulease.worker.pipelines") for dep in deps
+                if dep.startswith(("gpulease.worker.jobs", "gpulease.worker.schedule",
+                                   "gpulease.worker.runner"))]
+    assert not crossing, "\n".join(crossing)
+
+
 def _module(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)

@@ -21,7 +21,7 @@ import json
 import logging
 import secrets
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
@@ -34,7 +34,7 @@ from gpulease.domain.phrases import phrase
 from gpulease.domain.states import NodeStatus
 from gpulease.lifecycle.history import note, record_event
 from gpulease.platform import Platform
-from gpulease.ports.bmc import Bmc, BmcEndpoint, BmcError, BmcLog, BmcPermanentError
+from gpulease.ports.bmc import Bmc, BmcError, BmcLog, BmcPermanentError
 from gpulease.security import hash_token
 from gpulease.services.support import tickets
 
@@ -51,38 +51,7 @@ def events_url(p: Platform, node_id: str) -> str:
     return f"{p.settings.public_url.rstrip('/')}/api/v1/bmc-events/{node_id}"
 
 
-def check_bmc_logs(p: Platform, limit: int = 50) -> int:
-    """Read the BMCs that are due (subscribing those not asked yet); returns how many
-    alerts were opened."""
-    now = p.clock.now()
-    polled_before = now - timedelta(seconds=p.settings.bmc_log_interval_s)
-    pushed_before = now - timedelta(seconds=p.settings.bmc_log_interval_subscribed_s)
-    subscribed = Node.bmc_subscription.is_not(None) & (Node.bmc_subscription != "")
-    with p.db.read() as s:
-        due = s.execute(select(Node.id, Node.name, Node.bmc_driver, Node.bmc_address,
-                               Node.bmc_username, Node.bmc_password_enc,
-                               Node.bmc_subscription)
-                        .where(Node.status.in_(WATCHED),
-                               (Node.bmc_checked_at.is_(None))
-                               | (~subscribed & (Node.bmc_checked_at <= polled_before))
-                               | (subscribed & (Node.bmc_checked_at <= pushed_before)))
-                        .order_by(Node.bmc_checked_at.is_not(None), Node.bmc_checked_at)
-                        .limit(limit)).all()
-    opened = 0
-    for node_id, name, driver, address, user, sealed, subscription in due:
-        bmc = p.drivers.bmc_for(driver, BmcEndpoint(name, address, user, p.box.open(sealed)))
-        if p.settings.bmc_events:
-            _keep_subscribed(p, bmc, node_id, name, subscription)
-        try:
-            read: BmcLog | None = bmc.event_log()
-        except BmcError as exc:
-            log.warning("node %s: BMC log unreadable: %s", name, exc)
-            read = None
-        opened += _record(p, node_id, read)
-    return opened
-
-
-def _keep_subscribed(p: Platform, bmc: Bmc, node_id: str, name: str,
+def keep_subscribed(p: Platform, bmc: Bmc, node_id: str, name: str,
                      subscription: str | None) -> None:
     """Subscribe a node whose BMC was not asked yet, or whose BMC dropped its
     subscription. A BMC that offers no event service, or refuses the subscription for
@@ -154,7 +123,9 @@ def _text(value: Any) -> str | None:
     return str(value)[:300] if value is not None else None
 
 
-def _record(p: Platform, node_id: str, read: BmcLog | None) -> int:
+def record_log(p: Platform, node_id: str, read: BmcLog | None) -> int:
+    """What a read of a node's BMC found (None: it could not be read): new critical entries
+    become alerts, a healthy rollup closes the BMC's open ones; returns how many opened."""
     now = p.clock.now()
     with p.db.write() as s:
         node = s.get(Node, node_id, with_for_update=True)

@@ -3,6 +3,7 @@ at once, taking it from any worker mid-step."""
 
 from __future__ import annotations
 
+from gpulease.db.claims import take
 from gpulease.db.tables import Instance
 from gpulease.domain.states import INSTANCE
 from gpulease.lifecycle.effects import Change, Effect
@@ -13,8 +14,7 @@ def _hand_to_worker(c: Change[Platform]) -> None:
     inst: Instance = c.row
     inst.release_requested_at = c.now
     inst.next_attempt_at = c.now
-    inst.lock_token = None  # a worker mid-step on this row must not overwrite the release
-    inst.lock_expires_at = None
+    take(inst)  # a worker mid-step on this row must not overwrite the release
 
 
 EFFECTS: tuple[Effect[Platform], ...] = (

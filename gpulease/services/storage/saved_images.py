@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import logging
 import re
-from datetime import datetime, timedelta
 
 import httpx
-from sqlalchemy import ColumnElement, and_, or_, select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpulease.db.ops_tables import SavedImage
@@ -21,10 +20,9 @@ from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
 from gpulease.domain.phrases import phrase
 from gpulease.domain.states import SAVED_IMAGE, InstanceStatus, SavedImageStatus
-from gpulease.lifecycle.history import WORKER, by, note
+from gpulease.lifecycle.history import by, note
 from gpulease.lifecycle.writer import initial, transition
 from gpulease.platform import Platform
-from gpulease.ports.runtime import RuntimeError_
 from gpulease.schemas.fleet import SavedImageView
 from gpulease.security import new_id
 
@@ -32,7 +30,6 @@ log = logging.getLogger("gpulease.images")
 PREFIX = "my/"  # how an order names a saved image
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 REPOSITORY = "gpulease-saved"  # registry/gpulease-saved/<tenant>/<name>:<tag>
-CLAIM = timedelta(minutes=30)  # a worker that died mid-push: another starts over after
 RETRY_AFTER_S = 60.0
 
 
@@ -169,83 +166,3 @@ def reference_of(s: Session, inst: Instance) -> str | None:
         return None
     row = s.get(SavedImage, inst.saved_image_id)
     return row.reference if row is not None else None
-
-
-# --- the worker's side ---------------------------------------------------------------------
-
-def _due(now: datetime) -> ColumnElement[bool]:
-    return and_(SavedImage.status == SavedImageStatus.SAVING.value,
-                or_(SavedImage.claimed_until.is_(None), SavedImage.claimed_until <= now))
-
-
-def save_due(p: Platform) -> bool:
-    """Whether a save waits for a worker (run_until_idle asks)."""
-    with p.db.read() as s:
-        return s.scalar(select(SavedImage.id).where(_due(p.clock.now())).limit(1)) is not None
-
-
-def drive_saves(p: Platform, limit: int = 1) -> int:
-    """Saves asked for: each claimed by this worker (a commit and push take minutes, so no
-    two workers do it twice and no row lock is held meanwhile), committed and pushed outside
-    any transaction, then ready or failed; returns how many were taken. A worker's step
-    calls it with limit=1, as it drives backups."""
-    now = p.clock.now()
-    with p.db.read() as s:
-        due = list(s.execute(select(SavedImage.id, SavedImage.source_instance_id,
-                                    SavedImage.reference)
-                             .where(_due(now)).order_by(SavedImage.created_at).limit(limit)))
-    done = 0
-    for image_id, instance_id, reference in due:
-        with p.db.write() as s:
-            taken = s.execute(update(SavedImage).where(SavedImage.id == image_id, _due(now))
-                              .values(claimed_until=now + CLAIM)
-                              .execution_options(synchronize_session=False))
-        if not taken.rowcount:  # type: ignore[attr-defined]
-            continue  # another worker took it a moment ago
-        with p.db.read() as s:
-            inst = s.get(Instance, instance_id)
-            held = instance_allocations(s, instance_id) if inst is not None else []
-        if inst is None or inst.status != InstanceStatus.READY.value or not held:
-            _finish(p, image_id, None, "the container was released before it was saved")
-            done += 1
-            continue
-        node = held[0][0]
-        try:
-            result = p.drivers.runtime_for(node.runtime_url).save(
-                instance_id, node.name, node.runtime_url, reference)
-        except RuntimeError_ as exc:
-            if exc.retryable:
-                log.warning("saving %s: %s; again in %.0f s", image_id, exc, RETRY_AFTER_S)
-                with p.db.write() as s:
-                    s.execute(update(SavedImage).where(SavedImage.id == image_id).values(
-                        claimed_until=p.clock.now() + timedelta(seconds=RETRY_AFTER_S))
-                        .execution_options(synchronize_session=False))
-                continue
-            _finish(p, image_id, None, str(exc))
-        else:
-            _finish(p, image_id, (result.digest, result.size_bytes), None)
-        done += 1
-    return done
-
-
-def _finish(p: Platform, image_id: str, saved: tuple[str, int] | None,
-            reason: str | None) -> None:
-    now = p.clock.now()
-    with p.db.write() as s:
-        row = s.get(SavedImage, image_id, with_for_update=True)
-        if row is None or row.status != SavedImageStatus.SAVING.value:
-            return
-        row.claimed_until = None
-        if saved is not None:
-            row.digest, row.size_bytes = saved
-            row.saved_at = now
-            transition(s, p, row, SAVED_IMAGE, "save", now, actor=WORKER)
-            note(s, now, row.source_instance_id, "image_saved",
-                 phrase("saved as {prefix}{name} ({digest})", prefix=PREFIX,
-                 name=row.name, digest=row.digest), actor=WORKER)
-        else:
-            transition(s, p, row, SAVED_IMAGE, "fail", now, actor=WORKER,
-                       reason=(reason or "")[:1000])
-            note(s, now, row.source_instance_id, "image_failed",
-                 phrase("{prefix}{name} could not be saved: {reason}", prefix=PREFIX,
-                 name=row.name, reason=reason), actor=WORKER)

@@ -1,123 +1,114 @@
-"""Database-backed work queue over pipeline rows (nodes, instances).
+"""The one way background work runs: pipelines over claimed rows (db/claims.py).
 
-A row is due when next_attempt_at <= now and it is not locked (or its lock expired).
-Claiming writes a fresh lock_token; every later write by the worker is guarded by
-`id + lock_token`, so a worker that lost its lock (expired, or the row was taken over)
-writes nothing. On PostgreSQL candidates are read FOR UPDATE SKIP LOCKED; on SQLite the
-write transaction is BEGIN IMMEDIATE. A heartbeat extends the locks of live work, so only
-a dead worker's rows expire and are taken over.
+A pipeline is a kind of row the worker drives a step at a time: nodes through their deploy
+and clean stages, instances (containers among them) through delivery and release, backup
+and restore runs, image saves. Each declares which of its rows are due and what one step
+does; the runner's threads claim a due row (a lock token with an expiry), run the step's
+slow I/O outside any transaction, and apply the result through `guarded()`, so a worker
+that lost its lock writes nothing. The heartbeat extends the locks this process holds, so
+only a dead worker's rows are taken over. Periodic jobs are apart (worker/schedule.py).
 """
 
 from __future__ import annotations
 
 import logging
 import random
-import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
-from sqlalchemy import ColumnElement, or_, select, update
+from sqlalchemy import ColumnElement, literal, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
+from gpulease.db.base import Claimable
+from gpulease.db.claims import Claim, claim, extend
 from gpulease.db.session import transient
-from gpulease.db.tables import Instance, Node
+from gpulease.db.tables import Instance
 from gpulease.platform import Platform
 
 log = logging.getLogger("gpulease.worker")
 
-PipelineTable = type[Node] | type[Instance]
-
 
 @dataclass(frozen=True)
-class Claim:
-    table: Any  # type[Node] | type[Instance]
-    id: str
-    token: str
-    taken_over: bool  # the previous owner died mid-step (step_in_progress was set)
+class Pipeline:
+    """A kind of row the worker drives: which are due now (besides being unlocked), which
+    still have work ahead (due or not: for `run_until_idle`), and one step of one row."""
 
-
-def unlocked(table: Any, now: datetime) -> ColumnElement[bool]:
-    return or_(table.lock_expires_at.is_(None), table.lock_expires_at < now)
+    name: str
+    table: type[Claimable]
+    due: Callable[[datetime], Sequence[ColumnElement[bool]]]
+    pending: Callable[[datetime], ColumnElement[bool]]
+    step: Callable[[Platform, Claim], None]
 
 
 class LockRegistry:
     """Tokens this process holds, for the heartbeat."""
 
     def __init__(self) -> None:
-        self._held: dict[str, Any] = {}
+        self._held: dict[str, type[Claimable]] = {}
         self._mutex = threading.Lock()
 
-    def add(self, claim: Claim) -> None:
+    def add(self, held: Claim) -> None:
         with self._mutex:
-            self._held[claim.token] = claim.table
+            self._held[held.token] = held.table
 
-    def discard(self, claim: Claim) -> None:
+    def discard(self, held: Claim) -> None:
         with self._mutex:
-            self._held.pop(claim.token, None)
+            self._held.pop(held.token, None)
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, type[Claimable]]:
         with self._mutex:
             return dict(self._held)
 
 
 def claim_due(
-    p: Platform, table: Any, owner: str, limit: int = 1,
-    extra: list[ColumnElement[bool]] | None = None, due: bool = True,
+    p: Platform, table: type[Claimable], owner: str, limit: int = 1,
+    extra: Sequence[ColumnElement[bool]] | None = None, due: bool = True,
 ) -> list[Claim]:
+    """Claim up to `limit` rows of `table` for `owner` (for the platform's lock TTL):
+    unlocked, meeting `extra`, and (`due`) with their next attempt come."""
     now = p.clock.now()
-    ttl = timedelta(seconds=p.settings.lock_ttl_s)
-    conds = [unlocked(table, now), *(extra or [])]
+    conditions = list(extra or [])
     if due:
-        conds.append(table.next_attempt_at <= now)
-    claims: list[Claim] = []
-    with p.db.write() as s:
-        q = select(table.id, table.step_in_progress).where(*conds)
-        q = q.order_by(table.next_attempt_at).limit(limit)
-        if p.db.dialect == "postgresql":
-            q = q.with_for_update(skip_locked=True)
-        for row_id, in_progress in s.execute(q).all():
-            token = secrets.token_hex(16)
-            result = s.execute(
-                update(table)
-                .where(table.id == row_id, unlocked(table, now))
-                .values(lock_token=token, lock_owner=owner, lock_expires_at=now + ttl)
-                .execution_options(synchronize_session=False)
-            )
-            if result.rowcount == 1:  # type: ignore[attr-defined]
-                claims.append(Claim(table, row_id, token, taken_over=in_progress is not None))
-    return claims
+        conditions.append(table.next_attempt_at <= now)
+    return claim(p.db, table, owner, now, timedelta(seconds=p.settings.lock_ttl_s),
+                 conditions, limit)
+
+
+def drive(p: Platform, pipeline: Pipeline, limit: int = 10, owner: str = "drive",
+          locks: LockRegistry | None = None) -> int:
+    """Claim up to `limit` due rows of `pipeline` and step each (the runner's threads, one
+    at a time; tests and benches, all that is due). A step that raises leaves its row to
+    expire and be taken over. Returns how many rows were stepped."""
+    claims = claim_due(p, pipeline.table, owner, limit=limit,
+                       extra=pipeline.due(p.clock.now()), due=False)
+    for held in claims:
+        if locks is not None:
+            locks.add(held)
+        try:
+            pipeline.step(p, held)
+        except Exception:  # never let one row stop the others; its lock expires
+            log.exception("%s: a step of %s failed", pipeline.name, held.id)
+        finally:
+            if locks is not None:
+                locks.discard(held)
+    return len(claims)
+
+
+def pending(p: Platform, pipeline: Pipeline) -> bool:
+    """Whether `pipeline` has rows with work left (due now or waiting on a poll)."""
+    with p.db.read() as s:
+        found = s.scalar(select(literal(1)).select_from(pipeline.table)
+                         .where(pipeline.pending(p.clock.now())).limit(1))
+    return found is not None
 
 
 def heartbeat(p: Platform, locks: LockRegistry) -> None:
-    held = locks.snapshot()
-    if not held:
-        return
-    expires = p.clock.now() + timedelta(seconds=p.settings.lock_ttl_s)
-    with p.db.write() as s:
-        for table in {t for t in held.values()}:
-            tokens = [tok for tok, t in held.items() if t is table]
-            s.execute(
-                update(table).where(table.lock_token.in_(tokens))
-                .values(lock_expires_at=expires).execution_options(synchronize_session=False)
-            )
-
-
-def release_lock(row: Node | Instance) -> None:
-    row.lock_token = None
-    row.lock_owner = None
-    row.lock_expires_at = None
-    row.step_in_progress = None
-
-
-def guarded(s: Session, table: Any, claim: Claim) -> Any:
-    """The claimed row, locked, if this worker still holds its lock (else None)."""
-    return s.scalar(select(table).where(table.id == claim.id, table.lock_token == claim.token)
-                    .with_for_update())
+    extend(p.db, locks.snapshot(),
+           p.clock.now() + timedelta(seconds=p.settings.lock_ttl_s))
 
 
 def lock_instance_first(s: Session, instance_id: str | None) -> None:

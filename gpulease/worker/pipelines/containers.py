@@ -10,6 +10,7 @@ from datetime import timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gpulease.db.claims import Claim, guarded, release
 from gpulease.db.repositories import instance_allocations
 from gpulease.db.tables import GpuAllocation, Instance, Node
 from gpulease.domain.phrases import phrase
@@ -20,16 +21,13 @@ from gpulease.platform import Platform
 from gpulease.ports.runtime import ContainerHandle, ContainerLimits, ContainerSpec
 from gpulease.services.storage.saved_images import reference_of
 from gpulease.worker.pipelines.base import (
-    Claim,
     StepFailed,
     apply_with_retry,
     backoff,
-    guarded,
-    release_lock,
     step_failed,
 )
 from gpulease.worker.pipelines.instance_steps import deliver, reconcile
-from gpulease.worker.pipelines.nodes import fail_instance
+from gpulease.worker.pipelines.node_outcomes import fail_instance
 
 HeldHost = tuple[str, str, str | None]  # (node id, name, engine URL)
 
@@ -81,7 +79,7 @@ def _apply_start(p: Platform, claim: Claim, result: ContainerHandle | StepFailed
         inst: Instance | None = guarded(s, Instance, claim)
         if inst is None or inst.status != InstanceStatus.PENDING.value:
             return
-        release_lock(inst)
+        release(inst)
         if not isinstance(result, StepFailed):
             inst.ip_address, inst.ssh_port = result.ip_address, result.ssh_port
             deliver(s, p, inst, now)
@@ -116,7 +114,7 @@ def _apply_stop(p: Platform, claim: Claim, held: list[HeldHost], error: StepFail
         if inst is None:
             return
         if error is not None:
-            release_lock(inst)
+            release(inst)
             inst.attempts += 1
             inst.last_error = f"container stop failed: {error}"
             inst.next_attempt_at = now + timedelta(seconds=backoff(p, inst.attempts))

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
+from gpulease.db.claims import release
 from gpulease.db.repositories import bound_nodes
 from gpulease.db.tables import Instance
 from gpulease.domain.phrases import phrase
@@ -27,8 +28,7 @@ from gpulease.services.storage.backups import restore_at_delivery
 from gpulease.services.support.repairs import open_repair, stays_for_erase
 from gpulease.services.support.swap_copy import swap_copy_step
 from gpulease.services.support.tickets import mitigate_replaced
-from gpulease.worker.pipelines.base import release_lock
-from gpulease.worker.pipelines.nodes import start_cleaning, start_deploy
+from gpulease.worker.pipelines.node_outcomes import start_cleaning, start_deploy
 
 
 def deliver(s: Session, p: Platform, inst: Instance, now: datetime) -> None:
@@ -54,7 +54,7 @@ def finish_release(s: Session, p: Platform, inst: Instance, now: datetime) -> No
 
 def reconcile(s: Session, p: Platform, inst: Instance) -> None:
     now = p.clock.now()
-    release_lock(inst)
+    release(inst)
     poll = now + timedelta(seconds=max(p.settings.poll_interval_s * 4, 1.0))
     nodes = bound_nodes(s, inst.id, lock=True)
     status = InstanceStatus(inst.status)

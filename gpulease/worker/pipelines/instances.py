@@ -4,10 +4,15 @@ outside any transaction (worker/pipelines/containers.py), the rest in one transa
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from sqlalchemy import ColumnElement
+
+from gpulease.db.claims import Claim, begin_step, guarded
 from gpulease.db.tables import Instance
 from gpulease.domain.states import InstanceStatus
 from gpulease.platform import Platform
-from gpulease.worker.pipelines.base import Claim, guarded
+from gpulease.worker.pipelines.base import Pipeline
 from gpulease.worker.pipelines.containers import (
     container_spec,
     held_hosts,
@@ -26,9 +31,9 @@ def process_instance(p: Platform, claim: Claim) -> None:
         held = held_hosts(s, inst) if inst.kind == "container" and ending else []
         if inst.kind == "container" and inst.status == InstanceStatus.PENDING.value:
             spec = container_spec(s, p, inst)
-            inst.step_in_progress = "container_start"
+            begin_step(inst, "container_start")
         elif held:
-            inst.step_in_progress = "container_stop"
+            begin_step(inst, "container_stop")
         else:
             reconcile(s, p, inst)
             return
@@ -36,3 +41,10 @@ def process_instance(p: Platform, claim: Claim) -> None:
         stop_containers(p, claim, held)
     else:
         start_container(p, claim, spec)
+
+
+def _due(now: datetime) -> list[ColumnElement[bool]]:
+    return [Instance.next_attempt_at <= now]
+
+
+PIPELINE = Pipeline("instances", Instance, _due, lambda now: _due(now)[0], process_instance)

@@ -22,6 +22,7 @@ from gpulease.platform import Platform
 from gpulease.services.money.leases import extend
 from gpulease.services.platform.outbox import post_notice
 from gpulease.services.storage import backup_policy
+from gpulease.worker.jobs.job import Job
 
 
 def _mark_sent(lease: Lease, *kinds: str) -> None:
@@ -127,3 +128,7 @@ def _enter_grace(s: Session, p: Platform, lease: Lease, inst: Instance, now: dat
     _notice(s, lease, "expiry", now, text)
     note(s, now, inst.id, "grace", str(text), actor=SWEEP_LEASES)
     backup_policy.at_grace(s, p, inst, lease, now)
+
+
+JOB = Job("leases", lambda p, _owner: sweep_leases(p),
+          "reminders, automatic renewals, grace, release and erase after grace")

@@ -19,6 +19,7 @@ from gpulease.lifecycle.history import METER, note
 from gpulease.lifecycle.writer import transition
 from gpulease.platform import Platform
 from gpulease.services.money.metering import HOUR, MAX_HOURS_PER_SWEEP, record
+from gpulease.worker.jobs.job import Job
 
 
 def hour_key(instance_id: str, k: int) -> str:
@@ -81,3 +82,7 @@ def _stop_unpaid(s: Session, p: Platform, inst: Instance, now: datetime, why: st
     note(s, now, inst.id, "unpaid", reason, actor=METER)
     transition(s, p, inst, INSTANCE, "release", now, actor=METER, reason=reason[:500])
     p.wake()
+
+
+JOB = Job("meter", lambda p, _owner: meter_containers(p),
+          "each started container GPU-hour, charged once; unpaid containers released")

@@ -1,0 +1,109 @@
+"""Claims: how a worker takes a row to drive it, the one way background work is held.
+
+A row is claimable when its lock is free or expired (and due, by the pipeline's own test).
+Claiming writes a fresh lock token, its owner and its expiry; every later write by the
+worker goes through `guarded()`, which finds the row only while the worker still holds that
+token, so a worker that lost its lock (expired, or the row was taken from it) writes
+nothing. On PostgreSQL candidates are read FOR UPDATE SKIP LOCKED; on SQLite the write
+transaction is BEGIN IMMEDIATE. The owner's heartbeat `extend()`s the locks of live work,
+so only a dead worker's rows expire and are taken over; `taken_over` says its step was under
+way (`step_in_progress`).
+
+The lock columns (db/base.Claimable) are written here and nowhere else
+(tests/test_structure.py).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from sqlalchemy import ColumnElement, or_, select, update
+from sqlalchemy.orm import Session
+
+from gpulease.db.base import Claimable
+from gpulease.db.session import Database
+
+R = TypeVar("R", bound=Claimable)
+
+
+@dataclass(frozen=True)
+class Claim:
+    table: type[Claimable]
+    id: str
+    token: str
+    taken_over: bool  # the previous owner died mid-step (step_in_progress was set)
+
+
+def unlocked(table: Any, now: datetime) -> ColumnElement[bool]:
+    return or_(table.lock_expires_at.is_(None), table.lock_expires_at < now)
+
+
+def claim(db: Database, table: Any, owner: str, now: datetime, ttl: timedelta,
+          conditions: Iterable[ColumnElement[bool]], limit: int = 1) -> list[Claim]:
+    """Up to `limit` unlocked rows of `table` meeting `conditions`, oldest due first, each
+    locked for `owner` until `now + ttl`."""
+    claims: list[Claim] = []
+    with db.write() as s:
+        q = (select(table.id, table.step_in_progress)
+             .where(unlocked(table, now), *conditions)
+             .order_by(table.next_attempt_at).limit(limit))
+        if db.dialect == "postgresql":
+            q = q.with_for_update(skip_locked=True)
+        for row_id, in_progress in s.execute(q).all():
+            token = secrets.token_hex(16)
+            result = s.execute(
+                update(table)
+                .where(table.id == row_id, unlocked(table, now))
+                .values(lock_token=token, lock_owner=owner, lock_expires_at=now + ttl)
+                .execution_options(synchronize_session=False)
+            )
+            if result.rowcount == 1:  # type: ignore[attr-defined]
+                claims.append(Claim(table, row_id, token, taken_over=in_progress is not None))
+    return claims
+
+
+def extend(db: Database, held: Mapping[str, type[Claimable]], expires: datetime) -> None:
+    """The heartbeat: the locks of `held` (token -> table) live until `expires`."""
+    if not held:
+        return
+    with db.write() as s:
+        for table in set(held.values()):
+            tokens = [tok for tok, t in held.items() if t is table]
+            s.execute(
+                update(table).where(table.lock_token.in_(tokens))
+                .values(lock_expires_at=expires).execution_options(synchronize_session=False)
+            )
+
+
+def guarded(s: Session, table: type[R], held: Claim) -> R | None:
+    """The claimed row, locked, if this worker still holds its lock (else None)."""
+    rows: Any = table  # every claimable table has an `id`
+    row: R | None = s.scalar(select(rows).where(rows.id == held.id,
+                                                rows.lock_token == held.token)
+                             .with_for_update())
+    return row
+
+
+def begin_step(row: Claimable, step: str) -> None:
+    """The step's I/O is about to run outside any transaction: a new owner finding this
+    knows the old one died in it."""
+    row.step_in_progress = step
+
+
+def release(row: Claimable) -> None:
+    """The step is over: the row is free to be claimed again (when due)."""
+    row.lock_token = None
+    row.lock_owner = None
+    row.lock_expires_at = None
+    row.step_in_progress = None
+
+
+def take(row: Claimable) -> None:
+    """Take the row from whoever holds it (a release, an operator): its holder's guarded
+    write then finds nothing, and the next claim does not read it as a crash."""
+    row.lock_token = None
+    row.lock_expires_at = None

@@ -1,0 +1,43 @@
+"""Stage timeouts: a node whose deploy or clean stage outlived its deadline fails (to
+maintenance, its order moved to a spare or failed), unless a live worker holds it: only
+unlocked or expired rows are claimed. It asks no hardware, so it runs every sweep whatever
+the BMCs are doing (the BMC log sweep has a thread of its own)."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from gpulease.db.claims import guarded, release
+from gpulease.db.tables import Node
+from gpulease.domain.states import NODE_IN_PIPELINE
+from gpulease.lifecycle.history import SWEEP_TIMEOUTS
+from gpulease.platform import Platform
+from gpulease.worker.jobs.job import Job
+from gpulease.worker.pipelines.base import claim_due, lock_instance_first
+from gpulease.worker.pipelines.node_outcomes import Failure, fail_node
+
+
+def sweep_timeouts(p: Platform, owner: str) -> int:
+    """Fail nodes whose stage outlived its deadline; returns how many."""
+    now = p.clock.now()
+    claims = claim_due(
+        p, Node, owner, limit=50, due=False,
+        extra=[Node.status.in_([st.value for st in NODE_IN_PIPELINE]),
+               Node.stage_deadline < now],
+    )
+    for held in claims:
+        with p.db.write() as s:
+            lock_instance_first(s, s.scalar(select(Node.instance_id).where(Node.id == held.id)))
+            node = guarded(s, Node, held)
+            if node is None:
+                continue
+            release(node)
+            timeout = p.settings.stage_timeout_s
+            fail_node(s, p, node, Failure(f"stage {node.stage} timed out after {timeout:.0f} s",
+                                          now, actor=SWEEP_TIMEOUTS, breaker=True))
+    if claims:
+        p.wake()
+    return len(claims)
+
+
+JOB = Job("timeouts", sweep_timeouts, "fail nodes whose stage outlived its deadline")
