@@ -15,6 +15,7 @@ from gpulease.agent.sampler import Sampler
 from gpulease.agent.simulated import MODELS, SimulatedGpus, VirtualClock, parse_faults
 from gpulease.db.tables import Node
 from gpulease.domain.errors import Unauthorized
+from gpulease.domain.states import NodeStatus
 from gpulease.platform import Platform
 from gpulease.services.agents import credentials as agent_credentials
 from gpulease.services.agents.node_agent import is_simulated
@@ -49,7 +50,8 @@ class DemoAgents:
     def tick(self) -> int:
         """One push per active simulated node; returns how many were pushed."""
         with self.p.db.read() as s:
-            nodes = [n for n in s.scalars(select(Node).where(Node.status == "active"))
+            active = select(Node).where(Node.status == NodeStatus.ACTIVE.value)
+            nodes = [n for n in s.scalars(active)
                      if n.agent_kind == "builtin"
                      and is_simulated(self.p, n.bmc_driver, n.agent_kind)]
             s.expunge_all()

@@ -27,6 +27,7 @@ from gpulease.cli.common import (
 from gpulease.cli.tables import Column, WideOpt, fitted
 from gpulease.cli.tables import show as show_table
 from gpulease.cli.words import _, step
+from gpulease.domain.states import InstanceStatus
 from gpulease.schemas import InstanceView, OrderRequest
 
 app = typer.Typer()
@@ -58,13 +59,13 @@ def _place_and_follow(url: str, token: str, req: OrderRequest, wait: bool, as_js
                     region=inst.region, nodes=inst.node_count, gpus=inst.gpu_count))
     inst = _follow(client, inst, quiet=as_json, timeout=timeout)
     creds = None
-    if inst.status == "ready" and inst.credentials_available:
+    if inst.status == InstanceStatus.READY and inst.credentials_available:
         creds = api(lambda: client.credentials(inst.id))
     if as_json:
         data = inst.model_dump(mode="json")
         data["credentials"] = creds.model_dump(mode="json") if creds else None
         print_json(data)
-    elif inst.status == "ready":
+    elif inst.status == InstanceStatus.READY:
         out.print(_("[green]ready[/green] in {seconds:.1f} s (SLA {sla:.0f} s)",
                     seconds=inst.delivery_seconds, sla=inst.delivery_sla_seconds)
                   + (_("  [yellow]simulated hardware[/yellow]") if inst.simulated else ""))
@@ -77,7 +78,7 @@ def _place_and_follow(url: str, token: str, req: OrderRequest, wait: bool, as_js
         if creds:
             out.print(_("password: {password}   [dim]({note})[/dim]",
                         password=creds.root_password, note=creds.note))
-    if inst.status != "ready":
+    if inst.status != InstanceStatus.READY:
         err.print(f"[red]{inst.status}[/red]: "
                   f"{inst.status_reason or _('not ready in time')}")
         raise typer.Exit(1)

@@ -26,6 +26,7 @@ from gpulease.api.deps import PlatformDep
 from gpulease.api.streams import follow_instance
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import DomainError, InvalidInput, TooManyRequests, Unauthorized
+from gpulease.domain.states import InstanceStatus
 from gpulease.platform import Platform
 from gpulease.schemas import InstanceView
 from gpulease.services.accounts import identity as accounts
@@ -251,7 +252,7 @@ def instance_page(instance_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
         return _page("base.html", exc.status, **_ctx(who, error=said(exc)))
     # One still on its way follows the instance's events (and refreshes every 5 s whatever
     # happens to the stream); a delivered one is not reloaded under the tenant's hands.
-    ready = view.status == "ready"
+    ready = view.status == InstanceStatus.READY
     return _page("instance.html", **_ctx(
         who, inst=view, telemetry=pushes.instance_metrics(p, who, view.id) if ready else None,
         **_evidence(p, who, view), **_lease_card(p, who, view),
@@ -260,7 +261,7 @@ def instance_page(instance_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
 
 def _lease_card(p: Platform, who: Principal, inst: InstanceView) -> dict[str, Any]:
     """A delivered server's lease (its end, days left, grace, auto-renew) and its backups."""
-    if inst.status != "ready":
+    if inst.status != InstanceStatus.READY:
         return {}
     card: dict[str, Any] = {"backup": backup_policy.show(p, who, inst.id)}
     if inst.kind != "container":
@@ -313,9 +314,10 @@ def _evidence(p: Platform, who: Principal, inst: InstanceView) -> dict[str, Any]
     """What the tenant is handed as proof: the acceptance reports that gated delivery, and
     one erase certificate per disk once it is handed back (each read only when there can
     be any: a delivering page reloads every 2 s)."""
-    ending = inst.status in ("releasing", "released", "failed")
+    ending = inst.status in (InstanceStatus.RELEASING, InstanceStatus.RELEASED,
+                             InstanceStatus.FAILED)
     return {"acceptance": evidence.acceptance_reports(p, who, inst.id)
-            if inst.status != "pending" else [],
+            if inst.status != InstanceStatus.PENDING else [],
             "certificates": evidence.instance_certificates(p, who, inst.id)[0] if ending else []}
 
 

@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse
 from gpulease.api.access import TENANT_USERS, Caller, access
 from gpulease.api.deps import PlatformDep
 from gpulease.domain.errors import DomainError
+from gpulease.domain.states import InstanceStatus
 from gpulease.services.instances import views as instances
 from gpulease.services.platform import audit
 from gpulease.services.storage import backup_policy, backups
@@ -37,7 +38,7 @@ def storage_page(p: PlatformDep, who: Who) -> HTMLResponse:
         why = said(exc)
     servers: list[dict[str, Any]] = []
     for inst in instances.list_instances(p, who, limit=200).items:
-        if inst.status != "ready" or inst.kind == "container":
+        if inst.status != InstanceStatus.READY or inst.kind == "container":
             continue
         servers.append({"instance": inst, "policy": backup_policy.show(p, who, inst.id),
                         "runs": backups.list_runs(p, who, inst.id, limit=5)})

@@ -217,6 +217,41 @@ def test_only_the_worker_reaches_into_the_worker() -> None:
     assert not crossing, "\n".join(crossing)
 
 
+def bare_state_comparisons(source: str) -> list[tuple[int, str]]:
+    """Where `source` compares a `.status` or `.stage` with a string literal (or a tuple
+    of them), or filters one `in_()` them, instead of naming the declared state."""
+    found: list[tuple[int, str]] = []
+
+    def literal(e: ast.expr) -> bool:
+        if isinstance(e, ast.Constant):
+            return isinstance(e.value, str)
+        return isinstance(e, ast.Tuple | ast.List | ast.Set) and any(
+            isinstance(x, ast.Constant) and isinstance(x.value, str) for x in e.elts)
+
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(isinstance(x, ast.Attribute) and x.attr in ("status", "stage")
+                   for x in sides) and any(literal(x) for x in sides):
+                found.append((node.lineno, ast.unparse(node)[:80]))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
+                node.func.attr in ("in_", "not_in")) and isinstance(
+                node.func.value, ast.Attribute) and node.func.value.attr in ("status", "stage") \
+                and any(literal(a) for a in node.args):
+            found.append((node.lineno, ast.unparse(node)[:80]))
+    return found
+
+
+def test_states_are_compared_through_their_enums() -> None:
+    """A state named by its enum is found by every search and rename; drivers compare the
+    states of the systems they speak to (a Docker container's), not ours."""
+    offenders = [f"{path.relative_to(PACKAGE.parent)}:{line}: {what}"
+                 for path in sources() if path.parent.name != "drivers"
+                 for line, what in bare_state_comparisons(path.read_text())]
+    assert not offenders, ("compare states through domain/states.py's enums:\n"
+                           + "\n".join(offenders))
+
+
 def _module(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)

@@ -16,7 +16,7 @@ from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
 from gpulease.domain.invoicing import BILLABLE_KINDS
 from gpulease.domain.money import to_fen
 from gpulease.domain.phrases import Phrase, listed, phrase
-from gpulease.domain.states import TENANT, InstanceStatus, TenantStatus
+from gpulease.domain.states import TENANT, InstanceStatus, InvoiceStatus, TenantStatus
 from gpulease.lifecycle.history import by
 from gpulease.lifecycle.writer import transition
 from gpulease.platform import Platform
@@ -141,7 +141,8 @@ def _why_not_closable(s: Session, tenant_id: str) -> list[Phrase]:
     unbilled = s.scalar(select(func.count()).select_from(LedgerEntry).where(
         LedgerEntry.tenant_id == tenant_id, LedgerEntry.kind.in_(BILLABLE_KINDS),
         or_(LedgerEntry.invoice_id.is_(None),
-            LedgerEntry.invoice_id.in_(select(Invoice.id).where(Invoice.status == "draft")))
+            LedgerEntry.invoice_id.in_(select(Invoice.id).where(
+                Invoice.status == InvoiceStatus.DRAFT.value)))
     )) or 0
     if unbilled:
         why.append(phrase("{unbilled} charges are on no final invoice yet (run and finalize "

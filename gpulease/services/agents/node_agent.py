@@ -16,7 +16,7 @@ from gpulease.db.repositories import get_instance, instance_allocations
 from gpulease.db.tables import AcceptanceReport, AgentCommand, Node
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, TooManyRequests
-from gpulease.domain.states import InstanceStatus, NodeStatus
+from gpulease.domain.states import CommandStatus, InstanceStatus, NodeStatus
 from gpulease.lifecycle.history import by
 from gpulease.platform import Platform
 from gpulease.ports.agent import Agent, NodeRef, Pending
@@ -72,7 +72,8 @@ def _one_run_at_a_time(s: Session, p: Platform, instance_id: str) -> None:
     no sooner than GPULEASE_VERIFY_MIN_INTERVAL_S after the last one started."""
     running = s.scalar(select(AgentCommand.id).where(
         AgentCommand.instance_id == instance_id, AgentCommand.kind == "verify",
-        AgentCommand.status.in_(("pending", "running"))).limit(1))
+        AgentCommand.status.in_((CommandStatus.PENDING.value, CommandStatus.RUNNING.value)))
+        .limit(1))
     if running is not None:
         raise Conflict("An acceptance run of {instance_id} is under way ({running}); its "
                        "report appears under /acceptance when it ends.",

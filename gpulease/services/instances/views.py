@@ -34,6 +34,8 @@ from gpulease.schemas import (
 from gpulease.services.agents.node_agent import is_simulated
 from gpulease.services.orders.placement import Claimed
 
+# What a node the instance no longer holds shows as its status in the instance's view.
+LET_GO = "released"
 # An instance as its view reads it: the whole row, or a page's VIEW_COLUMNS.
 InstanceFacts = Instance | Row[Any]
 
@@ -73,7 +75,7 @@ def assemble_view(
     # column's type, and a page builds fifty of these.
     nodes = [
         trusted(InstanceNodeView,
-            id=node.id, name=node.name, status=node.status if held else "released",
+            id=node.id, name=node.name, status=node.status if held else LET_GO,
             stage=node.stage if held and node.instance_id == inst.id else None,
             ip_address=node.ip_address if held and node.instance_id == inst.id else None,
             gpus=gpus,
@@ -98,7 +100,7 @@ def assemble_view(
         status=inst.status, status_reason=inst.status_reason, status_phrase=reason_phrase(
             (e for e in reversed(events) if e.resource == "instance"), inst.status,
             inst.status_reason),
-        stage=_current_stage(inst, [n.stage for n in nodes if n.status != "released"]),
+        stage=_current_stage(inst, [n.stage for n in nodes if n.status != LET_GO]),
         sku=inst.sku, region=inst.region, container_offer=inst.container_offer,
         term=inst.term, image=inst.image_id, node_count=inst.node_count,
         gpu_count=inst.gpu_count, fabric_id=inst.fabric_id, nodes=nodes,

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from gpulease.db.money_tables import Invoice, LedgerEntry, Wallet
 from gpulease.domain.invoicing import BILLABLE_KINDS
 from gpulease.domain.money import to_fen
+from gpulease.domain.states import InvoiceStatus
 
 PAID, UNPAID = "paid", "unpaid"
 
@@ -32,7 +33,7 @@ def owed_on_invoices(s: Session, tenant_id: str) -> Decimal:
     wallet = s.get(Wallet, tenant_id)
     if wallet is None:
         return Decimal("0.00")
-    final = select(Invoice.id).where(Invoice.status == "final")
+    final = select(Invoice.id).where(Invoice.status == InvoiceStatus.FINAL.value)
     not_invoiced = _amount(
         s, LedgerEntry.tenant_id == tenant_id,
         or_(LedgerEntry.kind.in_(("hold", "hold_release")),
@@ -47,7 +48,8 @@ def settle(s: Session, tenant_ids: Iterable[str], now: datetime) -> None:
     for tenant in set(tenant_ids):
         owed = owed_on_invoices(s, tenant)
         open_ones = s.scalars(select(Invoice).where(
-            Invoice.tenant_id == tenant, Invoice.kind == "invoice", Invoice.status == "final",
+            Invoice.tenant_id == tenant, Invoice.kind == "invoice",
+            Invoice.status == InvoiceStatus.FINAL.value,
             or_(Invoice.payment_status.is_(None), Invoice.payment_status == UNPAID))
             .order_by(Invoice.finalized_at.desc(), Invoice.number.desc()))
         for inv in open_ones:

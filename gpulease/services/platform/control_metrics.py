@@ -27,6 +27,7 @@ from sqlalchemy import func, select
 from gpulease import __version__
 from gpulease.db.ops_tables import Repair, Ticket
 from gpulease.db.tables import CatalogVersion, CircuitBreaker, Event, Instance, Node, WorkerProcess
+from gpulease.domain.states import InstanceStatus, NodeStatus, TicketStatus
 from gpulease.platform import Platform
 from gpulease.process_metrics import REGISTRY as PROCESS
 from gpulease.services.fleet.deploy_breaker import DEPLOY as DEPLOY_BREAKER
@@ -56,7 +57,8 @@ class ControlPlane(Collector):
                                     .where(Instance.status.in_(ACTIVE_INSTANCE))
                                     .group_by(Instance.stage)).all()
             waiting = s.scalar(select(func.min(Instance.ordered_at)).where(
-                Instance.status.in_(("pending", "deploying"))))
+                Instance.status.in_((InstanceStatus.PENDING.value,
+                                     InstanceStatus.DEPLOYING.value))))
             delivered = s.execute(select(Instance.ordered_at, Instance.ready_at)
                                   .where(Instance.ready_at.is_not(None))).all()
             due_nodes = s.scalar(select(func.count()).select_from(Node).where(
@@ -73,7 +75,7 @@ class ControlPlane(Collector):
             breaker = s.scalar(select(CircuitBreaker.status).where(
                 CircuitBreaker.id == DEPLOY_BREAKER))
             tickets = s.execute(select(Ticket.severity, Ticket.status, func.count())
-                                .where(Ticket.status != "resolved")
+                                .where(Ticket.status != TicketStatus.RESOLVED.value)
                                 .group_by(Ticket.severity, Ticket.status)).all()
             breached = {
                 clock: s.scalar(select(func.count()).select_from(Ticket).where(
@@ -88,7 +90,7 @@ class ControlPlane(Collector):
             repairs_open = s.scalar(select(func.count()).select_from(Repair).where(
                 Repair.finished_at.is_(None))) or 0
             held = s.scalar(select(func.count()).select_from(Node).where(
-                Node.status == "deploying", Node.last_error.startswith(HELD))) or 0
+                Node.status == NodeStatus.DEPLOYING.value, Node.last_error.startswith(HELD))) or 0
 
         info = GaugeMetricFamily("gpulease_build_info", "The control plane's version.",
                                  labels=["version"])

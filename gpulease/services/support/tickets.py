@@ -20,7 +20,7 @@ from gpulease.db.tables import Event, HardwareAlert, Instance, Node
 from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
 from gpulease.domain.phrases import Phrase, listed, phrase, stored
-from gpulease.domain.states import TICKET, TicketStatus
+from gpulease.domain.states import TICKET, NodeStatus, TicketStatus
 from gpulease.domain.tickets import (
     Clock,
     Severity,
@@ -394,7 +394,7 @@ def mitigate_replaced(s: Session, p: Platform, inst: Instance, spares: list[str]
     """The instance's spare is delivered: its tickets about a node it no longer has are
     mitigated (the tenant is served again)."""
     serving = {n for n in s.scalars(select(Node.id).where(Node.instance_id == inst.id,
-                                                          Node.status == "active"))}
+                                                          Node.status == NodeStatus.ACTIVE.value))}
     for t in s.scalars(select(Ticket).where(
             Ticket.instance_id == inst.id, Ticket.node_id.is_not(None),
             Ticket.status.in_((TicketStatus.OPEN.value, TicketStatus.ACKNOWLEDGED.value)))
