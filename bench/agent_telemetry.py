@@ -22,10 +22,10 @@ import httpx  # noqa: E402
 from sqlalchemy import select, text  # noqa: E402
 
 from bench._common import bench_platform, free_port, summary_ms  # noqa: E402
-from gpulease.agent.metrics import render  # noqa: E402
-from gpulease.agent.sampler import Sampler  # noqa: E402
+from gpulease.agent.gpu.metrics import render  # noqa: E402
+from gpulease.agent.gpu.sampler import Sampler  # noqa: E402
+from gpulease.agent.gpu.simulated import SimulatedGpus, VirtualClock  # noqa: E402
 from gpulease.agent.server import AgentServer, AgentState  # noqa: E402
-from gpulease.agent.simulated import SimulatedGpus, VirtualClock  # noqa: E402
 from gpulease.db.tables import Node  # noqa: E402
 from gpulease.demo import seed_demo_fleet  # noqa: E402
 from gpulease.services.agents import credentials as agent_credentials  # noqa: E402

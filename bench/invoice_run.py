@@ -33,7 +33,7 @@ from sqlalchemy import func, select, text  # noqa: E402
 
 from bench._common import bench_platform, summary_ms  # noqa: E402
 from gpulease.db.money_tables import Invoice, InvoiceLine, LedgerEntry  # noqa: E402
-from gpulease.domain.invoicing import BILLABLE_KINDS  # noqa: E402
+from gpulease.domain.billing.invoicing import BILLABLE_KINDS  # noqa: E402
 from gpulease.platform import Platform  # noqa: E402
 from gpulease.schemas.money import QuoteRequest  # noqa: E402
 from gpulease.services.catalog import quotes  # noqa: E402

@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sqlalchemy import func, insert, select  # noqa: E402
 
 from bench._common import bench_platform, summary_ms  # noqa: E402
-from gpulease.agent.sampler import Sampler  # noqa: E402
-from gpulease.agent.simulated import SimulatedGpus, VirtualClock, parse_faults  # noqa: E402
+from gpulease.agent.gpu.sampler import Sampler  # noqa: E402
+from gpulease.agent.gpu.simulated import SimulatedGpus, VirtualClock, parse_faults  # noqa: E402
 from gpulease.db.ops_tables import Ticket  # noqa: E402
 from gpulease.db.tables import Node  # noqa: E402
 from gpulease.demo import seed_demo_fleet  # noqa: E402

@@ -11,8 +11,8 @@ import time
 
 from sqlalchemy import select
 
-from gpulease.agent.sampler import Sampler
-from gpulease.agent.simulated import MODELS, SimulatedGpus, VirtualClock, parse_faults
+from gpulease.agent.gpu.sampler import Sampler
+from gpulease.agent.gpu.simulated import MODELS, SimulatedGpus, VirtualClock, parse_faults
 from gpulease.db.tables import Node
 from gpulease.domain.errors import Unauthorized
 from gpulease.domain.states import NodeStatus

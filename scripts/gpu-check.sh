@@ -15,4 +15,4 @@ if [ -x .venv/bin/python ] && [ -z "${PYTHON:-}" ] && [[ " $* " == *" --dry-run 
   python=.venv/bin/python
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-exec "$python" -m gpulease.agent.gpucheck --out "$out" "$@"
+exec "$python" -m gpulease.agent.gpu.check_kit --out "$out" "$@"

@@ -12,7 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from gpulease.agent.backend import GpuBackend
+from gpulease.agent.gpu.backend import GpuBackend
 
 
 def _read(path: Path) -> str | None:

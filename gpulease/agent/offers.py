@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from gpulease.agent.backend import GpuBackend
-from gpulease.domain.acceptance import GpuSpec, Thresholds
+from gpulease.agent.gpu.backend import GpuBackend
 from gpulease.domain.catalog import Catalog, load_catalog
+from gpulease.domain.fleet.acceptance import GpuSpec, Thresholds
 
 
 def _catalog() -> Catalog:

@@ -20,9 +20,9 @@ import httpx
 from pydantic import TypeAdapter
 
 from gpulease.agent.backup import run_transfer
-from gpulease.agent.checks import SuiteOptions, run_suite
 from gpulease.agent.copy import fetch, serve
 from gpulease.agent.erase import erase_device, tenant_disks
+from gpulease.agent.gpu.checks import SuiteOptions, run_suite
 from gpulease.agent.server import AgentState
 from gpulease.ports.agent import (
     BackupCommand,

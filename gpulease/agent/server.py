@@ -12,10 +12,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from gpulease.agent.backend import GpuBackend
-from gpulease.agent.metrics import CONTENT_TYPE, render
-from gpulease.agent.sampler import Sampler
-from gpulease.domain.telemetry import alerts_for
+from gpulease.agent.gpu.backend import GpuBackend
+from gpulease.agent.gpu.metrics import CONTENT_TYPE, render
+from gpulease.agent.gpu.sampler import Sampler
+from gpulease.domain.fleet.telemetry import alerts_for
 
 
 class AgentState:

@@ -6,24 +6,46 @@ from __future__ import annotations
 
 import typer
 
-from gpulease.cli import (
-    accounts_cmds,
-    agent_backup,
-    agent_disk,
-    audit_cmds,
-    backup_cmds,
-    catalog_cmds,
-    fabric_cmds,
-    fleet_cmds,
-    help_text,
-    instances_cmds,
-    money_cmds,
-    platform_cmds,
-    saved_image_cmds,
-    storage_cmds,
-    ticket_cmds,
+from gpulease.cli import help_text
+from gpulease.cli.agent import backup as agent_backup
+from gpulease.cli.agent import disk as agent_disk
+from gpulease.cli.agent.commands import agent_app
+from gpulease.cli.commands import (
+    accounts as accounts_cmds,
 )
-from gpulease.cli.agent import agent_app
+from gpulease.cli.commands import (
+    audit as audit_cmds,
+)
+from gpulease.cli.commands import (
+    backups as backup_cmds,
+)
+from gpulease.cli.commands import (
+    catalog as catalog_cmds,
+)
+from gpulease.cli.commands import (
+    fabrics as fabric_cmds,
+)
+from gpulease.cli.commands import (
+    fleet as fleet_cmds,
+)
+from gpulease.cli.commands import (
+    instances as instances_cmds,
+)
+from gpulease.cli.commands import (
+    money as money_cmds,
+)
+from gpulease.cli.commands import (
+    platform as platform_cmds,
+)
+from gpulease.cli.commands import (
+    saved_images as saved_image_cmds,
+)
+from gpulease.cli.commands import (
+    storage as storage_cmds,
+)
+from gpulease.cli.commands import (
+    tickets as ticket_cmds,
+)
 
 app = typer.Typer(help="gpulease: rent out and rent GPU servers.", no_args_is_help=True)
 for group in (platform_cmds, catalog_cmds, instances_cmds, fleet_cmds, fabric_cmds,

@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from gpulease.domain.fleet.steps import step_words
 from gpulease.domain.locales import DEFAULT, from_environment
 from gpulease.domain.phrases import Phrase
-from gpulease.domain.steps import step_words
 from gpulease.translations import translations
 
 

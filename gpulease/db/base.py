@@ -72,6 +72,6 @@ class LockedRow(Claimable):
     stage_deadline: Mapped[datetime | None] = mapped_column(UtcDateTime())
     # Polls of the current stage so far: a power request is sent once, then only polled.
     stage_polls: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    # Requests of the current stage sent to the device (domain/polling.py: at most three).
+    # Requests of the current stage sent to the device (domain/fleet/polling.py: at most three).
     stage_requests: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     last_error: Mapped[str | None] = mapped_column(Text)

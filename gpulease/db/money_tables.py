@@ -205,7 +205,7 @@ class Lease(Base):
 
 
 class BillingProfile(Base):
-    """What a tenant's invoices print about the buyer (domain/billing_profile.py)."""
+    """What a tenant's invoices print about the buyer (domain/billing/profile.py)."""
 
     __tablename__ = "billing_profiles"
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
@@ -222,7 +222,7 @@ class BillingProfile(Base):
 
 
 class LeasePeriod(Base):
-    """One paid period of a lease, with its own term, price and dates (domain/leases.py:
+    """One paid period of a lease, with its own term, price and dates (domain/billing/leases.py:
     Period). An early end refunds the periods not begun and marks them refunded."""
 
     __tablename__ = "lease_periods"

@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from gpulease.domain.billing.money import to_fen
+from gpulease.domain.billing.pricing import unit_price
 from gpulease.domain.catalog import Catalog, ContainerOffer, Gpu, Offer, Sku
-from gpulease.domain.money import to_fen
 from gpulease.domain.phrases import Phrase, listed, phrase
-from gpulease.domain.pricing import unit_price
 from gpulease.domain.sizing import (
     GB,
     Job,

@@ -18,8 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gpulease.domain.acceptance import GpuSpec, Thresholds
-from gpulease.domain.money import Money, to_fen
+from gpulease.domain.billing.money import Money, to_fen
+from gpulease.domain.fleet.acceptance import GpuSpec, Thresholds
 
 DEFAULT_CATALOG = Path(__file__).resolve().parent.parent / "data" / "catalog.toml"
 

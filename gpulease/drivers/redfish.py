@@ -19,7 +19,7 @@ import sushy
 from sushy import auth as sushy_auth
 from sushy import exceptions as sx
 
-from gpulease.domain.bmc_events import LogEntry
+from gpulease.domain.fleet.bmc_events import LogEntry
 from gpulease.drivers import redfish_hardware as hw
 from gpulease.drivers.redfish_hardware import Drive, Fan, GpuDevice, PcieDevice, Temperature
 from gpulease.ports.bmc import (

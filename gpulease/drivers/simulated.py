@@ -22,11 +22,11 @@ from typing import Any
 
 import httpx
 
-from gpulease.agent.checks import simulated_node_report
 from gpulease.agent.erase import simulated_certificates
-from gpulease.agent.simulated import parse_faults
-from gpulease.domain.acceptance import GpuSpec, Report, Thresholds
-from gpulease.domain.bmc_events import LogEntry
+from gpulease.agent.gpu.checks import simulated_node_report
+from gpulease.agent.gpu.simulated import parse_faults
+from gpulease.domain.fleet.acceptance import GpuSpec, Report, Thresholds
+from gpulease.domain.fleet.bmc_events import LogEntry
 from gpulease.drivers.simulated_copy import copy_step
 from gpulease.ports.agent import (
     AgentError,
@@ -170,7 +170,7 @@ class SimulatedFleet:
         return self.state_dir / "disks" / node
 
     def set_gpu_faults(self, node: str, faults: list[str]) -> None:
-        """GPU faults (agent/simulated.py's KIND[:GPU[:ARG]]) the node's acceptance sees."""
+        """GPU faults (agent/gpu/simulated.py's KIND[:GPU[:ARG]]) the node's acceptance sees."""
         parse_faults(faults)  # refuse a typo now, not at the next delivery
         with self._state(node) as state:
             state["gpu_faults"] = list(faults)

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from gpulease.domain.acceptance import Check, GpuSpec, Report, Thresholds
+from gpulease.domain.fleet.acceptance import Check, GpuSpec, Report, Thresholds
 from gpulease.domain.phrases import well_formed
 from gpulease.ports.bmc import BmcEndpoint
 

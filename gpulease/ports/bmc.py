@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-from gpulease.domain.bmc_events import LogEntry
+from gpulease.domain.fleet.bmc_events import LogEntry
 
 
 class BmcError(Exception):

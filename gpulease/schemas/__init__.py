@@ -9,7 +9,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, IPvAnyAddress
 
-from gpulease.domain.money import Money
+from gpulease.domain.billing.money import Money
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)

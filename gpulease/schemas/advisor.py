@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpulease.domain.money import Money
+from gpulease.domain.billing.money import Money
 
 
 class AdviseRequest(BaseModel):

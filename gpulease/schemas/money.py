@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from gpulease.domain.money import Money
+from gpulease.domain.billing.money import Money
 
 
 class WalletView(BaseModel):

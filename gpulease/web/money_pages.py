@@ -15,8 +15,8 @@ from pydantic import ValidationError
 from gpulease.api.access import ORDERING, access
 from gpulease.api.deps import PlatformDep
 from gpulease.domain.accounts import Principal
+from gpulease.domain.billing.money import to_fen
 from gpulease.domain.errors import DomainError
-from gpulease.domain.money import to_fen
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.schemas.money import QuoteRequest

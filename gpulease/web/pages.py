@@ -19,9 +19,9 @@ from pydantic import ValidationError
 from gpulease.api.deps import PlatformDep
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import DomainError, Unauthorized
+from gpulease.domain.fleet.steps import step_words
 from gpulease.domain.locales import DEFAULT
 from gpulease.domain.phrases import said_stored
-from gpulease.domain.steps import step_words
 from gpulease.schemas.field_errors import field_error
 from gpulease.services.accounts import identity as accounts
 from gpulease.web import i18n

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gpulease.agent.simulated import SimulatedGpus, VirtualClock, parse_faults
-from gpulease.domain.acceptance import GpuSpec, Thresholds
+from gpulease.agent.gpu.simulated import SimulatedGpus, VirtualClock, parse_faults
 from gpulease.domain.catalog import load_catalog
+from gpulease.domain.fleet.acceptance import GpuSpec, Thresholds
 
 
 def _need(tool: str) -> None:

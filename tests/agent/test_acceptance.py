@@ -11,9 +11,9 @@ from dataclasses import replace
 
 import pytest
 
-from gpulease.agent import checks
-from gpulease.agent.checks import SuiteOptions, run_suite, simulated_node_report
-from gpulease.domain.acceptance import Measurements, judge
+from gpulease.agent.gpu import checks
+from gpulease.agent.gpu.checks import SuiteOptions, run_suite, simulated_node_report
+from gpulease.domain.fleet.acceptance import Measurements, judge
 from tests.agent.conftest import h100_marks, sim
 
 

@@ -30,7 +30,7 @@ def test_the_dry_run_writes_the_figures_and_a_scrape(tmp_path: Path) -> None:
 
 
 def test_the_kit_imports_nothing_of_the_control_plane() -> None:
-    probe = ("import sys, gpulease.agent.gpucheck\n"
+    probe = ("import sys, gpulease.agent.gpu.check_kit\n"
              "heavy = [m for m in ('pydantic', 'sqlalchemy', 'fastapi', 'alembic', 'typer')"
              " if m in sys.modules]\n"
              "print(heavy)\n")

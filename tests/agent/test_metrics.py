@@ -9,8 +9,8 @@ import time
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpulease.agent.metrics import render
-from gpulease.agent.simulated import SimulatedGpus, VirtualClock, parse_faults
+from gpulease.agent.gpu.metrics import render
+from gpulease.agent.gpu.simulated import SimulatedGpus, VirtualClock, parse_faults
 from tests.conftest import free_port
 
 DCGM = {"DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_MEMORY_TEMP", "DCGM_FI_DEV_POWER_USAGE",

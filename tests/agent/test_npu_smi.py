@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpulease.agent.backend import BackendUnavailable
-from gpulease.agent.backends import open_backend
-from gpulease.agent.checks import simulated_node_report
-from gpulease.agent.metrics import render
-from gpulease.agent.npu_smi import NpuSmiBackend, parse_fields, parse_info
-from gpulease.agent.simulated import SimulatedGpus, VirtualClock
-from gpulease.domain.acceptance import Measurements, Thresholds, _burnin
+from gpulease.agent.gpu.backend import BackendUnavailable
+from gpulease.agent.gpu.backends import open_backend
+from gpulease.agent.gpu.checks import simulated_node_report
+from gpulease.agent.gpu.metrics import render
+from gpulease.agent.gpu.npu_smi import NpuSmiBackend, parse_fields, parse_info
+from gpulease.agent.gpu.simulated import SimulatedGpus, VirtualClock
 from gpulease.domain.catalog import load_catalog
-from gpulease.domain.telemetry import AlertKind, alerts_for, summarize
+from gpulease.domain.fleet.acceptance import Measurements, Thresholds, _burnin
+from gpulease.domain.fleet.telemetry import AlertKind, alerts_for, summarize
 
 RECORDED = Path(__file__).parent / "npu_smi"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gpulease.agent.sampler import Sampler
-from gpulease.agent.simulated import SimulatedGpus, VirtualClock, parse_faults
-from gpulease.domain.telemetry import AlertKind, ClockEvent, alerts_for, summarize
+from gpulease.agent.gpu.sampler import Sampler
+from gpulease.agent.gpu.simulated import SimulatedGpus, VirtualClock, parse_faults
+from gpulease.domain.fleet.telemetry import AlertKind, ClockEvent, alerts_for, summarize
 
 
 def run_window(gpus: SimulatedGpus, seconds: int, load: float = 1.0) -> Sampler:

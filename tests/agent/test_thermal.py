@@ -10,11 +10,11 @@ import math
 
 import pytest
 
-from gpulease.agent.checks import SuiteOptions, run_suite, simulated_node_report
-from gpulease.agent.simulated import THERMAL_PERIOD_S, SimulatedGpus, VirtualClock, parse_faults
-from gpulease.domain.acceptance import Measurements, Thresholds, _burnin, judge
+from gpulease.agent.gpu.checks import SuiteOptions, run_suite, simulated_node_report
+from gpulease.agent.gpu.simulated import THERMAL_PERIOD_S, SimulatedGpus, VirtualClock, parse_faults
 from gpulease.domain.catalog import load_catalog
-from gpulease.domain.telemetry import ClockEvent, GpuSample, summarize
+from gpulease.domain.fleet.acceptance import Measurements, Thresholds, _burnin, judge
+from gpulease.domain.fleet.telemetry import ClockEvent, GpuSample, summarize
 from tests.agent.conftest import h100_marks
 
 CYCLE_START = 1.7e9 - 1.7e9 % THERMAL_PERIOD_S

@@ -296,7 +296,7 @@ def test_a_kept_phrase_keeps_its_figures_types() -> None:
 
 
 def test_an_agents_phrases_are_said_only_when_plain() -> None:
-    from gpulease.domain.acceptance import _check
+    from gpulease.domain.fleet.acceptance import _check
     from gpulease.domain.phrases import well_formed
     from gpulease.ports.agent import CheckResult
 

@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 from sqlalchemy import func, select
 
-from gpulease.cli.enroll import enroll_many
+from gpulease.cli.commands.enroll import enroll_many
 from gpulease.db.tables import Fabric, Node
 from gpulease.domain.catalog import DEFAULT_CATALOG, load_catalog
 from gpulease.domain.errors import BadGateway, Conflict, InvalidInput

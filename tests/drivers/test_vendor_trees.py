@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gpulease.domain.enrollment import GpuModel, bmc_key, gpu_model_difference, identity
 from gpulease.domain.errors import Conflict
+from gpulease.domain.fleet.enrollment import GpuModel, bmc_key, gpu_model_difference, identity
 from gpulease.drivers.redfish import RedfishBmc, RedfishDriver
 from gpulease.drivers.redfish_hardware import maker_key, vendor_of
 from gpulease.platform import Platform

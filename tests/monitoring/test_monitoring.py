@@ -17,8 +17,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpulease.agent.metrics import render
-from gpulease.agent.simulated import SimulatedGpus, VirtualClock, parse_faults
+from gpulease.agent.gpu.metrics import render
+from gpulease.agent.gpu.simulated import SimulatedGpus, VirtualClock, parse_faults
 from gpulease.compose import make_platform
 
 ROOT = Path(__file__).resolve().parents[2]

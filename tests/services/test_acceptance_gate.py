@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from gpulease.agent.sampler import Sampler
-from gpulease.agent.simulated import SimulatedGpus, VirtualClock, parse_faults
+from gpulease.agent.gpu.sampler import Sampler
+from gpulease.agent.gpu.simulated import SimulatedGpus, VirtualClock, parse_faults
 from gpulease.db.tables import HardwareAlert, Node
 from gpulease.domain.errors import Forbidden, InvalidInput, NotFound, Unauthorized
 from gpulease.platform import Platform

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from gpulease.agent.checks import simulated_node_report
+from gpulease.agent.gpu.checks import simulated_node_report
 from gpulease.db.tables import Node
 from gpulease.domain.errors import InvalidInput, NotFound, Unauthorized
 from gpulease.platform import Platform

@@ -401,7 +401,7 @@ def test_the_cli_names_your_own_s3_as_endpoint_bucket_and_prefix(
 ) -> None:
     import typer
 
-    from gpulease.cli.backup_cmds import _target
+    from gpulease.cli.commands.backups import _target
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AK")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "SK")

@@ -19,15 +19,15 @@ from sqlalchemy import func, select
 
 from gpulease.db.money_tables import Invoice, InvoiceLine, LedgerEntry, UsageRecord
 from gpulease.db.tables import HardwareAlert
-from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
-from gpulease.domain.invoicing import vat_split
-from gpulease.domain.proration import (
+from gpulease.domain.billing.invoicing import vat_split
+from gpulease.domain.billing.proration import (
     allocate,
     period_bounds,
     period_of,
     previous_period,
     prorate_by_month,
 )
+from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.schemas.money import UsageIn

@@ -11,7 +11,7 @@ from pathlib import Path
 from sqlalchemy import select, update
 
 from gpulease.db.tables import HardwareAlert, Node
-from gpulease.domain.bmc_events import (
+from gpulease.domain.fleet.bmc_events import (
     BmcFault,
     LogEntry,
     classify,

@@ -9,8 +9,8 @@ from decimal import Decimal
 from sqlalchemy import select
 
 from gpulease.db.money_tables import LedgerEntry
-from gpulease.domain.credits import SlaRule, late_delivery_credit
-from gpulease.domain.leases import early_end_refund, first_period, following_periods
+from gpulease.domain.billing.credits import SlaRule, late_delivery_credit
+from gpulease.domain.billing.leases import early_end_refund, first_period, following_periods
 from gpulease.domain.phrases import said_stored
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from gpulease.cli.main import app
 from gpulease.db.tables import Node
 from gpulease.demo import seed_demo_fleet
-from gpulease.domain.breaker import DeployOutcome, should_trip, signature
+from gpulease.domain.fleet.breaker import DeployOutcome, should_trip, signature
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.services.fleet import deploy_breaker

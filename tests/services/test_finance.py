@@ -16,7 +16,7 @@ import pytest
 from pypdf import PdfReader
 
 from gpulease.domain.accounts import Principal, Role
-from gpulease.domain.billing_profile import credit_code_check, tax_id_problem
+from gpulease.domain.billing.profile import credit_code_check, tax_id_problem
 from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest

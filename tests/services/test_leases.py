@@ -13,9 +13,7 @@ import pytest
 from sqlalchemy import select
 
 from gpulease.db.money_tables import LeaseNotice
-from gpulease.domain.catalog import DEFAULT_CATALOG, parse_catalog
-from gpulease.domain.errors import Conflict, InvalidInput, PaymentRequired
-from gpulease.domain.leases import (
+from gpulease.domain.billing.leases import (
     add_months,
     first_period,
     following_periods,
@@ -23,6 +21,8 @@ from gpulease.domain.leases import (
     reminder_due,
     term_end,
 )
+from gpulease.domain.catalog import DEFAULT_CATALOG, parse_catalog
+from gpulease.domain.errors import Conflict, InvalidInput, PaymentRequired
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.services.agents import evidence

@@ -11,8 +11,8 @@ from sqlalchemy import func, select
 
 from gpulease.db.money_tables import LedgerEntry
 from gpulease.db.tables import GpuAllocation, Instance
+from gpulease.domain.billing.pricing import PricingError, day_vs_month, quote
 from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, PaymentRequired
-from gpulease.domain.pricing import PricingError, day_vs_month, quote
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.schemas.money import QuoteRequest

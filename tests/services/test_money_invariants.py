@@ -35,11 +35,11 @@ from gpulease.db.money_tables import (
 )
 from gpulease.db.tables import Instance
 from gpulease.demo import seed_demo_fleet
+from gpulease.domain.billing.invoicing import BILLABLE_KINDS
+from gpulease.domain.billing.money import to_fen
+from gpulease.domain.billing.proration import period_bounds, previous_period
 from gpulease.domain.catalog import DEFAULT_CATALOG, parse_catalog
 from gpulease.domain.errors import Conflict, InvalidInput, OutOfStock, PaymentRequired
-from gpulease.domain.invoicing import BILLABLE_KINDS
-from gpulease.domain.money import to_fen
-from gpulease.domain.proration import period_bounds, previous_period
 from gpulease.schemas import OrderRequest
 from gpulease.schemas.money import QuoteRequest, UsageIn
 from gpulease.services.accounts import identity as accounts

@@ -21,8 +21,8 @@ from sqlalchemy import select
 from gpulease.db.money_tables import LeaseNotice
 from gpulease.db.tables import User
 from gpulease.domain.accounts import Principal, Role
+from gpulease.domain.billing.leases import local_text
 from gpulease.domain.errors import Forbidden, InvalidInput
-from gpulease.domain.leases import local_text
 from gpulease.platform import Platform
 from gpulease.services.money import leases
 from gpulease.services.platform import notify

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import func, select
 
 from gpulease.db.tables import Node, TelemetryHourly, TelemetrySummary
-from gpulease.domain.telemetry import GpuSummary, merge
+from gpulease.domain.fleet.telemetry import GpuSummary, merge
 from gpulease.platform import Platform
 from gpulease.services.telemetry.retention import downsample
 from tests.services.test_leases import MovableClock

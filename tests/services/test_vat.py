@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gpulease.domain.billing.invoicing import paid_split, payable, vat_split
 from gpulease.domain.catalog import DEFAULT_CATALOG, parse_catalog
-from gpulease.domain.invoicing import paid_split, payable, vat_split
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.schemas.money import QuoteRequest, UsageIn

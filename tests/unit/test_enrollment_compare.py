@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from gpulease.domain.catalog import load_catalog
-from gpulease.domain.enrollment import Facts, compare
+from gpulease.domain.fleet.enrollment import Facts, compare
 
 H100 = load_catalog().offer_by_id["h100-80g-x8@ningxia-1"]  # 2048 GB, 2 drives
 
@@ -37,7 +37,7 @@ def test_each_difference_is_named() -> None:
 
 
 def test_gpus_are_counted_and_their_vendor_checked_and_links_noted() -> None:
-    from gpulease.domain.enrollment import GpuLink
+    from gpulease.domain.fleet.enrollment import GpuLink
 
     eight = Facts(2048.0, 2, None, None, gpu_count=8, gpu_vendors=("NVIDIA",) * 8)
     assert "GPUs" in compare(H100, eight, 8, "NVIDIA").checked

@@ -1,10 +1,10 @@
-"""How often a BMC is asked and told (domain/polling.py): fast for the first seconds of a
+"""How often a BMC is asked and told (domain/fleet/polling.py): fast for the first seconds of a
 stage, then at most once every 2 s with jitter; a power request at once, then one more per
 minute of silence, three at most; three ignored requests fail the stage."""
 
 from __future__ import annotations
 
-from gpulease.domain.polling import (
+from gpulease.domain.fleet.polling import (
     FAST_FOR_S,
     POWER_PATIENCE_S,
     SLOW_EVERY_S,

@@ -7,8 +7,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from gpulease.domain.billing.money import to_fen
 from gpulease.domain.errors import InvalidInput
-from gpulease.domain.money import to_fen
 from gpulease.domain.ssh import check_ssh_key
 from tests.conftest import ssh_key
 
@@ -55,9 +55,9 @@ def test_a_quotes_vat_is_summed_per_line_as_on_the_invoice() -> None:
     """One H100 month, 7 Mbit/s of public bandwidth and 1 GB of egress, prices including
     VAT: rounding the total once would make the VAT ¥4,791.82; per line, as the invoice
     and a fapiao do it, it is ¥4,791.83, in both VAT modes the quote's lines add up."""
+    from gpulease.domain.billing.invoicing import totals, vat_split
+    from gpulease.domain.billing.pricing import quote
     from gpulease.domain.catalog import load_catalog
-    from gpulease.domain.invoicing import totals, vat_split
-    from gpulease.domain.pricing import quote
 
     catalog = load_catalog(None)
     addons = {"egress": Decimal(1), "public-bandwidth": Decimal(7)}

@@ -12,9 +12,9 @@ from sqlalchemy.orm import Session
 from gpulease.db.money_tables import Invoice, LedgerEntry, Wallet
 from gpulease.db.tables import ApiToken, Instance, Tenant, User
 from gpulease.domain.accounts import Principal
+from gpulease.domain.billing.invoicing import BILLABLE_KINDS
+from gpulease.domain.billing.money import to_fen
 from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
-from gpulease.domain.invoicing import BILLABLE_KINDS
-from gpulease.domain.money import to_fen
 from gpulease.domain.phrases import Phrase, listed, phrase
 from gpulease.domain.states import TENANT, InstanceStatus, InvoiceStatus, TenantStatus
 from gpulease.lifecycle.history import by

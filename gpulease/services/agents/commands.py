@@ -17,8 +17,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpulease.db.tables import AgentCommand, Node, NodeAgent
-from gpulease.domain.acceptance import GpuSpec, Report, Thresholds
 from gpulease.domain.errors import InvalidInput, NotFound
+from gpulease.domain.fleet.acceptance import GpuSpec, Report, Thresholds
 from gpulease.domain.states import AGENT_COMMAND, CommandStatus
 from gpulease.lifecycle.history import agent
 from gpulease.lifecycle.writer import initial, transition

@@ -15,9 +15,9 @@ from sqlalchemy.orm import Session
 
 from gpulease.db.repositories import get_instance, instance_allocations
 from gpulease.db.tables import AcceptanceReport, EraseCertificate, Node
-from gpulease.domain.acceptance import Report
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Forbidden, NotFound
+from gpulease.domain.fleet.acceptance import Report
 from gpulease.platform import Platform
 from gpulease.services.money import sla
 from gpulease.services.support import tickets

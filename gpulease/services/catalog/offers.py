@@ -12,8 +12,8 @@ from sqlalchemy import Connection, bindparam, func, literal, select, union_all
 from sqlalchemy.orm import Session
 
 from gpulease.db.tables import Gpu, GpuAllocation, Node
+from gpulease.domain.billing.money import to_fen
 from gpulease.domain.catalog import Catalog, ContainerShare, Offer
-from gpulease.domain.money import to_fen
 from gpulease.domain.states import NodeStatus
 from gpulease.platform import Key, Platform
 from gpulease.schemas import CatalogView, ContainerOfferView, OfferView, PriceChangeView

@@ -1,12 +1,12 @@
-"""Quotes over the price book (domain/pricing.py), with its errors as API errors."""
+"""Quotes over the price book (domain/billing/pricing.py), with its errors as API errors."""
 
 from __future__ import annotations
 
 from dataclasses import asdict
 
+from gpulease.domain.billing.pricing import PricingError, cheapest_regions, day_vs_month, quote
 from gpulease.domain.errors import InvalidInput
 from gpulease.domain.phrases import stored
-from gpulease.domain.pricing import PricingError, cheapest_regions, day_vs_month, quote
 from gpulease.platform import Platform
 from gpulease.schemas.money import BreakEvenView, QuoteLineView, QuoteRequest, QuoteView
 

@@ -1,6 +1,6 @@
 """The BMC's own word on the hardware, for every node that is rented or in a pipeline: the
 health rollup and the entries of its log services, and the alerts it pushes. A new
-critical entry about a GPU, memory, a power supply or temperature (domain/bmc_events.py)
+critical entry about a GPU, memory, a power supply or temperature (domain/fleet/bmc_events.py)
 opens a hardware alert with source `bmc`, carrying the BMC's own message: evidence from the
 platform's side, which the tenant (root on the host) cannot forge.
 
@@ -28,8 +28,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpulease.db.tables import HardwareAlert, Node
-from gpulease.domain.bmc_events import LogEntry, classify, cursor, gpu_index, new_entries
 from gpulease.domain.errors import InvalidInput, Unauthorized
+from gpulease.domain.fleet.bmc_events import LogEntry, classify, cursor, gpu_index, new_entries
 from gpulease.domain.phrases import phrase
 from gpulease.domain.states import NodeStatus
 from gpulease.lifecycle.history import note, record_event

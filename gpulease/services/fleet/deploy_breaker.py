@@ -19,8 +19,8 @@ from sqlalchemy.orm import Session
 from gpulease.db.tables import CircuitBreaker, Event, Node
 from gpulease.db.upsert import insert_unless_present
 from gpulease.domain.accounts import Principal
-from gpulease.domain.breaker import DeployOutcome, should_trip
 from gpulease.domain.errors import Conflict
+from gpulease.domain.fleet.breaker import DeployOutcome, should_trip
 from gpulease.domain.phrases import phrase
 from gpulease.domain.states import BREAKER, BreakerStatus, NodeStatus
 from gpulease.lifecycle.history import WORKER, by, record_event

@@ -19,7 +19,8 @@ from sqlalchemy.orm import Session
 from gpulease.db.tables import Node
 from gpulease.domain.accounts import Principal
 from gpulease.domain.catalog import Offer
-from gpulease.domain.enrollment import (
+from gpulease.domain.errors import BadGateway, Conflict, InvalidInput
+from gpulease.domain.fleet.enrollment import (
     Facts,
     GpuLink,
     GpuModel,
@@ -28,7 +29,6 @@ from gpulease.domain.enrollment import (
     identity,
     nothing_checkable,
 )
-from gpulease.domain.errors import BadGateway, Conflict, InvalidInput
 from gpulease.domain.phrases import phrase
 from gpulease.domain.states import NodeStatus
 from gpulease.drivers.redfish import Inventory, RedfishBmc, split_address

@@ -12,8 +12,8 @@ from sqlalchemy.orm import Session
 from gpulease.db.tables import Event, Fabric, Gpu, GpuAllocation, Node, NodeAgent, Rack
 from gpulease.db.upsert import insert_unless_present
 from gpulease.domain.accounts import Principal
-from gpulease.domain.enrollment import bmc_key
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
+from gpulease.domain.fleet.enrollment import bmc_key
 from gpulease.domain.phrases import phrase
 from gpulease.domain.states import NODE, NODE_BUSY, NodeStatus
 from gpulease.lifecycle.binding import fence, unbound

@@ -7,7 +7,7 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from gpulease.agent.simulated import parse_faults
+from gpulease.agent.gpu.simulated import parse_faults
 from gpulease.db.tables import GpuAllocation, Node
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import BadGateway, Conflict, InvalidInput
@@ -144,7 +144,7 @@ def replace_simulated_parts(p: Platform, name: str, driver: str, agent_kind: str
 
 
 def inject_faults(p: Platform, actor: Principal, node_id: str, faults: list[str]) -> list[str]:
-    """The demo's fault injection: GPU faults (agent/simulated.py's KIND[:GPU[:ARG]]) a
+    """The demo's fault injection: GPU faults (agent/gpu/simulated.py's KIND[:GPU[:ARG]]) a
     simulated server's stand-in agent reports from now on (its telemetry, its acceptance);
     an empty list clears them. Refused for real hardware."""
     actor.require_operator()

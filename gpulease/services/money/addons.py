@@ -22,10 +22,10 @@ from gpulease.db.money_tables import InstanceAddon, Lease, LeasePeriod
 from gpulease.db.repositories import get_instance
 from gpulease.db.tables import Instance
 from gpulease.domain.accounts import Principal
+from gpulease.domain.billing.money import to_fen
+from gpulease.domain.billing.pricing import PricingError, addon_period, check_addon, plain
 from gpulease.domain.errors import Conflict, InvalidInput
-from gpulease.domain.money import to_fen
 from gpulease.domain.phrases import Phrase, phrase
-from gpulease.domain.pricing import PricingError, addon_period, check_addon, plain
 from gpulease.domain.states import InstanceStatus, LeaseStatus
 from gpulease.lifecycle.history import by, note
 from gpulease.platform import Platform

@@ -1,5 +1,5 @@
 """A tenant's billing profile (the buyer on its invoices): set by a tenant admin or an
-operator, checked for its invoice type (domain/billing_profile.py), and copied onto each
+operator, checked for its invoice type (domain/billing/profile.py), and copied onto each
 invoice as it is finalized, so a later change never alters an issued invoice."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from gpulease.db.money_tables import BillingProfile
 from gpulease.domain.accounts import Principal, Role
-from gpulease.domain.billing_profile import InvoiceType, Profile, profile_problems
+from gpulease.domain.billing.profile import InvoiceType, Profile, profile_problems
 from gpulease.domain.errors import Forbidden, InvalidInput, NotFound
 from gpulease.lifecycle.history import by
 from gpulease.platform import Platform

@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from gpulease.db.money_tables import Lease
 from gpulease.db.tables import Instance
-from gpulease.domain.leases import term_end
+from gpulease.domain.billing.leases import term_end
 from gpulease.domain.phrases import phrase
 from gpulease.domain.states import INSTANCE, LEASE, InstanceStatus, LeaseStatus
 from gpulease.lifecycle.effects import Change, Effect

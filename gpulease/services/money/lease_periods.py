@@ -1,5 +1,5 @@
 """A lease's periods in the database: the first at delivery, more at each renewal (each
-with its own term, price and dates, anchored as domain/leases.py counts them), and the
+with its own term, price and dates, anchored as domain/billing/leases.py counts them), and the
 refund of those not begun when the lease ends early."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from gpulease.db.money_tables import Lease, LeasePeriod
 from gpulease.db.ops_tables import Ticket
 from gpulease.db.tables import Instance
-from gpulease.domain.leases import (
+from gpulease.domain.billing.leases import (
     Period,
     early_end_refund,
     first_period,

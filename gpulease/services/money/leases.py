@@ -20,12 +20,12 @@ from gpulease.db.money_tables import Lease
 from gpulease.db.repositories import get_instance
 from gpulease.db.tables import Instance
 from gpulease.domain.accounts import Principal
+from gpulease.domain.billing.leases import Period, local_text
+from gpulease.domain.billing.money import to_fen
+from gpulease.domain.billing.pricing import PricingError
 from gpulease.domain.catalog import Term
 from gpulease.domain.errors import Conflict, InvalidInput
-from gpulease.domain.leases import Period, local_text
-from gpulease.domain.money import to_fen
 from gpulease.domain.phrases import Phrase, phrase, stored
-from gpulease.domain.pricing import PricingError
 from gpulease.domain.states import LEASE, InstanceStatus, LeaseStatus
 from gpulease.lifecycle.history import by, note
 from gpulease.lifecycle.writer import transition

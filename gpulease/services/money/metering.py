@@ -17,11 +17,11 @@ from gpulease.db.money_tables import UsageRecord, Wallet
 from gpulease.db.repositories import get_instance
 from gpulease.db.tables import Instance
 from gpulease.domain.accounts import Principal
+from gpulease.domain.billing.invoicing import USAGE_KINDS
+from gpulease.domain.billing.money import to_fen
+from gpulease.domain.billing.proration import prorate_by_month
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
-from gpulease.domain.invoicing import USAGE_KINDS
-from gpulease.domain.money import to_fen
 from gpulease.domain.phrases import Phrase, phrase
-from gpulease.domain.proration import prorate_by_month
 from gpulease.domain.states import USAGE, UsageStatus
 from gpulease.lifecycle.history import by
 from gpulease.lifecycle.writer import initial, transition

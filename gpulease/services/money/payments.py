@@ -15,8 +15,8 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from gpulease.db.money_tables import Invoice, LedgerEntry, Wallet
-from gpulease.domain.invoicing import BILLABLE_KINDS
-from gpulease.domain.money import to_fen
+from gpulease.domain.billing.invoicing import BILLABLE_KINDS
+from gpulease.domain.billing.money import to_fen
 from gpulease.domain.states import InvoiceStatus
 
 PAID, UNPAID = "paid", "unpaid"

@@ -9,8 +9,8 @@ from decimal import Decimal
 
 from gpulease.db.repositories import get_instance
 from gpulease.domain.accounts import Principal
+from gpulease.domain.billing.leases import current_period, early_end_refund, unused_refund
 from gpulease.domain.errors import Conflict
-from gpulease.domain.leases import current_period, early_end_refund, unused_refund
 from gpulease.domain.states import InstanceStatus, LeaseStatus
 from gpulease.platform import Platform
 from gpulease.schemas.money import ReleaseTermsView

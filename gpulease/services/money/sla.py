@@ -21,18 +21,18 @@ from gpulease.db.money_tables import Lease, LedgerEntry, SlaClaim
 from gpulease.db.ops_tables import Ticket, TicketEntry
 from gpulease.db.tables import HardwareAlert, Instance
 from gpulease.domain.accounts import Principal
-from gpulease.domain.credits import (
+from gpulease.domain.billing.credits import (
     AcceptanceRule,
     OutageRule,
     acceptance_credit,
     outage_credit,
 )
+from gpulease.domain.billing.leases import Period, current_period
+from gpulease.domain.billing.money import to_fen
 from gpulease.domain.errors import Conflict, NotFound
-from gpulease.domain.leases import Period, current_period
-from gpulease.domain.money import to_fen
+from gpulease.domain.fleet.telemetry import AlertKind
 from gpulease.domain.phrases import Phrase, phrase, stored
 from gpulease.domain.states import InstanceStatus
-from gpulease.domain.telemetry import AlertKind
 from gpulease.lifecycle.history import by
 from gpulease.platform import Platform
 from gpulease.schemas import Page

@@ -23,8 +23,8 @@ from sqlalchemy.orm import Session
 from gpulease.db.money_tables import Invoice, LedgerEntry, Wallet
 from gpulease.db.tables import Instance, Tenant
 from gpulease.domain.accounts import Principal
-from gpulease.domain.leases import local_text
-from gpulease.domain.money import to_fen
+from gpulease.domain.billing.leases import local_text
+from gpulease.domain.billing.money import to_fen
 from gpulease.domain.phrases import Phrase, listed, phrase
 from gpulease.domain.states import INSTANCE, InstanceStatus
 from gpulease.lifecycle.history import SWEEP_SPENDING, note

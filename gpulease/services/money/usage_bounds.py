@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from gpulease.db.money_tables import UsageRecord
 from gpulease.db.tables import Instance
-from gpulease.domain.invoicing import USAGE_KINDS
+from gpulease.domain.billing.invoicing import USAGE_KINDS
 from gpulease.domain.states import UsageStatus
 from gpulease.platform import Platform
 

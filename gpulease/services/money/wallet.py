@@ -15,13 +15,13 @@ from sqlalchemy.orm import Session
 
 from gpulease.db.money_tables import LedgerEntry, Wallet
 from gpulease.db.tables import Instance, Tenant
-from gpulease.domain import invoicing
 from gpulease.domain.accounts import Principal
-from gpulease.domain.credits import SlaRule, late_delivery_credit
+from gpulease.domain.billing import invoicing
+from gpulease.domain.billing.credits import SlaRule, late_delivery_credit
+from gpulease.domain.billing.money import to_fen
+from gpulease.domain.billing.pricing import unit_price
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound, PaymentRequired
-from gpulease.domain.money import to_fen
 from gpulease.domain.phrases import Phrase, phrase, stored
-from gpulease.domain.pricing import unit_price
 from gpulease.lifecycle.history import WORKER, note
 from gpulease.platform import Platform
 from gpulease.schemas import Page
@@ -104,7 +104,7 @@ def first_hold(s: Session, instance_id: str) -> Decimal | None:
 
 def payable(p: Platform, amount: Decimal) -> Decimal:
     """What the tenant pays for `amount` at the price book's prices: with VAT on top when
-    prices exclude it (domain/invoicing.py: one way for quotes, holds, charges, usage)."""
+    prices exclude it (domain/billing/invoicing.py: one way for quotes, holds, charges, usage)."""
     rules = p.catalog.pricing
     return invoicing.payable(amount, rules.vat_rate, rules.prices_include_vat)
 

@@ -15,10 +15,10 @@ from sqlalchemy.orm import Session
 
 from gpulease.db.tables import Event, Instance, Node
 from gpulease.domain.accounts import Principal
+from gpulease.domain.billing.pricing import PricingError, check_addon
 from gpulease.domain.catalog import BARE_METAL_TERMS, Term
 from gpulease.domain.errors import Conflict, InvalidInput, OutOfStock
 from gpulease.domain.phrases import Phrase, phrase
-from gpulease.domain.pricing import PricingError, check_addon
 from gpulease.domain.ssh import check_ssh_key
 from gpulease.domain.states import INSTANCE, INSTANCE_STAGE
 from gpulease.lifecycle.binding import Raced, hold_gpus

@@ -18,8 +18,8 @@ from gpulease.db.repositories import get_instance, instance_allocations
 from gpulease.db.tables import HardwareAlert, Node, NodeAgent, TelemetrySummary
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import InvalidInput
+from gpulease.domain.fleet.telemetry import Alert, GpuSummary, alerts_for
 from gpulease.domain.phrases import stored
-from gpulease.domain.telemetry import Alert, GpuSummary, alerts_for
 from gpulease.lifecycle.history import agent as agent_actor
 from gpulease.platform import Platform
 from gpulease.services.agents.credentials import authenticate_agent

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, select
 
 from gpulease.db.tables import TelemetryHourly, TelemetrySummary
-from gpulease.domain.telemetry import GpuSummary, merge
+from gpulease.domain.fleet.telemetry import GpuSummary, merge
 from gpulease.platform import Platform
 
 BATCH = 5000

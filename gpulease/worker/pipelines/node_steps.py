@@ -10,9 +10,9 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from gpulease.domain.acceptance import GpuSpec, Report, Thresholds
+from gpulease.domain.fleet.acceptance import GpuSpec, Report, Thresholds
+from gpulease.domain.fleet.polling import FAST_FOR_S, power_ignored, power_request_due
 from gpulease.domain.phrases import Phrase, phrase
-from gpulease.domain.polling import FAST_FOR_S, power_ignored, power_request_due
 from gpulease.domain.states import NodeStage
 from gpulease.platform import Platform
 from gpulease.ports.agent import Agent, NodeConfig, NodeRef, Pending
@@ -48,7 +48,7 @@ class StepInput:
     root_password: str
     hostname: str
     polls: int = 0  # how often this stage has polled already
-    requests: int = 0  # power requests this stage has sent (domain/polling.py)
+    requests: int = 0  # power requests this stage has sent (domain/fleet/polling.py)
     config_drive_url: str | None = None
     acceptance: tuple[Thresholds, GpuSpec] | None = None  # the offer's pass marks
     agent_kind: str = "builtin"  # which agent answers (services/agents/node_agent.py)
@@ -78,7 +78,7 @@ def _elapsed(p: Platform, job: StepInput) -> float:
 
 
 def _power(p: Platform, job: StepInput, target: PowerState) -> StepResult:
-    """One read of the power state a poll; a request when one is due (domain/polling.py),
+    """One read of the power state a poll; a request when one is due (domain/fleet/polling.py),
     read once more in a stage's first seconds; a BMC that ignores the requests fails the
     stage saying so (the node goes to maintenance)."""
     bmc = _bmc(p, job)

@@ -12,8 +12,8 @@ from sqlalchemy.orm import Session
 
 from gpulease.db.claims import Claim, begin_step, guarded, release
 from gpulease.db.tables import Instance, Node
+from gpulease.domain.fleet.polling import next_poll_in
 from gpulease.domain.phrases import phrase
-from gpulease.domain.polling import next_poll_in
 from gpulease.domain.states import (
     BURN_IN_STAGES,
     NODE_IN_PIPELINE,

@@ -46,12 +46,12 @@ from gpulease.db.money_tables import (
 from gpulease.db.tables import Event
 from gpulease.db.upsert import insert_unless_present
 from gpulease.domain.accounts import Principal
+from gpulease.domain.billing.invoicing import BILLABLE_KINDS, VatSplit, paid_split, totals
+from gpulease.domain.billing.leases import local_text
+from gpulease.domain.billing.money import to_fen
+from gpulease.domain.billing.proration import period_bounds, period_of, previous_period
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
-from gpulease.domain.invoicing import BILLABLE_KINDS, VatSplit, paid_split, totals
-from gpulease.domain.leases import local_text
-from gpulease.domain.money import to_fen
 from gpulease.domain.phrases import phrase, stored
-from gpulease.domain.proration import period_bounds, period_of, previous_period
 from gpulease.domain.states import INVOICE, InvoiceStatus
 from gpulease.lifecycle.history import INVOICE_RUN, by
 from gpulease.lifecycle.writer import bulk, initial, transition

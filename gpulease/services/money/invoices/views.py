@@ -14,10 +14,10 @@ from sqlalchemy.orm import Session
 from gpulease.db.money_tables import Invoice, InvoiceLine, LedgerEntry
 from gpulease.db.tables import Tenant
 from gpulease.domain.accounts import Principal
+from gpulease.domain.billing.invoicing import BILLABLE_KINDS
+from gpulease.domain.billing.money import to_fen
+from gpulease.domain.billing.proration import period_bounds, period_of, prorate_by_month
 from gpulease.domain.errors import InvalidInput, NotFound
-from gpulease.domain.invoicing import BILLABLE_KINDS
-from gpulease.domain.money import to_fen
-from gpulease.domain.proration import period_bounds, period_of, prorate_by_month
 from gpulease.domain.states import InvoiceStatus
 from gpulease.platform import Platform
 from gpulease.schemas import Page

@@ -12,8 +12,8 @@ from sqlalchemy.orm import Session
 
 from gpulease.db.money_tables import Lease, Wallet
 from gpulease.db.tables import Instance
+from gpulease.domain.billing.leases import Action, local_text, next_action
 from gpulease.domain.errors import PaymentRequired
-from gpulease.domain.leases import Action, local_text, next_action
 from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.states import LEASE, LeaseStatus
 from gpulease.lifecycle.history import SWEEP_LEASES, note

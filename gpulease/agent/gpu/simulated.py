@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from gpulease.agent.backend import GpuInfo
-from gpulease.domain.telemetry import ClockEvent, GpuSample
+from gpulease.agent.gpu.backend import GpuInfo
+from gpulease.domain.fleet.telemetry import ClockEvent, GpuSample
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
-from gpulease.domain.money import to_fen
+from gpulease.domain.billing.money import to_fen
 
 # Ledger kinds an invoice bills (money out is a charge line, money back a negative line).
 # Holds, their releases and top-ups are not sales; a credit note's own entry is billed by

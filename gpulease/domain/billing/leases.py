@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from decimal import Decimal
 from enum import StrEnum
 
-from gpulease.domain.money import to_fen
+from gpulease.domain.billing.money import to_fen
 from gpulease.domain.states import LeaseStatus
 
 

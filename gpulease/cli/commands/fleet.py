@@ -176,7 +176,7 @@ def node_enroll(
     url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
 ) -> None:
     """Enroll servers by their BMC; their inventory is checked against the offer."""
-    from gpulease.cli.enroll import enroll_many, enroll_one
+    from gpulease.cli.commands.enroll import enroll_many, enroll_one
 
     client = connect(url, token)
     if csv_file is not None:

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from gpulease.domain.billing.invoicing import totals, vat_split
+from gpulease.domain.billing.money import to_fen
 from gpulease.domain.catalog import AddOn, Catalog, Offer, Term
-from gpulease.domain.invoicing import totals, vat_split
-from gpulease.domain.money import to_fen
 from gpulease.domain.phrases import Phrase, phrase
 
 DAYS_PER_MONTH = Decimal(30)

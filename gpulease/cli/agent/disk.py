@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from gpulease.agent import disk_keys
-from gpulease.cli.agent import agent_app, err, out
+from gpulease.cli.agent.commands import agent_app, err, out
 from gpulease.cli.words import _
 
 KeyFileOpt = Annotated[Path | None, typer.Option(

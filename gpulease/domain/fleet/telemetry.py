@@ -111,7 +111,7 @@ class GpuSummary:
     nvlink_down: tuple[int, ...]  # link numbers down at the window's end
     energy_j: float | None
     simulated: bool = False
-    # Read by the burn-in's judgement (domain/acceptance.py); defaults for summaries pushed
+    # Read by the burn-in's judgement (domain/fleet/acceptance.py); defaults for summaries pushed
     # by older agents.
     memory_temp_max_c: float | None = None
     temp_last_c: float | None = None

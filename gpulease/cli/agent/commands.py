@@ -31,8 +31,8 @@ ModelOpt = Annotated[str, typer.Option("--model", help="simulated backend: GPU m
 
 
 def _backend(name: str, gpus: int, model: str, faults: list[str] | None):  # type: ignore[no-untyped-def]
-    from gpulease.agent.backend import BackendUnavailable
-    from gpulease.agent.backends import open_backend
+    from gpulease.agent.gpu.backend import BackendUnavailable
+    from gpulease.agent.gpu.backends import open_backend
 
     try:
         return open_backend(name, gpus=gpus, model=model, faults=tuple(faults or ()))
@@ -79,7 +79,7 @@ def run(
     """Run the agent: sample every GPU, serve /metrics, phone home when told where."""
     if ctx.invoked_subcommand is not None:
         return
-    from gpulease.agent.sampler import Sampler
+    from gpulease.agent.gpu.sampler import Sampler
     from gpulease.agent.server import AgentServer, AgentState
 
     host, _sep, port = listen.rpartition(":")
@@ -142,7 +142,7 @@ def verify(
     report_file: Annotated[Path | None, typer.Option(help="also write the JSON here")] = None,
 ) -> None:
     """Run the acceptance suite on this node. Exit code 0 = passed, 1 = failed."""
-    from gpulease.agent.checks import SuiteOptions, run_suite
+    from gpulease.agent.gpu.checks import SuiteOptions, run_suite
     from gpulease.agent.offers import marks_for
 
     gpu_backend = _backend(backend, gpus, model, fault)

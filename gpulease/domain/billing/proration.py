@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, tzinfo
 from decimal import ROUND_FLOOR, Decimal
 
-from gpulease.domain.money import FEN, to_fen
+from gpulease.domain.billing.money import FEN, to_fen
 
 
 def allocate(amount: Decimal, weights: Sequence[Decimal | int | float]) -> list[Decimal]:

@@ -21,12 +21,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpulease.agent.backend import GpuBackend
-from gpulease.agent.checks import SuiteOptions, run_suite
-from gpulease.agent.sampler import Sampler
+from gpulease.agent.gpu.backend import GpuBackend
+from gpulease.agent.gpu.checks import SuiteOptions, run_suite
+from gpulease.agent.gpu.sampler import Sampler
+from gpulease.agent.gpu.simulated import SimulatedGpus, VirtualClock
 from gpulease.agent.server import AgentServer, AgentState
-from gpulease.agent.simulated import SimulatedGpus, VirtualClock
-from gpulease.domain.acceptance import GpuSpec, Report, Thresholds
+from gpulease.domain.fleet.acceptance import GpuSpec, Report, Thresholds
 
 CATALOG = Path(__file__).resolve().parent.parent / "data" / "catalog.toml"
 # Ceilings others published, to read the figures against (docs/acceptance.md): the
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         backend = SimulatedGpus(count=1, model="h200-141g", clock=VirtualClock(),
                                 hostname_seed="gpu-check")
     else:
-        from gpulease.agent.nvml import NvmlBackend
+        from gpulease.agent.gpu.nvml import NvmlBackend
         backend = NvmlBackend()
     devices = backend.devices()
     gpu = catalog_gpu(devices[0].name if devices else "")

@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpulease.agent.backend import GpuBackend
-from gpulease.agent.sampler import Sampler
-from gpulease.agent.simulated import SimulatedGpus, VirtualClock
-from gpulease.domain.acceptance import (
+from gpulease.agent.gpu.backend import GpuBackend
+from gpulease.agent.gpu.sampler import Sampler
+from gpulease.agent.gpu.simulated import SimulatedGpus, VirtualClock
+from gpulease.domain.fleet.acceptance import (
     GpuSpec,
     Measurements,
     Report,
@@ -27,7 +27,7 @@ from gpulease.domain.acceptance import (
     h2d_floor_gbps,
     judge,
 )
-from gpulease.domain.telemetry import summarize
+from gpulease.domain.fleet.telemetry import summarize
 
 log = logging.getLogger("gpulease.agent")
 
@@ -439,7 +439,7 @@ def simulated_node_report(node: str, faults: Sequence[str], thresholds: Threshol
                           spec: GpuSpec) -> Report:
     """The acceptance report of a simulated server (the demo fleet, tests): the full suite
     over simulated GPUs in virtual time, with the node's injected GPU faults."""
-    from gpulease.agent.simulated import MODELS, parse_faults
+    from gpulease.agent.gpu.simulated import MODELS, parse_faults
 
     backend = SimulatedGpus(count=spec.count or 8,
                             model=spec.gpu_id if spec.gpu_id in MODELS else "h100-80g",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from gpulease.domain.telemetry import GpuSample
+from gpulease.domain.fleet.telemetry import GpuSample
 
 
 @dataclass(frozen=True)

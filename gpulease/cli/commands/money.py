@@ -25,7 +25,7 @@ from gpulease.cli.common import (
 from gpulease.cli.tables import Column, WideOpt, fitted
 from gpulease.cli.tables import show as show_table
 from gpulease.cli.words import _
-from gpulease.domain.leases import local_text
+from gpulease.domain.billing.leases import local_text
 
 app = typer.Typer()
 

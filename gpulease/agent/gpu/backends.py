@@ -3,10 +3,10 @@ simulation everywhere else."""
 
 from __future__ import annotations
 
-from gpulease.agent.backend import BackendUnavailable, GpuBackend
-from gpulease.agent.npu_smi import NpuSmiBackend
-from gpulease.agent.nvml import NvmlBackend
-from gpulease.agent.simulated import SimulatedGpus, parse_faults
+from gpulease.agent.gpu.backend import BackendUnavailable, GpuBackend
+from gpulease.agent.gpu.npu_smi import NpuSmiBackend
+from gpulease.agent.gpu.nvml import NvmlBackend
+from gpulease.agent.gpu.simulated import SimulatedGpus, parse_faults
 
 
 def open_backend(name: str, gpus: int = 8, model: str = "h100-80g",

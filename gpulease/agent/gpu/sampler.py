@@ -6,8 +6,8 @@ import logging
 import threading
 import time
 
-from gpulease.agent.backend import GpuBackend
-from gpulease.domain.telemetry import GpuSample, GpuSummary, SampleWindow, summarize
+from gpulease.agent.gpu.backend import GpuBackend
+from gpulease.domain.fleet.telemetry import GpuSample, GpuSummary, SampleWindow, summarize
 
 log = logging.getLogger("gpulease.agent")
 

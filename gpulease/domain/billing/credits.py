@@ -1,6 +1,6 @@
 """Money back, by documented rules: SLA credits for late delivery, outages and failed
 acceptance. Pure functions of times and prices (the refund of an early end is a lease's:
-domain/leases.py)."""
+domain/billing/leases.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal
 
-from gpulease.domain.money import to_fen
+from gpulease.domain.billing.money import to_fen
 from gpulease.domain.phrases import Phrase, phrase
 
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from gpulease.cli.catalog_cmds import image_app
+from gpulease.cli.commands.catalog import image_app
 from gpulease.cli.common import JsonOpt, TokenOpt, UrlOpt, api, connect, out, print_json
 from gpulease.cli.words import _
 

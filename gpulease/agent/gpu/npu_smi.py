@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from gpulease.agent.backend import BackendUnavailable, GpuInfo
-from gpulease.domain.telemetry import GpuSample
+from gpulease.agent.gpu.backend import BackendUnavailable, GpuInfo
+from gpulease.domain.fleet.telemetry import GpuSample
 
 Runner = Callable[[Sequence[str]], str]
 

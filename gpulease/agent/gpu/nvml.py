@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from gpulease.agent.backend import BackendUnavailable, GpuInfo
-from gpulease.domain.telemetry import GpuSample
+from gpulease.agent.gpu.backend import BackendUnavailable, GpuInfo
+from gpulease.domain.fleet.telemetry import GpuSample
 
 T = TypeVar("T")
 

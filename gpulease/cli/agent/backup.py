@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from gpulease.cli.agent import agent_app, err, out
+from gpulease.cli.agent.commands import agent_app, err, out
 from gpulease.cli.words import _
 
 EndpointOpt = Annotated[str, typer.Option(

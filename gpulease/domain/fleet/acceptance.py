@@ -1,6 +1,6 @@
 """The acceptance suite's judgement: measured figures against the offer's thresholds.
 
-The agent measures (agent/checks.py); this module decides, so the same rules judge a real
+The agent measures (agent/gpu/checks.py); this module decides, so the same rules judge a real
 run, a simulated one and a report re-read by the control plane."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpulease.domain.fleet.telemetry import GpuSummary
 from gpulease.domain.phrases import Phrase, listed, phrase
-from gpulease.domain.telemetry import GpuSummary
 
 
 @dataclass(frozen=True)

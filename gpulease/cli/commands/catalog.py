@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from gpulease.cli.commands.platform import check_catalog_file
 from gpulease.cli.common import (
     JsonOpt,
     TokenOpt,
@@ -20,7 +21,6 @@ from gpulease.cli.common import (
     parse_addons,
     print_json,
 )
-from gpulease.cli.platform_cmds import check_catalog_file
 from gpulease.cli.tables import Column, WideOpt, fitted
 from gpulease.cli.tables import show as show_table
 from gpulease.cli.words import _

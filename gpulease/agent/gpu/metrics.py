@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from gpulease.domain.telemetry import GpuSample
+from gpulease.domain.fleet.telemetry import GpuSample
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
