@@ -21,7 +21,6 @@ from gpulease.api.guards import Guards
 from gpulease.api.limits import RateLimits
 from gpulease.api.routers import (
     accounts,
-    advisor,
     agents,
     audit,
     backups,
@@ -101,9 +100,8 @@ def create_app(platform: Platform) -> FastAPI:
     app.add_middleware(RateLimits, platform=platform)  # a refused request is not audited
     app.add_middleware(Guards, max_body_bytes=platform.settings.max_body_bytes)  # outermost
     api = APIRouter(prefix=API, responses=PROBLEMS)
-    for module in (catalog, instances, nodes, accounts, agents, money, billing, advisor,
-                   audit, workers, fabrics, tenants, tickets, storage, backups,
-                   saved_images):
+    for module in (catalog, instances, nodes, accounts, agents, money, billing, audit,
+                   workers, fabrics, tenants, tickets, storage, backups, saved_images):
         api.include_router(module.router)
     app.include_router(api)
     app.include_router(media.router)

@@ -47,6 +47,10 @@ def claim(db: Database, table: Any, owner: str, now: datetime, ttl: timedelta,
     """Up to `limit` unlocked rows of `table` meeting `conditions`, oldest due first, each
     locked for `owner` until `now + ttl`."""
     claims: list[Claim] = []
+    conditions = list(conditions)
+    with db.read() as s:  # most looks find nothing: no write turn taken for them
+        if s.scalar(select(table.id).where(unlocked(table, now), *conditions).limit(1)) is None:
+            return claims
     with db.write() as s:
         q = (select(table.id, table.step_in_progress)
              .where(unlocked(table, now), *conditions)

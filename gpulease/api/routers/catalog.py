@@ -1,3 +1,6 @@
+"""The catalog: offers with their prices and live stock, OS images, the published catalog's
+version and its reload, and the sizing advisor over them."""
+
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
@@ -15,11 +18,13 @@ from gpulease.api.deps import (
 )
 from gpulease.api.etags import conditional
 from gpulease.schemas import CatalogView, ImageCreate, ImageView
+from gpulease.schemas.advisor import AdviceView, AdviseRequest
 from gpulease.schemas.fleet import CatalogReload, CatalogVersionView
 from gpulease.services.accounts.identity import authenticate
 from gpulease.services.catalog import images
 from gpulease.services.catalog import offers as catalog
 from gpulease.services.catalog import versions as catalog_versions
+from gpulease.services.catalog.advisor import advise_job
 from gpulease.services.platform.idempotency import idem_for
 
 router = APIRouter(tags=["catalog"])
@@ -84,3 +89,12 @@ def remove_image(image_id: str, p: PlatformDep, actor: PrincipalDep) -> Response
     """Operator: remove a custom image no live instance uses."""
     images.remove_image(p, actor, image_id)
     return Response(status_code=204)
+
+
+@router.post("/advise", response_model=AdviceView, tags=["advisor"],
+             openapi_extra=access(*EVERY_USER))
+def advise(body: AdviseRequest, p: PlatformDep, actor: PrincipalDep) -> AdviceView:
+    """The sizing advisor: memory term by term (with the seeds' quick estimate beside it),
+    the offers and GPU counts that fit ranked by the job's total cost, time estimates, bare
+    metal or container with the reasons, warnings. Reads today's prices and live stock."""
+    return advise_job(p, body)
