@@ -16,14 +16,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import bench_platform, summary_ms  # noqa: E402
-from gpulease.demo import seed_demo_fleet  # noqa: E402
-from gpulease.domain.advisor import advise  # noqa: E402
-from gpulease.domain.sizing import Job, Precision, Workload, parse_params, shape_for  # noqa: E402
-from gpulease.schemas.advisor import AdviseRequest  # noqa: E402
-from gpulease.schemas.money import QuoteRequest  # noqa: E402
-from gpulease.services.catalog import quotes  # noqa: E402
-from gpulease.services.catalog.advisor import advise_job  # noqa: E402
+from bench._common import bench_platform, summary_ms
+from gpulease.demo import seed_demo_fleet
+from gpulease.domain.advisor import advise
+from gpulease.domain.sizing import Job, Precision, Workload, parse_params, shape_for
+from gpulease.schemas.advisor import AdviseRequest
+from gpulease.schemas.money import QuoteRequest
+from gpulease.services.catalog import quotes
+from gpulease.services.catalog.advisor import advise_job
 
 CASES = {
     "70B full-finetune bf16, 1B tokens": ("70B", "full-finetune", "bf16", {"tokens": 1e9}),

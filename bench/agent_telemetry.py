@@ -18,18 +18,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import httpx  # noqa: E402
-from sqlalchemy import select, text  # noqa: E402
+import httpx
+from sqlalchemy import select, text
 
-from bench._common import bench_platform, free_port, summary_ms  # noqa: E402
-from gpulease.agent.gpu.metrics import render  # noqa: E402
-from gpulease.agent.gpu.sampler import Sampler  # noqa: E402
-from gpulease.agent.gpu.simulated import SimulatedGpus, VirtualClock  # noqa: E402
-from gpulease.agent.server import AgentServer, AgentState  # noqa: E402
-from gpulease.db.tables import Node  # noqa: E402
-from gpulease.demo import seed_demo_fleet  # noqa: E402
-from gpulease.services.agents import credentials as agent_credentials  # noqa: E402
-from gpulease.services.telemetry import pushes  # noqa: E402
+from bench._common import bench_platform, free_port, summary_ms
+from gpulease.agent.gpu.metrics import render
+from gpulease.agent.gpu.sampler import Sampler
+from gpulease.agent.gpu.simulated import SimulatedGpus, VirtualClock
+from gpulease.agent.server import AgentServer, AgentState
+from gpulease.db.tables import Node
+from gpulease.demo import seed_demo_fleet
+from gpulease.services.agents import credentials as agent_credentials
+from gpulease.services.telemetry import pushes
 
 SWEEPS = 600
 SCRAPES = 500

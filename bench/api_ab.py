@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import bench_platform, free_port  # noqa: E402
-from bench.api_load import Load, prepare, wait_delivered, wait_up  # noqa: E402
+from bench._common import bench_platform, free_port
+from bench.api_load import Load, prepare, wait_delivered, wait_up
 
 PATHS = ("me", "list", "catalog", "one")
 

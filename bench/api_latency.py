@@ -12,16 +12,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import httpx  # noqa: E402
-import uvicorn  # noqa: E402
+import httpx
+import uvicorn
 
-from bench._common import bench_platform, free_port, fund, ssh_key, summary_ms  # noqa: E402
-from gpulease.api.app import create_app  # noqa: E402
-from gpulease.demo import seed_demo_fleet  # noqa: E402
-from gpulease.schemas import OrderRequest  # noqa: E402
-from gpulease.services.accounts import identity as accounts  # noqa: E402
-from gpulease.services.orders import ordering as orders  # noqa: E402
-from gpulease.worker.runner import Worker  # noqa: E402
+from bench._common import bench_platform, free_port, fund, ssh_key, summary_ms
+from gpulease.api.app import create_app
+from gpulease.demo import seed_demo_fleet
+from gpulease.schemas import OrderRequest
+from gpulease.services.accounts import identity as accounts
+from gpulease.services.orders import ordering as orders
+from gpulease.worker.runner import Worker
 
 ROUNDS = 400
 

@@ -34,15 +34,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import httpx  # noqa: E402
+import httpx
 
-from bench._common import bench_platform, free_port, fund, pct, ssh_key  # noqa: E402
-from gpulease.demo import seed_demo_fleet  # noqa: E402
-from gpulease.platform import Platform  # noqa: E402
-from gpulease.schemas import OrderRequest  # noqa: E402
-from gpulease.services.accounts import identity as accounts  # noqa: E402
-from gpulease.services.agents import credentials as agent_credentials  # noqa: E402
-from gpulease.services.orders import ordering as orders  # noqa: E402
+from bench._common import bench_platform, free_port, fund, pct, ssh_key
+from gpulease.demo import seed_demo_fleet
+from gpulease.platform import Platform
+from gpulease.schemas import OrderRequest
+from gpulease.services.accounts import identity as accounts
+from gpulease.services.agents import credentials as agent_credentials
+from gpulease.services.orders import ordering as orders
 
 INSTANCES = 50
 # share of each client's requests (the rest of one: /healthz, the bare endpoint)

@@ -28,11 +28,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from boto3.s3.transfer import TransferConfig, create_transfer_manager  # noqa: E402
+from boto3.s3.transfer import TransferConfig, create_transfer_manager
 
-from gpulease.agent import backup as engine  # noqa: E402
-from gpulease.agent.backup import Target  # noqa: E402
-from gpulease.drivers.seaweedfs import start_embedded_s3  # noqa: E402
+from gpulease.agent import backup as engine
+from gpulease.agent.backup import Target
+from gpulease.drivers.seaweedfs import start_embedded_s3
 
 CHUNK = 8 << 20
 

@@ -19,20 +19,20 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fastapi.testclient import TestClient  # noqa: E402
-from sqlalchemy import insert, select  # noqa: E402
+from fastapi.testclient import TestClient
+from sqlalchemy import insert, select
 
-from bench._common import bench_platform, fund, ssh_key, summary_ms  # noqa: E402
-from gpulease.api.app import create_app  # noqa: E402
-from gpulease.db.tables import TelemetrySummary  # noqa: E402
-from gpulease.demo import seed_demo_fleet  # noqa: E402
-from gpulease.demo_agents import DemoAgents  # noqa: E402
-from gpulease.platform import Platform  # noqa: E402
-from gpulease.schemas import OrderRequest  # noqa: E402
-from gpulease.services.accounts import identity as accounts  # noqa: E402
+from bench._common import bench_platform, fund, ssh_key, summary_ms
+from gpulease.api.app import create_app
+from gpulease.db.tables import TelemetrySummary
+from gpulease.demo import seed_demo_fleet
+from gpulease.demo_agents import DemoAgents
+from gpulease.platform import Platform
+from gpulease.schemas import OrderRequest
+from gpulease.services.accounts import identity as accounts
 from gpulease.services.accounts import users
-from gpulease.services.orders import ordering as orders  # noqa: E402
-from gpulease.worker.runner import Worker  # noqa: E402
+from gpulease.services.orders import ordering as orders
+from gpulease.worker.runner import Worker
 
 PASSWORD = "correct horse battery staple"
 

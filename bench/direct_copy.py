@@ -29,10 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import httpx  # noqa: E402
+import httpx
 
-from gpulease.agent import copy as direct  # noqa: E402
-from gpulease.ports.agent import ReceivePayload, SendPayload  # noqa: E402
+from gpulease.agent import copy as direct
+from gpulease.ports.agent import ReceivePayload, SendPayload
 
 CHUNK = 8 << 20
 

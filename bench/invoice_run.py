@@ -29,15 +29,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sqlalchemy import func, select, text  # noqa: E402
+from sqlalchemy import func, select, text
 
-from bench._common import bench_platform, summary_ms  # noqa: E402
-from gpulease.db.money_tables import Invoice, InvoiceLine, LedgerEntry  # noqa: E402
-from gpulease.domain.billing.invoicing import BILLABLE_KINDS  # noqa: E402
-from gpulease.platform import Platform  # noqa: E402
-from gpulease.schemas.money import QuoteRequest  # noqa: E402
-from gpulease.services.catalog import quotes  # noqa: E402
-from gpulease.services.money.invoices import run as invoice_run  # noqa: E402
+from bench._common import bench_platform, summary_ms
+from gpulease.db.money_tables import Invoice, InvoiceLine, LedgerEntry
+from gpulease.domain.billing.invoicing import BILLABLE_KINDS
+from gpulease.platform import Platform
+from gpulease.schemas.money import QuoteRequest
+from gpulease.services.catalog import quotes
+from gpulease.services.money.invoices import run as invoice_run
 
 PERIOD = "2026-11"
 START = datetime(2026, 11, 1, tzinfo=UTC)

@@ -19,11 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import bench_platform  # noqa: E402
-from bench.api_load import prepare  # noqa: E402
-from gpulease.platform import Platform  # noqa: E402
-from gpulease.services.accounts import identity as accounts  # noqa: E402
-from gpulease.services.instances import views as instances  # noqa: E402
+from bench._common import bench_platform
+from bench.api_load import prepare
+from gpulease.platform import Platform
+from gpulease.services.accounts import identity as accounts
+from gpulease.services.instances import views as instances
 
 THREADS = (1, 2, 4, 8)
 

@@ -15,15 +15,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import bench_platform, fund, raw_write_txn_s, ssh_key, summary_ms  # noqa: E402
-from gpulease.db.tables import Instance  # noqa: E402
-from gpulease.demo import seed_demo_fleet  # noqa: E402
-from gpulease.schemas import OrderRequest  # noqa: E402
-from gpulease.services.accounts import identity as accounts  # noqa: E402
-from gpulease.services.instances import actions  # noqa: E402
-from gpulease.services.instances import views as instances  # noqa: E402
-from gpulease.services.orders import ordering as orders  # noqa: E402
-from gpulease.worker.runner import Worker  # noqa: E402
+from bench._common import bench_platform, fund, raw_write_txn_s, ssh_key, summary_ms
+from gpulease.db.tables import Instance
+from gpulease.demo import seed_demo_fleet
+from gpulease.schemas import OrderRequest
+from gpulease.services.accounts import identity as accounts
+from gpulease.services.instances import actions
+from gpulease.services.instances import views as instances
+from gpulease.services.orders import ordering as orders
+from gpulease.worker.runner import Worker
 
 ORDERS = 40
 

@@ -16,15 +16,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sqlalchemy import event, insert, text  # noqa: E402
+from sqlalchemy import event, insert, text
 
-from bench._common import bench_platform, fund, ssh_key  # noqa: E402
-from gpulease.db.tables import Fabric, Gpu, Node  # noqa: E402
-from gpulease.domain.errors import OutOfStock  # noqa: E402
-from gpulease.platform import Platform  # noqa: E402
-from gpulease.schemas import OrderRequest  # noqa: E402
-from gpulease.services.accounts import identity as accounts  # noqa: E402
-from gpulease.services.orders import ordering as orders  # noqa: E402
+from bench._common import bench_platform, fund, ssh_key
+from gpulease.db.tables import Fabric, Gpu, Node
+from gpulease.domain.errors import OutOfStock
+from gpulease.platform import Platform
+from gpulease.schemas import OrderRequest
+from gpulease.services.accounts import identity as accounts
+from gpulease.services.orders import ordering as orders
 
 FLEET = 10_000  # 1,320 orders in all leave most of it free
 CLIENTS = 8

@@ -23,20 +23,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import httpx  # noqa: E402
-import uvicorn  # noqa: E402
+import httpx
+import uvicorn
 
-from bench._common import bench_platform, free_port, fund, ssh_key  # noqa: E402
-from gpulease.api.app import create_app  # noqa: E402
-from gpulease.drivers import redfish as redfish_driver  # noqa: E402
-from gpulease.drivers.redfish_emulator import start_emulator  # noqa: E402
-from gpulease.schemas import EnrollRequest, OrderRequest  # noqa: E402
-from gpulease.services.accounts import identity as accounts  # noqa: E402
-from gpulease.services.fleet import enrollment  # noqa: E402
-from gpulease.services.instances import actions  # noqa: E402
-from gpulease.services.instances import views as instances  # noqa: E402
-from gpulease.services.orders import ordering as orders  # noqa: E402
-from gpulease.worker import runner  # noqa: E402
+from bench._common import bench_platform, free_port, fund, ssh_key
+from gpulease.api.app import create_app
+from gpulease.drivers import redfish as redfish_driver
+from gpulease.drivers.redfish_emulator import start_emulator
+from gpulease.schemas import EnrollRequest, OrderRequest
+from gpulease.services.accounts import identity as accounts
+from gpulease.services.fleet import enrollment
+from gpulease.services.instances import actions
+from gpulease.services.instances import views as instances
+from gpulease.services.orders import ordering as orders
+from gpulease.worker import runner
 
 BMCS, PARALLEL = 40, 8
 

@@ -19,19 +19,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sqlalchemy import func, insert, select  # noqa: E402
+from sqlalchemy import func, insert, select
 
-from bench._common import bench_platform, summary_ms  # noqa: E402
-from gpulease.agent.gpu.sampler import Sampler  # noqa: E402
-from gpulease.agent.gpu.simulated import SimulatedGpus, VirtualClock, parse_faults  # noqa: E402
-from gpulease.db.ops_tables import Ticket  # noqa: E402
-from gpulease.db.tables import Node  # noqa: E402
-from gpulease.demo import seed_demo_fleet  # noqa: E402
-from gpulease.schemas.tickets import TicketAction  # noqa: E402
-from gpulease.services.accounts import identity as accounts  # noqa: E402
-from gpulease.services.agents import credentials as agent_credentials  # noqa: E402
-from gpulease.services.support import tickets  # noqa: E402
-from gpulease.services.telemetry import pushes  # noqa: E402
+from bench._common import bench_platform, summary_ms
+from gpulease.agent.gpu.sampler import Sampler
+from gpulease.agent.gpu.simulated import SimulatedGpus, VirtualClock, parse_faults
+from gpulease.db.ops_tables import Ticket
+from gpulease.db.tables import Node
+from gpulease.demo import seed_demo_fleet
+from gpulease.schemas.tickets import TicketAction
+from gpulease.services.accounts import identity as accounts
+from gpulease.services.agents import credentials as agent_credentials
+from gpulease.services.support import tickets
+from gpulease.services.telemetry import pushes
 
 PUSHES = 60
 OPEN = 10_000

@@ -18,7 +18,7 @@ DOMAIN = "console"
 CATALOGS = Path(__file__).resolve().parent / "locale"
 
 
-def N_(message: str) -> str:  # noqa: N802  (gettext's name for "mark, translate later")
+def N_(message: str) -> str:
     """Marks a message for the catalog (`make messages` extracts it); translated where it
     is shown, in the reader's language."""
     return message

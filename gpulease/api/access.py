@@ -2,7 +2,7 @@
 
 Every route of the app carries ``openapi_extra=access(...)``: the callers it serves, and
 whether its path names something a tenant owns. The OpenAPI document shows it to API users
-(``x-access``), and tests/api/test_authorization.py enumerates the app's routes, refuses one
+(``x-access``), and tests/api/test_access.py enumerates the app's routes, refuses one
 without a declaration, and calls each as every kind of caller to hold the app to it:
 
 - a caller not listed gets 401 (no credential, or a credential of the wrong kind) or 403

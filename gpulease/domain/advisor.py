@@ -260,7 +260,7 @@ def advise(catalog: Catalog, job: Job, *, tokens: float | None = None,
            domestic: bool = False, gpu_filter: str | None = None,
            stock: Mapping[str, int] | None = None, container_stock: Mapping[str, int] | None = None,
            measured: Mapping[str, float] | None = None,
-           assumptions: Assumptions = Assumptions(), limit: int = 12) -> Advice:  # noqa: B008
+           assumptions: Assumptions = Assumptions(), limit: int = 12) -> Advice:
     """Rank every configuration that fits. With `tokens`, each one's time comes from the
     job's FLOPs; with `hours` (planned, at nominal speed), each is costed for that time;
     with neither, for one day. Containers add the neighbour-jitter risk to their time."""
@@ -419,7 +419,7 @@ class JitterCase:
     bare_metal_hours: float
 
 
-def seeds_jitter_case(a: Assumptions = Assumptions()) -> JitterCase:  # noqa: B008
+def seeds_jitter_case(a: Assumptions = Assumptions()) -> JitterCase:
     """The seeds' worked example from the stated assumptions: 96 h planned on a shared
     RTX 4090 container; expected 140 h there, 89 h on bare metal."""
     planned = 96.0

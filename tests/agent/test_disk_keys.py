@@ -17,7 +17,7 @@ import pytest
 
 from gpulease.agent import disk_keys, erase
 from gpulease.configdrive import ConfigDriveSpec, user_data
-from tests.agent.test_erase import PATTERN, fill, read_all
+from tests.fixtures.disks import PATTERN, fill, read_all
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -14,29 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpulease.agent import erase
-
-PATTERN = b"TENANT-DATA-" * 341 + b"1234"  # 4096 bytes
-
-
-def fill(dev: str) -> int:
-    size = int(subprocess.run(["blockdev", "--getsize64", dev], check=True,
-                              capture_output=True, text=True).stdout)
-    with open(dev, "r+b") as f:
-        for _ in range(size // len(PATTERN)):
-            f.write(PATTERN)
-    return size
-
-
-def read_all(dev: str) -> bytes:
-    fd = os.open(dev, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        chunks = []
-        while chunk := os.read(fd, 2**20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+from tests.fixtures.disks import PATTERN, fill, read_all
 
 
 def test_cli_erases_a_loop_device_and_writes_a_certificate(

@@ -17,9 +17,9 @@ from gpulease.schemas import OrderRequest
 from gpulease.services.orders import ordering as orders
 from gpulease.services.platform import workers
 from gpulease.services.platform.control_metrics import serve_worker_metrics
+from gpulease.testing.callers import TenantCtx, auth
+from gpulease.testing.servers import LiveServer, free_port
 from gpulease.worker.runner import Worker
-from tests.api.test_money_api import auth
-from tests.conftest import LiveServer, TenantCtx, free_port
 
 
 def scrape(server: LiveServer, token: str) -> dict[str, object]:

@@ -19,7 +19,7 @@ from gpulease.schemas import OrderRequest
 from gpulease.services.fleet import inventory
 from gpulease.services.instances import views as instances
 from gpulease.services.orders import ordering as orders
-from tests.conftest import TenantCtx
+from gpulease.testing.callers import TenantCtx
 
 
 @contextmanager
@@ -112,7 +112,7 @@ def test_pages_of_invoices_and_usage_cost_the_same_few_statements(
     from gpulease.db.money_tables import Invoice, UsageRecord
     from gpulease.services.money import metering
     from gpulease.services.money.invoices import views as invoices
-    from tests.conftest import new_tenant
+    from gpulease.testing.callers import new_tenant
 
     now = datetime(2026, 11, 30, tzinfo=UTC)
     tenants = [new_tenant(platform) for _ in range(4)]

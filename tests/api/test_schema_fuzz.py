@@ -31,13 +31,9 @@ from gpulease.domain.accounts import Role
 from gpulease.platform import Platform
 from gpulease.services.accounts import identity as accounts
 from gpulease.services.agents import credentials as agent_credentials
-from tests.conftest import (
-    database_url,
-    listing_app,
-    make_settings,
-    new_tenant,
-    start_migrated,
-)
+from gpulease.testing.callers import new_tenant
+from gpulease.testing.platforms import database_url, make_settings, start_migrated
+from gpulease.testing.servers import listing_app
 
 EXAMPLES = 5  # per operation and database: bounded, the suite's time is shared
 # Would reach out to a generated address (a BMC to enroll; a webhook's host to resolve):

@@ -13,7 +13,9 @@ from gpulease.db.tables import IdempotencyKey
 from gpulease.platform import Platform
 from gpulease.server import prepare
 from gpulease.services.accounts import identity as accounts
-from tests.conftest import LiveServer, TenantCtx, make_settings
+from gpulease.testing.callers import TenantCtx
+from gpulease.testing.platforms import make_settings
+from gpulease.testing.servers import LiveServer
 
 
 def stored_answers(p: Platform) -> list[str]:

@@ -10,8 +10,8 @@ import pytest
 
 from gpulease.api.docs import VENDOR
 from gpulease.compose import make_platform
-from tests.conftest import LiveServer, make_settings
-from tests.e2e.test_console import browser  # noqa: F401  (the shared chromium)
+from gpulease.testing.platforms import make_settings
+from gpulease.testing.servers import LiveServer
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +32,7 @@ def docs_server(tmp_path: Path) -> Iterator[LiveServer]:
     ("/api/v1/redoc", "#redoc h1"),
 ])
 def test_the_api_docs_render_from_shipped_files(
-    docs_server: LiveServer, browser: object, path: str, shows: str  # noqa: F811
+    docs_server: LiveServer, browser: object, path: str, shows: str
 ) -> None:
     page = browser.new_page()  # type: ignore[attr-defined]
     fetched: list[str] = []  # requests that got an answer (a CSP-blocked one does not)

@@ -17,7 +17,8 @@ import pytest
 
 from gpulease.platform import Platform
 from gpulease.services.accounts import users
-from tests.conftest import LiveServer, free_port, new_tenant
+from gpulease.testing.callers import new_tenant
+from gpulease.testing.servers import LiveServer, free_port
 
 PASSWORD = "correct horse battery staple"
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import free_port, ssh_key
+from gpulease.testing.callers import ssh_key
+from gpulease.testing.servers import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -5,11 +5,8 @@ catalog, watch the delivery settle, see the root password once, release, see the
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -21,36 +18,11 @@ from gpulease.platform import Platform
 from gpulease.services.accounts import identity as accounts
 from gpulease.services.accounts import users
 from gpulease.services.instances import views as instances
-from gpulease.worker.runner import Worker
-from tests.conftest import LiveServer, new_tenant, ssh_key
+from gpulease.testing.callers import new_tenant, ssh_key
+from gpulease.testing.servers import LiveServer
+from tests.fixtures.browser import PASSWORD, SIGN_IN
 
 pytestmark = pytest.mark.slow
-CHROMIUM = "/usr/bin/chromium"
-PASSWORD = "correct horse battery staple"
-SIGN_IN = "form[action='/console/login'] button[type=submit]"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    if not shutil.which(CHROMIUM):
-        if os.environ.get("GPULEASE_REQUIRE_BROWSER"):
-            pytest.fail(f"{CHROMIUM} is missing; .ci/run installs Debian's chromium")
-        pytest.skip(f"{CHROMIUM} is missing (.ci/run installs Debian's chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def live(fleet: Platform) -> Iterator[LiveServer]:
-    worker = Worker(fleet, owner="console-test")
-    worker.start(2)
-    with LiveServer(fleet) as server:
-        yield server
-    worker.stop()
 
 
 def _status_becomes(page, want: str, timeout_s: float = 40) -> None:  # type: ignore[no-untyped-def]

@@ -23,9 +23,10 @@ from gpulease.services.accounts import users
 from gpulease.services.instances import views as instances
 from gpulease.services.orders import ordering as orders
 from gpulease.services.support import tickets
+from gpulease.testing.callers import new_tenant, ssh_key
+from gpulease.testing.servers import LiveServer
 from gpulease.web.pages import HERE
-from tests.conftest import LiveServer, new_tenant, ssh_key
-from tests.e2e.test_console import PASSWORD, SIGN_IN, browser, live  # noqa: F401  (fixtures)
+from tests.fixtures.browser import PASSWORD, SIGN_IN
 
 pytestmark = pytest.mark.slow
 AXE = HERE / "vendor" / "axe-core" / "axe.min.js"
@@ -81,7 +82,7 @@ def _ready(p: Platform, principal: Any, iid: str, timeout_s: float = 40) -> None
 @pytest.mark.parametrize(("db_url", "lang"), [("sqlite", "zh_CN"), ("postgresql", "en")],
                          indirect=["db_url"])
 def test_every_page_is_accessible_fits_and_speaks_the_language(
-        fleet: Platform, live: LiveServer, browser: Any, lang: str,  # noqa: F811
+        fleet: Platform, live: LiveServer, browser: Any, lang: str,
         tmp_path: Path) -> None:
     assert AXE.exists(), "axe-core is missing: `make vendor` fetches it from npm"
     shots = Path(os.environ.get("GPULEASE_SCREENSHOTS") or tmp_path / "screenshots")

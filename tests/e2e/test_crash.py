@@ -22,7 +22,8 @@ from gpulease.domain.states import DEPLOY_ORDER, UNSAFE_TO_REPEAT, NodeStatus
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.services.orders import ordering as orders
-from tests.conftest import SECRET, TenantCtx
+from gpulease.testing.callers import TenantCtx
+from gpulease.testing.platforms import SECRET
 
 pytestmark = pytest.mark.slow
 

@@ -16,8 +16,9 @@ import httpx
 import psycopg
 import pytest
 
-from tests.conftest import PG_URL, SECRET, free_port
-from tests.drivers.proxy import FaultProxy
+from gpulease.testing.platforms import PG_URL, SECRET
+from gpulease.testing.servers import free_port
+from tests.drivers.redfish.proxy import FaultProxy
 
 pytestmark = pytest.mark.slow
 

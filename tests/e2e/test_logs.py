@@ -13,7 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import SECRET, free_port
+from gpulease.testing.platforms import SECRET
+from gpulease.testing.servers import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -59,8 +60,8 @@ def test_each_transition_is_one_log_line(fleet: object, tenant: object, key: str
     from gpulease.platform import Platform
     from gpulease.schemas import OrderRequest
     from gpulease.services.orders import ordering as orders
+    from gpulease.testing.callers import TenantCtx
     from gpulease.worker.runner import Worker
-    from tests.conftest import TenantCtx
 
     assert isinstance(fleet, Platform) and isinstance(tenant, TenantCtx)
     caplog.set_level("INFO", logger="gpulease.lifecycle")

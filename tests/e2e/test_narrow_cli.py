@@ -15,8 +15,9 @@ from gpulease.db.tables import Node
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.services.orders import ordering as orders
+from gpulease.testing.callers import TenantCtx
+from gpulease.testing.servers import LiveServer
 from gpulease.worker.runner import Worker
-from tests.conftest import LiveServer, TenantCtx
 
 
 def lines(output: str) -> list[str]:

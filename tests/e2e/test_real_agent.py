@@ -24,10 +24,10 @@ from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.services.fleet.inventory import NodeSpec, add_node
 from gpulease.services.orders import ordering as orders
+from gpulease.testing.callers import TenantCtx
+from gpulease.testing.factories import drive_token
+from gpulease.testing.servers import LiveServer, free_port
 from gpulease.worker.runner import Worker
-from tests.agent.conftest import loop_device, need_fio  # noqa: F401 - fixtures
-from tests.conftest import LiveServer, TenantCtx, free_port
-from tests.services.helpers import drive_token
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,8 @@ import pytest
 
 from gpulease.compose import make_platform
 from gpulease.services.accounts import identity as accounts
-from tests.conftest import SECRET, database_url, free_port, make_settings
+from gpulease.testing.platforms import SECRET, database_url, make_settings
+from gpulease.testing.servers import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -24,7 +24,8 @@ from cryptography.fernet import Fernet
 from sqlalchemy import MetaData, create_engine, insert, text
 
 from gpulease.db.session import alembic_config
-from tests.conftest import SECRET, database_url, free_port
+from gpulease.testing.platforms import SECRET, database_url
+from gpulease.testing.servers import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ from gpulease.domain.states import INSTANCE, INSTANCE_STAGE, NodeStatus
 from gpulease.lifecycle.binding import bind_read, fence, hold_gpus, release_gpus, unbind
 from gpulease.lifecycle.writer import initial
 from gpulease.platform import Platform
-from tests.conftest import TenantCtx
+from gpulease.testing.callers import TenantCtx
 
 
 def _instance(p: Platform, t: TenantCtx, iid: str) -> None:

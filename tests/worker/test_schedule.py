@@ -15,20 +15,24 @@ from gpulease.ports.bmc import Bmc, BmcLog
 from gpulease.schemas import OrderRequest
 from gpulease.services.instances import views as instances
 from gpulease.services.orders import ordering as orders
+from gpulease.testing.callers import TenantCtx
 from gpulease.worker.jobs.job import Job
 from gpulease.worker.runner import Worker
 from gpulease.worker.schedule import SCHEDULE, Scheduler
-from tests.conftest import TenantCtx
 
 BMC_ANSWERS_IN_S = 5.0
+HELD_AT_MOST_S = 60.0
 H100 = dict(sku="h100-80g-x8", region="ningxia-1")
 
 
 class SlowLogs:
-    """A BMC whose log service answers in BMC_ANSWERS_IN_S (power and media as usual)."""
+    """A BMC whose log service answers in BMC_ANSWERS_IN_S (power and media as usual);
+    its first answer waits, besides, until the test has seen what it waits for (at most
+    HELD_AT_MOST_S), so that a busy machine cannot make the test's point by chance."""
 
     started = threading.Event()
     answered = threading.Event()
+    release = threading.Event()
 
     def __init__(self, bmc: Bmc) -> None:
         self._bmc = bmc
@@ -37,8 +41,11 @@ class SlowLogs:
         return getattr(self._bmc, name)
 
     def event_log(self) -> BmcLog:
+        first = not SlowLogs.started.is_set()
         SlowLogs.started.set()
         time.sleep(BMC_ANSWERS_IN_S)
+        if first:
+            SlowLogs.release.wait(HELD_AT_MOST_S)
         SlowLogs.answered.set()
         return self._bmc.event_log()
 
@@ -53,6 +60,7 @@ def test_a_slow_bmc_sweep_does_not_delay_a_stage_timeout(
     fleet.drivers.bmc["simulated"] = lambda endpoint: SlowLogs(real(endpoint))
     SlowLogs.started.clear()
     SlowLogs.answered.clear()
+    SlowLogs.release.clear()
     worker = Worker(fleet, owner="slow-bmc", sweep_every_s=0.05)  # jobs every 50 ms
     worker.start(threads=2)
     try:
@@ -65,7 +73,7 @@ def test_a_slow_bmc_sweep_does_not_delay_a_stage_timeout(
         assert fleet.drivers.fleet is not None
         fleet.drivers.fleet.inject_fault(name, "agent_up", "hang", times=1000)
         failed_at = None
-        for _ in range(400):  # bounded: 20 s
+        for _ in range(800):  # bounded: 40 s
             with fleet.db.read() as s:
                 node = s.query(Node).filter(Node.name == name).one()
             if node.status == "maintenance":
@@ -74,6 +82,7 @@ def test_a_slow_bmc_sweep_does_not_delay_a_stage_timeout(
             time.sleep(0.05)
         answered_before = SlowLogs.answered.is_set()
     finally:
+        SlowLogs.release.set()
         worker.stop()
     assert failed_at is not None, "the stage never timed out"
     assert "timed out" in (node.status_reason or "")

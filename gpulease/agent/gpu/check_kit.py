@@ -28,7 +28,7 @@ from gpulease.agent.gpu.simulated import SimulatedGpus, VirtualClock
 from gpulease.agent.server import AgentServer, AgentState
 from gpulease.domain.fleet.acceptance import GpuSpec, Report, Thresholds
 
-CATALOG = Path(__file__).resolve().parent.parent / "data" / "catalog.toml"
+CATALOG = Path(__file__).resolve().parents[2] / "data" / "catalog.toml"
 # Ceilings others published, to read the figures against (docs/acceptance.md): the
 # maximum achievable bf16 matmul (MAMF) measured on this chip, the datasheet's memory
 # bandwidth, and what a PCIe Gen5 ×16 link carries host to device in practice.

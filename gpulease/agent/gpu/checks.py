@@ -359,7 +359,7 @@ def _real_gpu_figures(backend: GpuBackend, options: SuiteOptions) -> dict[str, A
                               host_copy_gbps(d))
         except CheckError:
             raise  # no PyTorch or no CUDA: nothing can be measured here
-        except Exception as exc:  # noqa: BLE001 - the device failed, not the suite
+        except Exception as exc:
             log.warning("%s does not respond: %s", d, exc)
             responding.append(False)
             mm.append((0.0, False))
@@ -390,7 +390,7 @@ def _real_gpu_figures(backend: GpuBackend, options: SuiteOptions) -> dict[str, A
 
 
 def run_suite(backend: GpuBackend, thresholds: Thresholds, spec: GpuSpec,
-              options: SuiteOptions = SuiteOptions()) -> Report:  # noqa: B008
+              options: SuiteOptions = SuiteOptions()) -> Report:
     """Measure everything this node can measure, then judge it."""
     notes: list[str] = []
     gpus = backend.devices()

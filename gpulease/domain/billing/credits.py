@@ -28,7 +28,7 @@ class SlaRule:
 
 
 def late_delivery_credit(delivery_s: float, sla_s: float, first_period: Decimal,
-                         rule: SlaRule = SlaRule()) -> tuple[Decimal, Decimal]:  # noqa: B008
+                         rule: SlaRule = SlaRule()) -> tuple[Decimal, Decimal]:
     """(credit, percent) for a delivery that took `delivery_s` against an SLA of `sla_s`."""
     late = delivery_s - sla_s
     if late <= 0 or first_period <= 0:
@@ -56,7 +56,7 @@ class OutageRule:
 
 
 def outage_credit(outage_s: float, period_price: Decimal, period_s: float,
-                  rule: OutageRule = OutageRule()) -> Decimal:  # noqa: B008
+                  rule: OutageRule = OutageRule()) -> Decimal:
     """The credit for one outage of `outage_s` on a period of `period_s` costing
     `period_price`; nothing within the SLA."""
     if outage_s <= rule.sla_minutes * 60 or period_price <= 0 or period_s <= 0:
@@ -78,6 +78,6 @@ class AcceptanceRule:
                       "acceptance, once per period", percent=self.percent.normalize())
 
 
-def acceptance_credit(period_price: Decimal, rule: AcceptanceRule = AcceptanceRule()  # noqa: B008
+def acceptance_credit(period_price: Decimal, rule: AcceptanceRule = AcceptanceRule()
                       ) -> Decimal:
     return to_fen(period_price * rule.percent / 100) if period_price > 0 else Decimal("0.00")

@@ -94,6 +94,16 @@ def live_drive(s: Session, drive_id: str) -> tuple[ConfigDrive, Node] | None:
     return drive, node
 
 
+def config_drive_iso(p: Platform, drive_id: str) -> bytes:
+    """The config drive a deploying or cleaning server's BMC mounts (its id is the
+    capability); NotFound once its server is installed."""
+    with p.db.read() as s:
+        live = live_drive(s, drive_id)
+        if live is None:
+            raise NotFound("No such config drive; it is deleted once its server is installed.")
+        return live[0].iso
+
+
 def nocloud_file(p: Platform, drive_id: str, name: str, source: str | None) -> str:
     on_boot_network(p, source)
     if name not in SEED_FILES:

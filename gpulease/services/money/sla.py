@@ -126,7 +126,7 @@ def _confirm(s: Session, claim: SlaClaim, now: datetime, actor: str, cap: Decima
     return credit
 
 
-def claim_outage(s: Session, alert: HardwareAlert, rule: OutageRule = OutageRule()  # noqa: B008
+def claim_outage(s: Session, alert: HardwareAlert, rule: OutageRule = OutageRule()
                  ) -> Decimal:
     """Called as an alert closes: an outage fault on a tenant's GPU beyond the SLA. The
     alert comes from the rented host's agent, so the claim waits for an operator."""
@@ -149,7 +149,7 @@ def claim_outage(s: Session, alert: HardwareAlert, rule: OutageRule = OutageRule
 
 
 def claim_ticket_outage(s: Session, ticket: Ticket, now: datetime,
-                        rule: OutageRule = OutageRule()  # noqa: B008
+                        rule: OutageRule = OutageRule()
                         ) -> SlaClaim | None:
     """Called as a fault's ticket is mitigated: the GPU (or node) was out of service from
     the fault's first evidence to the mitigation. One claim per fault: keyed by the alert
@@ -180,7 +180,7 @@ def claim_ticket_outage(s: Session, ticket: Ticket, now: datetime,
 
 def credit_failed_acceptance(s: Session, instance_id: str, now: datetime, *, actor: str,
                              report_id: str, platform_evidence: bool, cap: Decimal,
-                             rule: AcceptanceRule = AcceptanceRule()  # noqa: B008
+                             rule: AcceptanceRule = AcceptanceRule()
                              ) -> Decimal:
     """A delivered, leased machine that fails acceptance when its tenant asks: once per
     lease period; credited at once only when the platform ran the check itself."""

@@ -213,7 +213,7 @@ def charge(s: Session, tenant_id: str, amount: Decimal, now: datetime, *,
 
 
 def credit_late_delivery(s: Session, inst: Instance, now: datetime, sla_s: float,
-                         rule: SlaRule = SlaRule(), actor: str = WORKER) -> Decimal:  # noqa: B008
+                         rule: SlaRule = SlaRule(), actor: str = WORKER) -> Decimal:
     """A delivery later than the SLA earns a credit on the first period, by the documented
     rule, straight into the wallet (shown in the ledger and the instance's stages)."""
     first = -_sum(s, LedgerEntry.instance_id == inst.id, LedgerEntry.kind == "charge")

@@ -227,5 +227,5 @@ def serve_worker_metrics(p: Platform) -> Callable[[], None] | None:
 
 
 class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base's name)
+    def log_message(self, format: str, *args: Any) -> None:
         pass

@@ -11,10 +11,11 @@ import logging
 from datetime import datetime
 from pathlib import Path
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpulease.agent.backup import DATA_MOUNT, on_data_disk
+from gpulease.db.claims import due_now
 from gpulease.db.ops_tables import Backup
 from gpulease.db.repositories import bound_nodes, get_instance
 from gpulease.db.tables import Instance, Node
@@ -255,10 +256,5 @@ def finish_failed(s: Session, p: Platform, run: Backup, reason: str, now: dateti
     note(s, now, run.instance_id, kind, str(text), actor=WORKER)
     if tell:
         post_notice(s, run.tenant_id, kind, text, now, instance_id=run.instance_id)
-    wake_instance(s, run.instance_id, now)
+    due_now(s, Instance, run.instance_id, now)  # the instance looks again (a swap waits)
 
-
-def wake_instance(s: Session, instance_id: str, now: datetime) -> None:
-    """The instance looks again (a swap waits on its copy)."""
-    s.execute(update(Instance).where(Instance.id == instance_id)
-              .values(next_attempt_at=now).execution_options(synchronize_session=False))

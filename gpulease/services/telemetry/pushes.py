@@ -1,14 +1,12 @@
 """GPU telemetry pushed by node agents: each push checked against the node (its GPUs, each
 once) and stored as per-minute summaries for the node's current instance; the alerts the
-window raises opened, refreshed or closed (a new one opens a ticket, a cleared one may be
-an outage claim); the newest summaries and open alerts of an instance, and a node's alerts
-for operators."""
+window raises opened, refreshed or closed (services/fleet/alerts.py); the newest summaries
+and open alerts of an instance, and a node's alerts for operators."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
@@ -18,49 +16,10 @@ from gpulease.db.repositories import get_instance, instance_allocations
 from gpulease.db.tables import HardwareAlert, Node, NodeAgent, TelemetrySummary
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import InvalidInput
-from gpulease.domain.fleet.telemetry import Alert, GpuSummary, alerts_for
-from gpulease.domain.phrases import stored
-from gpulease.lifecycle.history import agent as agent_actor
+from gpulease.domain.fleet.telemetry import GpuSummary
 from gpulease.platform import Platform
 from gpulease.services.agents.credentials import authenticate_agent
-from gpulease.services.money import sla
-from gpulease.services.support import tickets
-
-
-def _phrase_json(alert: Alert) -> str | None:
-    return stored(alert.phrase)[1] if alert.phrase is not None else None
-
-
-def _sync_alerts(s: Session, p: Platform, node: Node, summaries: Sequence[GpuSummary],
-                 now: datetime) -> list[dict[str, Any]]:
-    """Open an alert the window shows, refresh one still shown, close one no longer shown."""
-    raised = {(a.gpu, a.kind.value): a for a in alerts_for(summaries)}
-    reported = {g.index for g in summaries}
-    open_rows = s.scalars(select(HardwareAlert).where(
-        HardwareAlert.node_id == node.id, HardwareAlert.closed_at.is_(None),
-        HardwareAlert.source == "agent")).all()  # the BMC's alerts close by its health
-    seen = set()
-    for row in open_rows:
-        key = (row.gpu_index, row.kind)
-        if key in raised:
-            row.last_seen_at, row.message = now, raised[key].message
-            row.phrase = _phrase_json(raised[key])
-            seen.add(key)
-        elif row.gpu_index in reported:
-            row.closed_at = now
-            sla.claim_outage(s, row)  # beyond the outage SLA: a claim for the operator
-            tickets.alert_cleared(s, row, now, agent_actor(node.id))
-    for key, alert in raised.items():
-        if key not in seen:
-            opened = HardwareAlert(node_id=node.id, instance_id=node.instance_id,
-                                   gpu_index=alert.gpu, gpu_uuid=alert.uuid,
-                                   kind=alert.kind.value, severity=alert.severity,
-                                   message=alert.message, phrase=_phrase_json(alert),
-                                   opened_at=now, last_seen_at=now)
-            s.add(opened)
-            s.flush()  # the ticket's evidence names it
-            tickets.open_from_alert(s, p, opened, now, agent_actor(node.id))
-    return [a.as_dict() for a in raised.values()]
+from gpulease.services.fleet.alerts import sync_agent_alerts
 
 
 def _within_the_node(p: Platform, node: Node, summaries: Sequence[GpuSummary]) -> None:
@@ -96,7 +55,7 @@ def ingest(p: Platform, credential: str | None, gpus: Iterable[dict[str, Any]]
                                    received_at=now, gpu_index=g.index, gpu_uuid=g.uuid,
                                    summary_json=json.dumps(g.as_dict()))
                   for g in summaries)
-        return _sync_alerts(s, p, node, summaries, now)
+        return sync_agent_alerts(s, p, node, summaries, now)
 
 
 def _newest_summaries(s: Session, instance_id: str, gpus: int

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from sqlalchemy import ColumnElement, and_, or_, update
 
-from gpulease.db.claims import Claim, begin_step, guarded, release
+from gpulease.db.claims import Claim, begin_step, due_now, guarded, release
 from gpulease.db.ops_tables import Backup
 from gpulease.db.tables import Instance, Node
 from gpulease.domain.errors import InvalidInput
@@ -50,7 +50,6 @@ from gpulease.services.storage.backups import (
     SYNCHRONOUS_LEASE_S,
     finish_failed,
     prefix_of,
-    wake_instance,
 )
 from gpulease.services.storage.meter import counted
 from gpulease.worker.pipelines.base import Pipeline
@@ -162,7 +161,7 @@ def _drive(p: Platform, held: Claim) -> None:
                 "server.", instance=run.instance_id, path=run.path,
                 snapshot=answer.snapshot_id, files=answer.files,
                 mb=f"{answer.bytes_total / 1e6:,.1f}"), now, instance_id=run.instance_id)
-        wake_instance(s, run.instance_id, now)
+        due_now(s, Instance, run.instance_id, now)
         key_id = run.key_id
     _end_key(p, held.id, tenant, key_id)
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from gpulease.db.claims import release
+from gpulease.db.claims import due_now, release
 from gpulease.db.tables import Event, Instance, Node
 from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.states import (
@@ -51,9 +51,7 @@ DELIVERING = (InstanceStatus.PENDING, InstanceStatus.DEPLOYING)
 
 
 def wake_instance(s: Session, instance_id: str | None, now: datetime) -> None:
-    if instance_id:
-        s.execute(update(Instance).where(Instance.id == instance_id)
-                  .values(next_attempt_at=now).execution_options(synchronize_session=False))
+    due_now(s, Instance, instance_id, now)
 
 
 def start_deploy(s: Session, p: Platform, node: Node, now: datetime, actor: str) -> None:

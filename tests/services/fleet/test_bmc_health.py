@@ -1,0 +1,139 @@
+"""The BMC's own logs as evidence: critical GPU, memory, PSU and thermal entries of a
+rented node's SEL become hardware alerts (source `bmc`, the BMC's message) on a schedule,
+each entry once, and close when the BMC's health is OK again; the Redfish driver reads the
+SEL where iDRAC keeps it (under the manager). SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sqlalchemy import select, update
+
+from gpulease.db.tables import HardwareAlert, Node
+from gpulease.domain.fleet.bmc_events import (
+    BmcFault,
+    LogEntry,
+    classify,
+    cursor,
+    gpu_index,
+    new_entries,
+)
+from gpulease.drivers.redfish import RedfishDriver
+from gpulease.platform import Platform
+from gpulease.ports.bmc import BmcEndpoint
+from gpulease.services.instances import views as instances
+from gpulease.testing.callers import TenantCtx
+from gpulease.testing.clock import MovableClock
+from gpulease.testing.factories import deliver, sim
+from gpulease.worker.jobs.fleet.bmc_logs import check_bmc_logs
+from gpulease.worker.runner import Worker
+from tests.drivers.redfish.mockup import serve_mockup
+from tests.drivers.redfish.vendor_trees import write_dell_like, write_sel
+from tests.fixtures.browser import PASSWORD
+from tests.fixtures.redfish import USER
+
+
+def _e(message: str, severity: str = "Critical", created: str = "2026-12-01T10:00:00Z",
+       ident: str = "1", service: str = "sel") -> LogEntry:
+    return LogEntry(service, ident, created, severity, message)
+
+
+def test_critical_entries_are_classified_and_read_once() -> None:
+    assert classify(_e("GPU 3 has fallen off the bus (Xid 79)")) == BmcFault.GPU
+    assert gpu_index(_e("GPU 3 has fallen off the bus")) == 3
+    assert classify(_e("Multi-bit memory errors detected on DIMM A1")) == BmcFault.MEMORY
+    assert classify(_e("Power supply 2 is lost")) == BmcFault.PSU
+    assert classify(_e("The system inlet temperature is above the upper critical "
+                       "threshold")) == BmcFault.THERMAL
+    assert classify(_e("Power supply 2 is lost", severity="Warning")) is None
+    assert classify(_e("The chassis cover was opened")) is None
+    old = (_e("old", ident="1", created="2026-11-01T00:00:00Z"),)
+    seen = cursor(("sel", "events"), old, {})
+    assert new_entries(old, {}) == []  # the first look takes nothing old
+    later = old + (_e("new", ident="2", created="2026-12-01T00:00:00Z"),
+                   _e("first of its log", ident="1", service="events"))
+    assert [e.message for e in new_entries(later, seen)] == ["new", "first of its log"]
+    assert new_entries(later, cursor(("sel", "events"), later, seen)) == []
+
+
+def test_a_rented_node_s_bmc_log_opens_and_closes_alerts(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str,
+) -> None:
+    clock = MovableClock(datetime(2026, 12, 1, 9, tzinfo=UTC))
+    fleet.clock = clock
+    iid = deliver(fleet, tenant, worker, key)
+    name = instances.show_instance(fleet, tenant.principal, iid).nodes[0].name
+    clock.move(minutes=6)
+    assert check_bmc_logs(fleet) == 0  # read already while it deployed: nothing new
+    sim(fleet).add_bmc_log(name, "Critical", "GPU 5 has fallen off the bus", "2026-12-01T09:07Z")
+    sim(fleet).add_bmc_log(name, "OK", "Log cleared", "2026-12-01T09:08Z")
+    assert check_bmc_logs(fleet) == 0  # not due yet (every 5 minutes)
+    clock.move(minutes=6)
+    assert check_bmc_logs(fleet) == 1
+    with fleet.db.read() as s:
+        (alert,) = s.scalars(select(HardwareAlert).where(HardwareAlert.source == "bmc")).all()
+    assert (alert.kind, alert.gpu_index, alert.instance_id) == ("bmc_gpu", 5, iid)
+    assert "GPU 5 has fallen off the bus" in alert.message and alert.closed_at is None
+    stages = [st.stage for st in instances.show_instance(fleet, tenant.principal, iid).stages]
+    assert "bmc_alert" in stages
+    clock.move(minutes=6)
+    assert check_bmc_logs(fleet) == 0  # each entry once
+    sim(fleet).set_bmc_health(name, "OK")
+    clock.move(minutes=6)
+    check_bmc_logs(fleet)
+    with fleet.db.read() as s:
+        closed = s.scalar(select(HardwareAlert.closed_at).where(HardwareAlert.id == alert.id))
+    assert closed == clock.now()
+
+
+def test_the_redfish_driver_reads_the_sel_under_the_manager(tmp_path: Path) -> None:
+    write_dell_like(tmp_path / "dell")
+    write_sel(tmp_path / "dell", [
+        ("2026-12-01T08:00:00Z", "OK", "The process of installing an operating system "
+         "completed successfully.", "OSE1002"),
+        ("2026-12-01T09:30:00Z", "Critical", "The GPU in slot 4 is not responding. GPU4",
+         "PCI3020")])
+    bmc = serve_mockup(tmp_path / "dell")
+    try:
+        read = RedfishDriver(timeout_s=5).bmc(BmcEndpoint(
+            "xe", f"{bmc.url}/redfish/v1/Systems/System.Embedded.1", USER, PASSWORD)
+        ).event_log()
+    finally:
+        bmc.stop()
+    assert read.services == ("/redfish/v1/Managers/iDRAC.Embedded.1/LogServices/Sel",)
+    assert [e.severity for e in read.entries] == ["OK", "Critical"]
+    critical = read.entries[1]
+    assert classify(critical) == BmcFault.GPU and critical.message_id == "PCI3020"
+
+
+def test_a_subscribed_node_is_polled_hourly_and_resubscribed_when_dropped(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str,
+) -> None:
+    clock = MovableClock(datetime(2026, 12, 1, 9, tzinfo=UTC))
+    fleet.clock = clock
+    iid = deliver(fleet, tenant, worker, key)
+    name = instances.show_instance(fleet, tenant.principal, iid).nodes[0].name
+    sim(fleet).offer_event_service(name)
+    with fleet.db.write() as s:  # as if never read: asked to subscribe at the next read
+        s.execute(update(Node).where(Node.name == name).values(bmc_checked_at=None,
+                                                                bmc_subscription=None))
+    check_bmc_logs(fleet)
+    held = sim(fleet).snapshot(name)["subscription"]
+    assert held["destination"].endswith("/api/v1/bmc-events/" + _node_id(fleet, name))
+    sim(fleet).add_bmc_log(name, "Critical", "GPU 2 has fallen off the bus", "2026-12-01T09:07Z")
+    clock.move(minutes=30)
+    assert check_bmc_logs(fleet) == 0  # pushed alerts come by themselves: read hourly
+    clock.move(minutes=31)
+    assert check_bmc_logs(fleet) == 1  # the safety net: what the push may have lost
+    sim(fleet).offer_event_service(name, False)
+    sim(fleet).offer_event_service(name)  # the BMC dropped the subscription
+    clock.move(minutes=61)
+    check_bmc_logs(fleet)
+    again = sim(fleet).snapshot(name)["subscription"]
+    assert again is not None and again["context"] != held["context"]
+
+
+def _node_id(p: Platform, name: str) -> str:
+    with p.db.read() as s:
+        return str(s.scalar(select(Node.id).where(Node.name == name)))

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import json
+
+import bcrypt
+import pytest
+
+from gpulease.configdrive import ConfigDriveSpec, build_iso, read_iso
+from gpulease.testing.callers import ssh_key
+
+SPEC = ConfigDriveSpec(instance_id="i-abc", hostname="train-01", ssh_keys=(ssh_key("me"),),
+                       root_password="Corr3ct-horse", agent_url="https://gl.example.com",
+                       agent_token="glat_one-time")
+
+
+def test_config_drive_is_a_nocloud_iso_with_the_instances_settings() -> None:
+    files = read_iso(build_iso(SPEC))
+    assert files["user-data"].startswith("#cloud-config\n")
+    config = json.loads(files["user-data"].split("\n", 1)[1])
+    assert config["hostname"] == "train-01"
+    root = config["users"][0]
+    assert root["ssh_authorized_keys"] == list(SPEC.ssh_keys)
+    assert bcrypt.checkpw(b"Corr3ct-horse", root["hashed_passwd"].encode())
+    assert "Corr3ct-horse" not in files["user-data"]  # only the hash travels
+    assert ["LABEL=data", "/data", "ext4", "defaults,nofail", "0", "2"] in config["mounts"]
+    env = config["write_files"][0]
+    assert "GPULEASE_AGENT_TOKEN=glat_one-time" in env["content"]
+    assert env["permissions"] == "0600"
+    assert json.loads(files["meta-data"]) == {"instance-id": "i-abc",
+                                              "local-hostname": "train-01"}
+    assert json.loads(files["network-config"])["version"] == 2
+
+
+def test_a_foreign_iso_is_refused() -> None:
+    import io
+
+    import pycdlib
+
+    iso = pycdlib.PyCdlib()
+    iso.new(interchange_level=3, joliet=3, vol_ident="OTHER")
+    out = io.BytesIO()
+    iso.write_fp(out)
+    with pytest.raises(ValueError, match="cidata"):
+        read_iso(out.getvalue())

@@ -1,0 +1,253 @@
+"""The provisioning engine under faults, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import select, update
+
+from gpulease.db.tables import Event, Instance, Node
+from gpulease.platform import Platform
+from gpulease.ports.bmc import BmcEndpoint
+from gpulease.schemas import OrderRequest
+from gpulease.services.instances import actions
+from gpulease.services.instances import views as instances
+from gpulease.services.orders import ordering as orders
+from gpulease.testing.callers import TenantCtx
+from gpulease.testing.clock import LeapingClock
+from gpulease.testing.factories import double_allocated_gpus, node_by_name, node_name_of, place, sim
+from gpulease.worker.pipelines.base import claim_due
+from gpulease.worker.pipelines.node_steps import Outcome, StepInput, StepResult
+from gpulease.worker.pipelines.nodes import _apply_node
+from gpulease.worker.runner import Worker
+
+H100 = dict(sku="h100-80g-x8", region="ningxia-1")
+
+
+def test_transient_bmc_errors_are_retried(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str
+) -> None:
+    iid = place(fleet, tenant, key)
+    name = node_name_of(fleet, tenant, iid)
+    sim(fleet).inject_fault(name, "power_on", "transient", times=2)
+    worker.run_until_idle()
+    view = instances.show_instance(fleet, tenant.principal, iid)
+    assert view.status == "ready"
+    retries = [st for st in view.stages if st.stage == "power_on (retry)"]
+    assert len(retries) == 2 and "503" in (retries[0].message or "")
+
+
+def test_a_failed_node_is_replaced_by_a_free_one(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str
+) -> None:
+    iid = place(fleet, tenant, key)
+    name = node_name_of(fleet, tenant, iid)
+    sim(fleet).inject_fault(name, "insert_media", "permanent")
+    worker.run_until_idle()
+    view = instances.show_instance(fleet, tenant.principal, iid)
+    assert view.status == "ready", view.status_reason
+    (moved,) = [st for st in view.stages if st.stage == "moved"]
+    assert f"node {name} failed" in (moved.message or "") and "answered 404" in moved.message
+    assert [n.status for n in view.nodes if n.name == name] == ["released"]
+    assert [n.status for n in view.nodes if n.name != name] == ["active"]
+    assert node_by_name(fleet, name).status == "maintenance"
+    assert double_allocated_gpus(fleet) == []
+
+
+def occupy_spare(p: Platform, t: TenantCtx, key: str) -> None:
+    place(p, t, key)  # the offer's other node: no spare left
+
+
+def test_permanent_fault_sends_node_to_maintenance_with_the_bmc_message(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str
+) -> None:
+    iid = place(fleet, tenant, key)
+    occupy_spare(fleet, tenant, key)
+    name = node_name_of(fleet, tenant, iid)
+    sim(fleet).inject_fault(name, "insert_media", "permanent")
+    worker.run_until_idle()
+    view = instances.show_instance(fleet, tenant.principal, iid)
+    assert view.status == "failed"
+    assert "attach_media failed" in (view.status_reason or "")
+    assert "answered 404" in (view.status_reason or "")
+    node = node_by_name(fleet, name)
+    assert node.status == "maintenance" and "answered 404" in (node.status_reason or "")
+    assert node.instance_id is None
+    assert double_allocated_gpus(fleet) == []
+
+
+def test_retries_are_bounded(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str
+) -> None:
+    iid = place(fleet, tenant, key)
+    occupy_spare(fleet, tenant, key)
+    name = node_name_of(fleet, tenant, iid)
+    sim(fleet).inject_fault(name, "power_state", "transient", times=50)
+    worker.run_until_idle()
+    node = node_by_name(fleet, name)
+    assert node.status == "maintenance"
+    assert "power_off failed after 4 attempts" in (node.status_reason or "")
+    assert instances.show_instance(fleet, tenant.principal, iid).status == "failed"
+
+
+def test_stage_timeout_is_swept(fleet: Platform, tenant: TenantCtx, key: str) -> None:
+    fleet.settings.stage_timeout_s = 0.3
+    worker = Worker(fleet, owner="sweeper", sweep_every_s=0.05)
+    iid = place(fleet, tenant, key)
+    occupy_spare(fleet, tenant, key)
+    name = node_name_of(fleet, tenant, iid)
+    sim(fleet).inject_fault(name, "agent_up", "hang", times=1000)
+    worker.run_until_idle(timeout_s=10, settle_s=0.5)
+    node = node_by_name(fleet, name)
+    assert node.status == "maintenance"
+    assert "stage wait_agent timed out" in (node.status_reason or "")
+    view = instances.show_instance(fleet, tenant.principal, iid)
+    assert view.status == "failed" and "timed out" in (view.status_reason or "")
+
+
+def test_a_failed_cluster_node_fails_the_order_and_frees_the_rest(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str
+) -> None:
+    iid = place(fleet, tenant, key, kind="cluster", nodes=2)
+    names = [n.name for n in instances.show_instance(fleet, tenant.principal, iid).nodes]
+    sim(fleet).inject_fault(names[0], "agent_configure", "permanent")
+    worker.run_until_idle()
+    view = instances.show_instance(fleet, tenant.principal, iid)
+    assert view.status == "failed" and names[0] in (view.status_reason or "")
+    assert node_by_name(fleet, names[0]).status == "maintenance"
+    healthy = node_by_name(fleet, names[1])
+    assert healthy.status == "available" and healthy.instance_id is None
+    assert sim(fleet).snapshot(names[1])["erase_count"] == 1  # deployed, so erased
+
+
+def test_an_expired_lock_is_taken_over_and_the_stale_write_is_dropped(
+    fleet: Platform, tenant: TenantCtx, key: str
+) -> None:
+    fleet.clock = clock = LeapingClock()
+    iid = place(fleet, tenant, key)
+    worker = Worker(fleet, owner="live")
+    worker.step()  # instance: pending -> deploying; node due at power_off
+    (dead,) = claim_due(fleet, Node, "dead-worker", extra=[Node.status == "deploying"])
+    worker.step()  # the live worker may not take the locked node
+    with fleet.db.read() as s:
+        node = s.get(Node, dead.id)
+        assert node is not None and node.lock_owner == "dead-worker"
+        assert node.stage == "power_off" and node.lock_token == dead.token
+    clock.leap += timedelta(seconds=fleet.settings.lock_ttl_s + 1)
+    worker.run_until_idle()
+    assert instances.show_instance(fleet, tenant.principal, iid).status == "ready"
+    # The dead worker wakes up and applies its old result: it must change nothing.
+    job = StepInput(node_id=dead.id, node_name="", stage="power_off", bmc_driver="simulated",
+                  endpoint=BmcEndpoint("", "", "", ""), instance_id=iid, image_url="",
+                  agent_media_url="", ssh_keys=(), root_password="", hostname="")
+    _apply_node(fleet, dead, job, StepResult(Outcome.ADVANCE))
+    with fleet.db.read() as s:
+        node = s.get(Node, dead.id)
+        assert node is not None and node.status == "active" and node.stage is None
+
+
+def test_a_worker_lost_inside_an_unsafe_step_fails_the_deploy_and_cleans(
+    fleet: Platform, tenant: TenantCtx, key: str
+) -> None:
+    fleet.clock = clock = LeapingClock()
+    iid = place(fleet, tenant, key)
+    name = node_name_of(fleet, tenant, iid)
+    worker = Worker(fleet, owner="live")
+    for _ in range(100):
+        if node_by_name(fleet, name).stage == "configure":
+            break
+        worker.step()
+    # A worker claims the configure step, marks it in progress and dies mid-I/O.
+    (dead,) = claim_due(fleet, Node, "dead-worker", extra=[Node.name == name])
+    with fleet.db.write() as s:
+        s.execute(update(Node).where(Node.id == dead.id).values(step_in_progress="configure"))
+    clock.leap += timedelta(seconds=fleet.settings.lock_ttl_s + 1)
+    worker.run_until_idle()
+    view = instances.show_instance(fleet, tenant.principal, iid)
+    assert view.status == "failed"
+    assert "interrupted during configure" in (view.status_reason or "")
+    assert "not safe to repeat" in (view.status_reason or "")
+    node = node_by_name(fleet, name)
+    assert node.status == "available" and node.instance_id is None
+    assert sim(fleet).snapshot(name)["erase_count"] == 1
+
+
+def test_release_during_deploy_cleans_the_node(
+    fleet: Platform, tenant: TenantCtx, key: str
+) -> None:
+    iid = place(fleet, tenant, key)
+    name = node_name_of(fleet, tenant, iid)
+    worker = Worker(fleet, owner="live")
+    for _ in range(4):
+        worker.step()
+    actions.release_instance(fleet, tenant.principal, iid)
+    worker.run_until_idle()
+    assert instances.show_instance(fleet, tenant.principal, iid).status == "released"
+    node = node_by_name(fleet, name)
+    assert node.status == "available" and node.instance_id is None
+    with fleet.db.read() as s:
+        inst = s.scalar(select(Instance).where(Instance.id == iid))
+        assert inst is not None and inst.root_password_enc is None
+
+
+def test_a_container_that_fails_to_start_gives_its_gpus_back(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str
+) -> None:
+    from gpulease.services.catalog import offers as catalog
+
+    view, _ = orders.place_order(fleet, tenant.principal, OrderRequest(
+        kind="container", offer="rtx4090-24g-container", gpus=4, ssh_keys=[key]))
+    sim(fleet).inject_fault(view.nodes[0].name, "runtime_start", "permanent")
+    worker.run_until_idle()
+    failed = instances.show_instance(fleet, tenant.principal, view.id)
+    assert failed.status == "failed" and "container start failed" in (failed.status_reason or "")
+    assert [n.status for n in failed.nodes] == ["released"]  # its GPUs are free again
+    free = {c.id: c.free_gpus for c in catalog.catalog_view(fleet).container_offers}
+    assert free == {"rtx4090-24g-container": 16}
+
+
+def test_a_bmc_that_ignores_power_requests_is_asked_politely_then_left_safe(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str
+) -> None:
+    """Its power never changes: three requests a minute apart, polls at most one every
+    2 s after the first 10 s, then maintenance saying why; the server is then left safe
+    (media out, boot override cleared, power off requested)."""
+
+    from gpulease.testing.clock import MovableClock
+    from gpulease.worker.jobs.fleet.safe_off import safe_off
+
+    clock = MovableClock(datetime(2026, 12, 1, 9, tzinfo=UTC))
+    fleet.clock = clock
+    # the stage's own deadline out of the way: the worker's sweep runs on real time, and a
+    # slow machine would let it fail the stage before the BMC's verdict
+    fleet.settings.stage_timeout_s = 10_000
+    # and the periodic sweeps (safe-off among them, on real time) left to the test: on a
+    # busy machine one could run between the failure and the look at what it left
+    worker.sweep_every_s = float("inf")
+    iid = place(fleet, tenant, key)
+    name = node_name_of(fleet, tenant, iid)
+    sim(fleet).inject_fault(name, "power_on", "ignored", times=100)
+    for _ in range(2000):  # bounded: 1,000 simulated seconds
+        clock.move(seconds=0.5)
+        worker.step()
+        node = node_by_name(fleet, name)
+        if node.status == "maintenance":
+            break
+    assert node.status == "maintenance"
+    assert "ignores power requests: 3 × power on" in (node.status_reason or "")
+    state = sim(fleet).snapshot(name)
+    assert state["ignored_requests"] == 3
+    # ~180 s in the stage: 20 reads in the first 10 s, then one per 2-2.5 s
+    assert state["power_reads"] <= 20 + (180 - 10) / 2 + 10, state["power_reads"]
+    assert state["media"] is not None  # what the failed deploy left behind…
+    with fleet.db.read() as s:
+        assert s.get(Node, node.id).safe_off_due  # type: ignore[union-attr]
+    assert safe_off(fleet) >= 1
+    state = sim(fleet).snapshot(name)
+    assert state["media"] is None and state["usb"] is None  # …is taken away
+    assert state["boot_override"] is None and state["power_target"] == "off"
+    with fleet.db.read() as s:
+        assert not s.get(Node, node.id).safe_off_due  # type: ignore[union-attr]
+        (said,) = s.scalars(select(Event.message).where(
+            Event.resource_id == node.id, Event.kind == "safe_off")).all()
+    assert said is not None and "media ejected, boot override cleared, power off" in said
