@@ -1,5 +1,8 @@
-"""The package's shape, checked on its syntax tree: one writer of every lifecycle, no import
-cycles (lazy imports included), no module past 600 lines."""
+"""The package's shape, checked on its syntax tree (docs/architecture.md says why): one
+writer of every lifecycle, one writer of a node's binding, one way to hold background work,
+each table written by its owning family only, the placement rule, states named by their
+enums, no import cycles (lazy imports included), no module past 600 lines, no folder past
+fifteen modules, and tests that mirror the worker and never import one another."""
 
 from __future__ import annotations
 
@@ -342,6 +345,29 @@ def test_each_module_sits_where_the_placement_rule_puts_it() -> None:
         text = path.read_text()
         assert ".db.read()" not in text and ".db.write()" not in text and (
             "select(" not in text), f"{path.name}: a router calls a service, never the database"
+
+
+def test_every_worker_module_has_its_test_module() -> None:
+    """tests/ mirrors the package; for the worker, module by module."""
+    tests = PACKAGE.parent / "tests"
+    missing = [str(path.relative_to(PACKAGE.parent)) for path in
+               sorted((PACKAGE / "worker").rglob("*.py")) if path.name != "__init__.py"
+               and not (tests / path.relative_to(PACKAGE).parent / f"test_{path.name}").exists()]
+    assert not missing, f"give these their tests/…/test_<module>.py: {missing}"
+
+
+def test_no_test_module_reaches_into_another() -> None:
+    """Shared helpers live in gpulease/testing/ or in tests' helper modules and fixture
+    plugins (tests/fixtures/), never in a test_*.py another test module imports."""
+    offenders = []
+    for path in sorted((PACKAGE.parent / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and (
+                    node.module.startswith("tests.")) and (
+                    node.module.rpartition(".")[2].startswith("test_")
+                    or node.module.endswith("conftest")):
+                offenders.append(f"{path.relative_to(PACKAGE.parent)} imports {node.module}")
+    assert not offenders, "\n".join(offenders)
 
 
 def _module(path: Path) -> str:

@@ -22,12 +22,15 @@ from gpulease.db.tables import (
     Instance,
     Node,
 )
+from gpulease.demo_agents import DemoAgents
 from gpulease.domain.states import InstanceStatus
 from gpulease.drivers.simulated import SimulatedFleet
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
+from gpulease.services.fleet import node_changes
 from gpulease.services.instances import views as instances
 from gpulease.services.orders import ordering as orders
+from gpulease.services.support import tickets
 from gpulease.testing.callers import TenantCtx
 from gpulease.worker.runner import Worker
 
@@ -134,4 +137,27 @@ def notices(p: Platform, to: str) -> list[str]:
     """The kinds of the notices sent to `to` (a tenant, or the operators), oldest first."""
     with p.db.read() as s:
         return list(s.scalars(select(LeaseNotice.kind).where(LeaseNotice.tenant_id == to)
+                              .order_by(LeaseNotice.id)))
+
+
+def occupy_spare(p: Platform, t: TenantCtx, key: str) -> None:
+    """The H100 offer's other node ordered too: a failed one has no spare to move to."""
+    place(p, t, key)
+
+
+def faulty_rental(p: Platform, tenant: TenantCtx, operator: TenantCtx, key: str,
+                  worker: Worker) -> tuple[str, str, str]:
+    """A delivered H100 whose GPU 3 fell off the bus: (instance, node, ticket)."""
+    iid = deliver(p, tenant, worker, key)
+    node = instances.show_instance(p, tenant.principal, iid).nodes[0].name
+    node_changes.inject_faults(p, operator.principal, node, ["xid79:3"])
+    DemoAgents(p).tick()
+    (ticket,) = tickets.list_tickets(p, operator.principal, open_only=True).items
+    return iid, node, ticket.id
+
+
+def instance_notices(p: Platform, iid: str) -> list[str]:
+    """The kinds of the notices about one instance (its lease's reminders), oldest first."""
+    with p.db.read() as s:
+        return list(s.scalars(select(LeaseNotice.kind).where(LeaseNotice.instance_id == iid)
                               .order_by(LeaseNotice.id)))

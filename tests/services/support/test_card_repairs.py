@@ -14,7 +14,6 @@ from typer.testing import CliRunner
 from gpulease.cli.main import app
 from gpulease.db.ops_tables import Repair
 from gpulease.db.tables import AcceptanceReport, EraseCertificate, Node
-from gpulease.demo_agents import DemoAgents
 from gpulease.domain.errors import Conflict, Forbidden, InvalidInput
 from gpulease.platform import Platform
 from gpulease.schemas.tickets import RepairWindowAnswer, RepairWindowProposal
@@ -25,7 +24,7 @@ from gpulease.services.platform.notify import OPERATORS
 from gpulease.services.support import card_repairs, repairs, tickets
 from gpulease.testing.callers import TenantCtx
 from gpulease.testing.clock import MovableClock
-from gpulease.testing.factories import deliver, notices
+from gpulease.testing.factories import faulty_rental, notices
 from gpulease.testing.servers import LiveServer
 from gpulease.worker.runner import Worker
 
@@ -36,17 +35,6 @@ def node_row(p: Platform, name: str) -> Node:
         assert node is not None
         s.expunge(node)
         return node
-
-
-def faulty_rental(p: Platform, tenant: TenantCtx, operator: TenantCtx, key: str,
-                  worker: Worker) -> tuple[str, str, str]:
-    """A delivered H100 whose GPU 3 fell off the bus: (instance, node, ticket)."""
-    iid = deliver(p, tenant, worker, key)
-    node = instances.show_instance(p, tenant.principal, iid).nodes[0].name
-    node_changes.inject_faults(p, operator.principal, node, ["xid79:3"])
-    DemoAgents(p).tick()
-    (ticket,) = tickets.list_tickets(p, operator.principal, open_only=True).items
-    return iid, node, ticket.id
 
 
 def test_a_card_repair_in_the_tenants_window_brings_the_same_node_back_burned_in(

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from sqlalchemy import select, update
 
-from gpulease.db.tables import Event, Instance, Node
+from gpulease.db.tables import Instance, Node
 from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint
-from gpulease.schemas import OrderRequest
 from gpulease.services.instances import actions
 from gpulease.services.instances import views as instances
-from gpulease.services.orders import ordering as orders
 from gpulease.testing.callers import TenantCtx
 from gpulease.testing.clock import LeapingClock
-from gpulease.testing.factories import double_allocated_gpus, node_by_name, node_name_of, place, sim
+from gpulease.testing.factories import (
+    double_allocated_gpus,
+    node_by_name,
+    node_name_of,
+    occupy_spare,
+    place,
+    sim,
+)
 from gpulease.worker.pipelines.base import claim_due
 from gpulease.worker.pipelines.node_steps import Outcome, StepInput, StepResult
 from gpulease.worker.pipelines.nodes import _apply_node
@@ -54,10 +59,6 @@ def test_a_failed_node_is_replaced_by_a_free_one(
     assert double_allocated_gpus(fleet) == []
 
 
-def occupy_spare(p: Platform, t: TenantCtx, key: str) -> None:
-    place(p, t, key)  # the offer's other node: no spare left
-
-
 def test_permanent_fault_sends_node_to_maintenance_with_the_bmc_message(
     fleet: Platform, tenant: TenantCtx, worker: Worker, key: str
 ) -> None:
@@ -88,21 +89,6 @@ def test_retries_are_bounded(
     assert node.status == "maintenance"
     assert "power_off failed after 4 attempts" in (node.status_reason or "")
     assert instances.show_instance(fleet, tenant.principal, iid).status == "failed"
-
-
-def test_stage_timeout_is_swept(fleet: Platform, tenant: TenantCtx, key: str) -> None:
-    fleet.settings.stage_timeout_s = 0.3
-    worker = Worker(fleet, owner="sweeper", sweep_every_s=0.05)
-    iid = place(fleet, tenant, key)
-    occupy_spare(fleet, tenant, key)
-    name = node_name_of(fleet, tenant, iid)
-    sim(fleet).inject_fault(name, "agent_up", "hang", times=1000)
-    worker.run_until_idle(timeout_s=10, settle_s=0.5)
-    node = node_by_name(fleet, name)
-    assert node.status == "maintenance"
-    assert "stage wait_agent timed out" in (node.status_reason or "")
-    view = instances.show_instance(fleet, tenant.principal, iid)
-    assert view.status == "failed" and "timed out" in (view.status_reason or "")
 
 
 def test_a_failed_cluster_node_fails_the_order_and_frees_the_rest(
@@ -190,64 +176,3 @@ def test_release_during_deploy_cleans_the_node(
         assert inst is not None and inst.root_password_enc is None
 
 
-def test_a_container_that_fails_to_start_gives_its_gpus_back(
-    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str
-) -> None:
-    from gpulease.services.catalog import offers as catalog
-
-    view, _ = orders.place_order(fleet, tenant.principal, OrderRequest(
-        kind="container", offer="rtx4090-24g-container", gpus=4, ssh_keys=[key]))
-    sim(fleet).inject_fault(view.nodes[0].name, "runtime_start", "permanent")
-    worker.run_until_idle()
-    failed = instances.show_instance(fleet, tenant.principal, view.id)
-    assert failed.status == "failed" and "container start failed" in (failed.status_reason or "")
-    assert [n.status for n in failed.nodes] == ["released"]  # its GPUs are free again
-    free = {c.id: c.free_gpus for c in catalog.catalog_view(fleet).container_offers}
-    assert free == {"rtx4090-24g-container": 16}
-
-
-def test_a_bmc_that_ignores_power_requests_is_asked_politely_then_left_safe(
-    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str
-) -> None:
-    """Its power never changes: three requests a minute apart, polls at most one every
-    2 s after the first 10 s, then maintenance saying why; the server is then left safe
-    (media out, boot override cleared, power off requested)."""
-
-    from gpulease.testing.clock import MovableClock
-    from gpulease.worker.jobs.fleet.safe_off import safe_off
-
-    clock = MovableClock(datetime(2026, 12, 1, 9, tzinfo=UTC))
-    fleet.clock = clock
-    # the stage's own deadline out of the way: the worker's sweep runs on real time, and a
-    # slow machine would let it fail the stage before the BMC's verdict
-    fleet.settings.stage_timeout_s = 10_000
-    # and the periodic sweeps (safe-off among them, on real time) left to the test: on a
-    # busy machine one could run between the failure and the look at what it left
-    worker.sweep_every_s = float("inf")
-    iid = place(fleet, tenant, key)
-    name = node_name_of(fleet, tenant, iid)
-    sim(fleet).inject_fault(name, "power_on", "ignored", times=100)
-    for _ in range(2000):  # bounded: 1,000 simulated seconds
-        clock.move(seconds=0.5)
-        worker.step()
-        node = node_by_name(fleet, name)
-        if node.status == "maintenance":
-            break
-    assert node.status == "maintenance"
-    assert "ignores power requests: 3 × power on" in (node.status_reason or "")
-    state = sim(fleet).snapshot(name)
-    assert state["ignored_requests"] == 3
-    # ~180 s in the stage: 20 reads in the first 10 s, then one per 2-2.5 s
-    assert state["power_reads"] <= 20 + (180 - 10) / 2 + 10, state["power_reads"]
-    assert state["media"] is not None  # what the failed deploy left behind…
-    with fleet.db.read() as s:
-        assert s.get(Node, node.id).safe_off_due  # type: ignore[union-attr]
-    assert safe_off(fleet) >= 1
-    state = sim(fleet).snapshot(name)
-    assert state["media"] is None and state["usb"] is None  # …is taken away
-    assert state["boot_override"] is None and state["power_target"] == "off"
-    with fleet.db.read() as s:
-        assert not s.get(Node, node.id).safe_off_due  # type: ignore[union-attr]
-        (said,) = s.scalars(select(Event.message).where(
-            Event.resource_id == node.id, Event.kind == "safe_off")).all()
-    assert said is not None and "media ejected, boot override cleared, power off" in said

@@ -1,0 +1,74 @@
+"""The backup-runs pipeline on the embedded S3: a run is claimed, started with a key minted
+for it, carried out by the node's agent and finished, its claim let go; a run another
+worker holds is left alone until that claim expires; a run whose server left the instance
+fails saying so, without asking the store for a key."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import select
+
+from gpulease.db.claims import claim
+from gpulease.db.ops_tables import Backup
+from gpulease.drivers.seaweedfs import EmbeddedS3
+from gpulease.platform import Platform
+from gpulease.schemas.fleet import BackupRequest
+from gpulease.services.instances import actions
+from gpulease.services.instances import views as instances
+from gpulease.services.storage import backups
+from gpulease.testing.callers import TenantCtx
+from gpulease.testing.clock import LeapingClock
+from gpulease.testing.factories import deliver
+from gpulease.worker.pipelines import backup_runs
+from gpulease.worker.pipelines.base import drive
+from gpulease.worker.runner import Worker
+from tests.fixtures.storage import disk, with_storage
+
+
+def _run(p: Platform, run_id: str) -> Backup:
+    with p.db.read() as s:
+        row = s.get(Backup, run_id)
+    assert row is not None
+    return row
+
+
+def test_a_run_is_claimed_carried_out_and_let_go(
+    fleet: Platform, tenant: TenantCtx, key: str, s3: EmbeddedS3
+) -> None:
+    fleet.clock = clock = LeapingClock()
+    worker = Worker(fleet)
+    iid = deliver(fleet, tenant, worker, key)
+    with_storage(fleet, s3)
+    node = instances.show_instance(fleet, tenant.principal, iid).nodes[0].name
+    (disk(fleet, node) / "checkpoints").mkdir(parents=True)
+    (disk(fleet, node) / "checkpoints" / "step-1.pt").write_bytes(b"w" * 4096)
+    run = backups.request(fleet, tenant.principal, iid, BackupRequest())
+    held = claim(fleet.db, Backup, "another-worker", clock.now(), timedelta(seconds=30),
+                 [Backup.id == run.id])
+    assert [h.id for h in held] == [run.id]
+    assert drive(fleet, backup_runs.PIPELINE, owner="me") == 0  # another worker has it
+    clock.leap += timedelta(seconds=31)  # …and died
+    for _ in range(20):  # bounded: started, then asked after until it is done
+        drive(fleet, backup_runs.PIPELINE, owner="me")
+        if _run(fleet, run.id).status != "queued" and _run(fleet, run.id).status != "running":
+            break
+    done = _run(fleet, run.id)
+    assert done.status == "succeeded" and done.files == 1 and done.snapshot_id
+    assert (done.lock_token, done.lock_owner, done.step_in_progress) == (None, None, None)
+    assert done.key_id is None  # the run's key deleted once it ended
+
+
+def test_a_run_whose_server_left_fails_saying_so(
+    fleet: Platform, tenant: TenantCtx, key: str, s3: EmbeddedS3
+) -> None:
+    worker = Worker(fleet)
+    iid = deliver(fleet, tenant, worker, key)
+    with_storage(fleet, s3)
+    run = backups.request(fleet, tenant.principal, iid, BackupRequest())
+    actions.release_instance(fleet, tenant.principal, iid)
+    drive(fleet, backup_runs.PIPELINE)
+    failed = _run(fleet, run.id)
+    assert failed.status == "failed" and "left the instance" in (failed.status_reason or "")
+    with fleet.db.read() as s:
+        assert s.scalar(select(Backup.lock_token).where(Backup.id == run.id)) is None

@@ -1,0 +1,68 @@
+"""The worker: a step drives at most one row of each pipeline; `run_until_idle` works until
+no row has work left (running the due periodic jobs between steps) or says it is still
+busy; started, it registers itself and runs its pipelines, heartbeat and scheduler on
+threads of their own, and stopping marks it stopped."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from sqlalchemy import select
+
+from gpulease.db.tables import WorkerProcess
+from gpulease.platform import Platform
+from gpulease.services.instances import views as instances
+from gpulease.testing.callers import TenantCtx
+from gpulease.testing.factories import node_name_of, place, sim
+from gpulease.worker.runner import PIPELINES, Worker
+
+
+def test_a_step_drives_at_most_one_row_of_each_pipeline(
+    fleet: Platform, tenant: TenantCtx, key: str
+) -> None:
+    worker = Worker(fleet, owner="one-step")
+    assert worker.step() is False and not worker.has_work()
+    first, second = place(fleet, tenant, key), place(fleet, tenant, key)
+    assert worker.step() is True
+    statuses = {iid: instances.show_instance(fleet, tenant.principal, iid).status
+                for iid in (first, second)}
+    assert sorted(statuses.values()) == ["deploying", "pending"]  # one instance a step
+    assert worker.has_work()
+    assert {p.name for p in PIPELINES} == {"nodes", "instances", "backups", "image-saves"}
+
+
+def test_run_until_idle_delivers_or_says_it_is_still_busy(
+    fleet: Platform, tenant: TenantCtx, key: str
+) -> None:
+    worker = Worker(fleet, owner="until-idle")
+    iid = place(fleet, tenant, key)
+    worker.run_until_idle()
+    assert instances.show_instance(fleet, tenant.principal, iid).status == "ready"
+    stuck = place(fleet, tenant, key)
+    sim(fleet).inject_fault(node_name_of(fleet, tenant, stuck), "agent_up", "hang", times=10**6)
+    with pytest.raises(TimeoutError, match="still busy"):
+        worker.run_until_idle(timeout_s=0.5)
+
+
+def test_a_started_worker_registers_runs_and_stops(
+    fleet: Platform, tenant: TenantCtx, key: str
+) -> None:
+    worker = Worker(fleet, owner="threads")
+    worker.start(threads=2)
+    try:
+        iid = place(fleet, tenant, key)
+        fleet.wake()
+        for _ in range(600):  # bounded: 30 s
+            if instances.show_instance(fleet, tenant.principal, iid).status == "ready":
+                break
+            time.sleep(0.05)
+        assert instances.show_instance(fleet, tenant.principal, iid).status == "ready"
+        with fleet.db.read() as s:
+            row = s.scalar(select(WorkerProcess).where(WorkerProcess.owner == "threads"))
+            assert row is not None and row.threads == 2 and row.stopped_at is None
+    finally:
+        worker.stop()
+    with fleet.db.read() as s:
+        row = s.scalar(select(WorkerProcess).where(WorkerProcess.owner == "threads"))
+        assert row is not None and row.stopped_at is not None
