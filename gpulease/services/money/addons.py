@@ -24,13 +24,14 @@ from gpulease.db.tables import Instance
 from gpulease.domain.accounts import Principal
 from gpulease.domain.billing.money import to_fen
 from gpulease.domain.billing.pricing import PricingError, addon_period, check_addon, plain
+from gpulease.domain.catalog import AddOn
 from gpulease.domain.errors import Conflict, InvalidInput
 from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.states import InstanceStatus, LeaseStatus
 from gpulease.lifecycle.history import by, note
 from gpulease.platform import Platform
 from gpulease.schemas.money import AddonView
-from gpulease.services.money.wallet import Line, charge, payable
+from gpulease.services.money.wallet import Charge, Line, charge, payable
 
 LEASED = ("bare_metal", "cluster")
 
@@ -143,25 +144,39 @@ def set_addon(p: Platform, actor: Principal, instance_id: str, addon_id: str,
         if quantity == have:
             raise Conflict("{addon_id} is already {have_normalize:f} on {instance}.",
                            addon_id=addon.id, have_normalize=have.normalize(), instance=inst.id)
-        who = by(actor)
+        change = Change(inst, lease, addon, have, quantity, current, now, by(actor))
         _drop_pending(s, inst.id, addon.id, now)  # the latest change wins
         if quantity > have:
-            _raise(s, p, inst, lease, addon.id, addon.name, addon.unit, addon.price, have,
-                   quantity, current, now, who)
+            _raise(s, p, change)
         else:
-            _lower(s, inst, lease, current, quantity, now, who)
+            _lower(s, change)
         s.flush()
         return [_view(r) for r in s.scalars(select(InstanceAddon).where(
             InstanceAddon.instance_id == inst.id).order_by(InstanceAddon.since,
                                                            InstanceAddon.id))]
 
 
-def _raise(s: Session, p: Platform, inst: Instance, lease: Lease, addon_id: str, name: str,
-           unit: str, price: Decimal, have: Decimal, want: Decimal,
-           current: InstanceAddon | None, now: datetime, who: str) -> None:
+@dataclass(frozen=True)
+class Change:
+    """An add-on's quantity changing on a running lease: which add-on (the price book's),
+    from `have` (its `current` row) to `want`, when and by whom."""
+
+    inst: Instance
+    lease: Lease
+    addon: AddOn
+    have: Decimal
+    want: Decimal
+    current: InstanceAddon | None
+    now: datetime
+    who: str
+
+
+def _raise(s: Session, p: Platform, c: Change) -> None:
     """Charge the difference: pro rata for the rest of the current period, in full for
     periods paid ahead; then the new quantity is on from now (at today's book price for
     the whole of it, as a new choice)."""
+    inst, lease, now, have, want = c.inst, c.lease, c.now, c.have, c.want
+    addon_id, name, unit, price = c.addon.id, c.addon.name, c.addon.unit, c.addon.price
     periods = list(s.scalars(select(LeasePeriod).where(
         LeasePeriod.lease_id == lease.id, LeasePeriod.refunded_at.is_(None),
         LeasePeriod.ends_at > now).order_by(LeasePeriod.seq)))
@@ -177,18 +192,17 @@ def _raise(s: Session, p: Platform, inst: Instance, lease: Lease, addon_id: str,
             part = one.amount
         period.price = to_fen(period.price + part)
         total += part
-    if current is not None:
-        current.until = now
+    if c.current is not None:
+        c.current.until = now
     s.add(InstanceAddon(instance_id=inst.id, addon_id=addon_id, name=name, unit=unit,
                         quantity=want, unit_price=price, since=now, until=None,
-                        created_by=who))
+                        created_by=c.who))
     text = phrase("{name}: {have:f} → {want:f} on {instance}, ¥{total:,.2f} for the paid time "
                   "left", name=name, have=have.normalize(), want=want.normalize(),
                   instance=inst.id, total=total)
     if total > 0:
-        charge(s, inst.tenant_id, total, now, instance_id=inst.id, reference=text,
-               service=(now, lease.ends_at))
-    note(s, now, inst.id, "addon", text, actor=who)
+        charge(s, inst.tenant_id, Charge(total, text, inst.id, (now, lease.ends_at)), now)
+    note(s, now, inst.id, "addon", text, actor=c.who)
 
 
 def _drop_pending(s: Session, instance_id: str, addon_id: str, now: datetime) -> None:
@@ -200,11 +214,11 @@ def _drop_pending(s: Session, instance_id: str, addon_id: str, now: datetime) ->
     s.flush()
 
 
-def _lower(s: Session, inst: Instance, lease: Lease, current: InstanceAddon | None,
-           want: Decimal, now: datetime, who: str) -> None:
+def _lower(s: Session, c: Change) -> None:
     """Lower or remove from the end of the periods paid: nothing is refunded."""
+    inst, current, want, now, who = c.inst, c.current, c.want, c.now, c.who
     assert current is not None
-    at = lease.ends_at
+    at = c.lease.ends_at
     current.until = at
     if want > 0:
         s.add(InstanceAddon(instance_id=inst.id, addon_id=current.addon_id, name=current.name,

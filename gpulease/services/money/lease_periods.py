@@ -23,7 +23,7 @@ from gpulease.domain.billing.leases import (
 from gpulease.domain.phrases import Phrase, listed, phrase
 from gpulease.lifecycle.history import note
 from gpulease.schemas.money import LeasePeriodView
-from gpulease.services.money.wallet import post, wallet_for_update
+from gpulease.services.money.wallet import Entry, post, wallet_for_update
 
 
 def _period(row: LeasePeriod) -> Period:
@@ -96,11 +96,10 @@ def refund_unstarted(s: Session, inst: Instance, lease: Lease, fee_percent: Deci
         text = phrase("early end of {instance}: {periods} period(s) not begun ({terms}), "
                       "¥{paid:,.2f} paid, less {fee:f}%", instance=inst.id, periods=len(todo),
                       terms=terms, paid=paid, fee=fee_percent.normalize())
-        post(s, wallet_for_update(s, inst.tenant_id, now), "refund", refund, now,
-             instance_id=inst.id, reference=text,
-             item=phrase("Early termination refund: {instance}", instance=inst.id),
-             quantity=Decimal(len(todo)),
-             unit="period")
+        post(s, wallet_for_update(s, inst.tenant_id, now), Entry(
+            "refund", refund, text, inst.id,
+            item=phrase("Early termination refund: {instance}", instance=inst.id),
+            quantity=Decimal(len(todo)), unit="period"), now)
         note(s, now, inst.id, "refund", phrase("¥{refund:,.2f} refunded: {text}", refund=refund,
         text=text), actor=actor)
     return refund
@@ -119,10 +118,10 @@ def refund_unused(s: Session, inst: Instance, lease: Lease, now: datetime, why: 
         text = phrase("unused time of {instance} refunded in full ({why}): ¥{unused:,.2f} of "
                       "the current period, ¥{ahead:,.2f} for {periods} period(s) not begun",
                       instance=inst.id, why=why, unused=unused, ahead=ahead, periods=len(todo))
-        post(s, wallet_for_update(s, inst.tenant_id, now), "refund", refund, now,
-             instance_id=inst.id, reference=text,
-             item=phrase("Refund of unused time: {instance}", instance=inst.id),
-             quantity=Decimal(1), unit="lease")
+        post(s, wallet_for_update(s, inst.tenant_id, now), Entry(
+            "refund", refund, text, inst.id,
+            item=phrase("Refund of unused time: {instance}", instance=inst.id),
+            quantity=Decimal(1), unit="lease"), now)
         note(s, now, inst.id, "refund", phrase("¥{refund:,.2f} refunded: {text}", refund=refund,
         text=text), actor=actor)
     return refund

@@ -32,7 +32,7 @@ from gpulease.lifecycle.writer import transition
 from gpulease.platform import Platform
 from gpulease.schemas.money import LeaseView, RenewalLineView, RenewalQuoteView
 from gpulease.services.money import addons, lease_periods
-from gpulease.services.money.wallet import charge, first_hold, first_period_amount
+from gpulease.services.money.wallet import Charge, charge, first_hold, first_period_amount
 
 
 def _current_price(p: Platform, inst: Instance, term: str) -> Decimal:
@@ -108,12 +108,13 @@ def extend(s: Session, p: Platform, inst: Instance, lease: Lease, periods: int, 
     The lease's base term and price never change. Raises PaymentRequired with nothing
     written when short."""
     price, extras, per_period, added = _renewal(s, p, inst, lease, periods, term)
-    charge(s, inst.tenant_id, to_fen(price * periods), now, instance_id=inst.id,
-           reference=phrase("renewal of {instance}: {periods} {term}(s) ({by})",
-                            instance=inst.id, periods=periods, term=phrase(term), by=by),
-           service=(added[0].starts_at, added[-1].ends_at),
-           extras=[x.line(periods) for x in extras], quantity=Decimal(periods), unit=term,
-           unit_price=price)
+    charge(s, inst.tenant_id, Charge(
+        to_fen(price * periods), phrase("renewal of {instance}: {periods} {term}(s) ({by})",
+                                        instance=inst.id, periods=periods, term=phrase(term),
+                                        by=by),
+        inst.id, service=(added[0].starts_at, added[-1].ends_at),
+        extras=[x.line(periods) for x in extras], quantity=Decimal(periods), unit=term,
+        unit_price=price), now)
     amount = to_fen(per_period * periods)  # the servers and their add-ons, for the text
     was = lease.status
     lease_periods.add(s, lease, added)

@@ -7,6 +7,7 @@ bills nothing twice. Other usage (egress, extra storage) is reported through the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from decimal import Decimal
 
@@ -31,6 +32,7 @@ from gpulease.schemas.money import UsageIn, UsageView
 from gpulease.services.money import spending
 from gpulease.services.money.usage_bounds import beyond_bounds
 from gpulease.services.money.wallet import (
+    Entry,
     first_hold,
     payable,
     post,
@@ -99,24 +101,37 @@ def _view(row: UsageRecord, duplicate: bool = False) -> UsageView:
                      recorded_at=row.recorded_at, source=row.source, duplicate=duplicate)
 
 
-def record(s: Session, p: Platform, inst: Instance, key: str, kind: str, quantity: Decimal,
-           start: datetime, end: datetime, now: datetime, source: str,
-           cover: bool = False, held: str | None = None) -> tuple[UsageRecord, bool]:
+@dataclass(frozen=True)
+class Usage:
+    """One usage record as reported: its idempotency key, what kind and how much over which
+    span, and who reported it; with `cover`, a balance that cannot pay refuses it
+    (PaymentRequired, nothing written); with `held` (why), it is kept for an operator's
+    review and not charged."""
+
+    key: str
+    kind: str
+    quantity: Decimal
+    start: datetime
+    end: datetime
+    source: str
+    cover: bool = False
+    held: str | None = None
+
+
+def record(s: Session, p: Platform, inst: Instance, usage: Usage, now: datetime
+           ) -> tuple[UsageRecord, bool]:
     """Rate and charge one usage record of an instance; (row, duplicate). The same key
     with the same content is a duplicate and changes nothing; with other content it is a
-    conflict. With `cover`, a balance that cannot pay raises PaymentRequired (nothing
-    written). With `held` (why), the record is kept for an operator's review and not
-    charged."""
-    return record_for(s, p, inst.tenant_id, inst, key, kind, quantity, start, end, now,
-                      source, cover, held)
+    conflict."""
+    return record_for(s, p, inst.tenant_id, inst, usage, now)
 
 
-def record_for(s: Session, p: Platform, tenant_id: str, inst: Instance | None, key: str,
-               kind: str, quantity: Decimal, start: datetime, end: datetime, now: datetime,
-               source: str, cover: bool = False, held: str | None = None
-               ) -> tuple[UsageRecord, bool]:
+def record_for(s: Session, p: Platform, tenant_id: str, inst: Instance | None, usage: Usage,
+               now: datetime) -> tuple[UsageRecord, bool]:
     """record(), also for the tenant's own usage that belongs to no instance (object
     storage)."""
+    key, kind, quantity = usage.key, usage.kind, usage.quantity
+    start, end, held = usage.start, usage.end, usage.held
     wallet = wallet_for_update(s, tenant_id, now)  # serializes one tenant's postings
     inst_id = inst.id if inst is not None else None
     old = s.scalar(select(UsageRecord).where(UsageRecord.tenant_id == tenant_id,
@@ -135,12 +150,12 @@ def record_for(s: Session, p: Platform, tenant_id: str, inst: Instance | None, k
     amount = to_fen(quantity * price)
     if USAGE_KINDS[kind].addon is not None:  # a book price: VAT on top when it excludes it
         amount = payable(p, amount)
-    if cover and held is None:
+    if usage.cover and held is None:
         require_cover(wallet, amount, phrase("The next {unit} costs",
                                              unit=phrase(USAGE_KINDS[kind].unit)))
     row = UsageRecord(tenant_id=tenant_id, key=key, instance_id=inst_id, kind=kind,
                       quantity=quantity, unit_price=price.quantize(QUANTUM), amount=amount,
-                      started_at=start, ended_at=end, recorded_at=now, source=source,
+                      started_at=start, ended_at=end, recorded_at=now, source=usage.source,
                       **initial(UsageRecord, USAGE, UsageStatus.HELD if held else
                                 UsageStatus.CHARGED, held[:500] if held else None))
     s.add(row)
@@ -159,10 +174,11 @@ def _charge(s: Session, wallet: Wallet, inst: Instance | None, row: UsageRecord,
     span = (row.ended_at - row.started_at).total_seconds()
     for a, b, part in prorate_by_month(row.amount, row.started_at, row.ended_at, tz):
         share = Decimal(str((b - a).total_seconds() / span)) if span > 0 else Decimal(1)
-        post(s, wallet, "usage", -part, now, instance_id=row.instance_id,
-             reference=phrase("usage {key}", key=row.key), item=_item(inst, row.kind),
-             quantity=(quantity * share).quantize(QUANTUM), unit=USAGE_KINDS[row.kind].unit,
-             unit_price=price.quantize(QUANTUM), service_at=a, service=(a, b))
+        post(s, wallet, Entry(
+            "usage", -part, phrase("usage {key}", key=row.key), row.instance_id,
+            item=_item(inst, row.kind), quantity=(quantity * share).quantize(QUANTUM),
+            unit=USAGE_KINDS[row.kind].unit, unit_price=price.quantize(QUANTUM),
+            service_at=a, service=(a, b)), now)
 
 
 def report_usage(p: Platform, actor: Principal, records: Sequence[UsageIn]
@@ -200,8 +216,9 @@ def report_usage(p: Platform, actor: Principal, records: Sequence[UsageIn]
                                    where=where, instance=inst.id, inst_ordered_at=inst.ordered_at)
             unit_price(s, p, inst, r.kind)  # a kind the instance is not metered by: 422
             held = beyond_bounds(s, p, inst, r.kind, r.quantity, r.started_at, r.ended_at)
-            row, duplicate = record(s, p, inst, r.key, r.kind, r.quantity, r.started_at,
-                                    r.ended_at, now, f"api:{actor.user_id}"[:32], held=held)
+            row, duplicate = record(s, p, inst, Usage(
+                r.key, r.kind, r.quantity, r.started_at, r.ended_at,
+                f"api:{actor.user_id}"[:32], held=held), now)
             out.append(_view(row, duplicate))
     return out
 

@@ -44,35 +44,50 @@ def wallet_for_update(s: Session, tenant_id: str, now: datetime) -> Wallet:
     return wallet
 
 
-def post(s: Session, wallet: Wallet, kind: str, amount: Decimal, now: datetime, *,
-          reference: str | Phrase | None = None, instance_id: str | None = None,
-          user_id: str | None = None, item: str | Phrase | None = None,
-          quantity: Decimal | None = None, unit: str | None = None,
-          unit_price: Decimal | None = None, service_at: datetime | None = None,
-          service: tuple[datetime, datetime] | None = None, invoice_id: str | None = None
-          ) -> LedgerEntry:
-    """Append one entry; the balance moves by exactly its amount in the same transaction.
-    `item`…`service` say what an invoice line shows for it: `service_at` puts it on that
-    month's invoice (default: now), `service` is the span it pays for (its revenue is
-    earned over it). A Phrase reference is kept as its English text and as the phrase, to
-    be said in the reader's language."""
+@dataclass(frozen=True)
+class Entry:
+    """One ledger entry as it is posted: its kind and signed amount; why (a reference, kept
+    as English text and as a phrase to be said in the reader's language), about what
+    instance and by whom; and what an invoice line shows for it: `item`, `quantity` ×
+    `unit_price` of `unit`, `service_at` (the month whose invoice carries it: default the
+    posting's) and `service`, the span it pays for (its revenue is earned over it); or the
+    invoice it belongs to (a credit note's)."""
+
+    kind: str
+    amount: Decimal
+    reference: str | Phrase | None = None
+    instance_id: str | None = None
+    user_id: str | None = None
+    item: str | Phrase | None = None
+    quantity: Decimal | None = None
+    unit: str | None = None
+    unit_price: Decimal | None = None
+    service_at: datetime | None = None
+    service: tuple[datetime, datetime] | None = None
+    invoice_id: str | None = None
+
+
+def post(s: Session, wallet: Wallet, entry: Entry, now: datetime) -> LedgerEntry:
+    """Append one entry; the balance moves by exactly its amount in the same
+    transaction."""
+    reference, item, service = entry.reference, entry.item, entry.service
     english, phrased = stored(reference) if reference is not None else (None, None)
     item_text, item_phrased = stored(item) if item is not None else (None, None)
-    amount = to_fen(amount)
+    amount = to_fen(entry.amount)
     wallet.balance = to_fen(wallet.balance + amount)
     wallet.updated_at = now
-    entry = LedgerEntry(tenant_id=wallet.tenant_id, at=now, kind=kind, amount=amount,
-                        balance_after=wallet.balance,
-                        reference=english[:200] if english is not None else None,
-                        phrase=phrased, instance_id=instance_id, created_by=user_id,
-                        item=item_text[:200] if item_text is not None else None,
-                        item_phrase=item_phrased,
-                        quantity=quantity, unit=unit, unit_price=unit_price,
-                        service_at=service_at, invoice_id=invoice_id,
-                        service_from=service[0] if service else None,
-                        service_until=service[1] if service else None)
-    s.add(entry)
-    return entry
+    row = LedgerEntry(tenant_id=wallet.tenant_id, at=now, kind=entry.kind, amount=amount,
+                      balance_after=wallet.balance,
+                      reference=english[:200] if english is not None else None,
+                      phrase=phrased, instance_id=entry.instance_id, created_by=entry.user_id,
+                      item=item_text[:200] if item_text is not None else None,
+                      item_phrase=item_phrased, quantity=entry.quantity, unit=entry.unit,
+                      unit_price=entry.unit_price, service_at=entry.service_at,
+                      invoice_id=entry.invoice_id,
+                      service_from=service[0] if service else None,
+                      service_until=service[1] if service else None)
+    s.add(row)
+    return row
 
 
 def _sum(s: Session, *where: Any) -> Decimal:
@@ -169,7 +184,7 @@ def hold_first_period(s: Session, p: Platform, inst: Instance, now: datetime,
                 reason=wallet.suspended_reason)
         require_cover(wallet, amount, phrase("This order holds its first {term}:",
                                              term=phrase(inst.term)))
-        post(s, wallet, "hold", -amount, now, instance_id=inst.id, reference=reference)
+        post(s, wallet, Entry("hold", -amount, reference, instance_id=inst.id), now)
         return amount
     # The entry post() would write (the columns it leaves empty stay NULL).
     english, phrased = stored(reference)
@@ -191,25 +206,38 @@ class Line:
     unit_price: Decimal | None = None
 
 
-def charge(s: Session, tenant_id: str, amount: Decimal, now: datetime, *,
-           instance_id: str | None, reference: str | Phrase,
-           service: tuple[datetime, datetime] | None = None,
-           extras: Sequence[Line] = (), quantity: Decimal | None = None,
-           unit: str | None = None, unit_price: Decimal | None = None) -> None:
-    """Take `amount` (`quantity` × `unit_price` of `unit`, where given) and the `extras`
-    now (a renewal and its add-ons, for the `service` span), or refuse with 402 and the
-    amount missing: all or nothing."""
+@dataclass(frozen=True)
+class Charge:
+    """What a charge takes: `amount` (`quantity` × `unit_price` of `unit`, where given) for
+    `reference` on an instance, for the `service` span, and the `extras` with it (a
+    renewal's add-ons), each on its own invoice line."""
+
+    amount: Decimal
+    reference: str | Phrase
+    instance_id: str | None = None
+    service: tuple[datetime, datetime] | None = None
+    extras: Sequence[Line] = ()
+    quantity: Decimal | None = None
+    unit: str | None = None
+    unit_price: Decimal | None = None
+
+
+def charge(s: Session, tenant_id: str, what: Charge, now: datetime) -> None:
+    """Take the charge and its extras now, or refuse with 402 and the amount missing: all
+    or nothing."""
+    amount, reference, instance_id, extras, service = (
+        what.amount, what.reference, what.instance_id, what.extras, what.service)
     wallet = wallet_for_update(s, tenant_id, now)
     require_cover(wallet, amount + sum((x.amount for x in extras), Decimal(0)),
                   phrase("This costs"))
-    post(s, wallet, "charge", -amount, now, instance_id=instance_id, reference=reference,
-         item=reference, service=service, quantity=quantity, unit=unit,
-         unit_price=unit_price)
+    post(s, wallet, Entry("charge", -amount, reference, instance_id, item=reference,
+                          quantity=what.quantity, unit=what.unit, unit_price=what.unit_price,
+                          service=service), now)
     for x in extras:
-        post(s, wallet, "charge", -x.amount, now, instance_id=instance_id,
-             reference=phrase("{item} ({reference})", item=x.item, reference=reference),
-             item=x.item, quantity=x.quantity,
-             unit=x.unit, unit_price=x.unit_price, service=service)
+        post(s, wallet, Entry("charge", -x.amount, phrase("{item} ({reference})", item=x.item,
+                                                          reference=reference),
+                              instance_id, item=x.item, quantity=x.quantity, unit=x.unit,
+                              unit_price=x.unit_price, service=service), now)
 
 
 def credit_late_delivery(s: Session, inst: Instance, now: datetime, sla_s: float,
@@ -234,8 +262,8 @@ def credit_sla(s: Session, inst: Instance, credit: Decimal, now: datetime, item:
     if credit <= 0:
         return
     said = phrase("SLA credit ¥{credit:,.2f}: {text}", credit=credit, text=text)
-    post(s, wallet_for_update(s, inst.tenant_id, now), "credit", credit, now,
-         instance_id=inst.id, reference=said, item=item)
+    post(s, wallet_for_update(s, inst.tenant_id, now),
+         Entry("credit", credit, said, inst.id, item=item), now)
     note(s, now, inst.id, "sla_credit", said, actor=actor)
 
 
@@ -257,31 +285,30 @@ def charge_hold(s: Session, inst: Instance, now: datetime, until: datetime,
     held = _held(s, inst.id)
     if held > 0:
         wallet = wallet_for_update(s, inst.tenant_id, now)
-        post(s, wallet, "hold_release", held, now, instance_id=inst.id,
-             reference=phrase("delivered {instance}", instance=inst.id))
+        post(s, wallet, Entry("hold_release", held,
+                              phrase("delivered {instance}", instance=inst.id), inst.id), now)
         for x in extras:
-            post(s, wallet, "charge", -x.amount, now, instance_id=inst.id,
-                 reference=phrase("{item} (first {term})", item=x.item,
-                                  term=phrase(inst.term)), item=x.item,
-                 quantity=x.quantity, unit=x.unit, unit_price=x.unit_price,
-                 service=(now, until))
+            post(s, wallet, Entry("charge", -x.amount, phrase(
+                "{item} (first {term})", item=x.item, term=phrase(inst.term)), inst.id,
+                item=x.item, quantity=x.quantity, unit=x.unit, unit_price=x.unit_price,
+                service=(now, until)), now)
         held -= sum((x.amount for x in extras), Decimal(0))
         count = Decimal(inst.node_count if inst.kind != "container" else inst.gpu_count)
-        post(s, wallet, "charge", -held, now, instance_id=inst.id,
-             reference=phrase("{first} ({sku})", first=first_period_phrase(inst),
-                              sku=inst.sku),
-             item=first_period_item(inst), quantity=count,
-             unit="server" if inst.kind != "container" else "GPU-hour",
-             unit_price=to_fen(held / count) if count else None, service=(now, until))
+        post(s, wallet, Entry(
+            "charge", -held, phrase("{first} ({sku})", first=first_period_phrase(inst),
+                                    sku=inst.sku), inst.id,
+            item=first_period_item(inst), quantity=count,
+            unit="server" if inst.kind != "container" else "GPU-hour",
+            unit_price=to_fen(held / count) if count else None, service=(now, until)), now)
 
 
 def return_hold(s: Session, inst: Instance, now: datetime) -> None:
     """An order that ends without being delivered gets its hold back (once)."""
     held = _held(s, inst.id)
     if held > 0:
-        post(s, wallet_for_update(s, inst.tenant_id, now), "hold_release", held, now,
-             instance_id=inst.id, reference=phrase("not delivered: {instance}",
-                                                   instance=inst.id))
+        post(s, wallet_for_update(s, inst.tenant_id, now), Entry(
+            "hold_release", held, phrase("not delivered: {instance}", instance=inst.id),
+            inst.id), now)
 
 
 def top_up(p: Platform, actor: Principal, tenant_id: str, amount: Decimal, reference: str
@@ -308,7 +335,7 @@ def top_up(p: Platform, actor: Principal, tenant_id: str, amount: Decimal, refer
         if dup is not None:
             raise Conflict("A top-up with reference {reference!r} is already recorded for "
                            "this tenant; nothing was added.", reference=reference)
-        post(s, wallet, "topup", amount, now, reference=reference, user_id=actor.user_id)
+        post(s, wallet, Entry("topup", amount, reference, user_id=actor.user_id), now)
         s.flush()
         payments.settle(s, [tenant_id], now)  # money in settles unpaid invoices
         return _view(s, wallet)
@@ -339,7 +366,7 @@ def payout(p: Platform, actor: Principal, tenant_id: str, amount: Decimal, refer
         if dup is not None:
             raise Conflict("A payout with reference {reference!r} is already recorded for "
                            "this tenant; nothing was paid out.", reference=reference)
-        post(s, wallet, "payout", -amount, now, reference=reference, user_id=actor.user_id)
+        post(s, wallet, Entry("payout", -amount, reference, user_id=actor.user_id), now)
         s.flush()
         payments.settle(s, [tenant_id], now)
         return _view(s, wallet)

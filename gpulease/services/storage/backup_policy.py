@@ -131,8 +131,9 @@ def _queue_for_lease(s: Session, p: Platform, inst: Instance, lease: Lease, trig
              actor=SWEEP_LEASES)
         return False
     assert lease.grace_until is not None
-    backups.queue_run(s, p, inst.id, inst.tenant_id, node, "backup", pol.path, trigger,
-                      SWEEP_LEASES, max_mbps=pol.max_mbps, retry_until=lease.grace_until)
+    backups.queue_run(s, p, inst.id, inst.tenant_id, node, backups.Run(
+        "backup", pol.path, trigger, SWEEP_LEASES, max_mbps=pol.max_mbps,
+        retry_until=lease.grace_until))
     return True
 
 
@@ -204,8 +205,8 @@ def run_schedules(p: Platform, limit: int = 100) -> int:
             node = backups.server_for_run(s, inst)
             if isinstance(node, Phrase) or over_quota(s, p, inst.tenant_id):
                 continue  # busy, away, or the bucket full (its admins were told)
-            backups.queue_run(s, p, inst.id, inst.tenant_id, node, "backup", pol.path,
-                              backups.SCHEDULED, SCHEDULER, max_mbps=pol.max_mbps)
+            backups.queue_run(s, p, inst.id, inst.tenant_id, node, backups.Run(
+                "backup", pol.path, backups.SCHEDULED, SCHEDULER, max_mbps=pol.max_mbps))
             queued += 1
     if queued:
         p.wake()

@@ -8,6 +8,7 @@ succeeded, or failed after its retries (the tenant told)."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -105,16 +106,17 @@ def request(p: Platform, actor: Principal, instance_id: str,
         if full:
             raise Conflict(full)
         if isinstance(body, RestoreRequest) and own is not None:  # theirs: the agent checks
-            row = queue_run(s, p, inst.id, tenant, node, "restore", body.path, trigger,
-                            by(actor), snapshot_id=body.snapshot_id, max_mbps=body.max_mbps)
+            row = queue_run(s, p, inst.id, tenant, node, Run(
+                "restore", body.path, trigger, by(actor), snapshot_id=body.snapshot_id,
+                max_mbps=body.max_mbps))
         elif isinstance(body, RestoreRequest):
             source = find_snapshot(s, tenant, body.snapshot_id, "snapshot_id")
-            row = queue_run(s, p, inst.id, tenant, node, "restore", body.path, trigger,
-                            by(actor), snapshot_id=source.snapshot_id,
-                            source_instance_id=source.instance_id, max_mbps=body.max_mbps)
+            row = queue_run(s, p, inst.id, tenant, node, Run(
+                "restore", body.path, trigger, by(actor), snapshot_id=source.snapshot_id,
+                source_instance_id=source.instance_id, max_mbps=body.max_mbps))
         else:
-            row = queue_run(s, p, inst.id, tenant, node, "backup", body.path, trigger,
-                            by(actor), max_mbps=body.max_mbps)
+            row = queue_run(s, p, inst.id, tenant, node, Run(
+                "backup", body.path, trigger, by(actor), max_mbps=body.max_mbps))
         if own is not None:
             row.target = f"{own.endpoint.rstrip('/')}/{own.bucket}"[:600]
             row.target_enc = p.box.seal(own.model_dump_json())
@@ -159,8 +161,9 @@ def restore_at_delivery(s: Session, p: Platform, inst: Instance) -> None:
              "could not be restored at delivery: {why}", snapshot=inst.restore_from,
              why=why), actor=WORKER)
         return
-    queue_run(s, p, inst.id, inst.tenant_id, node, "restore", taken.path, AT_ORDER, WORKER,
-              snapshot_id=snapshot, source_instance_id=source)
+    queue_run(s, p, inst.id, inst.tenant_id, node, Run(
+        "restore", taken.path, AT_ORDER, WORKER, snapshot_id=snapshot,
+        source_instance_id=source))
 
 
 def server_for_run(s: Session, inst: Instance) -> Node | Phrase:
@@ -189,26 +192,41 @@ def server_for_run(s: Session, inst: Instance) -> Node | Phrase:
     return nodes[0]
 
 
-def queue_run(s: Session, p: Platform, instance_id: str, tenant: str, node: Node, kind: str,
-              path: str, trigger: str, actor: str, snapshot_id: str | None = None,
-              max_mbps: float | None = None, retry_until: datetime | None = None,
-              source_instance_id: str | None = None, run_id: str | None = None,
-              payload: SendPayload | None = None) -> Backup:
-    """A run queued for the worker (the caller holds the instance). A copy's run (send,
-    receive) carries its payload from the start, sealed."""
+@dataclass(frozen=True)
+class Run:
+    """A run to queue: its kind (backup, restore, send, receive) of which directory, why
+    (`trigger`) and by whom; a restore's snapshot (of `source_instance_id` when another
+    instance's), a bandwidth cap, a deadline its retries keep to, a chosen id, and a copy's
+    payload (sealed on the row from the start)."""
+
+    kind: str
+    path: str
+    trigger: str
+    actor: str
+    snapshot_id: str | None = None
+    max_mbps: float | None = None
+    retry_until: datetime | None = None
+    source_instance_id: str | None = None
+    run_id: str | None = None
+    payload: SendPayload | None = None
+
+
+def queue_run(s: Session, p: Platform, instance_id: str, tenant: str, node: Node, run: Run
+              ) -> Backup:
+    """A run queued for the worker (the caller holds the instance)."""
     now = p.clock.now()
-    row = Backup(id=run_id or new_id("bk"), tenant_id=tenant, instance_id=instance_id,
-                 node_id=node.id, kind=kind, trigger=trigger, path=path,
-                 snapshot_id=snapshot_id, max_mbps=max_mbps, attempts=0,
-                 next_attempt_at=now, requested_by=actor, requested_at=now,
-                 retry_until=retry_until, source_instance_id=source_instance_id,
-                 payload_enc=None if payload is None else p.box.seal(
-                     payload.model_dump_json()), **initial(Backup, BACKUP))
+    row = Backup(id=run.run_id or new_id("bk"), tenant_id=tenant, instance_id=instance_id,
+                 node_id=node.id, kind=run.kind, trigger=run.trigger, path=run.path,
+                 snapshot_id=run.snapshot_id, max_mbps=run.max_mbps, attempts=0,
+                 next_attempt_at=now, requested_by=run.actor, requested_at=now,
+                 retry_until=run.retry_until, source_instance_id=run.source_instance_id,
+                 payload_enc=None if run.payload is None else p.box.seal(
+                     run.payload.model_dump_json()), **initial(Backup, BACKUP))
     s.add(row)
     s.flush()
-    note(s, now, instance_id, f"{kind}_requested",
-         phrase("{kind} of {path} on {node_name} requested", kind=kind, path=path,
-         node_name=node.name), actor=actor)
+    note(s, now, instance_id, f"{run.kind}_requested",
+         phrase("{kind} of {path} on {node_name} requested", kind=run.kind, path=run.path,
+         node_name=node.name), actor=run.actor)
     return row
 
 

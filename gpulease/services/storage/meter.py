@@ -19,7 +19,7 @@ from gpulease.db.ops_tables import StorageAccount
 from gpulease.domain.phrases import Phrase, phrase
 from gpulease.platform import Platform
 from gpulease.ports.object_store import ObjectStoreError
-from gpulease.services.money.metering import QUANTUM, record_for
+from gpulease.services.money.metering import QUANTUM, Usage, record_for
 from gpulease.services.platform.outbox import post_notice
 
 log = logging.getLogger("gpulease.storage")
@@ -109,8 +109,8 @@ def _charge_day(s: Session, p: Platform, tenant: str, day: date, used: int,
     if quantity <= 0:
         return
     start, end = _day_bounds(day, p)
-    record_for(s, p, tenant, None, f"object-storage:{day.isoformat()}", "object_gb_days",
-               quantity, start, end, now, METER)
+    record_for(s, p, tenant, None, Usage(f"object-storage:{day.isoformat()}", "object_gb_days",
+                                         quantity, start, end, METER), now)
 
 
 def measured(s: Session, p: Platform, account: StorageAccount, used: int,

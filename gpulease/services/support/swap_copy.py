@@ -30,6 +30,7 @@ from gpulease.ports.agent import ReceivePayload, SendPayload
 from gpulease.security import new_id
 from gpulease.services.storage.backups import (
     SWAP_COPY,
+    Run,
     finish_failed,
     queue_run,
     runs_for,
@@ -42,13 +43,13 @@ def queue_copy(s: Session, p: Platform, inst: Instance, old: Node, path: str, vi
                actor: str) -> None:
     """At the swap: the faulty server starts its side (a send, or a backup)."""
     if via == "bucket":
-        queue_run(s, p, inst.id, inst.tenant_id, old, "backup", path, SWAP_COPY, actor)
+        queue_run(s, p, inst.id, inst.tenant_id, old, Run("backup", path, SWAP_COPY, actor))
         return
     run_id = new_id("bk")
-    queue_run(s, p, inst.id, inst.tenant_id, old, "send", path, SWAP_COPY, actor,
-              run_id=run_id, payload=SendPayload(
-                  copy_id=run_id, path=path, port=p.settings.copy_port, key=new_key(),
-                  wait_s=p.settings.copy_wait_s))
+    queue_run(s, p, inst.id, inst.tenant_id, old, Run(
+        "send", path, SWAP_COPY, actor, run_id=run_id, payload=SendPayload(
+            copy_id=run_id, path=path, port=p.settings.copy_port, key=new_key(),
+            wait_s=p.settings.copy_wait_s)))
 
 
 def swap_copy_step(s: Session, p: Platform, instance_id: str, tenant: str, spare: Node,
@@ -67,8 +68,8 @@ def swap_copy_step(s: Session, p: Platform, instance_id: str, tenant: str, spare
     backup, restore = kinds.get("backup"), kinds.get("restore")
     if restore is None and backup is not None:
         if backup.status == BackupStatus.SUCCEEDED.value and backup.snapshot_id:
-            queue_run(s, p, instance_id, tenant, spare, "restore", backup.path, SWAP_COPY,
-                      WORKER, snapshot_id=backup.snapshot_id)
+            queue_run(s, p, instance_id, tenant, spare, Run(
+                "restore", backup.path, SWAP_COPY, WORKER, snapshot_id=backup.snapshot_id))
             return True
         _not_copied(s, now, instance_id, backup.status_reason or "")
     elif restore is not None and restore.status != BackupStatus.SUCCEEDED.value:
@@ -92,9 +93,9 @@ def _direct(s: Session, p: Platform, instance_id: str, tenant: str, send: Backup
         if send.status in UNDER_WAY and source is not None and source.ip_address:
             assert send.payload_enc is not None
             sent = SendPayload.model_validate_json(p.box.open(send.payload_enc))
-            queue_run(s, p, instance_id, tenant, spare, "receive", send.path, SWAP_COPY,
-                      WORKER, payload=ReceivePayload(**sent.model_dump(),
-                                                     source=source.ip_address))
+            queue_run(s, p, instance_id, tenant, spare, Run(
+                "receive", send.path, SWAP_COPY, WORKER,
+                payload=ReceivePayload(**sent.model_dump(), source=source.ip_address)))
             return True
         if send.status in UNDER_WAY:  # no address to fetch from: the swap goes on
             finish_failed(s, p, send, "the faulty server has no address the spare can "

@@ -8,6 +8,7 @@ every new P1 (services/support/ticket_sla.py warns them before a breach)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
@@ -73,12 +74,26 @@ def plan_warning(p: Platform, t: Ticket) -> None:
                                      p.catalog.support.warn_at)
 
 
-def _open(s: Session, p: Platform, *, tenant_id: str | None, instance_id: str | None,
-          node: Node | None, gpu: int | None, kind: str, severity: Severity,
-          summary: str | Phrase, actor: str, now: datetime,
-          fault_key: str | None = None) -> Ticket:
-    """A new ticket; a summary the platform wrote is a phrase (told in each reader's
-    language), a person's a text."""
+@dataclass(frozen=True)
+class Opening:
+    """What a new ticket is about: whose, which instance, node and GPU, the kind of fault
+    and its severity, a summary (a phrase when the platform wrote it, a person's text
+    otherwise), and the fault's key (one open ticket per node, GPU and kind)."""
+
+    tenant_id: str | None
+    instance_id: str | None
+    node: Node | None
+    gpu: int | None
+    kind: str
+    severity: Severity
+    summary: str | Phrase
+    fault_key: str | None = None
+
+
+def _open(s: Session, p: Platform, what: Opening, actor: str, now: datetime) -> Ticket:
+    """A new ticket, told to its tenant (and every P1 to the operators)."""
+    tenant_id, instance_id, node, summary, severity = (
+        what.tenant_id, what.instance_id, what.node, what.summary, what.severity)
     sku = region = None
     if instance_id is not None:
         inst = s.get(Instance, instance_id)
@@ -87,10 +102,10 @@ def _open(s: Session, p: Platform, *, tenant_id: str | None, instance_id: str | 
         sku, region = node.sku, node.region
     due = deadlines(p.catalog.support_for(sku, region), severity, now)
     ticket = Ticket(id=new_id("tk"), tenant_id=tenant_id, instance_id=instance_id,
-                    node_id=node.id if node else None, gpu_index=gpu, kind=kind,
+                    node_id=node.id if node else None, gpu_index=what.gpu, kind=what.kind,
                     severity=severity.value, summary=str(summary)[:300], opened_by=actor,
                     opened_at=now, response_due=due.response, mitigation_due=due.mitigation,
-                    resolution_due=due.resolution, fault_key=fault_key, updated_at=now,
+                    resolution_due=due.resolution, fault_key=what.fault_key, updated_at=now,
                     warned="",
                     **initial(Ticket, TICKET))
     plan_warning(p, ticket)
@@ -141,11 +156,10 @@ def open_from_alert(s: Session, p: Platform, alert: HardwareAlert, now: datetime
         node = s.get(Node, alert.node_id)
         inst = s.get(Instance, alert.instance_id) if alert.instance_id else None
         gpu = alert.gpu_index if alert.gpu_index >= 0 else None
-        ticket = _open(s, p, tenant_id=inst.tenant_id if inst else None,
-                       instance_id=inst.id if inst else None, node=node, gpu=gpu,
-                       kind=alert.kind, severity=severity_of(alert.kind),
-                       summary=title_phrase(alert.kind, gpu), actor=actor, now=now,
-                       fault_key=key)
+        ticket = _open(s, p, Opening(
+            inst.tenant_id if inst else None, inst.id if inst else None, node, gpu,
+            alert.kind, severity_of(alert.kind), title_phrase(alert.kind, gpu), key),
+            actor, now)
     message: str | Phrase = (Phrase.from_json(json.loads(alert.phrase)) if alert.phrase
                              else alert.message)
     source = {"agent": phrase("node agent"), "bmc": phrase("BMC")}.get(alert.source,
@@ -165,13 +179,11 @@ def open_for_failed_acceptance(s: Session, p: Platform, node: Node, instance_id:
     ticket = s.scalar(select(Ticket).where(Ticket.fault_key == key))
     if ticket is None:
         inst = s.get(Instance, instance_id)
-        ticket = _open(s, p, tenant_id=inst.tenant_id if inst else None,
-                       instance_id=instance_id, node=node, gpu=None, kind="acceptance_failed",
-                       severity=severity_of("acceptance_failed"),
-                       summary=phrase("{title} on {node}",
-                                      title=title_phrase("acceptance_failed", None),
-                                      node=node.name),
-                       actor=actor, now=now, fault_key=key)
+        ticket = _open(s, p, Opening(
+            inst.tenant_id if inst else None, instance_id, node, None, "acceptance_failed",
+            severity_of("acceptance_failed"),
+            phrase("{title} on {node}", title=title_phrase("acceptance_failed", None),
+                   node=node.name), key), actor, now)
     entry(s, ticket, now, "evidence", actor, summary, ref=f"report:{report_id}")
     return ticket
 
@@ -200,9 +212,8 @@ def open_by_tenant(p: Platform, actor: Principal, body: TicketOpen) -> TicketDet
             raise InvalidInput("gpu", "Instance {instance} has GPUs 0 to "
                                "{highest}.",
                                instance=inst.id, highest=inst.gpu_count - 1)
-        ticket = _open(s, p, tenant_id=tenant, instance_id=inst.id, node=node, gpu=body.gpu,
-                       kind=TENANT_REPORT, severity=Severity(body.severity),
-                       summary=body.summary, actor=by(actor), now=now)
+        ticket = _open(s, p, Opening(tenant, inst.id, node, body.gpu, TENANT_REPORT,
+                                     Severity(body.severity), body.summary), by(actor), now)
         if body.details:
             entry(s, ticket, now, "comment", by(actor), body.details)
         ticket_id = ticket.id

@@ -24,7 +24,7 @@ from gpulease.domain.errors import Conflict, InvalidInput, PaymentRequired
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.services.money import leases, wallet
-from gpulease.services.money.wallet import charge
+from gpulease.services.money.wallet import Charge, charge
 from gpulease.services.orders import ordering as orders
 from gpulease.testing.callers import TenantCtx
 from gpulease.testing.clock import MovableClock
@@ -160,7 +160,7 @@ def test_bad_renewals_are_refused_and_write_nothing(
     # drain the account, then a renewal is 402: the lease and the ledger do not move
     bal = wallet.show_wallet(fleet, tenant.principal).balance
     with fleet.db.write() as s:
-        charge(s, tenant.tenant_id, bal, fleet.clock.now(), instance_id=None, reference="spent")
+        charge(s, tenant.tenant_id, Charge(bal, "spent"), fleet.clock.now())
     end = leases.show_lease(fleet, tenant.principal, iid).ends_at
     entries = wallet.ledger(fleet, tenant.principal).total
     with pytest.raises(PaymentRequired):

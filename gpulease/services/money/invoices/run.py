@@ -60,7 +60,7 @@ from gpulease.schemas.money import InvoiceRunView, InvoiceView
 from gpulease.services.money import billing_profiles
 from gpulease.services.money.invoices.views import credited, dec, invoice_view
 from gpulease.services.money.payments import PAID, settle
-from gpulease.services.money.wallet import post, wallet_for_update
+from gpulease.services.money.wallet import Entry, post, wallet_for_update
 
 CHUNK = 500
 QUANTUM = Decimal("0.000001")
@@ -485,11 +485,12 @@ def credit_note(p: Platform, actor: Principal, invoice_id: str, reason: str,
                           gross=split.gross))
         note.net, note.vat, note.total = split.net, split.vat, split.gross
         # The money goes back to the wallet; the entry is billed by the note itself.
-        post(s, wallet_for_update(s, inv.tenant_id, now), "credit_note", -split.gross, now,
-             reference=phrase("{number} corrects {original}: {reason}", number=number,
-                              original=inv.number, reason=reason),
-             user_id=actor.user_id, item=phrase("Credit note {number}", number=number),
-             invoice_id=note.id)
+        post(s, wallet_for_update(s, inv.tenant_id, now), Entry(
+            "credit_note", -split.gross,
+            phrase("{number} corrects {original}: {reason}", number=number,
+                   original=inv.number, reason=reason),
+            user_id=actor.user_id, item=phrase("Credit note {number}", number=number),
+            invoice_id=note.id), now)
         note.finalized_at = now
         note.digest = _digest(number, inv.tenant_id, note.period,
                               (split.net, split.vat, split.gross),

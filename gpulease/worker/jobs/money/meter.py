@@ -18,7 +18,7 @@ from gpulease.domain.states import INSTANCE, InstanceStatus
 from gpulease.lifecycle.history import METER, note
 from gpulease.lifecycle.writer import transition
 from gpulease.platform import Platform
-from gpulease.services.money.metering import HOUR, MAX_HOURS_PER_SWEEP, record
+from gpulease.services.money.metering import HOUR, MAX_HOURS_PER_SWEEP, Usage, record
 from gpulease.worker.jobs.job import Job
 
 
@@ -66,9 +66,9 @@ def meter_containers(p: Platform, limit: int = 500) -> int:
                 running = inst.status == InstanceStatus.READY.value
                 try:
                     with s.begin_nested():
-                        _, dup = record(s, p, inst, hour_key(inst.id, k), "gpu_hours",
-                                        Decimal(inst.gpu_count), start, start + HOUR, now,
-                                        "worker", cover=running)
+                        _, dup = record(s, p, inst, Usage(
+                            hour_key(inst.id, k), "gpu_hours", Decimal(inst.gpu_count), start,
+                            start + HOUR, "worker", cover=running), now)
                 except PaymentRequired as exc:
                     _stop_unpaid(s, p, inst, now, str(exc))
                     break
