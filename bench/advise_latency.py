@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import bench_platform, summary_ms
 from gpulease.demo import seed_demo_fleet
-from gpulease.domain.advisor import advise
+from gpulease.domain.advisor import Ask, advise
 from gpulease.domain.sizing import Job, Precision, Workload, parse_params, shape_for
 from gpulease.schemas.advisor import AdviseRequest
 from gpulease.schemas.money import QuoteRequest
@@ -54,7 +54,7 @@ def main() -> None:
             req = AdviseRequest(params=size, workload=workload, precision=precision,
                                 **extra)  # type: ignore[arg-type]
             out[name] = {
-                "domain": timed(lambda j=job, e=extra: advise(catalog, j, **e), n),
+                "domain": timed(lambda j=job, e=extra: advise(catalog, j, Ask(**e)), n),
                 "service": timed(lambda r=req: advise_job(p, r), n),
             }
         qreq = QuoteRequest(sku="h100-80g-x8", region="ningxia-1", term="month", count=3,

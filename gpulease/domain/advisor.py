@@ -255,20 +255,42 @@ def _container_cost(offer: ContainerOffer, gpus: int, hours: float) -> tuple[int
     return billed, to_fen(offer.price_per_gpu_hour * gpus * billed)
 
 
-def advise(catalog: Catalog, job: Job, *, tokens: float | None = None,
-           hours: float | None = None, budget: Decimal | None = None,
-           domestic: bool = False, gpu_filter: str | None = None,
-           stock: Mapping[str, int] | None = None, container_stock: Mapping[str, int] | None = None,
-           measured: Mapping[str, float] | None = None,
-           assumptions: Assumptions = Assumptions(), limit: int = 12) -> Advice:
+@dataclass(frozen=True)
+class Ask:
+    """What the advice is for besides the job: its size in tokens, or its planned hours
+    (neither: one day); a budget; only domestic GPUs, or one GPU model; how many options."""
+
+    tokens: float | None = None
+    hours: float | None = None
+    budget: Decimal | None = None
+    domestic: bool = False
+    gpu_filter: str | None = None
+    limit: int = 12
+
+
+@dataclass(frozen=True)
+class Market:
+    """What the platform knows beside its catalog: the servers free per offer, the GPUs
+    free per container offer, the GPU rates its acceptance runs measured, and the
+    assumptions behind the estimates."""
+
+    stock: Mapping[str, int] = field(default_factory=dict)
+    container_stock: Mapping[str, int] = field(default_factory=dict)
+    measured: Mapping[str, float] | None = None
+    assumptions: Assumptions = Assumptions()
+
+
+def advise(catalog: Catalog, job: Job, ask: Ask = Ask(), market: Market = Market()) -> Advice:
     """Rank every configuration that fits. With `tokens`, each one's time comes from the
     job's FLOPs; with `hours` (planned, at nominal speed), each is costed for that time;
     with neither, for one day. Containers add the neighbour-jitter risk to their time."""
-    a = assumptions
+    tokens, hours, budget, limit = ask.tokens, ask.hours, ask.budget, ask.limit
+    domestic, gpu_filter, measured = ask.domestic, ask.gpu_filter, market.measured
+    stock, container_stock = market.stock, market.container_stock
+    a = market.assumptions
     terms = memory_terms(job)
     total = sum(t.bytes for t in terms)
     fpt = flops_per_token(job)
-    stock, container_stock = stock or {}, container_stock or {}
     options: list[Option] = []
     warnings: list[Phrase] = []
     if job.arch.inferred:

@@ -5,6 +5,7 @@ Each row says who caused it."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
@@ -32,23 +33,27 @@ def agent(node_id: str) -> str:
     return f"agent:{node_id}"
 
 
-def record_event(
-    s: Session,
-    now: datetime,
-    resource: str,
-    resource_id: str,
-    kind: str,
-    *,
-    actor: str,
-    instance_id: str | None = None,
-    from_value: str | None = None,
-    to_value: str | None = None,
-    message: str | Phrase | None = None,
-) -> None:
-    english, phrase = stored(message) if message is not None else (None, None)
-    s.add(Event(at=now, resource=resource, resource_id=resource_id, instance_id=instance_id,
-                kind=kind, from_value=from_value, to_value=to_value, message=english,
-                phrase=phrase, actor=actor))
+@dataclass(frozen=True)
+class Happened:
+    """What a history row says: which resource, what kind of line (a transition's column,
+    "error", "result", "note", …), the instance it belongs to, from and to what, and a
+    message (a phrase is kept to be said in each reader's language)."""
+
+    resource: str
+    resource_id: str
+    kind: str
+    instance_id: str | None = None
+    from_value: str | None = None
+    to_value: str | None = None
+    message: str | Phrase | None = None
+
+
+def record_event(s: Session, now: datetime, what: Happened, *, actor: str) -> None:
+    """Append a history row, saying who caused it."""
+    english, phrase = stored(what.message) if what.message is not None else (None, None)
+    s.add(Event(at=now, resource=what.resource, resource_id=what.resource_id,
+                instance_id=what.instance_id, kind=what.kind, from_value=what.from_value,
+                to_value=what.to_value, message=english, phrase=phrase, actor=actor))
 
 
 class _Said(Protocol):
@@ -72,5 +77,5 @@ def note(s: Session, now: datetime, instance_id: str, what: str, message: str | 
          actor: str) -> None:
     """A line in an instance's history that is not a transition (moved to a spare,
     renewed, a credit or refund, stopped unpaid)."""
-    record_event(s, now, "instance", instance_id, "note", actor=actor, instance_id=instance_id,
-                 to_value=what, message=message)
+    record_event(s, now, Happened("instance", instance_id, "note", instance_id,
+                                  to_value=what, message=message), actor=actor)

@@ -44,7 +44,7 @@ from gpulease.domain.states import (
     USAGE,
 )
 from gpulease.lifecycle.effects import Change
-from gpulease.lifecycle.history import record_event
+from gpulease.lifecycle.history import Happened, record_event
 from gpulease.platform import Platform
 
 log = logging.getLogger("gpulease.lifecycle")
@@ -115,9 +115,8 @@ def transition(s: Session, p: Platform, row: Any, machine: Machine[Any], event: 
     if b.column == "stage" and target not in machine.failures:
         # a failure keeps the attempts and the last error that led to it
         _restart_stage(row, machine.stored(target) is not None, now, timeout_s)
-    record_event(s, now, b.resource, row.id, b.column, actor=actor,
-                 instance_id=_instance_of(row), from_value=source.value,
-                 to_value=target.value, message=reason)
+    record_event(s, now, Happened(b.resource, row.id, b.column, _instance_of(row),
+                                  source.value, target.value, reason), actor=actor)
     log.info("%s %s: %s %s -> %s (%s) by %s%s", b.resource, row.id, b.column, source.value,
              target.value, event, actor, f": {reason}" if reason else "",
              extra={"fields": {"resource": b.resource, "id": row.id, "column": b.column,

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from gpulease.cli.main import app
-from gpulease.domain.advisor import advise, seeds_jitter_case
+from gpulease.domain.advisor import Ask, Market, advise, seeds_jitter_case
 from gpulease.domain.catalog import load_catalog
 from gpulease.domain.errors import InvalidInput
 from gpulease.domain.sizing import (
@@ -42,7 +42,7 @@ def job(size: str, workload: str, precision: str = "bf16", **kw: object) -> Job:
 
 
 def test_the_seeds_70b_example() -> None:
-    a = advise(CATALOG, job("70B", "full-finetune"), tokens=1e9)
+    a = advise(CATALOG, job("70B", "full-finetune"), Ask(tokens=1e9))
     assert round(a.quick_estimate_gb) == 168
     assert str(a.quick_estimate_text) == "70B × 2 bytes × 1.2 ≈ 168 GB → at least 3 × 80 GB cards"
     terms = {name: gb for name, gb, _ in a.terms}
@@ -57,7 +57,7 @@ def test_the_seeds_96_140_89_hour_case() -> None:
     case = seeds_jitter_case()
     assert (case.planned_hours, round(case.container_hours), round(case.bare_metal_hours)) == (
         96, 140, 89)
-    a = advise(CATALOG, job("7B", "lora"), hours=96, gpu_filter="rtx4090-24g")
+    a = advise(CATALOG, job("7B", "lora"), Ask(hours=96, gpu_filter="rtx4090-24g"))
     by_kind = {o.kind: o for o in a.options}
     assert round(by_kind["container"].hours) == 140 and round(by_kind["bare_metal"].hours) == 89
     assert "jitter" in " ".join(by_kind["container"].notes)
@@ -66,8 +66,8 @@ def test_the_seeds_96_140_89_hour_case() -> None:
 
 
 def test_options_rank_by_total_cost_and_fit_in_memory() -> None:
-    a = advise(CATALOG, job("70B", "full-finetune"), tokens=2e9,
-               stock={"h100-80g-x8@ningxia-1": 4})
+    a = advise(CATALOG, job("70B", "full-finetune"), Ask(tokens=2e9),
+               Market(stock={"h100-80g-x8@ningxia-1": 4}))
     assert a.options and all(o.memory_per_gpu_gb <= o.memory_usable_gb for o in a.options)
     assert all(sum(gb for _, gb in o.per_gpu_gb) == pytest.approx(o.memory_per_gpu_gb)
                for o in a.options)
@@ -79,9 +79,9 @@ def test_options_rank_by_total_cost_and_fit_in_memory() -> None:
 
 
 def test_short_small_jobs_go_to_a_container_and_long_ones_to_bare_metal() -> None:
-    short = advise(CATALOG, job("7B", "qlora", "int4"), tokens=2e7)
+    short = advise(CATALOG, job("7B", "qlora", "int4"), Ask(tokens=2e7))
     assert short.options[0].kind == "container" and short.options[0].hours < 72
-    long = advise(CATALOG, job("13B", "full-finetune"), tokens=3e9)
+    long = advise(CATALOG, job("13B", "full-finetune"), Ask(tokens=3e9))
     assert long.options[0].kind == "bare_metal"
     assert long.bare_metal_reasons
 
@@ -98,13 +98,13 @@ def test_zero_and_tensor_parallel_split_memory() -> None:
 
 
 def test_4090_tensor_parallel_warning_and_domestic_ascend() -> None:
-    a = advise(CATALOG, job("70B", "inference"), tokens=1e8, gpu_filter="rtx4090-24g")
+    a = advise(CATALOG, job("70B", "inference"), Ask(tokens=1e8, gpu_filter="rtx4090-24g"))
     assert any("over PCIe (no peer-to-peer) (10 GB/s" in n for o in a.options for n in o.notes)
     assert any("RTX 4090" in str(w) and "no NVLink" in str(w) for w in a.warnings)
-    ascend = advise(CATALOG, job("70B", "inference"), tokens=1e8, domestic=True)
+    ascend = advise(CATALOG, job("70B", "inference"), Ask(tokens=1e8, domestic=True))
     assert ascend.options and all("910B" in o.gpu for o in ascend.options)
     assert all("910B" not in o.gpu for o in advise(CATALOG, job("7B", "inference"),
-                                                   tokens=1e8).options)
+                                                   Ask(tokens=1e8)).options)
 
 
 @pytest.mark.parametrize(("change", "field"), [
@@ -228,7 +228,7 @@ def test_communication_comes_from_the_links_the_catalog_names() -> None:
     assert slow.compute_s == pytest.approx(fast.compute_s)  # the same work at the same rate
     assert slow.tensor_parallel_s == pytest.approx(fast.tensor_parallel_s * 36)
     assert slow.seconds > 1.5 * fast.seconds
-    plan = advise(CATALOG, work, tokens=1e9, gpu_filter="rtx4090-24g").options[0]
+    plan = advise(CATALOG, work, Ask(tokens=1e9, gpu_filter="rtx4090-24g")).options[0]
     assert "with sequence parallel" in plan.layout
     assert any("of each step" in n for n in plan.notes)
 

@@ -22,6 +22,7 @@ from gpulease.domain.states import DEPLOY_ORDER, UNSAFE_TO_REPEAT, NodeStatus
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.services.orders import ordering as orders
+from gpulease.services.support.replacement import Swap
 from gpulease.testing.callers import TenantCtx
 from gpulease.testing.platforms import SECRET
 
@@ -210,7 +211,7 @@ def test_a_swap_survives_a_worker_killed_in_the_middle(
         with platform.db.write() as s:  # the fault was first seen two hours ago
             for alert in s.scalars(select(HardwareAlert)):
                 alert.opened_at -= timedelta(hours=2)
-        replacement.swap(platform, op, ticket.id, "drill")
+        replacement.swap(platform, op, ticket.id, Swap("drill"))
 
         def spare_booting() -> bool:
             with platform.db.read() as s:

@@ -86,8 +86,8 @@ def swap(ticket_id: str, p: PlatformDep, actor: PrincipalDep,
     through the tenant's bucket), each file verified, before the faulty one is erased. 409
     when no spare is free (the ticket says so)."""
     body = body or SwapRequest()
-    return replacement.swap(p, actor, ticket_id, body.note, body.copy_data, body.path,
-                            body.via)
+    return replacement.swap(p, actor, ticket_id, replacement.Swap(
+        body.note, body.copy_data, body.path, body.via))
 
 
 @router.post("/{ticket_id}/repair-window", response_model=TicketDetail,

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpulease.db.tables import AcceptanceReport, Node
-from gpulease.domain.advisor import Advice, advise
+from gpulease.domain.advisor import Advice, Ask, Market, advise
 from gpulease.domain.catalog import Catalog
 from gpulease.domain.errors import InvalidInput
 from gpulease.domain.phrases import stored
@@ -123,6 +123,5 @@ def advise_job(p: Platform, req: AdviseRequest) -> AdviceView:
     if req.gpu and req.gpu not in {g.id for g in book.gpus}:
         raise InvalidInput("gpu", "Unknown GPU {req_gpu!r}.", [g.id for g in book.gpus],
                            req_gpu=req.gpu)
-    return view(advise(book, job, tokens=req.tokens, hours=req.hours, budget=req.budget,
-                       domestic=req.domestic, gpu_filter=req.gpu, stock=stock,
-                       container_stock=cstock, measured=measured, limit=req.limit))
+    ask = Ask(req.tokens, req.hours, req.budget, req.domestic, req.gpu, req.limit)
+    return view(advise(book, job, ask, Market(stock, cstock, measured)))

@@ -32,7 +32,7 @@ from gpulease.domain.errors import InvalidInput, Unauthorized
 from gpulease.domain.fleet.bmc_events import LogEntry, classify, cursor, gpu_index, new_entries
 from gpulease.domain.phrases import phrase
 from gpulease.domain.states import NodeStatus
-from gpulease.lifecycle.history import note, record_event
+from gpulease.lifecycle.history import Happened, note, record_event
 from gpulease.platform import Platform
 from gpulease.ports.bmc import Bmc, BmcError, BmcLog, BmcPermanentError
 from gpulease.security import hash_token
@@ -76,10 +76,11 @@ def keep_subscribed(p: Platform, bmc: Bmc, node_id: str, name: str,
             return
         node.bmc_subscription = uri or ""
         node.bmc_events_hash = hash_token(context) if uri else None
-        record_event(s, p.clock.now(), "node", node.id, "bmc_subscribed" if uri
-                     else "bmc_polled", actor=ACTOR,
-                     message=phrase("the BMC pushes its alerts ({uri})", uri=uri) if uri else
-                     phrase("the BMC offers no event subscription: its logs are polled"))
+        said = phrase("the BMC pushes its alerts ({uri})", uri=uri) if uri else phrase(
+            "the BMC offers no event subscription: its logs are polled")
+        record_event(s, p.clock.now(), Happened(
+            "node", node.id, "bmc_subscribed" if uri else "bmc_polled", message=said),
+            actor=ACTOR)
 
 
 def receive_events(p: Platform, node_id: str, payload: dict[str, Any]) -> int:
@@ -179,8 +180,8 @@ def _open_alerts(s: Session, p: Platform, node: Node, now: datetime,
         s.flush()  # the ticket's evidence names it
         tickets.open_from_alert(s, p, alert, now, actor)
         open_by_fault[(fault.value, gpu)] = alert
-        record_event(s, now, "node", node.id, "bmc_alert", actor=actor,
-                     instance_id=node.instance_id, message=message)
+        record_event(s, now, Happened("node", node.id, "bmc_alert", instance_id=node.instance_id,
+                                      message=message), actor=actor)
         if node.instance_id:
             note(s, now, node.instance_id, "bmc_alert", message, actor=actor)
         opened += 1

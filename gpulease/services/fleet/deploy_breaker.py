@@ -23,7 +23,7 @@ from gpulease.domain.errors import Conflict
 from gpulease.domain.fleet.breaker import DeployOutcome, should_trip
 from gpulease.domain.phrases import phrase
 from gpulease.domain.states import BREAKER, BreakerStatus, NodeStatus
-from gpulease.lifecycle.history import WORKER, by, record_event
+from gpulease.lifecycle.history import WORKER, Happened, by, record_event
 from gpulease.lifecycle.writer import initial, transition
 from gpulease.platform import Platform
 from gpulease.schemas.fleet import BreakerView
@@ -84,9 +84,10 @@ def hold_failed_deploy(s: Session, p: Platform, node: Node, reason: str,
     node.last_error = (HELD + reason)[:2000]
     node.next_attempt_at = retry_at
     node.stage_deadline = retry_at + timedelta(seconds=p.settings.stage_timeout_s)
-    record_event(s, now, "node", node.id, "error", actor=WORKER, instance_id=node.instance_id,
-                 to_value=node.stage, message=phrase("held by the deploy circuit breaker: {reason}",
-                                                  reason=reason))
+    record_event(s, now, Happened(
+        "node", node.id, "error", node.instance_id, to_value=node.stage,
+        message=phrase("held by the deploy circuit breaker: {reason}", reason=reason)),
+        actor=WORKER)
     return True
 
 

@@ -14,7 +14,7 @@ from gpulease.domain.errors import BadGateway, Conflict, InvalidInput
 from gpulease.domain.phrases import Phrase, listed, phrase
 from gpulease.domain.states import NODE, NODE_BUSY, NodeStatus
 from gpulease.lifecycle.binding import fence
-from gpulease.lifecycle.history import by, record_event
+from gpulease.lifecycle.history import Happened, by, record_event
 from gpulease.lifecycle.writer import transition
 from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint, BmcError, BmcPermanentError
@@ -95,9 +95,9 @@ def update_node(p: Platform, actor: Principal, node_id: str, body: NodeUpdate) -
                            else phrase("BMC credentials (not tried)"))
         if changes:
             node.updated_at = now
-            record_event(s, now, "node", node.id, "note", actor=by(actor),
-                         instance_id=node.instance_id, to_value="updated",
-                         message=listed(changes))
+            record_event(s, now, Happened("node", node.id, "note", node.instance_id,
+                                          to_value="updated", message=listed(changes)),
+                         actor=by(actor))
     return get_node(p, actor, node_id if body.name is None else body.name)
 
 
@@ -166,8 +166,8 @@ def inject_faults(p: Platform, actor: Principal, node_id: str, faults: list[str]
         getattr(agent, "gpu_faults", {})[name] = list(faults)
     with p.db.write() as s:
         node = load_node(s, node_id)
-        record_event(s, p.clock.now(), "node", node.id, "note", actor=by(actor),
-                     instance_id=node.instance_id, to_value="faults",
-                     message=phrase("simulated faults: {faults}",
-                                    faults=", ".join(faults) or phrase("none")))
+        record_event(s, p.clock.now(), Happened(
+            "node", node.id, "note", node.instance_id, to_value="faults",
+            message=phrase("simulated faults: {faults}",
+                           faults=", ".join(faults) or phrase("none"))), actor=by(actor))
     return list(faults)

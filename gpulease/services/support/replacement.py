@@ -13,6 +13,7 @@ and the swap goes on without the copy."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import select
@@ -49,9 +50,31 @@ from gpulease.services.support.tickets import entry, notice, operator_responds, 
 COPY_VIA = ("agents", "bucket")
 
 
-def swap(p: Platform, actor: Principal, ticket_id: str, note_text: str | None,
-         copy_data: bool = False, path: str = "/data", via: str = "agents") -> TicketDetail:
+@dataclass(frozen=True)
+class Swap:
+    """How a swap goes: a note for the ticket and the tenant, and whether the faulty
+    server's data disk (`path` on it) is copied to the spare first, `via` its agents or
+    the tenant's bucket."""
+
+    note: str | None = None
+    copy_data: bool = False
+    path: str = "/data"
+    via: str = "agents"
+
+
+@dataclass(frozen=True)
+class Sides:
+    """The two servers of a swap, with the ticket and the instance it is for."""
+
+    ticket: Ticket
+    inst: Instance
+    old: Node
+    spare: Node
+
+
+def swap(p: Platform, actor: Principal, ticket_id: str, how: Swap = Swap()) -> TicketDetail:
     actor.require_operator()
+    copy_data, path, via = how.copy_data, how.path, how.via
     if copy_data:
         try:
             on_data_disk(Path("/"), path)
@@ -99,8 +122,7 @@ def swap(p: Platform, actor: Principal, ticket_id: str, note_text: str | None,
                 "the card is repaired.", sku=inst.sku, region=inst.region,
                 where=phrase(" on this cluster's fabric") if inst.node_count > 1 else "")
         else:
-            _swap(s, p, actor, ticket, inst, old, spare, note_text, path if copy_data
-                  else None, via)
+            _swap(s, p, actor, Sides(ticket, inst, old, spare), how)
     if no_spare:
         with p.db.write() as s:  # said on the ticket, nothing else changed
             ticket = s.get(Ticket, ticket_id, with_for_update=True)
@@ -115,10 +137,10 @@ def swap(p: Platform, actor: Principal, ticket_id: str, note_text: str | None,
     return show_ticket(p, actor, ticket_id)
 
 
-def _swap(s: Session, p: Platform, actor: Principal, ticket: Ticket, inst: Instance,
-          old: Node, spare: Node, note_text: str | None, copy_path: str | None,
-          via: str = "agents") -> None:
+def _swap(s: Session, p: Platform, actor: Principal, sides: Sides, how: Swap) -> None:
     now, who = p.clock.now(), by(actor)
+    ticket, inst, old, spare = sides.ticket, sides.inst, sides.old, sides.spare
+    copy_path, note_text = (how.path if how.copy_data else None), how.note
     # the spare: deployed and accepted as at delivery
     transition(s, p, spare, NODE, "deploy", now, actor=who)
     transition(s, p, spare, NODE_STAGE, "deploy", now, actor=who,
@@ -135,7 +157,7 @@ def _swap(s: Session, p: Platform, actor: Principal, ticket: Ticket, inst: Insta
                    timeout_s=p.settings.stage_timeout_s)
         old.next_attempt_at = now
     else:  # it serves on while its disk is copied; erased once the copy is on the spare
-        queue_copy(s, p, inst, old, copy_path, via, who)
+        queue_copy(s, p, inst, old, copy_path, how.via, who)
     transition(s, p, inst, INSTANCE_STAGE, "replace", now, actor=who,
                timeout_s=p.settings.stage_timeout_s)
     inst.next_attempt_at = now

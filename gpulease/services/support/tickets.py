@@ -30,7 +30,7 @@ from gpulease.domain.tickets import (
     severity_of,
     title_phrase,
 )
-from gpulease.lifecycle.history import by, record_event
+from gpulease.lifecycle.history import Happened, by, record_event
 from gpulease.lifecycle.writer import initial, transition
 from gpulease.platform import Platform
 from gpulease.schemas import Page
@@ -111,9 +111,9 @@ def _open(s: Session, p: Platform, what: Opening, actor: str, now: datetime) -> 
     plan_warning(p, ticket)
     s.add(ticket)
     s.flush()
-    record_event(s, now, "ticket", ticket.id, "opened", actor=actor, instance_id=instance_id,
-                 to_value=severity.value,
-                 message=summary if isinstance(summary, Phrase) else summary[:300])
+    record_event(s, now, Happened(
+        "ticket", ticket.id, "opened", instance_id, to_value=severity.value,
+        message=summary if isinstance(summary, Phrase) else summary[:300]), actor=actor)
     if tenant_id is not None:
         notice(s, tenant_id, "ticket_opened", ticket, phrase("opened: {summary}",
                                                              summary=summary), now)

@@ -23,7 +23,7 @@ from gpulease.domain.states import (
     NodeStage,
     NodeStatus,
 )
-from gpulease.lifecycle.history import WORKER, record_event
+from gpulease.lifecycle.history import WORKER, Happened, record_event
 from gpulease.lifecycle.writer import transition
 from gpulease.platform import Platform
 from gpulease.services.agents.evidence import failure_reason, record_acceptance, record_certificates
@@ -114,10 +114,10 @@ def _apply_node(p: Platform, claim: Claim, job: StepInput, result: StepResult | 
                          extra={"fields": {"decision": "retry", "node": job.node_name,
                                            "step": job.stage, "attempt": node.attempts,
                                            "error": str(result)}})
-                record_event(s, now, "node", node.id, "error", actor=WORKER,
-                             instance_id=node.instance_id, to_value=job.stage,
-                             message=phrase("attempt {attempt}: {error}",
-                                            attempt=node.attempts, error=str(result)))
+                record_event(s, now, Happened(
+                    "node", node.id, "error", node.instance_id, to_value=job.stage,
+                    message=phrase("attempt {attempt}: {error}", attempt=node.attempts,
+                                   error=str(result))), actor=WORKER)
                 return
             tries = f" after {node.attempts} attempts" if result.retryable else ""
             fail_node(s, p, node, Failure(f"{job.stage} failed{tries}: {result}", now,
@@ -159,8 +159,8 @@ def _apply_node(p: Platform, claim: Claim, job: StepInput, result: StepResult | 
                 seconds=next_poll_in(elapsed, p.settings.poll_interval_s))
             return
         if result.note:
-            record_event(s, now, "node", node.id, "result", actor=WORKER,
-                         instance_id=node.instance_id, to_value=job.stage, message=result.note)
+            record_event(s, now, Happened("node", node.id, "result", instance_id=node.instance_id,
+                                          to_value=job.stage, message=result.note), actor=WORKER)
         if NODE_STAGE.allows(NodeStage(job.stage), "advance"):
             transition(s, p, node, NODE_STAGE, "advance", now, actor=WORKER,
                        timeout_s=p.settings.stage_timeout_s)
@@ -177,8 +177,8 @@ def _interrupted_unsafe(s: Session, p: Platform, node: Node, step: str | None) -
     release(node)
     reason = phrase("deploy interrupted during {step} (worker lost); the step is not safe to "
                     "repeat, so the node is being cleaned", step=step)
-    record_event(s, now, "node", node.id, "error", actor=WORKER, instance_id=node.instance_id,
-                 to_value=step, message=reason)
+    record_event(s, now, Happened("node", node.id, "error", instance_id=node.instance_id,
+                                  to_value=step, message=reason), actor=WORKER)
     inst = s.get(Instance, node.instance_id) if node.instance_id else None
     start_cleaning(s, p, node, now, str(reason))
     if inst is not None and inst.status in (InstanceStatus.PENDING.value,

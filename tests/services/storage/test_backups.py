@@ -27,6 +27,7 @@ from gpulease.services.instances import actions
 from gpulease.services.instances import views as instances
 from gpulease.services.storage import backups
 from gpulease.services.storage import buckets as storage
+from gpulease.services.support.replacement import Swap
 from gpulease.testing.callers import TenantCtx
 from gpulease.testing.factories import deliver
 from gpulease.testing.servers import LiveServer
@@ -171,7 +172,7 @@ def test_a_swap_copies_the_data_disk_through_the_bucket_before_the_faulty_one_is
     DemoAgents(fleet).tick()
     (ticket,) = tickets.list_tickets(fleet, op, open_only=True).items
     with pytest.raises(InvalidInput, match="data disk"):
-        replacement.swap(fleet, op, ticket.id, None, copy_data=True, path="/home")
+        replacement.swap(fleet, op, ticket.id, Swap(copy_data=True, path="/home"))
     with LiveServer(fleet) as server:
         env = {"GPULEASE_URL": server.url, "GPULEASE_TOKEN": operator.token}
         r = CliRunner().invoke(app, ["ticket", "swap", ticket.id, "--copy-data", "--via",
@@ -216,9 +217,9 @@ def test_a_swap_copies_the_data_disk_straight_from_agent_to_agent(
     DemoAgents(fleet).tick()
     (ticket,) = tickets.list_tickets(fleet, op, open_only=True).items
     with pytest.raises(InvalidInput, match="Accepted values: agents, bucket"):
-        replacement.swap(fleet, op, ticket.id, None, copy_data=True, via="tape")
-    replacement.swap(fleet, op, ticket.id, "GPU 3 fell off the bus", copy_data=True,
-                     path="/data/runs")
+        replacement.swap(fleet, op, ticket.id, Swap(copy_data=True, via="tape"))
+    replacement.swap(fleet, op, ticket.id, Swap("GPU 3 fell off the bus", copy_data=True,
+                                                path="/data/runs"))
     during = [(r.kind, r.status, r.node) for r in backups.list_runs(fleet, me, iid)]
     assert during == [("send", "queued", old)]  # the faulty server starts serving at once
     worker.run_until_idle(timeout_s=90)
@@ -264,7 +265,7 @@ def test_a_direct_copy_the_spare_cannot_fetch_is_said_and_the_swap_goes_on(
     node_changes.inject_faults(fleet, op, old, ["xid79:3"])
     DemoAgents(fleet).tick()
     (ticket,) = tickets.list_tickets(fleet, op, open_only=True).items
-    replacement.swap(fleet, op, ticket.id, None, copy_data=True, path="/data/ckpt")
+    replacement.swap(fleet, op, ticket.id, Swap(copy_data=True, path="/data/ckpt"))
     worker.run_until_idle(timeout_s=90)
     after = instances.show_instance(fleet, me, iid)
     assert (after.status, after.stage) == ("ready", "ready")  # the swap went on

@@ -221,7 +221,7 @@ def test_a_swap_moves_the_lease_to_a_spare_and_sends_the_faulty_node_to_repair(
     second = next(t for t in tickets.list_tickets(fleet, op, open_only=True).items
                   if t.node == serving[0])
     with pytest.raises(OutOfStock, match="No spare h100-80g-x8 server is free"):
-        replacement.swap(fleet, op, second.id, None)
+        replacement.swap(fleet, op, second.id)
     shown = tickets.show_ticket(fleet, tenant.principal, second.id)
     assert "No spare" in shown.timeline[-1].text
     assert instances.show_instance(fleet, tenant.principal, iid).stage == "ready"

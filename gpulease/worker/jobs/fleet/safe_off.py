@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from gpulease.db.tables import Node
 from gpulease.domain.phrases import Phrase, listed, phrase
-from gpulease.lifecycle.history import record_event
+from gpulease.lifecycle.history import Happened, record_event
 from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint, BmcError
 from gpulease.worker.jobs.job import Job, fan_out
@@ -55,8 +55,8 @@ def _leave_safe(p: Platform, row: tuple[Any, ...]) -> bool:
                 else phrase("could not be left safe"))
         text = phrase("{left}; failed ({failed}): check the server at its BMC", left=left,
                       failed=listed(failed)) if failed else left
-        record_event(s, p.clock.now(), "node", node.id, "safe_off", actor=SAFE_OFF,
-                     message=text)
+        record_event(s, p.clock.now(), Happened("node", node.id, "safe_off", message=text),
+                     actor=SAFE_OFF)
     return True
 
 
