@@ -97,13 +97,24 @@ def _instance_of(row: Any) -> str | None:
 # --- the writer ------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Move:
+    """When a transition happens, who causes it and why (a Phrase is kept to be said in the
+    reader's language); a stage that starts gets a deadline `timeout_s` away."""
+
+    now: datetime
+    actor: str
+    reason: str | Phrase | None = None
+    timeout_s: float | None = None
+
+
 def transition(s: Session, p: Platform, row: Any, machine: Machine[Any], event: str,
-               now: datetime, *, actor: str, reason: str | Phrase | None = None,
-               timeout_s: float | None = None) -> Change[Platform]:
+               move: Move) -> Change[Platform]:
     """Move `row` along `machine` by `event`; raises InvalidTransition if the table does
     not declare it from the row's state. A stage gets a fresh start, attempt count and
-    (with `timeout_s`) deadline. A Phrase reason is kept in the history as a phrase (said
+    (with a timeout) deadline. A Phrase reason is kept in the history as a phrase (said
     in the reader's language); the row's reason column keeps its English."""
+    now, actor, reason, timeout_s = move.now, move.actor, move.reason, move.timeout_s
     b = binding(type(row), machine)
     source = machine.parse(getattr(row, b.column))
     target = machine.step(source, event)

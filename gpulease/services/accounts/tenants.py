@@ -18,7 +18,7 @@ from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
 from gpulease.domain.phrases import Phrase, listed, phrase
 from gpulease.domain.states import TENANT, InstanceStatus, InvoiceStatus, TenantStatus
 from gpulease.lifecycle.history import by
-from gpulease.lifecycle.writer import transition
+from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
 from gpulease.schemas import Page, TenantSummary
 from gpulease.services.money.payments import owed_on_invoices
@@ -112,8 +112,8 @@ def suspend(p: Platform, actor: Principal, tenant_id: str, reason: str | None) -
         if tenant.status != TenantStatus.ACTIVE.value:
             raise Conflict("Tenant {tenant_name} is {tenant_status}.",
                            tenant_name=tenant.name, tenant_status=tenant.status)
-        transition(s, p, tenant, TENANT, "suspend", p.clock.now(), actor=by(actor),
-                   reason=reason)
+        transition(s, p, tenant, TENANT, "suspend", Move(p.clock.now(), actor=by(actor),
+                                                         reason=reason))
         found = tenant.id
     return _summary(p, found)
 
@@ -125,7 +125,7 @@ def reinstate(p: Platform, actor: Principal, tenant_id: str) -> TenantSummary:
         if tenant.status != TenantStatus.SUSPENDED.value:
             raise Conflict("Tenant {tenant_name} is {tenant_status}, not suspended.",
                            tenant_name=tenant.name, tenant_status=tenant.status)
-        transition(s, p, tenant, TENANT, "reinstate", p.clock.now(), actor=by(actor))
+        transition(s, p, tenant, TENANT, "reinstate", Move(p.clock.now(), actor=by(actor)))
         found = tenant.id
     return _summary(p, found)
 
@@ -181,7 +181,7 @@ def close(p: Platform, actor: Principal, tenant_id: str, reason: str | None) -> 
         s.execute(update(ApiToken).where(ApiToken.user_id.in_(users),
                                          ApiToken.revoked_at.is_(None))
                   .values(revoked_at=now))
-        transition(s, p, tenant, TENANT, "close", now, actor=by(actor),
-                   reason=reason or "closed by operator")
+        transition(s, p, tenant, TENANT, "close", Move(now, actor=by(actor),
+                                                       reason=reason or "closed by operator"))
         found = tenant.id
     return _summary(p, found)

@@ -21,7 +21,7 @@ from gpulease.domain.errors import InvalidInput, NotFound
 from gpulease.domain.fleet.acceptance import GpuSpec, Report, Thresholds
 from gpulease.domain.states import AGENT_COMMAND, CommandStatus
 from gpulease.lifecycle.history import agent
-from gpulease.lifecycle.writer import initial, transition
+from gpulease.lifecycle.writer import Move, initial, transition
 from gpulease.platform import Platform
 from gpulease.ports.agent import (
     COMMAND_KINDS,
@@ -145,7 +145,7 @@ def fetch(p: Platform, credential: str | None) -> list[Command]:
             .order_by(AgentCommand.created_at).with_for_update()).all()
         out = []
         for row in rows:
-            transition(s, p, row, AGENT_COMMAND, "fetch", now, actor=agent(row.node_id))
+            transition(s, p, row, AGENT_COMMAND, "fetch", Move(now, actor=agent(row.node_id)))
             row.claimed_at = now
             out.append(_COMMANDS.validate_python({
                 "id": row.id, "kind": row.kind, "instance_id": row.instance_id,
@@ -193,11 +193,11 @@ def post_result(p: Platform, credential: str | None, command_id: str,
                 record_acceptance(s, p, node, row.instance_id, result.report(), ON_DEMAND,
                                   now, actor=who)
             row.result_json = result.model_dump_json()
-            transition(s, p, row, AGENT_COMMAND, "succeed", now, actor=who)
+            transition(s, p, row, AGENT_COMMAND, "succeed", Move(now, actor=who))
         else:
             row.error = outcome.error or "the agent gave no reason"
-            transition(s, p, row, AGENT_COMMAND, "fail", now, actor=who,
-                       reason=row.error[:500])
+            transition(s, p, row, AGENT_COMMAND, "fail", Move(now, actor=who,
+                                                              reason=row.error[:500]))
         row.finished_at = now
     p.wake()
 

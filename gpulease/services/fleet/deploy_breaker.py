@@ -24,7 +24,7 @@ from gpulease.domain.fleet.breaker import DeployOutcome, should_trip
 from gpulease.domain.phrases import phrase
 from gpulease.domain.states import BREAKER, BreakerStatus, NodeStatus
 from gpulease.lifecycle.history import WORKER, Happened, by, record_event
-from gpulease.lifecycle.writer import initial, transition
+from gpulease.lifecycle.writer import Move, initial, transition
 from gpulease.platform import Platform
 from gpulease.schemas.fleet import BreakerView
 
@@ -74,7 +74,7 @@ def hold_failed_deploy(s: Session, p: Platform, node: Node, reason: str,
             return False
         why = (f"the latest {p.settings.breaker_failures} deploys failed the same way: "
                f"{reason}")
-        transition(s, p, breaker, BREAKER, "trip", now, actor=WORKER, reason=why)
+        transition(s, p, breaker, BREAKER, "trip", Move(now, actor=WORKER, reason=why))
         breaker.opened_at = now
         log.error("deploy circuit breaker open: %s. Failing deploys are held and retried "
                   "every %.0f s instead of sending nodes to maintenance; fix the cause or "
@@ -106,8 +106,8 @@ def deploy_succeeded(s: Session, p: Platform, node: Node, now: datetime) -> None
     s.refresh(breaker, with_for_update=True)
     if breaker.status != BreakerStatus.OPEN.value:
         return
-    transition(s, p, breaker, BREAKER, "close", now, actor=WORKER,
-               reason=phrase("node {node} deployed", node=node.name))
+    transition(s, p, breaker, BREAKER, "close", Move(now, actor=WORKER,
+               reason=phrase("node {node} deployed", node=node.name)))
     held = _release_held(s, now)
     log.warning("deploy circuit breaker closed: node %s deployed; %d held deploys retry now",
                 node.name, held)
@@ -135,8 +135,8 @@ def reset(p: Platform, actor: Principal) -> BreakerView:
         if breaker.status != BreakerStatus.OPEN.value:
             raise Conflict("The deploy circuit breaker is closed already.")
         now = p.clock.now()
-        transition(s, p, breaker, BREAKER, "reset", now, actor=by(actor),
-                   reason=phrase("closed by operator"))
+        transition(s, p, breaker, BREAKER, "reset", Move(now, actor=by(actor),
+                                                         reason=phrase("closed by operator")))
         _release_held(s, now)
     p.wake()
     return view(p, actor)

@@ -18,7 +18,7 @@ from gpulease.domain.phrases import phrase
 from gpulease.domain.states import NODE, NODE_BUSY, NodeStatus
 from gpulease.lifecycle.binding import fence, unbound
 from gpulease.lifecycle.history import by
-from gpulease.lifecycle.writer import initial, transition
+from gpulease.lifecycle.writer import Move, initial, transition
 from gpulease.platform import Platform
 from gpulease.schemas import FleetCount, NodeEventView, NodeView, Page
 from gpulease.security import new_id
@@ -195,11 +195,11 @@ def drain_node(p: Platform, actor: Principal, node_id: str, reason: str | None) 
         has_slices = bool(s.scalar(select(func.count()).where(
             GpuAllocation.node_id == node.id, GpuAllocation.released_at.is_(None))))
         if node.status == NodeStatus.AVAILABLE.value and not has_slices:
-            transition(s, p, node, NODE, "drain", now, actor=by(actor),
-                       reason=reason or phrase("drained by operator"))
+            transition(s, p, node, NODE, "drain", Move(now, actor=by(actor),
+                       reason=reason or phrase("drained by operator")))
         elif NODE.allows(NodeStatus(node.status), "request_drain"):
-            transition(s, p, node, NODE, "request_drain", now, actor=by(actor),
-                       reason=reason or phrase("drain requested: maintenance once freed"))
+            transition(s, p, node, NODE, "request_drain", Move(now, actor=by(actor),
+                       reason=reason or phrase("drain requested: maintenance once freed")))
     return get_node(p, actor, node_id)
 
 
@@ -219,8 +219,8 @@ def maintenance_node(p: Platform, actor: Principal, node_id: str, reason: str | 
             raise Conflict("Node {node_name} is being cleaned; drain it instead.",
                            node_name=node.name)
         fence(node)
-        transition(s, p, node, NODE, "set_aside", p.clock.now(), actor=by(actor),
-                   reason=reason or phrase("maintenance by operator"))
+        transition(s, p, node, NODE, "set_aside", Move(p.clock.now(), actor=by(actor),
+                   reason=reason or phrase("maintenance by operator")))
     return get_node(p, actor, node_id)
 
 
@@ -237,7 +237,7 @@ def retire_node(p: Platform, actor: Principal, node_id: str, reason: str | None)
                            "maintenance`, or drain it) before retiring it.",
                            node_name=node.name, node_status=node.status)
         fence(node)
-        transition(s, p, node, NODE, "retire", p.clock.now(), actor=by(actor), reason=reason)
+        transition(s, p, node, NODE, "retire", Move(p.clock.now(), actor=by(actor), reason=reason))
     return get_node(p, actor, node_id)
 
 
@@ -254,9 +254,9 @@ def resume_node(p: Platform, actor: Principal, node_id: str) -> NodeView:
                                node_name=node.name, instance=node.instance_id)
             fence(node)
             node.last_error = None
-            transition(s, p, node, NODE, "resume", now, actor=by(actor))
+            transition(s, p, node, NODE, "resume", Move(now, actor=by(actor)))
         elif drained is not None and NODE.allows(status, "cancel_drain"):
-            transition(s, p, node, NODE, "cancel_drain", now, actor=by(actor))
+            transition(s, p, node, NODE, "cancel_drain", Move(now, actor=by(actor)))
     p.wake()
     return get_node(p, actor, node_id)
 

@@ -15,7 +15,7 @@ from gpulease.domain.phrases import Phrase, listed, phrase
 from gpulease.domain.states import NODE, NODE_BUSY, NodeStatus
 from gpulease.lifecycle.binding import fence
 from gpulease.lifecycle.history import Happened, by, record_event
-from gpulease.lifecycle.writer import transition
+from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint, BmcError, BmcPermanentError
 from gpulease.schemas import NodeView
@@ -124,8 +124,8 @@ def delete_node(p: Platform, actor: Principal, node_id: str, reason: str | None)
         node.drain_requested_at = None
         fence(node)
         revoke_credential(s, node.id, now)
-        transition(s, p, node, NODE, "delete", now, actor=by(actor),
-                   reason=(reason or "deleted by operator") + f"; was {was}")
+        transition(s, p, node, NODE, "delete", Move(now, actor=by(actor),
+                   reason=(reason or "deleted by operator") + f"; was {was}"))
         deleted_id = node.id
     return get_node(p, actor, deleted_id)
 

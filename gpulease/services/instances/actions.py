@@ -9,7 +9,7 @@ from gpulease.domain.errors import Conflict, Gone
 from gpulease.domain.phrases import phrase
 from gpulease.domain.states import INSTANCE, InstanceStatus
 from gpulease.lifecycle.history import by
-from gpulease.lifecycle.writer import transition
+from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
 from gpulease.schemas import CredentialsView, InstanceView
 from gpulease.services.instances.views import instance_view, ssh_command
@@ -22,8 +22,8 @@ def release_instance(p: Platform, actor: Principal, instance_id: str) -> Instanc
         inst = get_instance(s, actor, instance_id, lock=True)
         if inst.status not in (InstanceStatus.RELEASING.value, InstanceStatus.RELEASED.value):
             # Its effects: unused whole periods back by the policy, the worker takes over.
-            transition(s, p, inst, INSTANCE, "release", p.clock.now(), actor=by(actor),
-                       reason=phrase("released by tenant"))
+            transition(s, p, inst, INSTANCE, "release", Move(p.clock.now(), actor=by(actor),
+                                                             reason=phrase("released by tenant")))
         view = instance_view(s, p, inst)
     p.wake()
     return view

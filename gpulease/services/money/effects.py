@@ -17,7 +17,7 @@ from gpulease.domain.billing.leases import term_end
 from gpulease.domain.phrases import phrase
 from gpulease.domain.states import INSTANCE, LEASE, InstanceStatus, LeaseStatus
 from gpulease.lifecycle.effects import Change, Effect
-from gpulease.lifecycle.writer import initial, transition
+from gpulease.lifecycle.writer import Move, initial, transition
 from gpulease.platform import Platform
 from gpulease.services.money import addons, lease_periods, wallet
 
@@ -79,20 +79,20 @@ def _end_lease_early(c: Change[Platform]) -> None:
             lease_periods.refund_unstarted(
                 c.s, c.row, lease, c.p.catalog.pricing.early_termination_fee_percent,
                 c.now, actor=c.actor)
-    transition(c.s, c.p, lease, LEASE, "end", c.now, actor=c.actor, reason=c.reason)
+    transition(c.s, c.p, lease, LEASE, "end", Move(c.now, actor=c.actor, reason=c.reason))
 
 
 def _end_lease(c: Change[Platform]) -> None:
     lease = _open_lease(c)
     if lease is not None:
-        transition(c.s, c.p, lease, LEASE, "end", c.now, actor=c.actor, reason=c.reason)
+        transition(c.s, c.p, lease, LEASE, "end", Move(c.now, actor=c.actor, reason=c.reason))
 
 
 def _release_after_grace(c: Change[Platform]) -> None:
     inst = c.s.get(Instance, c.row.instance_id, with_for_update=True)
     if inst is not None and InstanceStatus(inst.status) is InstanceStatus.READY:
-        transition(c.s, c.p, inst, INSTANCE, "release", c.now, actor=c.actor,
-                   reason=phrase("lease expired and grace ended"))
+        transition(c.s, c.p, inst, INSTANCE, "release", Move(c.now, actor=c.actor,
+                   reason=phrase("lease expired and grace ended")))
 
 
 IS, L = InstanceStatus, LeaseStatus

@@ -28,7 +28,7 @@ from gpulease.domain.errors import Conflict, InvalidInput
 from gpulease.domain.phrases import Phrase, phrase, stored
 from gpulease.domain.states import LEASE, InstanceStatus, LeaseStatus
 from gpulease.lifecycle.history import by, note
-from gpulease.lifecycle.writer import transition
+from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
 from gpulease.schemas.money import LeaseView, RenewalLineView, RenewalQuoteView
 from gpulease.services.money import addons, lease_periods
@@ -125,7 +125,7 @@ def extend(s: Session, p: Platform, inst: Instance, lease: Lease, periods: int, 
     text = phrase("{periods} × {term} to {until} (¥{amount:,.2f}, {by}); the erase after "
                   "grace is cancelled", **facts) if was == LeaseStatus.GRACE.value else phrase(
                   "{periods} × {term} to {until} (¥{amount:,.2f}, {by})", **facts)
-    transition(s, p, lease, LEASE, "renew", now, actor=actor, reason=str(text))
+    transition(s, p, lease, LEASE, "renew", Move(now, actor=actor, reason=str(text)))
     note(s, now, inst.id, "renewed", text, actor=actor)
 
 

@@ -25,7 +25,7 @@ from gpulease.domain.errors import Conflict, InvalidInput, NotFound
 from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.states import USAGE, UsageStatus
 from gpulease.lifecycle.history import by
-from gpulease.lifecycle.writer import initial, transition
+from gpulease.lifecycle.writer import Move, initial, transition
 from gpulease.platform import Platform
 from gpulease.schemas import Page
 from gpulease.schemas.money import UsageIn, UsageView
@@ -256,8 +256,8 @@ def decide_usage(p: Platform, actor: Principal, record_id: int, charge: bool) ->
                 raise Conflict("Usage record {record_id} names no instance to charge.",
                                record_id=record_id)
             _charge(s, wallet, inst, row, now, p.settings.zone)
-        transition(s, p, row, USAGE, "charge" if charge else "reject", now,
-                   actor=by(actor))
+        transition(s, p, row, USAGE, "charge" if charge else "reject", Move(now,
+                                                                            actor=by(actor)))
         row.decided_at, row.decided_by = now, actor.user_id
         return _view(row)
 

@@ -28,7 +28,7 @@ from gpulease.domain.billing.money import to_fen
 from gpulease.domain.phrases import Phrase, listed, phrase
 from gpulease.domain.states import INSTANCE, InstanceStatus
 from gpulease.lifecycle.history import SWEEP_SPENDING, note
-from gpulease.lifecycle.writer import transition
+from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
 from gpulease.schemas.money import DunningView
 from gpulease.services.platform.outbox import post_notice
@@ -117,8 +117,8 @@ def _suspend_for_overdraft(s: Session, p: Platform, wallet: Wallet, now: datetim
         if inst.kind == "container":
             why = f"suspended: {reason}"
             note(s, now, inst.id, "suspended", why, actor=SWEEP_SPENDING)
-            transition(s, p, inst, INSTANCE, "release", now, actor=SWEEP_SPENDING,
-                       reason=why[:500])
+            transition(s, p, inst, INSTANCE, "release", Move(now, actor=SWEEP_SPENDING,
+                                                             reason=why[:500]))
             stopped.append(inst.id)
         else:
             note(s, now, inst.id, "flagged",

@@ -31,7 +31,7 @@ from gpulease.domain.states import (
     NodeStatus,
 )
 from gpulease.lifecycle.history import WORKER, by, note
-from gpulease.lifecycle.writer import initial, transition
+from gpulease.lifecycle.writer import Move, initial, transition
 from gpulease.platform import Platform
 from gpulease.ports.agent import (
     BackupPayload,
@@ -264,7 +264,7 @@ def finish_failed(s: Session, p: Platform, run: Backup, reason: str, now: dateti
     """The run failed for good: said on the instance's history and (`tell`) to the
     tenant's admins."""
     run.finished_at, run.next_attempt_at, run.payload_enc = now, None, None
-    transition(s, p, run, BACKUP, "fail", now, actor=WORKER, reason=reason[:1000])
+    transition(s, p, run, BACKUP, "fail", Move(now, actor=WORKER, reason=reason[:1000]))
     facts = {"run": run.id, "path": run.path, "reason": reason[:1400]}
     text = (phrase("Backup {run} of {path} failed: {reason}", **facts) if run.kind == "backup"
             else phrase("The copy {run} of {path} to the new server failed: {reason}",

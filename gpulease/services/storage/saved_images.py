@@ -21,7 +21,7 @@ from gpulease.domain.errors import Conflict, InvalidInput, NotFound
 from gpulease.domain.phrases import phrase
 from gpulease.domain.states import SAVED_IMAGE, InstanceStatus, SavedImageStatus
 from gpulease.lifecycle.history import by, note
-from gpulease.lifecycle.writer import initial, transition
+from gpulease.lifecycle.writer import Move, initial, transition
 from gpulease.platform import Platform
 from gpulease.schemas.fleet import SavedImageView
 from gpulease.security import new_id
@@ -127,7 +127,7 @@ def delete(p: Platform, actor: Principal, image_id: str) -> SavedImageView:
         if row.status == SavedImageStatus.SAVING.value:
             raise Conflict("{image_id} is still being saved; delete it once it is done.",
                            image_id=image_id)
-        transition(s, p, row, SAVED_IMAGE, "delete", p.clock.now(), actor=by(actor))
+        transition(s, p, row, SAVED_IMAGE, "delete", Move(p.clock.now(), actor=by(actor)))
         view, reference, digest = _view(row), row.reference, row.digest
     if digest and p.settings.registry and reference.startswith(p.settings.registry + "/"):
         _delete_manifest(reference, digest)

@@ -28,7 +28,7 @@ from gpulease.domain.states import (
 )
 from gpulease.lifecycle.binding import fence
 from gpulease.lifecycle.history import by, note
-from gpulease.lifecycle.writer import transition
+from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
 from gpulease.schemas.tickets import RepairWindowAnswer, RepairWindowProposal, TicketDetail
 from gpulease.services.platform.notify import OPERATORS
@@ -171,12 +171,12 @@ def begin_due_windows(p: Platform, limit: int = 20) -> int:
             repair.instance_id = inst.id
             fence(node)
             node.safe_off_due = True  # powered off for the work (media out, no override)
-            transition(s, p, node, NODE, "card_out", now, actor=WINDOWS,
+            transition(s, p, node, NODE, "card_out", Move(now, actor=WINDOWS,
                        reason=phrase("card repair in the window its tenant accepted "
-                                     "(ticket {ticket})", ticket=t.id))
-            transition(s, p, inst, INSTANCE_STAGE, "card_repair", now, actor=WINDOWS,
+                                     "(ticket {ticket})", ticket=t.id)))
+            transition(s, p, inst, INSTANCE_STAGE, "card_repair", Move(now, actor=WINDOWS,
                        reason=phrase("node {node} out for repair (ticket {ticket})",
-                                     node=node.name, ticket=t.id))
+                                     node=node.name, ticket=t.id)))
             t.repair_window_begun_at = now
             text = phrase("node {node} is out for repair now (window until {end}); it "
                           "returns burned in and accepted", node=node.name,

@@ -21,7 +21,7 @@ from gpulease.domain.phrases import phrase
 from gpulease.domain.states import NODE, NODE_STAGE, NodeStatus
 from gpulease.lifecycle.binding import fence
 from gpulease.lifecycle.history import WORKER, by
-from gpulease.lifecycle.writer import transition
+from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
 from gpulease.schemas.fleet import RepairView
 from gpulease.services.fleet.inventory import load_node
@@ -126,8 +126,8 @@ def send_to_repair(p: Platform, actor: Principal, node_id: str, reason: str | No
         repair = begin(s, node, ticket_id, why, now, by(actor))
         node.drain_requested_at = None
         fence(node)  # a claim that read it before now fails
-        transition(s, p, node, NODE, "send_to_repair", now, actor=by(actor),
-                   reason=phrase("in repair: {why}", why=why))
+        transition(s, p, node, NODE, "send_to_repair", Move(now, actor=by(actor),
+                   reason=phrase("in repair: {why}", why=why)))
         s.flush()
         return _view(repair, node.name)
 
@@ -149,17 +149,17 @@ def finish(p: Platform, actor: Principal, node_id: str, parts: str) -> RepairVie
         node.safe_off_due = False  # the pipeline drives its power from now on
         card = repair.instance_id is not None and node.instance_id == repair.instance_id
         if card:  # back to the tenant who holds it: their own system, burned in first
-            transition(s, p, node, NODE, "return_to_tenant", now, actor=by(actor),
+            transition(s, p, node, NODE, "return_to_tenant", Move(now, actor=by(actor),
                        reason=phrase("repaired ({parts}): burn-in, then back to its tenant",
-                                     parts=parts[:200]))
-            transition(s, p, node, NODE_STAGE, "return", now, actor=by(actor),
-                       timeout_s=p.settings.stage_timeout_s)
+                                     parts=parts[:200])))
+            transition(s, p, node, NODE_STAGE, "return", Move(now, actor=by(actor),
+                                                              timeout_s=p.settings.stage_timeout_s))
         else:
-            transition(s, p, node, NODE, "repaired", now, actor=by(actor),
+            transition(s, p, node, NODE, "repaired", Move(now, actor=by(actor),
                        reason=phrase("repaired ({parts}): erase and burn-in, then the pool",
-                                     parts=parts[:200]))
-            transition(s, p, node, NODE_STAGE, "clean", now, actor=by(actor),
-                       timeout_s=p.settings.stage_timeout_s)
+                                     parts=parts[:200])))
+            transition(s, p, node, NODE_STAGE, "clean", Move(now, actor=by(actor),
+                                                             timeout_s=p.settings.stage_timeout_s))
         node.next_attempt_at = now
         node.last_error = None
         if repair.ticket_id:

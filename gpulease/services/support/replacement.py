@@ -37,7 +37,7 @@ from gpulease.domain.states import (
 from gpulease.domain.tickets import SWAPPED_OUT
 from gpulease.lifecycle.binding import fence
 from gpulease.lifecycle.history import by, note
-from gpulease.lifecycle.writer import transition
+from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
 from gpulease.schemas.tickets import TicketDetail
 from gpulease.security import new_root_password
@@ -142,9 +142,9 @@ def _swap(s: Session, p: Platform, actor: Principal, sides: Sides, how: Swap) ->
     ticket, inst, old, spare = sides.ticket, sides.inst, sides.old, sides.spare
     copy_path, note_text = (how.path if how.copy_data else None), how.note
     # the spare: deployed and accepted as at delivery
-    transition(s, p, spare, NODE, "deploy", now, actor=who)
-    transition(s, p, spare, NODE_STAGE, "deploy", now, actor=who,
-               timeout_s=p.settings.stage_timeout_s)
+    transition(s, p, spare, NODE, "deploy", Move(now, actor=who))
+    transition(s, p, spare, NODE_STAGE, "deploy", Move(now, actor=who,
+                                                       timeout_s=p.settings.stage_timeout_s))
     spare.next_attempt_at = now
     # the faulty node: its disks erased (the tenant's data), then out for repair
     old.drain_requested_at = now
@@ -152,14 +152,14 @@ def _swap(s: Session, p: Platform, actor: Principal, sides: Sides, how: Swap) ->
     reason = f"{SWAPPED_OUT} (ticket {ticket.id}): erase, then repair"
     begin(s, old, ticket.id, f"{ticket.summary} (ticket {ticket.id})", now, who)
     if copy_path is None:
-        transition(s, p, old, NODE, "clean", now, actor=who, reason=reason)
-        transition(s, p, old, NODE_STAGE, "clean", now, actor=who,
-                   timeout_s=p.settings.stage_timeout_s)
+        transition(s, p, old, NODE, "clean", Move(now, actor=who, reason=reason))
+        transition(s, p, old, NODE_STAGE, "clean", Move(now, actor=who,
+                                                        timeout_s=p.settings.stage_timeout_s))
         old.next_attempt_at = now
     else:  # it serves on while its disk is copied; erased once the copy is on the spare
         queue_copy(s, p, inst, old, copy_path, how.via, who)
-    transition(s, p, inst, INSTANCE_STAGE, "replace", now, actor=who,
-               timeout_s=p.settings.stage_timeout_s)
+    transition(s, p, inst, INSTANCE_STAGE, "replace", Move(now, actor=who,
+                                                           timeout_s=p.settings.stage_timeout_s))
     inst.next_attempt_at = now
     inst.root_password_enc = p.box.seal(new_root_password())  # shown once, again
     inst.credentials_revealed_at = None

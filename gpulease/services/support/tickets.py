@@ -31,7 +31,7 @@ from gpulease.domain.tickets import (
     title_phrase,
 )
 from gpulease.lifecycle.history import Happened, by, record_event
-from gpulease.lifecycle.writer import initial, transition
+from gpulease.lifecycle.writer import Move, initial, transition
 from gpulease.platform import Platform
 from gpulease.schemas import Page
 from gpulease.schemas.tickets import (
@@ -302,7 +302,7 @@ def operator_responds(s: Session, p: Platform, t: Ticket, actor: Principal,
     """An operator's first response stops the response clock."""
     if t.status == TicketStatus.OPEN.value:
         t.acknowledged_at = now
-        transition(s, p, t, TICKET, "acknowledge", now, actor=by(actor))
+        transition(s, p, t, TICKET, "acknowledge", Move(now, actor=by(actor)))
         plan_warning(p, t)
 
 
@@ -356,7 +356,7 @@ def mitigate(p: Platform, actor: Principal, ticket_id: str, body: TicketAction
             raise Conflict("Ticket {ticket} is {status}.", ticket=t.id, status=t.status)
         t.acknowledged_at = t.acknowledged_at or now
         t.mitigated_at = now
-        transition(s, p, t, TICKET, "mitigate", now, actor=by(actor), reason=body.note)
+        transition(s, p, t, TICKET, "mitigate", Move(now, actor=by(actor), reason=body.note))
         plan_warning(p, t)
         _claim_outage(s, t, now)
         if t.tenant_id:
@@ -380,7 +380,7 @@ def resolve(p: Platform, actor: Principal, ticket_id: str, body: TicketAction) -
             raise Conflict("Ticket {ticket} is resolved already.", ticket=t.id)
         t.resolved_at = now
         t.fault_key = None  # the next fault of this kind opens a new ticket
-        transition(s, p, t, TICKET, "resolve", now, actor=by(actor), reason=body.note)
+        transition(s, p, t, TICKET, "resolve", Move(now, actor=by(actor), reason=body.note))
         t.next_warning_at = None
         if t.tenant_id:
             notice(s, t.tenant_id, "ticket_resolved", t, phrase(
@@ -427,7 +427,7 @@ def served_again(s: Session, p: Platform, t: Ticket, text: Phrase, now: datetime
         return
     t.acknowledged_at = t.acknowledged_at or now
     t.mitigated_at = now
-    transition(s, p, t, TICKET, "mitigate", now, actor=actor, reason=str(text))
+    transition(s, p, t, TICKET, "mitigate", Move(now, actor=actor, reason=str(text)))
     plan_warning(p, t)
     _claim_outage(s, t, now)
     if t.tenant_id:

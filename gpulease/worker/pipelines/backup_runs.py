@@ -22,7 +22,7 @@ from gpulease.domain.errors import InvalidInput
 from gpulease.domain.phrases import phrase
 from gpulease.domain.states import BACKUP, BackupStatus, InstanceStatus, NodeStatus
 from gpulease.lifecycle.history import WORKER, note
-from gpulease.lifecycle.writer import transition
+from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
 from gpulease.ports.agent import (
     Agent,
@@ -139,7 +139,7 @@ def _drive(p: Platform, held: Claim) -> None:
         run.files, run.bytes_total = answer.files, answer.bytes_total
         run.bytes_moved, run.seconds = answer.bytes_moved, answer.seconds
         run.finished_at, run.next_attempt_at, run.payload_enc = now, None, None
-        transition(s, p, run, BACKUP, "succeed", now, actor=WORKER)
+        transition(s, p, run, BACKUP, "succeed", Move(now, actor=WORKER))
         what = (f"snapshot {answer.snapshot_id} of {run.path}: {answer.files} files, "
                 f"{answer.bytes_total / 1e6:,.1f} MB ({answer.bytes_moved / 1e6:,.1f} MB "
                 "sent)" if run.kind == "backup" else
@@ -199,7 +199,7 @@ def _start_or_check(p: Platform, held: Claim, minted: Destination | None, copy: 
             if run.status == BackupStatus.QUEUED.value and copy:
                 run.attempts += 1
                 run.started_at = run.started_at or now
-                transition(s, p, run, BACKUP, "start", now, actor=WORKER)
+                transition(s, p, run, BACKUP, "start", Move(now, actor=WORKER))
             elif run.status == BackupStatus.QUEUED.value:
                 if minted is None:
                     return None  # queued again after this worker read it: next time
@@ -216,7 +216,7 @@ def _start_or_check(p: Platform, held: Claim, minted: Destination | None, copy: 
                 run.payload_enc = p.box.seal(sent.model_dump_json())  # the secret, sealed
                 run.attempts += 1
                 run.started_at = run.started_at or now
-                transition(s, p, run, BACKUP, "start", now, actor=WORKER)
+                transition(s, p, run, BACKUP, "start", Move(now, actor=WORKER))
             elif minted is not None:
                 return None  # another worker started it meanwhile
             assert run.payload_enc is not None
@@ -266,9 +266,9 @@ def _record_failure(p: Platform, held: Claim, reason: str, retryable: bool) -> N
         if retryable and (run.attempts < MAX_ATTEMPTS or (
                 run.retry_until is not None and now + pause < run.retry_until)):
             run.next_attempt_at = now + pause
-            transition(s, p, run, BACKUP, "retry", now, actor=WORKER,
+            transition(s, p, run, BACKUP, "retry", Move(now, actor=WORKER,
                        reason=phrase("attempt {attempt} failed: {reason}",
-                                     attempt=run.attempts, reason=reason[:900]))
+                                     attempt=run.attempts, reason=reason[:900])))
         else:
             finish_failed(s, p, run, reason, now)
     _end_key(p, held.id, tenant, key_id)

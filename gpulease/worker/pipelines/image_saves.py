@@ -18,7 +18,7 @@ from gpulease.db.tables import Instance
 from gpulease.domain.phrases import phrase
 from gpulease.domain.states import SAVED_IMAGE, InstanceStatus, SavedImageStatus
 from gpulease.lifecycle.history import WORKER, note
-from gpulease.lifecycle.writer import transition
+from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
 from gpulease.ports.runtime import RuntimeError_
 from gpulease.services.storage.saved_images import PREFIX, RETRY_AFTER_S
@@ -85,13 +85,13 @@ def _finish(p: Platform, held: Claim, saved: tuple[str, int] | None,
         if saved is not None:
             row.digest, row.size_bytes = saved
             row.saved_at = now
-            transition(s, p, row, SAVED_IMAGE, "save", now, actor=WORKER)
+            transition(s, p, row, SAVED_IMAGE, "save", Move(now, actor=WORKER))
             note(s, now, row.source_instance_id, "image_saved",
                  phrase("saved as {prefix}{name} ({digest})", prefix=PREFIX,
                  name=row.name, digest=row.digest), actor=WORKER)
         else:
-            transition(s, p, row, SAVED_IMAGE, "fail", now, actor=WORKER,
-                       reason=(reason or "")[:1000])
+            transition(s, p, row, SAVED_IMAGE, "fail", Move(now, actor=WORKER,
+                                                            reason=(reason or "")[:1000]))
             note(s, now, row.source_instance_id, "image_failed",
                  phrase("{prefix}{name} could not be saved: {reason}", prefix=PREFIX,
                  name=row.name, reason=reason), actor=WORKER)

@@ -27,7 +27,7 @@ from gpulease.domain.states import (
 )
 from gpulease.domain.tickets import SWAPPED_OUT
 from gpulease.lifecycle.history import WORKER, note
-from gpulease.lifecycle.writer import transition
+from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
 from gpulease.services.storage.backups import restore_at_delivery
 from gpulease.services.support.repairs import open_repair, stays_for_erase
@@ -40,8 +40,8 @@ def move_instance(s: Session, p: Platform, inst: Instance, event: str, now: date
                   timeout_s: float | None = None) -> None:
     """An instance's status and stage move together by `event` (deploy, deliver, finish:
     the events both machines declare), by the worker."""
-    transition(s, p, inst, INSTANCE, event, now, actor=WORKER)
-    transition(s, p, inst, INSTANCE_STAGE, event, now, actor=WORKER, timeout_s=timeout_s)
+    transition(s, p, inst, INSTANCE, event, Move(now, actor=WORKER))
+    transition(s, p, inst, INSTANCE_STAGE, event, Move(now, actor=WORKER, timeout_s=timeout_s))
 
 
 def deliver(s: Session, p: Platform, inst: Instance, now: datetime) -> None:
@@ -149,8 +149,8 @@ def _clean_then_finish(r: Reconciling) -> None:
         finish_release(s, p, inst, now)
         return
     if releasing and inst.stage != InstanceStage.CLEANING:
-        transition(s, p, inst, INSTANCE_STAGE, "clean", now, actor=WORKER,
-                   timeout_s=p.settings.stage_timeout_s)
+        transition(s, p, inst, INSTANCE_STAGE, "clean", Move(now, actor=WORKER,
+                                                             timeout_s=p.settings.stage_timeout_s))
     inst.next_attempt_at = r.poll
 
 
@@ -171,8 +171,8 @@ def _replace(r: Reconciling) -> None:
             p.wake()
     inst.ip_address = serving[0].ip_address
     names = ", ".join(n.name for n in serving)
-    transition(s, p, inst, INSTANCE_STAGE, "settle", now, actor=WORKER,
-               reason=phrase("replaced: now on {nodes}", nodes=names))
+    transition(s, p, inst, INSTANCE_STAGE, "settle", Move(now, actor=WORKER,
+               reason=phrase("replaced: now on {nodes}", nodes=names)))
     note(s, now, inst.id, "replaced", phrase(
         "the spare is delivered and accepted: {nodes}", nodes=names), actor=WORKER)
     mitigate_replaced(s, p, inst, [n.name for n in serving], now, WORKER)
@@ -181,8 +181,8 @@ def _replace(r: Reconciling) -> None:
 
 def _back_from_repair(r: Reconciling) -> None:
     if r.all_active(r.nodes):
-        transition(r.s, r.p, r.inst, INSTANCE_STAGE, "settle", r.now, actor=WORKER,
-                   reason=phrase("the repaired node is back, burned in and accepted"))
+        transition(r.s, r.p, r.inst, INSTANCE_STAGE, "settle", Move(r.now, actor=WORKER,
+                   reason=phrase("the repaired node is back, burned in and accepted")))
         note(r.s, r.now, r.inst.id, "repaired", phrase(
             "the node is back from repair, burned in and accepted: {nodes}",
             nodes=", ".join(n.name for n in r.nodes)), actor=WORKER)

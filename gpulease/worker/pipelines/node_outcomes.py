@@ -39,7 +39,7 @@ from gpulease.domain.states import (
 )
 from gpulease.lifecycle.binding import fence, unbind
 from gpulease.lifecycle.history import WORKER, note
-from gpulease.lifecycle.writer import transition
+from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
 from gpulease.services.fleet.deploy_breaker import deploy_succeeded, hold_failed_deploy
 from gpulease.services.orders.placement import claim_replacement
@@ -55,9 +55,9 @@ def wake_instance(s: Session, instance_id: str | None, now: datetime) -> None:
 
 
 def start_deploy(s: Session, p: Platform, node: Node, now: datetime, actor: str) -> None:
-    transition(s, p, node, NODE, "deploy", now, actor=actor)
-    transition(s, p, node, NODE_STAGE, "deploy", now, actor=actor,
-               timeout_s=p.settings.stage_timeout_s)
+    transition(s, p, node, NODE, "deploy", Move(now, actor=actor))
+    transition(s, p, node, NODE_STAGE, "deploy", Move(now, actor=actor,
+                                                      timeout_s=p.settings.stage_timeout_s))
     node.next_attempt_at = now
 
 
@@ -66,9 +66,9 @@ def start_cleaning(s: Session, p: Platform, node: Node, now: datetime, reason: s
     called with its instance locked."""
     release(node)
     drop_config_drives(s, node.id)
-    transition(s, p, node, NODE, "clean", now, actor=WORKER, reason=reason)
-    transition(s, p, node, NODE_STAGE, "clean", now, actor=WORKER,
-               timeout_s=p.settings.stage_timeout_s)
+    transition(s, p, node, NODE, "clean", Move(now, actor=WORKER, reason=reason))
+    transition(s, p, node, NODE_STAGE, "clean", Move(now, actor=WORKER,
+                                                     timeout_s=p.settings.stage_timeout_s))
     node.next_attempt_at = now
 
 
@@ -77,32 +77,32 @@ def finish_node(s: Session, p: Platform, node: Node, now: datetime) -> None:
     or on to repair when it was swapped out)."""
     instance_id = node.instance_id
     drop_config_drives(s, node.id)  # installed (or cleaned): the secrets in it are spent
-    transition(s, p, node, NODE_STAGE, "done", now, actor=WORKER)
+    transition(s, p, node, NODE_STAGE, "done", Move(now, actor=WORKER))
     node.next_attempt_at = None
     if NodeStatus(node.status) is NodeStatus.DEPLOYING:
-        transition(s, p, node, NODE, "activate", now, actor=WORKER)
+        transition(s, p, node, NODE, "activate", Move(now, actor=WORKER))
         deploy_succeeded(s, p, node, now)
     else:
         unbind(s, node, now)
         repair = open_repair(s, node.id)
         if repair is not None:  # swapped out of its instance: erased, now for repair
             node.drain_requested_at = None
-            transition(s, p, node, NODE, "send_to_repair", now, actor=WORKER,
+            transition(s, p, node, NODE, "send_to_repair", Move(now, actor=WORKER,
                        reason=phrase("in repair: {why}; the tenant's disks erased",
-                                     why=repair.reason))
+                                     why=repair.reason)))
         elif node.drain_requested_at is not None:
-            transition(s, p, node, NODE, "drain", now, actor=WORKER,
-                       reason=phrase("drained by operator"))
+            transition(s, p, node, NODE, "drain", Move(now, actor=WORKER,
+                                                       reason=phrase("drained by operator")))
         else:
-            transition(s, p, node, NODE, "free", now, actor=WORKER)
+            transition(s, p, node, NODE, "free", Move(now, actor=WORKER))
     wake_instance(s, instance_id, now)
 
 
 def fail_instance(s: Session, p: Platform, inst: Instance, reason: str | Phrase,
                   now: datetime, actor: str) -> None:
     """The order failed: its status and stage both say so, and the worker looks at it."""
-    transition(s, p, inst, INSTANCE, "fail", now, actor=actor, reason=reason)
-    transition(s, p, inst, INSTANCE_STAGE, "fail", now, actor=actor, reason=reason)
+    transition(s, p, inst, INSTANCE, "fail", Move(now, actor=actor, reason=reason))
+    transition(s, p, inst, INSTANCE_STAGE, "fail", Move(now, actor=actor, reason=reason))
     inst.next_attempt_at = now
 
 
@@ -177,11 +177,11 @@ def _to_maintenance(f: Failing, said: str | Phrase | None = None) -> None:
     node, now, actor = f.node, f.failure.now, f.failure.actor
     drop_config_drives(f.s, node.id)
     if node.stage is not None:
-        transition(f.s, f.p, node, NODE_STAGE, "abort", now, actor=actor)
+        transition(f.s, f.p, node, NODE_STAGE, "abort", Move(now, actor=actor))
         node.safe_off_due = True
     node.next_attempt_at = None
-    transition(f.s, f.p, node, NODE, "fail", now, actor=actor,
-               reason=said if said is not None else f.failure.reason)
+    transition(f.s, f.p, node, NODE, "fail", Move(now, actor=actor,
+               reason=said if said is not None else f.failure.reason))
     unbind(f.s, node, now)
 
 
@@ -210,8 +210,8 @@ def _replacing(f: Failing) -> None:
     now, actor = f.failure.now, f.failure.actor
     why = phrase("the spare {node} failed ({reason}) and no other is free",
                  node=f.node.name, reason=f.failure.reason)
-    transition(f.s, f.p, f.inst, INSTANCE_STAGE, "settle", now, actor=actor,
-               reason=phrase("replacement given up: {why}", why=why))
+    transition(f.s, f.p, f.inst, INSTANCE_STAGE, "settle", Move(now, actor=actor,
+               reason=phrase("replacement given up: {why}", why=why)))
     for kept in f.s.scalars(select(Node).where(Node.instance_id == f.inst.id,
                                                Node.status == NodeStatus.ACTIVE.value)):
         repair = open_repair(f.s, kept.id)  # it served on while its disk was copied
@@ -273,13 +273,13 @@ def back_to_repair(s: Session, p: Platform, node: Node, reason: str, now: dateti
     waits in `in_repair`); a node on its way to the pool lets go of what it held."""
     drop_config_drives(s, node.id)
     if node.stage is not None:
-        transition(s, p, node, NODE_STAGE, "abort", now, actor=actor)
+        transition(s, p, node, NODE_STAGE, "abort", Move(now, actor=actor))
     node.safe_off_due = True
     node.next_attempt_at = None
     repair = burn_in_failed(s, node, reason, now)
-    transition(s, p, node, NODE, "burn_in_failed", now, actor=actor,
+    transition(s, p, node, NODE, "burn_in_failed", Move(now, actor=actor,
                reason=phrase("burn-in after repair failed, back to repair: {reason}",
-                              reason=reason))
+                              reason=reason)))
     if repair.instance_id is None and node.instance_id is not None:
         wake_instance(s, unbind(s, node, now), now)
     else:

@@ -24,7 +24,7 @@ from gpulease.domain.states import (
     NodeStatus,
 )
 from gpulease.lifecycle.history import WORKER, Happened, record_event
-from gpulease.lifecycle.writer import transition
+from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
 from gpulease.services.agents.evidence import failure_reason, record_acceptance, record_certificates
 from gpulease.services.support.repairs import burned_in
@@ -162,8 +162,8 @@ def _apply_node(p: Platform, claim: Claim, job: StepInput, result: StepResult | 
             record_event(s, now, Happened("node", node.id, "result", instance_id=node.instance_id,
                                           to_value=job.stage, message=result.note), actor=WORKER)
         if NODE_STAGE.allows(NodeStage(job.stage), "advance"):
-            transition(s, p, node, NODE_STAGE, "advance", now, actor=WORKER,
-                       timeout_s=p.settings.stage_timeout_s)
+            transition(s, p, node, NODE_STAGE, "advance", Move(now, actor=WORKER,
+                       timeout_s=p.settings.stage_timeout_s))
             node.next_attempt_at = now
         else:
             finish_node(s, p, node, now)

@@ -54,7 +54,7 @@ from gpulease.domain.errors import Conflict, InvalidInput, NotFound
 from gpulease.domain.phrases import phrase, stored
 from gpulease.domain.states import INVOICE, InvoiceStatus
 from gpulease.lifecycle.history import INVOICE_RUN, by
-from gpulease.lifecycle.writer import bulk, initial, transition
+from gpulease.lifecycle.writer import Move, bulk, initial, transition
 from gpulease.platform import Platform
 from gpulease.schemas.money import InvoiceRunView, InvoiceView
 from gpulease.services.money import billing_profiles
@@ -496,7 +496,7 @@ def credit_note(p: Platform, actor: Principal, invoice_id: str, reason: str,
                               (split.net, split.vat, split.gross),
                               [(1, f"Correction of {inv.number}: {reason}"[:200], split.net,
                                 split.vat, split.gross)])
-        transition(s, p, note, INVOICE, "finalize", now, actor=by(actor), reason=reason[:200])
+        transition(s, p, note, INVOICE, "finalize", Move(now, actor=by(actor), reason=reason[:200]))
         s.flush()
         settle(s, [inv.tenant_id], now)  # money back pays what the invoices owed first
         return invoice_view(s, note, lines=True, tz=p.settings.zone)

@@ -17,7 +17,7 @@ from gpulease.domain.errors import PaymentRequired
 from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.states import LEASE, LeaseStatus
 from gpulease.lifecycle.history import SWEEP_LEASES, note
-from gpulease.lifecycle.writer import transition
+from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
 from gpulease.services.money.leases import extend
 from gpulease.services.platform.outbox import post_notice
@@ -111,8 +111,8 @@ def _sweep_one(s: Session, p: Platform, lease: Lease, inst: Instance, now: datet
         _notice(s, lease, "erased", now, phrase(
             "The grace period of {instance} ended; its disks are being erased and "
             "certified.", instance=inst.id))
-        transition(s, p, lease, LEASE, "end", now, actor=SWEEP_LEASES,
-                   reason=phrase("grace ended"))  # its effect releases the instance
+        transition(s, p, lease, LEASE, "end", Move(now, actor=SWEEP_LEASES,
+                   reason=phrase("grace ended")))  # its effect releases the instance
     return 1
 
 
@@ -124,7 +124,7 @@ def _enter_grace(s: Session, p: Platform, lease: Lease, inst: Instance, now: dat
                   "renew before then, or its disks are erased.{why}", instance=inst.id,
                   ended=local_text(lease.ends_at, zone),
                   until=local_text(lease.grace_until, zone), why=f" ({why})" if why else "")
-    transition(s, p, lease, LEASE, "expire", now, actor=SWEEP_LEASES, reason=why)
+    transition(s, p, lease, LEASE, "expire", Move(now, actor=SWEEP_LEASES, reason=why))
     _notice(s, lease, "expiry", now, text)
     note(s, now, inst.id, "grace", str(text), actor=SWEEP_LEASES)
     backup_policy.at_grace(s, p, inst, lease, now)

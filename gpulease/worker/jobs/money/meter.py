@@ -16,7 +16,7 @@ from gpulease.db.tables import Instance
 from gpulease.domain.errors import PaymentRequired
 from gpulease.domain.states import INSTANCE, InstanceStatus
 from gpulease.lifecycle.history import METER, note
-from gpulease.lifecycle.writer import transition
+from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
 from gpulease.services.money.metering import HOUR, MAX_HOURS_PER_SWEEP, Usage, record
 from gpulease.worker.jobs.job import Job
@@ -80,7 +80,7 @@ def meter_containers(p: Platform, limit: int = 500) -> int:
 def _stop_unpaid(s: Session, p: Platform, inst: Instance, now: datetime, why: str) -> None:
     reason = f"stopped: the balance cannot pay the next GPU-hour. {why}"
     note(s, now, inst.id, "unpaid", reason, actor=METER)
-    transition(s, p, inst, INSTANCE, "release", now, actor=METER, reason=reason[:500])
+    transition(s, p, inst, INSTANCE, "release", Move(now, actor=METER, reason=reason[:500]))
     p.wake()
 
 
