@@ -70,7 +70,7 @@ def ingest(db: str) -> dict[str, object]:
             t = time.perf_counter()
             pushes.ingest(p, credential, healthy)
             healthy_s.append(time.perf_counter() - t)
-            (opened,) = tickets.list_tickets(p, op, open_only=True).items
+            (opened,) = tickets.list_tickets(p, op, tickets.OPEN).items
             tickets.resolve(p, op, opened.id, TicketAction())
         with p.db.read() as s:
             made = s.scalar(select(func.count()).select_from(Ticket))
@@ -98,14 +98,14 @@ def listing(db: str) -> dict[str, object]:
         with p.db.write() as s:
             s.execute(insert(Ticket), rows)
         tenant = accounts.authenticate(p, tenants[0].token.token or "")
-        tickets.list_tickets(p, op, open_only=True)  # warm
+        tickets.list_tickets(p, op, tickets.OPEN)  # warm
         op_s, tenant_s, count_s = [], [], []
         for _ in range(LISTS):
             t = time.perf_counter()
-            page = tickets.list_tickets(p, op, open_only=True, limit=100)
+            page = tickets.list_tickets(p, op, tickets.OPEN, limit=100)
             op_s.append(time.perf_counter() - t)
             t = time.perf_counter()
-            own = tickets.list_tickets(p, tenant, open_only=True, limit=100)
+            own = tickets.list_tickets(p, tenant, tickets.OPEN, limit=100)
             tenant_s.append(time.perf_counter() - t)
             t = time.perf_counter()
             with p.db.read() as s:

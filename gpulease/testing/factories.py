@@ -152,7 +152,7 @@ def faulty_rental(p: Platform, tenant: TenantCtx, operator: TenantCtx, key: str,
     node = instances.show_instance(p, tenant.principal, iid).nodes[0].name
     node_changes.inject_faults(p, operator.principal, node, ["xid79:3"])
     DemoAgents(p).tick()
-    (ticket,) = tickets.list_tickets(p, operator.principal, open_only=True).items
+    (ticket,) = tickets.list_tickets(p, operator.principal, tickets.OPEN).items
     return iid, node, ticket.id
 
 

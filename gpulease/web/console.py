@@ -228,8 +228,9 @@ def home(p: PlatformDep, who: Who,
     fleet, error = None, None
     if who.is_operator:
         try:
-            fleet = inventory.list_nodes(p, who, limit=FLEET_PAGE, status=filters["status"],
-                                         sku=filters["sku"], region=filters["region"])
+            fleet = inventory.list_nodes(p, who, inventory.NodeFilter(
+                status=filters["status"], sku=filters["sku"], region=filters["region"]),
+                limit=FLEET_PAGE)
         except DomainError as exc:  # an unknown status in the filter
             fleet, error = inventory.list_nodes(p, who, limit=FLEET_PAGE), said(exc)
     return _page("home.html", 422 if error else 200, **_ctx(

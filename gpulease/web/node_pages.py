@@ -83,7 +83,8 @@ def node_page(node_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
                            if isinstance(v, str | int | float | bool) and v not in ("", None)],
                 comparison=(node.inventory or {}).get("comparison"),
                 alerts=pushes.node_alerts(p, who, node.id),
-                tickets=tickets.list_tickets(p, who, node_id=node.id, limit=50).items,
+                tickets=tickets.list_tickets(p, who, tickets.TicketFilter(node_id=node.id),
+                                             limit=50).items,
                 history=history)
 
 

@@ -29,7 +29,7 @@ Note = Annotated[str | None, Form(max_length=10_000)]
 
 def _queue(p: Platform, who: Principal, status: int = 200, open_only: bool = True,
            **extra: Any) -> HTMLResponse:
-    listed = tickets.list_tickets(p, who, open_only=open_only, limit=200)
+    listed = tickets.list_tickets(p, who, tickets.TicketFilter(open_only=open_only), limit=200)
     mine = [] if who.is_operator else [
         i for i in instances.list_instances(p, who, limit=200).items if i.status in INSTANCE_LIVE]
     return page("tickets.html", status, who=who, tickets=listed.items, total=listed.total,

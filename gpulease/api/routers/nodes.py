@@ -31,8 +31,8 @@ def list_nodes(
     fabric: Annotated[str | None, Query(description="InfiniBand fabric id")] = None,
     rack: Annotated[str | None, Query()] = None,
 ) -> Page[NodeView]:
-    return inventory.list_nodes(p, actor, status=status, region=region, sku=sku, limit=limit,
-                                offset=offset, fabric=fabric, rack=rack)
+    return inventory.list_nodes(p, actor, inventory.NodeFilter(status, region, sku, fabric,
+                                                               rack), limit, offset)
 
 
 @router.get("/counts", response_model=list[FleetCount], openapi_extra=access(Caller.OPERATOR))

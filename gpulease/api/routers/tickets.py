@@ -35,8 +35,8 @@ def list_tickets(p: PlatformDep, actor: PrincipalDep, limit: Limit = 100, offset
                  ) -> Page[TicketView]:
     """Tickets, newest first, with their SLA clocks (breached, at risk): a tenant's own, or
     every one for an operator."""
-    return tickets.list_tickets(p, actor, status=status, open_only=open_only,
-                                instance_id=instance, limit=limit, offset=offset)
+    return tickets.list_tickets(p, actor, tickets.TicketFilter(
+        status=status, open_only=open_only, instance_id=instance), limit=limit, offset=offset)
 
 
 @router.post("", response_model=TicketDetail, status_code=201,

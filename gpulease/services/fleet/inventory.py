@@ -126,12 +126,23 @@ def node_view(node: Node, rack: Rack | None, counts: tuple[int, int],
     )
 
 
-def list_nodes(
-    p: Platform, actor: Principal, *, status: str | None = None, region: str | None = None,
-    sku: str | None = None, limit: int = 100, offset: int = 0, fabric: str | None = None,
-    rack: str | None = None,
-) -> Page[NodeView]:
+@dataclass(frozen=True)
+class NodeFilter:
+    """Which nodes an operator lists: by status (deleted ones only when asked for), region,
+    SKU, fabric or rack."""
+
+    status: str | None = None
+    region: str | None = None
+    sku: str | None = None
+    fabric: str | None = None
+    rack: str | None = None
+
+
+def list_nodes(p: Platform, actor: Principal, where: NodeFilter = NodeFilter(),
+               limit: int = 100, offset: int = 0) -> Page[NodeView]:
     actor.require_operator()
+    status, region, sku, fabric, rack = (where.status, where.region, where.sku, where.fabric,
+                                         where.rack)
     if status is not None and status not in {s.value for s in NodeStatus}:
         raise InvalidInput("status", "Unknown node status {status!r}.",
                            [s.value for s in NodeStatus], status=status)

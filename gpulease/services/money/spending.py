@@ -31,14 +31,14 @@ from gpulease.lifecycle.history import SWEEP_SPENDING, note
 from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
 from gpulease.schemas.money import DunningView
-from gpulease.services.platform.outbox import post_notice
+from gpulease.services.platform.outbox import Notice, post_notice
 
 MONEY_NOTICES = ("low_balance", "overdrawn", "suspended", "restored", "dunning")
 
 
 def _notice(s: Session, tenant_id: str, kind: str, text: str | Phrase, now: datetime,
             instance_id: str | None = None) -> None:
-    post_notice(s, tenant_id, kind, text, now, instance_id=instance_id)
+    post_notice(s, Notice(tenant_id, kind, text, instance_id), now)
 
 
 def _available(w: Wallet) -> Decimal:

@@ -4,6 +4,7 @@ its English text is what the webhook and the operator's views carry."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy.orm import Session
@@ -12,10 +13,23 @@ from gpulease.db.money_tables import LeaseNotice
 from gpulease.domain.phrases import Phrase, stored
 
 
-def post_notice(s: Session, tenant_id: str, kind: str, text: str | Phrase, now: datetime,
-                instance_id: str | None = None, lease_id: str | None = None) -> LeaseNotice:
-    english, phrase = stored(text)
-    row = LeaseNotice(lease_id=lease_id, tenant_id=tenant_id, instance_id=instance_id,
-                      kind=kind, text=english[:4000], created_at=now, phrase=phrase)
+@dataclass(frozen=True)
+class Notice:
+    """What a tenant (or OPERATORS) is told: its kind, its text (a phrase is said in each
+    reader's language), and the instance and lease it is about."""
+
+    to: str
+    kind: str
+    text: str | Phrase
+    instance_id: str | None = None
+    lease_id: str | None = None
+
+
+def post_notice(s: Session, notice: Notice, now: datetime) -> LeaseNotice:
+    """Into the outbox, for the notices job to deliver."""
+    english, phrase = stored(notice.text)
+    row = LeaseNotice(lease_id=notice.lease_id, tenant_id=notice.to,
+                      instance_id=notice.instance_id, kind=notice.kind, text=english[:4000],
+                      created_at=now, phrase=phrase)
     s.add(row)
     return row

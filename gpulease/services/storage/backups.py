@@ -43,7 +43,7 @@ from gpulease.ports.agent import (
 from gpulease.schemas.fleet import BackupRequest, BackupView, RestoreRequest
 from gpulease.security import new_id
 from gpulease.services.platform import egress
-from gpulease.services.platform.outbox import post_notice
+from gpulease.services.platform.outbox import Notice, post_notice
 from gpulease.services.storage import buckets as storage
 from gpulease.services.storage.meter import over_quota
 
@@ -273,6 +273,6 @@ def finish_failed(s: Session, p: Platform, run: Backup, reason: str, now: dateti
     kind = "copy_failed" if run.kind in COPY_KINDS else f"{run.kind}_failed"
     note(s, now, run.instance_id, kind, str(text), actor=WORKER)
     if tell:
-        post_notice(s, run.tenant_id, kind, text, now, instance_id=run.instance_id)
+        post_notice(s, Notice(run.tenant_id, kind, text, run.instance_id), now)
     due_now(s, Instance, run.instance_id, now)  # the instance looks again (a swap waits)
 

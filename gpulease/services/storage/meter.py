@@ -20,7 +20,7 @@ from gpulease.domain.phrases import Phrase, phrase
 from gpulease.platform import Platform
 from gpulease.ports.object_store import ObjectStoreError
 from gpulease.services.money.metering import QUANTUM, Usage, record_for
-from gpulease.services.platform.outbox import post_notice
+from gpulease.services.platform.outbox import Notice, post_notice
 
 log = logging.getLogger("gpulease.storage")
 GB = 10**9
@@ -131,7 +131,7 @@ def measured(s: Session, p: Platform, account: StorageAccount, used: int,
             "objects or snapshots or your provider raises the quota.", **figures
         ) if level == 100 else phrase(
             "Your bucket {bucket} holds {used} GB of its {quota} GB quota.", **figures)
-        post_notice(s, account.tenant_id, kind, text, now)
+        post_notice(s, Notice(account.tenant_id, kind, text), now)
     account.quota_warned = level
 
 

@@ -33,7 +33,7 @@ from gpulease.platform import Platform
 from gpulease.schemas.tickets import RepairWindowAnswer, RepairWindowProposal, TicketDetail
 from gpulease.services.platform.notify import OPERATORS
 from gpulease.services.support.repairs import begin
-from gpulease.services.support.tickets import entry, notice, operator_responds, show_ticket
+from gpulease.services.support.tickets import Said, entry, notice, operator_responds, show_ticket
 
 WINDOWS = "sweep:repair-windows"
 LATE_START = timedelta(minutes=5)  # a window may start this far in the past (clock skew)
@@ -94,7 +94,7 @@ def propose_window(p: Platform, actor: Principal, ticket_id: str,
             "accepted{note}; accept or decline it: `gpulease ticket window {ticket} "
             "--accept` (or --decline)", node=node.name, start=_when(body.start),
             end=_when(end), note=f". {body.note}" if body.note else "", ticket=t.id)
-        entry(s, t, now, "note", by(actor), str(proposal).partition("; accept or decline")[0])
+        entry(s, t, now, Said("note", by(actor), str(proposal).partition("; accept or decline")[0]))
         operator_responds(s, p, t, actor, now)
         if t.tenant_id:
             notice(s, t.tenant_id, "ticket_updated", t, proposal, now)
@@ -135,7 +135,7 @@ def answer_window(p: Platform, actor: Principal, ticket_id: str, body: RepairWin
             t.repair_window_accepted_at = None
             text = f"repair window {window} declined"
         text += f": {body.note}" if body.note else ""
-        entry(s, t, now, "comment", by(actor), text)
+        entry(s, t, now, Said("comment", by(actor), text))
         notice(s, OPERATORS, "ops_window", t, text, now)
     return show_ticket(p, actor, ticket_id)
 
@@ -164,7 +164,8 @@ def begin_due_windows(p: Platform, limit: int = 20) -> int:
             except Conflict as exc:
                 t.repair_window_start = t.repair_window_end = None
                 t.repair_window_accepted_at = None
-                entry(s, t, now, "note", WINDOWS, phrase("repair window lapsed: {exc}", exc=exc))
+                entry(s, t, now, Said("note", WINDOWS,
+                                      phrase("repair window lapsed: {exc}", exc=exc)))
                 continue
             repair = begin(s, node, t.id, f"card repair: {t.summary} (ticket {t.id})", now,
                            WINDOWS)
@@ -182,7 +183,7 @@ def begin_due_windows(p: Platform, limit: int = 20) -> int:
                           "returns burned in and accepted", node=node.name,
                           end=_when(t.repair_window_end or now))
             note(s, now, inst.id, "in_repair", str(text), actor=WINDOWS)
-            entry(s, t, now, "note", WINDOWS, str(text))
+            entry(s, t, now, Said("note", WINDOWS, str(text)))
             if t.tenant_id:
                 notice(s, t.tenant_id, "ticket_updated", t, text, now)
             begun += 1

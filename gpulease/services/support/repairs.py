@@ -26,7 +26,7 @@ from gpulease.platform import Platform
 from gpulease.schemas.fleet import RepairView
 from gpulease.services.fleet.inventory import load_node
 from gpulease.services.fleet.node_changes import replace_simulated_parts
-from gpulease.services.support.tickets import entry, served_again
+from gpulease.services.support.tickets import Said, entry, served_again
 
 
 def open_repair(s: Session, node_id: str) -> Repair | None:
@@ -65,9 +65,9 @@ def burned_in(s: Session, p: Platform, node: Node, report_id: str | None, now: d
             "node {node} is back from repair, burned in and accepted (the offer sets no "
             "marks)", node=node.name), now, WORKER)
     else:
-        entry(s, ticket, now, "note", WORKER, phrase("node {node_name} burned in and accepted "
+        entry(s, ticket, now, Said("note", WORKER, phrase("node {node_name} burned in and accepted "
               "after its repair{evidence}: back in the pool", node_name=node.name,
-              evidence=evidence), internal=True)
+              evidence=evidence), internal=True))
 
 
 def stays_for_erase(s: Session, node_id: str, now: datetime) -> None:
@@ -91,10 +91,10 @@ def burn_in_failed(s: Session, node: Node, reason: str, now: datetime) -> Repair
     if last is not None and last.ticket_id:
         ticket = s.get(Ticket, last.ticket_id, with_for_update=True)
         if ticket is not None:
-            entry(s, ticket, now, "note", WORKER,
+            entry(s, ticket, now, Said("note", WORKER,
                   phrase("node {node_name} failed its burn-in after repair; back to repair: "
                   "{reason}", node_name=node.name, reason=reason),
-                  internal=last.instance_id is None)
+                  internal=last.instance_id is None))
     return again
 
 
@@ -165,9 +165,9 @@ def finish(p: Platform, actor: Principal, node_id: str, parts: str) -> RepairVie
         if repair.ticket_id:
             ticket = s.get(Ticket, repair.ticket_id, with_for_update=True)
             if ticket is not None:
-                entry(s, ticket, now, "note", by(actor),
+                entry(s, ticket, now, Said("note", by(actor),
                       phrase("node {node_name} repaired: {parts}", node_name=node.name,
-                      parts=parts), internal=True)
+                      parts=parts), internal=True))
         s.flush()
         view = _view(repair, node.name)
         name, driver, agent_kind = node.name, node.bmc_driver, node.agent_kind

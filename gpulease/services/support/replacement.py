@@ -45,7 +45,7 @@ from gpulease.services.orders.placement import claim_replacement
 from gpulease.services.storage import buckets as storage
 from gpulease.services.support.repairs import begin
 from gpulease.services.support.swap_copy import queue_copy
-from gpulease.services.support.tickets import entry, notice, operator_responds, show_ticket
+from gpulease.services.support.tickets import Said, entry, notice, operator_responds, show_ticket
 
 COPY_VIA = ("agents", "bucket")
 
@@ -129,7 +129,7 @@ def swap(p: Platform, actor: Principal, ticket_id: str, how: Swap = Swap()) -> T
             assert ticket is not None
             now = p.clock.now()
             ticket.refund_unused_at = ticket.refund_unused_at or now
-            entry(s, ticket, now, "note", who, str(no_spare))
+            entry(s, ticket, now, Said("note", who, str(no_spare)))
             if ticket.tenant_id:
                 notice(s, ticket.tenant_id, "ticket_updated", ticket, no_spare, now)
         raise OutOfStock(no_spare)
@@ -168,5 +168,5 @@ def _swap(s: Session, p: Platform, actor: Principal, sides: Sides, how: Swap) ->
                if copy_path else "")
             + (f": {note_text}" if note_text else ""))
     note(s, now, inst.id, "replacing", text, actor=who)
-    entry(s, ticket, now, "note", who, text + "; new root password once delivered")
+    entry(s, ticket, now, Said("note", who, text + "; new root password once delivered"))
     operator_responds(s, p, ticket, actor, now)

@@ -46,7 +46,7 @@ from gpulease.schemas.tickets import (
 from gpulease.security import new_id
 from gpulease.services.money.sla import claim_ticket_outage
 from gpulease.services.platform.notify import OPERATORS
-from gpulease.services.platform.outbox import post_notice
+from gpulease.services.platform.outbox import Notice, post_notice
 
 TENANT_REPORT = "tenant_report"
 UNRESOLVED = Ticket.status != TicketStatus.RESOLVED.value
@@ -54,9 +54,9 @@ UNRESOLVED = Ticket.status != TicketStatus.RESOLVED.value
 
 def notice(s: Session, to: str, kind: str, ticket: Ticket, text: str | Phrase, now: datetime
            ) -> None:
-    post_notice(s, to, kind, phrase("Ticket {ticket} ({severity}): {text}", ticket=ticket.id,
-                                    severity=ticket.severity, text=text), now,
-                instance_id=ticket.instance_id)
+    post_notice(s, Notice(to, kind, phrase("Ticket {ticket} ({severity}): {text}",
+                                           ticket=ticket.id, severity=ticket.severity,
+                                           text=text), ticket.instance_id), now)
 
 
 def clocks(t: Ticket) -> list[Clock]:
@@ -124,8 +124,22 @@ def _open(s: Session, p: Platform, what: Opening, actor: str, now: datetime) -> 
     return ticket
 
 
-def entry(s: Session, ticket: Ticket, now: datetime, kind: str, actor: str,
-          body: str | Phrase, ref: str | None = None, internal: bool = False) -> None:
+@dataclass(frozen=True)
+class Said:
+    """A line of a ticket's timeline: its kind ("comment", "note", "evidence"), who wrote it,
+    what (a phrase the platform wrote is said in each reader's language), what it refers to
+    (an alert, a report), and whether only operators see it."""
+
+    kind: str
+    actor: str
+    body: str | Phrase
+    ref: str | None = None
+    internal: bool = False
+
+
+def entry(s: Session, ticket: Ticket, now: datetime, said: Said) -> None:
+    """Append a line to the ticket's timeline."""
+    kind, actor, body, ref, internal = said.kind, said.actor, said.body, said.ref, said.internal
     english, phrase = stored(body)
     s.add(TicketEntry(ticket_id=ticket.id, at=now, kind=kind, actor=actor, body=english,
                       phrase=phrase, ref=ref, internal=internal))
@@ -164,9 +178,9 @@ def open_from_alert(s: Session, p: Platform, alert: HardwareAlert, now: datetime
                              else alert.message)
     source = {"agent": phrase("node agent"), "bmc": phrase("BMC")}.get(alert.source,
                                                                       alert.source)
-    entry(s, ticket, now, "evidence", actor, phrase("{source} alert: {message}",
-                                                    source=source, message=message),
-          ref=f"alert:{alert.id}")
+    entry(s, ticket, now, Said("evidence", actor, phrase("{source} alert: {message}",
+                               source=source, message=message),
+ref=f"alert:{alert.id}"))
     return ticket
 
 
@@ -184,7 +198,7 @@ def open_for_failed_acceptance(s: Session, p: Platform, node: Node, instance_id:
             severity_of("acceptance_failed"),
             phrase("{title} on {node}", title=title_phrase("acceptance_failed", None),
                    node=node.name), key), actor, now)
-    entry(s, ticket, now, "evidence", actor, summary, ref=f"report:{report_id}")
+    entry(s, ticket, now, Said("evidence", actor, summary, ref=f"report:{report_id}"))
     return ticket
 
 
@@ -194,9 +208,9 @@ def alert_cleared(s: Session, alert: HardwareAlert, now: datetime, actor: str) -
     key = f"{alert.node_id}:{alert.gpu_index}:{alert.kind}"
     ticket = s.scalar(select(Ticket).where(Ticket.fault_key == key))
     if ticket is not None:
-        entry(s, ticket, now, "evidence", actor, phrase("{alert_source} alert cleared",
-        alert_source=alert.source),
-               ref=f"alert:{alert.id}")
+        entry(s, ticket, now, Said("evidence", actor, phrase("{alert_source} alert cleared",
+                                   alert_source=alert.source),
+                                          ref=f"alert:{alert.id}"))
 
 
 def open_by_tenant(p: Platform, actor: Principal, body: TicketOpen) -> TicketDetail:
@@ -215,7 +229,7 @@ def open_by_tenant(p: Platform, actor: Principal, body: TicketOpen) -> TicketDet
         ticket = _open(s, p, Opening(tenant, inst.id, node, body.gpu, TENANT_REPORT,
                                      Severity(body.severity), body.summary), by(actor), now)
         if body.details:
-            entry(s, ticket, now, "comment", by(actor), body.details)
+            entry(s, ticket, now, Said("comment", by(actor), body.details))
         ticket_id = ticket.id
     return show_ticket(p, actor, ticket_id)
 
@@ -244,11 +258,25 @@ def _view(t: Ticket, node_name: str | None, now: datetime,
         at_risk=[c.name for c in clocks(t) if c.at_risk(t.opened_at, now, warn_at)])
 
 
-def list_tickets(p: Platform, actor: Principal, *, status: str | None = None,
-                 open_only: bool = False, instance_id: str | None = None, limit: int = 100,
-                 offset: int = 0, node_id: str | None = None) -> Page[TicketView]:
+@dataclass(frozen=True)
+class TicketFilter:
+    """Which tickets: by status, open ones only, of one instance or one node."""
+
+    status: str | None = None
+    open_only: bool = False
+    instance_id: str | None = None
+    node_id: str | None = None
+
+
+OPEN = TicketFilter(open_only=True)
+
+
+def list_tickets(p: Platform, actor: Principal, where: TicketFilter = TicketFilter(),
+                 limit: int = 100, offset: int = 0) -> Page[TicketView]:
     """A page of tickets, newest first (the tenant's own; an operator's: all), in three
     statements: the count, the page, its nodes' names."""
+    status, open_only, instance_id, node_id = (where.status, where.open_only,
+                                               where.instance_id, where.node_id)
     if status is not None and status not in {st.value for st in TicketStatus}:
         raise InvalidInput("status", "Unknown ticket status {status!r}.",
                            [st.value for st in TicketStatus], status=status)
@@ -317,7 +345,7 @@ def comment(p: Platform, actor: Principal, ticket_id: str, body: TicketComment
         t = _load(s, actor, ticket_id, lock=True)
         if t.status == TicketStatus.RESOLVED.value:
             raise Conflict("Ticket {ticket} is resolved; open a new one.", ticket=t.id)
-        entry(s, t, now, "comment", by(actor), body.body, internal=body.internal)
+        entry(s, t, now, Said("comment", by(actor), body.body, internal=body.internal))
         if actor.is_operator and not body.internal:
             operator_responds(s, p, t, actor, now)
             if t.tenant_id:
@@ -336,7 +364,7 @@ def acknowledge(p: Platform, actor: Principal, ticket_id: str, body: TicketActio
             raise Conflict("Ticket {ticket} is {status}, not waiting for a response.",
                            ticket=t.id, status=t.status)
         if body.note:
-            entry(s, t, now, "comment", by(actor), body.note)
+            entry(s, t, now, Said("comment", by(actor), body.note))
         operator_responds(s, p, t, actor, now)
         if t.tenant_id:
             notice(s, t.tenant_id, "ticket_updated", t, phrase(
@@ -394,10 +422,10 @@ def _claim_outage(s: Session, t: Ticket, now: datetime) -> None:
     operator confirms it: the agent's telemetry is the tenant's host's)."""
     claim = claim_ticket_outage(s, t, now)
     if claim is not None:
-        entry(s, t, now, "note", "sla", phrase("SLA claim {claim_id}: ¥{claim_amount:,.2f} for the "
-              "outage, waiting for an operator's decision (`gpulease sla-decide`)",
-              claim_id=claim.id, claim_amount=claim.amount),
-              ref=f"claim:{claim.id}")
+        entry(s, t, now, Said("note", "sla", phrase(
+            "SLA claim {claim_id}: ¥{claim_amount:,.2f} for the outage, waiting for an "
+            "operator's decision (`gpulease sla-decide`)", claim_id=claim.id,
+            claim_amount=claim.amount), ref=f"claim:{claim.id}"))
 
 
 def mitigate_replaced(s: Session, p: Platform, inst: Instance, spares: list[str],
@@ -423,7 +451,7 @@ def served_again(s: Session, p: Platform, t: Ticket, text: Phrase, now: datetime
     """The work on a ticket's fault serves its tenant again: mitigated (the clock stops),
     the outage claimed, the tenant told. `t` is locked by the caller."""
     if t.status not in (TicketStatus.OPEN.value, TicketStatus.ACKNOWLEDGED.value):
-        entry(s, t, now, "note", actor, str(text))
+        entry(s, t, now, Said("note", actor, str(text)))
         return
     t.acknowledged_at = t.acknowledged_at or now
     t.mitigated_at = now

@@ -38,7 +38,7 @@ from gpulease.schemas.fleet import BackupTarget
 from gpulease.services.agents.commands import progress_of
 from gpulease.services.agents.node_agent import agent_for, node_ref
 from gpulease.services.platform import egress
-from gpulease.services.platform.outbox import post_notice
+from gpulease.services.platform.outbox import Notice, post_notice
 from gpulease.services.storage import buckets as storage
 from gpulease.services.storage.backups import (
     COPY_KINDS,
@@ -154,13 +154,13 @@ def _drive(p: Platform, held: Claim) -> None:
         if run.kind == "backup" and run.target is None:
             counted(s, run.tenant_id, answer.bytes_moved)
         if run.trigger in LEASE_END:
-            post_notice(s, run.tenant_id, "backup_saved", phrase(
+            post_notice(s, Notice(run.tenant_id, "backup_saved", phrase(
                 "Your lease of {instance} has lapsed; before its disks are erased, {path} "
                 "was saved to your bucket as snapshot {snapshot} ({files} files, {mb} MB). "
                 "`gpulease order bare-metal … --restore {snapshot}` puts it on your next "
                 "server.", instance=run.instance_id, path=run.path,
                 snapshot=answer.snapshot_id, files=answer.files,
-                mb=f"{answer.bytes_total / 1e6:,.1f}"), now, instance_id=run.instance_id)
+                mb=f"{answer.bytes_total / 1e6:,.1f}"), run.instance_id), now)
         due_now(s, Instance, run.instance_id, now)
         key_id = run.key_id
     _end_key(p, held.id, tenant, key_id)

@@ -170,7 +170,7 @@ def test_a_swap_copies_the_data_disk_through_the_bucket_before_the_faulty_one_is
     (work / "step-900.safetensors").write_bytes(weights)
     node_changes.inject_faults(fleet, op, old, ["xid79:3"])
     DemoAgents(fleet).tick()
-    (ticket,) = tickets.list_tickets(fleet, op, open_only=True).items
+    (ticket,) = tickets.list_tickets(fleet, op, tickets.OPEN).items
     with pytest.raises(InvalidInput, match="data disk"):
         replacement.swap(fleet, op, ticket.id, Swap(copy_data=True, path="/home"))
     with LiveServer(fleet) as server:
@@ -215,7 +215,7 @@ def test_a_swap_copies_the_data_disk_straight_from_agent_to_agent(
     os.chmod(work / "step-900.safetensors", 0o600)
     node_changes.inject_faults(fleet, op, old, ["xid79:3"])
     DemoAgents(fleet).tick()
-    (ticket,) = tickets.list_tickets(fleet, op, open_only=True).items
+    (ticket,) = tickets.list_tickets(fleet, op, tickets.OPEN).items
     with pytest.raises(InvalidInput, match="Accepted values: agents, bucket"):
         replacement.swap(fleet, op, ticket.id, Swap(copy_data=True, via="tape"))
     replacement.swap(fleet, op, ticket.id, Swap("GPU 3 fell off the bus", copy_data=True,
@@ -264,7 +264,7 @@ def test_a_direct_copy_the_spare_cannot_fetch_is_said_and_the_swap_goes_on(
         fleet.drivers.fleet.inject_fault(name, "agent_transfer", "permanent", times=5)
     node_changes.inject_faults(fleet, op, old, ["xid79:3"])
     DemoAgents(fleet).tick()
-    (ticket,) = tickets.list_tickets(fleet, op, open_only=True).items
+    (ticket,) = tickets.list_tickets(fleet, op, tickets.OPEN).items
     replacement.swap(fleet, op, ticket.id, Swap(copy_data=True, path="/data/ckpt"))
     worker.run_until_idle(timeout_s=90)
     after = instances.show_instance(fleet, me, iid)

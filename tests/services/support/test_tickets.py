@@ -114,7 +114,7 @@ def test_a_gpu_that_falls_off_the_bus_opens_one_p1_ticket_and_operators_follow_i
     assert notices(fleet, tenant.tenant_id)[-1] == "ticket_resolved"
     node_changes.inject_faults(fleet, op, node, ["xid79:3"])
     agents.tick()  # the same fault again: a new ticket
-    assert tickets.list_tickets(fleet, op, open_only=True).total == 1
+    assert tickets.list_tickets(fleet, op, tickets.OPEN).total == 1
     assert tickets.list_tickets(fleet, op).total == 2
 
 
@@ -172,7 +172,7 @@ def test_tenants_open_their_own_and_the_clocks_warn_before_a_breach(
     assert acked.breached == ["response"]  # answered late: still a breach, for the record
     withdrawn = tickets.resolve(fleet, tenant.principal, t, TicketAction(note="our bug"))
     assert withdrawn.status == "resolved"
-    assert tickets.list_tickets(fleet, tenant.principal, open_only=True).total == 0
+    assert tickets.list_tickets(fleet, tenant.principal, tickets.OPEN).total == 0
 
 
 def test_a_swap_moves_the_lease_to_a_spare_and_sends_the_faulty_node_to_repair(
@@ -186,7 +186,7 @@ def test_a_swap_moves_the_lease_to_a_spare_and_sends_the_faulty_node_to_repair(
     op = operator.principal
     node_changes.inject_faults(fleet, op, old, ["xid79:3"])
     DemoAgents(fleet).tick()
-    (ticket,) = tickets.list_tickets(fleet, op, open_only=True).items
+    (ticket,) = tickets.list_tickets(fleet, op, tickets.OPEN).items
     with LiveServer(fleet) as server:
         env = {"GPULEASE_URL": server.url, "GPULEASE_TOKEN": operator.token}
         r = CliRunner().invoke(app, ["ticket", "swap", ticket.id, "--note", "GPU 3 dead"],
@@ -218,7 +218,7 @@ def test_a_swap_moves_the_lease_to_a_spare_and_sends_the_faulty_node_to_repair(
     # the spare is taken: the next fault has nowhere to go, and the ticket says so
     node_changes.inject_faults(fleet, op, serving[0], ["ecc-dbe:1"])
     DemoAgents(fleet).tick()
-    second = next(t for t in tickets.list_tickets(fleet, op, open_only=True).items
+    second = next(t for t in tickets.list_tickets(fleet, op, tickets.OPEN).items
                   if t.node == serving[0])
     with pytest.raises(OutOfStock, match="No spare h100-80g-x8 server is free"):
         replacement.swap(fleet, op, second.id)

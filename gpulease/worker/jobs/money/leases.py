@@ -20,7 +20,7 @@ from gpulease.lifecycle.history import SWEEP_LEASES, note
 from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
 from gpulease.services.money.leases import extend
-from gpulease.services.platform.outbox import post_notice
+from gpulease.services.platform.outbox import Notice, post_notice
 from gpulease.services.storage import backup_policy
 from gpulease.worker.jobs.job import Job
 
@@ -32,8 +32,7 @@ def _mark_sent(lease: Lease, *kinds: str) -> None:
 
 def _notice(s: Session, lease: Lease, kind: str, now: datetime, text: str | Phrase) -> None:
     """A reminder for the outbox (e-mail and webhook delivery read it)."""
-    post_notice(s, lease.tenant_id, kind, text, now, instance_id=lease.instance_id,
-                lease_id=lease.id)
+    post_notice(s, Notice(lease.tenant_id, kind, text, lease.instance_id, lease.id), now)
     _mark_sent(lease, kind)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from gpulease.platform import Platform
 from gpulease.services.platform import notify
-from gpulease.services.platform.outbox import post_notice
+from gpulease.services.platform.outbox import Notice, post_notice
 from gpulease.testing.callers import TenantCtx
 from gpulease.worker.jobs.platform import notices
 from tests.fixtures.mail import Inbox, Receiver
@@ -19,7 +19,7 @@ def test_each_notice_goes_once_by_each_channel(
     notify.set_webhook(fleet, tenant.principal, receiver.url)
     receiver.status = 500
     with fleet.db.write() as s:
-        post_notice(s, tenant.tenant_id, "low_balance", "Your balance is low.",
+        post_notice(s, Notice(tenant.tenant_id, "low_balance", "Your balance is low."),
                     fleet.clock.now())
     assert notices.JOB.run(fleet, "test") == 0  # mailed; the webhook failed
     assert len(smtp.messages) == 1 and len(receiver.calls) == 1
