@@ -45,7 +45,7 @@ from gpulease.ports.agent import (
     VerifyResult,
 )
 from gpulease.services.agents.credentials import authenticate_agent
-from gpulease.services.agents.evidence import record_acceptance
+from gpulease.services.agents.evidence import AcceptanceRun, record_acceptance
 
 ON_DEMAND = "on_demand"  # the trigger of a command no pipeline stage waits for
 _COMMANDS: TypeAdapter[Command] = TypeAdapter(Command)
@@ -190,8 +190,8 @@ def post_result(p: Platform, credential: str | None, command_id: str,
             if isinstance(result, VerifyResult) and row.trigger == ON_DEMAND:
                 node = s.get(Node, row.node_id)
                 assert node is not None
-                record_acceptance(s, p, node, row.instance_id, result.report(), ON_DEMAND,
-                                  now, actor=who)
+                record_acceptance(s, p, node, AcceptanceRun(result.report(), ON_DEMAND,
+                                                             row.instance_id, who), now)
             row.result_json = result.model_dump_json()
             transition(s, p, row, AGENT_COMMAND, "succeed", Move(now, actor=who))
         else:

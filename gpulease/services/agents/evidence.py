@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -23,21 +24,32 @@ from gpulease.services.money import sla
 from gpulease.services.support import tickets
 
 
-def record_acceptance(s: Session, p: Platform, node: Node, instance_id: str | None,
-                      report: Report, trigger: str, now: datetime, *, actor: str) -> str:
+@dataclass(frozen=True)
+class AcceptanceRun:
+    """An acceptance run of a node: its report, why it ran (delivery, burn_in, on_demand),
+    for which instance, and who ran it."""
+
+    report: Report
+    trigger: str
+    instance_id: str | None
+    actor: str
+
+
+def record_acceptance(s: Session, p: Platform, node: Node, run: AcceptanceRun,
+                      now: datetime) -> str:
     """The report kept; a failed run on a rented machine (on its tenant's request) is an
     SLA claim and a P1 ticket with the report as evidence."""
+    report, trigger, instance_id, actor = run.report, run.trigger, run.instance_id, run.actor
     report_id = uuid.uuid4().hex
     s.add(AcceptanceReport(id=report_id, node_id=node.id, instance_id=instance_id,
                            created_at=now, trigger=trigger, passed=report.passed,
                            simulated=report.simulated,
                            report_json=json.dumps(report.as_dict())))
     if trigger == "on_demand" and not report.passed and instance_id is not None:
-        sla.credit_failed_acceptance(s, instance_id, now, actor=actor, report_id=report_id,
-                                     platform_evidence=node.agent_kind == "builtin",
-                                     cap=p.settings.sla_credit_cap)
-        tickets.open_for_failed_acceptance(s, p, node, instance_id, report_id,
-                                           failure_reason(report, report_id), now, actor)
+        sla.credit_failed_acceptance(s, instance_id, now, sla.FailedRun(
+            report_id, node.agent_kind == "builtin", actor), p.settings.sla_credit_cap)
+        tickets.open_for_failed_acceptance(s, p, node, tickets.FailedAcceptance(
+            instance_id, report_id, failure_reason(report, report_id), actor), now)
     return report_id
 
 

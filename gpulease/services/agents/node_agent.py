@@ -22,7 +22,7 @@ from gpulease.platform import Platform
 from gpulease.ports.agent import Agent, NodeRef, Pending
 from gpulease.ports.bmc import BmcEndpoint
 from gpulease.services.agents.commands import CommandQueueAgent
-from gpulease.services.agents.evidence import record_acceptance
+from gpulease.services.agents.evidence import AcceptanceRun, record_acceptance
 
 AGENT_KINDS: dict[str, Callable[[Platform, str], Agent]] = {
     "builtin": lambda p, bmc_driver: p.drivers.agent_for(bmc_driver),
@@ -125,8 +125,8 @@ def verify_now(p: Platform, actor: Principal, instance_id: str) -> list[VerifyRu
         with p.db.write() as s:
             row = s.get(Node, node_id)
             assert row is not None
-            rid = record_acceptance(s, p, row, inst.id, report, "on_demand", p.clock.now(),
-                                    actor=by(actor))
+            rid = record_acceptance(s, p, row, AcceptanceRun(report, "on_demand", inst.id,
+                                                             by(actor)), p.clock.now())
         runs.append(VerifyRun(node=ref.name, status="done", report=rid, passed=report.passed))
     p.wake()
     return runs

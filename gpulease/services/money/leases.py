@@ -10,6 +10,7 @@ fixed when the lease starts and kept for renewals of the same term."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
@@ -102,11 +103,23 @@ def _renewal(s: Session, p: Platform, inst: Instance, lease: Lease, periods: int
     return price, extras, per_period, added
 
 
-def extend(s: Session, p: Platform, inst: Instance, lease: Lease, periods: int, term: str,
-           now: datetime, by: Phrase, *, actor: str) -> None:
+@dataclass(frozen=True)
+class Renewal:
+    """`periods` more of `term`, why (`by`: renewed by its tenant, or automatically) and by
+    whom."""
+
+    periods: int
+    term: str
+    by: Phrase
+    actor: str
+
+
+def extend(s: Session, p: Platform, inst: Instance, lease: Lease, renewal: Renewal,
+           now: datetime) -> None:
     """Charge and add `periods` of `term` after the current ones (priced by _renewal).
     The lease's base term and price never change. Raises PaymentRequired with nothing
     written when short."""
+    periods, term, by, actor = renewal.periods, renewal.term, renewal.by, renewal.actor
     price, extras, per_period, added = _renewal(s, p, inst, lease, periods, term)
     charge(s, inst.tenant_id, Charge(
         to_fen(price * periods), phrase("renewal of {instance}: {periods} {term}(s) ({by})",
@@ -177,8 +190,8 @@ def renew(p: Platform, actor: Principal, instance_id: str, periods: int = 1,
         inst = get_instance(s, actor, instance_id, lock=True)
         lease = _lease(s, inst, lock=True)
         _renewable(inst, lease)
-        extend(s, p, inst, lease, periods, term or lease.term, now,
-               phrase("renewed by tenant"), actor=by(actor))
+        extend(s, p, inst, lease, Renewal(periods, term or lease.term,
+                                          phrase("renewed by tenant"), by(actor)), now)
         return view(s, p, lease)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -91,16 +92,28 @@ def _period_cap(s: Session, inst: Instance, now: datetime, cap: Decimal) -> Deci
     return max(to_fen(price * cap) - Decimal(credited), Decimal("0.00"))
 
 
-def _claim(s: Session, inst: Instance, kind: str, evidence: str, item: Phrase, text: Phrase,
-           amount: Decimal, now: datetime) -> SlaClaim | None:
+@dataclass(frozen=True)
+class Claimed:
+    """What a claim says: its kind (outage, acceptance), the evidence it rests on, its
+    ledger item (one claim per item, ever), its text and the amount it asks."""
+
+    kind: str
+    evidence: str
+    item: Phrase
+    text: Phrase
+    amount: Decimal
+
+
+def _claim(s: Session, inst: Instance, claimed: Claimed, now: datetime) -> SlaClaim | None:
+    item, text, amount = claimed.item, claimed.text, claimed.amount
     if amount <= 0 or s.scalar(select(SlaClaim.id).where(SlaClaim.item == str(item)[:200])
                                ) is not None:
         return None
     claim = SlaClaim(id="slc-" + uuid.uuid4().hex[:12], instance_id=inst.id,
-                     tenant_id=inst.tenant_id, kind=kind, evidence=evidence[:200],
-                     item=str(item)[:200], item_phrase=stored(item)[1],
-                     text=str(text)[:500], text_phrase=stored(text)[1],
-                     amount=amount, created_at=now)
+                     tenant_id=inst.tenant_id, kind=claimed.kind,
+                     evidence=claimed.evidence[:200], item=str(item)[:200],
+                     item_phrase=stored(item)[1], text=str(text)[:500],
+                     text_phrase=stored(text)[1], amount=amount, created_at=now)
     s.add(claim)
     s.flush()
     return claim
@@ -140,11 +153,12 @@ def claim_outage(s: Session, alert: HardwareAlert, rule: OutageRule = OutageRule
     credit = outage_credit(outage_s, basis[0], basis[1], rule)
     item = phrase("SLA credit: GPU {gpu} outage ({kind}) of {instance}, alert {alert}",
                   gpu=alert.gpu_index, kind=alert.kind, instance=inst.id, alert=alert.id)
-    claim = _claim(s, inst, "outage", f"hardware alert {alert.id} (node agent telemetry)", item,
-                   phrase("GPU {gpu} of {instance} out of service {minutes:.0f} min ({kind}); "
-                          "rule: {rule}", gpu=alert.gpu_index, instance=inst.id,
-                          minutes=outage_s / 60, kind=alert.kind, rule=rule.describe()),
-                   credit, alert.closed_at)
+    claim = _claim(s, inst, Claimed(
+        "outage", f"hardware alert {alert.id} (node agent telemetry)", item,
+        phrase("GPU {gpu} of {instance} out of service {minutes:.0f} min ({kind}); "
+               "rule: {rule}", gpu=alert.gpu_index, instance=inst.id,
+               minutes=outage_s / 60, kind=alert.kind, rule=rule.describe()),
+        credit), alert.closed_at)
     return claim.amount if claim is not None else Decimal("0.00")
 
 
@@ -169,21 +183,32 @@ def claim_ticket_outage(s: Session, ticket: Ticket, now: datetime,
     outage_s = (now - alert.opened_at).total_seconds()
     item = phrase("SLA credit: GPU {gpu} outage ({kind}) of {instance}, alert {alert}",
                   gpu=alert.gpu_index, kind=alert.kind, instance=inst.id, alert=alert.id)
-    return _claim(s, inst, "outage", f"ticket {ticket.id}: hardware alert {alert.id} "
-                  f"({alert.source}) to mitigation", item,
-                  phrase("GPU {gpu} of {instance} out of service {minutes:.0f} min ({kind}, "
-                         "ticket {ticket}); rule: {rule}", gpu=alert.gpu_index,
-                         instance=inst.id, minutes=outage_s / 60, kind=alert.kind,
-                         ticket=ticket.id, rule=rule.describe()),
-                  outage_credit(outage_s, basis[0], basis[1], rule), now)
+    return _claim(s, inst, Claimed(
+        "outage", f"ticket {ticket.id}: hardware alert {alert.id} ({alert.source}) to "
+        "mitigation", item,
+        phrase("GPU {gpu} of {instance} out of service {minutes:.0f} min ({kind}, "
+               "ticket {ticket}); rule: {rule}", gpu=alert.gpu_index, instance=inst.id,
+               minutes=outage_s / 60, kind=alert.kind, ticket=ticket.id,
+               rule=rule.describe()),
+        outage_credit(outage_s, basis[0], basis[1], rule)), now)
 
 
-def credit_failed_acceptance(s: Session, instance_id: str, now: datetime, *, actor: str,
-                             report_id: str, platform_evidence: bool, cap: Decimal,
-                             rule: AcceptanceRule = AcceptanceRule()
-                             ) -> Decimal:
+@dataclass(frozen=True)
+class FailedRun:
+    """An acceptance run that failed on its tenant's request: its report, whether the
+    platform ran the check itself (its stand-in agent) or the rented host's agent did, and
+    who asked."""
+
+    report_id: str
+    platform_evidence: bool
+    actor: str
+
+
+def credit_failed_acceptance(s: Session, instance_id: str, now: datetime, run: FailedRun,
+                             cap: Decimal, rule: AcceptanceRule = AcceptanceRule()) -> Decimal:
     """A delivered, leased machine that fails acceptance when its tenant asks: once per
     lease period; credited at once only when the platform ran the check itself."""
+    report_id, platform_evidence, actor = run.report_id, run.platform_evidence, run.actor
     inst = s.get(Instance, instance_id)
     if inst is None or inst.status != InstanceStatus.READY.value:
         return Decimal("0.00")
@@ -194,10 +219,11 @@ def credit_failed_acceptance(s: Session, instance_id: str, now: datetime, *, act
     item = phrase("SLA credit: failed acceptance of {instance}, period {period}",
                   instance=inst.id, period=period.seq if period else 1)
     source = "the platform's stand-in agent" if platform_evidence else "the node agent"
-    claim = _claim(s, inst, "acceptance", f"acceptance report {report_id} ({source})", item,
-                   phrase("{instance} failed acceptance on request; rule: {rule}",
-                          instance=inst.id, rule=rule.describe()),
-                   acceptance_credit(period.price if period else lease.unit_price, rule), now)
+    claim = _claim(s, inst, Claimed(
+        "acceptance", f"acceptance report {report_id} ({source})", item,
+        phrase("{instance} failed acceptance on request; rule: {rule}", instance=inst.id,
+               rule=rule.describe()),
+        acceptance_credit(period.price if period else lease.unit_price, rule)), now)
     if claim is None:
         return Decimal("0.00")
     return _confirm(s, claim, now, actor, cap) if platform_evidence else Decimal("0.00")

@@ -184,11 +184,23 @@ ref=f"alert:{alert.id}"))
     return ticket
 
 
-def open_for_failed_acceptance(s: Session, p: Platform, node: Node, instance_id: str,
-                               report_id: str, summary: str, now: datetime,
-                               actor: str) -> Ticket:
+@dataclass(frozen=True)
+class FailedAcceptance:
+    """A rented machine's acceptance run that failed on request: the instance, the report
+    and what failed in it, and who asked."""
+
+    instance_id: str
+    report_id: str
+    summary: str
+    actor: str
+
+
+def open_for_failed_acceptance(s: Session, p: Platform, node: Node, failed: FailedAcceptance,
+                               now: datetime) -> Ticket:
     """A rented machine failed its acceptance suite on request: a P1 ticket (one open per
     node at a time) with the report as evidence."""
+    instance_id, report_id, summary, actor = (failed.instance_id, failed.report_id,
+                                              failed.summary, failed.actor)
     key = f"{node.id}:-1:acceptance_failed"
     ticket = s.scalar(select(Ticket).where(Ticket.fault_key == key))
     if ticket is None:

@@ -26,7 +26,12 @@ from gpulease.domain.states import (
 from gpulease.lifecycle.history import WORKER, Happened, record_event
 from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
-from gpulease.services.agents.evidence import failure_reason, record_acceptance, record_certificates
+from gpulease.services.agents.evidence import (
+    AcceptanceRun,
+    failure_reason,
+    record_acceptance,
+    record_certificates,
+)
 from gpulease.services.support.repairs import burned_in
 from gpulease.worker.pipelines.base import (
     Pipeline,
@@ -127,9 +132,9 @@ def _apply_node(p: Platform, claim: Claim, job: StepInput, result: StepResult | 
             node.ip_address = result.ip_address
         burning_in = job.stage in BURN_IN_STAGES
         if result.report is not None:
-            report_id = record_acceptance(s, p, node, node.instance_id, result.report,
-                                          "burn_in" if burning_in else "delivery", now,
-                                          actor=WORKER)
+            report_id = record_acceptance(s, p, node, AcceptanceRun(
+                result.report, "burn_in" if burning_in else "delivery", node.instance_id,
+                WORKER), now)
             if not result.report.passed:
                 if burning_in:
                     back_to_repair(s, p, node, failure_reason(result.report, report_id), now)

@@ -19,7 +19,7 @@ from gpulease.domain.states import LEASE, LeaseStatus
 from gpulease.lifecycle.history import SWEEP_LEASES, note
 from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
-from gpulease.services.money.leases import extend
+from gpulease.services.money.leases import Renewal, extend
 from gpulease.services.platform.outbox import Notice, post_notice
 from gpulease.services.storage import backup_policy
 from gpulease.worker.jobs.job import Job
@@ -66,8 +66,8 @@ def _retry_renewal(s: Session, p: Platform, lease: Lease, inst: Instance,
         return False
     try:
         with s.begin_nested():
-            extend(s, p, inst, lease, 1, inst.term, now,
-                   phrase("automatic renewal after a top-up"), actor=SWEEP_LEASES)
+            extend(s, p, inst, lease, Renewal(1, inst.term, phrase(
+                "automatic renewal after a top-up"), SWEEP_LEASES), now)
         return True
     except PaymentRequired:
         lease.updated_at = now
@@ -98,8 +98,8 @@ def _sweep_one(s: Session, p: Platform, lease: Lease, inst: Instance, now: datet
             with s.begin_nested():
                 # by the term it was ordered for: two extra days on a month lease do not
                 # make it renew by the day
-                extend(s, p, inst, lease, 1, inst.term, now, phrase("automatic renewal"),
-                       actor=SWEEP_LEASES)
+                extend(s, p, inst, lease, Renewal(1, inst.term, phrase("automatic renewal"),
+                                                  SWEEP_LEASES), now)
         except PaymentRequired as exc:  # remind, then grace as without it
             _enter_grace(s, p, lease, inst, now, f"automatic renewal failed: {exc}")
     elif due.action == Action.ENTER_GRACE:
