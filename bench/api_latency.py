@@ -29,7 +29,7 @@ ROUNDS = 400
 def run(db: str) -> dict[str, object]:
     with bench_platform(db) as p:
         seed_demo_fleet(p, 2)
-        created = accounts.create_tenant(p, "bench", "bench@example.com", "Bench")
+        created = accounts.create_tenant(p, "bench", accounts.Person("bench@example.com", "Bench"))
         fund(p, created.tenant.id)  # orders hold their first period
         who = accounts.authenticate(p, created.token.token)
         iid = orders.place_order(p, who, OrderRequest(

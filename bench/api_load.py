@@ -53,7 +53,7 @@ MIX = (("catalog", 0.25), ("list", 0.20), ("one", 0.20), ("me", 0.10),
 def prepare(p: Platform) -> dict[str, object]:
     """A tenant with 50 one-GPU container instances, its token, and an agent credential."""
     seed_demo_fleet(p, 8)
-    created = accounts.create_tenant(p, "load", "load@example.com", "Load")
+    created = accounts.create_tenant(p, "load", accounts.Person("load@example.com", "Load"))
     fund(p, created.tenant.id)
     who = accounts.authenticate(p, created.token.token)
     ids = [orders.place_order(p, who, OrderRequest(

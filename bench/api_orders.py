@@ -41,7 +41,7 @@ BODY = {"sku": "h100-80g-x8", "region": "ningxia-1", "term": "day"}
 def run(db: str) -> dict[str, object]:
     with bench_platform(db) as p:
         build_fleet(p)
-        created = accounts.create_tenant(p, "bench", "bench@example.com", "Bench")
+        created = accounts.create_tenant(p, "bench", accounts.Person("bench@example.com", "Bench"))
         fund(p, created.tenant.id)
         token = created.token.token
         assert token is not None

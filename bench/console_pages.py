@@ -85,7 +85,8 @@ def main() -> None:
     out: dict[str, Any] = {"bench": "console_pages", "n": n}
     with bench_platform("sqlite") as p:
         seed_demo_fleet(p, 2)
-        created = accounts.create_tenant(p, "bench-console", "bench@example.com", "Bench")
+        created = accounts.create_tenant(p, "bench-console", accounts.Person("bench@example.com",
+                                                                             "Bench"))
         fund(p, created.tenant.id)
         who = accounts.authenticate(p, created.token.token)
         users.change_password(p, who, PASSWORD, None)

@@ -31,7 +31,7 @@ ORDERS = 40
 def run(db: str) -> dict[str, object]:
     with bench_platform(db, poll_interval_s=0.05) as p:
         seed_demo_fleet(p, 1)
-        created = accounts.create_tenant(p, "bench", "bench@example.com", "Bench")
+        created = accounts.create_tenant(p, "bench", accounts.Person("bench@example.com", "Bench"))
         fund(p, created.tenant.id)  # orders hold their first period
         who = accounts.authenticate(p, created.token.token)
         worker = Worker(p)

@@ -103,7 +103,7 @@ def one_order_ms(place: Callable[[], None], n: int = 100) -> float:
 def run(db: str) -> dict[str, object]:
     with bench_platform(db) as p:
         build_fleet(p)
-        created = accounts.create_tenant(p, "bench", "bench@example.com", "Bench")
+        created = accounts.create_tenant(p, "bench", accounts.Person("bench@example.com", "Bench"))
         fund(p, created.tenant.id)  # orders hold their first period
         who = accounts.authenticate(p, created.token.token)
         req = OrderRequest(sku="h100-80g-x8", region="ningxia-1", ssh_keys=[ssh_key()])

@@ -123,7 +123,7 @@ def deploy_share(db: str) -> dict[str, object]:
             enrollment.enroll(p, op, EnrollRequest(
                 bmc=emu.system_url(0), username="admin", password="admin",
                 offer="h100-80g-x8@ningxia-1", agent="builtin"))
-            created = accounts.create_tenant(p, "bench", "b@bench.io", "B")
+            created = accounts.create_tenant(p, "bench", accounts.Person("b@bench.io", "B"))
             fund(p, created.tenant.id)  # orders hold their first period
             who = accounts.authenticate(p, created.token.token)
             worker = runner.Worker(p)

@@ -84,7 +84,8 @@ def listing(db: str) -> dict[str, object]:
     with bench_platform(db) as p:
         _, op_token = accounts.create_operator(p, "bench-op@example.com", "Op")
         op = accounts.authenticate(p, op_token.token or "")
-        tenants = [accounts.create_tenant(p, f"bench-{i}", f"a{i}@bench.example", "A")
+        tenants = [accounts.create_tenant(p, f"bench-{i}", accounts.Person(f"a{i}@bench.example",
+                                                                           "A"))
                    for i in range(TENANTS)]
         now = p.clock.now()
         rows = [{"id": f"tk-{i:012x}", "tenant_id": tenants[i % TENANTS].tenant.id,

@@ -76,8 +76,9 @@ def ensure_demo_tokens(p: Platform, data_dir: Path) -> tuple[Path, Path]:
         _write_secret(op_path, token.secret())
     if not _valid(p, tenant_path):
         n = _count_users(p)
-        created = accounts.create_tenant(p, f"demo-{n}", f"demo{n}@gpulease.local",
-                                         "Demo tenant admin", token_days=None)
+        created = accounts.create_tenant(
+            p, f"demo-{n}", accounts.Person(f"demo{n}@gpulease.local", "Demo tenant admin"),
+            token_days=None)
         fund_demo_tenant(p, created.tenant.id)
         _write_secret(tenant_path, created.token.secret())
     return op_path, tenant_path

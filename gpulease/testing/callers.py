@@ -33,7 +33,7 @@ def fund(p: Platform, tenant_id: str, amount: str = "100000000", reference: str 
 def new_tenant(p: Platform, name: str | None = None, funds: str = "100000000") -> TenantCtx:
     """A tenant with its admin (the caller) and `funds` in its wallet."""
     name = name or f"t-{uuid.uuid4().hex[:8]}"
-    created = accounts.create_tenant(p, name, f"{name}@example.com", "Admin")
+    created = accounts.create_tenant(p, name, accounts.Person(f"{name}@example.com", "Admin"))
     fund(p, created.tenant.id, funds)
     token = created.token.secret()
     return TenantCtx(accounts.authenticate(p, token), token, created.tenant.id)
@@ -48,7 +48,8 @@ def new_operator(p: Platform) -> TenantCtx:
 def new_user(p: Platform, admin: TenantCtx, role: Role) -> TenantCtx:
     """A member or reader of the admin's tenant, with a token of its own."""
     email = f"{role.value}-{uuid.uuid4().hex[:6]}@example.com"
-    user = accounts.add_user(p, admin.principal, email, role.value.title(), role, None)
+    user = accounts.add_user(p, admin.principal, accounts.Person(email, role.value.title(), role,
+                                                                 None))
     token = accounts.issue_token(p, admin.principal, "test", user.id, 30).secret()
     return TenantCtx(accounts.authenticate(p, token), token, admin.tenant_id)
 

@@ -92,7 +92,7 @@ def add_user(p: PlatformDep, who: Who, email: Annotated[str, Form(max_length=254
                                role=role)
         if password:
             users.check_new_password(password)
-        return accounts.add_user(p, who, email, name, Role(role), password or None)
+        return accounts.add_user(p, who, accounts.Person(email, name, Role(role), password or None))
     return _answer(p, who, act, _("The user is added. Without a password they set their "
                                   "own from the sign-in page (New user?)."))
 

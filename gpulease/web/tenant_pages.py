@@ -70,8 +70,8 @@ def create_tenant(p: PlatformDep, who: Who, name: Text, admin_email: Text,
         who.require_operator()
         body = TenantCreate(name=name.strip(), admin_email=admin_email.strip(),
                             admin_name=admin_name.strip())
-        made = accounts.create_tenant(p, body.name, body.admin_email, body.admin_name,
-                                      actor=who)
+        made = accounts.create_tenant(p, body.name, accounts.Person(body.admin_email,
+                                                                    body.admin_name), actor=who)
     except (DomainError, ValidationError) as exc:
         status, why = refusal(exc)
         return _list(p, who, status, error=why)

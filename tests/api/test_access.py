@@ -54,8 +54,9 @@ class World:
 
 
 def _user_token(p: Platform, admin: TenantCtx, role: Role) -> tuple[str, str]:
-    user = accounts.add_user(p, admin.principal, f"{role.value}-{admin.tenant_id}@example.com",
-                             role.value, role, None)
+    user = accounts.add_user(p, admin.principal,
+                             accounts.Person(f"{role.value}-{admin.tenant_id}@example.com",
+                                             role.value, role, None))
     return user.id, accounts.issue_token(p, admin.principal, role.value, user.id, 1).token or ""
 
 

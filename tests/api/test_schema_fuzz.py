@@ -77,8 +77,8 @@ def _tokens(p: Platform) -> dict[Caller, str]:
     node = seed_node(p)
     token = agent_credentials.operator_enrollment(p, operator, node)
     _, credential = agent_credentials.register(p, token, "fuzz", None, None)
-    reader = accounts.add_user(p, tenant.principal, "reader@fuzz.example", "R", Role.READER,
-                               None)
+    reader = accounts.add_user(p, tenant.principal, accounts.Person("reader@fuzz.example", "R",
+                                                                    Role.READER, None))
     return {Caller.ADMIN: tenant.token, Caller.OPERATOR: op.token or "",
             Caller.AGENT: credential,
             Caller.READER: accounts.issue_token(p, tenant.principal, "r", reader.id, 1).token

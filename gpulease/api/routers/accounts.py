@@ -105,7 +105,8 @@ def create_tenant(body: TenantCreate, p: PlatformDep, actor: PrincipalDep, respo
     """Operator: a new tenant with its first admin and that admin's token (shown once: a
     replay with the same Idempotency-Key answers without it)."""
     actor.require_operator()
-    created = accounts.create_tenant(p, body.name, body.admin_email, body.admin_name,
+    created = accounts.create_tenant(p, body.name, accounts.Person(body.admin_email,
+                                                                   body.admin_name),
                                      actor=actor, idem=idem_for(key, "tenant", body))
     if created.token.token is None:
         response.headers["Idempotent-Replayed"] = "true"
@@ -130,7 +131,8 @@ def create_meter(body: MeterCreate, p: PlatformDep, actor: PrincipalDep, respons
 def create_user(body: UserCreate, p: PlatformDep, actor: PrincipalDep,
                 key: IdempotencyKey = None) -> UserView:
     """Tenant admin: add a user (admin, member or reader) to the tenant."""
-    return accounts.add_user(p, actor, body.email, body.name, Role(body.role), body.password,
+    return accounts.add_user(p, actor, accounts.Person(body.email, body.name, Role(body.role),
+                                                       body.password),
                              idem_for(key, "user", body))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contextlib import nullcontext
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import cache
 
@@ -93,11 +94,19 @@ def normal_email(email: str) -> str:
     return email.strip().lower()
 
 
-def create_user(
-    s: Session, p: Platform, tenant_id: str | None, email: str, name: str, role: Role,
-    password: str | None = None,
-) -> User:
-    email = normal_email(email)
+@dataclass(frozen=True)
+class Person:
+    """A user to make: address, name, role, and a console password (None: none yet; a
+    reset link gives one)."""
+
+    email: str
+    name: str
+    role: Role = Role.ADMIN
+    password: str | None = None
+
+
+def create_user(s: Session, p: Platform, tenant_id: str | None, who: Person) -> User:
+    email, name, role, password = normal_email(who.email), who.name, who.role, who.password
     if s.scalar(select(User.id).where(User.email == email)):
         raise Conflict("A user with e-mail {email} exists already; pick another address.",
                        email=email)
@@ -115,7 +124,7 @@ def create_operator(p: Platform, email: str, name: str, days: int | None = 90
     """An operator and its first token, expiring in `days` like any token (None: never,
     for the demo's and the tests' own use)."""
     with p.db.write() as s:
-        user = create_user(s, p, None, email, name, Role.OPERATOR)
+        user = create_user(s, p, None, Person(email, name, Role.OPERATOR))
         return user, _issue(s, p, user, "operator", days)
 
 
@@ -134,7 +143,8 @@ def create_meter(p: Platform, actor: Principal, name: str, days: int | None = No
     def create(s: Session) -> MeterCreated:
         if s.scalar(select(User.id).where(User.email == f"{name.lower()}@meters.invalid")):
             raise Conflict("A meter named {name!r} exists already; pick another name.", name=name)
-        user = create_user(s, p, None, f"{name.lower()}@meters.invalid", name, Role.METER)
+        user = create_user(s, p, None, Person(f"{name.lower()}@meters.invalid", name,
+                                              Role.METER))
         return MeterCreated(meter=user_view(user), token=_issue(s, p, user, "meter", days))
 
     try:
@@ -145,20 +155,22 @@ def create_meter(p: Platform, actor: Principal, name: str, days: int | None = No
 
 
 def create_tenant(
-    p: Platform, name: str, admin_email: str, admin_name: str, token_days: int | None = 90,
+    p: Platform, name: str, admin: Person, token_days: int | None = 90,
     *, actor: Principal | None = None, idem: Idem | None = None,
 ) -> TenantCreated:
+    """A tenant with its first admin (`admin`, whatever role it names) and the admin's
+    first token, expiring in `token_days`."""
     def create(s: Session) -> TenantCreated:
         if s.scalar(select(Tenant.id).where(Tenant.name == name)):
             raise Conflict("A tenant named {name!r} exists already; pick another name.", name=name)
         tenant = Tenant(id=new_id("ten"), name=name, created_at=p.clock.now())
         s.add(tenant)
         s.flush()
-        admin = create_user(s, p, tenant.id, admin_email, admin_name, Role.ADMIN)
-        token = _issue(s, p, admin, "admin", token_days)
+        first = create_user(s, p, tenant.id, replace(admin, role=Role.ADMIN))
+        token = _issue(s, p, first, "admin", token_days)
         return TenantCreated(
             tenant=TenantView(id=tenant.id, name=tenant.name, created_at=tenant.created_at),
-            admin=user_view(admin), token=token,
+            admin=user_view(first), token=token,
         )
 
     try:
@@ -167,17 +179,15 @@ def create_tenant(
         raise Conflict("That tenant or e-mail was taken at the same moment; retry.") from None
 
 
-def add_user(
-    p: Platform, actor: Principal, email: str, name: str, role: Role, password: str | None,
-    idem: Idem | None = None,
-) -> UserView:
+def add_user(p: Platform, actor: Principal, who: Person, idem: Idem | None = None
+             ) -> UserView:
     tenant = actor.require_tenant_admin()
     try:
         return run_once(p, actor, idem, UserView, lambda s: user_view(
-            create_user(s, p, tenant, email, name, role, password)))[0]
+            create_user(s, p, tenant, who)))[0]
     except IntegrityError:
         raise Conflict("A user with e-mail {email} was created at the same moment.",
-                       email=email) from None
+                       email=who.email) from None
 
 
 def issue_token(

@@ -38,8 +38,8 @@ def test_a_new_user_sets_a_password_by_mail_and_signs_in(
     clock = MovableClock(datetime(2026, 12, 1, 9, 0, tzinfo=UTC))
     fleet.clock = clock
     admin = new_tenant(fleet, "acme")
-    accounts.add_user(fleet, admin.principal, "New.Person@acme.example", "New", Role.MEMBER,
-                      None)
+    accounts.add_user(fleet, admin.principal, accounts.Person("New.Person@acme.example", "New",
+                                                              Role.MEMBER, None))
     web = TestClient(create_app(fleet), base_url="http://127.0.0.1")
 
     # Asking answers the same for an account and for nobody; only the account gets a mail.
@@ -83,8 +83,8 @@ def test_links_expire_are_signed_and_a_reset_ends_sessions(
     clock = MovableClock(datetime(2026, 12, 1, 9, 0, tzinfo=UTC))
     fleet.clock = clock
     admin = new_tenant(fleet, "acme")
-    accounts.add_user(fleet, admin.principal, "ops@acme.example", "Ops", Role.ADMIN,
-                      "the first long password")
+    accounts.add_user(fleet, admin.principal, accounts.Person(
+        "ops@acme.example", "Ops", Role.ADMIN, "the first long password"))
     session = accounts.console_login(fleet, "ops@acme.example", "the first long password")
     api = TestClient(create_app(fleet))
 
@@ -134,8 +134,8 @@ def test_links_expire_are_signed_and_a_reset_ends_sessions(
 def test_no_smtp_server_says_so_and_a_disabled_user_gets_no_mail(
         fleet: Platform, smtp: Inbox) -> None:
     admin = new_tenant(fleet, "acme")
-    gone = accounts.add_user(fleet, admin.principal, "gone@acme.example", "Gone", Role.READER,
-                             None)
+    gone = accounts.add_user(fleet, admin.principal, accounts.Person("gone@acme.example", "Gone",
+                                                                     Role.READER, None))
     from gpulease.services.accounts import users
 
     users.disable_user(fleet, admin.principal, gone.id)

@@ -30,7 +30,7 @@ def test_402_top_up_and_ledger_over_http(
     fleet: Platform, server: LiveServer, operator: TenantCtx
 ) -> None:
     api = f"{server.url}/api/v1"
-    created = accounts.create_tenant(fleet, "broke", "broke@example.com", "Broke")
+    created = accounts.create_tenant(fleet, "broke", accounts.Person("broke@example.com", "Broke"))
     token, tid = created.token.token, created.tenant.id
     order = {"kind": "bare_metal", "sku": "rtx4090-24g-x8", "region": "sichuan-2",
              "ssh_keys": [ssh_key()]}

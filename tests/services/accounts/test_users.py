@@ -20,7 +20,8 @@ PASSPHRASE = "correct horse battery staple"
 def member(p: Platform, admin: TenantCtx, email: str, role: Role = Role.MEMBER
            ) -> tuple[str, str]:
     """A new user of the admin's tenant with a password; (user id, an API token)."""
-    made = accounts.add_user(p, admin.principal, email, "Someone", role, PASSPHRASE)
+    made = accounts.add_user(p, admin.principal, accounts.Person(email, "Someone", role,
+                                                                 PASSPHRASE))
     token = accounts.issue_token(p, admin.principal, "ci", made.id, 30).secret()
     return made.id, token
 
@@ -32,8 +33,8 @@ def test_an_e_mail_is_one_account_whatever_its_case(platform: Platform, tenant: 
     listed = {u.id: u.email for u in users.list_users(platform, tenant.principal).items}
     assert listed[uid] == "alice.smith@example.com"
     with pytest.raises(Conflict, match="exists already"):
-        accounts.add_user(platform, other.principal, "ALICE.SMITH@example.com", "Eve",
-                          Role.MEMBER, None)
+        accounts.add_user(platform, other.principal, accounts.Person("ALICE.SMITH@example.com",
+                                                                     "Eve", Role.MEMBER, None))
     session = accounts.console_login(platform, " ALICE.smith@EXAMPLE.com ", PASSPHRASE)
     assert accounts.authenticate(platform, session.secret()).user_id == uid
 

@@ -77,7 +77,7 @@ class LeaseMachine(RuleBasedStateMachine):
         seed_demo_fleet(self.p, 2)
         _, tok = accounts.create_operator(self.p, f"op{uuid.uuid4().hex[:6]}@e.io", "Op")
         self.op = accounts.authenticate(self.p, tok.token)
-        created = accounts.create_tenant(self.p, "lessee", "l@e.io", "L")
+        created = accounts.create_tenant(self.p, "lessee", accounts.Person("l@e.io", "L"))
         self.t = TenantCtx(accounts.authenticate(self.p, created.token.token),
                            created.token.token, created.tenant.id)
         self.worker = Worker(self.p, owner="hypothesis")

@@ -128,7 +128,7 @@ def test_short_balance_is_402_with_the_amount_missing_and_nothing_written(
 ) -> None:
     from gpulease.services.accounts import identity as accounts
 
-    created = accounts.create_tenant(fleet, "poor", "poor@example.com", "Poor")
+    created = accounts.create_tenant(fleet, "poor", accounts.Person("poor@example.com", "Poor"))
     poor = accounts.authenticate(fleet, created.token.token)
     fund(fleet, created.tenant.id, "50000")
     with fleet.db.read() as s:

@@ -59,7 +59,7 @@ class FleetMachine(RuleBasedStateMachine):
         self.worker = Worker(self.p, owner="hypothesis")
         self.ids: list[str] = []
         created = accounts.create_tenant(self.p, f"short-{uuid.uuid4().hex[:6]}",
-                                         f"s{uuid.uuid4().hex[:6]}@e.io", "Short")
+                                         accounts.Person(f"s{uuid.uuid4().hex[:6]}@e.io", "Short"))
         self.short = TenantCtx(accounts.authenticate(self.p, created.token.token),
                                created.token.token, created.tenant.id)
         self.short_ids: list[str] = []

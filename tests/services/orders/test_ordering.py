@@ -260,7 +260,8 @@ def test_tenants_are_isolated_and_readers_cannot_order(
     assert instances.list_instances(fleet, stranger.principal).total == 0
     assert instances.list_instances(fleet, tenant.principal).total == 1
     assert instances.list_instances(fleet, operator.principal).total == 1
-    reader = accounts.add_user(fleet, tenant.principal, "r@example.com", "R", Role.READER, None)
+    reader = accounts.add_user(fleet, tenant.principal, accounts.Person("r@example.com", "R",
+                                                                        Role.READER, None))
     token = accounts.issue_token(fleet, tenant.principal, "r", reader.id, 1)
     reader_p = accounts.authenticate(fleet, token.token)
     assert instances.show_instance(fleet, reader_p, iid).id == iid

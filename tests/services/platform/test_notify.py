@@ -87,8 +87,8 @@ def test_each_admin_is_mailed_in_their_own_language(
     from gpulease.services.accounts import identity as accounts
     from gpulease.services.accounts import users
 
-    other = accounts.add_user(fleet, tenant.principal, "li@example.com", "Li", Role.ADMIN,
-                              None)
+    other = accounts.add_user(fleet, tenant.principal, accounts.Person("li@example.com", "Li",
+                                                                       Role.ADMIN, None))
     users.set_locale(fleet, Principal(user_id=other.id, role=Role.ADMIN,
                                       tenant_id=tenant.tenant_id), "zh-CN")
     iid = deliver(fleet, tenant, worker, key)

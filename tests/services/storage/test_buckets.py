@@ -82,8 +82,8 @@ def test_each_tenant_reaches_its_own_bucket_only(platform: Platform, s3: Embedde
     assert seen.used_bytes == 4096
     assert [k.access_key_id for k in seen.keys] == [a_key.access_key_id]
     assert a_key.secret_access_key not in seen.model_dump_json()  # shown once only
-    member = accounts.add_user(platform, alpha.principal, "m@alpha.example", "M",
-                               Role.MEMBER, None)
+    member = accounts.add_user(platform, alpha.principal, accounts.Person("m@alpha.example", "M",
+                                                                          Role.MEMBER, None))
     with pytest.raises(Forbidden):
         storage.new_key(platform, accounts.authenticate(platform, accounts.issue_token(
             platform, alpha.principal, "m", member.id, 1).token or ""))

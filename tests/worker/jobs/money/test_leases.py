@@ -115,7 +115,7 @@ def test_auto_renew_with_and_without_money(
     lease = leases.show_lease(fleet, tenant.principal, iid)
     assert lease.status == "active" and lease.ends_at == add_months(end, 1)
 
-    created = accounts.create_tenant(fleet, "thin", "thin@example.com", "Thin")
+    created = accounts.create_tenant(fleet, "thin", accounts.Person("thin@example.com", "Thin"))
     thin = TenantCtx(accounts.authenticate(fleet, created.token.token), created.token.token,
                      created.tenant.id)
     fund(fleet, thin.tenant_id, "90000")  # one month, not two
