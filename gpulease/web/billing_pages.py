@@ -31,7 +31,8 @@ Period = Annotated[str | None, Query(max_length=7)]
 
 def _invoices(p: Platform, who: Principal, period: str | None, status: int = 200,
               **extra: Any) -> HTMLResponse:
-    listed = invoices.list_invoices(p, who, period=period or None, limit=200)
+    listed = invoices.list_invoices(p, who, invoices.InvoiceFilter(period=period or None),
+                                    limit=200)
     return page("invoice_runs.html", status, who=who, invoices=listed.items,
                 total=listed.total, period=period or "", **extra)
 

@@ -79,7 +79,8 @@ def list_usage(p: PlatformDep, actor: PrincipalDep, instance: str | None = None,
 def list_invoices(p: PlatformDep, actor: PrincipalDep, tenant: TenantQuery = None,
                   period: str | None = None, status: str | None = None, limit: Limit = 50,
                   offset: Offset = 0) -> Page[InvoiceView]:
-    return invoices.list_invoices(p, actor, tenant, period, status, limit, offset)
+    return invoices.list_invoices(p, actor, invoices.InvoiceFilter(tenant, period, status),
+                                  limit, offset)
 
 
 @router.get("/invoices/export", response_model=list[InvoiceView],

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -98,8 +99,9 @@ class CommandQueueAgent:
         cmd = None if node.stage is None else self._latest(node, kind)
         if cmd is None:
             with self.p.db.write() as s:
-                return Pending(submit(s, self.p, node.node_id, node.instance_id, payload,
-                                      node.stage or ON_DEMAND, self.p.clock.now()))
+                return Pending(submit(s, self.p, Recipient(
+                    node.node_id, node.instance_id, node.stage or ON_DEMAND), payload,
+                    self.p.clock.now()))
         if cmd.status == CommandStatus.FAILED.value:
             err = AgentError(f"node agent {kind} failed: {cmd.error}")
             err.retryable = False
@@ -123,11 +125,21 @@ class CommandQueueAgent:
             return row
 
 
-def submit(s: Session, p: Platform, node_id: str, instance_id: str | None, payload: BaseModel,
-           trigger: str, now: datetime) -> str:
+@dataclass(frozen=True)
+class Recipient:
+    """Which node's agent a command is for, for which instance, and why: the pipeline
+    stage that asks, or on demand."""
+
+    node_id: str
+    instance_id: str | None
+    trigger: str
+
+
+def submit(s: Session, p: Platform, to: Recipient, payload: BaseModel, now: datetime) -> str:
+    """File a command for the agent to fetch; its id."""
     command_id = uuid.uuid4().hex
-    s.add(AgentCommand(id=command_id, node_id=node_id, instance_id=instance_id,
-                       kind=COMMAND_KINDS[type(payload)], trigger=trigger,
+    s.add(AgentCommand(id=command_id, node_id=to.node_id, instance_id=to.instance_id,
+                       kind=COMMAND_KINDS[type(payload)], trigger=to.trigger,
                        payload_enc=p.box.seal(payload.model_dump_json()), created_at=now,
                        **initial(AgentCommand, AGENT_COMMAND)))
     return command_id

@@ -65,8 +65,9 @@ def test_order_add_ons_are_held_as_quoted_and_charged_per_period(
 
     clock.at = datetime(2026, 12, 3, 8, tzinfo=CAL)
     invoice_run.run_invoices(fleet, operator.principal, "2026-11", finalize=True)
-    inv = invoices.show_invoice(fleet, tenant.principal, invoices.list_invoices(
-        fleet, tenant.principal, period="2026-11").items[0].id)
+    listed = invoices.list_invoices(fleet, tenant.principal,
+                                    invoices.InvoiceFilter(period="2026-11"))
+    inv = invoices.show_invoice(fleet, tenant.principal, listed.items[0].id)
     (bandwidth,) = [ln for ln in inv.lines if ln.description.startswith("Public bandwidth")]
     # three months of 100 Mbps: 300 Mbps-months at ¥25, November to February
     assert (bandwidth.gross, bandwidth.quantity, bandwidth.unit, bandwidth.unit_price) == (

@@ -57,7 +57,8 @@ def _month_with_profile(fleet: Platform, tenant: TenantCtx, operator: TenantCtx,
     deliver(fleet, tenant, worker, key)
     clock.at = datetime(2026, 12, 3, 8, tzinfo=CAL)
     invoice_run.run_invoices(fleet, operator.principal, "2026-11", finalize=True)
-    return invoices.list_invoices(fleet, tenant.principal, period="2026-11").items[0].id
+    return invoices.list_invoices(fleet, tenant.principal,
+                                  invoices.InvoiceFilter(period="2026-11")).items[0].id
 
 
 def test_the_billing_profile_is_printed_as_it_was_when_issued_and_exported(
@@ -120,7 +121,8 @@ def test_spending_on_credit_leaves_an_invoice_unpaid_until_top_ups_settle_it(
     deliver(fleet, t, worker, key)  # ¥84,480 on ¥10,000: ¥74,480 on credit
     clock.at = datetime(2026, 12, 3, 8, tzinfo=CAL)
     invoice_run.run_invoices(fleet, operator.principal, "2026-11", finalize=True)
-    inv_id = invoices.list_invoices(fleet, t.principal, period="2026-11").items[0].id
+    inv_id = invoices.list_invoices(fleet, t.principal,
+                                    invoices.InvoiceFilter(period="2026-11")).items[0].id
     inv = invoices.show_invoice(fleet, t.principal, inv_id)
     assert (inv.payment_status, inv.amount_due) == ("unpaid", Decimal("74480.00"))
     wallet.top_up(fleet, operator.principal, t.tenant_id, Decimal("50000"), "part")
@@ -162,8 +164,9 @@ def test_a_year_lease_is_earned_month_by_month(
     worker.run_until_idle()
     clock.at = datetime(2026, 12, 3, 8, tzinfo=CAL)
     invoice_run.run_invoices(fleet, operator.principal, "2026-11", finalize=True)
-    inv = invoices.show_invoice(fleet, tenant.principal, invoices.list_invoices(
-        fleet, tenant.principal, period="2026-11").items[0].id)
+    listed = invoices.list_invoices(fleet, tenant.principal,
+                                    invoices.InvoiceFilter(period="2026-11"))
+    inv = invoices.show_invoice(fleet, tenant.principal, listed.items[0].id)
     (year,) = [ln for ln in inv.lines if iid in ln.description and ln.kind == "charge"]
     assert year.service_to is not None and year.service_from is not None
     assert (year.service_to - year.service_from).days == 365

@@ -199,7 +199,8 @@ def test_two_runs_of_a_month_at_once_both_answer_and_a_future_month_is_refused(
     assert len(answers) == 2 and all(isinstance(a, Conflict) or not isinstance(a, Exception)
                                      for a in answers), answers
     assert any(not isinstance(a, Exception) for a in answers)
-    finals = invoices.list_invoices(fleet, tenant.principal, period=NOV).items
+    finals = invoices.list_invoices(fleet, tenant.principal,
+                                    invoices.InvoiceFilter(period=NOV)).items
     assert [i.number for i in finals] == ["GL2026-000001"]  # one invoice, numbered once
     # A month that has not begun cannot be drafted (it would take this month's entries).
     with pytest.raises(InvalidInput, match="2027-01 has not begun"):
@@ -216,7 +217,8 @@ def test_monthly_invoice_from_draft_to_final_and_credit_notes(
         invoice_run.run_invoices(fleet, operator.principal, "2026-12", finalize=True)
     run = invoice_run.run_invoices(fleet, operator.principal, NOV)
     assert run.drafted == 1 and run.finalized == 0
-    draft = invoices.list_invoices(fleet, tenant.principal, period=NOV).items[0]
+    draft = invoices.list_invoices(fleet, tenant.principal,
+                                   invoices.InvoiceFilter(period=NOV)).items[0]
     inv = invoices.show_invoice(fleet, tenant.principal, draft.id)
     assert inv.status == "draft" and inv.number is None
     by = {ln.description: ln for ln in inv.lines}
@@ -254,7 +256,8 @@ def test_monthly_invoice_from_draft_to_final_and_credit_notes(
     assert invoices.show_invoice(fleet, tenant.principal, final.id) == final
     clock.at = datetime(2027, 1, 1, 1, 0, tzinfo=CAL)
     dec = invoice_run.run_invoices(fleet, operator.principal, "2026-12", finalize=True)
-    dec_inv = invoices.list_invoices(fleet, tenant.principal, period="2026-12").items[0]
+    dec_inv = invoices.list_invoices(fleet, tenant.principal,
+                                     invoices.InvoiceFilter(period="2026-12")).items[0]
     dec_lines = invoices.show_invoice(fleet, tenant.principal, dec_inv.id).lines
     assert dec.finalized == 1 and dec_inv.number == "GL2026-000002"
     assert any(ln.description == f"Data egress · {bm}" and ln.gross == Decimal("1.00")
@@ -293,7 +296,8 @@ def test_invoices_are_the_tenants_own(
     _month_of_activity(fleet, clock, other, operator, worker, key)
     _month_of_activity(fleet, clock, tenant, operator, worker, key)
     assert invoice_run.run_invoices(fleet, operator.principal, NOV).drafted == 2  # one run
-    inv = invoices.list_invoices(fleet, operator.principal, tenant_id=tenant.tenant_id).items[0]
+    inv = invoices.list_invoices(fleet, operator.principal,
+                                 invoices.InvoiceFilter(tenant_id=tenant.tenant_id)).items[0]
     mine = invoices.list_invoices(fleet, other.principal).items[0]
     assert mine.tenant_id == other.tenant_id and mine.total == inv.total  # the same month
     with pytest.raises(NotFound):
@@ -365,7 +369,8 @@ def test_sla_credits_land_on_the_next_invoice(
 
     clock.at = datetime(2026, 12, 1, 2, 0, tzinfo=CAL)
     invoice_run.run_invoices(fleet, operator.principal, NOV, finalize=True)
-    inv = invoices.list_invoices(fleet, tenant.principal, period=NOV).items[0]
+    inv = invoices.list_invoices(fleet, tenant.principal,
+                                 invoices.InvoiceFilter(period=NOV)).items[0]
     lines = invoices.show_invoice(fleet, tenant.principal, inv.id).lines
     # outage: 5 h of a ¥84,480 month × 10 = ¥5,866.67; failed acceptance: 10 % = ¥8,448
     credits = sorted(ln.gross for ln in lines if ln.kind == "credit")
@@ -428,15 +433,17 @@ def test_money_back_beyond_a_months_charges_is_carried_forward_never_a_negative_
     leases.renew(fleet, tenant.principal, bm)  # December: another ¥84,480
     clock.at = datetime(2026, 12, 6, 8, 0, tzinfo=CAL)
     invoice_run.run_invoices(fleet, operator.principal, NOV, finalize=True)
-    nov = invoices.show_invoice(fleet, tenant.principal, invoices.list_invoices(
-        fleet, tenant.principal, period=NOV).items[0].id)
+    listed = invoices.list_invoices(fleet, tenant.principal,
+                                    invoices.InvoiceFilter(period=NOV))
+    nov = invoices.show_invoice(fleet, tenant.principal, listed.items[0].id)
     # the newer credit does not fit: November bills ¥84,480 − ¥50,000, the rest waits
     assert nov.total == Decimal("34480.00") and nov.total >= 0
     assert not any("outage 25" in ln.description for ln in nov.lines)
     clock.at = datetime(2027, 1, 1, 8, 0, tzinfo=CAL)
     invoice_run.run_invoices(fleet, operator.principal, "2026-12", finalize=True)
-    dec = invoices.show_invoice(fleet, tenant.principal, invoices.list_invoices(
-        fleet, tenant.principal, period="2026-12").items[0].id)
+    listed = invoices.list_invoices(fleet, tenant.principal,
+                                    invoices.InvoiceFilter(period="2026-12"))
+    dec = invoices.show_invoice(fleet, tenant.principal, listed.items[0].id)
     assert any("outage 25" in ln.description and ln.gross == Decimal("-40000.00")
                for ln in dec.lines)
     assert dec.total == Decimal("44480.00")

@@ -115,8 +115,9 @@ def test_reports_for_another_node_replays_and_oversize_write_nothing(
     with fleet.db.write() as s:  # the neighbour's node has work pending for its agent
         marks = fleet.catalog.marks(other.sku, other.region)
         assert marks is not None
-        command = agent_commands.submit(s, fleet, other.id, theirs, VerifyPayload(
-            thresholds=marks[0], spec=marks[1]), "on_demand", fleet.clock.now())
+        command = agent_commands.submit(s, fleet, agent_commands.Recipient(
+            other.id, theirs, "on_demand"), VerifyPayload(thresholds=marks[0], spec=marks[1]),
+            fleet.clock.now())
     before, own = _rows(fleet, other.id), _rows(fleet, node.id)  # delivery's reports
 
     # A result for the neighbour's command, a push naming the neighbour's node: refused or

@@ -154,7 +154,8 @@ def test_an_unpaid_invoice_is_reminded_then_suspends_orders_until_paid(
         orders.place_order(fleet, t.principal, OrderRequest(
             kind="container", offer="rtx4090-24g-container", gpus=1, ssh_keys=[key]))
     wallet.top_up(fleet, operator.principal, t.tenant_id, Decimal("74480"), "pay")
-    inv = invoices.list_invoices(fleet, t.principal, period="2026-11").items[0]
+    inv = invoices.list_invoices(fleet, t.principal,
+                                 invoices.InvoiceFilter(period="2026-11")).items[0]
     assert inv.payment_status == "paid"
     spending.sweep_spending(fleet)
     assert notices(fleet, t.tenant_id)[-1] == "restored"

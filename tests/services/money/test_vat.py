@@ -80,7 +80,8 @@ def test_quote_hold_charge_invoice_and_credit_note_agree(
 
     clock.at = datetime(2026, 12, 1, 1, tzinfo=CAL)
     invoice_run.run_invoices(fleet, operator.principal, "2026-11", finalize=True)
-    inv = invoices.list_invoices(fleet, tenant.principal, period="2026-11").items[0]
+    inv = invoices.list_invoices(fleet, tenant.principal,
+                                 invoices.InvoiceFilter(period="2026-11")).items[0]
     inv = invoices.show_invoice(fleet, tenant.principal, inv.id)
     assert inv.total == paid  # what the wallet paid is the invoice's total
     (month,) = [ln for ln in inv.lines if ln.description.startswith("h100-80g-x8")]

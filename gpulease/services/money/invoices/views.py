@@ -4,6 +4,7 @@ services/money/invoices/run.py; their CSV and PDF, services/money/invoices/docum
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from decimal import Decimal
 from typing import Any
@@ -123,9 +124,18 @@ def show_invoice(p: Platform, actor: Principal, invoice_id: str) -> InvoiceView:
                             tz=p.settings.zone)
 
 
-def list_invoices(p: Platform, actor: Principal, tenant_id: str | None = None,
-                  period: str | None = None, status: str | None = None, limit: int = 50,
-                  offset: int = 0) -> Page[InvoiceView]:
+@dataclass(frozen=True)
+class InvoiceFilter:
+    """Which invoices: one tenant's (an operator's choice), of a month (YYYY-MM), by status."""
+
+    tenant_id: str | None = None
+    period: str | None = None
+    status: str | None = None
+
+
+def list_invoices(p: Platform, actor: Principal, which: InvoiceFilter = InvoiceFilter(),
+                  limit: int = 50, offset: int = 0) -> Page[InvoiceView]:
+    tenant_id, period, status = which.tenant_id, which.period, which.status
     where: list[Any] = []
     if not actor.is_operator or tenant_id:
         where.append(Invoice.tenant_id == tenant_of(actor, tenant_id))
