@@ -22,7 +22,7 @@ import httpx
 from sqlalchemy import select, text
 
 from bench._common import bench_platform, free_port, summary_ms
-from gpulease.agent.gpu.metrics import render
+from gpulease.agent.gpu.metrics import Host, render
 from gpulease.agent.gpu.sampler import Sampler
 from gpulease.agent.gpu.simulated import SimulatedGpus, VirtualClock
 from gpulease.agent.server import AgentServer, AgentState
@@ -68,7 +68,7 @@ def scrape() -> dict[str, object]:
     render_s = []
     for _ in range(SCRAPES):
         t = time.perf_counter()
-        render(sampler.latest(), "bench-node", "simulated")
+        render(sampler.latest(), Host("bench-node", "simulated"))
         render_s.append(time.perf_counter() - t)
     server = AgentServer(state, "127.0.0.1", free_port())
     server.start()

@@ -29,7 +29,7 @@ import uvicorn
 from bench._common import bench_platform, free_port, fund, ssh_key
 from gpulease.api.app import create_app
 from gpulease.drivers import redfish as redfish_driver
-from gpulease.drivers.redfish_emulator import start_emulator
+from gpulease.drivers.redfish_emulator import Rack, start_emulator
 from gpulease.schemas import EnrollRequest, OrderRequest
 from gpulease.services.accounts import identity as accounts
 from gpulease.services.fleet import enrollment
@@ -42,7 +42,7 @@ BMCS, PARALLEL = 40, 8
 
 
 def enrollment_throughput(db: str) -> dict[str, object]:
-    emu = start_emulator(Path(tempfile.mkdtemp()), free_port(), count=BMCS, power="Off")
+    emu = start_emulator(Path(tempfile.mkdtemp()), free_port(), Rack(count=BMCS))
     try:
         with bench_platform(db) as p:
             _, tok = accounts.create_operator(p, "op@bench.io", "Op")
@@ -81,7 +81,7 @@ def deploy_share(db: str) -> dict[str, object]:
     server = http.server.ThreadingHTTPServer(
         ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(images)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    emu = start_emulator(Path(tempfile.mkdtemp()), free_port(), count=1, power="Off")
+    emu = start_emulator(Path(tempfile.mkdtemp()), free_port(), Rack(count=1))
     spent = {"bmc": 0.0, "worker": 0.0}
     calls: list[float] = []  # when each BMC call began: the polling load
     original_call = redfish_driver.RedfishBmc._call

@@ -226,7 +226,7 @@ def start_demo_emulator(platform: Platform, port: int) -> tuple[Any, tuple[list[
     import secrets
 
     from gpulease.demo import demo_node_names
-    from gpulease.drivers.redfish_emulator import start_emulator
+    from gpulease.drivers.redfish_emulator import Rack, start_emulator
 
     settings = platform.settings
     folder = settings.data_dir / "emulator"
@@ -237,9 +237,9 @@ def start_demo_emulator(platform: Platform, port: int) -> tuple[Any, tuple[list[
         secret_file.chmod(0o600)
     password = secret_file.read_text().strip()
     count = len(demo_node_names(platform, settings.demo_nodes_per_offer))
-    emulator = start_emulator(folder, port, count=count, power="Off", nics=[2] * count,
-                              username="admin", password=password,
-                              power_delay_s=settings.demo_bmc_power_delay_s)
+    rack = Rack(count=count, power="Off", nics=[2] * count,
+                power_delay_s=settings.demo_bmc_power_delay_s)
+    emulator = start_emulator(folder, port, rack, username="admin", password=password)
     urls = [emulator.system_url(i) for i in range(count)]
     return emulator, (urls, "admin", password)
 

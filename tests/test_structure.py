@@ -256,6 +256,46 @@ def test_states_are_compared_through_their_enums() -> None:
                            + "\n".join(offenders))
 
 
+MAX_PARAMETERS = 6  # values a function takes, self aside; more: a parameter object
+DECLARATIONS = {"get", "post", "put", "patch", "delete", "head", "api_route", "websocket",
+                "command", "callback"}  # a route's or a command's options are its interface
+RECORD_BUILDERS = {("domain/fleet/acceptance.py", "_check")}  # builds a Check field by field
+
+
+def wide_functions(source: str) -> list[tuple[int, str, int]]:
+    """Functions of `source` that take more than MAX_PARAMETERS values and are not a
+    declared route or command (their parameters are the query's or the command line's)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        a = node.args
+        names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs
+                 if x.arg not in ("self", "cls")]
+        declared = any(isinstance(d, ast.Call) and _name(d.func) in DECLARATIONS
+                       for d in node.decorator_list)
+        if len(names) > MAX_PARAMETERS and not declared:
+            found.append((node.lineno, node.name, len(names)))
+    return found
+
+
+def test_the_width_checker_counts_values_and_spares_declarations() -> None:
+    source = ("def wide(a, b, c, d, e, f, *, g): ...\n"
+              "class C:\n    def method(self, a, b, c, d, e, f): ...\n"
+              "@router.get('/x')\ndef route(a, b, c, d, e, f, g, h): ...\n")
+    assert wide_functions(source) == [(1, "wide", 7)]
+
+
+def test_no_function_takes_more_than_six_values() -> None:
+    offenders = [f"{path.relative_to(PACKAGE)}:{line}: {name} takes {count}"
+                 for path in sources()
+                 for line, name, count in wide_functions(path.read_text())
+                 if (str(path.relative_to(PACKAGE)), name) not in RECORD_BUILDERS]
+    assert not offenders, ("group the values that travel together in a parameter object "
+                           "(a frozen dataclass named for what they are):\n"
+                           + "\n".join(offenders))
+
+
 SERVICES = PACKAGE / "services"
 FAMILY_SIZE = 15  # modules a folder holds at most, __init__ aside
 

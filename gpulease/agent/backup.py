@@ -203,10 +203,21 @@ def _abort_stale_uploads(s3: Any, target: Target, prefix: str) -> None:
         pass  # best effort: a store without the call keeps them until its lifecycle rule
 
 
-def _manager(s3: Any, parallel: int, max_bytes_per_s: int | None) -> Any:
+@dataclass(frozen=True)
+class Pace:
+    """How a transfer goes: files in flight at once, a bandwidth cap, and who hears of it
+    (`plan` the bytes it will move once it knows them; `progress` the bytes as they go)."""
+
+    parallel: int = 8
+    max_bytes_per_s: int | None = None
+    progress: Progress | None = None
+    plan: Callable[[int], None] | None = None
+
+
+def _manager(s3: Any, pace: Pace) -> Any:
     config = TransferConfig(multipart_threshold=MULTIPART_AT, multipart_chunksize=PART,
-                            max_concurrency=parallel, use_threads=True,
-                            max_bandwidth=max_bytes_per_s)
+                            max_concurrency=pace.parallel, use_threads=True,
+                            max_bandwidth=pace.max_bytes_per_s)
     return create_transfer_manager(s3, config)
 
 
@@ -221,17 +232,14 @@ class _Counter(BaseSubscriber):  # type: ignore[misc]  # untyped base
             self.progress(bytes_transferred)
 
 
-def backup(source: Path, target: Target, *, parallel: int = 8,
-           max_bytes_per_s: int | None = None, cache: Path | None = None,
-           host: str | None = None, progress: Progress | None = None,
-           plan: Callable[[int], None] | None = None) -> BackupResult:
-    """One snapshot of `source` (see the module's docstring). `plan` hears the bytes it
-    will send once it knows them; `progress`, the bytes sent as they go."""
+def backup(source: Path, target: Target, *, cache: Path | None = None,
+           host: str | None = None, pace: Pace = Pace()) -> BackupResult:
+    """One snapshot of `source` (see the module's docstring), at `pace`."""
     started = time.monotonic()
     if not source.is_dir():
         raise BackupError(f"{source} is not a directory")
     prefix = normal_prefix(target.prefix)
-    s3 = target.client(parallel)
+    s3 = target.client(pace.parallel)
     present = present_contents(s3, target, prefix)
     _abort_stale_uploads(s3, target, prefix)
     hashes = HashCache(cache)
@@ -252,7 +260,7 @@ def backup(source: Path, target: Target, *, parallel: int = 8,
         except OSError:
             return rel, st, None  # vanished or unreadable: skipped, said in the manifest
 
-    with ThreadPoolExecutor(max_workers=max(2, min(parallel, os.cpu_count() or 2))) as pool:
+    with ThreadPoolExecutor(max_workers=max(2, min(pace.parallel, os.cpu_count() or 2))) as pool:
         results = list(pool.map(hashed, listed))
     files: list[SnapshotFile] = []
     to_send: dict[str, tuple[str, os.stat_result]] = {}
@@ -266,10 +274,10 @@ def backup(source: Path, target: Target, *, parallel: int = 8,
         if sha not in present and sha not in to_send:
             to_send[sha] = (rel, st)
 
-    if plan is not None:
-        plan(sum(st.st_size for _, st in to_send.values()))
-    manager = _manager(s3, parallel, max_bytes_per_s)
-    counter = _Counter(progress)
+    if pace.plan is not None:
+        pace.plan(sum(st.st_size for _, st in to_send.values()))
+    manager = _manager(s3, pace)
+    counter = _Counter(pace.progress)
     try:
         futures = [manager.upload(str(source / rel), target.bucket, blob_key(prefix, sha),
                                   extra_args={"Metadata": {"sha256": sha}},
@@ -344,14 +352,13 @@ def read_manifest(s3: Any, target: Target, prefix: str, snapshot_id: str) -> Man
                           f"{str(exc).splitlines()[0]}") from None
 
 
-def restore(target: Target, snapshot_id: str, dest: Path, *, parallel: int = 8,
-            max_bytes_per_s: int | None = None, progress: Progress | None = None,
-            plan: Callable[[int], None] | None = None) -> RestoreResult:
+def restore(target: Target, snapshot_id: str, dest: Path, *,
+            pace: Pace = Pace()) -> RestoreResult:
     """The snapshot's files under `dest`, each content verified by size and SHA-256 before
     any file takes its place (a content several files share is downloaded once)."""
     started = time.monotonic()
     prefix = normal_prefix(target.prefix)
-    s3 = target.client(parallel)
+    s3 = target.client(pace.parallel)
     manifest = read_manifest(s3, target, prefix, snapshot_id)
     dest.mkdir(parents=True, exist_ok=True)
     root = dest.resolve()
@@ -361,12 +368,12 @@ def restore(target: Target, snapshot_id: str, dest: Path, *, parallel: int = 8,
         if root not in path.parents:
             raise BackupError(f"snapshot {snapshot_id} names a path outside {dest}: {f.path}")
         firsts.setdefault(f.sha256, f)
-    if plan is not None:
-        plan(sum(f.size for f in firsts.values()))
+    if pace.plan is not None:
+        pace.plan(sum(f.size for f in firsts.values()))
     staging = root / ".gpulease-restore"
     staging.mkdir(exist_ok=True)
-    manager = _manager(s3, parallel, max_bytes_per_s)
-    counter = _Counter(progress)
+    manager = _manager(s3, pace)
+    counter = _Counter(pace.progress)
     try:
         futures = [(sha, manager.download(target.bucket, blob_key(prefix, sha),
                                           str(staging / sha), subscribers=[counter]))
@@ -466,15 +473,14 @@ def run_transfer(root: Path, payload: Any, simulated: bool = False,
     where = on_data_disk(root, payload.path)
     rate = int(payload.max_mbps * 1e6) if payload.max_mbps else None
     tally = Tally(report)
+    pace = Pace(max_bytes_per_s=rate, progress=tally, plan=tally.plan)
     if isinstance(payload, RestorePayload):
-        done = restore(target, payload.snapshot_id, where, max_bytes_per_s=rate,
-                       progress=tally, plan=tally.plan)
+        done = restore(target, payload.snapshot_id, where, pace=pace)
         return TransferResult(snapshot_id=done.snapshot_id, files=done.files,
                               bytes_total=done.bytes_total, bytes_moved=done.bytes_downloaded,
                               seconds=done.seconds, simulated=simulated)
     where.mkdir(parents=True, exist_ok=True)
-    made = backup(where, target, max_bytes_per_s=rate, cache=default_cache(where, target),
-                  progress=tally, plan=tally.plan)
+    made = backup(where, target, cache=default_cache(where, target), pace=pace)
     return TransferResult(snapshot_id=made.snapshot_id, files=made.files,
                           bytes_total=made.bytes_total, bytes_moved=made.bytes_uploaded,
                           seconds=made.seconds, simulated=simulated)

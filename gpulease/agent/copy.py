@@ -280,6 +280,7 @@ def fetch(root: Path, payload: ReceivePayload,
     locate = address or (lambda: (payload.source, payload.port))
     with httpx.Client(timeout=httpx.Timeout(60.0, connect=5.0), headers=headers) as client:
         base, manifest = _manifest(client, aead, payload.copy_id, locate, deadline)
+        channel = _Channel(client, aead, payload.copy_id, base)
         tally = Tally(report)
         tally.plan(manifest.total_bytes)
         moved = 0
@@ -291,8 +292,7 @@ def fetch(root: Path, payload: ReceivePayload,
             if _already_there(path, entry):
                 tally(entry.size)
                 continue
-            moved += _fetch_file(client, aead, payload.copy_id, f"{base}/files/{number}",
-                                 number, entry, path, tally)
+            moved += _fetch_file(channel, number, entry, path, tally)
         with contextlib.suppress(httpx.HTTPError):  # it stops at its deadline anyway
             client.post(f"{base}/done")
     return TransferResult(snapshot_id=manifest.id, files=len(manifest.files),
@@ -325,16 +325,30 @@ def _manifest(client: httpx.Client, aead: AESGCM, copy_id: str,
         time.sleep(min(RETRY_S, left))
 
 
-def _fetch_file(client: httpx.Client, aead: AESGCM, copy_id: str, url: str, number: int,
-                entry: SnapshotFile, path: Path, tally: Tally) -> int:
+@dataclass(frozen=True)
+class _Channel:
+    """The source's listener for one copy: the HTTP client, the copy's key and id (which
+    every frame is sealed under), and the base address of its files."""
+
+    client: httpx.Client
+    aead: AESGCM
+    copy_id: str
+    base: str
+
+
+def _fetch_file(channel: _Channel, number: int, entry: SnapshotFile, path: Path,
+                tally: Tally) -> int:
+    """File `number` of the listing into `path`, through a part file that takes the
+    file's place only once its size and checksum match the listing."""
     path.parent.mkdir(parents=True, exist_ok=True)
     part = path.with_name(f".{path.name}{PART}")
     digest, size = hashlib.sha256(), 0
     try:
-        with client.stream("GET", url) as resp, part.open("wb") as out:
+        with (channel.client.stream("GET", f"{channel.base}/files/{number}") as resp,
+              part.open("wb") as out):
             if resp.status_code != 200:
                 raise CopyError(f"the source answered {resp.status_code} for {entry.path}")
-            for plain in open_frames(aead, copy_id, number, resp.iter_bytes()):
+            for plain in open_frames(channel.aead, channel.copy_id, number, resp.iter_bytes()):
                 out.write(plain)
                 digest.update(plain)
                 size += len(plain)

@@ -70,20 +70,38 @@ class NodeOptions:
     copy_bind: str = "0.0.0.0"  # where a swap's source serves its copy (agent/copy.py)
 
 
+@dataclass(frozen=True)
+class Keys:
+    """Where the agent keeps its credential, and the enrollment token (the config drive's)
+    it registers with when it has none."""
+
+    credential_file: Path
+    enroll_token_file: Path | None = None
+
+
+@dataclass(frozen=True)
+class Cadence:
+    """How often the agent pushes its samples and asks for commands, and how long it waits
+    for the control plane."""
+
+    push_s: float = 60.0
+    command_poll_s: float = 5.0
+    timeout_s: float = 10.0
+
+
 class PhoneHome:
-    def __init__(self, url: str, state: AgentState, credential_file: Path,
-                 enroll_token_file: Path | None, interval_s: float = 60.0,
-                 listen_port: int | None = None, timeout_s: float = 10.0,
-                 command_poll_s: float = 5.0, options: NodeOptions = NodeOptions()) -> None:
+    def __init__(self, url: str, state: AgentState, keys: Keys, *,
+                 listen_port: int | None = None, cadence: Cadence = Cadence(),
+                 options: NodeOptions = NodeOptions()) -> None:
         self.url = url.rstrip("/")
-        self.state, self.interval_s = state, interval_s
-        self.command_poll_s, self.options = command_poll_s, options
+        self.state, self.interval_s = state, cadence.push_s
+        self.command_poll_s, self.options = cadence.command_poll_s, options
         self.commands_done = 0
         self._register_lock = threading.Lock()
         self._spent_token: str | None = None  # the enrollment token this agent used last
-        self.credential_file, self.enroll_token_file = credential_file, enroll_token_file
+        self.credential_file, self.enroll_token_file = keys.credential_file, keys.enroll_token_file
         self.listen_port = listen_port
-        self.client = httpx.Client(timeout=timeout_s)
+        self.client = httpx.Client(timeout=cadence.timeout_s)
         self.pushes = 0
         self.last_alerts: list[dict[str, Any]] = []
         self._stop = threading.Event()

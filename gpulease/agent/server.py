@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from gpulease.agent.gpu.backend import GpuBackend
-from gpulease.agent.gpu.metrics import CONTENT_TYPE, render
+from gpulease.agent.gpu.metrics import CONTENT_TYPE, Host, render
 from gpulease.agent.gpu.sampler import Sampler
 from gpulease.domain.fleet.telemetry import alerts_for
 
@@ -31,9 +31,9 @@ class AgentState:
         self.bus_ids = {g.index: g.pci_bus_id for g in backend.devices() if g.pci_bus_id}
 
     def metrics_text(self) -> str:
-        return render(self.sampler.latest(), self.hostname, self.backend_name,
-                      self.driver_version, self.cuda_version, self.sampler.last_sweep_s,
-                      self.bus_ids)
+        host = Host(self.hostname, self.backend_name, self.driver_version, self.cuda_version,
+                    self.bus_ids)
+        return render(self.sampler.latest(), host, self.sampler.last_sweep_s)
 
     def summary(self, seconds: float | None) -> dict[str, Any]:
         summaries = self.sampler.summaries(seconds)

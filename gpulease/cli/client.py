@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import asdict
 from typing import Any
 
 import httpx
@@ -22,6 +23,7 @@ from gpulease.schemas import (
     TokenView,
     UserView,
 )
+from gpulease.schemas.fleet import NodeFilter
 
 
 class ApiError(Exception):
@@ -153,12 +155,10 @@ class Client:
             self._call("POST", f"/api/v1/instances/{instance_id}/credentials"))
 
     # nodes (operator)
-    def nodes(self, status: str | None = None, region: str | None = None,
-              sku: str | None = None, limit: int = 500, offset: int = 0,
-              fabric: str | None = None, rack: str | None = None) -> Page[NodeView]:
-        params = {k: v for k, v in {"status": status, "region": region, "sku": sku,
-                                    "limit": limit, "offset": offset, "fabric": fabric,
-                                    "rack": rack}.items() if v is not None}
+    def nodes(self, which: NodeFilter = NodeFilter(), limit: int = 500, offset: int = 0
+              ) -> Page[NodeView]:
+        params = {k: v for k, v in {**asdict(which), "limit": limit, "offset": offset}.items()
+                  if v is not None}
         return Page[NodeView].model_validate(self._call("GET", "/api/v1/nodes", params=params))
 
     def enroll(self, body: EnrollRequest) -> NodeView:

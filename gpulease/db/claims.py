@@ -42,10 +42,20 @@ def unlocked(table: Any, now: datetime) -> ColumnElement[bool]:
     return or_(table.lock_expires_at.is_(None), table.lock_expires_at < now)
 
 
-def claim(db: Database, table: Any, owner: str, now: datetime, ttl: timedelta,
-          conditions: Iterable[ColumnElement[bool]], limit: int = 1) -> list[Claim]:
+@dataclass(frozen=True)
+class Hold:
+    """Who takes rows, when, and for how long their locks last without a heartbeat."""
+
+    owner: str
+    now: datetime
+    ttl: timedelta
+
+
+def claim(db: Database, table: Any, hold: Hold, conditions: Iterable[ColumnElement[bool]],
+          limit: int = 1) -> list[Claim]:
     """Up to `limit` unlocked rows of `table` meeting `conditions`, oldest due first, each
-    locked for `owner` until `now + ttl`."""
+    locked for `hold.owner` until `hold.now + hold.ttl`."""
+    owner, now, ttl = hold.owner, hold.now, hold.ttl
     claims: list[Claim] = []
     conditions = list(conditions)
     with db.read() as s:  # most looks find nothing: no write turn taken for them

@@ -208,11 +208,11 @@ def step_time(job: Job, layout: Layout, nodes: int, rate: float, link: Links,
                 accumulate * tp, exposed + accumulate * gather, bubble)
 
 
-def _throughput(job: Job, sku: Sku, gpu: Gpu, gpus: int, nodes: int, layout: Layout,
-                a: Assumptions, measured: Mapping[str, float] | None = None
+def _throughput(job: Job, sku: Sku, gpu: Gpu, nodes: int, layout: Layout, market: Market
                 ) -> tuple[float, list[str]]:
     """The layout's sustained FLOP/s over all its GPUs, communication counted, and what
     the communication costs in words."""
+    a, measured = market.assumptions, market.measured
     per_gpu = gpu_rate(gpu, a, measured)
     notes = []
     if measured and gpu.id in measured:
@@ -285,7 +285,7 @@ def advise(catalog: Catalog, job: Job, ask: Ask = Ask(), market: Market = Market
     job's FLOPs; with `hours` (planned, at nominal speed), each is costed for that time;
     with neither, for one day. Containers add the neighbour-jitter risk to their time."""
     tokens, hours, budget, limit = ask.tokens, ask.hours, ask.budget, ask.limit
-    domestic, gpu_filter, measured = ask.domestic, ask.gpu_filter, market.measured
+    domestic, gpu_filter = ask.domestic, ask.gpu_filter
     stock, container_stock = market.stock, market.container_stock
     a = market.assumptions
     terms = memory_terms(job)
@@ -318,7 +318,7 @@ def advise(catalog: Catalog, job: Job, ask: Ask = Ask(), market: Market = Market
             if placed is None:
                 continue
             layout, share = placed
-            rate, notes = _throughput(job, sku, gpu, gpus, nodes, layout, a, measured)
+            rate, notes = _throughput(job, sku, gpu, nodes, layout, market)
             wall, nominal, tph = timing(rate, "bare_metal")
             term, periods, cost = bare_metal_cost(catalog, offer, nodes, wall)
             free = stock.get(offer.id, 0)
@@ -339,7 +339,7 @@ def advise(catalog: Catalog, job: Job, ask: Ask = Ask(), market: Market = Market
                 continue
             layout, share = placed
             host = catalog.sku_by_id[co.host_sku]
-            rate, notes = _throughput(job, host, gpu, gpus, 1, layout, a, measured)
+            rate, notes = _throughput(job, host, gpu, 1, layout, market)
             wall, nominal, tph = timing(rate, "container")
             billed, cost = _container_cost(co, gpus, wall)
             free = container_stock.get(co.id, 0)

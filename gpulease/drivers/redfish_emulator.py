@@ -46,14 +46,23 @@ _FIXED_DELAY = (
     "sys.exit(main())\n")
 
 
-def start_emulator(
-    workdir: Path, port: int, count: int = 2, power: str = "Off",
-    nics: list[int] | None = None, username: str = "admin", password: str = "admin",
-    power_delay_s: int | None = None,
-) -> Emulator:
+@dataclass(frozen=True)
+class Rack:
+    """The fake servers behind the emulator: how many, their power at the start, the NICs
+    each lists (one each if not given), and a fixed delay for power changes."""
+
+    count: int = 2
+    power: str = "Off"
+    nics: list[int] | None = None
+    power_delay_s: int | None = None
+
+
+def start_emulator(workdir: Path, port: int, rack: Rack = Rack(), username: str = "admin",
+                   password: str = "admin") -> Emulator:
     """sushy-tools' emulator with its fake driver. Its power changes land after a random
-    1–11 s, as slow BMCs do; `power_delay_s` fixes that delay instead (tests of the flows
-    around power, not of the waiting)."""
+    1–11 s, as slow BMCs do; `rack.power_delay_s` fixes that delay instead (tests of the
+    flows around power, not of the waiting)."""
+    count, power, nics, power_delay_s = rack.count, rack.power, rack.nics, rack.power_delay_s
     import bcrypt  # only needed here
 
     workdir.mkdir(parents=True, exist_ok=True)

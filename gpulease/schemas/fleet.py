@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Literal
@@ -9,6 +10,18 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+
+@dataclass(frozen=True)
+class NodeFilter:
+    """Which nodes an operator lists: by status (deleted ones only when asked for), region,
+    SKU, fabric or rack."""
+
+    status: str | None = None
+    region: str | None = None
+    sku: str | None = None
+    fabric: str | None = None
+    rack: str | None = None
 
 
 class FabricCreate(BaseModel):

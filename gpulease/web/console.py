@@ -29,6 +29,7 @@ from gpulease.domain.errors import DomainError, InvalidInput, TooManyRequests, U
 from gpulease.domain.states import InstanceStatus
 from gpulease.platform import Platform
 from gpulease.schemas import InstanceView
+from gpulease.schemas.fleet import NodeFilter
 from gpulease.services.accounts import identity as accounts
 from gpulease.services.accounts import password_resets, users
 from gpulease.services.agents import evidence
@@ -228,7 +229,7 @@ def home(p: PlatformDep, who: Who,
     fleet, error = None, None
     if who.is_operator:
         try:
-            fleet = inventory.list_nodes(p, who, inventory.NodeFilter(
+            fleet = inventory.list_nodes(p, who, NodeFilter(
                 status=filters["status"], sku=filters["sku"], region=filters["region"]),
                 limit=FLEET_PAGE)
         except DomainError as exc:  # an unknown status in the filter

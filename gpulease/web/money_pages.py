@@ -5,6 +5,7 @@ charge and the new end; auto-renew is switched on the lease's own card."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
 
@@ -55,19 +56,28 @@ def order_form(p: PlatformDep, who: Who, request: Request, sku: QueryText = None
     except DomainError as exc:
         return page("base.html", exc.status, who=who, error=said(exc))
     form = {k: v for k, v in request.query_params.items() if k in FORM_FIELDS}
-    return order_page(p, who, sku, region, offer, form)
+    return order_page(p, who, Pick(sku, region, offer), form)
 
 
 FORM_FIELDS = ("kind", "nodes", "term", "image", "gpus", "name", "ssh_key", "bandwidth",
                "storage", "support")
 
 
-def order_page(p: Platform, who: Principal, sku: str | None, region: str | None,
-               offer: str | None, form: dict[str, Any], status: int = 200,
-               error: str | None = None) -> HTMLResponse:
+@dataclass(frozen=True)
+class Pick:
+    """The offer an order page is for: a bare-metal SKU in a region, or a container offer."""
+
+    sku: str | None
+    region: str | None
+    offer: str | None
+
+
+def order_page(p: Platform, who: Principal, pick: Pick, form: dict[str, Any],
+               status: int = 200, error: str | None = None) -> HTMLResponse:
     view = catalog.catalog_view(p)
-    bare = next((o for o in view.offers if o.sku == sku and o.region == region), None)
-    container = next((c for c in view.container_offers if c.id == offer), None)
+    bare = next((o for o in view.offers if o.sku == pick.sku and o.region == pick.region),
+                None)
+    container = next((c for c in view.container_offers if c.id == pick.offer), None)
     if bare is None and container is None:
         return catalog_page(p, who, 404, error=(
             "There is no such offer in the catalog; pick one below."))
@@ -126,7 +136,7 @@ def order(p: PlatformDep, who: Who, kind: Annotated[str, Form(max_length=16)],
                  "name": name, "ssh_key": ssh_key, "bandwidth": bandwidth,
                  "storage": storage, "support": support}
         status, why = refusal(exc)
-        return order_page(p, who, sku, region, offer, typed, status, why)
+        return order_page(p, who, Pick(sku, region, offer), typed, status, why)
     return RedirectResponse(f"/console/instances/{view.id}", status_code=303)
 
 

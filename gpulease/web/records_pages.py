@@ -51,7 +51,8 @@ def audit_page(p: PlatformDep, who: Who,
                user: Annotated[str | None, Query(max_length=32)] = None,
                offset: Annotated[int, Query(ge=0, le=10**9)] = 0) -> HTMLResponse:
     try:
-        trail = audit.entries(p, who, user_id=user or None, limit=AUDIT_PAGE, offset=offset)
+        trail = audit.entries(p, who, audit.AuditFilter(user_id=user or None), limit=AUDIT_PAGE,
+                              offset=offset)
     except DomainError as exc:
         return page("base.html", exc.status, who=who, error=said(exc))
     return page("audit.html", who=who, trail=trail, user=user or "", offset=offset,

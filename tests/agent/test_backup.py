@@ -18,7 +18,7 @@ from botocore.config import Config
 from typer.testing import CliRunner
 
 from gpulease.agent import backup as engine
-from gpulease.agent.backup import BackupError, Target, backup, list_snapshots, restore
+from gpulease.agent.backup import BackupError, Pace, Target, backup, list_snapshots, restore
 from gpulease.cli.main import app
 from gpulease.domain.snapshots import blob_key, manifest_key
 from gpulease.drivers.seaweedfs import EmbeddedS3, start_embedded_s3
@@ -72,7 +72,7 @@ def test_a_backup_sends_each_content_once_and_a_restore_gives_the_same_tree(
     source = checkpoints(tmp_path / "data")
     cache = tmp_path / "cache.json"
     moved: list[int] = []
-    first = backup(source, target, cache=cache, progress=moved.append)
+    first = backup(source, target, cache=cache, pace=Pace(progress=moved.append))
     assert (first.files, first.contents_uploaded, first.contents_present) == (5, 4, 0)
     assert first.skipped == ["latest"]
     assert first.bytes_uploaded == first.bytes_total - len('{"lr": 3e-4}')

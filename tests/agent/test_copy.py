@@ -175,12 +175,12 @@ def test_the_agents_command_loop_carries_out_both_sides(source: Path, tmp_path: 
     plane, each on its own server's data disk (the source bound to loopback here)."""
     import socket
 
-    from gpulease.agent.phonehome import NodeOptions, PhoneHome
+    from gpulease.agent.phonehome import Keys, NodeOptions, PhoneHome
     from gpulease.ports.agent import ReceiveCommand, SendCommand
 
     def agent(root: Path, name: str) -> PhoneHome:
         return PhoneHome("http://127.0.0.1:9", state=None,  # type: ignore[arg-type]
-                         credential_file=tmp_path / f"{name}.cred", enroll_token_file=None,
+                         keys=Keys(tmp_path / f"{name}.cred"),
                          options=NodeOptions(data_root=root, copy_bind="127.0.0.1"))
 
     with socket.socket() as s:

@@ -11,6 +11,7 @@ from sqlalchemy import select
 from gpulease.db.tables import GpuAllocation, Instance, Node, User
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
+from gpulease.schemas.fleet import NodeFilter
 from gpulease.services.accounts import identity as accounts
 from gpulease.services.accounts import users
 from gpulease.services.fleet import inventory
@@ -210,7 +211,7 @@ def test_node_actions_over_http(
     fleet: Platform, server: LiveServer, operator: TenantCtx, action: str
 ) -> None:
     client = server.client(operator.token)
-    node = client.nodes(sku="h100-80g-x8").items[0]
+    node = client.nodes(NodeFilter(sku="h100-80g-x8")).items[0]
     result = client.node_action(node.id, action, "bench check")
     expected = {"drain": "maintenance", "maintenance": "maintenance", "resume": "available"}
     assert result.status == expected[action]

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpulease.agent.gpu.metrics import render
+from gpulease.agent.gpu.metrics import Host, render
 from gpulease.agent.gpu.simulated import SimulatedGpus, VirtualClock, parse_faults
 from gpulease.compose import make_platform
 
@@ -40,7 +40,7 @@ def promtool() -> str:
 def agent_series() -> set[str]:
     gpus = SimulatedGpus(8, faults=parse_faults(["ecc-dbe:1"]), clock=VirtualClock())
     gpus.sample()
-    page = render(gpus.sample(), "n1", "simulated", "570.1", "12.8", 0.01)
+    page = render(gpus.sample(), Host("n1", "simulated", "570.1", "12.8"), 0.01)
     return {line.split("{")[0].split(" ")[0] for line in page.splitlines()
             if line and not line.startswith("#")}
 

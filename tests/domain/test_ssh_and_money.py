@@ -56,18 +56,18 @@ def test_a_quotes_vat_is_summed_per_line_as_on_the_invoice() -> None:
     VAT: rounding the total once would make the VAT ¥4,791.82; per line, as the invoice
     and a fapiao do it, it is ¥4,791.83, in both VAT modes the quote's lines add up."""
     from gpulease.domain.billing.invoicing import totals, vat_split
-    from gpulease.domain.billing.pricing import quote
+    from gpulease.domain.billing.pricing import Quantity, quote
     from gpulease.domain.catalog import load_catalog
 
     catalog = load_catalog(None)
     addons = {"egress": Decimal(1), "public-bandwidth": Decimal(7)}
-    q = quote(catalog, "h100-80g-x8", "ningxia-1", "month", 1, 1, addons)
+    q = quote(catalog, "h100-80g-x8", "ningxia-1", "month", Quantity(1, 1, addons))
     assert (q.net, q.vat, q.total) == (Decimal("79863.67"), Decimal("4791.83"),
                                        Decimal("84655.50"))
     for included in (True, False):
         rules = catalog.pricing.model_copy(update={"prices_include_vat": included})
         c = catalog.model_copy(update={"pricing": rules})
-        q = quote(c, "h100-80g-x8", "ningxia-1", "month", 1, 1, addons)
+        q = quote(c, "h100-80g-x8", "ningxia-1", "month", Quantity(1, 1, addons))
         lines = totals(vat_split(line.amount, q.vat_rate, included) for line in q.lines)
         assert (q.net, q.vat, q.total) == (lines.net, lines.vat, lines.gross)
         assert q.net + q.vat == q.total

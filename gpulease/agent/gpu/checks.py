@@ -46,14 +46,28 @@ class FioResult:
     fio_version: str
 
 
-def run_fio(target: str, *, pattern: str, block: str, iodepth: int, jobs: int,
-            runtime_s: float, size: str | None = None) -> FioResult:
+@dataclass(frozen=True)
+class FioJob:
+    """What one fio job reads: the access pattern, block size, queue depth, processes."""
+
+    pattern: str
+    block: str
+    iodepth: int
+    jobs: int
+
+
+RANDOM_4K = FioJob(pattern="randread", block="4k", iodepth=64, jobs=8)
+SEQUENTIAL_1M = FioJob(pattern="read", block="1M", iodepth=16, jobs=1)
+
+
+def run_fio(target: str, job: FioJob, runtime_s: float, size: str | None = None) -> FioResult:
     """One read-only fio job (`--readonly`: fio refuses any write), parsed from its JSON."""
     fio = shutil.which("fio")
     if fio is None:
         raise CheckError("fio is not installed; install it (Debian/Ubuntu: apt install fio)")
-    cmd = [fio, "--name=accept", f"--filename={target}", f"--rw={pattern}", f"--bs={block}",
-           "--direct=1", "--ioengine=libaio", f"--iodepth={iodepth}", f"--numjobs={jobs}",
+    cmd = [fio, "--name=accept", f"--filename={target}", f"--rw={job.pattern}",
+           f"--bs={job.block}", "--direct=1", "--ioengine=libaio", f"--iodepth={job.iodepth}",
+           f"--numjobs={job.jobs}",
            f"--runtime={max(int(runtime_s), 1)}", "--time_based", "--group_reporting",
            "--readonly", "--output-format=json"]
     if size:
@@ -75,10 +89,8 @@ def parse_fio(output: str, target: str) -> FioResult:
 def fio_checks(target: str, runtime_s: float = 10, size: str | None = None
                ) -> tuple[FioResult, FioResult]:
     """4k random read (direct, iodepth 64, 8 jobs) and 1 MiB sequential read."""
-    rand = run_fio(target, pattern="randread", block="4k", iodepth=64, jobs=8,
-                   runtime_s=runtime_s, size=size)
-    seq = run_fio(target, pattern="read", block="1M", iodepth=16, jobs=1,
-                  runtime_s=runtime_s, size=size)
+    rand = run_fio(target, RANDOM_4K, runtime_s, size)
+    seq = run_fio(target, SEQUENTIAL_1M, runtime_s, size)
     return rand, seq
 
 
@@ -220,12 +232,24 @@ def p2p_matrix_gbps(devices: Sequence[str], mib: int = 256, iters: int = 5
     return matrix
 
 
-def _allreduce_worker(rank: int, world: int, port: int, nbytes: int, iters: int,
-                      backend: str, result: Any) -> None:
+@dataclass(frozen=True)
+class AllReduceRun:
+    """One all-reduce measurement: processes, the rendezvous port on loopback, the bytes
+    each reduces, timed iterations, and the collective backend (nccl, hccl, gloo)."""
+
+    world: int
+    port: int
+    nbytes: int
+    iters: int
+    backend: str
+
+
+def _allreduce_worker(rank: int, run: AllReduceRun, result: Any) -> None:
     torch = _torch()
+    world, nbytes, backend = run.world, run.nbytes, run.backend
     import torch.distributed as dist
 
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}",
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{run.port}",
                             rank=rank, world_size=world)
     kind = {"nccl": "cuda", "hccl": "npu"}.get(backend)
     if kind == "npu":
@@ -241,10 +265,10 @@ def _allreduce_worker(rank: int, world: int, port: int, nbytes: int, iters: int,
     _sync(torch, device)
     dist.barrier()
     start = time.perf_counter()
-    for _ in range(iters):
+    for _ in range(run.iters):
         dist.all_reduce(t)
     _sync(torch, device)
-    elapsed = (time.perf_counter() - start) / iters
+    elapsed = (time.perf_counter() - start) / run.iters
     if rank == 0:
         algbw = nbytes / elapsed / 1e9
         result.value = algbw * 2 * (world - 1) / world  # busbw, as nccl-tests reports it
@@ -265,7 +289,7 @@ def allreduce_busbw_gbps(world: int, nbytes: int = 2**30, iters: int = 10,
     ctx = mp.get_context("spawn")
     result = ctx.Value("d", 0.0)
     procs = [ctx.Process(target=_allreduce_worker,
-                         args=(r, world, port, nbytes, iters, backend, result))
+                         args=(r, AllReduceRun(world, port, nbytes, iters, backend), result))
              for r in range(world)]
     for p in procs:
         p.start()

@@ -118,13 +118,25 @@ def _number(value: float | int | bool) -> str:
     return repr(float(value))
 
 
-def render(samples: Sequence[GpuSample], hostname: str, backend: str,
-           driver_version: str | None = None, cuda_version: str | None = None,
-           sweep_seconds: float | None = None, bus_ids: Mapping[int, str] | None = None
+@dataclass(frozen=True)
+class Host:
+    """The node a page describes: its name, the GPU backend that read it, the driver and
+    CUDA versions it reports, and the GPUs' PCI bus ids by index (dcgm-exporter's
+    `pci_bus_id`)."""
+
+    hostname: str
+    backend: str
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    bus_ids: Mapping[int, str] | None = None
+
+
+def render(samples: Sequence[GpuSample], host: Host, sweep_seconds: float | None = None
            ) -> str:
-    """The /metrics page for the latest sample of each GPU; `bus_ids` are the GPUs' PCI
-    bus ids by index (dcgm-exporter's `pci_bus_id`). NPUs (samples that carry a health,
-    as npu-smi reports) get npu-exporter's names and labels instead."""
+    """The /metrics page for the latest sample of each GPU on `host`. NPUs (samples that
+    carry a health, as npu-smi reports) get npu-exporter's names and labels instead."""
+    hostname, backend, driver_version = host.hostname, host.backend, host.driver_version
+    bus_ids = host.bus_ids
     npu = any(s.health is not None for s in samples)
     if npu:
         base = [{"id": str(s.index), "model_name": s.name, "UUID": s.uuid,
@@ -152,7 +164,7 @@ def render(samples: Sequence[GpuSample], hostname: str, backend: str,
                   f"{_number(up)}" for labels, k, up in links]
     simulated = any(s.simulated for s in samples) or backend == "simulated"
     info = {"Hostname": hostname, "backend": backend, "simulated": str(simulated).lower(),
-            "driver_version": driver_version or "", "cuda_version": cuda_version or ""}
+            "driver_version": driver_version or "", "cuda_version": host.cuda_version or ""}
     lines += ["# HELP gpulease_agent_info The agent and its GPU backend; "
               "simulated=\"true\" means no real GPU was read.",
               "# TYPE gpulease_agent_info gauge", f"gpulease_agent_info{_labels(info)} 1.0",

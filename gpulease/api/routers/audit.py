@@ -21,8 +21,8 @@ def audit_trail(p: PlatformDep, actor: PrincipalDep, tenant: str | None = None,
                 limit: Limit = 50, offset: Offset = 0) -> Page[AuditEntryView]:
     """Every state-changing request and console sign-in, newest first: who (user, token,
     role), tenant, source address, action, target, outcome and request id."""
-    return audit.entries(p, actor, tenant_id=tenant, user_id=user, since=since, limit=limit,
-                         offset=offset)
+    return audit.entries(p, actor, audit.AuditFilter(tenant_id=tenant, user_id=user, since=since),
+                         limit=limit, offset=offset)
 
 
 @router.get("/audit/verify", response_model=AuditVerdict, openapi_extra=access(Caller.OPERATOR))

@@ -14,7 +14,14 @@ from gpulease.schemas import (
     NodeView,
     Page,
 )
-from gpulease.schemas.fleet import NodeFaults, NodeUpdate, RepairDone, RepairStart, RepairView
+from gpulease.schemas.fleet import (
+    NodeFaults,
+    NodeFilter,
+    NodeUpdate,
+    RepairDone,
+    RepairStart,
+    RepairView,
+)
 from gpulease.services.fleet import enrollment, inventory, node_changes
 from gpulease.services.platform.idempotency import idem_for
 from gpulease.services.support import repairs
@@ -31,8 +38,8 @@ def list_nodes(
     fabric: Annotated[str | None, Query(description="InfiniBand fabric id")] = None,
     rack: Annotated[str | None, Query()] = None,
 ) -> Page[NodeView]:
-    return inventory.list_nodes(p, actor, inventory.NodeFilter(status, region, sku, fabric,
-                                                               rack), limit, offset)
+    return inventory.list_nodes(p, actor, NodeFilter(status, region, sku, fabric, rack),
+                                limit, offset)
 
 
 @router.get("/counts", response_model=list[FleetCount], openapi_extra=access(Caller.OPERATOR))

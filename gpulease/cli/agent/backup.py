@@ -10,12 +10,15 @@ import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from gpulease.cli.agent.commands import agent_app, err, out
 from gpulease.cli.words import _
+
+if TYPE_CHECKING:
+    from gpulease.agent.backup import Pace
 
 EndpointOpt = Annotated[str, typer.Option(
     envvar="GPULEASE_S3_ENDPOINT", help="the S3 endpoint (`gpulease storage` shows it)")]
@@ -63,6 +66,13 @@ class _Meter:
                 err.print(_("  {mb:,.0f} MB moved", mb=self.moved / 1e6), end="\r")
 
 
+def _pace(parallel: int, max_mbps: float | None) -> Pace:
+    from gpulease.agent.backup import Pace
+
+    return Pace(parallel=parallel, max_bytes_per_s=int(max_mbps * 1e6) if max_mbps else None,
+                progress=_Meter())
+
+
 def _fail(exc: Exception) -> typer.Exit:
     err.print(_("[red]error[/red]: {error}", error=exc))
     return typer.Exit(1)
@@ -87,9 +97,8 @@ def backup(
 
     target = _target(endpoint, bucket, access_key_id, secret_access_key, prefix)
     try:
-        result = run_backup(path, target, parallel=parallel,
-                            max_bytes_per_s=int(max_mbps * 1e6) if max_mbps else None,
-                            cache=cache or default_cache(path, target), progress=_Meter())
+        result = run_backup(path, target, cache=cache or default_cache(path, target),
+                            pace=_pace(parallel, max_mbps))
     except (BackupError, ValueError) as exc:
         raise _fail(exc) from None
     if as_json:
@@ -144,9 +153,7 @@ def restore(
 
     target = _target(endpoint, bucket, access_key_id, secret_access_key, prefix)
     try:
-        result = run_restore(target, snapshot, dest, parallel=parallel,
-                             max_bytes_per_s=int(max_mbps * 1e6) if max_mbps else None,
-                             progress=_Meter())
+        result = run_restore(target, snapshot, dest, pace=_pace(parallel, max_mbps))
     except (BackupError, ValueError) as exc:
         raise _fail(exc) from None
     if as_json:

@@ -102,11 +102,12 @@ def run(
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     phone = None
     if control_plane:
-        from gpulease.agent.phonehome import NodeOptions, PhoneHome
+        from gpulease.agent.phonehome import Cadence, Keys, NodeOptions, PhoneHome
 
-        phone = PhoneHome(control_plane, state, credential_file, enroll_token_file,
-                          push_interval, listen_port=server.port,
-                          command_poll_s=command_poll, options=NodeOptions(
+        phone = PhoneHome(control_plane, state, Keys(credential_file, enroll_token_file),
+                          listen_port=server.port,
+                          cadence=Cadence(push_s=push_interval, command_poll_s=command_poll),
+                          options=NodeOptions(
                               fio_target=fio_target, erase_devices=tuple(erase_device or ()),
                               allow_erase=allow_erase, burnin_s=burnin,
                               fio_runtime_s=fio_runtime, copy_bind=copy_bind))

@@ -13,6 +13,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from gpulease.cli.client import Client
 from gpulease.cli.common import (
     JsonOpt,
     TerminalConsole,
@@ -46,13 +47,13 @@ def _line(r: dict[str, Any]) -> str:
     return what + (f" — {r['status_reason']}" if r["status_reason"] else "")
 
 
-def _follow(url: str, token: str, instance_id: str, run: dict[str, Any], wait: bool,
+def _follow(client: Client, instance_id: str, run: dict[str, Any], wait: bool,
             timeout_s: float = 3600) -> dict[str, Any]:
     deadline = time.monotonic() + timeout_s
     where = f"/instances/{instance_id}/backups/{run['id']}"
     while wait and run["status"] not in FINAL and time.monotonic() < deadline:
         time.sleep(1)
-        run = api(lambda: connect(url, token).get_json(where))
+        run = api(lambda: client.get_json(where))
         if run["status"] == "running" and run["bytes_total"]:
             err.print(_("  {moved:,} of {total:,} bytes ({percent:.0f} %)",
                         moved=run["bytes_moved"] or 0, total=run["bytes_total"],
@@ -61,11 +62,10 @@ def _follow(url: str, token: str, instance_id: str, run: dict[str, Any], wait: b
     return run
 
 
-def _run(url: str, token: str, instance_id: str, route: str, body: dict[str, Any],
-         wait: bool, as_json: bool) -> None:
-    run = api(lambda: connect(url, token).post_json(f"/instances/{instance_id}/{route}",
-                                                    body))
-    run = _follow(url, token, instance_id, run, wait)
+def _run(client: Client, instance_id: str, route: str, body: dict[str, Any], wait: bool,
+         as_json: bool) -> None:
+    run = api(lambda: client.post_json(f"/instances/{instance_id}/{route}", body))
+    run = _follow(client, instance_id, run, wait)
     if as_json:
         return print_json(run)
     out.print(_line(run), highlight=False)
@@ -100,7 +100,7 @@ def backup(instance_id: str, path: PathOpt = "/data/checkpoints", max_mbps: Rate
            as_json: JsonOpt = False) -> None:
     """Back a directory of the server's data disk up to your bucket as a snapshot (only
     what the bucket lacks is sent)."""
-    _run(url, token, instance_id, "backups",
+    _run(connect(url, token), instance_id, "backups",
          {"path": path, "max_mbps": max_mbps, "target": _target(to)}, wait, as_json)
 
 
@@ -109,7 +109,7 @@ def restore(instance_id: str, snapshot: str, path: PathOpt = "/data/checkpoints"
             max_mbps: RateOpt = None, to: ToOpt = None, wait: WaitOpt = False,
             url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
     """Restore a snapshot onto the server's data disk, every file verified by SHA-256."""
-    _run(url, token, instance_id, "restores",
+    _run(connect(url, token), instance_id, "restores",
          {"snapshot_id": snapshot, "path": path, "max_mbps": max_mbps,
           "target": _target(to)}, wait, as_json)
 

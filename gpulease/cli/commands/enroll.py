@@ -6,6 +6,7 @@ import csv
 import json
 import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -18,15 +19,38 @@ from gpulease.cli.words import _
 from gpulease.schemas import EnrollRequest, NodeView
 
 
-def _request(bmc: str, username: str, password_file: Path, offer: str | None,
-             name: str | None, fabric: str | None, runtime: str | None = None,
-             boot_address: str | None = None, rack: str | None = None) -> EnrollRequest:
-    """A Docker engine URL makes the server a shared one: its GPUs go to containers."""
-    password = password_file.read_text().strip()
-    return EnrollRequest(bmc=bmc, username=username, password=password, offer=offer or None,
-                         name=name or None, fabric=fabric or None, runtime=runtime or None,
-                         pool="container" if runtime else "bare_metal",
-                         boot_address=boot_address or None, rack=rack or None)
+@dataclass(frozen=True)
+class Server:
+    """One server to enroll, as the command line or a row of the CSV file gives it: its BMC,
+    the BMC's user and password file, and (optional) its offer, name, fabric, Docker
+    engine, boot address and rack."""
+
+    bmc: str
+    username: str
+    password_file: Path
+    offer: str | None = None
+    name: str | None = None
+    fabric: str | None = None
+    runtime: str | None = None
+    boot_address: str | None = None
+    rack: str | None = None
+
+    @classmethod
+    def from_row(cls, row: dict[str, str], base: Path) -> Server:
+        """A CSV row; a relative password file is found beside the CSV file."""
+        pw = Path(row["password_file"])
+        return cls(row["bmc"], row["username"], pw if pw.is_absolute() else base / pw,
+                   row.get("offer"), row.get("name"), row.get("fabric"), row.get("runtime"),
+                   row.get("boot_address"), row.get("rack"))
+
+    def request(self) -> EnrollRequest:
+        """A Docker engine URL makes the server a shared one: its GPUs go to containers."""
+        password = self.password_file.read_text().strip()
+        return EnrollRequest(bmc=self.bmc, username=self.username, password=password,
+                             offer=self.offer or None, name=self.name or None,
+                             fabric=self.fabric or None, runtime=self.runtime or None,
+                             pool="container" if self.runtime else "bare_metal",
+                             boot_address=self.boot_address or None, rack=self.rack or None)
 
 
 def _describe(node: NodeView) -> str:
@@ -34,15 +58,12 @@ def _describe(node: NodeView) -> str:
                                            else "")
 
 
-def enroll_one(client: Client, bmc: str, username: str, password_file: Path,
-               offer: str | None, name: str | None, fabric: str | None, runtime: str | None,
-               boot_address: str | None, rack: str | None,
-               as_json: bool, out: Console, err: Console) -> int:
+def enroll_one(client: Client, server: Server, as_json: bool, out: Console, err: Console
+               ) -> int:
     try:
-        node = client.enroll(_request(bmc, username, password_file, offer, name, fabric,
-                                      runtime, boot_address, rack))
+        node = client.enroll(server.request())
     except OSError as exc:
-        err.print(_("[red]error[/red]: cannot read {path}: {error}", path=password_file,
+        err.print(_("[red]error[/red]: cannot read {path}: {error}", path=server.password_file,
                     error=exc.strerror))
         return 2
     except ValidationError as exc:
@@ -77,11 +98,7 @@ def enroll_many(client: Client, csv_file: Path, parallel: int, as_json: bool,
 
     def one(row: dict[str, str]) -> dict[str, str]:
         try:
-            pw = Path(row["password_file"])
-            req = _request(row["bmc"], row["username"], pw if pw.is_absolute() else base / pw,
-                           row.get("offer"), row.get("name"), row.get("fabric"),
-                           row.get("runtime"), row.get("boot_address"), row.get("rack"))
-            node = client.enroll(req)
+            node = client.enroll(Server.from_row(row, base).request())
             return {"bmc": row["bmc"], "node": node.name, "status": node.status,
                     "detail": node.status_reason or ""}
         except ApiError as exc:

@@ -22,6 +22,7 @@ from gpulease.cli.common import (
 from gpulease.cli.tables import Column, WideOpt, fitted
 from gpulease.cli.tables import show as show_table
 from gpulease.cli.words import _
+from gpulease.schemas.fleet import NodeFilter
 
 app = typer.Typer()
 node_app = typer.Typer(help="Operator actions on one node.", no_args_is_help=True)
@@ -87,8 +88,7 @@ def nodes(
                       str(row["nodes"]))
         out.print(c)
         return None
-    page = api(lambda: connect(url, token).nodes(status=status, region=region, sku=sku,
-                                                 fabric=fabric, rack=rack))
+    page = api(lambda: connect(url, token).nodes(NodeFilter(status, region, sku, fabric, rack)))
     if as_json:
         return print_json(page.items)
     columns = (Column(_("name"), keep=True), Column(_("status"), keep=True),
@@ -176,7 +176,7 @@ def node_enroll(
     url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
 ) -> None:
     """Enroll servers by their BMC; their inventory is checked against the offer."""
-    from gpulease.cli.commands.enroll import enroll_many, enroll_one
+    from gpulease.cli.commands.enroll import Server, enroll_many, enroll_one
 
     client = connect(url, token)
     if csv_file is not None:
@@ -185,8 +185,9 @@ def node_enroll(
         err.print(_("[red]error[/red]: give --bmc, --username and --password-file, or "
                     "--csv FILE"))
         raise typer.Exit(2)
-    raise typer.Exit(enroll_one(client, bmc, username, password_file, offer, name, fabric,
-                                runtime, boot_address, rack, as_json, out, err))
+    server = Server(bmc, username, password_file, offer, name, fabric, runtime, boot_address,
+                    rack)
+    raise typer.Exit(enroll_one(client, server, as_json, out, err))
 
 
 @node_app.command("drain")

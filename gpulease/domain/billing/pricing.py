@@ -121,8 +121,20 @@ def check_addon(catalog: Catalog, addon_id: str, qty: Decimal) -> AddOn:
     return addon
 
 
-def quote(catalog: Catalog, sku: str, region: str, term: str, count: int = 1,
-          servers: int = 1, addons: Mapping[str, Decimal] | None = None) -> Quote:
+@dataclass(frozen=True)
+class Quantity:
+    """How much of an offer: periods of its term, servers (a cluster's nodes), and add-ons
+    with their quantities."""
+
+    count: int = 1
+    servers: int = 1
+    addons: Mapping[str, Decimal] | None = None
+
+
+def quote(catalog: Catalog, sku: str, region: str, term: str, much: Quantity = Quantity()
+          ) -> Quote:
+    """The price of `much` of the offer of `sku` in `region` for `term`, line by line."""
+    count, servers, addons = much.count, much.servers, much.addons
     offer = catalog.offer(sku, region)
     if offer is None:
         known = sorted(o.id for o in catalog.offers if o.sku == sku)

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from gpulease.domain.billing.pricing import PricingError, cheapest_regions, day_vs_month, quote
+from gpulease.domain.billing.pricing import (
+    PricingError,
+    Quantity,
+    cheapest_regions,
+    day_vs_month,
+    quote,
+)
 from gpulease.domain.errors import InvalidInput
 from gpulease.domain.phrases import stored
 from gpulease.platform import Platform
@@ -14,7 +20,7 @@ from gpulease.schemas.money import BreakEvenView, QuoteLineView, QuoteRequest, Q
 def make_quote(p: Platform, req: QuoteRequest) -> QuoteView:
     book = p.price_book()  # today's prices
     try:
-        q = quote(book, req.sku, req.region, req.term, req.count, req.servers, req.add)
+        q = quote(book, req.sku, req.region, req.term, Quantity(req.count, req.servers, req.add))
         regions = cheapest_regions(book, req.sku)
         even = (day_vs_month(book, req.sku, req.region, req.days_per_week)
                 if req.days_per_week is not None else None)

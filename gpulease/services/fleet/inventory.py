@@ -21,6 +21,7 @@ from gpulease.lifecycle.history import by
 from gpulease.lifecycle.writer import Move, initial, transition
 from gpulease.platform import Platform
 from gpulease.schemas import FleetCount, NodeEventView, NodeView, Page
+from gpulease.schemas.fleet import NodeFilter
 from gpulease.security import new_id
 from gpulease.services.agents.node_agent import is_simulated
 
@@ -124,18 +125,6 @@ def node_view(node: Node, rack: Rack | None, counts: tuple[int, int],
         updated_at=node.updated_at,
         inventory=json.loads(node.inventory_json) if node.inventory_json else None,
     )
-
-
-@dataclass(frozen=True)
-class NodeFilter:
-    """Which nodes an operator lists: by status (deleted ones only when asked for), region,
-    SKU, fabric or rack."""
-
-    status: str | None = None
-    region: str | None = None
-    sku: str | None = None
-    fabric: str | None = None
-    rack: str | None = None
 
 
 def list_nodes(p: Platform, actor: Principal, where: NodeFilter = NodeFilter(),

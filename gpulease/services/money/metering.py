@@ -7,7 +7,7 @@ bills nothing twice. Other usage (egress, extra storage) is reported through the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from datetime import datetime, timedelta, tzinfo
 from decimal import Decimal
 
@@ -30,7 +30,7 @@ from gpulease.platform import Platform
 from gpulease.schemas import Page
 from gpulease.schemas.money import UsageIn, UsageView
 from gpulease.services.money import spending
-from gpulease.services.money.usage_bounds import beyond_bounds
+from gpulease.services.money.usage_bounds import Usage, beyond_bounds
 from gpulease.services.money.wallet import (
     Entry,
     first_hold,
@@ -99,23 +99,6 @@ def _view(row: UsageRecord, duplicate: bool = False) -> UsageView:
                      unit_price=Decimal(str(row.unit_price)).quantize(QUANTUM).normalize(),
                      amount=row.amount, started_at=row.started_at, ended_at=row.ended_at,
                      recorded_at=row.recorded_at, source=row.source, duplicate=duplicate)
-
-
-@dataclass(frozen=True)
-class Usage:
-    """One usage record as reported: its idempotency key, what kind and how much over which
-    span, and who reported it; with `cover`, a balance that cannot pay refuses it
-    (PaymentRequired, nothing written); with `held` (why), it is kept for an operator's
-    review and not charged."""
-
-    key: str
-    kind: str
-    quantity: Decimal
-    start: datetime
-    end: datetime
-    source: str
-    cover: bool = False
-    held: str | None = None
 
 
 def record(s: Session, p: Platform, inst: Instance, usage: Usage, now: datetime
@@ -215,10 +198,10 @@ def report_usage(p: Platform, actor: Principal, records: Sequence[UsageIn]
                                                  "usage cannot start before.",
                                    where=where, instance=inst.id, inst_ordered_at=inst.ordered_at)
             unit_price(s, p, inst, r.kind)  # a kind the instance is not metered by: 422
-            held = beyond_bounds(s, p, inst, r.kind, r.quantity, r.started_at, r.ended_at)
-            row, duplicate = record(s, p, inst, Usage(
-                r.key, r.kind, r.quantity, r.started_at, r.ended_at,
-                f"api:{actor.user_id}"[:32], held=held), now)
+            usage = Usage(r.key, r.kind, r.quantity, r.started_at, r.ended_at,
+                          f"api:{actor.user_id}"[:32])
+            held = beyond_bounds(s, p, inst, usage)
+            row, duplicate = record(s, p, inst, replace(usage, held=held), now)
             out.append(_view(row, duplicate))
     return out
 

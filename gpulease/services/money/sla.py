@@ -39,7 +39,7 @@ from gpulease.platform import Platform
 from gpulease.schemas import Page
 from gpulease.schemas.money import SlaClaimView
 from gpulease.services.money import lease_periods
-from gpulease.services.money.wallet import credit_sla, first_hold
+from gpulease.services.money.wallet import SlaCredit, credit_sla, first_hold
 
 # Faults that take a GPU out of service (throttling and a down NVLink only slow it).
 OUTAGE_KINDS = frozenset({AlertKind.GPU_FELL_OFF_BUS.value, AlertKind.DOUBLE_BIT_ECC.value,
@@ -131,9 +131,9 @@ def _confirm(s: Session, claim: SlaClaim, now: datetime, actor: str, cap: Decima
         claimed=claimed, credit=credit, cap=cap.normalize())
     item: str | Phrase = (Phrase.from_json(json.loads(claim.item_phrase)) if claim.item_phrase
                           else claim.item)
-    credit_sla(s, inst, credit, now, item, phrase("{text} (evidence: {evidence})",
-                                                        text=text, evidence=claim.evidence),
-               actor=actor)
+    credit_sla(s, inst, SlaCredit(credit, item, phrase("{text} (evidence: {evidence})",
+                                                       text=text, evidence=claim.evidence)),
+               now, actor=actor)
     claim.decision, claim.decided_at, claim.decided_by = "confirmed", now, actor
     claim.note, claim.credited = note, credit
     return credit

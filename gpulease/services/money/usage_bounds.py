@@ -11,6 +11,7 @@ the time since the order. Beyond either bound it is held for an operator, not ch
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -49,9 +50,26 @@ def _fmt(value: Decimal) -> str:
     return f"{value.quantize(Decimal('0.01')).normalize():f}"
 
 
-def beyond_bounds(s: Session, p: Platform, inst: Instance, kind: str, quantity: Decimal,
-                  start: datetime, end: datetime) -> str | None:
+@dataclass(frozen=True)
+class Usage:
+    """One usage record as reported: its idempotency key, what kind and how much over which
+    span, and who reported it; with `cover`, a balance that cannot pay refuses it
+    (PaymentRequired, nothing written); with `held` (why), it is kept for an operator's
+    review and not charged."""
+
+    key: str
+    kind: str
+    quantity: Decimal
+    start: datetime
+    end: datetime
+    source: str
+    cover: bool = False
+    held: str | None = None
+
+
+def beyond_bounds(s: Session, p: Platform, inst: Instance, usage: Usage) -> str | None:
     """Why this record is more than the instance could have used (None: it could)."""
+    kind, quantity, start, end = usage.kind, usage.quantity, usage.start, usage.end
     unit = USAGE_KINDS[kind].unit
     if inst.released_at is not None and start >= inst.released_at + RELEASE_GRACE:
         return (f"{inst.id} was released {inst.released_at:%Y-%m-%d %H:%M} UTC; this usage "

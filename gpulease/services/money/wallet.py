@@ -247,23 +247,32 @@ def credit_late_delivery(s: Session, inst: Instance, now: datetime, sla_s: float
     first = -_sum(s, LedgerEntry.instance_id == inst.id, LedgerEntry.kind == "charge")
     took = (now - inst.ordered_at).total_seconds()
     credit, percent = late_delivery_credit(took, sla_s, first, rule)
-    credit_sla(s, inst, credit, now,
-               phrase("SLA credit: late delivery of {instance}", instance=inst.id),
-               phrase("({percent:f}%) delivered in {took:.0f} min against {sla:.0f} min; "
-                      "rule: {rule}", percent=percent.normalize(), took=took / 60,
-                      sla=sla_s / 60, rule=rule.describe()), actor=actor)
+    credit_sla(s, inst, SlaCredit(
+        credit, phrase("SLA credit: late delivery of {instance}", instance=inst.id),
+        phrase("({percent:f}%) delivered in {took:.0f} min against {sla:.0f} min; "
+               "rule: {rule}", percent=percent.normalize(), took=took / 60,
+               sla=sla_s / 60, rule=rule.describe())), now, actor=actor)
     return credit
 
 
-def credit_sla(s: Session, inst: Instance, credit: Decimal, now: datetime, item: str | Phrase,
-               text: str | Phrase, *, actor: str) -> None:
+@dataclass(frozen=True)
+class SlaCredit:
+    """An SLA credit: how much, the invoice line it becomes (`item`), and why (`text`)."""
+
+    amount: Decimal
+    item: str | Phrase
+    text: str | Phrase
+
+
+def credit_sla(s: Session, inst: Instance, credit: SlaCredit, now: datetime, *,
+               actor: str) -> None:
     """Post an SLA credit (outage, failed acceptance): into the wallet at once, onto the
     next invoice as a negative line, and into the instance's history."""
-    if credit <= 0:
+    if credit.amount <= 0:
         return
-    said = phrase("SLA credit ¥{credit:,.2f}: {text}", credit=credit, text=text)
+    said = phrase("SLA credit ¥{credit:,.2f}: {text}", credit=credit.amount, text=credit.text)
     post(s, wallet_for_update(s, inst.tenant_id, now),
-         Entry("credit", credit, said, inst.id, item=item), now)
+         Entry("credit", credit.amount, said, inst.id, item=credit.item), now)
     note(s, now, inst.id, "sla_credit", said, actor=actor)
 
 

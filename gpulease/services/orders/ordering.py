@@ -35,6 +35,7 @@ from gpulease.services.money import addons
 from gpulease.services.money.wallet import hold_first_period
 from gpulease.services.orders.placement import (
     Claimed,
+    Offered,
     claim_bare_metal,
     claim_cluster,
     claim_container_slice,
@@ -67,6 +68,10 @@ class Plan:
     restore: str | None = None  # a snapshot for the data disk at delivery
     saved_image: str | None = None  # a container from the tenant's saved image: my/NAME
     encrypted_data: bool = False  # the data disk left for the tenant's own LUKS2 key
+
+    @property
+    def offered(self) -> Offered:
+        return Offered(self.sku, self.region)
 
 
 def plan_order(p: Platform, req: OrderRequest) -> Plan:
@@ -261,7 +266,7 @@ def _place(s: Session, p: Platform, actor: Principal, tenant: str, plan: Plan) -
          "actor": who}]
     if plan.kind == "container":
         free = free_gpus_by_node(s)
-        host = claim_container_slice(s, plan.sku, plan.region, plan.gpus, inst.id, now, free)
+        host = claim_container_slice(s, plan.offered, plan.gpus, inst.id, now, free)
         if host is None:
             raise OutOfStock(_container_shortage(s, plan, free))
         claimed = [host]
@@ -296,12 +301,12 @@ def _claim_nodes(s: Session, p: Platform, plan: Plan, instance_id: str, fabric: 
                  now: datetime) -> list[Claimed]:
     conn = s.connection()
     if plan.kind == "bare_metal":
-        node = claim_bare_metal(conn, plan.sku, plan.region, instance_id, now)
+        node = claim_bare_metal(conn, plan.offered, instance_id, now)
         if node is None:
             raise OutOfStock(_bare_metal_shortage(s, p, plan))
         return [node]
     assert fabric is not None
-    return claim_cluster(conn, plan.sku, plan.region, fabric, plan.nodes, instance_id, now)
+    return claim_cluster(conn, plan.offered, fabric, plan.nodes, instance_id, now)
 
 
 def _bare_metal_shortage(s: Session, p: Platform, plan: Plan) -> Phrase:

@@ -47,6 +47,14 @@ from gpulease.lifecycle.binding import (
 CANDIDATES = 64  # free nodes read per claim that starts from a read
 
 
+@dataclass(frozen=True)
+class Offered:
+    """Where a claim takes from: the offer's SKU in its region."""
+
+    sku: str
+    region: str
+
+
 @dataclass
 class Claimed:
     """A node as the order's answer shows it, straight from the claiming statement."""
@@ -87,12 +95,13 @@ def node_claim_events(claimed: list[Claimed], instance_id: str, now: datetime,
     return ALLOCATE.events([c.id for c in claimed], now, actor, instance_id)
 
 
-def claim_bare_metal(conn: Connection, sku: str, region: str, instance_id: str,
+def claim_bare_metal(conn: Connection, offered: Offered, instance_id: str,
                      now: datetime) -> Claimed | None:
     """Claim one free node of the offer; None when none is free. Concurrent orders skip
     the rows others are claiming; only when every free row is being claimed does this
     wait, to learn whether one comes free again (an order that rolls back)."""
-    params = {"want_sku": sku, "want_region": region, "claim_instance": instance_id,
+    params = {"want_sku": offered.sku, "want_region": offered.region,
+              "claim_instance": instance_id,
               "claim_at": now}
     row = conn.execute(_CLAIM_ONE_SKIPPING, params).first()
     if row is None and conn.dialect.name == "postgresql":
@@ -116,13 +125,14 @@ def pick_fabric(groups: dict[str, int], nodes: int) -> str | None:
     return random.choice([f for f in fitting if groups[f] == smallest])
 
 
-def claim_cluster(conn: Connection, sku: str, region: str, fabric: str, nodes: int,
+def claim_cluster(conn: Connection, offered: Offered, fabric: str, nodes: int,
                   instance_id: str, now: datetime) -> list[Claimed]:
     """Claim `nodes` free nodes of one fabric, all or none. They are locked in id order, so
     two clusters wanting the same fabric queue rather than deadlock; nodes another order
     took meanwhile fail the lock's re-check and the next free ones are taken."""
     ids = conn.execute(
-        select(Node.id).where(_free_bare_metal(sku, region), Node.fabric_id == fabric)
+        select(Node.id).where(_free_bare_metal(offered.sku, offered.region),
+                              Node.fabric_id == fabric)
         .order_by(Node.id).limit(nodes).with_for_update()).scalars().all()
     if len(ids) < nodes:
         raise Raced()  # taken since the count: count again
@@ -154,13 +164,13 @@ def claim_replacement(s: Session, now: datetime, inst: Instance, failed: Node, *
     return None
 
 
-def claim_container_slice(s: Session, sku: str, region: str, gpus: int, instance_id: str,
+def claim_container_slice(s: Session, offered: Offered, gpus: int, instance_id: str,
                           now: datetime, free: dict[str, int]) -> Claimed | None:
     """Hold `gpus` GPUs of one shared host (best fit: the busiest host that has room);
     None when no host has room. `free` is the free-GPU count per available host."""
     nodes = {
         n.id: n for n in s.scalars(select(Node).where(
-            Node.id.in_(list(free)), Node.sku == sku, Node.region == region))
+            Node.id.in_(list(free)), Node.sku == offered.sku, Node.region == offered.region))
     } if free else {}
     fitting = [(free[n], n) for n in nodes if free[n] >= gpus]
     if not fitting:

@@ -181,10 +181,19 @@ def _view(row: AuditEntry) -> AuditEntryView:
                           target=row.target, outcome=row.outcome)
 
 
-def entries(p: Platform, actor: Principal, *, tenant_id: str | None = None,
-            user_id: str | None = None, since: datetime | None = None, limit: int = 50,
-            offset: int = 0) -> Page[AuditEntryView]:
+@dataclass(frozen=True)
+class AuditFilter:
+    """Which rows of the trail: one tenant's, one user's, since when."""
+
+    tenant_id: str | None = None
+    user_id: str | None = None
+    since: datetime | None = None
+
+
+def entries(p: Platform, actor: Principal, which: AuditFilter = AuditFilter(), *,
+            limit: int = 50, offset: int = 0) -> Page[AuditEntryView]:
     """Operator: every row (or one tenant's); tenant admin: the tenant's own. Newest first."""
+    tenant_id, user_id, since = which.tenant_id, which.user_id, which.since
     where = []
     if actor.is_operator:
         if tenant_id:

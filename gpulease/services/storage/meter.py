@@ -19,7 +19,8 @@ from gpulease.db.ops_tables import StorageAccount
 from gpulease.domain.phrases import Phrase, phrase
 from gpulease.platform import Platform
 from gpulease.ports.object_store import ObjectStoreError
-from gpulease.services.money.metering import QUANTUM, Usage, record_for
+from gpulease.services.money.metering import QUANTUM, record_for
+from gpulease.services.money.usage_bounds import Usage
 from gpulease.services.platform.outbox import Notice, post_notice
 
 log = logging.getLogger("gpulease.storage")

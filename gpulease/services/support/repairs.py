@@ -26,7 +26,7 @@ from gpulease.platform import Platform
 from gpulease.schemas.fleet import RepairView
 from gpulease.services.fleet.inventory import load_node
 from gpulease.services.fleet.node_changes import replace_simulated_parts
-from gpulease.services.support.tickets import Said, entry, served_again
+from gpulease.services.support.tickets import Said, Served, entry, served_again
 
 
 def open_repair(s: Session, node_id: str) -> Repair | None:
@@ -59,11 +59,11 @@ def burned_in(s: Session, p: Platform, node: Node, report_id: str | None, now: d
         return
     evidence = f" (report {report_id})" if report_id else " (the offer sets no marks)"
     if repair.instance_id is not None:
-        served_again(s, p, ticket, phrase(
+        served_again(s, p, ticket, Served(phrase(
             "node {node} is back from repair, burned in and accepted (report {report})",
             node=node.name, report=report_id) if report_id else phrase(
             "node {node} is back from repair, burned in and accepted (the offer sets no "
-            "marks)", node=node.name), now, WORKER)
+            "marks)", node=node.name)), now, WORKER)
     else:
         entry(s, ticket, now, Said("note", WORKER, phrase("node {node_name} burned in and accepted "
               "after its repair{evidence}: back in the pool", node_name=node.name,

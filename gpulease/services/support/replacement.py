@@ -44,7 +44,7 @@ from gpulease.security import new_root_password
 from gpulease.services.orders.placement import claim_replacement
 from gpulease.services.storage import buckets as storage
 from gpulease.services.support.repairs import begin
-from gpulease.services.support.swap_copy import queue_copy
+from gpulease.services.support.swap_copy import DiskCopy, queue_copy
 from gpulease.services.support.tickets import Said, entry, notice, operator_responds, show_ticket
 
 COPY_VIA = ("agents", "bucket")
@@ -157,7 +157,7 @@ def _swap(s: Session, p: Platform, actor: Principal, sides: Sides, how: Swap) ->
                                                         timeout_s=p.settings.stage_timeout_s))
         old.next_attempt_at = now
     else:  # it serves on while its disk is copied; erased once the copy is on the spare
-        queue_copy(s, p, inst, old, copy_path, how.via, who)
+        queue_copy(s, p, inst, old, DiskCopy(copy_path, how.via), who)
     transition(s, p, inst, INSTANCE_STAGE, "replace", Move(now, actor=who,
                                                            timeout_s=p.settings.stage_timeout_s))
     inst.next_attempt_at = now

@@ -15,6 +15,7 @@ the spare's empty data disk; the faulty server is erased only after."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy.orm import Session
@@ -39,10 +40,20 @@ from gpulease.services.storage.backups import (
 UNDER_WAY = (BackupStatus.QUEUED.value, BackupStatus.RUNNING.value)
 
 
-def queue_copy(s: Session, p: Platform, inst: Instance, old: Node, path: str, via: str,
+@dataclass(frozen=True)
+class DiskCopy:
+    """Which folder of the faulty server's data disk goes to the spare, and how: straight
+    between their agents, or through the tenant's bucket."""
+
+    path: str
+    via: str = "agents"
+
+
+def queue_copy(s: Session, p: Platform, inst: Instance, old: Node, copy: DiskCopy,
                actor: str) -> None:
     """At the swap: the faulty server starts its side (a send, or a backup)."""
-    if via == "bucket":
+    path = copy.path
+    if copy.via == "bucket":
         queue_run(s, p, inst.id, inst.tenant_id, old, Run("backup", path, SWAP_COPY, actor))
         return
     run_id = new_id("bk")
@@ -52,17 +63,17 @@ def queue_copy(s: Session, p: Platform, inst: Instance, old: Node, path: str, vi
             wait_s=p.settings.copy_wait_s)))
 
 
-def swap_copy_step(s: Session, p: Platform, instance_id: str, tenant: str, spare: Node,
-                   now: datetime) -> bool:
+def swap_copy_step(s: Session, p: Platform, inst: Instance, spare: Node, now: datetime
+                   ) -> bool:
     """Once the spare is accepted: True while the copy runs (its second half queued here);
     False when it is done or was not asked for."""
+    instance_id, tenant = inst.id, inst.tenant_id
     runs = runs_for(s, instance_id, SWAP_COPY)
     if not runs:
         return False
     kinds = {r.kind: r for r in runs}
     if "send" in kinds:
-        return _direct(s, p, instance_id, tenant, kinds["send"], kinds.get("receive"), spare,
-                       now)
+        return _direct(s, p, inst, spare, kinds, now)
     if any(r.status in UNDER_WAY for r in runs):
         return True
     backup, restore = kinds.get("backup"), kinds.get("restore")
@@ -86,8 +97,12 @@ def _not_copied(s: Session, now: datetime, instance_id: str, reason: str) -> Non
         "starts with an empty data disk", reason=reason), actor=WORKER)
 
 
-def _direct(s: Session, p: Platform, instance_id: str, tenant: str, send: Backup,
-            receive: Backup | None, spare: Node, now: datetime) -> bool:
+def _direct(s: Session, p: Platform, inst: Instance, spare: Node, kinds: dict[str, Backup],
+            now: datetime) -> bool:
+    """A copy between the agents: the spare's receive queued once the faulty server's send
+    serves; True while either is under way."""
+    instance_id, tenant = inst.id, inst.tenant_id
+    send, receive = kinds["send"], kinds.get("receive")
     if receive is None:
         source = s.get(Node, send.node_id)
         if send.status in UNDER_WAY and source is not None and source.ip_address:

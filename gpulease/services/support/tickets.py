@@ -452,16 +452,26 @@ def mitigate_replaced(s: Session, p: Platform, inst: Instance, spares: list[str]
             .with_for_update()):
         if t.node_id in serving:
             continue
-        served_again(s, p, t, phrase("replaced: the instance runs on {nodes}",
-                                     nodes=", ".join(spares)), now, actor,
-                     phrase("; reveal the new root password once with `gpulease "
-                            "credentials`"))
+        served_again(s, p, t, Served(
+            phrase("replaced: the instance runs on {nodes}", nodes=", ".join(spares)),
+            phrase("; reveal the new root password once with `gpulease credentials`")),
+            now, actor)
 
 
-def served_again(s: Session, p: Platform, t: Ticket, text: Phrase, now: datetime, actor: str,
-                 for_tenant: Phrase | None = None) -> None:
+@dataclass(frozen=True)
+class Served:
+    """What brought a ticket's tenant back into service, and what the tenant is told to do
+    next (appended to the notice only)."""
+
+    text: Phrase
+    for_tenant: Phrase | None = None
+
+
+def served_again(s: Session, p: Platform, t: Ticket, served: Served, now: datetime,
+                 actor: str) -> None:
     """The work on a ticket's fault serves its tenant again: mitigated (the clock stops),
     the outage claimed, the tenant told. `t` is locked by the caller."""
+    text, for_tenant = served.text, served.for_tenant
     if t.status not in (TicketStatus.OPEN.value, TicketStatus.ACKNOWLEDGED.value):
         entry(s, t, now, Said("note", actor, str(text)))
         return

@@ -24,7 +24,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from gpulease.db.base import Claimable
-from gpulease.db.claims import Claim, claim, extend
+from gpulease.db.claims import Claim, Hold, claim, extend
 from gpulease.db.session import transient
 from gpulease.db.tables import Instance
 from gpulease.platform import Platform
@@ -74,7 +74,7 @@ def claim_due(
     conditions = list(extra or [])
     if due:
         conditions.append(table.next_attempt_at <= now)
-    return claim(p.db, table, owner, now, timedelta(seconds=p.settings.lock_ttl_s),
+    return claim(p.db, table, Hold(owner, now, timedelta(seconds=p.settings.lock_ttl_s)),
                  conditions, limit)
 
 

@@ -162,7 +162,7 @@ def _replace(r: Reconciling) -> None:
     if not r.all_active(serving):
         inst.next_attempt_at = r.poll
         return
-    if swap_copy_step(s, p, inst.id, inst.tenant_id, serving[0], now):
+    if swap_copy_step(s, p, inst, serving[0], now):
         inst.next_attempt_at = r.poll  # the data disk is on its way to the spare
         return
     for old in outgoing:  # it served on while its disk was copied: now erased

@@ -9,7 +9,7 @@ import time
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpulease.agent.gpu.metrics import render
+from gpulease.agent.gpu.metrics import Host, render
 from gpulease.agent.gpu.simulated import SimulatedGpus, VirtualClock, parse_faults
 from gpulease.testing.servers import free_port
 
@@ -36,7 +36,7 @@ def test_page_has_dcgm_names_labels_and_exact_wire_names() -> None:
     gpus = SimulatedGpus(8, faults=parse_faults(["xid79:2", "nvlink-down:4:11"]),
                          clock=VirtualClock())
     bus_ids = {g.index: g.pci_bus_id or "" for g in gpus.devices()}
-    text = render(gpus.sample(), "gpu-node-7", "simulated", "570.1", "12.8", 0.002, bus_ids)
+    text = render(gpus.sample(), Host("gpu-node-7", "simulated", "570.1", "12.8", bus_ids), 0.002)
     fams = families(text)
     assert set(fams) >= DCGM
     temp = fams["DCGM_FI_DEV_GPU_TEMP"]
@@ -63,13 +63,13 @@ def test_page_has_dcgm_names_labels_and_exact_wire_names() -> None:
 
 def test_unsupported_fields_are_left_out_not_zeroed() -> None:
     gpus = SimulatedGpus(1, model="rtx4090-24g", clock=VirtualClock())
-    text = render(gpus.sample(), "h", "simulated")
+    text = render(gpus.sample(), Host("h", "simulated"))
     assert "DCGM_FI_DEV_NVLINK_LINK_STATUS" not in text  # the 4090 has no NVLink
 
 
 def test_label_values_are_escaped() -> None:
     gpus = SimulatedGpus(1, clock=VirtualClock())
-    text = render(gpus.sample(), 'odd"host\\name', "simulated")
+    text = render(gpus.sample(), Host('odd"host\\name', "simulated"))
     fams = families(text)
     assert fams["DCGM_FI_DEV_GPU_TEMP"].samples[0].labels["Hostname"] == 'odd"host\\name'  # type: ignore[attr-defined]
 

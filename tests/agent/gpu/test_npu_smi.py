@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpulease.agent.gpu.backend import BackendUnavailable
 from gpulease.agent.gpu.backends import open_backend
 from gpulease.agent.gpu.checks import simulated_node_report
-from gpulease.agent.gpu.metrics import render
+from gpulease.agent.gpu.metrics import Host, render
 from gpulease.agent.gpu.npu_smi import NpuSmiBackend, parse_fields, parse_info
 from gpulease.agent.gpu.simulated import SimulatedGpus, VirtualClock
 from gpulease.domain.catalog import load_catalog
@@ -82,8 +82,8 @@ def test_the_backend_samples_health_heat_hbm_and_ecc() -> None:
 def test_metrics_carry_npu_exporter_names_and_health() -> None:
     backend = NpuSmiBackend(runner=Recorded(), clock=lambda: 1000.0)
     bus = {d.index: d.pci_bus_id or "" for d in backend.devices()}
-    page = render(backend.sample(), "atlas-1", "npu-smi", backend.driver_version(), None,
-                  bus_ids=bus)
+    page = render(backend.sample(), Host("atlas-1", "npu-smi", backend.driver_version(), None,
+                                         bus_ids=bus))
     families = {f.name: f for f in text_string_to_metric_families(page)}
     assert {"npu_chip_info_temperature", "npu_chip_info_power", "npu_chip_info_utilization",
             "npu_chip_info_hbm_used_memory", "npu_chip_info_hbm_total_memory",
@@ -121,7 +121,7 @@ def test_the_simulated_910b_covers_its_faults() -> None:
         (burnin,) = (c for c in report.checks if c.name == "burnin" and c.gpu == 2)
         assert burnin.passed is False and words in burnin.detail, (fault, burnin.detail)
     gpus = SimulatedGpus(2, model="ascend910b-64g", clock=VirtualClock())
-    page = render(gpus.sample(), "sim", "simulated")
+    page = render(gpus.sample(), Host("sim", "simulated"))
     assert "npu_chip_info_health_status" in page and gpus.device_type == "npu"
 
 

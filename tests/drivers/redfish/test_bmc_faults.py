@@ -23,8 +23,7 @@ from gpulease.testing.callers import TenantCtx
 from gpulease.testing.servers import LiveServer
 from gpulease.worker.runner import Worker
 from tests.drivers.redfish.proxy import FaultProxy
-from tests.fixtures.browser import PASSWORD
-from tests.fixtures.redfish import USER, start_emulator
+from tests.fixtures.redfish import PASSWORD, USER, start_emulator
 
 pytestmark = pytest.mark.slow
 

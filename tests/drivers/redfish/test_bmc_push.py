@@ -23,8 +23,7 @@ from gpulease.testing.servers import LiveServer
 from gpulease.worker.jobs.fleet.bmc_logs import check_bmc_logs
 from tests.drivers.redfish.events import EventingBmc
 from tests.drivers.redfish.vendor_trees import write_dell_like
-from tests.fixtures.browser import PASSWORD
-from tests.fixtures.redfish import USER
+from tests.fixtures.redfish import PASSWORD, USER
 
 SYSTEM = "/redfish/v1/Systems/System.Embedded.1"
 

@@ -18,8 +18,7 @@ from gpulease.services.orders import ordering as orders
 from gpulease.testing.callers import TenantCtx
 from gpulease.testing.servers import LiveServer
 from gpulease.worker.runner import Worker
-from tests.fixtures.browser import PASSWORD
-from tests.fixtures.redfish import USER
+from tests.fixtures.redfish import PASSWORD, USER
 
 pytestmark = pytest.mark.slow
 

@@ -25,8 +25,7 @@ from gpulease.services.fleet import enrollment, node_changes
 from gpulease.testing.callers import TenantCtx
 from gpulease.testing.servers import LiveServer, free_port
 from tests.drivers.redfish.mockup import serve_mockup
-from tests.fixtures.browser import PASSWORD
-from tests.fixtures.redfish import USER, start_emulator
+from tests.fixtures.redfish import PASSWORD, USER, start_emulator
 
 pytestmark = pytest.mark.slow
 OFFER = "h100-80g-x8@ningxia-1"

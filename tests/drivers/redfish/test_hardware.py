@@ -18,8 +18,7 @@ from gpulease.schemas import EnrollRequest
 from gpulease.services.fleet import enrollment, inventory
 from gpulease.testing.callers import TenantCtx
 from tests.drivers.redfish.mockup import StaticBmc, serve_mockup, write_mockup
-from tests.fixtures.browser import PASSWORD
-from tests.fixtures.redfish import USER
+from tests.fixtures.redfish import PASSWORD, USER
 
 pytestmark = pytest.mark.slow
 

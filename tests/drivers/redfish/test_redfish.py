@@ -16,8 +16,7 @@ from gpulease.ports.bmc import (
     PowerState,
 )
 from gpulease.testing.servers import free_port
-from tests.fixtures.browser import PASSWORD
-from tests.fixtures.redfish import USER
+from tests.fixtures.redfish import PASSWORD, USER
 
 pytestmark = pytest.mark.slow
 

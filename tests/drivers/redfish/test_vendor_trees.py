@@ -28,8 +28,7 @@ from tests.drivers.redfish.vendor_trees import (
     write_huawei_like,
     write_supermicro_like,
 )
-from tests.fixtures.browser import PASSWORD
-from tests.fixtures.redfish import USER
+from tests.fixtures.redfish import PASSWORD, USER
 
 H100 = GpuModel("NVIDIA H100 SXM 80GB", 80)
 

@@ -30,8 +30,7 @@ from gpulease.worker.jobs.fleet.bmc_logs import check_bmc_logs
 from gpulease.worker.runner import Worker
 from tests.drivers.redfish.mockup import serve_mockup
 from tests.drivers.redfish.vendor_trees import write_dell_like, write_sel
-from tests.fixtures.browser import PASSWORD
-from tests.fixtures.redfish import USER
+from tests.fixtures.redfish import PASSWORD, USER
 
 
 def _e(message: str, severity: str = "Critical", created: str = "2026-12-01T10:00:00Z",

@@ -427,8 +427,9 @@ def test_money_back_beyond_a_months_charges_is_carried_forward_never_a_negative_
         with fleet.db.write() as s:
             inst = s.get(Instance, bm)
             assert inst is not None
-            wallet.credit_sla(s, inst, Decimal(amount), clock.now(),
-                              f"SLA credit: outage {day} of {bm}", "confirmed", actor="test")
+            wallet.credit_sla(s, inst, wallet.SlaCredit(
+                Decimal(amount), f"SLA credit: outage {day} of {bm}", "confirmed"),
+                clock.now(), actor="test")
     clock.at = datetime(2026, 12, 5, 8, 0, tzinfo=CAL)
     leases.renew(fleet, tenant.principal, bm)  # December: another ¥84,480
     clock.at = datetime(2026, 12, 6, 8, 0, tzinfo=CAL)

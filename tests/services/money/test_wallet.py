@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 
 from gpulease.db.money_tables import LedgerEntry
 from gpulease.db.tables import GpuAllocation, Instance
-from gpulease.domain.billing.pricing import PricingError, day_vs_month, quote
+from gpulease.domain.billing.pricing import PricingError, Quantity, day_vs_month, quote
 from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, PaymentRequired
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
@@ -33,7 +33,7 @@ SEEDS = [("rtx4090-24g-x8", "sichuan-2", "23760.00"), ("rtx4090-48g-x8", "sichua
 @pytest.mark.parametrize(("sku", "region", "total"), SEEDS)
 def test_three_months_reproduce_the_seeds(platform: Platform, sku: str, region: str,
                                           total: str) -> None:
-    q = quote(platform.catalog, sku, region, "month", 3)
+    q = quote(platform.catalog, sku, region, "month", Quantity(3))
     assert q.total == Decimal(total) and q.prices_include_vat
     assert q.net + q.vat == q.total and q.vat == (q.total - q.total / Decimal("1.06")
                                                   ).quantize(Decimal("0.01"))
@@ -91,7 +91,7 @@ def test_bad_quote_input_names_the_field(platform: Platform, change: dict[str, o
         assert exc.value.field == field
     with pytest.raises(PricingError):
         quote(platform.catalog, str(req["sku"]), str(req["region"]), str(req["term"]),
-              int(req.get("count", 1)), 1, req.get("add"))  # type: ignore[arg-type]
+              Quantity(int(req.get("count", 1)), 1, req.get("add")))  # type: ignore[arg-type]
 
 
 def ledger_ok(p: Platform, tenant_id: str) -> bool:

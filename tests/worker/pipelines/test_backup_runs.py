@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from sqlalchemy import select
 
-from gpulease.db.claims import claim
+from gpulease.db.claims import Hold, claim
 from gpulease.db.ops_tables import Backup
 from gpulease.drivers.seaweedfs import EmbeddedS3
 from gpulease.platform import Platform
@@ -44,7 +44,7 @@ def test_a_run_is_claimed_carried_out_and_let_go(
     (disk(fleet, node) / "checkpoints").mkdir(parents=True)
     (disk(fleet, node) / "checkpoints" / "step-1.pt").write_bytes(b"w" * 4096)
     run = backups.request(fleet, tenant.principal, iid, BackupRequest())
-    held = claim(fleet.db, Backup, "another-worker", clock.now(), timedelta(seconds=30),
+    held = claim(fleet.db, Backup, Hold("another-worker", clock.now(), timedelta(seconds=30)),
                  [Backup.id == run.id])
     assert [h.id for h in held] == [run.id]
     assert drive(fleet, backup_runs.PIPELINE, owner="me") == 0  # another worker has it

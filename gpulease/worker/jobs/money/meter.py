@@ -18,7 +18,8 @@ from gpulease.domain.states import INSTANCE, InstanceStatus
 from gpulease.lifecycle.history import METER, note
 from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
-from gpulease.services.money.metering import HOUR, MAX_HOURS_PER_SWEEP, Usage, record
+from gpulease.services.money.metering import HOUR, MAX_HOURS_PER_SWEEP, record
+from gpulease.services.money.usage_bounds import Usage
 from gpulease.worker.jobs.job import Job
 
 
