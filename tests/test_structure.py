@@ -221,6 +221,17 @@ def test_only_the_worker_reaches_into_the_worker() -> None:
     assert not crossing, "\n".join(crossing)
 
 
+def test_the_lifecycle_writers_import_no_family() -> None:
+    """lifecycle/ (the writer, the effects registry, the binding writer, the history) acts
+    for every family, so any family can make a transition: it imports none of them, nor
+    the worker; the families' effects reach it through the registry compose.py fills."""
+    graph = import_graph()
+    reaching = [f"{mod} imports {dep}" for mod, deps in graph.items()
+                if mod.startswith("gpulease.lifecycle") for dep in deps
+                if dep.startswith(("gpulease.services", "gpulease.worker", "gpulease.compose"))]
+    assert not reaching, "\n".join(reaching)
+
+
 def bare_state_comparisons(source: str) -> list[tuple[int, str]]:
     """Where `source` compares a `.status` or `.stage` with a string literal (or a tuple
     of them), or filters one `in_()` them, instead of naming the declared state."""
