@@ -22,6 +22,8 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
+	@# the lab (`gpulease lab`) where libvirt's headers are installed (.ci/run installs them)
+	if pkg-config --exists libvirt 2>/dev/null; then $(BIN)/pip install --quiet -e '.[lab]'; fi
 	touch $(STAMP)
 
 $(VENDOR)/.fetched: Makefile

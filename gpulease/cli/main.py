@@ -32,6 +32,9 @@ from gpulease.cli.commands import (
     instances as instances_cmds,
 )
 from gpulease.cli.commands import (
+    lab as lab_cmds,
+)
+from gpulease.cli.commands import (
     money as money_cmds,
 )
 from gpulease.cli.commands import (
@@ -49,7 +52,8 @@ from gpulease.cli.commands import (
 
 app = typer.Typer(help="gpulease: rent out and rent GPU servers.", no_args_is_help=True)
 for group in (platform_cmds, catalog_cmds, instances_cmds, fleet_cmds, fabric_cmds,
-              accounts_cmds, money_cmds, audit_cmds, ticket_cmds, storage_cmds, backup_cmds):
+              accounts_cmds, money_cmds, audit_cmds, ticket_cmds, storage_cmds, backup_cmds,
+              lab_cmds):
     app.add_typer(group.app)
 app.add_typer(agent_app, name="agent")  # with agent_backup's and agent_disk's commands
 assert agent_backup and agent_disk and saved_image_cmds  # they join `agent` and `image`

@@ -46,6 +46,14 @@ _FIXED_DELAY = (
     "sys.exit(main())\n")
 
 
+def write_htpasswd(path: Path, username: str, password: str) -> None:
+    """The emulator's one user (bcrypt, rounds=4: a test peer, not a vault)."""
+    import bcrypt  # only needed here
+
+    path.write_text(
+        f"{username}:{bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode()}\n")
+
+
 @dataclass(frozen=True)
 class Rack:
     """The fake servers behind the emulator: how many, their power at the start, the NICs
@@ -63,11 +71,8 @@ def start_emulator(workdir: Path, port: int, rack: Rack = Rack(), username: str 
     1–11 s, as slow BMCs do; `rack.power_delay_s` fixes that delay instead (tests of the
     flows around power, not of the waiting)."""
     count, power, nics, power_delay_s = rack.count, rack.power, rack.nics, rack.power_delay_s
-    import bcrypt  # only needed here
-
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "htpasswd").write_text(
-        f"{username}:{bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode()}\n")
+    write_htpasswd(workdir / "htpasswd", username, password)
     systems = [f"5e1f0000-0000-4000-8000-{i:012d}" for i in range(1, count + 1)]
     nic_counts = nics or [1] * count
 

@@ -326,18 +326,24 @@ def drives(system: Any, warnings: list[str]) -> tuple[Drive, ...]:
     warning, not every drive unknown. SimpleStorage where the BMC has no Storage."""
     found: list[Drive] = []
     storage = _link(system.json, "Storage")
-    if storage is not None:
-        for sub in _members(system, storage):
-            refs = [d.get("@odata.id") for d in sub.get("Drives") or [] if isinstance(d, dict)]
-            for ref in refs:
-                try:
-                    d = _doc(system, str(ref))
-                except BENIGN + (ValueError,) as exc:
-                    warnings.append(f"drive {ref} unreadable: {exc}")
-                    continue
-                found.append(Drive(d.get("Name"), _bytes(d.get("CapacityBytes")),
-                                   d.get("SerialNumber")))
     simple = _link(system.json, "SimpleStorage")
+    try:
+        subsystems = _members(system, storage) if storage is not None else []
+    except BENIGN as exc:
+        if simple is None:
+            raise
+        warnings.append(f"Storage unreadable ({exc}); drives read from SimpleStorage")
+        subsystems = []
+    for sub in subsystems:
+        refs = [d.get("@odata.id") for d in sub.get("Drives") or [] if isinstance(d, dict)]
+        for ref in refs:
+            try:
+                d = _doc(system, str(ref))
+            except BENIGN + (ValueError,) as exc:
+                warnings.append(f"drive {ref} unreadable: {exc}")
+                continue
+            found.append(Drive(d.get("Name"), _bytes(d.get("CapacityBytes")),
+                               d.get("SerialNumber")))
     if not found and simple is not None:
         for sub in _members(system, simple):
             for dev in sub.get("Devices") or []:
