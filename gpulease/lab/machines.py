@@ -98,11 +98,11 @@ def domain_xml(lab: str, server: Server, disks: tuple[str, str], domain_type: st
   <on_crash>destroy</on_crash>
   <devices>
     <disk type='file' device='disk'>
-      <driver name='qemu' type='qcow2'/><source file='{escape(system)}'/>
+      <driver name='qemu' type='qcow2' discard='unmap'/><source file='{escape(system)}'/>
       <target dev='vda' bus='virtio'/>
     </disk>
     <disk type='file' device='disk'>
-      <driver name='qemu' type='qcow2'/><source file='{escape(data)}'/>
+      <driver name='qemu' type='qcow2' discard='unmap'/><source file='{escape(data)}'/>
       <target dev='vdb' bus='virtio'/>
     </disk>
     <disk type='file' device='cdrom'>

@@ -1,8 +1,9 @@
 """The lab's deploy ramdisk: a bootable ISO (GRUB for BIOS and the serial console, by
 `grub-mkrescue`) holding the lab's kernel and an initramfs of Debian's static busybox, the
-virtio modules and an /init that brings the NIC up by DHCP and reports to the control plane
-at the URL on its kernel command line (under QEMU's user-mode networking the host's
-loopback is 10.0.2.2). Built once per inputs: the ISO is named by their hash."""
+virtio modules and an /init that brings the NIC up by DHCP, asks the control plane at the
+URL on its kernel command line for a plan (write an image, erase the disks, or nothing),
+carries it out and reports (under QEMU's user-mode networking the host's loopback is
+10.0.2.2). Built once per inputs: the ISO is named by their hash."""
 
 from __future__ import annotations
 
@@ -18,15 +19,22 @@ from gpulease.lab.kernel import lab_kernel, lab_modules
 BUSYBOX = Path("/bin/busybox")  # Debian's busybox-static (.ci/run installs it)
 TOOLS = ("grub-mkrescue", "xorriso", "cpio")
 
-# What the ramdisk does, in busybox's sh. `gpulease.report=<url>` on the command line: it
-# GETs <url>?disks=<block devices> once its NIC is up, then powers the server off.
+# What the ramdisk does, in busybox's sh. `gpulease.control=<url>` on the command line: once
+# its NIC is up it asks <url>/plan?disks=<its disks> for one plan (key=value lines, each
+# checked against its pattern before use: the answer is data, never run), carries it out,
+# reports <url>/report?step=…&ok=0|1&… and powers the server off. Plans: `write` (image_url
+# hashed first: a wrong checksum writes nothing; then streamed onto disk, and image_bytes of
+# the disk read back and hashed against image_sha256),
+# `erase` (every disk discarded, or zeroed where discard fails, then its first 16 MiB read
+# back against zeros), `none`.
 INIT = """#!/bin/busybox sh
 /bin/busybox mkdir -p /proc /sys /dev /tmp /sbin /usr/bin /usr/sbin
 /bin/busybox --install -s
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
-echo "gpulease-ramdisk: up"
+say() { echo "gpulease-ramdisk: $*"; }
+say up
 while read -r ko; do insmod "/modules/$ko"; done < /modules/order
 ip link set lo up
 for nic in /sys/class/net/*; do
@@ -35,12 +43,58 @@ for nic in /sys/class/net/*; do
   ip link set "$nic" up
   udhcpc -i "$nic" -s /udhcpc.sh -q -n -t 10
 done
-report=$(sed -n 's/.*gpulease\\.report=\\([^ ]*\\).*/\\1/p' /proc/cmdline)
-disks=$(ls /sys/block | grep -v '^loop' | tr '\\n' , )
-echo "gpulease-ramdisk: disks $disks"
-if [ -n "$report" ] && wget -q -O /tmp/answer "$report?disks=$disks"; then
-  echo "gpulease-ramdisk: reported"
+control=$(sed -n 's/.*gpulease\\.control=\\([^ ]*\\).*/\\1/p' /proc/cmdline)
+disks=$(ls /sys/block | grep -E '^(vd[a-z]|sd[a-z]|nvme[0-9]+n[0-9]+)$' | tr '\\n' , )
+say "disks $disks"
+now() { cut -d' ' -f1 /proc/uptime | tr -d .; }  # centiseconds since the kernel started
+report() { wget -q -O /dev/null "$control/report?$1&uptime_cs=$(now)" && say "reported $1"; }
+action=none image_url= image_sha256= image_bytes= disk=
+if wget -q -O /tmp/plan "$control/plan?disks=$disks"; then
+  while IFS='=' read -r key value; do
+    case "$key" in
+      action) case "$value" in write|erase|none) action=$value ;; esac ;;
+      image_url) case "$value" in http://*) case "$value" in
+        *[!A-Za-z0-9._~:/?@!\\$\\&*+,\\;=%-]*) ;; *) image_url=$value ;; esac ;; esac ;;
+      image_sha256) case "$value" in *[!0-9a-f]*|'') ;; *) [ ${#value} -eq 64 ] \\
+        && image_sha256=$value ;; esac ;;
+      image_bytes) case "$value" in *[!0-9]*|'') ;; *) image_bytes=$value ;; esac ;;
+      disk) echo "$value" | grep -qE '^(vd[a-z]|sd[a-z]|nvme[0-9]+n[0-9]+)$' && disk=$value ;;
+    esac
+  done < /tmp/plan
 fi
+say "plan $action"
+case "$action" in
+  write)
+    if [ -z "$image_url" ] || [ -z "$image_sha256" ] || [ -z "$image_bytes" ] \\
+       || [ -z "$disk" ]; then
+      report "step=write&ok=0&why=incomplete-plan"
+    elif ! fetched=$(wget -q -O - "$image_url" | sha256sum | cut -d' ' -f1) \\
+       || [ "$fetched" != "$image_sha256" ]; then
+      report "step=write&ok=0&why=checksum&sha256=$fetched"
+    elif ! started=$(now) \\
+       || ! wget -q -O - "$image_url" | dd of="/dev/$disk" bs=1M conv=fsync 2>/tmp/dd; then
+      report "step=write&ok=0&why=download-or-write-failed"
+    else
+      sync
+      echo 3 > /proc/sys/vm/drop_caches
+      got=$(head -c "$image_bytes" "/dev/$disk" | sha256sum | cut -d' ' -f1)
+      if [ "$got" = "$image_sha256" ]; then ok=1; else ok=0; fi
+      report "step=write&ok=$ok&sha256=$got&disk=$disk&write_cs=$(( $(now) - started ))"
+    fi ;;
+  erase)
+    zeros=$(head -c 16777216 /dev/zero | sha256sum | cut -d' ' -f1)
+    ok=1 methods= started=$(now)
+    for d in $(echo "$disks" | tr , ' '); do
+      if blkdiscard "/dev/$d" 2>/dev/null; then m=discard
+      else dd if=/dev/zero of="/dev/$d" bs=1M conv=fsync 2>/dev/null; m=zero; fi
+      sync
+      echo 3 > /proc/sys/vm/drop_caches
+      [ "$(head -c 16777216 "/dev/$d" | sha256sum | cut -d' ' -f1)" = "$zeros" ] || ok=0
+      methods="$methods$d:$m,"
+    done
+    report "step=erase&ok=$ok&methods=$methods&erase_cs=$(( $(now) - started ))" ;;
+  none) report "step=none&ok=1&disks=$disks" ;;
+esac
 sync
 poweroff -f
 """

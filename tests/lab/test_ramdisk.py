@@ -1,64 +1,35 @@
 """The deploy ramdisk for real: built from Debian's kernel and busybox, inserted as virtual
-media through the lab's Redfish BMC from a loopback URL, booted once from CD by a QEMU
-server, and heard from: its NIC up by DHCP, it reports the disks it sees to the control
-plane (the host's loopback, 10.0.2.2 inside QEMU's user-mode network) and powers off."""
+media through the lab's Redfish BMC from a loopback URL and booted once from CD by a QEMU
+server, three times: an image whose checksum is wrong (nothing written), the right one
+(written, read back on the server and again from the host), and the erase (the host reads
+the disk files back and finds no data)."""
 
 from __future__ import annotations
 
-import http.server
-import queue
+import hashlib
+import json
 import shutil
+import subprocess
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from gpulease.drivers.redfish import RedfishDriver
+from gpulease.drivers.redfish import RedfishBmc, RedfishDriver
 from gpulease.lab import lab as labs
 from gpulease.lab import machines, ramdisk
 from gpulease.ports.bmc import BmcEndpoint, BootDevice, MediaSlot
-from gpulease.testing.servers import free_port
+from gpulease.testing.servers import MediaServer, free_port
 from tests.fixtures.lab import need_libvirt
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("lab")]
 
 BOOT_BUDGET_S = 300  # TCG on a busy 2-core machine: ~15 s alone, minutes under the suite
-
-
-class _Files(http.server.ThreadingHTTPServer):
-    """What a server fetches (the ISO) and where the ramdisk reports, on 127.0.0.1."""
-
-    def __init__(self, iso: Path, port: int) -> None:
-        self.iso = iso
-        self.reports: queue.Queue[dict[str, list[str]]] = queue.Queue()
-        super().__init__(("127.0.0.1", port), _Handler)
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    server: _Files
-
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        url = urlsplit(self.path)
-        if url.path == "/ramdisk.iso":
-            body = self.server.iso.read_bytes()
-        elif url.path == "/report":
-            self.server.reports.put(parse_qs(url.query))
-            body = b"ok"
-        else:
-            self.send_error(404)
-            return
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *_args: object) -> None:
-        pass
+IMAGE_BYTES = 32 * 2**20
+MARKER = b"TENANT-DATA-"
 
 
 @pytest.fixture
@@ -80,35 +51,84 @@ def folder() -> Iterator[Path]:
     shutil.rmtree(made, ignore_errors=True)
 
 
-def test_a_lab_server_boots_the_deploy_ramdisk_from_virtual_media_and_reports(
-        cache: Path, folder: Path) -> None:
+def boot_ramdisk(bmc: RedfishBmc, files: MediaServer, name: str) -> dict[str, str]:
+    """One boot of the ramdisk from CD; its report, once it has powered the server off."""
+    bmc.set_one_time_boot(BootDevice.VIRTUAL_CD)
+    bmc.power_on()
+    report = files.next_report(BOOT_BUDGET_S)
+    deadline = time.monotonic() + 120
+    while machines.power_state(name) != "Off":
+        assert time.monotonic() < deadline, "the ramdisk did not power the server off"
+        time.sleep(0.5)
+    return report
+
+
+def host_read(disk: Path, length: int) -> bytes:
+    """The first `length` bytes of a server's disk, read by the host from its qcow2 file."""
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = Path(tmp) / "head.raw"
+        subprocess.run(["qemu-img", "dd", "-f", "qcow2", "-O", "raw", f"if={disk}",
+                        f"of={raw}", "bs=1M", f"count={length // 2**20}"], check=True)
+        return raw.read_bytes()
+
+
+def allocated_data(disk: Path) -> list[dict[str, object]]:
+    """The ranges of a qcow2 file that hold data (not zeros, not unallocated)."""
+    found = json.loads(subprocess.run(["qemu-img", "map", "--output=json", str(disk)],
+                                      capture_output=True, check=True, text=True).stdout)
+    return [r for r in found if r.get("data") and not r.get("zero")]
+
+
+def test_the_ramdisk_writes_only_a_checked_image_and_erases_what_the_host_reads_back(
+        cache: Path, folder: Path, tmp_path: Path) -> None:
     need_libvirt()
-    files_port = free_port()
-    iso = ramdisk.build(cache, f"gpulease.report=http://10.0.2.2:{files_port}/report")
-    files = _Files(iso, files_port)
-    threading.Thread(target=files.serve_forever, daemon=True).start()
+    image = tmp_path / "image.raw"
+    image.write_bytes((MARKER + uuid.uuid4().hex.encode() + b"\n") * (IMAGE_BYTES // 45)
+                      + b"\0" * (IMAGE_BYTES % 45))
+    assert image.stat().st_size == IMAGE_BYTES
+    sha = hashlib.sha256(image.read_bytes()).hexdigest()
+    port = free_port()
+    iso = ramdisk.build(cache, f"gpulease.control=http://10.0.2.2:{port}")
+    files = MediaServer({"ramdisk.iso": iso, "image.raw": image}, port)
     name = f"rd{uuid.uuid4().hex[:6]}"
     lab = labs.up(folder, labs.Plan(servers=1, bmc_port=free_port(),
                                     first_ssh_port=free_port(), name=name, accel="tcg"))
     try:
         server = lab.servers[0]
+        system_disk = folder / "pool" / f"{server['name']}-system.qcow2"
+        data_disk = folder / "pool" / f"{server['name']}-data.qcow2"
         bmc = RedfishDriver(timeout_s=60).bmc(BmcEndpoint(
             str(server["name"]), lab.system_url(server), lab.username, lab.password))
-        started = time.monotonic()
-        bmc.insert_media(f"http://127.0.0.1:{files_port}/ramdisk.iso", MediaSlot.CD)
+        bmc.insert_media(f"http://127.0.0.1:{port}/ramdisk.iso", MediaSlot.CD)
         assert bmc.inserted_media(MediaSlot.CD)
-        bmc.set_one_time_boot(BootDevice.VIRTUAL_CD)
-        bmc.power_on()
-        report = files.reports.get(timeout=BOOT_BUDGET_S)
-        booted_s = time.monotonic() - started
-        # the server's own two disks (its CD-ROM is not a block device the ramdisk lists)
-        assert report["disks"][0].split(",")[:2] == ["vda", "vdb"], report
-        deadline = time.monotonic() + 120
-        while machines.power_state(str(server["name"])) != "Off":
-            assert time.monotonic() < deadline, "the ramdisk did not power the server off"
-            time.sleep(1)
-        print(f"ramdisk booted and reported in {booted_s:.1f} s")
+        write = (f"action=write\nimage_url=http://10.0.2.2:{port}/image.raw\n"
+                 f"image_bytes={IMAGE_BYTES}\ndisk=vda\n")
+
+        files.plan = write + "image_sha256=" + "0" * 64 + "\n"
+        refused = boot_ramdisk(bmc, files, str(server["name"]))
+        assert refused["ok"] == "0" and refused["why"] == "checksum", refused
+        assert refused["sha256"] == sha  # what it fetched: the file, not the plan's word
+        assert allocated_data(system_disk) == []  # nothing written
+
+        files.plan = write + f"image_sha256={sha}\n"
+        written = boot_ramdisk(bmc, files, str(server["name"]))
+        assert {k: written[k] for k in ("step", "ok", "sha256", "disk")} == {
+            "step": "write", "ok": "1", "sha256": sha, "disk": "vda"}
+        assert int(written["write_cs"]) > 0 and int(written["uptime_cs"]) > 0
+        assert hashlib.sha256(host_read(system_disk, IMAGE_BYTES)).hexdigest() == sha
+
+        files.plan = "action=erase\n"
+        erased = boot_ramdisk(bmc, files, str(server["name"]))
+        assert erased["ok"] == "1", erased
+        assert set(erased["methods"].strip(",").split(",")) == {"vda:discard", "vdb:discard"}
+        assert MARKER not in host_read(system_disk, IMAGE_BYTES)
+        assert allocated_data(system_disk) == [] and allocated_data(data_disk) == []
     finally:
-        files.shutdown()
-        files.server_close()
+        files.close()
         labs.down(folder)
+
+
+def test_a_plan_is_data_the_ramdisk_checks_never_a_script_it_runs() -> None:
+    """Each value is matched against its pattern before use; the /init sources nothing."""
+    assert ". /tmp/plan" not in ramdisk.INIT and "eval" not in ramdisk.INIT
+    assert "image_sha256) case \"$value\" in *[!0-9a-f]*" in ramdisk.INIT
