@@ -23,6 +23,8 @@ class ConfigDriveSpec:
     agent_url: str
     agent_token: str  # one-time: the agent trades it for a per-node credential
     data_disk_mount: str = "/data"
+    # the server's data disk as its kernel names it (the lab's virtio servers: /dev/vdb)
+    data_disk_device: str = "/dev/nvme1n1"
     # the data disk left unformatted for LUKS2 under the tenant's own key
     encrypted_data: bool = False
 
@@ -41,10 +43,10 @@ def user_data(spec: ConfigDriveSpec) -> str:
         "users": [{"name": "root", "lock_passwd": False,
                    "hashed_passwd": hash_root_password(spec.root_password),
                    "ssh_authorized_keys": list(spec.ssh_keys)}],
-        "disk_setup": {"/dev/nvme1n1": {"table_type": "gpt", "layout": True,
-                                        "overwrite": False}},
-        "fs_setup": [{"label": "data", "filesystem": "ext4", "device": "/dev/nvme1n1",
-                      "partition": "auto"}],
+        "disk_setup": {spec.data_disk_device: {"table_type": "gpt", "layout": True,
+                                               "overwrite": False}},
+        "fs_setup": [{"label": "data", "filesystem": "ext4",
+                      "device": spec.data_disk_device, "partition": "auto"}],
         "mounts": [["LABEL=data", spec.data_disk_mount, "ext4", "defaults,nofail", "0", "2"]],
         "write_files": [{"path": "/etc/gpulease/agent.env", "permissions": "0600",
                          "content": f"GPULEASE_URL={spec.agent_url}\n"
@@ -57,9 +59,10 @@ def user_data(spec: ConfigDriveSpec) -> str:
             config.pop(key)
         config["write_files"].append({  # type: ignore[attr-defined]
             "path": "/etc/motd.d/50-gpulease-data", "permissions": "0644",
-            "content": "The data disk /dev/nvme1n1 is left unformatted, to be encrypted with "
-                       "a key only you hold:\n  gpulease agent encrypt-data /dev/nvme1n1 "
-                       "--yes\nAfter a reboot: gpulease agent unlock-data /dev/nvme1n1\n"})
+            "content": f"The data disk {spec.data_disk_device} is left unformatted, to be "
+                       "encrypted with a key only you hold:\n  gpulease agent encrypt-data "
+                       f"{spec.data_disk_device} --yes\nAfter a reboot: gpulease agent "
+                       f"unlock-data {spec.data_disk_device}\n"})
     return "#cloud-config\n" + json.dumps(config, indent=2) + "\n"
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import bcrypt
@@ -29,6 +30,17 @@ def test_config_drive_is_a_nocloud_iso_with_the_instances_settings() -> None:
     assert json.loads(files["meta-data"]) == {"instance-id": "i-abc",
                                               "local-hostname": "train-01"}
     assert json.loads(files["network-config"])["version"] == 2
+
+
+def test_the_data_disk_is_the_one_the_server_has() -> None:
+    def setup(spec: ConfigDriveSpec) -> dict[str, object]:
+        return json.loads(read_iso(build_iso(spec))["user-data"].split("\n", 1)[1])
+
+    assert list(setup(SPEC)["disk_setup"]) == ["/dev/nvme1n1"]  # a GPU server's second NVMe
+    lab = setup(dataclasses.replace(SPEC, data_disk_device="/dev/vdb"))  # a lab VM's
+    assert list(lab["disk_setup"]) == ["/dev/vdb"]
+    assert lab["fs_setup"] == [{"label": "data", "filesystem": "ext4", "device": "/dev/vdb",
+                                "partition": "auto"}]
 
 
 def test_a_foreign_iso_is_refused() -> None:

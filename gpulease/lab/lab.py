@@ -78,7 +78,9 @@ def up(folder: Path, plan: Plan) -> Lab:
     """Makes (or finds again) the lab in `folder` and starts its BMC."""
     machines.quiet_libvirt()
     folder = folder.resolve()
-    folder.mkdir(parents=True, exist_ok=True)
+    if not folder.exists():
+        folder.mkdir(parents=True)
+        folder.chmod(0o711)  # QEMU (libvirt's user) passes through; only root lists it
     known = load(folder)
     if known is not None:
         bmc.stop(known.emulator_pid)

@@ -59,7 +59,9 @@ def ensure_pool(lab: str, folder: Path) -> None:
         try:
             pool = conn.storagePoolLookupByName(pool_name(lab))
         except libvirt.libvirtError:
-            folder.mkdir(parents=True, exist_ok=True)
+            if not folder.exists():
+                folder.mkdir()
+                folder.chmod(0o711)  # whatever the process's umask
             pool = conn.storagePoolDefineXML(
                 f"<pool type='dir'><name>{escape(pool_name(lab))}</name><target><path>"
                 f"{escape(str(folder))}</path></target></pool>", 0)
