@@ -9,7 +9,7 @@ boot that erases both disks; `lab down`. Each boot is split into the server's ow
 its report) and the rest (BIOS, GRUB, the BMC and libvirt). Baseline from the same run: the
 same ISO booted by a bare QEMU process with the same devices and plan `none`, no libvirt
 and no BMC. Needs libvirtd (docs/operations.md, "The lab"). `python bench/vm_deploy.py
-[image MiB, default 256]`.
+[IMAGE.raw | MiB of random data, default 256]` (`gpulease image build` makes an image).
 """
 
 from __future__ import annotations
@@ -73,16 +73,25 @@ def bare_qemu_s(iso: Path, accel: str, files: MediaServer) -> float:
             proc.wait(BUDGET_S)
 
 
-def run(image_mib: int) -> dict[str, object]:
+def run(source: str) -> dict[str, object]:
     cache = Path(tempfile.gettempdir()) / "gpulease-lab-cache"
     cache.mkdir(exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="gpulease-bench-lab-", dir="/var/tmp"))
     work.chmod(0o711)
-    image = work / "image.raw"
-    with image.open("wb") as f:
-        for _ in range(image_mib):
-            f.write(os.urandom(2**20))
-    sha = hashlib.sha256(image.read_bytes()).hexdigest()
+    if source.isdigit():
+        image = work / "image.raw"
+        with image.open("wb") as f:
+            for _ in range(int(source)):
+                f.write(os.urandom(2**20))
+    else:
+        image = Path(source)
+    size = image.stat().st_size
+    image_mib = round(size / 2**20, 1)
+    digest = hashlib.sha256()
+    with image.open("rb") as f:
+        while chunk := f.read(8 * 2**20):
+            digest.update(chunk)
+    sha = digest.hexdigest()
     port = free_port()
     args = f"gpulease.control=http://10.0.2.2:{port}"
     stages: dict[str, object] = {}
@@ -109,7 +118,7 @@ def run(image_mib: int) -> dict[str, object]:
         bmc.insert_media(f"http://127.0.0.1:{port}/ramdisk.iso", MediaSlot.CD)
         stages["insert_media_s"] = round(time.monotonic() - t, 2)
         files.plan = (f"action=write\nimage_url=http://10.0.2.2:{port}/image.raw\n"
-                      f"image_sha256={sha}\nimage_bytes={image_mib * 2**20}\ndisk=vda\n")
+                      f"image_sha256={sha}\nimage_bytes={size}\ndisk=vda\n")
         written = boot(bmc, files, name)
         assert written["ok"] == "1", written
         write_s = int(written["write_cs"]) / 100
@@ -125,8 +134,8 @@ def run(image_mib: int) -> dict[str, object]:
         baseline = bare_qemu_s(iso, lab.accel, files)
         files.close()
         return {"bench": "vm_deploy", "accelerator": lab.accel, "why": lab.accel_why,
-                "image_mib": image_mib, "ramdisk_iso_bytes": iso.stat().st_size,
-                "stages": stages,
+                "image": image.name, "image_mib": image_mib,
+                "ramdisk_iso_bytes": iso.stat().st_size, "stages": stages,
                 "baseline_bare_qemu_boot_to_report_s": baseline,
                 "not_yet": "a real OS image, first boot, SSH (issue 44's next slices)"}
     finally:
@@ -134,4 +143,4 @@ def run(image_mib: int) -> dict[str, object]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(run(int(sys.argv[1]) if len(sys.argv) > 1 else 256), indent=2))
+    print(json.dumps(run(sys.argv[1] if len(sys.argv) > 1 else "256"), indent=2))

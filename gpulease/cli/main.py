@@ -38,6 +38,9 @@ from gpulease.cli.commands import (
     money as money_cmds,
 )
 from gpulease.cli.commands import (
+    os_images as os_image_cmds,
+)
+from gpulease.cli.commands import (
     platform as platform_cmds,
 )
 from gpulease.cli.commands import (
@@ -56,7 +59,7 @@ for group in (platform_cmds, catalog_cmds, instances_cmds, fleet_cmds, fabric_cm
               lab_cmds):
     app.add_typer(group.app)
 app.add_typer(agent_app, name="agent")  # with agent_backup's and agent_disk's commands
-assert agent_backup and agent_disk and saved_image_cmds  # they join `agent` and `image`
+assert agent_backup and agent_disk and saved_image_cmds and os_image_cmds  # join `agent`, `image`
 
 
 def main() -> None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import http.server
 import queue
+import shutil
 import socket
 import threading
 import time
+from contextlib import suppress
 from pathlib import Path
 from unittest.mock import MagicMock
 from urllib.parse import parse_qs, urlsplit
@@ -97,15 +99,20 @@ class _MediaHandler(http.server.BaseHTTPRequestHandler):
         if url.path in ("/plan", "/report"):
             self.server.heard.put((url.path, {k: v[0] for k, v in parse_qs(url.query).items()}))
             body = self.server.plan.encode() if url.path == "/plan" else b"ok"
-        elif url.path.lstrip("/") in self.server.files:
-            body = self.server.files[url.path.lstrip("/")].read_bytes()
-        else:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        path = self.server.files.get(url.path.lstrip("/"))
+        if path is None:
             self.send_error(404)
             return
         self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(path.stat().st_size))
         self.end_headers()
-        self.wfile.write(body)
+        with path.open("rb") as f, suppress(BrokenPipeError, ConnectionResetError):
+            shutil.copyfileobj(f, self.wfile, 2**20)  # streamed: images are gigabytes
 
     def log_message(self, *_args: object) -> None:
         pass
