@@ -25,6 +25,7 @@ class Plan:
     servers: int = 1
     bmc_port: int = 8100
     first_ssh_port: int = 2201
+    media_port: int = 8101  # the lab's media server while it deploys (lab/media.py)
     name: str = "gpulease-lab"
     accel: str | None = None  # "kvm" or "tcg" forces it (GPULEASE_LAB_ACCEL)
 
@@ -40,6 +41,14 @@ class Lab:
     password: str
     emulator_pid: int | None
     servers: list[dict[str, object]] = field(default_factory=list)
+    media_port: int = 8101
+
+    def server(self, name: str) -> dict[str, object]:
+        for s in self.servers:
+            if s["name"] == name:
+                return s
+        raise KeyError(f"no server {name!r} in lab {self.name} (it has "
+                       + ", ".join(str(s["name"]) for s in self.servers) + ")")
 
     @property
     def bmc_url(self) -> str:
@@ -91,7 +100,8 @@ def up(folder: Path, plan: Plan) -> Lab:
               bmc_port=plan.bmc_port,
               username=known.username if known else "lab",
               password=known.password if known else secrets.token_urlsafe(16),
-              emulator_pid=None, servers=[asdict(s) for s in servers])
+              emulator_pid=None, servers=[asdict(s) for s in servers],
+              media_port=plan.media_port)
     _save(folder, lab)  # before the BMC starts: `down` finds the servers whatever happens
     lab.emulator_pid = bmc.start(folder / "bmc", plan.name, plan.bmc_port,
                                  [s.uuid for s in servers], (lab.username, lab.password))

@@ -121,3 +121,16 @@ def _sha256(path: Path) -> str:
         while chunk := f.read(8 * 2**20):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def latest(cache: Path) -> Built | None:
+    """The newest image built in `cache` (by its manifest), or None."""
+    manifests = sorted(cache.glob("*.json"), key=lambda p: p.stat().st_mtime)
+    for manifest in reversed(manifests):
+        try:
+            built = Built(**{**json.loads(manifest.read_text()), "from_cache": True})
+        except (TypeError, ValueError):
+            continue
+        if Path(built.path).exists():
+            return built
+    return None

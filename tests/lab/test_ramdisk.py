@@ -21,8 +21,9 @@ import pytest
 from gpulease.drivers.redfish import RedfishBmc, RedfishDriver
 from gpulease.lab import lab as labs
 from gpulease.lab import machines, ramdisk
+from gpulease.lab.media import MediaServer
 from gpulease.ports.bmc import BmcEndpoint, BootDevice, MediaSlot
-from gpulease.testing.servers import MediaServer, free_port
+from gpulease.testing.servers import free_port
 from tests.fixtures.lab import need_libvirt
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("lab")]

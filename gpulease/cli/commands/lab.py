@@ -13,8 +13,10 @@ from gpulease.cli.client import ApiError
 from gpulease.cli.common import TokenOpt, UrlOpt, connect, err, out
 from gpulease.cli.words import _
 from gpulease.domain.catalog import read_catalog_text
+from gpulease.lab import deploy as deploys
 from gpulease.lab import lab as labs
 from gpulease.lab import machines
+from gpulease.osimage.build import latest
 from gpulease.schemas import EnrollRequest
 
 app = typer.Typer()
@@ -33,6 +35,8 @@ def lab_up(
     bmc_port: Annotated[int, typer.Option(help="the BMC's port on 127.0.0.1")] = 8100,
     ssh_port: Annotated[int, typer.Option(
         help="127.0.0.1 port of the first server's SSH (the next ones follow)")] = 2201,
+    media_port: Annotated[int, typer.Option(
+        help="127.0.0.1 port the lab serves its deploys' files on")] = 8101,
     accel: Annotated[str | None, typer.Option(
         envvar="GPULEASE_LAB_ACCEL", help="kvm or tcg (default: detected)")] = None,
     enroll: Annotated[bool, typer.Option(
@@ -46,7 +50,8 @@ def lab_up(
         raise typer.Exit(2)
     try:
         lab = labs.up(folder, labs.Plan(servers=servers, bmc_port=bmc_port,
-                                        first_ssh_port=ssh_port, accel=accel))
+                                        first_ssh_port=ssh_port, media_port=media_port,
+                                        accel=accel))
     except (ImportError, RuntimeError, OSError) as exc:
         err.print(_("[red]error[/red]: the lab could not start: {error}", error=exc))
         raise typer.Exit(1) from None
@@ -108,3 +113,68 @@ def lab_down(folder: DirOpt = DEFAULT_DIR) -> None:
     """Stop the lab's BMC and remove its servers, their disks and its pool (nothing else)."""
     removed = labs.down(folder)
     out.print(_("removed: {servers}", servers=", ".join(removed) or _("nothing")))
+
+
+def _lab(folder: Path) -> labs.Lab:
+    lab = labs.load(folder.resolve())
+    if lab is None:
+        err.print(_("[red]error[/red]: no lab in {folder}: `gpulease lab up` makes one",
+                    folder=folder))
+        raise typer.Exit(1)
+    machines.quiet_libvirt()
+    return lab
+
+
+CacheOpt = Annotated[Path, typer.Option(
+    "--image-cache", envvar="GPULEASE_IMAGE_CACHE",
+    help="where `gpulease image build` keeps images")]
+
+
+@lab_app.command("deploy")
+def lab_deploy(
+    server: Annotated[str, typer.Argument(help="the lab server, e.g. gpulease-lab-01")],
+    ssh_key: Annotated[Path, typer.Option(help="your SSH public key file")],
+    hostname: Annotated[str | None, typer.Option(help="default: the server's name")] = None,
+    image_cache: CacheOpt = Path("/var/tmp/gpulease-images"), folder: DirOpt = DEFAULT_DIR,
+) -> None:
+    """Write the newest built image onto a lab server through its BMC and boot it with a
+    config drive; print the SSH line and the root password (once)."""
+    lab = _lab(folder)
+    built = latest(image_cache)
+    if built is None:
+        err.print(_("[red]error[/red]: no image in {cache}: `gpulease image build` makes one",
+                    cache=image_cache))
+        raise typer.Exit(1)
+    try:
+        key = ssh_key.read_text().strip()
+        lab.server(server)
+        done = deploys.deploy(lab, server, deploys.Order(
+            Path(built.path), built.sha256, hostname or server, (key,)),
+            Path(lab.folder) / "cache")
+    except (OSError, KeyError, deploys.DeployFailed) as exc:
+        err.print(_("[red]error[/red]: {server} was not deployed: {error}", server=server,
+                    error=exc))
+        raise typer.Exit(1) from None
+    out.print(_("{server} runs {image} (sha256 {sha}); ready in {seconds:g} s",
+                server=server, image=built.image_id, sha=built.sha256[:16],
+                seconds=done.stages["ssh_answers_s"]))
+    out.print(f"  {done.ssh}")
+    out.print(_("  root password (shown once): {password}", password=done.root_password))
+
+
+@lab_app.command("erase")
+def lab_erase(
+    server: Annotated[str, typer.Argument(help="the lab server, e.g. gpulease-lab-01")],
+    folder: DirOpt = DEFAULT_DIR,
+) -> None:
+    """Power a lab server off and erase both its disks from the ramdisk (read back)."""
+    lab = _lab(folder)
+    try:
+        lab.server(server)
+        report = deploys.erase(lab, server, Path(lab.folder) / "cache")
+    except (KeyError, deploys.DeployFailed) as exc:
+        err.print(_("[red]error[/red]: {server} was not erased: {error}", server=server,
+                    error=exc))
+        raise typer.Exit(1) from None
+    out.print(_("{server} erased: {methods} (read back: zeros)", server=server,
+                methods=report.get("methods", "").strip(",")))
