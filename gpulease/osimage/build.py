@@ -1,6 +1,7 @@
 """`gpulease image build`: a Debian system from Debian's packages (debootstrap, as
 diskimage-builder's elements do), set up for a rented server's first boot: cloud-init
-reading a NoCloud config drive (hostname, SSH keys, root password, the data disk), OpenSSH
+reading a NoCloud config drive (hostname, SSH keys, root password, the data disk) and
+growing the root partition to the whole system disk, OpenSSH
 with fresh host keys per server, DHCP on the first NIC, the serial console. Laid out by
 disk.py, recorded with its size and SHA-256, and kept in a cache named by the hash of its
 inputs (the same inputs are built once)."""
@@ -21,6 +22,8 @@ from gpulease.osimage import disk
 BUILDER = "gpulease-image-build/1"
 PACKAGES = ("linux-image-cloud-amd64", "systemd-sysv", "udev", "openssh-server", "cloud-init",
             "ifupdown", "isc-dhcp-client", "netbase", "iproute2", "e2fsprogs", "fdisk", "gdisk",
+            # growpart: cloud-init grows the root partition to the disk at first boot
+            "cloud-guest-utils",
             # virtual packages debootstrap does not resolve (python3-cryptography needs it)
             "python3-cffi-backend",
             "ca-certificates")

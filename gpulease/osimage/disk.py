@@ -54,9 +54,10 @@ def syslinux_cfg(boot: Boot) -> str:
 
 def assemble(root: Path, boot: Boot, out: Path) -> int:
     """Writes the image to `out`; returns its size in bytes. The root partition is the
-    tree's size and a third more (at least 512 MiB spare), rounded to MiB."""
+    tree's size, 15 % more and 128 MiB (ext4's own tables and a little room), rounded to
+    MiB: the image stays small to write, and the first boot grows it to the disk."""
     used = _tree_bytes(root)
-    root_mib = -(-(used * 4 // 3 + 512 * 2**20) // 2**20)
+    root_mib = -(-(used * 115 // 100 + 128 * 2**20) // 2**20)
     with tempfile.TemporaryDirectory(prefix="gpulease-image-", dir=out.parent) as tmp:
         boot_img, root_img = Path(tmp) / "boot.fat", Path(tmp) / "root.ext4"
         _run("mkfs.vfat", "-C", "-n", "GL-BOOT", str(boot_img), str(BOOT_MIB * 1024))

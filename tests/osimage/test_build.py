@@ -99,8 +99,10 @@ def test_a_deployed_server_lets_the_tenant_in_over_ssh_and_its_erase_leaves_noth
                      "cloud-init status --wait >/dev/null; hostname; "
                      "findmnt -n -o SOURCE /data; getent shadow root | cut -d: -f2; "
                      "ls /etc/ssh/ssh_host_ed25519_key.pub; "
+                     "df -B1 --output=size / | tail -1; "
                      "echo TENANT-SECRET > /data/secret; sync")
-        hostname, data, root_hash, host_key = facts.split()
+        hostname, data, root_hash, host_key, root_bytes = facts.split()
+        assert int(root_bytes) > 8 * 10**9  # grown from the image's to the 10 GB disk
         assert hostname == "lab-tenant-1"
         assert data == "/dev/vdb1"
         assert bcrypt.checkpw(done.root_password.encode(), root_hash.encode())
