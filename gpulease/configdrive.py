@@ -25,6 +25,9 @@ class ConfigDriveSpec:
     data_disk_mount: str = "/data"
     # the server's data disk as its kernel names it (the lab's virtio servers: /dev/vdb)
     data_disk_device: str = "/dev/nvme1n1"
+    # a NIC on a fabric with no DHCP (the lab's eth1): brought up with its IPv6 link-local
+    # address only; None: every NIC asks DHCP
+    fabric_nic: str | None = None
     # the data disk left unformatted for LUKS2 under the tenant's own key
     encrypted_data: bool = False
 
@@ -54,6 +57,8 @@ def user_data(spec: ConfigDriveSpec) -> str:
                                     f"GPULEASE_INSTANCE={spec.instance_id}\n"}],
         "runcmd": [["systemctl", "enable", "--now", "gpulease-agent.service"]],
     }
+    if spec.fabric_nic:  # cloud-init leaves an address-less NIC down ("inet manual")
+        config["bootcmd"] = [["ip", "link", "set", "dev", spec.fabric_nic, "up"]]
     if spec.encrypted_data:  # the tenant formats it under a key the platform never sees
         for key in ("disk_setup", "fs_setup", "mounts"):
             config.pop(key)
@@ -70,16 +75,20 @@ def meta_data(spec: ConfigDriveSpec) -> str:
     return json.dumps({"instance-id": spec.instance_id, "local-hostname": spec.hostname}) + "\n"
 
 
-def network_config() -> str:
-    return json.dumps({"version": 2, "ethernets": {"all": {
-        "match": {"name": "e*"}, "dhcp4": True, "dhcp6": False}}}) + "\n"
+def network_config(spec: ConfigDriveSpec | None = None) -> str:
+    if spec is None or spec.fabric_nic is None:
+        return json.dumps({"version": 2, "ethernets": {"all": {
+            "match": {"name": "e*"}, "dhcp4": True, "dhcp6": False}}}) + "\n"
+    return json.dumps({"version": 2, "ethernets": {
+        "eth0": {"dhcp4": True, "dhcp6": False},
+        spec.fabric_nic: {"dhcp4": False, "dhcp6": False}}}) + "\n"
 
 
 def build_iso(spec: ConfigDriveSpec) -> bytes:
     iso = pycdlib.PyCdlib()
     iso.new(interchange_level=3, joliet=3, rock_ridge="1.09", vol_ident="cidata")
     files = {"user-data": user_data(spec), "meta-data": meta_data(spec),
-             "network-config": network_config()}
+             "network-config": network_config(spec)}
     for n, (name, text) in enumerate(files.items()):
         data = text.encode()
         iso.add_fp(io.BytesIO(data), len(data), f"/FILE{n}.;1", rr_name=name,

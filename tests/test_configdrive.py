@@ -43,6 +43,17 @@ def test_the_data_disk_is_the_one_the_server_has() -> None:
                                 "partition": "auto"}]
 
 
+def test_a_fabric_nic_is_brought_up_without_dhcp_and_the_rest_ask_dhcp() -> None:
+    plain = read_iso(build_iso(SPEC))
+    assert json.loads(plain["network-config"])["ethernets"]["all"]["dhcp4"] is True
+    fabric = read_iso(build_iso(dataclasses.replace(SPEC, fabric_nic="eth1")))
+    nets = json.loads(fabric["network-config"])["ethernets"]
+    assert nets == {"eth0": {"dhcp4": True, "dhcp6": False},
+                    "eth1": {"dhcp4": False, "dhcp6": False}}
+    config = json.loads(fabric["user-data"].split("\n", 1)[1])
+    assert config["bootcmd"] == [["ip", "link", "set", "dev", "eth1", "up"]]
+
+
 def test_a_foreign_iso_is_refused() -> None:
     import io
 

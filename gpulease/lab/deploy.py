@@ -57,10 +57,12 @@ def _bmc(lab: Lab, name: str) -> RedfishBmc:
         name, lab.system_url(lab.server(name)), lab.username, lab.password))
 
 
-def _media(lab: Lab, cache: Path, files: dict[str, Path]) -> tuple[MediaServer, str]:
-    iso = ramdisk.build(cache, f"gpulease.control=http://{GUEST_HOST}:{lab.media_port}")
-    media = MediaServer({"ramdisk.iso": iso, **files}, lab.media_port)
-    return media, f"http://127.0.0.1:{lab.media_port}"
+def _media(lab: Lab, name: str, cache: Path, files: dict[str, Path]
+           ) -> tuple[MediaServer, str]:
+    port = lab.media_port_of(name)
+    iso = ramdisk.build(cache, f"gpulease.control=http://{GUEST_HOST}:{port}")
+    media = MediaServer({"ramdisk.iso": iso, **files}, port)
+    return media, f"http://127.0.0.1:{port}"
 
 
 def _off(name: str, budget_s: float) -> None:
@@ -107,17 +109,18 @@ def deploy(lab: Lab, name: str, order: Order, cache: Path, budget_s: float = 180
     seed.write_bytes(build_iso(ConfigDriveSpec(
         instance_id=f"lab-{uuid.uuid4().hex[:12]}", hostname=order.hostname,
         ssh_keys=order.ssh_keys, root_password=password,
-        agent_url=f"http://{GUEST_HOST}:{lab.media_port}", agent_token="lab",
-        data_disk_device="/dev/vdb")))
+        agent_url=f"http://{GUEST_HOST}:{lab.media_port_of(name)}", agent_token="lab",
+        data_disk_device="/dev/vdb",
+        fabric_nic="eth1" if lab.server(name).get("fabric_mac") else None)))
     seed.chmod(0o600)
-    media, base = _media(lab, cache, {"image.raw": order.image, "seed.iso": seed})
+    media, base = _media(lab, name, cache, {"image.raw": order.image, "seed.iso": seed})
     done = Delivered(name, int(str(lab.server(name)["ssh_port"])), password)
     started = time.monotonic()
     try:
         bmc = _bmc(lab, name)
         bmc.insert_media(f"{base}/ramdisk.iso", MediaSlot.CD)
         report = run_ramdisk(Boot(name, bmc, media, (
-            f"action=write\nimage_url=http://{GUEST_HOST}:{lab.media_port}/image.raw\n"
+            f"action=write\nimage_url=http://{GUEST_HOST}:{lab.media_port_of(name)}/image.raw\n"
             f"image_sha256={order.image_sha256}\n"
             f"image_bytes={order.image.stat().st_size}\ndisk=vda\n")), budget_s)
         if report.get("ok") != "1":
@@ -164,7 +167,7 @@ def erase(lab: Lab, name: str, cache: Path, budget_s: float = 900) -> dict[str, 
     if machines.power_state(name) != "Off":
         bmc.power_off()
         _off(name, 120)
-    media, base = _media(lab, cache, {})
+    media, base = _media(lab, name, cache, {})
     try:
         if bmc.inserted_media(MediaSlot.CD):
             bmc.eject_media()

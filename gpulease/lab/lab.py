@@ -43,6 +43,11 @@ class Lab:
     servers: list[dict[str, object]] = field(default_factory=list)
     media_port: int = 8101
 
+    def media_port_of(self, name: str) -> int:
+        """Each server's deploy has its own media server: the lab's media port, the next
+        for the second server, and so on (deploys run side by side)."""
+        return self.media_port + [s["name"] for s in self.servers].index(name)
+
     def server(self, name: str) -> dict[str, object]:
         for s in self.servers:
             if s["name"] == name:

@@ -6,6 +6,7 @@ forwarded to a loopback port. Every domain carries the lab's name in its metadat
 
 from __future__ import annotations
 
+import hashlib
 import uuid as uuidlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,10 +34,35 @@ class Server:
     uuid: str
     mac: str
     ssh_port: int  # 127.0.0.1:<ssh_port> reaches the server's port 22
+    fabric_mac: str = ""  # its NIC on the lab's fabric (labs of two servers or more)
 
 
 def pool_name(lab: str) -> str:
     return f"gpulease-{lab}"
+
+
+def fabric_name(lab: str) -> str:
+    return f"gpulease-{lab}-fabric"
+
+
+def ensure_fabric(lab: str) -> None:
+    """The lab's fabric: an isolated libvirt network (a bridge with no address on the host
+    and no forwarding): the lab's servers reach each other on it, and nothing else."""
+    import libvirt
+
+    conn = libvirt.open(LIBVIRT_URI)
+    try:
+        try:
+            net = conn.networkLookupByName(fabric_name(lab))
+        except libvirt.libvirtError:
+            bridge = "glf" + hashlib.sha256(lab.encode()).hexdigest()[:10]
+            net = conn.networkDefineXML(
+                f"<network><name>{escape(fabric_name(lab))}</name><bridge name='{bridge}' "
+                "stp='off' delay='0'/></network>")
+        if not net.isActive():
+            net.create()
+    finally:
+        conn.close()
 
 
 def reachable_by_qemu(folder: Path) -> None:
@@ -83,6 +109,17 @@ def _volume(pool: object, name: str, size: int) -> str:
     return str(vol.path())
 
 
+def _fabric_nic(lab: str, server: Server) -> str:
+    """The fabric NIC after the user-mode one (PCI slot 0x1f after 0x1e): the server's
+    eth1."""
+    if not server.fabric_mac:
+        return ""
+    return (f"<interface type='network'><mac address='{server.fabric_mac}'/>"
+            f"<source network='{escape(fabric_name(lab))}'/><model type='virtio'/>"
+            "<address type='pci' domain='0x0000' bus='0x00' slot='0x1f' function='0x0'/>"
+            "</interface>")
+
+
 def domain_xml(lab: str, server: Server, disks: tuple[str, str], domain_type: str,
                shape: Shape) -> str:
     system, data = disks
@@ -110,6 +147,7 @@ def domain_xml(lab: str, server: Server, disks: tuple[str, str], domain_type: st
     <disk type='file' device='cdrom'>
       <driver name='qemu' type='raw'/><target dev='sda' bus='sata'/><readonly/>
     </disk>
+    {_fabric_nic(lab, server)}
     <serial type='pty'/>
     <console type='pty'/>
   </devices>
@@ -117,17 +155,20 @@ def domain_xml(lab: str, server: Server, disks: tuple[str, str], domain_type: st
     <qemu:arg value='-netdev'/>
     <qemu:arg value='user,id=labnet0,hostfwd=tcp:127.0.0.1:{server.ssh_port}-:22'/>
     <qemu:arg value='-device'/>
-    <qemu:arg value='virtio-net-pci,netdev=labnet0,mac={server.mac},addr=0x1f'/>
+    <qemu:arg value='virtio-net-pci,netdev=labnet0,mac={server.mac},addr=0x1e'/>
   </qemu:commandline>
 </domain>"""
 
 
 def make(lab: str, folder: Path, count: int, first_ssh_port: int, domain_type: str,
          shape: Shape = Shape()) -> list[Server]:
-    """`count` servers named `<lab>-01`…, defined (powered off), with their disks."""
+    """`count` servers named `<lab>-01`…, defined (powered off), with their disks; two or
+    more share the lab's fabric."""
     import libvirt
 
     ensure_pool(lab, folder)
+    if count >= 2:
+        ensure_fabric(lab)
     conn = libvirt.open(LIBVIRT_URI)
     servers = []
     try:
@@ -144,7 +185,8 @@ def make(lab: str, folder: Path, count: int, first_ssh_port: int, domain_type: s
             except libvirt.libvirtError:
                 pass
             server = Server(name, str(uuidlib.uuid4()), f"52:54:00:1a:{i // 256:02x}:"
-                            f"{i % 256:02x}", first_ssh_port + i - 1)
+                            f"{i % 256:02x}", first_ssh_port + i - 1,
+                            f"52:54:00:1b:{i // 256:02x}:{i % 256:02x}" if count >= 2 else "")
             disks = (_volume(pool, f"{name}-system.qcow2", shape.system_disk_bytes),
                      _volume(pool, f"{name}-data.qcow2", shape.data_disk_bytes))
             conn.defineXML(domain_xml(lab, server, disks, domain_type, shape))
@@ -157,8 +199,10 @@ def make(lab: str, folder: Path, count: int, first_ssh_port: int, domain_type: s
 def _server_of(xml: str, ssh_port: int) -> Server:
     tree = ET.fromstring(xml)
     macs = [a for a in tree.iter() if a.tag.endswith("arg") and "mac=" in a.get("value", "")]
-    mac = macs[0].get("value", "").split("mac=")[-1] if macs else ""
-    return Server(tree.findtext("name") or "", tree.findtext("uuid") or "", mac, ssh_port)
+    mac = macs[0].get("value", "").split("mac=")[-1].split(",")[0] if macs else ""
+    fabric = tree.find("devices/interface/mac")
+    return Server(tree.findtext("name") or "", tree.findtext("uuid") or "", mac, ssh_port,
+                  fabric.get("address", "") if fabric is not None else "")
 
 
 def owner(xml: str) -> str | None:
@@ -194,6 +238,13 @@ def remove(lab: str) -> list[str]:
                 dom.destroy()
             dom.undefine()
             removed.append(dom.name())
+        try:
+            net = conn.networkLookupByName(fabric_name(lab))
+            if net.isActive():
+                net.destroy()
+            net.undefine()
+        except libvirt.libvirtError:
+            pass  # a lab of one server has no fabric
         try:
             pool = conn.storagePoolLookupByName(pool_name(lab))
         except libvirt.libvirtError:

@@ -12,6 +12,7 @@ import hashlib
 import shutil
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 from gpulease.lab.kernel import lab_kernel, lab_modules
@@ -41,7 +42,7 @@ for nic in /sys/class/net/*; do
   nic=${nic##*/}
   [ "$nic" = lo ] && continue
   ip link set "$nic" up
-  udhcpc -i "$nic" -s /udhcpc.sh -q -n -t 10
+  udhcpc -i "$nic" -s /udhcpc.sh -q -n -t 10 && break  # the first NIC with a lease
 done
 control=$(sed -n 's/.*gpulease\\.control=\\([^ ]*\\).*/\\1/p' /proc/cmdline)
 disks=$(ls /sys/block | grep -E '^(vd[a-z]|sd[a-z]|nvme[0-9]+n[0-9]+)$' | tr '\\n' , )
@@ -129,8 +130,16 @@ def missing_tools() -> list[str]:
         [] if BUSYBOX.exists() else [str(BUSYBOX)])
 
 
+_BUILDING = threading.Lock()  # deploys side by side share the kernel and the cache
+
+
 def build(cache: Path, args: str = "") -> Path:
     """The ISO for these kernel arguments, from the cache when its inputs are unchanged."""
+    with _BUILDING:
+        return _build(cache, args)
+
+
+def _build(cache: Path, args: str) -> Path:
     missing = missing_tools()
     if missing:
         raise RamdiskUnavailable("the deploy ramdisk needs " + ", ".join(missing)
