@@ -73,7 +73,8 @@ def run(image: Built) -> dict[str, object]:
         lab = labs.up(work / "lab", labs.Plan(
             servers=1, bmc_port=free_port(), first_ssh_port=free_port(),
             media_port=free_port(), name=f"bench{uuid.uuid4().hex[:6]}"))
-        stages["lab_up_s (kernel fetch and accelerator probe included)"] = round(time.monotonic() - t, 2)
+        stages["lab_up_s (kernel fetch and accelerator probe included)"] = round(
+            time.monotonic() - t, 2)
         cache = work / "lab" / "cache"
         t = time.monotonic()
         ramdisk.build(cache, f"gpulease.control=http://10.0.2.2:{lab.media_port}")
