@@ -26,6 +26,7 @@ pytest_plugins = [
     "tests.fixtures.docker",
     "tests.fixtures.disks",
     "tests.fixtures.browser",
+    "tests.fixtures.lab",
 ]
 
 

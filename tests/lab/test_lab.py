@@ -5,8 +5,6 @@ without touching anyone else's domain."""
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,17 +29,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("lab")]
 
 
 @pytest.fixture
-def folder() -> Iterator[Path]:
-    """The lab's folder where QEMU (libvirt's user) can reach it: not under pytest's
-    private tmp."""
-    made = Path(tempfile.mkdtemp(prefix="gpulease-lab-test-", dir="/var/tmp"))
-    made.chmod(0o711)
-    yield made / "lab"
-    shutil.rmtree(made, ignore_errors=True)
-
-
-@pytest.fixture
-def foreign(tmp_path: Path) -> Iterator[str]:
+def foreign() -> Iterator[str]:
     """A domain that is not the lab's (no lab mark): `lab down` must leave it."""
     need_libvirt()
     import libvirt
@@ -56,7 +44,8 @@ def foreign(tmp_path: Path) -> Iterator[str]:
 
 
 def test_a_lab_server_enrolls_by_its_redfish_bmc_powers_for_real_and_goes_away_alone(
-        db_url: str, tmp_path: Path, folder: Path, foreign: str) -> None:
+        db_url: str, tmp_path: Path, lab_folder: Path, foreign: str) -> None:
+    folder = lab_folder
     import libvirt
 
     name = f"lab{uuid.uuid4().hex[:6]}"

@@ -7,24 +7,20 @@ the disk files back and finds no data)."""
 from __future__ import annotations
 
 import hashlib
-import json
-import shutil
-import subprocess
 import tempfile
-import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from gpulease.drivers.redfish import RedfishBmc, RedfishDriver
 from gpulease.lab import lab as labs
-from gpulease.lab import machines, ramdisk
+from gpulease.lab import ramdisk
+from gpulease.lab.deploy import Boot, run_ramdisk
 from gpulease.lab.media import MediaServer
-from gpulease.ports.bmc import BmcEndpoint, BootDevice, MediaSlot
+from gpulease.ports.bmc import BmcEndpoint, MediaSlot
 from gpulease.testing.servers import free_port
-from tests.fixtures.lab import need_libvirt
+from tests.fixtures.lab import allocated_data, host_read, need_libvirt
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("lab")]
 
@@ -44,44 +40,15 @@ def cache() -> Path:
     return folder
 
 
-@pytest.fixture
-def folder() -> Iterator[Path]:
-    made = Path(tempfile.mkdtemp(prefix="gpulease-lab-test-", dir="/var/tmp"))
-    made.chmod(0o711)
-    yield made / "lab"
-    shutil.rmtree(made, ignore_errors=True)
-
-
 def boot_ramdisk(bmc: RedfishBmc, files: MediaServer, name: str) -> dict[str, str]:
-    """One boot of the ramdisk from CD; its report, once it has powered the server off."""
-    bmc.set_one_time_boot(BootDevice.VIRTUAL_CD)
-    bmc.power_on()
-    report = files.next_report(BOOT_BUDGET_S)
-    deadline = time.monotonic() + 120
-    while machines.power_state(name) != "Off":
-        assert time.monotonic() < deadline, "the ramdisk did not power the server off"
-        time.sleep(0.5)
-    return report
-
-
-def host_read(disk: Path, length: int) -> bytes:
-    """The first `length` bytes of a server's disk, read by the host from its qcow2 file."""
-    with tempfile.TemporaryDirectory() as tmp:
-        raw = Path(tmp) / "head.raw"
-        subprocess.run(["qemu-img", "dd", "-f", "qcow2", "-O", "raw", f"if={disk}",
-                        f"of={raw}", "bs=1M", f"count={length // 2**20}"], check=True)
-        return raw.read_bytes()
-
-
-def allocated_data(disk: Path) -> list[dict[str, object]]:
-    """The ranges of a qcow2 file that hold data (not zeros, not unallocated)."""
-    found = json.loads(subprocess.run(["qemu-img", "map", "--output=json", str(disk)],
-                                      capture_output=True, check=True, text=True).stdout)
-    return [r for r in found if r.get("data") and not r.get("zero")]
+    """One boot of the ramdisk from CD (the lab deploy's own step); its report, once it has
+    powered the server off."""
+    return run_ramdisk(Boot(name, bmc, files, files.plan), BOOT_BUDGET_S)
 
 
 def test_the_ramdisk_writes_only_a_checked_image_and_erases_what_the_host_reads_back(
-        cache: Path, folder: Path, tmp_path: Path) -> None:
+        cache: Path, lab_folder: Path, tmp_path: Path) -> None:
+    folder = lab_folder
     need_libvirt()
     image = tmp_path / "image.raw"
     image.write_bytes((MARKER + uuid.uuid4().hex.encode() + b"\n") * (IMAGE_BYTES // 45)

@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import subprocess
-import tempfile
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -25,7 +22,7 @@ from gpulease.lab import lab as labs
 from gpulease.lab import ramdisk
 from gpulease.osimage import build as images
 from gpulease.testing.servers import free_port
-from tests.fixtures.lab import need_libvirt
+from tests.fixtures.lab import allocated_data, need_libvirt
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("lab")]
 
@@ -42,23 +39,12 @@ def built() -> images.Built:
     return images.build(CACHE)
 
 
-@pytest.fixture
-def folder() -> Iterator[Path]:
-    made = Path(tempfile.mkdtemp(prefix="gpulease-lab-test-", dir="/var/tmp"))
-    made.chmod(0o711)
-    yield made / "lab"
-    shutil.rmtree(made, ignore_errors=True)
-
-
 def test_the_image_is_a_bootable_disk_with_its_recorded_size_and_checksum(
         built: images.Built) -> None:
     image = Path(built.path)
     assert image.stat().st_size == built.size_bytes
-    digest = hashlib.sha256()
     with image.open("rb") as f:
-        while chunk := f.read(8 * 2**20):
-            digest.update(chunk)
-    assert digest.hexdigest() == built.sha256
+        assert hashlib.file_digest(f, "sha256").hexdigest() == built.sha256
     table = json.loads(subprocess.run(["sfdisk", "--json", str(image)], capture_output=True,
                                       text=True, check=True).stdout)["partitiontable"]
     boot, root = table["partitions"]
@@ -77,12 +63,6 @@ def _ssh(key: Path, port: int, command: str, timeout_s: float = 600) -> str:
     return done.stdout
 
 
-def _allocated_data(disk: Path) -> list[dict[str, object]]:
-    found = json.loads(subprocess.run(["qemu-img", "map", "--output=json", str(disk)],
-                                      capture_output=True, check=True, text=True).stdout)
-    return [r for r in found if r.get("data") and not r.get("zero")]
-
-
 def link_local(mac: str) -> str:
     """The IPv6 link-local address a NIC makes from its MAC (EUI-64)."""
     octets = [int(o, 16) for o in mac.split(":")]
@@ -93,9 +73,10 @@ def link_local(mac: str) -> str:
 
 
 def test_deployed_servers_let_the_tenant_in_reach_each_other_and_erase_to_nothing(
-        built: images.Built, folder: Path, tmp_path: Path) -> None:
+        built: images.Built, lab_folder: Path, tmp_path: Path) -> None:
     """Two servers deployed side by side: SSH with the tenant's key into each, the first
     reaches the second over the lab's fabric, and the first's erase leaves no data."""
+    folder = lab_folder
     key = tmp_path / "tenant"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
                    check=True)
@@ -137,6 +118,6 @@ def test_deployed_servers_let_the_tenant_in_reach_each_other_and_erase_to_nothin
         assert set(report["methods"].strip(",").split(",")) == {"vda:discard", "vdb:discard"}
         pool_dir = folder / "pool"
         for disk in (pool_dir / f"{first}-system.qcow2", pool_dir / f"{first}-data.qcow2"):
-            assert _allocated_data(disk) == [], disk.name  # nothing the tenant left
+            assert allocated_data(disk) == [], disk.name  # nothing the tenant left
     finally:
         labs.down(folder)
