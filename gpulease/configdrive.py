@@ -30,6 +30,9 @@ class ConfigDriveSpec:
     fabric_nic: str | None = None
     # the data disk left unformatted for LUKS2 under the tenant's own key
     encrypted_data: bool = False
+    # the agent's GPU backend (`gpulease agent --backend`) and, simulated, its GPU count
+    agent_backend: str = "auto"
+    agent_gpus: int = 8
 
 
 def hash_root_password(password: str) -> str:
@@ -54,7 +57,9 @@ def user_data(spec: ConfigDriveSpec) -> str:
         "write_files": [{"path": "/etc/gpulease/agent.env", "permissions": "0600",
                          "content": f"GPULEASE_URL={spec.agent_url}\n"
                                     f"GPULEASE_AGENT_TOKEN={spec.agent_token}\n"
-                                    f"GPULEASE_INSTANCE={spec.instance_id}\n"}],
+                                    f"GPULEASE_INSTANCE={spec.instance_id}\n"
+                                    f"GPULEASE_AGENT_BACKEND={spec.agent_backend}\n"
+                                    f"GPULEASE_AGENT_GPUS={spec.agent_gpus}\n"}],
         "runcmd": [["systemctl", "enable", "--now", "gpulease-agent.service"]],
     }
     if spec.fabric_nic:  # cloud-init leaves an address-less NIC down ("inet manual")

@@ -9,6 +9,7 @@ from sqlalchemy import func, select
 
 from gpulease.db.tables import Node
 from gpulease.domain.errors import Unauthorized
+from gpulease.lab.lab import Lab, enroll_request
 from gpulease.platform import Platform
 from gpulease.services.accounts import identity as accounts
 from gpulease.services.accounts import users
@@ -21,7 +22,8 @@ TENANT_TOKEN_FILE = "demo-tenant.token"
 def demo_node_names(p: Platform, nodes_per_offer: int) -> list[tuple[str, str, str, str]]:
     """(name, sku, region, pool) of every demo node, in a fixed order."""
     out = [(f"sim-{o.sku}-{o.region}-{i:02d}", o.sku, o.region, "bare_metal")
-           for o in p.catalog.offers for i in range(1, nodes_per_offer + 1)]
+           for o in p.catalog.offers for i in range(1, nodes_per_offer + 1)
+           if o.deploy != "image"]  # no stand-in writes an image: real servers (the lab) do
     out += [(f"sim-{c.host_sku}-{c.region}-shared-{i:02d}", c.host_sku, c.region, "container")
             for c in p.catalog.container_offers for i in range(1, nodes_per_offer + 1)]
     return out
@@ -131,3 +133,22 @@ def fund_demo_tenant(p: Platform, tenant_id: str) -> None:
 
     system = Principal(user_id="demo-setup", tenant_id=None, role=Role.OPERATOR)
     wallet.top_up(p, system, tenant_id, DEMO_FUNDS, "demo account funding")
+
+
+def enroll_lab(p: Platform, lab: Lab) -> list[str]:
+    """The lab's servers enrolled through their Redfish BMC, as any server is (each once):
+    `name: status` of those enrolled now."""
+    from gpulease.domain.accounts import Principal, Role
+    from gpulease.services.fleet import enrollment
+
+    system = Principal(user_id="lab-setup", tenant_id=None, role=Role.OPERATOR)
+    with p.db.read() as s:
+        known = set(s.scalars(select(Node.name)))
+    enrolled = []
+    for server in lab.servers:
+        if server["name"] in known:
+            continue
+        node = enrollment.enroll(p, system, enroll_request(lab, server))
+        enrolled.append(f"{node.name}: {node.status}"
+                        + (f" ({node.status_reason})" if node.status_reason else ""))
+    return enrolled

@@ -21,12 +21,14 @@ from gpulease.compose import make_platform
 from gpulease.db.session import safe_url
 from gpulease.demo import (
     OPERATOR_LOGIN_FILE,
+    enroll_lab,
     ensure_demo_console_login,
     ensure_demo_tokens,
     seed_demo_fleet,
 )
 from gpulease.demo_agents import DemoAgents
 from gpulease.domain.errors import Conflict
+from gpulease.lab.lab import LAB_OFFER, Lab, guest_url
 from gpulease.platform import Platform
 from gpulease.settings import Settings
 from gpulease.worker.runner import Worker
@@ -85,13 +87,20 @@ def bootstrap_operator(platform: Platform, say: Callable[[str], object] = log.wa
 
 
 def up(settings: Settings, say: Callable[[str], object] = print,
-       bmc: str = "redfish", emulator_port: int | None = None) -> None:
+       bmc: str = "redfish", emulator_port: int | None = None, lab: Lab | None = None
+       ) -> None:
     """The embedded default: SQLite in the data dir, a built-in worker, a demo fleet. With
     bmc="redfish" (the default) the demo servers sit behind a sushy-tools Redfish emulator,
     so the demo drives the same Redfish code as production; "simulated" is instant and
-    takes injected faults. The demo's simulated hardware is on (its drivers are built)."""
+    takes injected faults. The demo's simulated hardware is on (its drivers are built).
+    With `lab` (`gpulease lab up`), its catalog (the lab's offer added) and its virtual
+    servers, enrolled through their BMC; they reach this platform at the lab's guest
+    address."""
     settings.simulated_hardware = True
     url = f"http://{settings.host}:{settings.port}"
+    if lab is not None:
+        settings.catalog_file = Path(lab.folder) / "catalog.toml"
+        settings.guest_url = guest_url(settings.port)
     require_free_port(settings.host, settings.port, "--port")
     if bmc == "redfish":
         require_free_port("127.0.0.1", emulator_port or settings.port + 1, "--emulator-port")
@@ -132,6 +141,7 @@ def up(settings: Settings, say: Callable[[str], object] = print,
         added = seed_demo_fleet(platform, settings.demo_nodes_per_offer, redfish)
     else:
         added = seed_demo_fleet(platform, settings.demo_nodes_per_offer)
+    enrolled = enroll_lab(platform, lab) if lab is not None else []
     op_token, tenant_token = ensure_demo_tokens(platform, settings.data_dir)
     console_login = ensure_demo_console_login(platform, settings.data_dir, tenant_token)
     operator_login = ensure_demo_console_login(platform, settings.data_dir, op_token,
@@ -150,6 +160,10 @@ def up(settings: Settings, say: Callable[[str], object] = print,
     else:
         say(_("demo fleet: {added} simulated nodes, {delay:g} s per stage (SIMULATED "
               "hardware)", added=added or _("existing"), delay=settings.demo_delay_s))
+    if lab is not None:
+        say(_("lab: {count} virtual servers ({accel}), offer {offer}; enrolled now: {enrolled}",
+              count=len(lab.servers), accel=lab.accel, offer=LAB_OFFER,
+              enrolled=", ".join(enrolled) or _("none (enrolled before)")))
     if s3 is not None:
         say(_("object storage:    {url} (SeaweedFS S3; `gpulease storage` for your bucket)",
               url=s3.url))

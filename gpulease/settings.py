@@ -38,6 +38,16 @@ class Settings(BaseSettings):
     forwarded_allow_ips: str = "127.0.0.1"
     # Where nodes fetch OS images and the agent ramdisk (served by the control plane)
     media_base_url: str = "http://127.0.0.1:8000/media"
+    # How the servers themselves reach the control plane once booted (their agent, the
+    # deploy ramdisk), where that differs from public_url (which their BMCs use): the
+    # lab's VMs under QEMU's user-mode network see the host's loopback as 10.0.2.2, so
+    # `gpulease up --lab` sets http://10.0.2.2:<port>. Empty: public_url.
+    guest_url: str = ""
+    # Image-based deploys (offers with deploy = "image"): the images `gpulease image build`
+    # made, served to the deploy ramdisk at <guest_url>/media/images/<image>.raw, and the
+    # deploy ramdisk's kernel and ISOs (one per boot, its plan's address on its command
+    # line) under ramdisk/ there.
+    image_store: Path = Path("/var/tmp/gpulease-images")
 
     # Redfish BMCs
     bmc_timeout_s: float = Field(default=10.0, gt=0)
@@ -282,6 +292,8 @@ class Settings(BaseSettings):
             self.public_url = base
         if "media_base_url" not in self.model_fields_set:
             self.media_base_url = f"{self.public_url.rstrip('/')}/media"
+        if not self.guest_url:
+            self.guest_url = self.public_url
         return self
 
     @field_validator("time_zone")

@@ -135,6 +135,9 @@ class Node(LockedRow, Base):
     # Network boot: the address its boot NIC gets from the operator's DHCP; the iPXE script
     # and NoCloud seed answer only a request from there (None: any boot network address).
     boot_address: Mapped[str | None] = mapped_column(String(64))
+    # Where tenants reach its SSH when it sits behind NAT or a port forward (HOST:PORT, as
+    # the lab's servers on 127.0.0.1); None: the address its agent reports, port 22.
+    ssh_endpoint: Mapped[str | None] = mapped_column(String(300))
     # Set by `node drain`: the node goes to maintenance instead of available once freed.
     drain_requested_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
@@ -365,6 +368,26 @@ class ConfigDrive(Base):
     agent_token_hash: Mapped[str] = mapped_column(String(64))
     iso: Mapped[bytes] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class RamdiskBoot(Base):
+    """One boot of the deploy ramdisk on a node (an image deploy's write, or a clean's
+    erase): the plan it fetches and the report it sends back. The id is a random
+    capability on the ramdisk's kernel command line (and in its ISO's URL); the row goes
+    when the node's deploy or clean is over."""
+
+    __tablename__ = "ramdisk_boots"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id"), index=True)
+    instance_id: Mapped[str | None] = mapped_column(ForeignKey("instances.id"))
+    booted_in: Mapped[str] = mapped_column(String(32))  # the node stage that booted it
+    action: Mapped[str] = mapped_column(String(16))  # write | erase
+    plan: Mapped[str] = mapped_column(Text)  # key=value lines (lab/ramdisk.py reads them)
+    iso_path: Mapped[str] = mapped_column(String(500))
+    disks: Mapped[str | None] = mapped_column(String(500))  # what the ramdisk found
+    report_json: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    reported_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
 
 class AgentEnrollment(Base):

@@ -176,6 +176,18 @@ class Offer(_Entry):
     # UEFI HTTP boot of the image URL, or PXE from the operator's boot network (iPXE
     # chained to the control plane, docs/operations.md).
     boot: str = Field(default="virtual_media", pattern=r"^(virtual_media|uefi_http|pxe)$")
+    # What a deploy puts on the system disk: the image's installer, booted as above
+    # (`installer`), or the image itself, written by the deploy ramdisk (`image`: the
+    # ramdisk checks the image's SHA-256, writes it and reads it back; the server then
+    # boots from disk with its config drive; docs/operations.md, "Image-based deploys").
+    deploy: str = Field(default="installer", pattern=r"^(installer|image)$")
+    # The data disk as the installed system's kernel names it (cloud-init formats it and
+    # mounts it at /data): NVMe on the catalog's servers, virtio (/dev/vdb) in the lab.
+    data_disk_device: str = Field(default="/dev/nvme1n1", pattern=r"^/dev/[a-z0-9]+$")
+    # The GPU backend the installed system's agent runs (its config drive says):
+    # auto (NVML, then npu-smi), or simulated where there is no GPU (the lab's VMs: the
+    # agent then reports its figures as simulated).
+    agent_backend: str = Field(default="auto", pattern=r"^(auto|nvml|npu-smi|simulated)$")
     # Its own support clocks; None: the catalog's [support].
     support: SupportTerms | None = None
 

@@ -67,3 +67,13 @@ def check_ssh_key(line: str, field: str = "ssh_keys") -> str:
         raise InvalidInput(field, "An SSH key's comment has at most {max_comment} "
                            "characters.", max_comment=MAX_COMMENT)
     return " ".join(parts)
+
+
+def ssh_address(ip_address: str | None, endpoint: str | None) -> tuple[str | None, int]:
+    """Where a tenant's `ssh` goes for a server: its SSH endpoint behind NAT or a port
+    forward (HOST:PORT, set at enrollment) when it has one, else the address its agent
+    reported, port 22."""
+    if not endpoint:
+        return ip_address, 22
+    host, _sep, port = endpoint.rpartition(":")
+    return host.strip("[]"), int(port)

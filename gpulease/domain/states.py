@@ -110,6 +110,8 @@ class NodeStage(StrEnum):
     POWER_OFF = "power_off"
     ATTACH_MEDIA = "attach_media"
     POWER_ON = "power_on"
+    WRITE_IMAGE = "write_image"  # image-based deploys only (IMAGE_DEPLOY_ORDER)
+    BOOT_DISK = "boot_disk"
     WAIT_AGENT = "wait_agent"
     CONFIGURE = "configure"
     VERIFY = "verify"  # the acceptance suite: a failing node never reaches the tenant
@@ -129,6 +131,12 @@ class NodeStage(StrEnum):
 St = NodeStage
 DEPLOY_ORDER: tuple[NodeStage, ...] = (St.POWER_OFF, St.ATTACH_MEDIA, St.POWER_ON,
                                        St.WAIT_AGENT, St.CONFIGURE, St.VERIFY, St.DETACH_MEDIA)
+# An image-based deploy (an offer with deploy = "image"): the server boots the deploy
+# ramdisk, which checks and writes the image and powers off; then it boots from its disk
+# with the config drive, and the agent of the installed system calls in.
+IMAGE_DEPLOY_ORDER: tuple[NodeStage, ...] = (St.POWER_OFF, St.ATTACH_MEDIA, St.POWER_ON,
+                                             St.WRITE_IMAGE, St.BOOT_DISK, St.WAIT_AGENT,
+                                             St.CONFIGURE, St.VERIFY, St.DETACH_MEDIA)
 # Erasure always runs from a freshly booted agent ramdisk, never from the tenant's system.
 CLEAN_ORDER: tuple[NodeStage, ...] = (St.CLEAN_SHUTDOWN, St.CLEAN_ATTACH_MEDIA,
                                       St.CLEAN_POWER_ON, St.CLEAN_WAIT_AGENT, St.ERASE,
@@ -153,7 +161,11 @@ NODE_STAGE = Machine(
         St.POWER_OFF: "deploy: power the server off (requested once, then polled)",
         St.ATTACH_MEDIA: "deploy: the image and config drive as virtual media, or a network "
                          "boot (UEFI HTTP, PXE) chained to the control plane",
-        St.POWER_ON: "deploy: power on into the installer",
+        St.POWER_ON: "deploy: power on into the installer (or the deploy ramdisk)",
+        St.WRITE_IMAGE: "image deploy: the deploy ramdisk checks the image's SHA-256, writes "
+                        "it onto the system disk, reads it back and reports",
+        St.BOOT_DISK: "image deploy: the ramdisk is off; the config drive goes in, the "
+                      "server boots from its disk",
         St.WAIT_AGENT: "deploy: wait for the node agent to call in from the new system",
         St.CONFIGURE: "deploy: data disk, SSH keys and password applied, address reported "
                       "(not safe to repeat: an interrupted one fails the deploy)",
@@ -181,17 +193,20 @@ NODE_STAGE = Machine(
              "a card repair is done: the node's return to its tenant begins"),
         *(move("advance", [a], b, "the step is done: the next one")
           for a, b in _pipeline(DEPLOY_ORDER) + _pipeline(CLEAN_ORDER)
-          + _pipeline(RETURN_ORDER)),
+          + _pipeline(RETURN_ORDER) + _pipeline(IMAGE_DEPLOY_ORDER[3:6])),
+        move("image", [St.POWER_ON], St.WRITE_IMAGE,
+             "an image deploy's ramdisk is up: it writes the image"),
         move("done", [St.DETACH_MEDIA, St.CLEAN_POWER_OFF, St.RETURN_VERIFY], St.IDLE,
              "the last step is done: the node is active, or free"),
-        move("clean", [St.IDLE, *DEPLOY_ORDER, *RETURN_ORDER], St.CLEAN_SHUTDOWN,
+        move("clean", [St.IDLE, *IMAGE_DEPLOY_ORDER, *RETURN_ORDER], St.CLEAN_SHUTDOWN,
              "cleaning begins, from wherever the node was"),
         move("abort", [s for s in St if s != St.IDLE], St.IDLE,
              "a step failed for good: the node leaves the pipeline"),
     ),
-    waits=frozenset({St.POWER_OFF, St.POWER_ON, St.WAIT_AGENT, St.CONFIGURE, St.VERIFY,
-                     St.CLEAN_SHUTDOWN, St.CLEAN_POWER_ON, St.CLEAN_WAIT_AGENT, St.ERASE,
-                     St.BURN_IN, St.CLEAN_POWER_OFF, *RETURN_ORDER}),
+    waits=frozenset({St.POWER_OFF, St.POWER_ON, St.WRITE_IMAGE, St.BOOT_DISK, St.WAIT_AGENT,
+                     St.CONFIGURE, St.VERIFY, St.CLEAN_SHUTDOWN, St.CLEAN_POWER_ON,
+                     St.CLEAN_WAIT_AGENT, St.ERASE, St.BURN_IN, St.CLEAN_POWER_OFF,
+                     *RETURN_ORDER}),
 )
 
 # CONFIGURE formats and mounts the data disk and writes credentials through the agent; a

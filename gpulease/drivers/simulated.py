@@ -107,6 +107,8 @@ class SimulatedFleet:
             if state["power"] == "on":
                 boot_cd = state["boot_override"] == BootDevice.VIRTUAL_CD.value
                 state["booted_media"] = state["media"] if boot_cd else None
+                if state["boot_override"] == BootDevice.DISK.value:
+                    state["booted_media"] = "disk"  # the system an image deploy wrote
                 state["booted_at"] = state["power_lands_at"]
                 state["boot_override"] = None  # one-time override is consumed by the boot
             else:

@@ -18,11 +18,9 @@ from pathlib import Path
 from gpulease.configdrive import ConfigDriveSpec, build_iso
 from gpulease.drivers.redfish import RedfishBmc, RedfishDriver
 from gpulease.lab import machines, ramdisk
-from gpulease.lab.lab import Lab
+from gpulease.lab.lab import GUEST_HOST, Lab
 from gpulease.lab.media import MediaServer
 from gpulease.ports.bmc import BmcEndpoint, BootDevice, MediaSlot
-
-GUEST_HOST = "10.0.2.2"  # the host's loopback, seen from QEMU's user-mode network
 
 
 class DeployFailed(RuntimeError):

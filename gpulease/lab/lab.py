@@ -13,7 +13,9 @@ from pathlib import Path
 from gpulease.lab import bmc, machines
 from gpulease.lab.accel import Accel, detect
 from gpulease.lab.kernel import KernelUnavailable, lab_kernel
+from gpulease.schemas import EnrollRequest
 
+GUEST_HOST = "10.0.2.2"  # the host's loopback, seen from QEMU's user-mode network
 CATALOG_FRAGMENT = Path(__file__).resolve().parent.parent / "data" / "lab-catalog.toml"
 LAB_OFFER = "lab-vm-x1@lab"
 
@@ -131,3 +133,17 @@ def down(folder: Path) -> list[str]:
 def catalog_text(base: str) -> str:
     """The catalog `base` with the lab's region, GPU, SKU, image and offer appended."""
     return base.rstrip("\n") + "\n\n" + CATALOG_FRAGMENT.read_text()
+
+
+def enroll_request(lab: Lab, server: dict[str, object]) -> EnrollRequest:
+    """A lab server's enrollment, as any server's: its Redfish system, the lab's offer,
+    the real agent, and its SSH at the loopback port QEMU forwards to it."""
+    return EnrollRequest(bmc=lab.system_url(server), username=lab.username,
+                         password=lab.password, offer=LAB_OFFER, name=str(server["name"]),
+                         ssh_endpoint=f"127.0.0.1:{server['ssh_port']}")
+
+
+def guest_url(port: int) -> str:
+    """The control plane at `port` on this machine, as the lab's servers reach it (QEMU's
+    user-mode network maps 10.0.2.2 onto the host's loopback)."""
+    return f"http://{GUEST_HOST}:{port}"

@@ -25,9 +25,10 @@ TOOLS = ("grub-mkrescue", "xorriso", "cpio")
 # checked against its pattern before use: the answer is data, never run), carries it out,
 # reports <url>/report?step=…&ok=0|1&… and powers the server off. Plans: `write` (image_url
 # hashed first: a wrong checksum writes nothing; then streamed onto disk, and image_bytes of
-# the disk read back and hashed against image_sha256),
-# `erase` (every disk discarded, or zeroed where discard fails, then its first 16 MiB read
-# back against zeros), `none`.
+# the disk read back and hashed against image_sha256; without image_bytes, the hash as
+# fetched only), `erase` (every disk discarded, or zeroed where discard fails, then read
+# back against zeros: its first 16 MiB and 1 MiB at 32 places over the whole disk; each
+# disk's method, verdict and size reported), `none`.
 INIT = """#!/bin/busybox sh
 /bin/busybox mkdir -p /proc /sys /dev /tmp /sbin /usr/bin /usr/sbin
 /bin/busybox --install -s
@@ -66,8 +67,7 @@ fi
 say "plan $action"
 case "$action" in
   write)
-    if [ -z "$image_url" ] || [ -z "$image_sha256" ] || [ -z "$image_bytes" ] \\
-       || [ -z "$disk" ]; then
+    if [ -z "$image_url" ] || [ -z "$image_sha256" ] || [ -z "$disk" ]; then
       report "step=write&ok=0&why=incomplete-plan"
     elif ! fetched=$(wget -q -O - "$image_url" | sha256sum | cut -d' ' -f1) \\
        || [ "$fetched" != "$image_sha256" ]; then
@@ -78,22 +78,41 @@ case "$action" in
     else
       sync
       echo 3 > /proc/sys/vm/drop_caches
-      got=$(head -c "$image_bytes" "/dev/$disk" | sha256sum | cut -d' ' -f1)
-      if [ "$got" = "$image_sha256" ]; then ok=1; else ok=0; fi
-      report "step=write&ok=$ok&sha256=$got&disk=$disk&write_cs=$(( $(now) - started ))"
+      written=$(( $(now) - started ))
+      if [ -z "$image_bytes" ]; then  # its size unknown: checked as it was fetched only
+        report "step=write&ok=1&sha256=$fetched&readback=none&disk=$disk&write_cs=$written"
+      else
+        got=$(head -c "$image_bytes" "/dev/$disk" | sha256sum | cut -d' ' -f1)
+        if [ "$got" = "$image_sha256" ]; then ok=1; else ok=0; fi
+        report "step=write&ok=$ok&sha256=$got&readback=$image_bytes&disk=$disk&write_cs=$written"
+      fi
     fi ;;
   erase)
     zeros=$(head -c 16777216 /dev/zero | sha256sum | cut -d' ' -f1)
-    ok=1 methods= started=$(now)
+    mib=$(head -c 1048576 /dev/zero | sha256sum | cut -d' ' -f1)
+    ok=1 methods= results= started=$(now)
     for d in $(echo "$disks" | tr , ' '); do
       if blkdiscard "/dev/$d" 2>/dev/null; then m=discard
       else dd if=/dev/zero of="/dev/$d" bs=1M conv=fsync 2>/dev/null; m=zero; fi
       sync
       echo 3 > /proc/sys/vm/drop_caches
-      [ "$(head -c 16777216 "/dev/$d" | sha256sum | cut -d' ' -f1)" = "$zeros" ] || ok=0
+      # read back: the first 16 MiB, then 1 MiB at 32 places spread over the whole disk
+      size_mib=$(( $(cat "/sys/block/$d/size") / 2048 ))
+      good=1
+      [ "$(head -c 16777216 "/dev/$d" | sha256sum | cut -d' ' -f1)" = "$zeros" ] || good=0
+      i=0
+      while [ $i -lt 32 ]; do
+        at=$(( size_mib * i / 32 ))
+        [ "$(dd if="/dev/$d" bs=1M skip=$at count=1 2>/dev/null | sha256sum \\
+              | cut -d' ' -f1)" = "$mib" ] || good=0
+        i=$(( i + 1 ))
+      done
+      [ $good = 1 ] || ok=0
       methods="$methods$d:$m,"
+      results="$results$d:$m:$good:$size_mib,"
     done
-    report "step=erase&ok=$ok&methods=$methods&erase_cs=$(( $(now) - started ))" ;;
+    took=$(( $(now) - started ))
+    report "step=erase&ok=$ok&methods=$methods&results=$results&samples=33&erase_cs=$took" ;;
   none) report "step=none&ok=1&disks=$disks" ;;
 esac
 sync

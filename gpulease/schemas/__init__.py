@@ -256,6 +256,7 @@ class NodeView(BaseModel):
     agent: str = "builtin"  # builtin (simulated stand-in) | gpulease (the node agent)
     runtime: str | None = None  # a shared server's Docker engine URL
     boot_address: str | None = None  # network boot: the only address served its script
+    ssh_endpoint: str | None = None  # HOST:PORT tenants reach its SSH at (NAT, a forward)
     last_error: str | None
     updated_at: datetime
     inventory: dict[str, Any] | None = None
@@ -286,6 +287,12 @@ class EnrollRequest(BaseModel):
     boot_address: IPvAnyAddress | None = Field(
         default=None, description="network boot (PXE): the address the server's boot NIC "
         "gets from your DHCP; its iPXE script and NoCloud seed answer only there")
+    ssh_endpoint: str | None = Field(
+        default=None, max_length=300,
+        pattern=r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}$",
+        description="HOST:PORT where tenants reach the server's SSH when it sits behind NAT "
+        "or a port forward (e.g. ssh.example.com:22001; the lab's 127.0.0.1:2201); default: "
+        "the address its agent reports, port 22")
 
 
 class NodeActionRequest(BaseModel):

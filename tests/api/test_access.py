@@ -102,7 +102,7 @@ def world(fleet: Platform, worker: Worker) -> World:
            "action": "drain", "claim_id": "slc-000000000000", "record_id": "1",
            "addon_id": "public-bandwidth", "fabric_id": "ib-ningxia-1-1",
            "rack_id": "ningxia-1-r01", "ticket_id": ticket, "key_id": "AKIA0000000000000000",
-           "run_id": "bk-000000000000"}
+           "run_id": "bk-000000000000", "boot_id": "rb-0000000000"}
     secrets = {owner.tenant_id, instance, member_id, token.id, invoice, node_id, ticket}
     unsent = {unnamed, "owner-training", "owner-laptop", "owner@example.com",
               f"member-{owner.tenant_id}@example.com", owner.principal.user_id,

@@ -22,11 +22,11 @@ from gpulease.lab import lab as labs
 from gpulease.lab import ramdisk
 from gpulease.osimage import build as images
 from gpulease.testing.servers import free_port
-from tests.fixtures.lab import allocated_data, need_libvirt
+from tests.fixtures.lab import IMAGE_CACHE, allocated_data, need_libvirt
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("lab")]
 
-CACHE = Path("/var/tmp/gpulease-images")  # built once per inputs' hash, kept across runs
+CACHE = IMAGE_CACHE
 DEPLOY_BUDGET_S = 1200  # TCG: the write, then BIOS, the kernel, systemd and cloud-init
 
 

@@ -23,7 +23,7 @@ from gpulease.schemas import EnrollRequest, NodeView
 class Server:
     """One server to enroll, as the command line or a row of the CSV file gives it: its BMC,
     the BMC's user and password file, and (optional) its offer, name, fabric, Docker
-    engine, boot address and rack."""
+    engine, boot address, rack and SSH endpoint."""
 
     bmc: str
     username: str
@@ -34,6 +34,7 @@ class Server:
     runtime: str | None = None
     boot_address: str | None = None
     rack: str | None = None
+    ssh_endpoint: str | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, str], base: Path) -> Server:
@@ -41,7 +42,7 @@ class Server:
         pw = Path(row["password_file"])
         return cls(row["bmc"], row["username"], pw if pw.is_absolute() else base / pw,
                    row.get("offer"), row.get("name"), row.get("fabric"), row.get("runtime"),
-                   row.get("boot_address"), row.get("rack"))
+                   row.get("boot_address"), row.get("rack"), row.get("ssh_endpoint"))
 
     def request(self) -> EnrollRequest:
         """A Docker engine URL makes the server a shared one: its GPUs go to containers."""
@@ -50,7 +51,8 @@ class Server:
                              offer=self.offer or None, name=self.name or None,
                              fabric=self.fabric or None, runtime=self.runtime or None,
                              pool="container" if self.runtime else "bare_metal",
-                             boot_address=self.boot_address or None, rack=self.rack or None)
+                             boot_address=self.boot_address or None, rack=self.rack or None,
+                             ssh_endpoint=self.ssh_endpoint or None)
 
 
 def _describe(node: NodeView) -> str:

@@ -169,9 +169,11 @@ def node_enroll(
         "(tcp://HOST:2376, ssh://root@HOST)"))] = None,
     boot_address: Annotated[str | None, typer.Option(help=(
         "network boot: the address the server's boot NIC gets from your DHCP"))] = None,
+    ssh_endpoint: Annotated[str | None, typer.Option(help=(
+        "HOST:PORT where tenants reach its SSH behind NAT or a port forward"))] = None,
     csv_file: Annotated[Path | None, typer.Option("--csv", help=(
         "bulk: columns bmc,username,password_file"
-        "[,offer,name,fabric,rack,runtime,boot_address]"))] = None,
+        "[,offer,name,fabric,rack,runtime,boot_address,ssh_endpoint]"))] = None,
     parallel: Annotated[int, typer.Option(help="bulk: BMCs at once")] = 8,
     url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
 ) -> None:
@@ -186,7 +188,7 @@ def node_enroll(
                     "--csv FILE"))
         raise typer.Exit(2)
     server = Server(bmc, username, password_file, offer, name, fabric, runtime, boot_address,
-                    rack)
+                    rack, ssh_endpoint)
     raise typer.Exit(enroll_one(client, server, as_json, out, err))
 
 

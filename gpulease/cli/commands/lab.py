@@ -17,7 +17,6 @@ from gpulease.lab import deploy as deploys
 from gpulease.lab import lab as labs
 from gpulease.lab import machines
 from gpulease.osimage.build import latest
-from gpulease.schemas import EnrollRequest
 
 app = typer.Typer()
 lab_app = typer.Typer(help="Virtual servers behind a real Redfish BMC (QEMU/libvirt).",
@@ -72,9 +71,7 @@ def _enroll(lab: labs.Lab, client: object) -> int:
     failed = 0
     for server in lab.servers:
         try:
-            node = client.enroll(EnrollRequest(
-                bmc=lab.system_url(server), username=lab.username, password=lab.password,
-                offer=labs.LAB_OFFER, name=str(server["name"])))
+            node = client.enroll(labs.enroll_request(lab, server))
         except ApiError as exc:
             err.print(_("[red]error[/red] ({status} {title}): {detail}", status=exc.status,
                         title=exc.title, detail=exc.detail))
@@ -126,7 +123,7 @@ def _lab(folder: Path) -> labs.Lab:
 
 
 CacheOpt = Annotated[Path, typer.Option(
-    "--image-cache", envvar="GPULEASE_IMAGE_CACHE",
+    "--image-cache", envvar="GPULEASE_IMAGE_STORE",
     help="where `gpulease image build` keeps images")]
 
 

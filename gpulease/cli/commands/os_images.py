@@ -1,5 +1,6 @@
-"""`gpulease image build`: a bootable Debian image from Debian's packages, with its size
-and SHA-256, to register with `gpulease image add` (docs/operations.md, "OS images")."""
+"""`gpulease image build`: a bootable Debian image from Debian's packages and the node
+agent, with its size and SHA-256, in the image store that image deploys read (or to
+register elsewhere with `gpulease image add`; docs/operations.md, "OS images")."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ app = typer.Typer()  # the command lives in `gpulease image`
 @image_app.command("build")
 def image_build(
     cache: Annotated[Path, typer.Option(
-        "--cache", envvar="GPULEASE_IMAGE_CACHE",
-        help="where images are built and kept, by their inputs' hash")
+        "--cache", envvar="GPULEASE_IMAGE_STORE",
+        help="the image store: where images are built and kept, by their inputs' hash")
     ] = Path("/var/tmp/gpulease-images"),
     suite: Annotated[str, typer.Option(help="Debian release")] = "bookworm",
     mirror: Annotated[str, typer.Option(help="Debian mirror")] = "http://deb.debian.org/debian",
@@ -31,7 +32,7 @@ def image_build(
     as_json: JsonOpt = False,
 ) -> None:
     """Build a bootable Debian image (debootstrap; cloud-init, OpenSSH, the serial
-    console); print its path, size and SHA-256."""
+    console, the node agent); print its path, size and SHA-256."""
     try:
         built = build(cache, Recipe(suite=suite, mirror=mirror, image_id=image_id),
                       log=cache / f"{image_id}-build.log")
@@ -44,6 +45,7 @@ def image_build(
     out.print(_("{image}: {path}, {size:,} bytes, sha256 {sha}", image=built.image_id,
                 path=built.path, size=built.size_bytes, sha=built.sha256)
               + (_(" (from the cache)") if built.from_cache else ""))
-    out.print(_("register it (served from your image server): gpulease image add --id "
-                "{image} --image-url <URL> --checksum sha256:{sha} …", image=built.image_id,
-                sha=built.sha256))
+    out.print(_("image deploys of {image} (an offer with deploy = \"image\") write it from "
+                "here (GPULEASE_IMAGE_STORE={store}); elsewhere, serve it and register it: "
+                "gpulease image add --id {image} --image-url <URL> --checksum sha256:{sha} …",
+                image=built.image_id, store=cache, sha=built.sha256))

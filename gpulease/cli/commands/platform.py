@@ -65,19 +65,29 @@ def up(
     = "redfish",
     emulator_port: Annotated[int | None, typer.Option(help="with --bmc redfish; default port+1")]
     = None,
+    lab: Annotated[Path | None, typer.Option(help=(
+        "the folder of a lab made by `gpulease lab up`: its virtual servers are enrolled and "
+        "its offer is on sale"))] = None,
 ) -> None:
     """Start the API, the worker and a demo fleet of simulated servers (behind a Redfish
-    emulator by default)."""
+    emulator by default); with --lab, the lab's virtual servers too."""
+    from gpulease.lab import lab as labs
     from gpulease.server import PortInUse
     from gpulease.server import up as run_up
 
     if bmc not in ("simulated", "redfish"):
         err.print(_("[red]error[/red]: --bmc takes 'simulated' or 'redfish'"))
         raise typer.Exit(2)
+    found = labs.load(lab.resolve()) if lab is not None else None
+    if lab is not None and found is None:
+        err.print(_("[red]error[/red]: no lab in {folder}: `gpulease lab up` makes one",
+                    folder=lab))
+        raise typer.Exit(2)
     settings = _settings(data_dir=data_dir, port=port, host=host, demo_delay_s=demo_delay,
                          demo_nodes_per_offer=nodes_per_offer, database_url=database_url)
     try:
-        _running(lambda: run_up(settings, say=out.print, bmc=bmc, emulator_port=emulator_port))
+        _running(lambda: run_up(settings, say=out.print, bmc=bmc, emulator_port=emulator_port,
+                                lab=found))
     except PortInUse as exc:
         err.print(f"[red]error[/red]: {exc}")
         raise typer.Exit(1) from None

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gpulease.domain.states import CLEAN_ORDER, DEPLOY_ORDER, RETURN_ORDER, NodeStage
+from gpulease.domain.states import (
+    CLEAN_ORDER,
+    DEPLOY_ORDER,
+    IMAGE_DEPLOY_ORDER,
+    RETURN_ORDER,
+    NodeStage,
+)
 
 St = NodeStage
 
@@ -22,6 +28,8 @@ STEP_WORDS: dict[str, str] = {
     St.POWER_OFF: _("powering the server off"),
     St.ATTACH_MEDIA: _("attaching the OS image"),
     St.POWER_ON: _("starting the installer"),
+    St.WRITE_IMAGE: _("writing the OS image"),
+    St.BOOT_DISK: _("booting the installed system"),
     St.WAIT_AGENT: _("installing the OS"),
     St.CONFIGURE: _("setting up the data disk and your SSH keys"),
     St.VERIFY: _("running the acceptance tests"),
@@ -37,8 +45,9 @@ STEP_WORDS: dict[str, str] = {
     St.RETURN_WAIT_AGENT: _("waiting for your system"),
     St.RETURN_VERIFY: _("acceptance tests after the repair"),
 }
+# (an image deploy's own steps count in its pipeline; those it shares, in the installer's)
 _PLACE = {stage.value: (i + 1, len(order))
-          for order in (DEPLOY_ORDER, CLEAN_ORDER, RETURN_ORDER)
+          for order in (IMAGE_DEPLOY_ORDER, DEPLOY_ORDER, CLEAN_ORDER, RETURN_ORDER)
           for i, stage in enumerate(order)}
 
 

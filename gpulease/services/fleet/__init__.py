@@ -12,4 +12,5 @@ TABLES = (
     "racks",
     "circuit_breakers",
     "hardware_alerts",
+    "ramdisk_boots",
 )

@@ -184,6 +184,7 @@ def enroll(p: Platform, actor: Principal, req: EnrollRequest,
             bmc_password=req.password, status=status, status_reason=reason,
             inventory_json=json.dumps(record), agent_kind=req.agent, runtime_url=req.runtime,
             boot_address=str(req.boot_address) if req.boot_address else None,
+            ssh_endpoint=req.ssh_endpoint,
             system_uuid=uuid))
         s.flush()
         return _NodeId(id=node.id)

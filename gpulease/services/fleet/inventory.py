@@ -45,6 +45,7 @@ class NodeSpec:
     agent_kind: str = "builtin"  # builtin (simulated stand-in) | gpulease (the real agent)
     runtime_url: str | None = None  # a shared server's Docker engine
     boot_address: str | None = None  # network boot: its boot NIC's address (DHCP)
+    ssh_endpoint: str | None = None  # HOST:PORT of its SSH behind NAT or a port forward
     system_uuid: str | None = None  # what its BMC says the system's UUID is
 
 
@@ -81,7 +82,8 @@ def add_node(s: Session, p: Platform, spec: NodeSpec) -> Node:
         bmc_username=spec.bmc_username, bmc_password_enc=p.box.seal(spec.bmc_password),
         **initial(Node, NODE, spec.status, spec.status_reason),
         inventory_json=spec.inventory_json, agent_kind=spec.agent_kind,
-        runtime_url=spec.runtime_url, boot_address=spec.boot_address, **unbound(),
+        runtime_url=spec.runtime_url, boot_address=spec.boot_address,
+        ssh_endpoint=spec.ssh_endpoint, **unbound(),
         attempts=0, created_at=now, updated_at=now,
     )
     s.add(node)
@@ -120,7 +122,7 @@ def node_view(node: Node, rack: Rack | None, counts: tuple[int, int],
         bmc_address=node.bmc_address, instance_id=node.instance_id, gpu_count=counts[0],
         free_gpus=counts[1], drain_requested=node.drain_requested_at is not None,
         simulated=simulated, agent=node.agent_kind, runtime=node.runtime_url,
-        boot_address=node.boot_address,
+        boot_address=node.boot_address, ssh_endpoint=node.ssh_endpoint,
         last_error=node.last_error,
         updated_at=node.updated_at,
         inventory=json.loads(node.inventory_json) if node.inventory_json else None,

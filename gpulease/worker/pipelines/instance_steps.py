@@ -17,6 +17,7 @@ from gpulease.db.claims import release
 from gpulease.db.repositories import bound_nodes
 from gpulease.db.tables import Instance, Node
 from gpulease.domain.phrases import phrase
+from gpulease.domain.ssh import ssh_address
 from gpulease.domain.states import (
     INSTANCE,
     INSTANCE_STAGE,
@@ -125,8 +126,8 @@ def _start_deploys(r: Reconciling) -> None:
 
 def _deliver_when_active(r: Reconciling) -> None:
     if r.all_active(r.nodes):
-        r.inst.ip_address = r.nodes[0].ip_address
-        r.inst.ssh_port = 22
+        r.inst.ip_address, r.inst.ssh_port = ssh_address(r.nodes[0].ip_address,
+                                                         r.nodes[0].ssh_endpoint)
         deliver(r.s, r.p, r.inst, r.now)
     else:
         r.inst.next_attempt_at = r.poll  # nodes wake us; this is the safety net

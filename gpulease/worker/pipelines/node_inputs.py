@@ -18,6 +18,7 @@ from gpulease.security import hash_token
 from gpulease.services.agents.credentials import mint_enrollment
 from gpulease.services.agents.node_agent import agent_for
 from gpulease.services.catalog.images import find_image
+from gpulease.services.fleet.ramdisk_boots import drop_boots
 from gpulease.services.support.repairs import burn_in_due
 from gpulease.worker.pipelines.node_steps import StepInput
 
@@ -57,6 +58,8 @@ def step_input(s: Session, p: Platform, node: Node, inst: Instance | None) -> St
         boot=offer.boot if (offer := p.catalog.offer(node.sku, node.region)) else
         "virtual_media",
         http_boot_uri=p.settings.http_boot_uri or None,
+        deploy=offer.deploy if offer else "installer",
+        image_id=inst.image_id if inst else "",
     )
 
 
@@ -67,7 +70,7 @@ def _drive_url(p: Platform, drive_id: str) -> str:
 def needs_drive(p: Platform, stage: str | None, agent_kind: str, bmc_driver: str) -> bool:
     """Deploys carry a config drive; so does the cleaning ramdisk of an agent that enrolls
     from one (its one-time enrollment token)."""
-    return stage == NodeStage.ATTACH_MEDIA or (
+    return stage in (NodeStage.ATTACH_MEDIA, NodeStage.BOOT_DISK) or (
         stage == NodeStage.CLEAN_ATTACH_MEDIA
         and agent_for(p, agent_kind, bmc_driver).enrolls_from_config_drive)
 
@@ -85,12 +88,20 @@ def make_config_drive(p: Platform, job: StepInput) -> StepInput:
     job with the URL the BMC will fetch it from."""
     assert job.instance_id is not None
     agent_token = "glat_" + secrets.token_urlsafe(32)
-    iso = build_iso(ConfigDriveSpec(
+    spec = ConfigDriveSpec(
         instance_id=job.instance_id, hostname=job.hostname, ssh_keys=job.ssh_keys,
         # a cleaning ramdisk's drive gets a random, never shown password, not an empty one
         root_password=job.root_password or secrets.token_urlsafe(24),
-        agent_url=p.settings.public_url,
-        agent_token=agent_token, encrypted_data=job.encrypted_data))
+        agent_url=p.settings.guest_url,
+        agent_token=agent_token, encrypted_data=job.encrypted_data)
+    with p.db.read() as s:
+        node = s.get(Node, job.node_id)
+        offer = p.catalog.offer(node.sku, node.region) if node is not None else None
+    if offer is not None:  # the offer's data disk and the agent's GPU backend
+        spec = replace(spec, data_disk_device=offer.data_disk_device,
+                       agent_backend=offer.agent_backend,
+                       agent_gpus=p.catalog.sku_by_id[offer.sku].gpu_count)
+    iso = build_iso(spec)
     drive_id = secrets.token_urlsafe(32)
     with p.db.write() as s:
         s.add(ConfigDrive(id=drive_id, node_id=job.node_id, instance_id=job.instance_id,
@@ -102,10 +113,11 @@ def make_config_drive(p: Platform, job: StepInput) -> StepInput:
 
 def drop_config_drives(s: Session, node_id: str) -> None:
     """The deploy (or cleaning) is over: its drives go, and the one-time agent token on
-    them dies with them if no agent used it."""
+    them dies with them if no agent used it; so do its ramdisk boots."""
     s.execute(delete(AgentEnrollment).where(
         AgentEnrollment.used_at.is_(None),
         AgentEnrollment.token_hash.in_(select(ConfigDrive.agent_token_hash)
                                        .where(ConfigDrive.node_id == node_id)))
         .execution_options(synchronize_session=False))
     s.execute(delete(ConfigDrive).where(ConfigDrive.node_id == node_id))
+    drop_boots(s, node_id)  # an image deploy's ramdisk boots, and their ISOs

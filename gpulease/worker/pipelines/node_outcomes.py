@@ -118,6 +118,9 @@ class Failure:
     now: datetime
     actor: str = WORKER
     breaker: bool = False
+    # False: what failed is what the server was given (an image whose checksum is wrong),
+    # not the server: its order fails, and the server is cleaned and goes back to the pool
+    node_fault: bool = True
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,7 @@ class Situation(StrEnum):
     RETURNING = "returning"  # back from a card repair to its tenant
     HELD = "held"  # a deploy failing while the fleet's breaker is open
     DELIVERING = "delivering"  # deploying for an order not yet delivered
+    ORDER_FAULT = "order_fault"  # deploying what cannot be deployed (a wrong image)
     REPLACING = "replacing"  # a spare being deployed for a swap
     CLEANING = "cleaning"  # erasing after a hand-back or a failure
     OTHER = "other"
@@ -154,7 +158,7 @@ def failure_situation(s: Session, p: Platform, node: Node, failure: Failure
         return Situation.CLEANING, None
     inst = s.get(Instance, node.instance_id) if node.instance_id else None
     if inst is not None and InstanceStatus(inst.status) in DELIVERING:
-        return Situation.DELIVERING, inst
+        return (Situation.DELIVERING if failure.node_fault else Situation.ORDER_FAULT), inst
     if inst is not None and InstanceStatus(inst.status) is InstanceStatus.READY and (
             inst.stage == InstanceStage.REPLACING.value):
         return Situation.REPLACING, inst
@@ -221,6 +225,16 @@ def _replacing(f: Failing) -> None:
     note(f.s, now, f.inst.id, "replacement_failed", why, actor=actor)
 
 
+def _order_fault(f: Failing) -> None:
+    """Not the server's fault: no spare would do better. The order fails with the reason;
+    its reconcile cleans the server, which goes back to the pool."""
+    assert f.inst is not None
+    f.node.next_attempt_at = None  # the instance's reconcile starts its cleaning
+    fail_instance(f.s, f.p, f.inst, phrase("node {node}: {reason}", node=f.node.name,
+                                           reason=f.failure.reason),
+                  f.failure.now, f.failure.actor)
+
+
 def _cleaning(f: Failing) -> None:
     _to_maintenance(f, phrase("cleaning not finished, disks not certified erased: {reason}",
                               reason=f.failure.reason))
@@ -234,6 +248,7 @@ ON_FAILURE: dict[Situation, Callable[[Failing], None]] = {
     Situation.RETURNING: _returning,
     Situation.HELD: _held,
     Situation.DELIVERING: _delivering,
+    Situation.ORDER_FAULT: _order_fault,
     Situation.REPLACING: _replacing,
     Situation.CLEANING: _cleaning,
     Situation.OTHER: _other,

@@ -25,6 +25,8 @@ from gpulease.ports.bmc import (
     PowerState,
 )
 from gpulease.services.agents.node_agent import agent_for
+from gpulease.services.fleet import ramdisk_boots
+from gpulease.services.fleet.ramdisk_boots import BootAsk, RamdiskFailed
 
 
 class Outcome(Enum):
@@ -56,6 +58,8 @@ class StepInput:
     boot: str = "virtual_media"  # the offer's: virtual_media | uefi_http | pxe
     http_boot_uri: str | None = None  # UEFI HTTP boot: the loader's URL (None: from DHCP)
     encrypted_data: bool = False  # the data disk left unformatted for the tenant's key
+    deploy: str = "installer"  # the offer's: installer | image (the deploy ramdisk writes it)
+    image_id: str = ""
 
 
 @dataclass
@@ -66,6 +70,7 @@ class StepResult:
     report: Report | None = None  # the acceptance suite's (VERIFY)
     certificates: tuple[dict[str, Any], ...] = ()  # erase certificates (ERASE)
     requested: bool = False  # a power request went to the BMC (counted per stage)
+    event: str = "advance"  # the node stage's event when it advances (domain/states.py)
 
 
 def _bmc(p: Platform, job: StepInput) -> Bmc:
@@ -135,7 +140,67 @@ def _boot_from(p: Platform, job: StepInput, image_url: str) -> StepResult:
 
 
 def attach_media(p: Platform, job: StepInput) -> StepResult:
+    if job.deploy == "image":
+        return _boot_ramdisk(p, job, "write")
     return _boot_from(p, job, job.image_url)
+
+
+def _boot_ramdisk(p: Platform, job: StepInput, action: str) -> StepResult:
+    """The deploy ramdisk as virtual media (one-time CD boot), with its plan: write the
+    offer's image, or erase every disk. The config drive waits for the boot from disk."""
+    if action == "write":
+        with p.db.read() as s:
+            plan = ramdisk_boots.write_plan(ramdisk_boots.image_source(s, p, job.image_id))
+    else:
+        plan = ramdisk_boots.ERASE_PLAN
+    url = ramdisk_boots.open_boot(p, BootAsk(job.node_id, job.instance_id, job.stage, action,
+                                             plan))
+    bmc = _bmc(p, job)
+    bmc.eject_media()
+    bmc.insert_media(url, MediaSlot.CD)
+    bmc.set_one_time_boot(BootDevice.VIRTUAL_CD)
+    return StepResult(Outcome.ADVANCE, note=phrase("the deploy ramdisk ({action})",
+                                                   action=action))
+
+
+def deploy_power_on(p: Platform, job: StepInput) -> StepResult:
+    """On into the installer; an image deploy's ramdisk goes on to write the image."""
+    result = _power(p, job, PowerState.ON)
+    if job.deploy == "image":
+        result.event = "image"
+    return result
+
+
+def write_image(p: Platform, job: StepInput) -> StepResult:
+    """Until the ramdisk reports: the image checked, written and read back, or why not
+    (a wrong checksum writes nothing and fails the deploy)."""
+    report = ramdisk_boots.report_of(p, job.node_id, "write")
+    if report is None:
+        return StepResult(Outcome.WAIT)
+    failed = ramdisk_boots.write_failure(report)
+    if failed:
+        raise RamdiskFailed(failed, node_fault=not ramdisk_boots.image_at_fault(report))
+    seconds = int(report.get("write_cs", "0") or 0) / 100
+    return StepResult(Outcome.ADVANCE, note=phrase(
+        "image written to {disk} in {seconds:.0f} s and read back: sha256 {sha}",
+        disk=report.get("disk", "?"), seconds=seconds, sha=report.get("sha256", "?")[:16]))
+
+
+def boot_disk(p: Platform, job: StepInput) -> StepResult:
+    """Once the ramdisk has powered the server off: the config drive in the CD slot (the
+    ramdisk's place), a one-time boot from disk, power on."""
+    bmc = _bmc(p, job)
+    if bmc.power_state() != PowerState.OFF:
+        if _elapsed(p, job) > 120:  # it reported, then did not power off
+            bmc.power_off()
+        return StepResult(Outcome.WAIT)
+    if not job.config_drive_url:
+        raise RamdiskFailed("no config drive for the installed system's first boot")
+    bmc.eject_media()
+    bmc.insert_media(job.config_drive_url, MediaSlot.CD)
+    bmc.set_one_time_boot(BootDevice.DISK)
+    bmc.power_on()
+    return StepResult(Outcome.ADVANCE, requested=True)
 
 
 def _agent(p: Platform, job: StepInput) -> Agent:
@@ -194,11 +259,37 @@ def detach_media(p: Platform, job: StepInput) -> StepResult:
 
 def attach_agent_media(p: Platform, job: StepInput) -> StepResult:
     # The cleaning ramdisk, booted like the image; its config drive (when the real agent
-    # runs) carries the ramdisk agent's enrollment token.
+    # runs) carries the ramdisk agent's enrollment token. An image deploy's node is
+    # cleaned by the deploy ramdisk, whose plan is the erase.
+    if job.deploy == "image":
+        return _boot_ramdisk(p, job, "erase")
     return _boot_from(p, job, job.agent_media_url)
 
 
+def clean_wait_agent(p: Platform, job: StepInput) -> StepResult:
+    if job.deploy == "image":  # the deploy ramdisk erases unasked: wait for its report
+        found = ramdisk_boots.report_of(p, job.node_id, "erase") is not None
+        return StepResult(Outcome.ADVANCE if found else Outcome.WAIT)
+    return wait_agent(p, job)
+
+
+def _ramdisk_erase(p: Platform, job: StepInput) -> StepResult:
+    report = ramdisk_boots.report_of(p, job.node_id, "erase")
+    if report is None:
+        return StepResult(Outcome.WAIT)
+    certificates = ramdisk_boots.erase_certificates(report, job.node_name, job.instance_id,
+                                                    job.stage_started_at)
+    if not certificates or report.get("ok") != "1" and all(c["passed"] for c in certificates):
+        raise RamdiskFailed(f"the ramdisk's erase report names no verified disk: {report}")
+    return StepResult(Outcome.ADVANCE, certificates=tuple(certificates), note=phrase(
+        "erased {devices} by {method}{simulated}",
+        devices=", ".join(c["device"] for c in certificates),
+        method=", ".join(sorted({c["method"] for c in certificates})), simulated=""))
+
+
 def erase(p: Platform, job: StepInput) -> StepResult:
+    if job.deploy == "image":
+        return _ramdisk_erase(p, job)
     result = _agent(p, job).erase(_ref(job), lease=job.instance_id)
     if isinstance(result, Pending):
         return StepResult(Outcome.WAIT)
@@ -217,7 +308,9 @@ def clean_power_off(p: Platform, job: StepInput) -> StepResult:
 STEPS: dict[str, Callable[[Platform, StepInput], StepResult]] = {
     NodeStage.POWER_OFF: power_off,
     NodeStage.ATTACH_MEDIA: attach_media,
-    NodeStage.POWER_ON: power_on,
+    NodeStage.POWER_ON: deploy_power_on,
+    NodeStage.WRITE_IMAGE: write_image,
+    NodeStage.BOOT_DISK: boot_disk,
     NodeStage.WAIT_AGENT: wait_agent,
     NodeStage.CONFIGURE: configure,
     NodeStage.VERIFY: verify,
@@ -225,7 +318,7 @@ STEPS: dict[str, Callable[[Platform, StepInput], StepResult]] = {
     NodeStage.CLEAN_SHUTDOWN: power_off,
     NodeStage.CLEAN_ATTACH_MEDIA: attach_agent_media,
     NodeStage.CLEAN_POWER_ON: power_on,
-    NodeStage.CLEAN_WAIT_AGENT: wait_agent,
+    NodeStage.CLEAN_WAIT_AGENT: clean_wait_agent,
     NodeStage.ERASE: erase,
     NodeStage.BURN_IN: burn_in,
     NodeStage.CLEAN_POWER_OFF: clean_power_off,

@@ -126,7 +126,8 @@ def _apply_node(p: Platform, claim: Claim, job: StepInput, result: StepResult | 
                 return
             tries = f" after {node.attempts} attempts" if result.retryable else ""
             fail_node(s, p, node, Failure(f"{job.stage} failed{tries}: {result}", now,
-                                          breaker=True))
+                                          breaker=result.node_fault,
+                                          node_fault=result.node_fault))
             return
         if result.ip_address:
             node.ip_address = result.ip_address
@@ -166,8 +167,8 @@ def _apply_node(p: Platform, claim: Claim, job: StepInput, result: StepResult | 
         if result.note:
             record_event(s, now, Happened("node", node.id, "result", instance_id=node.instance_id,
                                           to_value=job.stage, message=result.note), actor=WORKER)
-        if NODE_STAGE.allows(NodeStage(job.stage), "advance"):
-            transition(s, p, node, NODE_STAGE, "advance", Move(now, actor=WORKER,
+        if NODE_STAGE.allows(NodeStage(job.stage), result.event):
+            transition(s, p, node, NODE_STAGE, result.event, Move(now, actor=WORKER,
                        timeout_s=p.settings.stage_timeout_s))
             node.next_attempt_at = now
         else:

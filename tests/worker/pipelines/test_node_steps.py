@@ -8,7 +8,7 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from gpulease.db.tables import Node
-from gpulease.domain.states import CLEAN_ORDER, DEPLOY_ORDER, RETURN_ORDER
+from gpulease.domain.states import CLEAN_ORDER, DEPLOY_ORDER, IMAGE_DEPLOY_ORDER, RETURN_ORDER
 from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint
 from gpulease.testing.factories import sim
@@ -33,7 +33,7 @@ def _node(p: Platform) -> str:
 
 
 def test_every_stage_has_its_step() -> None:
-    assert {*DEPLOY_ORDER, *CLEAN_ORDER, *RETURN_ORDER} == set(STEPS)
+    assert {*DEPLOY_ORDER, *IMAGE_DEPLOY_ORDER, *CLEAN_ORDER, *RETURN_ORDER} == set(STEPS)
 
 
 def test_power_is_requested_once_then_polled_until_it_lands(fleet: Platform) -> None:

@@ -1,0 +1,96 @@
+"""A lab server ordered through the platform, as a tenant would: enrolled through its
+Redfish BMC, deployed by the image-based pipeline (the deploy ramdisk fetches its plan from
+the control plane, checks and writes the image, reports; the server boots from disk with
+its config drive), delivered only once the real agent on the installed system has enrolled
+and answered configure and verify; the `ssh` line the platform shows logs the tenant in with
+their key (the one-time password is the one in /etc/shadow, /data is mounted, the agent
+runs). Released: the ramdisk erases both disks, a certificate per disk is issued, and the
+host reads both disk files back and finds no data."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import bcrypt
+import pytest
+
+from gpulease.osimage import build as images
+from gpulease.schemas import OrderRequest
+from gpulease.services.agents.evidence import acceptance_reports, instance_certificates
+from gpulease.services.instances import actions, views
+from gpulease.services.orders import ordering
+from gpulease.testing.callers import new_tenant
+from gpulease.testing.lab_platform import LabPlatform, lab_platform, wait_for
+from tests.fixtures.lab import IMAGE_CACHE, allocated_data, need_libvirt
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("lab")]
+
+BUDGET_S = 1500  # TCG: the ramdisk's write (~1 GB), then the first boot and the agent
+
+
+@pytest.fixture
+def lab(tmp_path: Path, lab_folder: Path) -> Iterator[LabPlatform]:
+    need_libvirt()
+    images.build(IMAGE_CACHE)  # the cached image, or built once
+    with lab_platform(lab_folder, tmp_path, IMAGE_CACHE, BUDGET_S) as made:
+        yield made
+
+
+def _ssh(key: Path, port: int, command: str) -> str:
+    done = subprocess.run(
+        ["ssh", "-i", str(key), "-p", str(port), "-o", "BatchMode=yes",
+         "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+         "-o", "ConnectTimeout=30", "-o", "LogLevel=ERROR", "root@127.0.0.1", command],
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_lab_server_ordered_is_delivered_logged_into_released_and_erased(
+        lab: LabPlatform, tmp_path: Path) -> None:
+    p = lab.p
+    key = tmp_path / "tenant"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
+                   check=True)
+    (enrolled,) = lab.enrolled
+    assert enrolled.endswith(": available"), enrolled
+    tenant = new_tenant(p)
+    iid = ordering.place_order(p, tenant.principal, OrderRequest(
+        sku="lab-vm-x1", region="lab", name="tenant-box",
+        ssh_keys=[key.with_suffix(".pub").read_text().strip()]))[0].id
+    view = wait_for(lambda: views.show_instance(p, tenant.principal, iid),
+                    lambda v: v.status in ("ready", "failed"), BUDGET_S)
+    assert view.status == "ready", (view.status, view.status_reason, [
+        (s.stage, s.message) for s in view.stages])
+    stages = [s.stage for s in view.stages]
+    for stage in ("attach_media", "write_image", "boot_disk", "wait_agent", "configure",
+                  "verify"):
+        assert stage in stages, stages
+
+    # the ssh line shown to the tenant: the lab's loopback forward
+    port = int(str(lab.lab.servers[0]["ssh_port"]))
+    assert view.ssh_command == f"ssh -p {port} root@127.0.0.1"
+    password = actions.reveal_credentials(p, tenant.principal, iid).root_password
+    (report,) = acceptance_reports(p, tenant.principal, iid)
+    assert report["passed"] and report["simulated"]  # the agent's simulated GPU
+    facts = _ssh(key, port, "hostname; findmnt -n -o SOURCE /data; "
+                            "getent shadow root | cut -d: -f2; "
+                            "systemctl is-active gpulease-agent; "
+                            "echo TENANT-SECRET > /data/secret; sync")
+    hostname, data, root_hash, agent = facts.split()
+    assert hostname == "tenant-box" and data == "/dev/vdb1" and agent == "active"
+    assert bcrypt.checkpw(password.encode(), root_hash.encode())
+
+    actions.release_instance(p, tenant.principal, iid)
+    view = wait_for(lambda: views.show_instance(p, tenant.principal, iid),
+                    lambda v: v.status in ("released", "failed"), BUDGET_S)
+    assert view.status == "released", (view.status, view.status_reason)
+    certificates, total = instance_certificates(p, tenant.principal, iid)
+    assert total == 2 and all(c["passed"] for c in certificates), certificates
+    assert sorted(c["device"] for c in certificates) == ["/dev/vda", "/dev/vdb"]
+    name = str(lab.lab.servers[0]["name"])
+    pool = Path(lab.lab.folder) / "pool"
+    for disk in (pool / f"{name}-system.qcow2", pool / f"{name}-data.qcow2"):
+        assert allocated_data(disk) == [], disk.name  # nothing the tenant left
