@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 
 from gpulease.db.tables import Node
 from gpulease.domain.errors import Unauthorized
-from gpulease.lab.lab import Lab, enroll_request
+from gpulease.lab.lab import Lab, enroll_request, fabric_id
 from gpulease.platform import Platform
 from gpulease.services.accounts import identity as accounts
 from gpulease.services.accounts import users
@@ -142,8 +142,11 @@ def enroll_lab(p: Platform, lab: Lab) -> list[str]:
     from gpulease.services.fleet import enrollment
 
     system = Principal(user_id="lab-setup", tenant_id=None, role=Role.OPERATOR)
-    with p.db.read() as s:
+    fabric = fabric_id(lab)
+    with p.db.write() as s:
         known = set(s.scalars(select(Node.name)))
+        if fabric is not None:  # an isolated Ethernet network, in the platform as a fabric
+            ensure_fabric(s, fabric, "lab", kind="ethernet", rate_gbps=1)
     enrolled = []
     for server in lab.servers:
         if server["name"] in known:

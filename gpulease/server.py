@@ -18,6 +18,8 @@ from gpulease.api.app import create_app
 from gpulease.api.guards import configure_logging
 from gpulease.cli.words import _
 from gpulease.compose import make_platform
+from gpulease.data_dir import DataDirHold
+from gpulease.data_dir import hold as hold_data_dir
 from gpulease.db.session import safe_url
 from gpulease.demo import (
     OPERATOR_LOGIN_FILE,
@@ -89,6 +91,18 @@ def bootstrap_operator(platform: Platform, say: Callable[[str], object] = log.wa
 def up(settings: Settings, say: Callable[[str], object] = print,
        bmc: str = "redfish", emulator_port: int | None = None, lab: Lab | None = None
        ) -> None:
+    """`_up` on the data dir, held for this process first (one `up` at a time; it can be
+    written; helpers left by an `up` that died are ended): data_dir.py."""
+    held = hold_data_dir(settings.data_dir)
+    settings.data_dir = held.path  # absolute: the helpers' command lines name it
+    try:
+        _up(settings, say, bmc, emulator_port, lab, held)
+    finally:
+        held.release()
+
+
+def _up(settings: Settings, say: Callable[[str], object], bmc: str,
+        emulator_port: int | None, lab: Lab | None, held: DataDirHold) -> None:
     """The embedded default: SQLite in the data dir, a built-in worker, a demo fleet. With
     bmc="redfish" (the default) the demo servers sit behind a sushy-tools Redfish emulator,
     so the demo drives the same Redfish code as production; "simulated" is instant and
@@ -114,6 +128,7 @@ def up(settings: Settings, say: Callable[[str], object] = print,
         from gpulease.drivers.seaweedfs import start_embedded_s3
 
         s3 = start_embedded_s3(settings.data_dir / "s3", port=_port_or_any(settings.port + 2))
+        held.record_child(s3.process.pid, "SeaweedFS")
         settings.s3_endpoint, settings.s3_access_key, settings.s3_secret_key = (
             s3.url, s3.access_key, s3.secret_key)
     registry = None
@@ -124,6 +139,7 @@ def up(settings: Settings, say: Callable[[str], object] = print,
             try:
                 registry = registries.start_registry(settings.data_dir / "registry",
                                                      port=_port_or_any(settings.port + 3))
+                held.record_child(registry.process.pid, "docker-registry")
                 settings.registry = registry.address
             except BaseException:
                 if s3 is not None:

@@ -102,12 +102,14 @@ BINDER = PACKAGE / "lifecycle" / "binding.py"
 # Rows of other tables that name an instance (a repair kept for its tenant): the variables
 # a module assigns `instance_id` on that are not nodes. A new one is named here on purpose.
 NOT_NODES = {"self", "repair", "again"}
+BINDING_COLUMNS = ("instance_id", "generation", "erase_due_since")
 
 
 def binding_writes(source: str) -> list[tuple[int, str]]:
-    """Where `source` writes a node's binding: `instance_id` or `generation` assigned (on
-    anything but NOT_NODES), handed to `values()` or a Node(), and GPU allocations made,
-    changed or released (GpuAllocation(), insert/update(GpuAllocation))."""
+    """Where `source` writes a node's binding: `instance_id`, `generation` or
+    `erase_due_since` (the mark only a certified erase clears) assigned (on anything but
+    NOT_NODES), handed to `values()` or a Node(), and GPU allocations made, changed or
+    released (GpuAllocation(), insert/update(GpuAllocation))."""
     found: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(source)):
         targets: list[ast.expr] = []
@@ -117,15 +119,15 @@ def binding_writes(source: str) -> list[tuple[int, str]]:
             targets = [node.target]
         for target in targets:
             for t in ast.walk(target):
-                if isinstance(t, ast.Attribute) and t.attr in ("instance_id", "generation") \
+                if isinstance(t, ast.Attribute) and t.attr in BINDING_COLUMNS \
                         and not (isinstance(t.value, ast.Name) and t.value.id in NOT_NODES):
                     found.append((node.lineno, f"assigns .{t.attr}"))
         if isinstance(node, ast.Call):
             callee = _name(node.func)
             if callee in ("values", "Node"):
                 for kw in node.keywords:
-                    if kw.arg in ("instance_id", "generation") and (
-                            callee == "Node" or kw.arg == "generation"
+                    if kw.arg in BINDING_COLUMNS and (
+                            callee == "Node" or kw.arg != "instance_id"
                             or "Node" in ast.unparse(node.func)):
                         found.append((node.lineno, f"{callee}({kw.arg}=…)"))
             if callee == "GpuAllocation" or (callee in ("insert", "update") and node.args
@@ -146,8 +148,10 @@ def test_the_binding_checker_finds_every_form_of_write() -> None:
         "repair.instance_id = inst.id\n"  # a repair row, not a node: fine
         "update(Lease).values(instance_id=iid)\n"  # another table: fine
         "select(GpuAllocation.id)\n"  # a read: fine
+        "node.erase_due_since = None\n"
+        "update(Node).values(erase_due_since=None)\n"
     )
-    assert [line for line, _ in binding_writes(sample)] == [1, 2, 3, 4, 5, 6, 7]
+    assert [line for line, _ in binding_writes(sample)] == [1, 2, 3, 4, 5, 6, 7, 11, 12]
 
 
 def test_only_the_binding_writer_binds_a_node_to_an_instance() -> None:
@@ -156,7 +160,7 @@ def test_only_the_binding_writer_binds_a_node_to_an_instance() -> None:
                  for line, what in binding_writes(path.read_text())]
     assert not offenders, ("a node's instance, generation and GPU allocations change only "
                            "through lifecycle/binding.py (bind_update, bind_read, "
-                           "touch_read, hold_gpus, unbind, release_gpus, fence):\n"
+                           "touch_read, hold_gpus, unbind, release_gpus, fence, erased):\n"
                            + "\n".join(offenders))
 
 

@@ -112,12 +112,22 @@ def create_app(platform: Platform) -> FastAPI:
     def root() -> RedirectResponse:
         return RedirectResponse("/console/", status_code=307)
 
-    @app.get("/healthz", tags=["health"], responses=PUBLIC_PROBLEMS,
-             openapi_extra=access(Caller.ANYONE))
-    def healthz(p: PlatformDep) -> dict[str, str]:
+    @app.get("/healthz", tags=["health"], openapi_extra=access(Caller.ANYONE),
+             responses={**PUBLIC_PROBLEMS, 503: {
+                 "description": "the database answers but cannot take writes: `reason` says "
+                                "why (a read-only or full disk, a standby)",
+                 "content": {"application/json": {}}}})
+    def healthz(p: PlatformDep) -> Response:
+        """Alive: the database answers and can take writes (a read-only or full disk, or a
+        standby, is 503 with the reason)."""
         with p.db.read() as s:
             s.execute(text("SELECT 1"))
-        return {"status": "ok", "database": p.db.dialect, "version": __version__}
+        why = p.db.unwritable()
+        body = {"status": "ok" if why is None else "unwritable", "database": p.db.dialect,
+                "writable": why is None, "version": __version__}
+        if why is not None:
+            body["reason"] = why
+        return JSONResponse(body, status_code=200 if why is None else 503)
 
     @app.get("/readyz", tags=["health"], openapi_extra=access(Caller.ANYONE),
              responses={**PUBLIC_PROBLEMS, 503: {

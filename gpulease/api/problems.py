@@ -22,7 +22,7 @@ from gpulease.domain.errors import (
     TooManyRequests,
     Unauthorized,
 )
-from gpulease.domain.lifecycle import InvalidTransition
+from gpulease.domain.lifecycle import EntryRefused, InvalidTransition
 from gpulease.domain.locales import DEFAULT, from_accept_language
 from gpulease.schemas.field_errors import field_error, field_of
 from gpulease.translations import N_, translations
@@ -65,6 +65,11 @@ def install(app: FastAPI) -> None:
     async def _transition(_: Request, exc: InvalidTransition) -> JSONResponse:
         return problem(409, "Conflict", f"The {exc.machine} is {exc.current}; {exc.event!r} "
                        "does not apply from there. Check its status and retry.")
+
+    @app.exception_handler(EntryRefused)
+    async def _refused(_: Request, exc: EntryRefused) -> JSONResponse:
+        return problem(409, "Conflict", f"The {exc.machine} cannot become {exc.target}: "
+                       f"{exc.why}.")
 
     @app.exception_handler(DBAPIError)
     async def _database(_: Request, exc: DBAPIError) -> JSONResponse:

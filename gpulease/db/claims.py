@@ -105,6 +105,17 @@ def guarded(s: Session, table: type[R], held: Claim) -> R | None:
     return row
 
 
+def still_held(db: Database, held: Claim, now: datetime, margin: timedelta) -> bool:
+    """Whether this worker still holds `held`, with at least `margin` of its lock to run:
+    asked right before a call that changes hardware or a tenant's data (the fence), so a
+    worker that was frozen past its lock, and taken over, makes no call when it wakes."""
+    rows: Any = held.table
+    with db.read() as s:
+        expires: datetime | None = s.scalar(select(rows.lock_expires_at).where(
+            rows.id == held.id, rows.lock_token == held.token))
+    return expires is not None and expires > now + margin
+
+
 def begin_step(row: Claimable, step: str) -> None:
     """The step's I/O is about to run outside any transaction: a new owner finding this
     knows the old one died in it."""

@@ -64,10 +64,11 @@ class NodeBrief(NamedTuple):
     ip_address: str | None
     bmc_driver: str
     agent_kind: str
+    ssh_endpoint: str | None
 
 
 NODE_BRIEF = (Node.id, Node.name, Node.status, Node.stage, Node.instance_id,
-              Node.ip_address, Node.bmc_driver, Node.agent_kind)
+              Node.ip_address, Node.bmc_driver, Node.agent_kind, Node.ssh_endpoint)
 
 
 # built once: a page's statement, its instance ids bound at each call

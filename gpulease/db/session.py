@@ -24,6 +24,10 @@ from gpulease.db.changes import TableChanges
 from gpulease.db.limits import SessionLimits
 from gpulease.db.turns import SqliteTurns
 
+# Less free space than this under a SQLite file: /healthz says the disk is full (a write of
+# a page, the journal and the WAL would fail before long)
+FULL_BELOW_BYTES = 16 * 2**20
+
 if TYPE_CHECKING:
     from alembic.config import Config
 
@@ -229,6 +233,31 @@ class Database:
                 yield
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def unwritable(self) -> str | None:
+        """Why a write would fail now, when that can be told without writing (`/healthz`):
+        a SQLite file on a read-only or full file system, a PostgreSQL standby or a
+        read-only default; None: writable as far as can be seen."""
+        if self.dialect == "sqlite":
+            folder = Path(self.url.removeprefix("sqlite:///").split("?", 1)[0]).parent
+            found = os.statvfs(folder)
+            if found.f_flag & os.ST_RDONLY:
+                return f"the database's file system ({folder}) is read-only"
+            free = found.f_bavail * found.f_frsize
+            if free < FULL_BELOW_BYTES:
+                return (f"the database's disk ({folder}) is full: {free // 2**20} MiB free; "
+                        "free some space")
+            return None
+        with self.engine.connect() as conn:
+            standby, read_only = conn.execute(text(
+                "SELECT pg_is_in_recovery(), current_setting('default_transaction_read_only')"
+            )).one()
+        if standby:
+            return ("the database is a read-only standby; point GPULEASE_DATABASE_URL at the "
+                    "primary")
+        if read_only == "on":
+            return "the database's transactions are read-only (default_transaction_read_only)"
+        return None
 
     def dispose(self) -> None:
         self.engine.dispose()

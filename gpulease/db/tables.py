@@ -72,7 +72,7 @@ class Fabric(Base):
     __tablename__ = "fabrics"
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     region: Mapped[str] = mapped_column(String(64), index=True)
-    kind: Mapped[str] = mapped_column(String(16))  # infiniband | roce
+    kind: Mapped[str] = mapped_column(String(16))  # infiniband | roce | ethernet (the lab)
     rate_gbps: Mapped[int] = mapped_column(Integer)
 
 
@@ -138,6 +138,10 @@ class Node(LockedRow, Base):
     # Where tenants reach its SSH when it sits behind NAT or a port forward (HOST:PORT, as
     # the lab's servers on 127.0.0.1); None: the address its agent reports, port 22.
     ssh_endpoint: Mapped[str | None] = mapped_column(String(300))
+    # Since when it may hold a tenant's data with no certified erase after: set when it is
+    # bound to an instance, cleared by a clean's passing erase. While set, it cannot become
+    # available (the node lifecycle's entry check): `resume` erases it first.
+    erase_due_since: Mapped[datetime | None] = mapped_column(UtcDateTime())
     # Set by `node drain`: the node goes to maintenance instead of available once freed.
     drain_requested_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())

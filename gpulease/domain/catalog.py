@@ -188,6 +188,10 @@ class Offer(_Entry):
     # auto (NVML, then npu-smi), or simulated where there is no GPU (the lab's VMs: the
     # agent then reports its figures as simulated).
     agent_backend: str = Field(default="auto", pattern=r"^(auto|nvml|npu-smi|simulated)$")
+    # A NIC on the cluster fabric that no DHCP serves (the lab's eth1, an isolated virtual
+    # network): the config drive of a node on a fabric brings it up (its IPv6 link-local
+    # address). None: the fabric is configured as the operator's own network does it.
+    fabric_nic: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9]{0,14}$")
     # Its own support clocks; None: the catalog's [support].
     support: SupportTerms | None = None
 

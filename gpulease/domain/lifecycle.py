@@ -9,10 +9,10 @@ between runs) is the machine's `idle` state.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 S = TypeVar("S", bound=StrEnum)
 
@@ -25,6 +25,14 @@ class InvalidTransition(Exception):
         super().__init__(f"{machine}: no {event!r} from {current} (events from {current}: "
                          f"{options})")
         self.machine, self.current, self.event = machine, current, event
+
+
+class EntryRefused(Exception):
+    """The row may not enter the state the event leads to (the machine's entry check)."""
+
+    def __init__(self, machine: str, target: str, why: str) -> None:
+        super().__init__(f"{machine}: not {target}: {why}")
+        self.machine, self.target, self.why = machine, target, why
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,9 @@ class Machine(Generic[S]):
     waits: frozenset[S] = frozenset()  # waiting on something outside, under a deadline
     failures: frozenset[S] = frozenset()  # says why in the reason
     finals: frozenset[S] = frozenset()
+    # A state some rows may not enter, whatever the event: the check reads the row and
+    # says why not (None: it may). The writer asks before every move into the state.
+    entry_checks: Mapping[S, Callable[[Any], str | None]] = field(default_factory=dict)
     _index: dict[tuple[S, str], Transition[S]] = field(default_factory=dict, init=False,
                                                        repr=False, compare=False)
 
@@ -91,6 +102,11 @@ class Machine(Generic[S]):
     def step(self, current: S, event: str) -> S:
         """Where `event` leads from `current`; raises InvalidTransition if undeclared."""
         return self.transition(current, event).target_from(current)
+
+    def refusal(self, target: S, row: Any) -> str | None:
+        """Why `row` may not enter `target` (its entry check), or None."""
+        check = self.entry_checks.get(target)
+        return check(row) if check is not None else None
 
     def allows(self, current: S, event: str) -> bool:
         return (current, event) in self._index

@@ -9,6 +9,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
+from gpulease.domain.fleet.erasure import erase_due
 from gpulease.domain.lifecycle import InvalidTransition, Machine, move
 
 __all__ = ["InvalidTransition"]
@@ -72,6 +73,9 @@ NODE = Machine(
              "an operator takes a free node out of the pool"),
         move("resume", [N.ENROLLING, N.MAINTENANCE, N.FAILED], N.AVAILABLE,
              "an operator puts it (back) in the pool"),
+        move("erase", [N.MAINTENANCE, N.FAILED], N.CLEANING,
+             "an operator puts back a node that held a tenant's data with no certified "
+             "erase since: erased first, then in the pool"),
         move("retire", [N.MAINTENANCE], N.FAILED,
              "an operator declares it broken beyond repair"),
         move("send_to_repair", [N.AVAILABLE, N.MAINTENANCE, N.FAILED, N.CLEANING], N.REPAIR,
@@ -95,6 +99,7 @@ NODE = Machine(
     waits=frozenset({N.ALLOCATED, N.DEPLOYING, N.CLEANING}),
     failures=frozenset({N.MAINTENANCE, N.FAILED, N.REPAIR}),
     finals=frozenset({N.DELETED}),
+    entry_checks={N.AVAILABLE: lambda node: erase_due(node)},
 )
 
 # Statuses in which a node holds (or is on its way to hold) a tenant's instance.

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 
+from gpulease.data_dir import die_with_parent
 from gpulease.drivers.local_service import free_port, stop_process
 
 BINARY = "docker-registry"
@@ -46,7 +47,8 @@ def start_registry(state: Path, port: int | None = None,
                       f"  addr: {address}\n")
     out = (state / "registry.log").open("ab")
     proc = subprocess.Popen([BINARY, "serve", str(config)], stdout=out,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+                            stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=die_with_parent)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:  # bounded
         if proc.poll() is not None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 
+from gpulease.data_dir import die_with_parent
 from gpulease.drivers.local_service import free_port, stop_process
 
 
@@ -98,7 +99,7 @@ def start_embedded_s3(state: Path, port: int | None = None, timeout_s: float = 6
     (state / "data").mkdir(exist_ok=True)
     out = (log or state / "seaweedfs.log").open("ab")
     proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=die_with_parent)
     url = f"http://127.0.0.1:{s3_port}"
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:  # bounded

@@ -187,6 +187,7 @@ class SimulatedFleet:
     # -- used by the drivers ------------------------------------------------------
     def request_power(self, node: str, target: str, op: str) -> None:
         with self._state(node) as state:
+            _count(state, op)
             if state["faults"].get(op, {}).get("kind") == "ignored":
                 self._fault(state, op)  # a BMC that answers 204 and does nothing
                 state["ignored_requests"] = state.get("ignored_requests", 0) + 1
@@ -196,6 +197,12 @@ class SimulatedFleet:
                 state["power_target"] = target
                 state["power_lands_at"] = self._now() + self.delay_s
                 self._land_power(state)
+
+
+def _count(state: dict[str, Any], op: str) -> None:
+    """Every request that reached the BMC, by operation (what a fence test reads)."""
+    requests = state.setdefault("requests", {})
+    requests[op] = requests.get(op, 0) + 1
 
 
 class SimulatedBmc:
@@ -260,6 +267,7 @@ class SimulatedBmc:
 
     def insert_media(self, image_url: str, slot: MediaSlot = MediaSlot.CD) -> None:
         with self._fleet._state(self._node) as state:
+            _count(state, "insert_media")
             kind = self._fleet._fault(state, "insert_media")
             if kind == "permanent":
                 raise BmcPermanentError(f"simulated BMC: image {image_url} answered 404")

@@ -135,12 +135,19 @@ def catalog_text(base: str) -> str:
     return base.rstrip("\n") + "\n\n" + CATALOG_FRAGMENT.read_text()
 
 
+def fabric_id(lab: Lab) -> str | None:
+    """The platform's fabric for the lab's fabric network (two servers or more)."""
+    return f"{lab.name}-fabric" if len(lab.servers) > 1 else None
+
+
 def enroll_request(lab: Lab, server: dict[str, object]) -> EnrollRequest:
     """A lab server's enrollment, as any server's: its Redfish system, the lab's offer,
-    the real agent, and its SSH at the loopback port QEMU forwards to it."""
+    the real agent, its SSH at the loopback port QEMU forwards to it, and the lab's fabric
+    (a cluster of lab servers lands on it)."""
     return EnrollRequest(bmc=lab.system_url(server), username=lab.username,
                          password=lab.password, offer=LAB_OFFER, name=str(server["name"]),
-                         ssh_endpoint=f"127.0.0.1:{server['ssh_port']}")
+                         ssh_endpoint=f"127.0.0.1:{server['ssh_port']}",
+                         fabric=fabric_id(lab))
 
 
 def guest_url(port: int) -> str:

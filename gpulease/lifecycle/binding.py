@@ -15,7 +15,9 @@ too, so a claim that read the node before fails and is tried again with fresh da
   another claim took one in between;
 - `unbind()`: a node lets go of its instance (erased, failed, given up), its GPUs and its
   address; `release_gpus()`: a container's slice given back;
-- `fence()`: a claim that read the node before now fails; `unbound()`: a new node's.
+- `fence()`: a claim that read the node before now fails; `unbound()`: a new node's;
+- `erased()`: its disks were erased and certified since its last tenant (a bind marks the
+  node `erase_due_since`; only this clears it, and a marked node cannot become available).
 
 Nothing else writes these columns: tests/test_structure.py walks the package for writes of
 `instance_id` and `generation` to a node and for allocations made or released elsewhere.
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, Connection, and_, bindparam, insert, select, update
+from sqlalchemy import ColumnElement, Connection, and_, bindparam, func, insert, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql import Executable
 
@@ -54,7 +56,9 @@ def bind_update(where: ColumnElement[bool]) -> Executable:
         .where(where, CLAIMABLE)
         .values(**ALLOCATE.values, instance_id=bindparam("claim_instance"),
                 generation=Node.generation + 1,
-                updated_at=bindparam("claim_at", type_=UtcDateTime()))
+                updated_at=bindparam("claim_at", type_=UtcDateTime()),
+                erase_due_since=func.coalesce(Node.erase_due_since,
+                                              bindparam("claim_at", type_=UtcDateTime())))
         .returning(*NODE_BRIEF)
     )
 
@@ -76,7 +80,8 @@ def bind_read(s: Session, node_id: str, generation: int, now: datetime, *, actor
     """Bind a node read earlier to an instance (available -> allocated, recorded), in the
     caller's transaction; False when it changed since the read."""
     if not _claim_read(s, node_id, generation, {
-            **ALLOCATE.values, "instance_id": instance_id, "updated_at": now}):
+            **ALLOCATE.values, "instance_id": instance_id, "updated_at": now,
+            "erase_due_since": func.coalesce(Node.erase_due_since, now)}):
         return False
     s.execute(insert(Event), ALLOCATE.events([node_id], now, actor, instance_id))
     return True
@@ -137,6 +142,11 @@ def release_gpus(s: Session, node_id: str, now: datetime, instance_id: str | Non
 def unbound() -> dict[str, object]:
     """A new node's binding: no instance, the first generation (with `initial()`)."""
     return {"instance_id": None, "generation": 0}
+
+
+def erased(node: Node) -> None:
+    """A clean's erase passed, every disk certified: the node may go back to the pool."""
+    node.erase_due_since = None
 
 
 def fence(node: Node) -> None:

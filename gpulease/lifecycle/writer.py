@@ -26,7 +26,7 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 from gpulease.db.money_tables import Invoice, Lease, UsageRecord
 from gpulease.db.ops_tables import Backup, SavedImage, Ticket
 from gpulease.db.tables import AgentCommand, Base, CircuitBreaker, Instance, Node, Tenant
-from gpulease.domain.lifecycle import Machine
+from gpulease.domain.lifecycle import EntryRefused, Machine
 from gpulease.domain.phrases import Phrase
 from gpulease.domain.states import (
     AGENT_COMMAND,
@@ -118,6 +118,8 @@ def transition(s: Session, p: Platform, row: Any, machine: Machine[Any], event: 
     b = binding(type(row), machine)
     source = machine.parse(getattr(row, b.column))
     target = machine.step(source, event)
+    if target != source and (why := machine.refusal(target, row)) is not None:
+        raise EntryRefused(machine.name, target.value, why)
     setattr(row, b.column, machine.stored(target))
     if b.reason is not None and (reason is not None or not b.keeps_reason):
         setattr(row, b.reason, str(reason) if reason is not None else None)
@@ -193,6 +195,9 @@ def bulk(table: type[Base], machine: Machine[Any], event: str) -> Bulk:
                          "move names one")
     (source,) = sources
     target = machine.step(source, event)
+    if target in machine.entry_checks:
+        raise ValueError(f"{machine.name} {event!r} leads into {target.value}, which checks "
+                         "each row before it enters: move rows one by one (transition)")
     column: InstrumentedAttribute[Any] = getattr(table, b.column)
     values: dict[str, str | None] = {b.column: machine.stored(target)}
     if b.reason is not None and not b.keeps_reason:

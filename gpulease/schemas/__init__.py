@@ -191,6 +191,7 @@ class InstanceNodeView(BaseModel):
     stage: str | None
     ip_address: str | None
     gpus: list[int]
+    ssh_command: str | None = None  # each server of a cluster, where its SSH is
 
 
 class InstanceView(BaseModel):
@@ -257,6 +258,9 @@ class NodeView(BaseModel):
     runtime: str | None = None  # a shared server's Docker engine URL
     boot_address: str | None = None  # network boot: the only address served its script
     ssh_endpoint: str | None = None  # HOST:PORT tenants reach its SSH at (NAT, a forward)
+    # it may hold a tenant's data since then, with no certified erase after: it cannot
+    # join the pool until erased (`node resume` erases it first)
+    erase_due_since: datetime | None = None
     last_error: str | None
     updated_at: datetime
     inventory: dict[str, Any] | None = None

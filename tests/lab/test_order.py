@@ -94,3 +94,54 @@ def test_a_lab_server_ordered_is_delivered_logged_into_released_and_erased(
     pool = Path(lab.lab.folder) / "pool"
     for disk in (pool / f"{name}-system.qcow2", pool / f"{name}-data.qcow2"):
         assert allocated_data(disk) == [], disk.name  # nothing the tenant left
+
+
+@pytest.fixture
+def lab_of_two(tmp_path: Path, lab_folder: Path) -> Iterator[LabPlatform]:
+    need_libvirt()
+    images.build(IMAGE_CACHE)
+    with lab_platform(lab_folder, tmp_path, IMAGE_CACHE, BUDGET_S, servers=2) as made:
+        yield made
+
+
+def link_local(mac: str) -> str:
+    """The IPv6 link-local address a NIC makes from its MAC (EUI-64)."""
+    octets = [int(o, 16) for o in mac.split(":")]
+    octets[0] ^= 0x02
+    eui = octets[:3] + [0xFF, 0xFE] + octets[3:]
+    return "fe80::" + ":".join(f"{eui[i] << 8 | eui[i + 1]:x}" for i in range(0, 8, 2))
+
+
+def test_a_cluster_order_lands_on_the_lab_fabric_and_its_servers_reach_each_other(
+        lab_of_two: LabPlatform, tmp_path: Path) -> None:
+    """Two lab servers, enrolled on the lab's fabric, ordered as one cluster: both
+    delivered side by side, each with its own ssh line; the first finds the second's own
+    host key at its link-local address on the fabric; released, all four disks certified."""
+    p, lab = lab_of_two.p, lab_of_two.lab
+    key = tmp_path / "tenant"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
+                   check=True)
+    tenant = new_tenant(p)
+    iid = ordering.place_order(p, tenant.principal, OrderRequest(
+        kind="cluster", nodes=2, sku="lab-vm-x1", region="lab",
+        ssh_keys=[key.with_suffix(".pub").read_text().strip()]))[0].id
+    view = wait_for(lambda: views.show_instance(p, tenant.principal, iid),
+                    lambda v: v.status in ("ready", "failed"), BUDGET_S)
+    assert view.status == "ready", (view.status, view.status_reason)
+    assert view.fabric_id == f"{lab.name}-fabric"
+    ports = {str(s["name"]): int(str(s["ssh_port"])) for s in lab.servers}
+    assert sorted(n.ssh_command or "" for n in view.nodes) == sorted(
+        f"ssh -p {port} root@127.0.0.1" for port in ports.values())
+    first, second = (str(s["name"]) for s in lab.servers)
+    second_host_key = _ssh(key, ports[second],
+                           "cat /etc/ssh/ssh_host_ed25519_key.pub").split()[1]
+    peer = link_local(str(lab.servers[1]["fabric_mac"]))
+    seen = _ssh(key, ports[first], f"ssh-keyscan -T 20 -t ed25519 {peer}%eth1 2>/dev/null")
+    assert second_host_key in seen, seen
+
+    actions.release_instance(p, tenant.principal, iid)
+    view = wait_for(lambda: views.show_instance(p, tenant.principal, iid),
+                    lambda v: v.status in ("released", "failed"), BUDGET_S)
+    assert view.status == "released", (view.status, view.status_reason)
+    certificates, total = instance_certificates(p, tenant.principal, iid)
+    assert total == 4 and all(c["passed"] for c in certificates), certificates

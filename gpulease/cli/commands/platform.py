@@ -39,6 +39,7 @@ def _settings(**overrides: Any) -> Any:
 def _running(start: Callable[[], object]) -> None:
     """Run the platform; a database that never answered, or a schema this release cannot
     use, is one line, exit code 1."""
+    from gpulease.data_dir import DataDirBusy, DataDirUnusable
     from gpulease.db.session import DatabaseUnreachable, SchemaBehind, SchemaTooNew
     from gpulease.domain.catalog import CatalogError
     from gpulease.services.platform.keys import KeyMismatch, KeyMissing
@@ -46,7 +47,7 @@ def _running(start: Callable[[], object]) -> None:
     try:
         start()
     except (DatabaseUnreachable, SchemaTooNew, SchemaBehind, KeyMismatch, KeyMissing,
-            CatalogError) as exc:
+            CatalogError, DataDirBusy, DataDirUnusable) as exc:
         err.print(f"[red]error[/red]: {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -15,7 +16,7 @@ from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
 from gpulease.domain.fleet.enrollment import bmc_key
 from gpulease.domain.phrases import phrase
-from gpulease.domain.states import NODE, NODE_BUSY, NodeStatus
+from gpulease.domain.states import NODE, NODE_BUSY, NODE_STAGE, NodeStatus
 from gpulease.lifecycle.binding import fence, unbound
 from gpulease.lifecycle.history import by
 from gpulease.lifecycle.writer import Move, initial, transition
@@ -123,7 +124,7 @@ def node_view(node: Node, rack: Rack | None, counts: tuple[int, int],
         free_gpus=counts[1], drain_requested=node.drain_requested_at is not None,
         simulated=simulated, agent=node.agent_kind, runtime=node.runtime_url,
         boot_address=node.boot_address, ssh_endpoint=node.ssh_endpoint,
-        last_error=node.last_error,
+        erase_due_since=node.erase_due_since, last_error=node.last_error,
         updated_at=node.updated_at,
         inventory=json.loads(node.inventory_json) if node.inventory_json else None,
     )
@@ -243,6 +244,17 @@ def retire_node(p: Platform, actor: Principal, node_id: str, reason: str | None)
     return get_node(p, actor, node_id)
 
 
+def erase_before_pool(s: Session, p: Platform, node: Node, now: datetime, actor: str) -> None:
+    """A node put back that held a tenant's data with no certified erase since: it is
+    cleaned (its disks erased from the ramdisk, certified), then it joins the pool."""
+    transition(s, p, node, NODE, "erase", Move(now, actor=actor, reason=phrase(
+        "held a tenant's data with no certified erase since: erasing before it returns to "
+        "the pool")))
+    transition(s, p, node, NODE_STAGE, "clean", Move(now, actor=actor,
+                                                     timeout_s=p.settings.stage_timeout_s))
+    node.next_attempt_at = now
+
+
 def resume_node(p: Platform, actor: Principal, node_id: str) -> NodeView:
     actor.require_operator()
     with p.db.write() as s:
@@ -256,7 +268,10 @@ def resume_node(p: Platform, actor: Principal, node_id: str) -> NodeView:
                                node_name=node.name, instance=node.instance_id)
             fence(node)
             node.last_error = None
-            transition(s, p, node, NODE, "resume", Move(now, actor=by(actor)))
+            if node.erase_due_since is not None:  # a tenant's data may be on it: erase first
+                erase_before_pool(s, p, node, now, by(actor))
+            else:
+                transition(s, p, node, NODE, "resume", Move(now, actor=by(actor)))
         elif drained is not None and NODE.allows(status, "cancel_drain"):
             transition(s, p, node, NODE, "cancel_drain", Move(now, actor=by(actor)))
     p.wake()

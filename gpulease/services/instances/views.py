@@ -21,6 +21,7 @@ from gpulease.db.repositories import (
 from gpulease.db.tables import Event, Instance, Node
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import InvalidInput
+from gpulease.domain.ssh import ssh_address
 from gpulease.domain.states import DEPLOY_ORDER, InstanceStatus, NodeStage
 from gpulease.lifecycle.history import reason_phrase
 from gpulease.platform import Platform
@@ -45,6 +46,16 @@ def ssh_command(inst: InstanceFacts) -> str | None:
         return None
     port = f"-p {inst.ssh_port} " if inst.ssh_port and inst.ssh_port != 22 else ""
     return f"ssh {port}root@{inst.ip_address}"
+
+
+def _node_ssh(inst: InstanceFacts, node: Node | Claimed | NodeBrief, held: bool
+              ) -> str | None:
+    """A bare-metal server's own `ssh` line once delivered (each node of a cluster)."""
+    if not held or node.instance_id != inst.id or not node.ip_address \
+            or inst.kind == "container" or inst.status != InstanceStatus.READY.value:
+        return None
+    host, port = ssh_address(node.ip_address, node.ssh_endpoint)
+    return f"ssh {f'-p {port} ' if port != 22 else ''}root@{host}"
 
 
 def _current_stage(inst: InstanceFacts, node_stages: list[str | None]) -> str | None:
@@ -78,7 +89,7 @@ def assemble_view(
             id=node.id, name=node.name, status=node.status if held else LET_GO,
             stage=node.stage if held and node.instance_id == inst.id else None,
             ip_address=node.ip_address if held and node.instance_id == inst.id else None,
-            gpus=gpus,
+            gpus=gpus, ssh_command=_node_ssh(inst, node, held),
         )
         for node, gpus, held in allocations
     ]

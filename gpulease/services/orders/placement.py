@@ -67,6 +67,7 @@ class Claimed:
     ip_address: str | None
     bmc_driver: str
     agent_kind: str
+    ssh_endpoint: str | None = None
     gpus: list[int] = field(default_factory=list)
 
 
@@ -182,5 +183,6 @@ def claim_container_slice(s: Session, offered: Offered, gpus: int, instance_id: 
         raise Raced()
     held = hold_gpus(s.connection(), [node.id], instance_id, now, gpus)
     return Claimed(node.id, node.name, node.status, node.stage, node.instance_id,
-                   node.ip_address, node.bmc_driver, node.agent_kind, held[node.id])
+                   node.ip_address, node.bmc_driver, node.agent_kind, node.ssh_endpoint,
+                   held[node.id])
 

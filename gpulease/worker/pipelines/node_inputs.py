@@ -97,10 +97,11 @@ def make_config_drive(p: Platform, job: StepInput) -> StepInput:
     with p.db.read() as s:
         node = s.get(Node, job.node_id)
         offer = p.catalog.offer(node.sku, node.region) if node is not None else None
-    if offer is not None:  # the offer's data disk and the agent's GPU backend
+    if offer is not None and node is not None:  # the offer's disk, GPU backend, fabric NIC
         spec = replace(spec, data_disk_device=offer.data_disk_device,
                        agent_backend=offer.agent_backend,
-                       agent_gpus=p.catalog.sku_by_id[offer.sku].gpu_count)
+                       agent_gpus=p.catalog.sku_by_id[offer.sku].gpu_count,
+                       fabric_nic=offer.fabric_nic if node.fabric_id else None)
     iso = build_iso(spec)
     drive_id = secrets.token_urlsafe(32)
     with p.db.write() as s:

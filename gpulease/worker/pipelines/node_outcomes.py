@@ -93,6 +93,9 @@ def finish_node(s: Session, p: Platform, node: Node, now: datetime) -> None:
         elif node.drain_requested_at is not None:
             transition(s, p, node, NODE, "drain", Move(now, actor=WORKER,
                                                        reason=phrase("drained by operator")))
+        elif node.erase_due_since is not None:  # the erase certified no disk
+            transition(s, p, node, NODE, "drain", Move(now, actor=WORKER, reason=phrase(
+                "cleaned, but no disk was certified erased; it stays out of the pool")))
         else:
             transition(s, p, node, NODE, "free", Move(now, actor=WORKER))
     wake_instance(s, instance_id, now)

@@ -5,7 +5,7 @@ result). Each step returns ADVANCE (stage done) or WAIT (poll again)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
 from typing import Any
@@ -27,6 +27,7 @@ from gpulease.ports.bmc import (
 from gpulease.services.agents.node_agent import agent_for
 from gpulease.services.fleet import ramdisk_boots
 from gpulease.services.fleet.ramdisk_boots import BootAsk, RamdiskFailed
+from gpulease.worker.pipelines.fence import Fence, fenced_agent, fenced_bmc
 
 
 class Outcome(Enum):
@@ -60,6 +61,8 @@ class StepInput:
     encrypted_data: bool = False  # the data disk left unformatted for the tenant's key
     deploy: str = "installer"  # the offer's: installer | image (the deploy ramdisk writes it)
     image_id: str = ""
+    # the claim every hardware call is checked against first (fence.py); None: unfenced
+    fence: Fence | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -74,7 +77,7 @@ class StepResult:
 
 
 def _bmc(p: Platform, job: StepInput) -> Bmc:
-    return p.drivers.bmc_for(job.bmc_driver, job.endpoint)
+    return fenced_bmc(p.drivers.bmc_for(job.bmc_driver, job.endpoint), job.fence)
 
 
 def _elapsed(p: Platform, job: StepInput) -> float:
@@ -204,7 +207,7 @@ def boot_disk(p: Platform, job: StepInput) -> StepResult:
 
 
 def _agent(p: Platform, job: StepInput) -> Agent:
-    return agent_for(p, job.agent_kind, job.bmc_driver)
+    return fenced_agent(agent_for(p, job.agent_kind, job.bmc_driver), job.fence)
 
 
 def _ref(job: StepInput) -> NodeRef:

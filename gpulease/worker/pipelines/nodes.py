@@ -5,6 +5,7 @@ row's lock token. Every status and stage moves through lifecycle/writer.py."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from sqlalchemy import ColumnElement, and_
@@ -23,6 +24,7 @@ from gpulease.domain.states import (
     NodeStage,
     NodeStatus,
 )
+from gpulease.lifecycle.binding import erased
 from gpulease.lifecycle.history import WORKER, Happened, record_event
 from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
@@ -41,6 +43,7 @@ from gpulease.worker.pipelines.base import (
     lock_instance_first,
     step_failed,
 )
+from gpulease.worker.pipelines.fence import Fence
 from gpulease.worker.pipelines.node_inputs import (
     make_config_drive,
     needs_drive,
@@ -72,7 +75,7 @@ def process_node(p: Platform, claim: Claim) -> None:
             _interrupted_unsafe(s, p, node, node.step_in_progress)
             return
         inst = s.get(Instance, node.instance_id) if node.instance_id else None
-        job = step_input(s, p, node, inst)
+        job = replace(step_input(s, p, node, inst), fence=Fence(p, claim))
         begin_step(node, node.stage)
 
     if needs_drive(p, job.stage, job.agent_kind, job.bmc_driver) and job.instance_id and not (
@@ -155,6 +158,7 @@ def _apply_node(p: Platform, claim: Claim, job: StepInput, result: StepResult | 
                     f"erase verification failed on {', '.join(unverified)}", now))
                 p.wake()
                 return
+            erased(node)  # certified: it may go back to the pool
         if result.requested:
             node.stage_requests = (node.stage_requests or 0) + 1
         if result.outcome is Outcome.WAIT:

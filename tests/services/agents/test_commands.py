@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
+from gpulease.agent.erase import simulated_certificates
 from gpulease.agent.gpu.checks import simulated_node_report
 from gpulease.db.tables import Node
 from gpulease.domain.errors import InvalidInput, NotFound, Unauthorized
@@ -51,7 +52,9 @@ def healthy(cmd: Command) -> CommandOutcome:
     if isinstance(cmd, VerifyCommand):
         report = simulated_node_report("real-01", [], cmd.payload.thresholds, cmd.payload.spec)
         return CommandOutcome(ok=True, result=VerifyResult.of(report).model_dump(mode="json"))
-    return CommandOutcome(ok=True, result={"certificates": []})
+    # the erase: a certificate per disk (none would leave the node out of the pool)
+    return CommandOutcome(ok=True, result={"certificates": [
+        c.as_dict() for c in simulated_certificates("real-01", None)]})
 
 
 class AgentOn:
