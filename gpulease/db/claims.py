@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 
 from gpulease.db.base import Claimable
 from gpulease.db.session import Database
+from gpulease.db.tables import WorkerProcess
 
 R = TypeVar("R", bound=Claimable)
 
@@ -44,11 +45,25 @@ def unlocked(table: Any, now: datetime) -> ColumnElement[bool]:
 
 @dataclass(frozen=True)
 class Hold:
-    """Who takes rows, when, and for how long their locks last without a heartbeat."""
+    """Who takes rows, when, and for how long their locks last without a heartbeat.
+    `live_after`: a worker seen in the registry after this is alive, and a row it left
+    mid-step is not taken from it (its lock may have expired while a long row lock held up
+    its heartbeat and the write of its result: it is not a crash)."""
 
     owner: str
     now: datetime
     ttl: timedelta
+    live_after: datetime | None = None
+
+
+def not_a_live_workers_step(table: Any, live_after: datetime, owner: str
+                            ) -> ColumnElement[bool]:
+    """No step under way, or its owner is this worker (a step of its own that raised) or
+    no longer alive (SIGKILL, SIGSTOP: its registry heartbeat stopped too)."""
+    live = select(WorkerProcess.owner).where(WorkerProcess.stopped_at.is_(None),
+                                              WorkerProcess.seen_at > live_after)
+    return or_(table.step_in_progress.is_(None), table.lock_owner.is_(None),
+               table.lock_owner == owner, table.lock_owner.not_in(live))
 
 
 def claim(db: Database, table: Any, hold: Hold, conditions: Iterable[ColumnElement[bool]],
@@ -58,6 +73,8 @@ def claim(db: Database, table: Any, hold: Hold, conditions: Iterable[ColumnEleme
     owner, now, ttl = hold.owner, hold.now, hold.ttl
     claims: list[Claim] = []
     conditions = list(conditions)
+    if hold.live_after is not None:
+        conditions.append(not_a_live_workers_step(table, hold.live_after, owner))
     if db.dialect != "postgresql":  # SQLite's one write lock: most looks find nothing, so
         with db.read() as s:  # look first and take no write turn for them
             if s.scalar(select(table.id).where(unlocked(table, now), *conditions)

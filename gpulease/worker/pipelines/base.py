@@ -28,6 +28,7 @@ from gpulease.db.claims import Claim, Hold, claim, extend
 from gpulease.db.session import transient
 from gpulease.db.tables import Instance
 from gpulease.platform import Platform
+from gpulease.services.platform.workers import live_after
 
 log = logging.getLogger("gpulease.worker")
 
@@ -74,8 +75,8 @@ def claim_due(
     conditions = list(extra or [])
     if due:
         conditions.append(table.next_attempt_at <= now)
-    return claim(p.db, table, Hold(owner, now, timedelta(seconds=p.settings.lock_ttl_s)),
-                 conditions, limit)
+    return claim(p.db, table, Hold(owner, now, timedelta(seconds=p.settings.lock_ttl_s),
+                                   live_after(p, now)), conditions, limit)
 
 
 def drive(p: Platform, pipeline: Pipeline, limit: int = 10, owner: str = "drive",
@@ -137,14 +138,19 @@ def backoff(p: Platform, attempts: int) -> float:
     return float(delay * random.uniform(0.5, 1.0))
 
 
-def apply_with_retry(p: Platform, what: str, apply: Callable[[], None]) -> bool:
+def apply_with_retry(p: Platform, what: str, apply: Callable[[], None],
+                     until: datetime | None = None) -> bool:
     """Apply a step's result, the I/O done and its result in hand: a dropped connection,
-    a deadlock or a timeout must not lose it. Retried with backoff while this worker still
-    holds the row's lock (the heartbeat extends it); each try re-reads the row by its lock
-    token, so a try after the lock was lost writes nothing. False if the database stayed
-    away longer than a lock lives: the row's next owner then treats the step as
-    interrupted (an unsafe step fails safely, others run again)."""
-    deadline = time.monotonic() + p.settings.lock_ttl_s
+    a deadlock, a timeout or a long row lock (a DBA's open transaction, a migration) must
+    not lose it. Retried with backoff for a lock's life, or until the step's own deadline
+    (`until`) when that is later: each try re-reads the row by its lock token, so a try
+    after the row was taken writes nothing, and a live worker's row is not taken from it
+    (db/claims.py). False if the database stayed away that long: the row's next owner then
+    treats the step as interrupted (an unsafe step fails safely, others run again)."""
+    budget = p.settings.lock_ttl_s
+    if until is not None:
+        budget = max(budget, (until - p.clock.now()).total_seconds())
+    deadline = time.monotonic() + budget
     delay = 0.05
     while True:
         try:

@@ -88,7 +88,12 @@ def process_node(p: Platform, claim: Claim) -> None:
         log.warning("node %s step %s failed: %s", job.node_name, job.stage, exc)
 
     apply_with_retry(p, f"node {job.node_name} step {job.stage}",
-                     lambda: _apply_node(p, claim, job, result))
+                     lambda: _apply_node(p, claim, job, result), until=_stage_deadline(p, job))
+
+
+def _stage_deadline(p: Platform, job: StepInput) -> datetime | None:
+    started = job.stage_started_at
+    return started + timedelta(seconds=p.settings.stage_timeout_s) if started else None
 
 
 def _due(now: datetime) -> list[ColumnElement[bool]]:
