@@ -47,6 +47,19 @@ log = logging.getLogger("gpulease.agent")
 _COMMANDS: TypeAdapter[list[Command]] = TypeAdapter(list[Command])
 
 
+AUTHORIZED_KEYS = Path("/root/.ssh/authorized_keys")
+
+
+def keys_missing(keys: list[str], authorized: Path) -> int:
+    """How many of `keys` (type and base64, the comment aside) `authorized` lacks."""
+    try:
+        present = {tuple(line.split()[:2]) for line in authorized.read_text().splitlines()
+                   if len(line.split()) >= 2}
+    except OSError:
+        present = set()
+    return sum(1 for key in keys if tuple(key.split()[:2]) not in present)
+
+
 def read_token(path: Path) -> str:
     """The token alone, or the config drive's /etc/gpulease/agent.env
     (GPULEASE_AGENT_TOKEN=...)."""
@@ -230,13 +243,15 @@ class PhoneHome:
         errors, and report the address."""
         status = Path("/run/cloud-init/result.json")
         cloud_init = "not present (image without cloud-init)"
+        missing = None
         if status.exists():
             result = json.loads(status.read_text()).get("v1", {})
             if result.get("errors"):
                 raise RuntimeError(f"cloud-init reported errors: {result['errors']}")
             cloud_init = "done"
+            missing = keys_missing(payload.ssh_keys, AUTHORIZED_KEYS)
         return ConfigureResult(ip_address=self._address(), hostname=socket.gethostname(),
-                               cloud_init=cloud_init)
+                               cloud_init=cloud_init, keys_missing=missing)
 
     def verify(self, payload: VerifyPayload) -> VerifyResult:
         report = run_suite(self.state.backend, payload.thresholds, payload.spec,

@@ -66,6 +66,9 @@ class ConfigureResult(BaseModel):
     ip_address: str = Field(min_length=1, max_length=64)
     hostname: str | None = Field(default=None, max_length=255)
     cloud_init: str | None = Field(default=None, max_length=200)
+    # of the order's SSH keys, how many root's authorized_keys lacks (None: not checked,
+    # no cloud-init on the server)
+    keys_missing: int | None = Field(default=None, ge=0)
 
 
 class CheckResult(BaseModel):

@@ -4,6 +4,7 @@ result). Each step returns ADVANCE (stage done) or WAIT (poll again)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -229,7 +230,25 @@ def configure(p: Platform, job: StepInput) -> StepResult:
     )
     if isinstance(result, Pending):
         return StepResult(Outcome.WAIT)
+    if result.cloud_init == "done":  # the installed system says what it was configured with
+        wanted = job.hostname.split(".")[0].lower()
+        if result.hostname and HOSTNAME.fullmatch(wanted) and result.hostname.lower() != wanted:
+            raise ConfigMismatch(f"the installed system calls itself {result.hostname!r}, not "
+                                 f"{job.hostname!r}: it did not boot with this order's config "
+                                 "drive")
+        if result.keys_missing:
+            raise ConfigMismatch(f"{result.keys_missing} of the order's SSH keys are not in "
+                                 "root's authorized_keys on the installed system")
     return StepResult(Outcome.ADVANCE, ip_address=result.ip_address)
+
+
+HOSTNAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")  # one label (RFC 1123)
+
+
+class ConfigMismatch(RuntimeError):
+    """The installed system's agent reports other settings than the order's."""
+
+    retryable = False
 
 
 def verify(p: Platform, job: StepInput) -> StepResult:

@@ -12,6 +12,7 @@ from sqlalchemy import update
 
 from gpulease.agent.erase import simulated_certificates
 from gpulease.agent.gpu.checks import simulated_node_report
+from gpulease.agent.phonehome import keys_missing
 from gpulease.db.tables import Node
 from gpulease.domain.errors import InvalidInput, NotFound, Unauthorized
 from gpulease.platform import Platform
@@ -265,3 +266,39 @@ def test_a_backup_and_a_restore_through_the_real_agents_commands(
         assert (data / "checkpoints" / "step-1.pt").read_bytes() == b"w" * 50_000
     finally:
         s3.stop(grace_s=3)  # its data goes with the test
+
+
+@pytest.mark.parametrize(("said", "why"), [
+    ({"hostname": "somebody-else"}, "did not boot with this order's config drive"),
+    ({"keys_missing": 1}, "1 of the order's SSH keys are not in root's authorized_keys"),
+])
+def test_an_installed_system_configured_otherwise_fails_the_deploy(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str,
+    real: tuple[str, AgentOn], said: dict[str, object], why: str,
+) -> None:
+    """cloud-init ran on the installed system; its agent reports what it was configured
+    with: another hostname, or the order's keys not in authorized_keys, fails the deploy."""
+    _, agent = real
+    iid = order(fleet, tenant, key)
+    hostname = instances.show_instance(fleet, tenant.principal, iid).name or iid
+
+    def otherwise(cmd: Command) -> CommandOutcome:
+        if isinstance(cmd, ConfigureCommand):
+            return CommandOutcome(ok=True, result={
+                "ip_address": "10.1.2.3", "cloud_init": "done", "hostname": hostname,
+                "keys_missing": 0, **said})
+        return healthy(cmd)
+
+    drive(fleet, worker, agent, otherwise, lambda: status(fleet, tenant, iid) == "failed")
+    reason = instances.show_instance(fleet, tenant.principal, iid).status_reason or ""
+    assert why in reason, reason
+
+
+def test_keys_missing_counts_the_orders_keys_absent_from_authorized_keys(
+        tmp_path: Path) -> None:
+    authorized = tmp_path / "authorized_keys"
+    authorized.write_text("ssh-ed25519 AAAAone first@host\nssh-rsa AAAAtwo\n")
+    assert keys_missing(["ssh-ed25519 AAAAone other-comment", "ssh-rsa AAAAtwo x"],
+                        authorized) == 0
+    assert keys_missing(["ssh-ed25519 AAAAthree"], authorized) == 1
+    assert keys_missing(["ssh-ed25519 AAAAone"], tmp_path / "absent") == 1

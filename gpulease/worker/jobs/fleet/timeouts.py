@@ -9,12 +9,24 @@ from sqlalchemy import select
 
 from gpulease.db.claims import guarded, release
 from gpulease.db.tables import Node
-from gpulease.domain.states import NODE_IN_PIPELINE
+from gpulease.domain.states import NODE_IN_PIPELINE, NodeStage
 from gpulease.lifecycle.history import SWEEP_TIMEOUTS
 from gpulease.platform import Platform
 from gpulease.worker.jobs.job import Job
 from gpulease.worker.pipelines.base import claim_due, lock_instance_first
 from gpulease.worker.pipelines.node_outcomes import Failure, fail_node
+
+# What a stage that timed out most likely means, said with the timeout
+LIKELY = {
+    NodeStage.WAIT_AGENT: "the installed system's agent never called in: it booted without "
+                          "its config drive (no enrollment token), or cannot reach the "
+                          "control plane at GPULEASE_GUEST_URL",
+    NodeStage.WRITE_IMAGE: "the deploy ramdisk never reported: it did not boot from its "
+                           "virtual media, got no address by DHCP, or cannot reach the "
+                           "control plane at GPULEASE_GUEST_URL",
+    NodeStage.BOOT_DISK: "the server did not power off after the ramdisk's report",
+    NodeStage.CLEAN_WAIT_AGENT: "the cleaning ramdisk never called in or reported",
+}
 
 
 def sweep_timeouts(p: Platform, owner: str) -> int:
@@ -33,8 +45,10 @@ def sweep_timeouts(p: Platform, owner: str) -> int:
                 continue
             release(node)
             timeout = p.settings.stage_timeout_s
-            fail_node(s, p, node, Failure(f"stage {node.stage} timed out after {timeout:.0f} s",
-                                          now, actor=SWEEP_TIMEOUTS, breaker=True))
+            likely = LIKELY.get(NodeStage(node.stage)) if node.stage else None
+            fail_node(s, p, node, Failure(
+                f"stage {node.stage} timed out after {timeout:.0f} s"
+                + (f": {likely}" if likely else ""), now, actor=SWEEP_TIMEOUTS, breaker=True))
     if claims:
         p.wake()
     return len(claims)

@@ -21,5 +21,6 @@ def test_stage_timeout_is_swept(fleet: Platform, tenant: TenantCtx, key: str) ->
     node = node_by_name(fleet, name)
     assert node.status == "maintenance"
     assert "stage wait_agent timed out" in (node.status_reason or "")
+    assert "never called in" in (node.status_reason or "")  # what it most likely means
     view = instances.show_instance(fleet, tenant.principal, iid)
     assert view.status == "failed" and "timed out" in (view.status_reason or "")
