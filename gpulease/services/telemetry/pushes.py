@@ -20,6 +20,7 @@ from gpulease.domain.fleet.telemetry import GpuSummary
 from gpulease.platform import Platform
 from gpulease.services.agents.credentials import authenticate_agent
 from gpulease.services.fleet.alerts import sync_agent_alerts
+from gpulease.services.telemetry.bounds import OutOfBounds, bounded
 
 
 def _within_the_node(p: Platform, node: Node, summaries: Sequence[GpuSummary]) -> None:
@@ -40,7 +41,11 @@ def ingest(p: Platform, credential: str | None, gpus: Iterable[dict[str, Any]]
     with p.db.read() as s:  # who is asking, before anything of the body is read
         authenticate_agent(s, credential)
     try:
-        summaries = [GpuSummary.from_dict(g) for g in gpus]
+        summaries = [GpuSummary.from_dict(bounded(g)) for g in gpus]
+    except OutOfBounds as exc:
+        raise InvalidInput("gpus", "A GPU summary's {field} is out of bounds ({why}); send "
+                           "the agent's /v1/summary 'gpus' list as is. Nothing was stored.",
+                           field=exc.where, why=exc.why) from None
     except (TypeError, ValueError, KeyError, AttributeError):
         raise InvalidInput("gpus", "A GPU summary is not in the agent's shape; send the "
                            "agent's /v1/summary 'gpus' list as is.") from None

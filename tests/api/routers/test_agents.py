@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -108,3 +109,48 @@ def test_reports_and_certificates_over_http_and_cli(
     assert listed.returncode == 0 and "Acceptance PASSED (SIMULATED hardware)" in listed.stdout
     missing = httpx.get(f"{api}/erase-certificates/nope", headers=auth(tenant.token))
     assert missing.status_code == 404
+
+
+def test_a_push_out_of_bounds_is_refused_whole_and_stores_nothing(
+    fleet: Platform, tenant: TenantCtx, operator: TenantCtx, worker: Worker, key: str,
+) -> None:
+    """NaN, Infinity, a string for a number, a GPU index "0" or 1.5, a 200-character
+    uuid, a 100 kB name, ten thousand XIDs: each 422 naming the field; nothing stored."""
+    from fastapi.testclient import TestClient
+    from sqlalchemy import func, select
+
+    from gpulease.agent.gpu.simulated import SimulatedGpus
+    from gpulease.api.app import create_app
+    from gpulease.db.tables import TelemetrySummary
+    from gpulease.domain.fleet.telemetry import summarize
+    from gpulease.services.agents import credentials as agent_credentials
+
+    iid = place(fleet, tenant, key)
+    worker.run_until_idle()
+    name = node_name_of(fleet, tenant, iid)
+    token = agent_credentials.operator_enrollment(fleet, operator.principal, name)
+    _, credential = agent_credentials.register(fleet, token, name, None, {})
+    (good_summary,) = summarize(SimulatedGpus(count=1).sample())
+    good = good_summary.as_dict()
+
+    def stored() -> int:
+        with fleet.db.read() as s:
+            return s.scalar(select(func.count()).select_from(TelemetrySummary)) or 0
+
+    with TestClient(create_app(fleet)) as client:
+        def push(**changed: object) -> Any:
+            body = json.dumps({"gpus": [{**good, **changed}]})  # NaN and Infinity as JSON5
+            return client.post("/api/v1/agent/telemetry", content=body,
+                               headers={**auth(credential), "content-type":
+                                        "application/json"})
+
+        assert push().status_code == 202 and stored() == 1
+        for field, value in (("temp_max_c", float("nan")), ("power_avg_w", float("inf")),
+                             ("util_avg_pct", "high"), ("index", "0"), ("index", 1.5),
+                             ("uuid", "u" * 200), ("name", "n" * 100_000),
+                             ("xids", [79] * 10_000), ("util_avg_pct", 140)):
+            answer = push(**{field: value})
+            assert answer.status_code == 422, (field, answer.text[:200])
+            assert field in answer.json()["detail"] and "Nothing was stored" in answer.json()[
+                "detail"]
+        assert stored() == 1
