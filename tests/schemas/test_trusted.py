@@ -13,7 +13,7 @@ from gpulease.schemas import InstanceNodeView, StageView, trusted
 
 def test_a_trusted_view_is_the_validated_one_whatever_the_order_given() -> None:
     values = {"gpus": [0, 1], "ip_address": "10.0.0.5", "stage": None, "status": "rented",
-              "name": "gpu-01", "id": "n-1"}
+              "name": "gpu-01", "id": "n-1", "ssh_command": "ssh root@10.0.0.5"}
     made = trusted(InstanceNodeView, **values)
     checked = InstanceNodeView.model_validate(values)
     assert made == checked
@@ -30,7 +30,7 @@ def test_a_field_left_out_or_one_too_many_is_refused() -> None:
         trusted(InstanceNodeView, id="n-1", name="gpu-01")
     with pytest.raises(TypeError, match="takes"):
         trusted(InstanceNodeView, id="n-1", name="gpu-01", status="rented", stage=None,
-                ip_address=None, gpus=[], extra=1)
+                ip_address=None, gpus=[], ssh_command=None, extra=1)
     with pytest.raises(KeyError):
         trusted(InstanceNodeView, id="n-1", name="gpu-01", status="rented", stage=None,
-                ip_address=None, gpu=[])  # a misspelt field
+                ip_address=None, ssh_command=None, gpu=[])  # a misspelt field

@@ -22,19 +22,24 @@ from gpulease.ports.agent import ConfigureResult, NodeConfig, NodeRef
 from gpulease.services.platform import workers
 from gpulease.testing.callers import new_tenant, ssh_key
 from gpulease.testing.factories import node_name_of, place
-from gpulease.testing.platforms import make_settings, start_migrated
+from gpulease.testing.platforms import database_url, make_settings, start_migrated
 from gpulease.worker.pipelines import instances as instance_pipeline
 from gpulease.worker.pipelines import nodes as node_pipeline
 from gpulease.worker.pipelines.base import drive
 
 
 @pytest.fixture
-def quick_locks(db_url: str, tmp_path: Path) -> Iterator[Platform]:
+def pg_url(tmp_path: Path) -> Iterator[str]:
+    """PostgreSQL only: SQLite's one writer makes any long lock a full stop alike."""
+    with database_url("postgresql", tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def quick_locks(pg_url: str, tmp_path: Path) -> Iterator[Platform]:
     """A lock TTL of 1 s and row-lock waits of 0.3 s: the apply fails fast and retries."""
-    if not db_url.startswith("postgresql"):
-        pytest.skip("PostgreSQL: SQLite's one writer makes any long lock a full stop")
-    start_migrated(db_url)
-    p = make_platform(make_settings(db_url, tmp_path / "data", lock_ttl_s=1.0,
+    start_migrated(pg_url)
+    p = make_platform(make_settings(pg_url, tmp_path / "data", lock_ttl_s=1.0,
                                     db_lock_timeout_s=0.3, stage_timeout_s=120.0))
     p.db.migrate()
     seed_demo_fleet(p, 2)
@@ -50,7 +55,7 @@ def _node(p: Platform, name: str) -> Node:
 
 
 def test_a_long_row_lock_during_configure_fails_no_healthy_order(
-        quick_locks: Platform, db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        quick_locks: Platform, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     p = quick_locks
     tenant = new_tenant(p)
     iid = place(p, tenant, ssh_key())
@@ -77,7 +82,7 @@ def test_a_long_row_lock_during_configure_fails_no_healthy_order(
                          kwargs={"owner": "a", "limit": 1})
     a.start()
     assert in_step.wait(30)
-    outside = create_engine(db_url)
+    outside = create_engine(pg_url)
     with outside.connect() as dba:
         dba.execute(text("SELECT id FROM nodes WHERE name = :n FOR UPDATE"), {"n": name})
         locked.set()
