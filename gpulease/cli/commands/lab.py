@@ -58,8 +58,9 @@ def lab_up(
     catalog.write_text(labs.catalog_text(read_catalog_text(None)))
     out.print(_("accelerator: {kind} ({why})", kind=lab.accel, why=lab.accel_why))
     _show(lab)
-    out.print(_("the lab's offer is {offer}, in {catalog}: start the platform with "
-                "GPULEASE_CATALOG_FILE={catalog}", offer=labs.LAB_OFFER, catalog=catalog))
+    out.print(_("the lab's offer is {offer}, in {catalog}: `gpulease up --lab {folder}` "
+                "starts the platform with it and enrolls the lab's servers",
+                offer=labs.LAB_OFFER, catalog=catalog, folder=lab.folder))
     if enroll:
         raise typer.Exit(_enroll(lab, connect(url, token)))
 
