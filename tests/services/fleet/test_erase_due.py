@@ -18,18 +18,11 @@ from gpulease.platform import Platform
 from gpulease.services.fleet import inventory
 from gpulease.services.instances import actions
 from gpulease.testing.callers import TenantCtx, new_operator
-from gpulease.testing.factories import node_name_of, place
+from gpulease.testing.factories import node_by_name, node_name_of, place
 from gpulease.worker.pipelines import instances as instance_pipeline
 from gpulease.worker.pipelines.base import drive
 from gpulease.worker.pipelines.node_outcomes import Failure, fail_node
 from gpulease.worker.runner import Worker
-
-
-def _node(p: Platform, name: str) -> Node:
-    with p.db.read() as s:
-        node = s.scalar(select(Node).where(Node.name == name))
-    assert node is not None
-    return node
 
 
 def _failed_clean(p: Platform, tenant: TenantCtx, worker: Worker, key: str) -> str:
@@ -37,7 +30,7 @@ def _failed_clean(p: Platform, tenant: TenantCtx, worker: Worker, key: str) -> s
     iid = place(p, tenant, key)
     worker.run_until_idle()
     name = node_name_of(p, tenant, iid)
-    assert _node(p, name).erase_due_since is not None  # bound: it may hold their data
+    assert node_by_name(p, name).erase_due_since is not None  # bound: it may hold their data
     actions.release_instance(p, tenant.principal, iid)
     drive(p, instance_pipeline.PIPELINE)  # its node starts cleaning
     with p.db.write() as s:
@@ -50,7 +43,7 @@ def _failed_clean(p: Platform, tenant: TenantCtx, worker: Worker, key: str) -> s
 def test_resume_erases_a_node_that_held_a_tenants_data_before_it_joins_the_pool(
         fleet: Platform, tenant: TenantCtx, worker: Worker, key: str) -> None:
     name = _failed_clean(fleet, tenant, worker, key)
-    failed = _node(fleet, name)
+    failed = node_by_name(fleet, name)
     assert failed.status == NodeStatus.MAINTENANCE and failed.erase_due_since is not None
     operator = new_operator(fleet)
 
@@ -59,7 +52,7 @@ def test_resume_erases_a_node_that_held_a_tenants_data_before_it_joins_the_pool(
     assert view.erase_due_since is not None
     assert "no certified erase" in (view.status_reason or "")
     worker.run_until_idle()
-    erased = _node(fleet, name)
+    erased = node_by_name(fleet, name)
     assert erased.status == NodeStatus.AVAILABLE and erased.erase_due_since is None
     with fleet.db.read() as s:
         passed = s.scalars(select(EraseCertificate.passed).where(
@@ -76,14 +69,14 @@ def test_no_move_into_the_pool_passes_the_mark(
         assert node is not None
         with pytest.raises(EntryRefused, match="held a tenant's data"):
             transition(s, fleet, node, NODE, "resume", Move(fleet.clock.now(), actor=WORKER))
-    assert _node(fleet, name).status == NodeStatus.MAINTENANCE
+    assert node_by_name(fleet, name).status == NodeStatus.MAINTENANCE
 
 
 def test_the_api_says_why_and_a_set_based_move_into_the_pool_cannot_be_declared(
         fleet: Platform, tenant: TenantCtx, worker: Worker, key: str) -> None:
     name = _failed_clean(fleet, tenant, worker, key)
     operator = new_operator(fleet)
-    shown = inventory.get_node(fleet, operator.principal, _node(fleet, name).id)
+    shown = inventory.get_node(fleet, operator.principal, node_by_name(fleet, name).id)
     assert shown.erase_due_since is not None and shown.status == "maintenance"
     with pytest.raises(ValueError, match="checks each row"):
         bulk(Node, NODE, "free")

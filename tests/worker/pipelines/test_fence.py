@@ -9,8 +9,6 @@ from __future__ import annotations
 import threading
 import time
 
-from sqlalchemy import select
-
 from gpulease.db.claims import take
 from gpulease.db.tables import Node
 from gpulease.drivers.simulated import SimulatedBmc
@@ -18,18 +16,11 @@ from gpulease.platform import Platform
 from gpulease.ports.bmc import PowerState
 from gpulease.services.agents.node_agent import node_ref
 from gpulease.testing.callers import TenantCtx
-from gpulease.testing.factories import node_name_of, place, sim
+from gpulease.testing.factories import node_by_name, node_name_of, place, sim
 from gpulease.worker.pipelines import instances as instance_pipeline
 from gpulease.worker.pipelines import nodes as node_pipeline
 from gpulease.worker.pipelines.base import claim_due, drive
 from gpulease.worker.pipelines.fence import Fence, Fenced
-
-
-def _node(p: Platform, name: str) -> Node:
-    with p.db.read() as s:
-        node = s.scalar(select(Node).where(Node.name == name))
-    assert node is not None
-    return node
 
 
 def test_a_worker_frozen_past_its_lock_sends_nothing_when_it_wakes(
@@ -38,7 +29,7 @@ def test_a_worker_frozen_past_its_lock_sends_nothing_when_it_wakes(
     iid = place(fleet, tenant, key)
     drive(fleet, instance_pipeline.PIPELINE)  # its node starts deploying: power_off first
     name = node_name_of(fleet, tenant, iid)
-    node = _node(fleet, name)
+    node = node_by_name(fleet, name)
     assert node.stage == "power_off"
     ref = node_ref(fleet, node)
     fleet.drivers.bmc_for(ref.bmc_driver, ref.endpoint).power_on()  # on: power_off asks
@@ -62,12 +53,12 @@ def test_a_worker_frozen_past_its_lock_sends_nothing_when_it_wakes(
     time.sleep(1.2)  # past A's lock: nobody extends it while A is frozen
     assert drive(fleet, node_pipeline.PIPELINE, owner="b", limit=1) == 1  # B takes over
     assert sim(fleet).snapshot(name)["requests"].get("power_off") == 1  # B's request
-    moved = _node(fleet, name)
+    moved = node_by_name(fleet, name)
 
     woken.set()  # A wakes, reads "on" and would power the server off again
     a.join(30)
     assert sim(fleet).snapshot(name)["requests"].get("power_off") == 1  # A sent nothing
-    after = _node(fleet, name)
+    after = node_by_name(fleet, name)
     assert (after.stage, after.stage_requests) == (moved.stage, moved.stage_requests)
 
 
@@ -78,7 +69,7 @@ def test_the_fence_lets_a_live_claim_through_and_stops_a_lost_one(
     name = node_name_of(fleet, tenant, iid)
     (held,) = claim_due(fleet, Node, "a", limit=1, extra=node_pipeline.PIPELINE.due(
         fleet.clock.now()), due=False)
-    assert held.id == _node(fleet, name).id
+    assert held.id == node_by_name(fleet, name).id
     fence = Fence(fleet, held)
     fence.check("power_off")  # held, with its lock to run: through
     with fleet.db.write() as s:

@@ -28,6 +28,7 @@ from gpulease.services.fleet import ramdisk_boots
 from gpulease.services.fleet.inventory import NodeSpec, add_node
 from gpulease.services.orders import ordering
 from gpulease.testing.callers import TenantCtx
+from gpulease.testing.factories import node_by_name
 from gpulease.testing.servers import LiveServer
 from gpulease.worker.runner import Worker
 
@@ -61,25 +62,17 @@ def image_node(fleet: Platform, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     yield "lab-sim-01"
 
 
-def _node(p: Platform, name: str) -> Node:
-    with p.db.read() as s:
-        node = s.scalar(select(Node).where(Node.name == name))
-        assert node is not None
-        s.expunge(node)
-        return node
-
-
 def _until_stage(worker: Worker, p: Platform, name: str, stage: str) -> None:
     deadline = time.monotonic() + 30
-    while _node(p, name).stage != stage:  # bounded: 30 s
-        assert time.monotonic() < deadline, (_node(p, name).stage, _node(p, name).last_error)
+    while (node := node_by_name(p, name)).stage != stage:  # bounded: 30 s
+        assert time.monotonic() < deadline, (node.stage, node.last_error)
         worker.step()
         time.sleep(0.01)
 
 
 def _boot(p: Platform, name: str, action: str) -> RamdiskBoot:
     with p.db.read() as s:
-        node = _node(p, name)
+        node = node_by_name(p, name)
         boot = ramdisk_boots.current_boot(s, node.id, action)
         assert boot is not None
         s.expunge(boot)
@@ -130,7 +123,7 @@ def test_the_ramdisk_writes_the_image_then_the_server_boots_its_disk(
     got = httpx.get(f"{server.url}/media/images/debian12-lab.raw")
     assert got.status_code == 200 and got.content == IMAGE  # what the ramdisk streams
     worker.step()
-    assert _node(fleet, image_node).stage == "write_image"  # nothing until it reports
+    assert node_by_name(fleet, image_node).stage == "write_image"  # nothing until it reports
 
     sha = hashlib.sha256(IMAGE).hexdigest()
     reported = httpx.get(f"{server.url}/media/ramdisk/{boot.id}/report?step=write&ok=1&"
@@ -140,7 +133,7 @@ def test_the_ramdisk_writes_the_image_then_the_server_boots_its_disk(
     assert again.status_code == 409  # once
     _until_stage(worker, fleet, image_node, "boot_disk")
     worker.step()
-    assert _node(fleet, image_node).stage == "boot_disk"  # the ramdisk is still on
+    assert node_by_name(fleet, image_node).stage == "boot_disk"  # the ramdisk is still on
     _power_off(fleet, image_node)
     _until_stage(worker, fleet, image_node, "wait_agent")
     drive = _bmc_media(fleet, image_node)
@@ -180,7 +173,7 @@ def test_a_wrong_checksum_fails_the_deploy_and_the_erase_is_certified(
               "vdb:discard:1:10240,&samples=33&erase_cs=1520").raise_for_status()
     _power_off(fleet, image_node)
     worker.run_until_idle(timeout_s=60)
-    assert _node(fleet, image_node).status == "available"
+    assert node_by_name(fleet, image_node).status == "available"
     with fleet.db.read() as s:
         certificates = list(s.scalars(select(EraseCertificate).where(
             EraseCertificate.instance_id == iid).order_by(EraseCertificate.device)))

@@ -21,7 +21,7 @@ from gpulease.platform import Platform
 from gpulease.ports.agent import ConfigureResult, NodeConfig, NodeRef
 from gpulease.services.platform import workers
 from gpulease.testing.callers import new_tenant, ssh_key
-from gpulease.testing.factories import node_name_of, place
+from gpulease.testing.factories import node_by_name, node_name_of, place
 from gpulease.testing.platforms import database_url, make_settings, start_migrated
 from gpulease.worker.pipelines import instances as instance_pipeline
 from gpulease.worker.pipelines import nodes as node_pipeline
@@ -47,13 +47,6 @@ def quick_locks(pg_url: str, tmp_path: Path) -> Iterator[Platform]:
     p.close()
 
 
-def _node(p: Platform, name: str) -> Node:
-    with p.db.read() as s:
-        node = s.scalar(select(Node).where(Node.name == name))
-    assert node is not None
-    return node
-
-
 def test_a_long_row_lock_during_configure_fails_no_healthy_order(
         quick_locks: Platform, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     p = quick_locks
@@ -62,8 +55,8 @@ def test_a_long_row_lock_during_configure_fails_no_healthy_order(
     drive(p, instance_pipeline.PIPELINE)
     name = node_name_of(p, tenant, iid)
     deadline = time.monotonic() + 30
-    while _node(p, name).stage != "configure":  # bounded: 30 s
-        assert time.monotonic() < deadline, _node(p, name).stage
+    while node_by_name(p, name).stage != "configure":  # bounded: 30 s
+        assert time.monotonic() < deadline, node_by_name(p, name).stage
         drive(p, node_pipeline.PIPELINE, owner="a")
         time.sleep(0.02)
 
@@ -94,7 +87,7 @@ def test_a_long_row_lock_during_configure_fails_no_healthy_order(
     workers.seen(p, "a", 0)
     drive(p, node_pipeline.PIPELINE, owner="b")  # B does not take A's step as a crash
     a.join(30)
-    node = _node(p, name)  # A's configure was applied: the deploy went on (B may go on)
+    node = node_by_name(p, name)  # A's configure was applied: the deploy went on (B may go on)
     assert node.status in ("deploying", "active") and node.ip_address, (
         node.stage, node.status, node.status_reason)
     assert node.stage in ("verify", "detach_media", None), node.stage
