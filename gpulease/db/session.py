@@ -237,8 +237,11 @@ class Database:
     def unwritable(self) -> str | None:
         """Why a write would fail now, when that can be told without writing (`/healthz`):
         a SQLite file on a read-only or full file system, a PostgreSQL standby or a
-        read-only default; None: writable as far as can be seen."""
+        read-only default; None: writable as far as can be seen. Its one query also
+        proves the database answers (it raises when not)."""
         if self.dialect == "sqlite":
+            with self.read() as s:
+                s.execute(text("SELECT 1"))
             folder = Path(self.url.removeprefix("sqlite:///").split("?", 1)[0]).parent
             found = os.statvfs(folder)
             if found.f_flag & os.ST_RDONLY:

@@ -107,8 +107,9 @@ def deploy(lab: Lab, name: str, order: Order, cache: Path, budget_s: float = 180
     seed.write_bytes(build_iso(ConfigDriveSpec(
         instance_id=f"lab-{uuid.uuid4().hex[:12]}", hostname=order.hostname,
         ssh_keys=order.ssh_keys, root_password=password,
+        # no control plane here: the image's agent runs (simulated GPU) without enrolling
         agent_url=f"http://{GUEST_HOST}:{lab.media_port_of(name)}", agent_token="lab",
-        data_disk_device="/dev/vdb",
+        agent_backend="simulated", agent_gpus=1, data_disk_device="/dev/vdb",
         fabric_nic="eth1" if lab.server(name).get("fabric_mac") else None)))
     seed.chmod(0o600)
     media, base = _media(lab, name, cache, {"image.raw": order.image, "seed.iso": seed})

@@ -16,7 +16,7 @@ import re
 import secrets
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +83,7 @@ def image_source(s: Session, p: Platform, image_id: str) -> ImageSource:
     if built is None:
         raise ImageUnavailable(
             f"image {image_id} is not in the image store {p.settings.image_store}: build it "
-            "(`gpulease image build`) or register its URL and SHA-256 (`gpulease os-image "
+            "(`gpulease image build`) or register its URL and SHA-256 (`gpulease image "
             "add`)")
     return ImageSource(f"{p.settings.guest_url.rstrip('/')}/media/images/{image_id}.raw",
                        built.sha256, built.size_bytes)
@@ -151,13 +151,19 @@ def current_boot(s: Session, node_id: str, action: str) -> RamdiskBoot | None:
         .order_by(RamdiskBoot.created_at.desc()).limit(1)).first()
 
 
-def report_of(p: Platform, node_id: str, action: str) -> dict[str, str] | None:
+@dataclass(frozen=True)
+class Reported:
+    fields: dict[str, str]
+    at: datetime  # when the control plane took it
+
+
+def report_of(p: Platform, node_id: str, action: str) -> Reported | None:
     """The report of the node's latest boot for `action`; None until it comes."""
     with p.db.read() as s:
         boot = current_boot(s, node_id, action)
-        if boot is None or boot.report_json is None:
+        if boot is None or boot.report_json is None or boot.reported_at is None:
             return None
-        return dict(json.loads(boot.report_json))
+        return Reported(dict(json.loads(boot.report_json)), boot.reported_at)
 
 
 def _live(s: Session, boot_id: str) -> tuple[RamdiskBoot, Node]:
@@ -243,11 +249,12 @@ def write_failure(report: dict[str, str]) -> str | None:
           else f"the ramdisk reported {report.get('step', '?')} instead of a write")
 
 
-def erase_certificates(report: dict[str, str], node: str, lease: str | None,
-                       started: datetime | None) -> list[dict[str, Any]]:
-    """One certificate per disk of an erase report (`results`: disk:method:verdict:MiB)."""
-    ended = datetime.now(UTC)
-    took = timedelta(seconds=int(report.get("erase_cs", "0") or 0) / 100)
+def erase_certificates(reported: Reported, node: str, lease: str | None
+                       ) -> list[dict[str, Any]]:
+    """One certificate per disk of an erase report (`results`: disk:method:verdict:MiB),
+    ended when the report came, started the erase's own time (`erase_cs`) before."""
+    report, ended = reported.fields, reported.at
+    started = ended - timedelta(seconds=int(report.get("erase_cs", "0") or 0) / 100)
     certificates = []
     for entry in (e for e in report.get("results", "").split(",") if e):
         disk, method, good, size_mib = (entry.split(":") + ["", "", "", "0"])[:4]
@@ -262,6 +269,6 @@ def erase_certificates(report: dict[str, str], node: str, lease: str | None,
                           "expectation": "zeros: the first 16 MiB and 1 MiB at 32 places "
                                          "spread over the disk",
                           "passed": good == "1"},
-            passed=good == "1", started_at=(started or ended - took).isoformat(),
+            passed=good == "1", started_at=started.isoformat(),
             ended_at=ended.isoformat(), node=node, lease=lease).seal().as_dict())
     return certificates

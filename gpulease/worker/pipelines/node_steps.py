@@ -178,9 +178,10 @@ def deploy_power_on(p: Platform, job: StepInput) -> StepResult:
 def write_image(p: Platform, job: StepInput) -> StepResult:
     """Until the ramdisk reports: the image checked, written and read back, or why not
     (a wrong checksum writes nothing and fails the deploy)."""
-    report = ramdisk_boots.report_of(p, job.node_id, "write")
-    if report is None:
+    reported = ramdisk_boots.report_of(p, job.node_id, "write")
+    if reported is None:
         return StepResult(Outcome.WAIT)
+    report = reported.fields
     failed = ramdisk_boots.write_failure(report)
     if failed:
         raise RamdiskFailed(failed, node_fault=not ramdisk_boots.image_at_fault(report))
@@ -190,12 +191,15 @@ def write_image(p: Platform, job: StepInput) -> StepResult:
         disk=report.get("disk", "?"), seconds=seconds, sha=report.get("sha256", "?")[:16]))
 
 
+RAMDISK_OFF_WITHIN_S = 120  # after its report the ramdisk syncs and powers off by itself
+
+
 def boot_disk(p: Platform, job: StepInput) -> StepResult:
     """Once the ramdisk has powered the server off: the config drive in the CD slot (the
     ramdisk's place), a one-time boot from disk, power on."""
     bmc = _bmc(p, job)
     if bmc.power_state() != PowerState.OFF:
-        if _elapsed(p, job) > 120:  # it reported, then did not power off
+        if _elapsed(p, job) > RAMDISK_OFF_WITHIN_S:  # it reported, then did not power off
             bmc.power_off()
         return StepResult(Outcome.WAIT)
     if not job.config_drive_url:
@@ -296,13 +300,15 @@ def clean_wait_agent(p: Platform, job: StepInput) -> StepResult:
 
 
 def _ramdisk_erase(p: Platform, job: StepInput) -> StepResult:
-    report = ramdisk_boots.report_of(p, job.node_id, "erase")
-    if report is None:
+    reported = ramdisk_boots.report_of(p, job.node_id, "erase")
+    if reported is None:
         return StepResult(Outcome.WAIT)
-    certificates = ramdisk_boots.erase_certificates(report, job.node_name, job.instance_id,
-                                                    job.stage_started_at)
-    if not certificates or report.get("ok") != "1" and all(c["passed"] for c in certificates):
-        raise RamdiskFailed(f"the ramdisk's erase report names no verified disk: {report}")
+    certificates = ramdisk_boots.erase_certificates(reported, job.node_name, job.instance_id)
+    if not certificates:
+        raise RamdiskFailed(f"the ramdisk's erase report names no disk: {reported.fields}")
+    if reported.fields.get("ok") != "1" and all(c["passed"] for c in certificates):
+        raise RamdiskFailed("the ramdisk's erase report says it failed, yet every disk read "
+                            f"back clean: {reported.fields}")  # a failed disk fails below
     return StepResult(Outcome.ADVANCE, certificates=tuple(certificates), note=phrase(
         "erased {devices} by {method}{simulated}",
         devices=", ".join(c["device"] for c in certificates),
