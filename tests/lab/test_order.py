@@ -9,21 +9,22 @@ host reads both disk files back and finds no data."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import bcrypt
 import pytest
 
 from gpulease.osimage import build as images
+from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.services.agents.evidence import acceptance_reports, instance_certificates
 from gpulease.services.instances import actions, views
 from gpulease.services.orders import ordering
-from gpulease.testing.callers import new_tenant
+from gpulease.testing.callers import TenantCtx, new_tenant
 from gpulease.testing.lab_platform import LabPlatform, lab_platform, wait_for
-from tests.fixtures.lab import IMAGE_CACHE, allocated_data, need_libvirt
+from tests.fixtures.lab import IMAGE_CACHE, allocated_data, need_libvirt, ssh_in, tenant_key
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("lab")]
 
@@ -38,22 +39,22 @@ def lab(tmp_path: Path, lab_folder: Path) -> Iterator[LabPlatform]:
         yield made
 
 
-def _ssh(key: Path, port: int, command: str) -> str:
-    done = subprocess.run(
-        ["ssh", "-i", str(key), "-p", str(port), "-o", "BatchMode=yes",
-         "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-         "-o", "ConnectTimeout=30", "-o", "LogLevel=ERROR", "root@127.0.0.1", command],
-        capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+
+def _released(p: Platform, tenant: TenantCtx, iid: str) -> list[dict[str, Any]]:
+    """Hand the instance back; once released, its erase certificates."""
+    actions.release_instance(p, tenant.principal, iid)
+    view = wait_for(lambda: views.show_instance(p, tenant.principal, iid),
+                    lambda v: v.status in ("released", "failed"), BUDGET_S)
+    assert view.status == "released", (view.status, view.status_reason)
+    certificates, total = instance_certificates(p, tenant.principal, iid)
+    assert total == len(certificates)
+    return certificates
 
 
 def test_a_lab_server_ordered_is_delivered_logged_into_released_and_erased(
         lab: LabPlatform, tmp_path: Path) -> None:
     p = lab.p
-    key = tmp_path / "tenant"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
-                   check=True)
+    key = tenant_key(tmp_path)
     (enrolled,) = lab.enrolled
     assert enrolled.endswith(": available"), enrolled
     tenant = new_tenant(p)
@@ -75,7 +76,7 @@ def test_a_lab_server_ordered_is_delivered_logged_into_released_and_erased(
     password = actions.reveal_credentials(p, tenant.principal, iid).root_password
     (report,) = acceptance_reports(p, tenant.principal, iid)
     assert report["passed"] and report["simulated"]  # the agent's simulated GPU
-    facts = _ssh(key, port, "hostname; findmnt -n -o SOURCE /data; "
+    facts = ssh_in(key, port, "hostname; findmnt -n -o SOURCE /data; "
                             "getent shadow root | cut -d: -f2; "
                             "systemctl is-active gpulease-agent; "
                             "echo TENANT-SECRET > /data/secret; sync")
@@ -83,12 +84,8 @@ def test_a_lab_server_ordered_is_delivered_logged_into_released_and_erased(
     assert hostname == "tenant-box" and data == "/dev/vdb1" and agent == "active"
     assert bcrypt.checkpw(password.encode(), root_hash.encode())
 
-    actions.release_instance(p, tenant.principal, iid)
-    view = wait_for(lambda: views.show_instance(p, tenant.principal, iid),
-                    lambda v: v.status in ("released", "failed"), BUDGET_S)
-    assert view.status == "released", (view.status, view.status_reason)
-    certificates, total = instance_certificates(p, tenant.principal, iid)
-    assert total == 2 and all(c["passed"] for c in certificates), certificates
+    certificates = _released(p, tenant, iid)
+    assert len(certificates) == 2 and all(c["passed"] for c in certificates), certificates
     assert sorted(c["device"] for c in certificates) == ["/dev/vda", "/dev/vdb"]
     name = str(lab.lab.servers[0]["name"])
     pool = Path(lab.lab.folder) / "pool"
@@ -118,9 +115,7 @@ def test_a_cluster_order_lands_on_the_lab_fabric_and_its_servers_reach_each_othe
     delivered side by side, each with its own ssh line; the first finds the second's own
     host key at its link-local address on the fabric; released, all four disks certified."""
     p, lab = lab_of_two.p, lab_of_two.lab
-    key = tmp_path / "tenant"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
-                   check=True)
+    key = tenant_key(tmp_path)
     tenant = new_tenant(p)
     iid = ordering.place_order(p, tenant.principal, OrderRequest(
         kind="cluster", nodes=2, sku="lab-vm-x1", region="lab",
@@ -133,15 +128,11 @@ def test_a_cluster_order_lands_on_the_lab_fabric_and_its_servers_reach_each_othe
     assert sorted(n.ssh_command or "" for n in view.nodes) == sorted(
         f"ssh -p {port} root@127.0.0.1" for port in ports.values())
     first, second = (str(s["name"]) for s in lab.servers)
-    second_host_key = _ssh(key, ports[second],
+    second_host_key = ssh_in(key, ports[second],
                            "cat /etc/ssh/ssh_host_ed25519_key.pub").split()[1]
     peer = link_local(str(lab.servers[1]["fabric_mac"]))
-    seen = _ssh(key, ports[first], f"ssh-keyscan -T 20 -t ed25519 {peer}%eth1 2>/dev/null")
+    seen = ssh_in(key, ports[first], f"ssh-keyscan -T 20 -t ed25519 {peer}%eth1 2>/dev/null")
     assert second_host_key in seen, seen
 
-    actions.release_instance(p, tenant.principal, iid)
-    view = wait_for(lambda: views.show_instance(p, tenant.principal, iid),
-                    lambda v: v.status in ("released", "failed"), BUDGET_S)
-    assert view.status == "released", (view.status, view.status_reason)
-    certificates, total = instance_certificates(p, tenant.principal, iid)
-    assert total == 4 and all(c["passed"] for c in certificates), certificates
+    certificates = _released(p, tenant, iid)
+    assert len(certificates) == 4 and all(c["passed"] for c in certificates), certificates

@@ -21,7 +21,7 @@ from gpulease.lab import lab as labs
 from gpulease.lab import ramdisk
 from gpulease.osimage import build as images
 from gpulease.testing.servers import free_port
-from tests.fixtures.lab import IMAGE_CACHE, allocated_data, need_libvirt
+from tests.fixtures.lab import IMAGE_CACHE, allocated_data, need_libvirt, ssh_in, tenant_key
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("lab")]
 
@@ -52,15 +52,6 @@ def test_the_image_is_a_bootable_disk_with_its_recorded_size_and_checksum(
     assert images.build(CACHE).from_cache  # the same inputs: not built again
 
 
-def _ssh(key: Path, port: int, command: str, timeout_s: float = 600) -> str:
-    done = subprocess.run(
-        ["ssh", "-i", str(key), "-p", str(port), "-o", "BatchMode=yes",
-         "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-         "-o", "ConnectTimeout=30", "-o", "LogLevel=ERROR", "root@127.0.0.1", command],
-        capture_output=True, text=True, timeout=timeout_s)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
 
 def test_the_lab_deploy_lets_the_tenant_in_and_its_erase_leaves_nothing(
         built: images.Built, lab_folder: Path, tmp_path: Path) -> None:
@@ -69,9 +60,7 @@ def test_the_lab_deploy_lets_the_tenant_in_and_its_erase_leaves_nothing(
     erase leaves no data in either disk file. (Through the platform, and the fabric of a
     cluster: tests/lab/test_order.py.)"""
     folder = lab_folder
-    key = tmp_path / "tenant"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
-                   check=True)
+    key = tenant_key(tmp_path)
     name = f"os{uuid.uuid4().hex[:6]}"
     lab = labs.up(folder, labs.Plan(servers=1, bmc_port=free_port(), first_ssh_port=free_port(),
                                     media_port=free_port(), name=name, accel="tcg"))
@@ -82,7 +71,7 @@ def test_the_lab_deploy_lets_the_tenant_in_and_its_erase_leaves_nothing(
             (key.with_suffix(".pub").read_text().strip(),)),
             Path(lab.folder) / "cache", DEPLOY_BUDGET_S)
         assert done.ssh == f"ssh -p {lab.servers[0]['ssh_port']} root@127.0.0.1"
-        facts = _ssh(key, done.ssh_port,
+        facts = ssh_in(key, done.ssh_port,
                      "cloud-init status --wait >/dev/null; hostname; "
                      "findmnt -n -o SOURCE /data; getent shadow root | cut -d: -f2; "
                      "ls /etc/ssh/ssh_host_ed25519_key.pub; "

@@ -11,6 +11,7 @@ import hashlib
 import json
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -104,7 +105,7 @@ def test_the_ramdisk_writes_the_image_then_the_server_boots_its_disk(
         fleet: Platform, image_node: str, tenant: TenantCtx, key: str,
         server: LiveServer) -> None:
     fleet.settings.public_url = server.url
-    fleet.settings.guest_url = "http://10.0.2.2:8000"  # as the lab's servers see it
+    fleet.settings.guest_url = "http://127.0.0.2:8000"  # where the servers call (not the BMC's)
     worker = Worker(fleet)
     iid = _order(fleet, tenant, key)
     _until_stage(worker, fleet, image_node, "write_image")
@@ -113,11 +114,11 @@ def test_the_ramdisk_writes_the_image_then_the_server_boots_its_disk(
     assert _bmc_media(fleet, image_node) == f"{server.url}/media/ramdisk/{boot.id}.iso"
     iso = httpx.get(f"{server.url}/media/ramdisk/{boot.id}.iso")
     assert iso.status_code == 200  # its command line: where the ramdisk asks
-    assert iso.text == f"gpulease.control=http://10.0.2.2:8000/media/ramdisk/{boot.id}"
+    assert iso.text == f"gpulease.control=http://127.0.0.2:8000/media/ramdisk/{boot.id}"
     plan = httpx.get(f"{server.url}/media/ramdisk/{boot.id}/plan?disks=vdb,vda,")
     assert plan.status_code == 200
     assert plan.text.splitlines() == [
-        "action=write", "image_url=http://10.0.2.2:8000/media/images/debian12-lab.raw",
+        "action=write", "image_url=http://127.0.0.2:8000/media/images/debian12-lab.raw",
         f"image_sha256={hashlib.sha256(IMAGE).hexdigest()}", f"image_bytes={len(IMAGE)}",
         "disk=vda"]
     got = httpx.get(f"{server.url}/media/images/debian12-lab.raw")
@@ -181,6 +182,8 @@ def test_a_wrong_checksum_fails_the_deploy_and_the_erase_is_certified(
         ("/dev/vda", "blkdiscard", True, False), ("/dev/vdb", "blkdiscard", True, False)]
     body = json.loads(certificates[0].certificate_json)
     assert body["size_bytes"] == 10240 * 2**20 and body["verification"]["samples"] == 33
+    took = datetime.fromisoformat(body["ended_at"]) - datetime.fromisoformat(body["started_at"])
+    assert took.total_seconds() == 15.2  # the ramdisk's own clock: erase_cs=1520
 
 
 def test_the_ramdisk_endpoints_refuse_what_is_not_theirs(
