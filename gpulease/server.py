@@ -43,6 +43,7 @@ def prepare(settings: Settings, publish_catalog: bool = False) -> Platform:
     backoff, up to db_wait_s; raises DatabaseUnreachable after that); the published
     catalog adopted (`publish_catalog`: this process's file becomes the newest version)."""
     from gpulease.services.catalog.versions import adopt
+    from gpulease.services.platform import audit
     from gpulease.services.platform.keys import check_key, require_shared_key
 
     os.umask(0o077)  # what this process writes (database, keys, tokens, state) is its own
@@ -57,6 +58,7 @@ def prepare(settings: Settings, publish_catalog: bool = False) -> Platform:
     else:
         platform.db.require_current()
     check_key(platform)
+    audit.seal(platform)  # an older release's chain head is sealed; a broken one reported
     adopt(platform, publish_file=publish_catalog)
     return platform
 

@@ -289,8 +289,8 @@ class AuditEntry(Base):
 
 
 class AuditHead(Base):
-    """The chain's end (one row): the last sequence number and MAC, and where pruning by
-    the retention setting cut the chain's start."""
+    """The chain's end (one row): the last sequence number and MAC, where pruning by the
+    retention setting cut the chain's start, and a seal over both."""
 
     __tablename__ = "audit_head"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -298,6 +298,8 @@ class AuditHead(Base):
     last_mac: Mapped[str] = mapped_column(String(64))
     pruned_through: Mapped[int] = mapped_column(Integer, default=0)
     pruned_mac: Mapped[str] = mapped_column(String(64))
+    seal: Mapped[str] = mapped_column(String(64), default="", server_default="")  # HMAC of
+    # the four above: moving the head over removed rows shows (services/platform/audit.py)
 
 
 class WorkerProcess(Base):

@@ -53,13 +53,16 @@ def test_changes_and_sign_ins_are_recorded_with_who_where_and_how(
     got = [(r.action, r.outcome, r.user_id, r.role, r.tenant_id, r.target) for r in
            rows(platform)]
     me_id, tok = tenant.principal.user_id, made.json()["id"]
+    top_up = got[3][5]
+    assert top_up is not None and "asked.amount=10" in top_up  # what the change asked
     assert got == [
-        ("POST /api/v1/tokens", 201, me_id, "admin", tenant.tenant_id, None),
+        ("POST /api/v1/tokens", 201, me_id, "admin", tenant.tenant_id,
+         f"answer.id={tok} answer.user_id={me_id}"),  # ... and what it made
         ("POST /api/v1/tokens", 401, None, None, None, None),
         ("DELETE /api/v1/tokens/{token_id}", 200, me_id, "admin", tenant.tenant_id,
-         f"token_id={tok}"),
+         f"token_id={tok} answer.user_id={me_id}"),
         ("POST /api/v1/tenants/{tenant_id}/top-ups", 201, operator.principal.user_id,
-         "operator", tenant.tenant_id, f"tenant_id={tenant.tenant_id}"),
+         "operator", tenant.tenant_id, top_up),
         ("POST /console/login", 401, None, None, None, f"email={email}"),
         ("POST /console/login", 303, me_id, "admin", tenant.tenant_id, f"email={email}"),
     ]
@@ -112,8 +115,9 @@ def test_retention_prunes_the_start_and_the_rest_still_verifies(
         audit.record(platform, audit.Happening(at=now - timedelta(days=days_ago),
                                                action="POST /x", outcome=200))
     assert audit.prune(platform) == 2  # older than 400 days
+    # rows 3-4, and the row that says what was pruned
     verdict = audit.verify(platform, operator.principal)
-    assert verdict.intact and (verdict.first_seq, verdict.last_seq) == (3, 4)
+    assert verdict.intact and (verdict.first_seq, verdict.last_seq) == (3, 5)
 
 
 def test_concurrent_rows_keep_the_chain_whole(platform: Platform,

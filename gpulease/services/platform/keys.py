@@ -27,7 +27,7 @@ from gpulease.platform import Platform
 from gpulease.security import SecretBox
 from gpulease.services.platform import audit
 
-FINGERPRINT = "secret_key_fingerprint"
+FINGERPRINT = audit.FINGERPRINT
 # Every column sealed under the key: (table, primary key, column)
 SEALED = ((Node, Node.id, Node.bmc_password_enc),
           (Instance, Instance.id, Instance.root_password_enc),
@@ -79,6 +79,14 @@ def check_key(p: Platform) -> None:
                 f"this process's secret key (fingerprint {mine}) is not the one this "
                 f"database's secrets are sealed under (fingerprint {fact.value}): give "
                 "every process the same GPULEASE_SECRET_KEY (or the same key file)")
+
+
+def key_is_installations(p: Platform) -> bool:
+    """Whether this process's key is the one the installation records (a process started
+    before `rotate` is not, and must stop writing: /readyz takes it out)."""
+    with p.db.read() as s:
+        recorded = s.scalar(select(PlatformFact.value).where(PlatformFact.name == FINGERPRINT))
+    return recorded is None or recorded == p.box.fingerprint()
 
 
 def rotate(p: Platform, new_key: str, batch: int = 1000) -> dict[str, int]:
@@ -141,4 +149,6 @@ def _rekey_audit(s: Session, new: bytes, batch: int) -> int:
         after = rows[-1].seq
         s.flush()
     head.last_mac = prev
+    s.flush()
+    audit.reseal(s, new)
     return done
