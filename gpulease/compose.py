@@ -42,12 +42,11 @@ def make_platform(settings: Settings, drivers: Drivers | None = None) -> Platfor
 
 
 def rate_store(settings: Settings, db: Database) -> RateStore:
-    """Redis when a URL is set; the database when several API processes may share it
-    (PostgreSQL); else this process's memory (the embedded SQLite default)."""
+    """Redis when a URL is set; else the database (SQLite too: `serve --workers N` shares
+    it); this process's memory only when GPULEASE_RATE_LIMIT_STORE=memory says so."""
     kind = settings.rate_limit_store
     if kind == "auto":
-        kind = "redis" if settings.redis_url else (
-            "database" if db.dialect == "postgresql" else "memory")
+        kind = "redis" if settings.redis_url else "database"
     if kind == "redis":
         if not settings.redis_url:
             raise ValueError("GPULEASE_RATE_LIMIT_STORE=redis needs GPULEASE_REDIS_URL")

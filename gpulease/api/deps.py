@@ -21,16 +21,16 @@ async def get_platform(request: Request) -> Platform:
     return platform
 
 
-async def bearer_token(request: Request) -> str | None:
-    """The bearer token as sent (checked later, in the endpoint's own thread)."""
-    header = request.headers.get("authorization", "")
-    return header[7:].strip() if header.lower().startswith("bearer ") else None
-
-
 # Declares the scheme in the OpenAPI document; the token itself is checked below.
 bearer_scheme = HTTPBearer(auto_error=False, scheme_name="apiToken", description=(
     "An API token (glp_…) from `gpulease token-create` or POST /api/v1/tokens."))
 BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Security(bearer_scheme)]
+
+
+async def bearer_token(credentials: BearerCredentials) -> str | None:
+    """The bearer token as sent (checked later, in the endpoint's own thread); declared
+    as the API's security scheme, so the OpenAPI document says the route needs it."""
+    return credentials.credentials.strip() if credentials is not None else None
 
 
 def get_principal(request: Request, credentials: BearerCredentials) -> Principal:

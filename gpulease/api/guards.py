@@ -93,6 +93,18 @@ def _problem(status: int, title: str, detail: str, headers: list[tuple[bytes, by
     return start, {"type": "http.response.body", "body": body}
 
 
+def _no_store(scope: Scope, given: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """`Cache-Control: no-store` on every API answer that set no cache policy of its own:
+    answers carry tokens, passwords and keys, and no shared or browser cache may keep
+    them (the answers with ETags say `private, no-cache` themselves)."""
+    path: str = scope.get("path", "")
+    if not path.startswith(("/api/", "/console/")) or path.startswith("/console/static/"):
+        return []
+    if any(name.lower() == b"cache-control" for name, _ in given):
+        return []
+    return [(b"cache-control", b"no-store")]
+
+
 class Guards:
     """Request id, body limit and security headers around the whole app."""
 
@@ -132,7 +144,8 @@ class Guards:
             if message["type"] == "http.response.start":
                 started = True
                 status = int(message["status"])
-                message["headers"] = [*message.get("headers", []), *extra]
+                given = message.get("headers", [])
+                message["headers"] = [*given, *extra, *_no_store(scope, given)]
             await send(message)
 
         received = 0

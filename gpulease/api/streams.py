@@ -1,11 +1,15 @@
 """Server-sent events of an instance: its view pushed each time it changes, for the API
 (`GET /api/v1/instances/{id}/events`) and the console's delivery page alike. The server
 reads a three-statement change marker every half second per stream and the whole view only
-when it moved; any API process can serve any stream (it is all in the database)."""
+when it moved; any API process can serve any stream (it is all in the database). The stream
+is bound to its credential: every CREDENTIAL_CHECK_S it checks that the token (or console
+session) is still live and its user enabled, and ends with `event: end` saying why when not
+(a revoked token's stream does not outlive the revoke by more than that)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 
@@ -18,10 +22,12 @@ from gpulease.domain.errors import InvalidInput
 from gpulease.domain.states import InstanceStatus
 from gpulease.platform import Platform
 from gpulease.schemas import InstanceView
+from gpulease.services.accounts.identity import credential_ended
 from gpulease.services.instances import views as instances
 
 FOLLOW_POLL_S = 0.5  # how often a follower's change marker is read (three small statements)
 KEEP_ALIVE_S = 15.0  # a comment line this often, so proxies keep a quiet stream open
+CREDENTIAL_CHECK_S = 2.0  # how often a stream checks its token and user still hold
 ENDS = ("ready", "failed", "released")
 
 
@@ -40,7 +46,7 @@ async def follow_instance(p: Platform, actor: Principal, request: Request, insta
         marker = await run_in_threadpool(instances.change_marker, p, instance_id)
         deadline = time.monotonic() + timeout
         sent = 0
-        quiet_since = time.monotonic()
+        quiet_since = checked = time.monotonic()
         while True:
             if view is not None:
                 sent += 1
@@ -53,6 +59,12 @@ async def follow_instance(p: Platform, actor: Principal, request: Request, insta
             if time.monotonic() > deadline or await request.is_disconnected():
                 yield "event: end\ndata: {\"timeout\": true}\n\n"
                 return
+            if time.monotonic() - checked > CREDENTIAL_CHECK_S:
+                checked = time.monotonic()
+                why = await run_in_threadpool(credential_ended, p, actor)
+                if why is not None:
+                    yield f"event: end\ndata: {json.dumps({'unauthorized': why})}\n\n"
+                    return
             if time.monotonic() - quiet_since > KEEP_ALIVE_S:
                 yield ": keep-alive\n\n"
                 quiet_since = time.monotonic()

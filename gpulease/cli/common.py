@@ -13,10 +13,13 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import typer
 from pydantic import BaseModel
 from rich.console import Console, ConsoleDimensions
+from rich.markup import escape
+from rich.text import Text
 
 from gpulease.cli.client import ApiError, Client
 from gpulease.cli.words import _
 from gpulease.domain.locales import from_environment, http_tag
+from gpulease.domain.text import shown
 
 T = TypeVar("T")
 
@@ -37,6 +40,19 @@ class TerminalConsole(Console):
 
 out = TerminalConsole()
 err = TerminalConsole(stderr=True)
+
+def safe(value: object) -> str:
+    """Text someone else wrote (a tenant's name, a ticket's summary, a URL), to put inside a
+    line that has markup: its markup escaped, its control characters and bidirectional
+    overrides shown as codes (domain/text.py), never interpreted by the terminal."""
+    return escape(shown("" if value is None else str(value), multiline=True))
+
+
+def plain(value: object) -> Text:
+    """Text someone else wrote, as a table cell: never markup, control characters shown as
+    codes."""
+    return Text(shown("" if value is None else str(value), multiline=True))
+
 
 UrlOpt = Annotated[str, typer.Option("--url", envvar="GPULEASE_URL", help="server URL")]
 TokenOpt = Annotated[str, typer.Option("--token", envvar="GPULEASE_TOKEN", help="API token")]

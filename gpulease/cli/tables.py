@@ -1,6 +1,6 @@
 """Tables that fit the terminal: the columns a user must read or type (ids, status) always,
 the others in their order of importance while they fit, every row on one line and no id
-ever cut; `--wide` shows them all."""
+ever cut; `--wide` shows them all. Cells are plain text (cli/common.plain)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import typer
 from rich.cells import cell_len
 from rich.table import Table
 
-from gpulease.cli.common import out
+from gpulease.cli.common import out, plain
 from gpulease.cli.words import _
 
 WideOpt = Annotated[bool, typer.Option("--wide", help="every column, however wide")]
@@ -52,8 +52,8 @@ def fitted(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, wide: bo
         if i in shown:
             t.add_column(c.name, no_wrap=True, min_width=need[i] if c.keep else None,
                          overflow="ellipsis", justify=c.justify)  # type: ignore[arg-type]
-    for r in rows:
-        t.add_row(*(cell for i, cell in enumerate(r) if i in shown))
+    for r in rows:  # cells are plain text: a tenant's name is never markup or an ESC code
+        t.add_row(*(plain(cell) for i, cell in enumerate(r) if i in shown))
     return t
 
 

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, IPvAnyAddress
 
 from gpulease.domain.billing.money import Money
+from gpulease.schemas.text import Lines, OneLine, PlainNumber
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -156,7 +157,7 @@ class OrderRequest(BaseModel):
     gpus: int | None = Field(default=None, ge=1, le=64, description="container: GPU count")
     ssh_keys: list[Annotated[str, Field(max_length=16384)]] = Field(default_factory=list,
                                                                      max_length=32)
-    name: str | None = Field(default=None, max_length=100)
+    name: Annotated[str | None, OneLine] = Field(default=None, max_length=100)
     ssh_password: bool = Field(
         default=False,
         description="container: also let root log in over SSH with the password shown once "
@@ -168,7 +169,8 @@ class OrderRequest(BaseModel):
         "bare metal: a snapshot of yours (`gpulease backups INSTANCE`; SNAPSHOT, or "
         "INSTANCE/SNAPSHOT) restored onto the server's data disk at delivery, verified"))
     add: dict[Annotated[str, Field(max_length=64)],
-              Annotated[Decimal, Field(gt=0, max_digits=12, decimal_places=3)]] = Field(
+              Annotated[Decimal, PlainNumber,
+                        Field(gt=0, max_digits=12, decimal_places=3)]] = Field(
         default_factory=dict, max_length=10, description=(
             "bare metal / cluster: add-ons charged per period with the lease: "
             "public-bandwidth (Mbps), extra-storage (GB), support-standard / "
@@ -300,14 +302,14 @@ class EnrollRequest(BaseModel):
 
 
 class NodeActionRequest(BaseModel):
-    reason: str | None = Field(default=None, max_length=500)
+    reason: Annotated[str | None, Lines] = Field(default=None, max_length=500)
 
 
 class TenantCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=1, max_length=200)
-    admin_email: str = Field(pattern=r"^[^@\s]+@[^@\s]+$", max_length=254)
-    admin_name: str = Field(min_length=1, max_length=200)
+    name: Annotated[str, OneLine] = Field(min_length=1, max_length=200)
+    admin_email: Annotated[str, OneLine] = Field(pattern=r"^[^@\s]+@[^@\s]+$", max_length=254)
+    admin_name: Annotated[str, OneLine] = Field(min_length=1, max_length=200)
 
 
 class MeterCreate(BaseModel):
@@ -327,8 +329,8 @@ class MeterCreated(BaseModel):
 
 class UserCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    email: str = Field(pattern=r"^[^@\s]+@[^@\s]+$", max_length=254)
-    name: str = Field(min_length=1, max_length=200)
+    email: Annotated[str, OneLine] = Field(pattern=r"^[^@\s]+@[^@\s]+$", max_length=254)
+    name: Annotated[str, OneLine] = Field(min_length=1, max_length=200)
     role: Literal["admin", "member", "reader"]
     password: str | None = Field(default=None, min_length=12, max_length=200)
 
@@ -353,7 +355,7 @@ class PasswordResetComplete(BaseModel):
 
 class TokenCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(default="cli", min_length=1, max_length=200)
+    name: Annotated[str, OneLine] = Field(default="cli", min_length=1, max_length=200)
     user_id: str | None = Field(default=None, max_length=32)
     expires_in_days: int | None = Field(default=90, ge=1, le=3650)
 

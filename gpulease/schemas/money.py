@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from gpulease.domain.billing.money import Money
+from gpulease.schemas.text import OneLine, PlainNumber
 
 
 class WalletView(BaseModel):
@@ -40,14 +41,14 @@ class LedgerEntryView(BaseModel):
 
 class TopUpRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    amount: Decimal = Field(gt=0, max_digits=14, decimal_places=2,
+    amount: Annotated[Decimal, PlainNumber] = Field(gt=0, max_digits=14, decimal_places=2,
                             description="yuan, at most two decimals")
     reference: str = Field(max_length=200, description="the payment's reference")
 
 
 class CreditLimitRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    credit_limit: Decimal = Field(ge=0, max_digits=14, decimal_places=2)
+    credit_limit: Annotated[Decimal, PlainNumber] = Field(ge=0, max_digits=14, decimal_places=2)
 
 
 class QuoteRequest(BaseModel):
@@ -59,11 +60,13 @@ class QuoteRequest(BaseModel):
                        description="periods of the term (e.g. 3 months)")
     servers: int = Field(default=1, ge=1, le=1024, description="servers (a cluster's nodes)")
     add: dict[Annotated[str, Field(max_length=64)],
-              Annotated[Decimal, Field(ge=0, max_digits=12, decimal_places=3)]] = Field(
+              Annotated[Decimal, PlainNumber, Field(ge=0, max_digits=12,
+                                                           decimal_places=3)]] = Field(
         default_factory=dict, max_length=20, description=(
             "add-ons and quantities: public-bandwidth (Mbps), extra-storage (GB), "
             "egress (GB), support-standard / support-premium (1)"))
-    days_per_week: Decimal | None = Field(default=None, ge=0, le=7, max_digits=4,
+    days_per_week: Annotated[Decimal | None, PlainNumber] = Field(
+        default=None, ge=0, le=7, max_digits=4,
                                           decimal_places=2, description=(
         "optional usage pattern: also price it by the day and by the month"))
 
@@ -187,7 +190,7 @@ class AutoRenewRequest(BaseModel):
 
 class WebhookRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    url: str = Field(max_length=500)
+    url: Annotated[str, OneLine] = Field(max_length=500)
 
 
 class UsageIn(BaseModel):
@@ -199,7 +202,7 @@ class UsageIn(BaseModel):
                                  "ignored")
     instance_id: str = Field(max_length=32)
     kind: Literal["gpu_hours", "egress_gb", "storage_gb_days"]
-    quantity: Decimal = Field(gt=0, max_digits=18, decimal_places=6)
+    quantity: Annotated[Decimal, PlainNumber] = Field(gt=0, max_digits=18, decimal_places=6)
     started_at: AwareDatetime
     ended_at: AwareDatetime
 
@@ -259,16 +262,19 @@ class BillingProfileIn(BaseModel):
     """The buyer on a tenant's invoices. `special` (专票) needs every field but `email`."""
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
-    title: str = Field(min_length=1, max_length=200, description="发票抬头: the buyer's name")
+    title: Annotated[str, OneLine] = Field(min_length=1, max_length=200,
+                                           description="发票抬头: the buyer's name")
     tax_id: str = Field("", max_length=20, pattern=r"^[0-9A-Za-z]*$",
                         description="纳税人识别号 (unified social credit code)")
-    address: str = Field("", max_length=200, description="registered address")
-    phone: str = Field("", max_length=40)
-    bank: str = Field("", max_length=100, description="开户行")
-    bank_account: str = Field("", max_length=40, description="账号")
+    address: Annotated[str, OneLine] = Field("", max_length=200,
+                                             description="registered address")
+    phone: Annotated[str, OneLine] = Field("", max_length=40)
+    bank: Annotated[str, OneLine] = Field("", max_length=100, description="开户行")
+    bank_account: Annotated[str, OneLine] = Field("", max_length=40, description="账号")
     invoice_type: Literal["normal", "special"] = Field(
         "normal", description="normal: 增值税普通发票; special: 增值税专用发票")
-    email: str = Field("", max_length=254, description="where the fapiao is sent")
+    email: Annotated[str, OneLine] = Field("", max_length=254,
+                                           description="where the fapiao is sent")
 
 
 class BillingProfileView(BillingProfileIn):
@@ -324,7 +330,7 @@ class PayoutRequest(BaseModel):
     """Operator: wallet balance paid back to the tenant's original payment."""
 
     model_config = ConfigDict(extra="forbid")
-    amount: Decimal = Field(gt=0, max_digits=14, decimal_places=2)
+    amount: Annotated[Decimal, PlainNumber] = Field(gt=0, max_digits=14, decimal_places=2)
     reference: str = Field(min_length=1, max_length=200,
                            description="the bank transfer's or refund's reference")
 
@@ -341,7 +347,7 @@ class AddonView(BaseModel):
 
 class AddonRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    quantity: Decimal = Field(ge=0, max_digits=12, decimal_places=3,
+    quantity: Annotated[Decimal, PlainNumber] = Field(ge=0, max_digits=12, decimal_places=3,
                               description="0 removes it (from the end of the paid periods)")
 
 
@@ -370,7 +376,8 @@ class RevenueView(BaseModel):
 class CreditNoteRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     reason: str = Field(min_length=1, max_length=500)
-    amount: Decimal | None = Field(None, gt=0, max_digits=14, decimal_places=2,
+    amount: Annotated[Decimal | None, PlainNumber] = Field(
+        None, gt=0, max_digits=14, decimal_places=2,
                                    description="yuan incl. VAT; omit to credit the whole "
                                                "remaining total")
 

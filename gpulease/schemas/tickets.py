@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpulease.domain.tickets import summary_phrase
+from gpulease.schemas.text import Lines, OneLine
 
 
 class TicketOpen(BaseModel):
     model_config = ConfigDict(extra="forbid")
     instance_id: str = Field(max_length=32)
-    summary: str = Field(min_length=3, max_length=300)
-    details: str | None = Field(default=None, max_length=10_000)
+    summary: Annotated[str, OneLine] = Field(min_length=3, max_length=300)
+    details: Annotated[str | None, Lines] = Field(default=None, max_length=10_000)
     gpu: int | None = Field(default=None, ge=0, le=15, description="the GPU, if one")
     severity: Literal["P1", "P2", "P3"] = Field(
         default="P2", description="P1 a node or GPU down, P2 degraded, P3 a question")
@@ -22,14 +23,14 @@ class TicketOpen(BaseModel):
 
 class TicketComment(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    body: str = Field(min_length=1, max_length=10_000)
+    body: Annotated[str, Lines] = Field(min_length=1, max_length=10_000)
     internal: bool = Field(default=False, description="operators only: not shown to the "
                            "tenant")
 
 
 class TicketAction(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    note: str | None = Field(default=None, max_length=10_000)
+    note: Annotated[str | None, Lines] = Field(default=None, max_length=10_000)
 
 
 class SwapRequest(TicketAction):
@@ -95,7 +96,7 @@ class RepairWindowProposal(BaseModel):
 
 class RepairWindowAnswer(BaseModel):
     accept: bool = Field(description="true: the node may go out in the proposed window")
-    note: str | None = Field(default=None, max_length=10_000)
+    note: Annotated[str | None, Lines] = Field(default=None, max_length=10_000)
 
 
 class RepairWindow(BaseModel):

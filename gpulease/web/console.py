@@ -140,7 +140,8 @@ def login(request: Request, p: PlatformDep, email: Annotated[str, Form()],
         session = accounts.console_login(p, email, password,
                                          request.client.host if request.client else None)
     except (Unauthorized, TooManyRequests) as exc:
-        return _page("login.html", exc.status, error=said(exc), email=email)
+        return _page("login.html", exc.status, error=said(exc), email=email,
+                     retry_after=getattr(exc, "retry_after_s", None))
     request.state.principal = accounts.authenticate(p, session.secret())  # for the trail
     done = RedirectResponse("/console/", status_code=303)
     if (chosen := users.locale_of(p, request.state.principal.user_id)) is not None:
@@ -164,7 +165,8 @@ def forgot(request: Request, p: PlatformDep, email: Annotated[str, Form(max_leng
     try:
         password_resets.request_reset(p, email, request.client.host if request.client else None)
     except DomainError as exc:
-        return _page("forgot.html", exc.status, error=said(exc), email=email)
+        return _page("forgot.html", exc.status, error=said(exc), email=email,
+                     retry_after=getattr(exc, "retry_after_s", None))
     return _page("forgot.html", 202, sent=True, email=email)
 
 

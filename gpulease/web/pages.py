@@ -108,16 +108,20 @@ class SignInNeeded(Exception):
     """No valid session: the handler sends the browser to the sign-in page."""
 
 
-def page(name: str, status: int = 200, **context: Any) -> HTMLResponse:
+def page(name: str, status: int = 200, *, retry_after: int | None = None,
+         **context: Any) -> HTMLResponse:
     """A template rendered in the current request's language (page_context), with who is
-    signed in."""
+    signed in. A 429 always says when to retry (`retry_after` seconds, else a minute)."""
     env = environment(i18n.current.get())
     context.setdefault("here", _PATH.get())
     context.setdefault("back_to", _BACK.get())
     who = context.get("who")
     if who is not None:
         context.setdefault("email", _EMAILS.get(who.user_id, ""))
-    return HTMLResponse(env.get_template(name).render(**context), status_code=status)
+    answer = HTMLResponse(env.get_template(name).render(**context), status_code=status)
+    if status == 429:
+        answer.headers["Retry-After"] = str(retry_after or 60)
+    return answer
 
 
 # A signed-in user's e-mail for the header, read once per user and process (an account's

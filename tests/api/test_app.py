@@ -32,6 +32,7 @@ def test_health_openapi_and_unknown_paths(fleet: Platform, server: LiveServer) -
     assert r.status_code == 200 and r.json()["status"] == "ok"
     spec = httpx.get(f"{server.url}/api/v1/openapi.json").json()
     assert "/api/v1/instances" in spec["paths"] and "/api/v1/catalog" in spec["paths"]
+    assert spec["paths"]["/api/v1/catalog"]["get"]["security"] == [{"apiToken": []}]
     r = httpx.get(f"{server.url}/api/v2/whatever")
     assert r.status_code == 404 and r.headers["content-type"] == "application/problem+json"
     assert "/api/v1" in r.json()["detail"]
@@ -299,7 +300,26 @@ def test_wrong_console_passwords_in_a_row_block_sign_in_for_a_while(
     # An unknown e-mail gets the same answer as a wrong password, and blocks nothing.
     with pytest.raises(Unauthorized, match="Wrong e-mail or password"):
         accounts.console_login(fleet, "nobody@example.com", "whatever it is")
-    clock.move(minutes=15)
+    clock.move(minutes=15, seconds=1)  # the failures slid out
     assert accounts.console_login(fleet, email, "a long enough passphrase").expires_at == (
         clock.now() + timedelta(hours=12))
 
+
+
+def test_answers_are_not_cached_and_numbers_are_plain(
+    platform: Platform, server: LiveServer, tenant: TenantCtx, operator: TenantCtx
+) -> None:
+    me = {"Authorization": f"Bearer {tenant.token}"}
+    made = httpx.post(f"{server.url}/api/v1/tokens", headers=me,
+                      json={"name": "ci", "expires_in_days": 1})
+    assert made.status_code == 201 and made.headers["cache-control"] == "no-store"
+    catalog = httpx.get(f"{server.url}/api/v1/catalog", headers=me)
+    assert catalog.headers["cache-control"] == "private, no-cache"  # its ETag's own
+    boss = {"Authorization": f"Bearer {operator.token}"}
+    for odd in ("1_000", " 5 ", "1e3", "NaN"):
+        r = httpx.post(f"{server.url}/api/v1/tenants/{tenant.tenant_id}/top-ups",
+                       headers=boss, json={"amount": odd, "reference": f"wire {odd}"})
+        assert r.status_code == 422 and "plain number" in r.text, odd
+    ok = httpx.post(f"{server.url}/api/v1/tenants/{tenant.tenant_id}/top-ups", headers=boss,
+                    json={"amount": "1000.50", "reference": "wire ok"})
+    assert ok.status_code == 201

@@ -1,6 +1,8 @@
 """Rate limits: per token and per address (429 with Retry-After), a flood of bad tokens
 from one address slowed, a console lockout that only the failing address earns, and
-counters that hold across API processes (PostgreSQL) and in Redis."""
+counters that hold across API processes (in the database, SQLite or PostgreSQL) and in
+Redis; sign-in limits over a sliding window that count failures only and answer alike for
+a real account and an unknown one."""
 
 from __future__ import annotations
 
@@ -78,7 +80,7 @@ def test_a_stranger_cannot_lock_a_user_out(platform: Platform, tenant: TenantCtx
         accounts.console_login(platform, email, "the right passphrase", "203.0.113.7")
     # the owner, from their own address, signs in as ever
     accounts.console_login(platform, email, "the right passphrase", "198.51.100.4")
-    clock.move(minutes=15)
+    clock.move(minutes=15, seconds=1)  # the failures slid out
     accounts.console_login(platform, email, "the right passphrase", "203.0.113.7")
 
 
@@ -87,13 +89,78 @@ def test_a_password_spray_from_one_address_is_slowed(platform: Platform) -> None
     for n in range(platform.settings.sign_in_attempts_per_address):
         with pytest.raises(Unauthorized):
             accounts.console_login(platform, f"user{n}@example.com", "Summer2026!", "192.0.2.9")
-    with pytest.raises(TooManyRequests, match="sign-in attempts from your address"):
+    with pytest.raises(TooManyRequests, match="failed sign-ins from your address"):
         accounts.console_login(platform, "another@example.com", "Summer2026!", "192.0.2.9")
 
 
+def test_colleagues_behind_one_address_signing_in_rightly_spend_nothing(
+    platform: Platform, tenant: TenantCtx
+) -> None:
+    platform.clock = MovableClock(datetime(2026, 12, 1, 9, 0, tzinfo=UTC))
+    users.change_password(platform, tenant.principal, "the right passphrase", None)
+    email = users.list_users(platform, tenant.principal).items[0].email
+    for _ in range(platform.settings.sign_in_attempts_per_address + 5):
+        accounts.console_login(platform, email, "the right passphrase", "192.0.2.10")
+
+
+def test_failures_across_a_window_edge_are_not_let_through_twice(platform: Platform) -> None:
+    """The limit is a sliding 15 minutes: 30 failures just before a fixed window's edge
+    still count just after it (a fixed window let 60 through in 102 s)."""
+    clock = MovableClock(datetime(2026, 12, 1, 9, 14, 10, tzinfo=UTC))
+    platform.clock = clock
+    limit = platform.settings.sign_in_attempts_per_address
+    for n in range(limit):
+        with pytest.raises(Unauthorized):
+            accounts.console_login(platform, f"user{n}@example.com", "Summer2026!", "192.0.2.9")
+    clock.move(seconds=50)  # 09:15:00, a fixed window's edge: a fixed window let 30 more in
+    let_through, waits = 0, []
+    for n in range(10):  # one guess every 10 s for 100 s
+        clock.move(seconds=10)
+        try:
+            accounts.console_login(platform, f"more{n}@example.com", "Summer2026!", "192.0.2.9")
+        except Unauthorized:
+            let_through += 1
+        except TooManyRequests as refused:
+            waits.append(refused.retry_after_s)
+    assert let_through <= 4 and len(waits) >= 6  # as the old failures slide out, not 10
+    assert all(0 < w <= 15 * 60 + 2 for w in waits)
+
+
+def test_a_locked_real_account_and_an_unknown_one_get_the_same_answer(
+    platform: Platform, tenant: TenantCtx
+) -> None:
+    platform.clock = MovableClock(datetime(2026, 12, 1, 9, 0, tzinfo=UTC))
+    users.change_password(platform, tenant.principal, "the right passphrase", None)
+    real = users.list_users(platform, tenant.principal).items[0].email
+    answers = []
+    for email in (real, "nobody-here@example.com"):
+        for _ in range(platform.settings.sign_in_failures_per_account):
+            with pytest.raises(Unauthorized):
+                accounts.console_login(platform, email, "a guess", "203.0.113.8")
+        with pytest.raises(TooManyRequests) as refused:
+            accounts.console_login(platform, email, "a guess", "203.0.113.8")
+        answers.append((refused.value.status, str(refused.value), refused.value.retry_after_s))
+    assert answers[0] == answers[1]
+
+
+def test_guesses_of_the_current_password_are_limited_per_user(
+    platform: Platform, tenant: TenantCtx
+) -> None:
+    from gpulease.domain.errors import Forbidden
+
+    platform.clock = MovableClock(datetime(2026, 12, 1, 9, 0, tzinfo=UTC))
+    users.change_password(platform, tenant.principal, "the right passphrase", None)
+    for n in range(platform.settings.sign_in_failures_per_account):
+        with pytest.raises(Forbidden):
+            users.change_password(platform, tenant.principal, "a new passphrase here",
+                                  f"guess {n}")
+    with pytest.raises(TooManyRequests) as refused:
+        users.change_password(platform, tenant.principal, "a new passphrase here",
+                              "the right passphrase")
+    assert refused.value.retry_after_s > 0
+
+
 def test_counters_hold_across_api_processes(platform: Platform) -> None:
-    if platform.db.dialect != "postgresql":
-        pytest.skip("one SQLite process counts in memory; shared counters need PostgreSQL")
     now = datetime.now(UTC).timestamp()
     first, second = DatabaseStore(platform.db.engine), DatabaseStore(platform.db.engine)
     for _ in range(3):

@@ -79,3 +79,32 @@ def test_catalog_and_instance_answer_304_to_a_poller_that_has_them(
                      ).status_code == 304
     bad = httpx.get(f"{url}/events", headers=headers, params={"until": "done"})
     assert bad.status_code == 422 and "until" in bad.text
+
+
+def test_a_stream_ends_when_its_token_is_revoked(
+    fleet: Platform, server: LiveServer, tenant: TenantCtx, key: str,
+) -> None:
+    """An open stream outlived a revoke by up to its timeout (3,600 s); now it ends within
+    a few seconds of it, saying why."""
+    import time
+
+    from gpulease.services.accounts import identity as accounts
+
+    view, _ = orders.place_order(fleet, tenant.principal, OrderRequest(
+        sku="h100-80g-x8", region="ningxia-1", ssh_keys=[key]))
+    spare = accounts.issue_token(fleet, tenant.principal, "watcher", None, 1)
+    url = f"{server.url}/api/v1/instances/{view.id}/events"
+    lines: list[str] = []
+    with httpx.stream("GET", url, headers=auth(spare.secret()), params={"timeout": 60},
+                      timeout=30) as r:
+        assert r.status_code == 200
+        revoked_at = None
+        for line in r.iter_lines():
+            lines.append(line)
+            if revoked_at is None and line.startswith("data: "):  # the first view came
+                accounts.revoke_token(fleet, tenant.principal, spare.id)
+                revoked_at = time.monotonic()
+            if line.startswith("data: ") and lines[-2:-1] == ["event: end"]:
+                break
+        assert revoked_at is not None and time.monotonic() - revoked_at < 10
+    assert events(lines)[-1] == ("end", '{"unauthorized": "the token was revoked"}')

@@ -128,3 +128,18 @@ def test_storage_and_backups_and_the_audit_trail(fleet: Platform, key: str) -> N
                 "password": "member password!"})
             assert _login(theirs, "m@other.example", "member password!") == 303
             assert theirs.get("/console/audit").status_code == 403  # members do not
+
+
+def test_a_console_sign_in_refused_for_too_many_failures_says_when_to_retry(
+    platform: Platform
+) -> None:
+    with TestClient(create_app(platform)) as client:
+        for _ in range(platform.settings.sign_in_failures_per_account):
+            assert _login(client, "someone@example.com", "wrong guess") == 401
+        client.cookies.clear()
+        refused = client.post("/console/login", data={"email": "someone@example.com",
+                                                      "password": "wrong guess"},
+                              follow_redirects=False)
+        assert refused.status_code == 429
+        assert 0 < int(refused.headers["retry-after"]) <= 15 * 60 + 2
+        assert refused.headers["cache-control"] == "no-store"

@@ -16,7 +16,9 @@ from gpulease.cli.common import (
     api,
     connect,
     out,
+    plain,
     print_json,
+    safe,
 )
 from gpulease.cli.tables import Column, WideOpt, fitted
 from gpulease.cli.tables import show as show_table
@@ -182,9 +184,9 @@ def tenants(status: Annotated[str | None, typer.Option(help="active, suspended o
                 _("reason")):
         t.add_column(col, overflow="fold")
     for row in found:
-        t.add_row(row["id"], row["name"], row["status"], str(row["users"]),
+        t.add_row(row["id"], plain(row["name"]), row["status"], str(row["users"]),
                   str(row["live_instances"]), f"¥{Decimal(row['balance']):,.2f}",
-                  row["created_at"][:10], row["status_reason"] or "")
+                  row["created_at"][:10], plain(row["status_reason"]))
     out.print(t)
 
 
@@ -194,8 +196,8 @@ def _tenant_action(tenant_id: str, action: str, reason: str | None, url: str, to
         f"/tenants/{tenant_id}/{action}", {"reason": reason} if reason else None))
     if as_json:
         return print_json(row)
-    out.print(f"{row['name']} ({row['id']}): {row['status']}"
-              + (f" — {row['status_reason']}" if row["status_reason"] else ""))
+    out.print(f"{safe(row['name'])} ({row['id']}): {row['status']}"
+              + (f" — {safe(row['status_reason'])}" if row["status_reason"] else ""))
 
 
 @tenant_app.command("suspend")

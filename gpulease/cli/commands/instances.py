@@ -23,6 +23,7 @@ from gpulease.cli.common import (
     out,
     parse_addons,
     print_json,
+    safe,
 )
 from gpulease.cli.tables import Column, WideOpt, fitted
 from gpulease.cli.tables import show as show_table
@@ -229,7 +230,7 @@ def show(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
         return print_json(inst)
     out.print(f"[bold]{inst.id}[/bold] {inst.kind} {inst.sku} {inst.region} term={inst.term} "
               f"image={inst.image}  status=[bold]{inst.status}[/bold]"
-              + (f" ({inst.status_reason})" if inst.status_reason else ""))
+              + (f" ({safe(inst.status_reason)})" if inst.status_reason else ""))
     if inst.ssh_command:
         out.print(f"SSH: {inst.ssh_command}")
     for n in inst.nodes:
@@ -237,7 +238,7 @@ def show(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
                     status=n.status, stage=step(n.stage), gpus=n.gpus, ip=n.ip_address or ""))
     for st in inst.stages:
         out.print(f"  {st.at:%Y-%m-%d %H:%M:%S}  {step(st.stage)} {st.node or ''} "
-                  f"{st.message or ''}")
+                  f"{safe(st.message or '')}")
 
 
 @app.command()
@@ -281,7 +282,7 @@ def metrics(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
                           ",".join(map(str, g["nvlink_down"])) or "-")
         out.print(table)
         for a in node["alerts"]:
-            out.print(f"  [red]{a['severity']}[/red] {a['kind']}: {a['message']}")
+            out.print(f"  [red]{a['severity']}[/red] {a['kind']}: {safe(a['message'])}")
         if not node["gpus"]:
             out.print(_("  no telemetry yet: the node's agent pushes a summary every minute"))
 

@@ -8,7 +8,17 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from gpulease.cli.common import JsonOpt, TokenOpt, UrlOpt, api, connect, out, print_json
+from gpulease.cli.common import (
+    JsonOpt,
+    TokenOpt,
+    UrlOpt,
+    api,
+    connect,
+    out,
+    plain,
+    print_json,
+    safe,
+)
 from gpulease.cli.words import _
 
 app = typer.Typer()
@@ -48,14 +58,14 @@ def tickets(
     for k in page["items"]:
         where = (k["node"] or "") + (f" GPU {k['gpu']}" if k["gpu"] is not None else "")
         t.add_row(k["id"], k["severity"], k["status"], k["opened_at"][:16].replace("T", " "),
-                  k["instance_id"] or "", where, k["summary"], _clocks(k))
+                  k["instance_id"] or "", plain(where), plain(k["summary"]), _clocks(k))
     out.print(t)
 
 
 def _show(k: dict[str, Any]) -> None:
-    out.print(f"[bold]{k['id']}[/bold] {k['severity']} {k['status']}: {k['summary']}")
+    out.print(f"[bold]{k['id']}[/bold] {k['severity']} {k['status']}: {safe(k['summary'])}")
     where = [_("instance {instance}", instance=k["instance_id"]) if k["instance_id"] else "",
-             _("node {node}", node=k["node"]) if k["node"] else "",
+             _("node {node}", node=safe(k["node"])) if k["node"] else "",
              f"GPU {k['gpu']}" if k["gpu"] is not None else ""]
     out.print(", ".join(w for w in where if w) or _("(no instance)"))
     for clock in ("response", "mitigation", "resolution"):
@@ -75,7 +85,7 @@ def _show(k: dict[str, Any]) -> None:
     for e in k["timeline"]:
         t.add_row(e["at"][:19].replace("T", " "), e["kind"] + (_(" (internal)")
                                                                if e["internal"] else ""),
-                  e["actor"], e["text"])
+                  plain(e["actor"]), plain(e["text"]))
     out.print(t)
 
 

@@ -11,7 +11,7 @@ from sqlalchemy import Connection, bindparam, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from gpulease.db.rates import window_end
+from gpulease.db.rates import sliding, sliding_wait
 from gpulease.db.tables import ApiToken, Tenant, User
 from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.errors import (
@@ -22,6 +22,7 @@ from gpulease.domain.errors import (
     Unauthorized,
 )
 from gpulease.domain.phrases import Phrase, phrase
+from gpulease.domain.text import problem
 from gpulease.platform import Platform
 from gpulease.schemas import (
     MeterCreated,
@@ -107,9 +108,13 @@ class Person:
 
 def create_user(s: Session, p: Platform, tenant_id: str | None, who: Person) -> User:
     email, name, role, password = normal_email(who.email), who.name, who.role, who.password
-    if s.scalar(select(User.id).where(User.email == email)):
+    holder = s.execute(select(User.id, User.tenant_id).where(User.email == email)).first()
+    if holder is not None and holder.tenant_id == tenant_id:
         raise Conflict("A user with e-mail {email} exists already; pick another address.",
                        email=email)
+    if holder is not None:  # someone else's: say nothing of whose, nor echo the address
+        raise Conflict("That e-mail address cannot be used for a new user here; use "
+                       "another address.")
     user = User(
         id=new_id("usr"), tenant_id=tenant_id, email=email, name=name, role=role.value,
         password_hash=hash_password(password) if password else None, created_at=p.clock.now(),
@@ -265,6 +270,28 @@ _TOKEN_OWNER = (
     .where(ApiToken.token_hash == bindparam("token_hash")))
 
 
+def credential_ended(p: Platform, who: Principal) -> str | None:
+    """Why the credential a long request (a stream) was authorised with no longer holds:
+    the token revoked or expired, its user disabled or removed; None while it holds."""
+    if who.token_id is None:
+        return None
+    with p.db.read() as s:
+        row = s.execute(select(ApiToken.revoked_at, ApiToken.expires_at, User.disabled_at,
+                               User.removed_at)
+                        .join(User, User.id == ApiToken.user_id)
+                        .where(ApiToken.id == who.token_id)).first()
+    if row is None:
+        return "the token is gone"
+    revoked_at, expires_at, disabled_at, removed_at = row
+    if revoked_at is not None:
+        return "the token was revoked"
+    if expires_at is not None and expires_at <= p.clock.now():
+        return "the token expired"
+    if disabled_at is not None or removed_at is not None:
+        return "the user was disabled or removed"
+    return None
+
+
 def authenticate(p: Platform, raw_token: str | None, conn: Connection | None = None
                  ) -> Principal:
     """The token's owner, or Unauthorized with what to do. `conn`: a connection the caller
@@ -301,41 +328,48 @@ def _no_user_hash() -> str:
     return hash_password("no such user")
 
 
-SIGN_IN_WINDOW_S = 15 * 60  # sign-in attempts and failures are counted per 15 minutes
+SIGN_IN_WINDOW_S = 15 * 60  # sign-in failures are counted over a sliding 15 minutes
 
 
 def blocked(p: Platform, key: str, limit: int, now: float, why: Phrase) -> None:
-    if p.rates.count(key, SIGN_IN_WINDOW_S, now) >= limit:
-        until = window_end(SIGN_IN_WINDOW_S, now)
+    """TooManyRequests (with Retry-After) when `key` has `limit` hits in the last 15
+    minutes (a sliding window: db/rates.py)."""
+    if sliding(p.rates, key, SIGN_IN_WINDOW_S, now) >= limit:
+        wait = sliding_wait(p.rates, key, SIGN_IN_WINDOW_S, limit, now)
         raise TooManyRequests(
             "{why}; try again after {value:%H:%M} UTC, or ask "
-            "your tenant admin.", retry_after_s=int(until - now) + 1,
-            why=why, value=datetime.fromtimestamp(until, UTC))
+            "your tenant admin.", retry_after_s=int(wait) + 1,
+            why=why, value=datetime.fromtimestamp(now + wait, UTC))
 
 
 def console_login(p: Platform, email: str, password: str,
                   address: str | None = None) -> TokenCreated:
     """E-mail and password to a console session: a token that expires in 12 hours, kept
-    by the browser in an HttpOnly cookie. The same refusal for every wrong combination.
-    An address may try GPULEASE_SIGN_IN_ATTEMPTS_PER_ADDRESS times per 15 minutes (a
-    password spray is slowed); wrong passwords for one account block that account's
-    sign-in from that address only (GPULEASE_SIGN_IN_FAILURES_PER_ACCOUNT), so a stranger
-    cannot lock its owner out. The password is checked outside any transaction."""
+    by the browser in an HttpOnly cookie. The same refusal for every wrong combination, and
+    the same limit for a known address and an unknown one (no oracle). Counted over a
+    sliding 15 minutes, failures only (colleagues behind one NAT who sign in rightly spend
+    nothing): an address may fail GPULEASE_SIGN_IN_ATTEMPTS_PER_ADDRESS times (a password
+    spray is slowed); one e-mail address may fail GPULEASE_SIGN_IN_FAILURES_PER_ACCOUNT
+    times from one address, so a stranger cannot lock its owner out. The password is
+    checked outside any transaction."""
     refused = Unauthorized("Wrong e-mail or password. Ask your tenant admin to set one.")
     now = p.clock.now().timestamp()
     source = address or "unknown"
-    blocked(p, f"signin:{source}", p.settings.sign_in_attempts_per_address, now,
-             phrase("Too many sign-in attempts from your address"))
-    p.rates.hit(f"signin:{source}", SIGN_IN_WINDOW_S, now)
-    with p.db.read() as s:
-        user = s.scalar(select(User).where(User.email == normal_email(email)))
+    spray, wanted = f"signin:{source}", normal_email(email)[:254]
+    failures = f"signfail:{hash_token(wanted)[:32]}:{source}"
+    blocked(p, spray, p.settings.sign_in_attempts_per_address, now,
+            phrase("Too many failed sign-ins from your address"))
+    blocked(p, failures, p.settings.sign_in_failures_per_account, now,
+            phrase("Too many wrong passwords for this account from your address"))
+    user = None
+    if problem(wanted) is None:  # a control character is no one's address
+        with p.db.read() as s:
+            user = s.scalar(select(User).where(User.email == wanted))
     if user is None or user.password_hash is None:
         verify_password(_no_user_hash(), password)
-        raise refused
-    failures = f"signfail:{user.id}:{source}"
-    blocked(p, failures, p.settings.sign_in_failures_per_account, now,
-             phrase("Too many wrong passwords for this account from your address"))
-    if not verify_password(user.password_hash, password):
+    if (user is None or user.password_hash is None
+            or not verify_password(user.password_hash, password)):
+        p.rates.hit(spray, SIGN_IN_WINDOW_S, now)
         p.rates.hit(failures, SIGN_IN_WINDOW_S, now)
         raise refused
     with p.db.write() as s:

@@ -13,10 +13,16 @@ from gpulease.db.tables import ApiToken, User
 from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
 from gpulease.domain.locales import LOCALES, known
+from gpulease.domain.phrases import phrase
 from gpulease.platform import Platform
 from gpulease.schemas import Page, UserView
 from gpulease.security import hash_password, verify_password
-from gpulease.services.accounts.identity import CONSOLE_SESSION_NAME, user_view
+from gpulease.services.accounts.identity import (
+    CONSOLE_SESSION_NAME,
+    SIGN_IN_WINDOW_S,
+    blocked,
+    user_view,
+)
 
 MIN_PASSWORD = 12
 
@@ -129,14 +135,19 @@ def set_password(p: Platform, user_id: str, password: str, keep_session: str | N
 def change_password(p: Platform, actor: Principal, password: str,
                     current: str | None) -> None:
     """A user sets their own console password. Once one is set, the current one is
-    needed; the user's other console sessions end."""
+    needed, and wrong guesses of it are limited per user like sign-ins (a stolen token
+    cannot try passwords without end); the user's other console sessions end."""
     check_new_password(password)
+    guesses, now = f"pwguess:{actor.user_id}", p.clock.now().timestamp()
+    blocked(p, guesses, p.settings.sign_in_failures_per_account, now,
+            phrase("Too many wrong current passwords"))
     with p.db.read() as s:
         user = s.get(User, actor.user_id)
         if user is None:
             raise NotFound("No such user.")
         old_hash = user.password_hash
     if old_hash is not None and not (current and verify_password(old_hash, current)):
+        p.rates.hit(guesses, SIGN_IN_WINDOW_S, now)
         raise Forbidden("The current password is wrong or missing; give current_password.")
     set_password(p, actor.user_id, password, keep_session=actor.token_id)
 

@@ -32,9 +32,13 @@ def test_an_e_mail_is_one_account_whatever_its_case(platform: Platform, tenant: 
     uid, _ = member(platform, tenant, "Alice.Smith@Example.COM")
     listed = {u.id: u.email for u in users.list_users(platform, tenant.principal).items}
     assert listed[uid] == "alice.smith@example.com"
-    with pytest.raises(Conflict, match="exists already"):
+    with pytest.raises(Conflict, match="cannot be used for a new user here") as taken:
         accounts.add_user(platform, other.principal, accounts.Person("ALICE.SMITH@example.com",
                                                                      "Eve", Role.MEMBER, None))
+    assert "alice" not in str(taken.value).lower()  # another tenant's: not named
+    with pytest.raises(Conflict, match="exists already"):  # one's own tenant's: named
+        accounts.add_user(platform, tenant.principal, accounts.Person("alice.smith@example.com",
+                                                                      "Al", Role.MEMBER, None))
     session = accounts.console_login(platform, " ALICE.smith@EXAMPLE.com ", PASSPHRASE)
     assert accounts.authenticate(platform, session.secret()).user_id == uid
 

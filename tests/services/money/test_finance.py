@@ -24,7 +24,11 @@ from gpulease.schemas.money import BillingProfileIn
 from gpulease.services.money import billing_profiles, wallet
 from gpulease.services.money.invoices import run as invoice_run
 from gpulease.services.money.invoices import views as invoices
-from gpulease.services.money.invoices.documents import render_export_csv, render_pdf
+from gpulease.services.money.invoices.documents import (
+    render_csv,
+    render_export_csv,
+    render_pdf,
+)
 from gpulease.services.money.wallet import ledger_sums_to_balance
 from gpulease.services.orders import ordering as orders
 from gpulease.testing.callers import TenantCtx, new_tenant
@@ -107,6 +111,15 @@ def test_the_billing_profile_is_printed_as_it_was_when_issued_and_exported(
     assert len(rows) == len(inv.lines) and rows[0]["buyer"] == SPECIAL.title
     assert rows[0]["tax_id"] == CODE and rows[0]["invoice_type"] == "special"
     assert sum(Decimal(r["gross"]) for r in rows) == inv.total
+    # what a tenant typed is never a formula in a spreadsheet; amounts stay numbers
+    hostile = {"title": '=HYPERLINK("http://x.example/","pay")', "address": "+cmd|' /C calc'!A0",
+               "phone": "@SUM(1+1)", "bank": "-2+3", "bank_account": "\t=1"}
+    sly = exported[0].model_copy(update={"buyer": inv.buyer.model_copy(update=hostile)})
+    for body in (render_export_csv([sly]), render_csv(sly)):
+        cells = [c for row in csv.reader(io.StringIO(body.lstrip("\ufeff"))) for c in row]
+        for value in hostile.values():
+            assert "'" + value in cells and value not in cells
+        assert all(not c.startswith(("=", "+", "@", "\t")) for c in cells)
     with pytest.raises(Forbidden):
         invoices.export_period(fleet, tenant.principal, "2026-11")
 

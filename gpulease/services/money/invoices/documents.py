@@ -11,6 +11,7 @@ import csv
 import io
 import logging
 import os
+from collections.abc import Iterable
 from decimal import Decimal
 from functools import cache
 from pathlib import Path
@@ -26,6 +27,7 @@ from reportlab.pdfbase.ttfonts import TTFont
 from reportlab.platypus import Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
 
 from gpulease.domain.phrases import said_stored
+from gpulease.domain.text import csv_cell
 from gpulease.schemas.money import InvoiceLineView, InvoiceView
 from gpulease.translations import translations
 
@@ -64,9 +66,20 @@ def _buyer_facts(inv: InvoiceView) -> list[str]:
     return facts
 
 
+class _cells:
+    """A CSV writer whose text cells a spreadsheet shows as text, never runs as a formula
+    (tenants write billing-profile fields and line descriptions: domain/text.py)."""
+
+    def __init__(self, out: io.StringIO) -> None:
+        self._w = csv.writer(out, lineterminator="\n")
+
+    def writerow(self, cells: Iterable[object]) -> None:
+        self._w.writerow([csv_cell(c) for c in cells])
+
+
 def render_csv(inv: InvoiceView) -> str:
     out = io.StringIO()
-    w = csv.writer(out, lineterminator="\n")
+    w = _cells(out)
     w.writerow(("invoice", inv.number or inv.id, "tenant", inv.tenant_name or inv.tenant_id,
                 "period", inv.period, "status", inv.status, "currency", inv.currency))
     if inv.buyer is not None:
@@ -189,7 +202,7 @@ def render_export_csv(invoices: list[InvoiceView]) -> str:
     Chinese names)."""
     out = io.StringIO()
     out.write("\ufeff")
-    w = csv.writer(out, lineterminator="\n")
+    w = _cells(out)
     w.writerow(EXPORT_COLUMNS)
     for inv in invoices:
         b = inv.buyer
