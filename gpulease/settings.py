@@ -107,7 +107,6 @@ class Settings(BaseSettings):
     # and periodic job runs, behind metrics_token when set.
     worker_metrics_port: int = Field(default=0, ge=0, le=65535)
     worker_metrics_host: str = "127.0.0.1"
-    readyz_needs_worker: bool = True
     # On first start with no operator yet: make one with this e-mail and write its
     # (expiring) token to <data_dir>/operator.token, 0600.
     bootstrap_operator_email: str = ""

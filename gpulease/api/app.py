@@ -121,7 +121,7 @@ def create_app(platform: Platform) -> FastAPI:
         standby, is 503 with the reason)."""
         why = p.db.unwritable()  # one round trip: it answers, and can take writes
         body = {"status": "ok" if why is None else "unwritable", "database": p.db.dialect,
-                "writable": why is None, "version": __version__}
+                "writable": why is None}
         if why is not None:
             body["reason"] = why
         return JSONResponse(body, status_code=200 if why is None else 503)
@@ -131,24 +131,29 @@ def create_app(platform: Platform) -> FastAPI:
                  "description": "not ready: the answer's `checks` say why",
                  "content": {"application/json": {}}}})
     def readyz(p: PlatformDep) -> Response:
-        """Ready for traffic: the database answers, its schema is this release's, and a
-        worker is alive (seen within three heartbeats; GPULEASE_READYZ_NEEDS_WORKER=false
-        for an API whose workers are elsewhere by design). 200 or 503, with each check."""
-        from gpulease.services.platform import workers
+        """Whether this API process can serve: its database answers, the schema is this
+        release's, and this process's secret key is still the installation's (a process
+        left running across `gpulease key rotate` is taken out). 200 or 503, with each
+        check. Workers are not a reason to take an API out of its balancer: how many are
+        alive is said (`workers_live`) and alerted on (GpuleaseNoWorker), not checked."""
+        from gpulease.services.platform import keys, workers
 
         checks: dict[str, Any] = {}
+        live: int | None = None
         try:
             at, head = p.db.schema()
             checks["database"] = "ok"
             checks["schema"] = "ok" if at == head else f"at {at}, this release needs {head}"
-        except Exception as exc:
-            checks["database"] = f"unreachable or unusable: {str(exc)[:200]}"
-        if checks.get("database") == "ok":
+            checks["key"] = ("ok" if keys.key_is_installations(p) else
+                             "this process's secret key is not the installation's: restart "
+                             "it with the current GPULEASE_SECRET_KEY")
             live = workers.live_count(p)
-            checks["workers"] = live if live or not p.settings.readyz_needs_worker else (
-                "no worker alive (start `gpulease worker`)")
-        ready = all(v == "ok" or isinstance(v, int) for v in checks.values())
-        return JSONResponse({"ready": ready, "checks": checks, "version": __version__},
+        except Exception as exc:  # the details are for the log, not for anyone asking
+            log.warning("readyz: database unreachable or unusable: %s",
+                        str(exc).splitlines()[0][:300])
+            checks["database"] = "unreachable or unusable (this process's log says why)"
+        ready = all(v == "ok" for v in checks.values())
+        return JSONResponse({"ready": ready, "checks": checks, "workers_live": live},
                             status_code=200 if ready else 503)
 
     @app.get("/metrics", tags=["health"], responses=PROBLEMS,

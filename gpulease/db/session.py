@@ -9,6 +9,7 @@ process, threads take turns at the SQLite file before they begin (`db/turns.py`)
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -295,7 +296,13 @@ def _scripts() -> Any:
 def _revisions(conn: Any, url: str) -> tuple[str | None, str]:
     from alembic.runtime.migration import MigrationContext
 
-    current = MigrationContext.configure(conn).get_current_revision()
+    quiet = logging.getLogger("alembic.runtime.migration")
+    level = quiet.level
+    quiet.setLevel(logging.WARNING)  # its two INFO lines on every /readyz say nothing
+    try:
+        current = MigrationContext.configure(conn).get_current_revision()
+    finally:
+        quiet.setLevel(level)
     head = _scripts().get_current_head()
     assert head is not None
     return current, head

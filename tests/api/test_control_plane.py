@@ -1,5 +1,5 @@
 """The control plane watched: /readyz says whether this process can serve (database,
-schema, a live worker), /metrics gives the fleet's and the pipelines' figures to
+schema, its key; not the workers), /metrics gives the fleet's and the pipelines' figures to
 Prometheus (with the metrics token or an operator's), and the worker registry knows which
 worker is alive, dead or stopped. SQLite and PostgreSQL."""
 
@@ -41,11 +41,11 @@ def value(families: dict[str, object], name: str, **labels: str) -> float:
 def test_readiness_metrics_and_the_worker_registry(
     fleet: Platform, server: LiveServer, operator: TenantCtx, tenant: TenantCtx, key: str,
 ) -> None:
-    not_ready = httpx.get(f"{server.url}/readyz")
-    assert not_ready.status_code == 503
-    assert not_ready.json()["checks"] == {"database": "ok", "schema": "ok",
-                                          "workers": "no worker alive (start `gpulease "
-                                                     "worker`)"}
+    # no worker: the API still serves (a balancer must not take it out); the count is said
+    no_worker = httpx.get(f"{server.url}/readyz")
+    assert no_worker.status_code == 200
+    assert no_worker.json() == {"ready": True, "workers_live": 0, "checks": {
+        "database": "ok", "schema": "ok", "key": "ok"}}
     assert httpx.get(f"{server.url}/metrics").status_code == 401
     assert httpx.get(f"{server.url}/metrics", headers=auth(tenant.token)).status_code == 403
     fleet.settings.metrics_token = "prom-secret-1"
@@ -64,7 +64,7 @@ def test_readiness_metrics_and_the_worker_registry(
     worker.start(1)
     try:
         worker_ready = httpx.get(f"{server.url}/readyz")
-        assert worker_ready.status_code == 200 and worker_ready.json()["checks"]["workers"] == 1
+        assert worker_ready.status_code == 200 and worker_ready.json()["workers_live"] == 1
         for _ in range(200):  # bounded: the order is delivered
             if value(scrape(server, operator.token), "gpulease_delivery_seconds_count") == 1:
                 break
@@ -88,7 +88,7 @@ def test_readiness_metrics_and_the_worker_registry(
                   .values(seen_at=fleet.clock.now() - timedelta(minutes=5)))
     dead = workers.list_workers(fleet, operator.principal)
     assert [(w.owner, w.state) for w in dead] == [("killed-worker", "dead")]
-    assert httpx.get(f"{server.url}/readyz").status_code == 503
+    assert httpx.get(f"{server.url}/readyz").status_code == 200  # the API serves on
     silent = scrape(server, operator.token)
     assert value(silent, "gpulease_worker_last_seen_seconds", worker="killed-worker") >= 300
 
@@ -119,3 +119,22 @@ def test_a_worker_serves_its_own_metrics_with_bmc_errors_by_kind(
     assert samples[("gpulease_periodic_runs_total", (("job", "leases"),))] >= 1
     assert ("gpulease_nodes", (("region", "ningxia-1"), ("stage", ""),
                                ("status", "active"))) in samples
+
+
+def test_a_process_whose_key_was_rotated_away_is_not_ready(
+    platform: Platform, server: LiveServer
+) -> None:
+    from gpulease.db.tables import PlatformFact
+    from gpulease.services.platform.keys import FINGERPRINT
+
+    with platform.db.write() as s:  # `gpulease key rotate` ran from another process
+        fact = s.get(PlatformFact, FINGERPRINT)
+        if fact is None:
+            s.add(PlatformFact(name=FINGERPRINT, value="the-new-key"))
+        else:
+            fact.value = "the-new-key"
+    answer = httpx.get(f"{server.url}/readyz")
+    assert answer.status_code == 503 and "not the installation's" in answer.json()["checks"][
+        "key"]
+    assert "version" not in answer.json() and "version" not in httpx.get(
+        f"{server.url}/healthz").json()

@@ -64,7 +64,6 @@ def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         p.db.migrate()
         seed_demo_fleet(p, 1)
         try:
-            p.settings.readyz_needs_worker = False  # no worker here, by design: ready
             yield Target(create_app(p), _tokens(p))
         finally:
             p.db.dispose()
