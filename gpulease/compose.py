@@ -5,6 +5,7 @@ lifecycle effects in the order they run."""
 
 from __future__ import annotations
 
+from gpulease import process_metrics
 from gpulease.db.rates import DatabaseStore, MemoryStore, RateStore, RedisStore
 from gpulease.db.session import Database
 from gpulease.domain.catalog import load_catalog
@@ -34,6 +35,9 @@ def make_platform(settings: Settings, drivers: Drivers | None = None) -> Platfor
     db = Database(settings.resolved_database_url(), pool_size=settings.db_pool_size,
                   limits=settings.session_limits(), max_overflow=settings.db_pool_overflow,
                   sqlite_read_slots=settings.sqlite_read_slots)
+    pool = db.engine.pool
+    process_metrics.watch_pool(lambda: float(getattr(pool, "checkedout", lambda: 0)()),
+                               lambda: float(getattr(pool, "size", lambda: 0)()))
     catalog = load_catalog(settings.catalog_file)
     box = SecretBox(load_or_create_key(settings.secret_key, settings.data_dir))
     return Platform(settings=settings, db=db, catalog=catalog, box=box,

@@ -17,7 +17,15 @@ from typing import Any
 
 import anyio
 
-from gpulease.api.guards import ASGIApp, Message, Receive, Scope, Send, request_id
+from gpulease.api.guards import (
+    ASGIApp,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    request_id,
+    route_template,
+)
 from gpulease.domain.accounts import Principal
 from gpulease.platform import Platform
 from gpulease.services.platform import audit, audit_writer
@@ -64,7 +72,7 @@ def _happening(scope: Scope, status: int, p: Platform, made: dict[str, str] | No
     if scope.get("route") is None:
         return None  # no route of the app matched: nothing happened
     params: dict[str, Any] = scope.get("path_params") or {}
-    template = _template(scope.get("path", ""), params)
+    template = route_template(scope)
     if template in UNAUDITED:
         return None
     state: dict[str, Any] = scope.get("state") or {}

@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from contextvars import ContextVar
 from typing import Any
 
+from gpulease import process_metrics
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -91,6 +93,14 @@ def _problem(status: int, title: str, detail: str, headers: list[tuple[bytes, by
         (b"content-type", b"application/problem+json"),
         (b"content-length", str(len(body)).encode()), *headers]}
     return start, {"type": "http.response.body", "body": body}
+
+
+def route_template(scope: Scope) -> str:
+    """The route as written (/api/v1/users/{user_id}), from the path and its parameters."""
+    params: dict[str, Any] = scope.get("path_params") or {}
+    names = {str(v): k for k, v in params.items()}
+    return "/".join(f"{{{names[seg]}}}" if seg in names else seg
+                    for seg in str(scope.get("path", "")).split("/"))
 
 
 def _no_store(scope: Scope, given: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
@@ -181,8 +191,10 @@ class Guards:
     @staticmethod
     def _log(scope: Scope, status: int, seconds: float) -> None:
         """The access line: method, path, status, time, request id (on every line) and the
-        actor, when one was authenticated."""
+        actor, when one was authenticated; and the request counted by its route template."""
         path: str = scope.get("path", "")
+        route = route_template(scope) if scope.get("route") is not None else "(no route)"
+        process_metrics.request_answered(str(scope.get("method")), route, status, seconds)
         if not access_log.isEnabledFor(logging.INFO) or path.startswith(QUIET_PATHS):
             return
         state = scope.get("state") or {}

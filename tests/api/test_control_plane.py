@@ -91,6 +91,15 @@ def test_readiness_metrics_and_the_worker_registry(
     assert httpx.get(f"{server.url}/readyz").status_code == 200  # the API serves on
     silent = scrape(server, operator.token)
     assert value(silent, "gpulease_worker_last_seen_seconds", worker="killed-worker") >= 300
+    with fleet.db.write() as s:  # long dead: it leaves the metrics (its alert stops)
+        s.execute(update(WorkerProcess).where(WorkerProcess.owner == "killed-worker")
+                  .values(seen_at=fleet.clock.now() - timedelta(minutes=20)))
+    gone = scrape(server, operator.token)
+    try:
+        value(gone, "gpulease_worker_last_seen_seconds", worker="killed-worker")
+        raise AssertionError("a worker dead for 20 minutes is still exported")
+    except AssertionError as missing:
+        assert "no gpulease_worker_last_seen_seconds" in str(missing)
 
 
 def test_a_worker_serves_its_own_metrics_with_bmc_errors_by_kind(
@@ -138,3 +147,21 @@ def test_a_process_whose_key_was_rotated_away_is_not_ready(
         "key"]
     assert "version" not in answer.json() and "version" not in httpx.get(
         f"{server.url}/healthz").json()
+
+
+def test_metrics_count_requests_by_route_and_show_the_process(
+    platform: Platform, server: LiveServer, operator: TenantCtx, tenant: TenantCtx
+) -> None:
+    for _ in range(3):
+        assert httpx.get(f"{server.url}/api/v1/instances/ins-nope",
+                         headers=auth(tenant.token)).status_code == 404
+    seen = scrape(server, operator.token)
+    route = "/api/v1/instances/{instance_id}"  # the template: never a series per id
+    assert value(seen, "gpulease_http_requests_total", route=route, method="GET",
+                 status="404") >= 3
+    assert value(seen, "gpulease_http_request_seconds_count", route=route, method="GET") >= 3
+    assert value(seen, "process_resident_memory_bytes") > 0
+    assert value(seen, "process_open_fds") > 0
+    assert value(seen, "gpulease_db_pool_connections_in_use") >= 0
+    assert not any("ins-nope" in str(s.labels) for f in seen.values()  # type: ignore[attr-defined]
+                   for s in f.samples)  # type: ignore[attr-defined]

@@ -219,6 +219,8 @@ def test_the_first_operator_and_the_environment(tmp_path: Path) -> None:
     refused = gpulease(["migrate"], other)
     assert refused.returncode == 1 and "fingerprint" in refused.stderr
     assert "Traceback" not in refused.stderr
+    checked = gpulease(["migrate", "--check"], other)  # current, but not with that key
+    assert checked.returncode == 3 and "not the one" in checked.stderr
     rotated = gpulease(["key", "rotate"], env)
     assert rotated.returncode == 0, rotated.stderr
     new_key = rotated.stdout.strip().splitlines()[-1]

@@ -136,7 +136,8 @@ def migrate(
     data_dir: DataDirOpt = None,
     check: Annotated[bool, typer.Option(
         "--check", help="change nothing; exit 0 when current, 1 when migrations are "
-        "pending, 2 when the database is newer than this gpulease or does not answer")
+        "pending, 2 when the database is newer than this gpulease or does not answer, 3 "
+        "when this process's secret key is not the installation's")
     ] = False,
     current: Annotated[bool, typer.Option(
         "--current", help="print the database's migration and this release's latest")
@@ -146,6 +147,7 @@ def migrate(
     GPULEASE_MIGRATE_AT_START=false)."""
     from gpulease.db.session import DatabaseUnreachable, SchemaTooNew
     from gpulease.server import prepare
+    from gpulease.services.platform import keys
 
     settings = _settings(data_dir=data_dir)
     if check or current:
@@ -153,11 +155,17 @@ def migrate(
         try:
             platform.db.wait_until_reachable(min(settings.db_wait_s, 10.0))
             at, head = platform.db.schema()
+            ours = at != head or keys.key_is_installations(platform)  # a current schema
         except (DatabaseUnreachable, SchemaTooNew) as exc:
             err.print(f"[red]error[/red]: {exc}", highlight=False)
             raise typer.Exit(2) from None
         finally:
             platform.db.dispose()
+        if not ours:
+            err.print(_("[red]error[/red]: this process's secret key is not the one this "
+                        "database's secrets are sealed under: give it the installation's "
+                        "GPULEASE_SECRET_KEY (or key file)"), highlight=False)
+            raise typer.Exit(3)
         if current:
             out.print(_("database: {at}   this release: {head}", at=at or _("none"),
                         head=head), highlight=False)

@@ -37,6 +37,9 @@ from gpulease.services.platform.workers import live_after
 DELIVERY_BUCKETS = (60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0)
 ACTIVE_INSTANCE = ("pending", "deploying", "releasing")
 ACTIVE_NODE = ("deploying", "cleaning")
+# A dead worker's series leave /metrics this long after its last heartbeat: its alert
+# (GpuleaseWorkerSilent) fires for that long, then GpuleaseNoWorker speaks for the fleet.
+DEAD_WORKER_SHOWN_S = 15 * 60.0
 
 
 class ControlPlane(Collector):
@@ -171,10 +174,14 @@ class ControlPlane(Collector):
                                 "heartbeats.", value=sum(1 for w in workers
                                                           if w.seen_at > alive_after))
         g = GaugeMetricFamily("gpulease_worker_last_seen_seconds", "Since each running "
-                              "worker's last heartbeat.", labels=["worker"])
+                              "worker's last heartbeat (a worker silent for over "
+                              f"{DEAD_WORKER_SHOWN_S // 60:.0f} minutes is no longer shown).",
+                              labels=["worker"])
         c = CounterMetricFamily("gpulease_worker_claims", "Rows each worker claimed.",
                                 labels=["worker"])
         for w in workers:
+            if (now - w.seen_at).total_seconds() > DEAD_WORKER_SHOWN_S:
+                continue  # long dead (SIGKILLed, host lost): `gpulease workers` keeps it
             g.add_metric([w.owner], (now - w.seen_at).total_seconds())
             c.add_metric([w.owner], w.claims)
         yield g
