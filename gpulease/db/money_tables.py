@@ -314,3 +314,10 @@ class SlaClaim(Base):
     decided_by: Mapped[str | None] = mapped_column(String(64))
     note: Mapped[str | None] = mapped_column(String(500))
     credited: Mapped[Decimal | None] = mapped_column(MONEY)  # after the period's cap
+    # the lease period the evidence falls in: its cap counts this claim, whenever confirmed
+    period_start: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    # an outage's server, GPU (-1: the whole server) and span: overlapping claims merge
+    node_id: Mapped[str | None] = mapped_column(String(32))
+    gpu_index: Mapped[int | None] = mapped_column(Integer)
+    outage_from: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    outage_to: Mapped[datetime | None] = mapped_column(UtcDateTime())

@@ -3,9 +3,17 @@ service longer than the outage SLA, and a delivered machine that fails acceptanc
 tenant's request. Each becomes a claim with its evidence. Money never follows evidence the
 tenant controls: telemetry and reports from the agent on the rented host (where the tenant
 is root) wait for an operator's decision; a run of the platform's own stand-in agent is
-decided at once. A confirmed claim is posted to the wallet once (keyed by its item),
-capped so that a lease period's credits never exceed GPULEASE_SLA_CREDIT_CAP times that
-period's price, and lands on the next invoice as a negative line."""
+decided at once. A confirmed claim is posted to the wallet once (keyed by its item), and
+lands on the next invoice as a negative line.
+
+The cap: a claim belongs to the lease period its evidence falls in, and that period's
+credits (late delivery, outages, failed acceptance) never exceed GPULEASE_SLA_CREDIT_CAP
+times its price, whenever they are confirmed: in the period, after a renewal, after the
+lease ended. An outage is valued on what was out: one GPU at its share of the server's
+price (the server's price ÷ its GPUs), the whole server (a BMC fault naming no GPU) at the
+server's price; claims for one outage that overlap (per GPU and per server, from the BMC
+and from the agent, from an alert and from its ticket) are merged: a later one is worth
+only what the merged outage adds."""
 
 from __future__ import annotations
 
@@ -15,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from gpulease.db.money_tables import Lease, LedgerEntry, SlaClaim
@@ -61,35 +69,64 @@ def _lease_period(s: Session, inst: Instance, at: datetime) -> Period | None:
     return periods[0] if at < periods[0].starts_at else periods[-1]
 
 
-def _price_basis(s: Session, inst: Instance, at: datetime) -> tuple[Decimal, float] | None:
-    """(price of one server's period, the period's seconds) the credit is prorated on: the
-    lease period `at` falls in (containers: their hour)."""
+WHOLE_SERVER = -1  # an outage's GPU index when the whole server was out
+
+
+def _price_basis(s: Session, inst: Instance, at: datetime, gpu: int = WHOLE_SERVER
+                 ) -> tuple[Decimal, float] | None:
+    """(price of what was out for one period, the period's seconds) the credit is prorated
+    on: the lease period `at` falls in (containers: their hour); one GPU is its share of
+    its server's price, the whole server its price."""
     if inst.kind == "container":
         held = first_hold(s, inst.id)
         return (held, PERIOD_S["hour"]) if held is not None else None
     period = _lease_period(s, inst, at)
     if period is None:
         return None
-    return (period.price / max(inst.node_count, 1),
+    server = period.price / max(inst.node_count, 1)
+    gpus_per_server = max(inst.gpu_count // max(inst.node_count, 1), 1)
+    return (server if gpu == WHOLE_SERVER else server / gpus_per_server,
             (period.ends_at - period.starts_at).total_seconds())
 
 
-def _period_cap(s: Session, inst: Instance, now: datetime, cap: Decimal) -> Decimal:
-    """What may still be credited in the lease period `now` falls in: all its SLA credits
-    together (late delivery, outages, failed acceptance) stay within `cap` × its price."""
-    period = _lease_period(s, inst, now)
-    if period is not None:
-        price, start, end = period.price, period.starts_at, period.ends_at
-    else:
+def _period_cap(s: Session, inst: Instance, claim: SlaClaim, cap: Decimal) -> Decimal:
+    """What may still be credited for `claim` in the lease period its evidence falls in:
+    all that period's SLA credits together (late delivery, outages, failed acceptance),
+    confirmed before or after, stay within `cap` × its price."""
+    anchor = claim.period_start or claim.created_at
+    period = _lease_period(s, inst, anchor)
+    if period is None:
         held = first_hold(s, inst.id)
         if held is None:
             return Decimal("0.00")
-        price, start, end = held, now - timedelta(hours=1), now + timedelta(hours=1)
-    credited = s.scalar(select(func.coalesce(func.sum(LedgerEntry.amount), 0)).where(
-        LedgerEntry.instance_id == inst.id, LedgerEntry.kind == "credit",
-        LedgerEntry.item.like("SLA credit:%"), LedgerEntry.at >= start,
-        LedgerEntry.at < end)) or Decimal(0)
-    return max(to_fen(price * cap) - Decimal(credited), Decimal("0.00"))
+        return max(to_fen(held * cap) - _credited_in(s, inst, claim, None), Decimal("0.00"))
+    return max(to_fen(period.price * cap) - _credited_in(s, inst, claim, period),
+               Decimal("0.00"))
+
+
+def _credited_in(s: Session, inst: Instance, claim: SlaClaim, period: Period | None
+                 ) -> Decimal:
+    """SLA credits already counted against the claim's period: confirmed claims of that
+    period (older claims without one: by their confirmation's date), and the late-delivery
+    credit in the first period."""
+    of_period: ColumnElement[bool]
+    if period is None:  # a container's hour: its claims of the same hour
+        start, end = claim.created_at - timedelta(hours=1), claim.created_at + timedelta(hours=1)
+        of_period = SlaClaim.created_at.between(start, end)
+    else:
+        start, end = period.starts_at, period.ends_at
+        of_period = or_(SlaClaim.period_start == start, and_(
+            SlaClaim.period_start.is_(None), SlaClaim.decided_at >= start,
+            SlaClaim.decided_at < end))
+    claimed = s.scalar(select(func.coalesce(func.sum(SlaClaim.credited), 0)).where(
+        SlaClaim.instance_id == inst.id, SlaClaim.decision == "confirmed",
+        SlaClaim.id != claim.id, of_period)) or Decimal(0)
+    late = Decimal(0)
+    if period is None or period.seq == 1:
+        late = s.scalar(select(func.coalesce(func.sum(LedgerEntry.amount), 0)).where(
+            LedgerEntry.instance_id == inst.id, LedgerEntry.kind == "credit",
+            LedgerEntry.item.like("SLA credit: late delivery%"))) or Decimal(0)
+    return Decimal(claimed) + Decimal(late)
 
 
 @dataclass(frozen=True)
@@ -102,6 +139,19 @@ class Claimed:
     item: Phrase
     text: Phrase
     amount: Decimal
+    evidence_at: datetime | None = None  # when the evidence says it happened
+    outage: Outage | None = None
+
+
+@dataclass(frozen=True)
+class Outage:
+    """What was out and when: a server's GPU (WHOLE_SERVER: all of it) from `start` to
+    `end`."""
+
+    node_id: str
+    gpu: int
+    start: datetime
+    end: datetime
 
 
 def _claim(s: Session, inst: Instance, claimed: Claimed, now: datetime) -> SlaClaim | None:
@@ -109,11 +159,16 @@ def _claim(s: Session, inst: Instance, claimed: Claimed, now: datetime) -> SlaCl
     if amount <= 0 or s.scalar(select(SlaClaim.id).where(SlaClaim.item == str(item)[:200])
                                ) is not None:
         return None
+    period = _lease_period(s, inst, claimed.evidence_at or now)
+    out = claimed.outage
     claim = SlaClaim(id="slc-" + uuid.uuid4().hex[:12], instance_id=inst.id,
                      tenant_id=inst.tenant_id, kind=claimed.kind,
                      evidence=claimed.evidence[:200], item=str(item)[:200],
                      item_phrase=stored(item)[1], text=str(text)[:500],
-                     text_phrase=stored(text)[1], amount=amount, created_at=now)
+                     text_phrase=stored(text)[1], amount=amount, created_at=now,
+                     period_start=period.starts_at if period is not None else None,
+                     node_id=out.node_id if out else None, gpu_index=out.gpu if out else None,
+                     outage_from=out.start if out else None, outage_to=out.end if out else None)
     s.add(claim)
     s.flush()
     return claim
@@ -123,7 +178,7 @@ def _confirm(s: Session, claim: SlaClaim, now: datetime, actor: str, cap: Decima
              note: str | None = None) -> Decimal:
     inst = s.get(Instance, claim.instance_id)
     assert inst is not None
-    credit = min(claim.amount, _period_cap(s, inst, now, cap))
+    credit = min(claim.amount, _period_cap(s, inst, claim, cap))
     claimed: str | Phrase = (Phrase.from_json(json.loads(claim.text_phrase))
                              if claim.text_phrase else claim.text)
     text = claimed if credit == claim.amount else phrase(
@@ -139,6 +194,32 @@ def _confirm(s: Session, claim: SlaClaim, now: datetime, actor: str, cap: Decima
     return credit
 
 
+def outage_worth(s: Session, inst: Instance, out: Outage, rule: OutageRule
+                 ) -> tuple[Decimal, float]:
+    """(what the outage adds to the claims already made for it, its merged seconds):
+    claims on the same server that overlap it (the same GPU, or the whole server on
+    either side) are merged with it; the merged outage is valued on what was out (the
+    whole server if any part was, else the GPU) and the earlier claims' amounts are
+    subtracted."""
+    where = [SlaClaim.instance_id == inst.id, SlaClaim.node_id == out.node_id,
+             SlaClaim.kind == "outage", SlaClaim.outage_from < out.end,
+             SlaClaim.outage_to > out.start,
+             or_(SlaClaim.decision.is_(None), SlaClaim.decision != "rejected")]
+    if out.gpu != WHOLE_SERVER:
+        where.append(SlaClaim.gpu_index.in_((out.gpu, WHOLE_SERVER)))
+    earlier = s.scalars(select(SlaClaim).where(*where)).all()
+    start = min([out.start, *(c.outage_from for c in earlier if c.outage_from)])
+    end = max([out.end, *(c.outage_to for c in earlier if c.outage_to)])
+    whole = out.gpu == WHOLE_SERVER or any(c.gpu_index == WHOLE_SERVER for c in earlier)
+    basis = _price_basis(s, inst, out.start, WHOLE_SERVER if whole else out.gpu)
+    seconds = (end - start).total_seconds()
+    if basis is None:
+        return Decimal("0.00"), seconds
+    merged = outage_credit(seconds, basis[0], basis[1], rule)
+    already = sum((c.amount for c in earlier), Decimal(0))
+    return max(merged - already, Decimal("0.00")), seconds
+
+
 def claim_outage(s: Session, alert: HardwareAlert, rule: OutageRule = OutageRule()
                  ) -> Decimal:
     """Called as an alert closes: an outage fault on a tenant's GPU beyond the SLA. The
@@ -146,11 +227,11 @@ def claim_outage(s: Session, alert: HardwareAlert, rule: OutageRule = OutageRule
     if alert.kind not in OUTAGE_KINDS or alert.instance_id is None or alert.closed_at is None:
         return Decimal("0.00")
     inst = s.get(Instance, alert.instance_id)
-    basis = _price_basis(s, inst, alert.opened_at) if inst is not None else None
-    if inst is None or basis is None:
+    if inst is None:
         return Decimal("0.00")
+    out = Outage(alert.node_id, alert.gpu_index, alert.opened_at, alert.closed_at)
+    credit, _merged_s = outage_worth(s, inst, out, rule)
     outage_s = (alert.closed_at - alert.opened_at).total_seconds()
-    credit = outage_credit(outage_s, basis[0], basis[1], rule)
     item = phrase("SLA credit: GPU {gpu} outage ({kind}) of {instance}, alert {alert}",
                   gpu=alert.gpu_index, kind=alert.kind, instance=inst.id, alert=alert.id)
     claim = _claim(s, inst, Claimed(
@@ -158,7 +239,7 @@ def claim_outage(s: Session, alert: HardwareAlert, rule: OutageRule = OutageRule
         phrase("GPU {gpu} of {instance} out of service {minutes:.0f} min ({kind}); "
                "rule: {rule}", gpu=alert.gpu_index, instance=inst.id,
                minutes=outage_s / 60, kind=alert.kind, rule=rule.describe()),
-        credit), alert.closed_at)
+        credit, evidence_at=alert.opened_at, outage=out), alert.closed_at)
     return claim.amount if claim is not None else Decimal("0.00")
 
 
@@ -177,9 +258,8 @@ def claim_ticket_outage(s: Session, ticket: Ticket, now: datetime,
     inst = s.get(Instance, ticket.instance_id)
     if alert is None or inst is None:
         return None
-    basis = _price_basis(s, inst, alert.opened_at)
-    if basis is None:
-        return None
+    out = Outage(alert.node_id, alert.gpu_index, alert.opened_at, now)
+    worth, _merged_s = outage_worth(s, inst, out, rule)
     outage_s = (now - alert.opened_at).total_seconds()
     item = phrase("SLA credit: GPU {gpu} outage ({kind}) of {instance}, alert {alert}",
                   gpu=alert.gpu_index, kind=alert.kind, instance=inst.id, alert=alert.id)
@@ -190,7 +270,7 @@ def claim_ticket_outage(s: Session, ticket: Ticket, now: datetime,
                "ticket {ticket}); rule: {rule}", gpu=alert.gpu_index, instance=inst.id,
                minutes=outage_s / 60, kind=alert.kind, ticket=ticket.id,
                rule=rule.describe()),
-        outage_credit(outage_s, basis[0], basis[1], rule)), now)
+        worth, evidence_at=alert.opened_at, outage=out), now)
 
 
 @dataclass(frozen=True)
@@ -223,7 +303,8 @@ def credit_failed_acceptance(s: Session, instance_id: str, now: datetime, run: F
         "acceptance", f"acceptance report {report_id} ({source})", item,
         phrase("{instance} failed acceptance on request; rule: {rule}", instance=inst.id,
                rule=rule.describe()),
-        acceptance_credit(period.price if period else lease.unit_price, rule)), now)
+        acceptance_credit(period.price if period else lease.unit_price, rule),
+        evidence_at=now), now)
     if claim is None:
         return Decimal("0.00")
     return _confirm(s, claim, now, actor, cap) if platform_evidence else Decimal("0.00")

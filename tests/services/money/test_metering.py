@@ -356,14 +356,14 @@ def test_sla_credits_land_on_the_next_invoice(
     # The outage rests on the rented host's own telemetry: a claim until an operator
     # confirms it; the failed acceptance was the platform's stand-in run: credited at once.
     (outage,) = sla.list_claims(fleet, operator.principal, "open").items
-    assert outage.kind == "outage" and outage.amount == Decimal("5866.67")
+    assert outage.kind == "outage" and outage.amount == Decimal("733.33")  # one GPU of 8
     assert "hardware alert" in outage.evidence and outage.credited is None
     (accepted,) = sla.list_claims(fleet, tenant.principal, "confirmed").items
     assert accepted.kind == "acceptance" and accepted.credited == Decimal("8448.00")
     with pytest.raises(Forbidden):
         sla.decide(fleet, tenant.principal, outage.id, True)
     done = sla.decide(fleet, operator.principal, outage.id, True, "BMC SEL shows the GPU lost")
-    assert done.decision == "confirmed" and done.credited == Decimal("5866.67")
+    assert done.decision == "confirmed" and done.credited == Decimal("733.33")
     with pytest.raises(Conflict):
         sla.decide(fleet, operator.principal, outage.id, True)
 
@@ -372,10 +372,11 @@ def test_sla_credits_land_on_the_next_invoice(
     inv = invoices.list_invoices(fleet, tenant.principal,
                                  invoices.InvoiceFilter(period=NOV)).items[0]
     lines = invoices.show_invoice(fleet, tenant.principal, inv.id).lines
-    # outage: 5 h of a ¥84,480 month × 10 = ¥5,866.67; failed acceptance: 10 % = ¥8,448
+    # outage of one GPU of eight: 5 h of a ¥84,480 month × 10 ÷ 8 = ¥733.33; failed
+    # acceptance: 10 % = ¥8,448
     credits = sorted(ln.gross for ln in lines if ln.kind == "credit")
-    assert credits == [Decimal("-8448.00"), Decimal("-5866.67")]
-    assert inv.total == Decimal("84480.00") - Decimal("8448.00") - Decimal("5866.67")
+    assert credits == [Decimal("-8448.00"), Decimal("-733.33")]
+    assert inv.total == Decimal("84480.00") - Decimal("8448.00") - Decimal("733.33")
     stages = [st.message or "" for st in instances.show_instance(
         fleet, tenant.principal, bm).stages if st.stage == "sla_credit"]
     assert len(stages) == 2 and any("out of service 300 min" in m for m in stages)

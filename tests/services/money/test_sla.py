@@ -50,7 +50,9 @@ def _credits(p: Platform, tenant_id: str) -> Decimal:
 @pytest.fixture
 def forged(fleet: Platform, tenant: TenantCtx, operator: TenantCtx, worker: Worker,
            key: str) -> str:
-    """Nine rounds of eight forged 'fell off the bus' faults, each 'lasting' five hours."""
+    """Fifteen rounds of eight forged 'fell off the bus' faults, each 'lasting' five hours:
+    each GPU's claim is worth its eighth of the server's outage value (¥733.33), 120 of them
+    more than the month's price."""
     clock = MovableClock(datetime(2026, 11, 10, 8, 0, tzinfo=UTC))
     fleet.clock = clock
     iid = deliver(fleet, tenant, worker, key)
@@ -58,7 +60,7 @@ def forged(fleet: Platform, tenant: TenantCtx, operator: TenantCtx, worker: Work
     _, credential = agent_credentials.register(fleet, agent_credentials.operator_enrollment(
         fleet, operator.principal, node), "rented-host", None, None)
     all_gpus = [f"xid79:{g}" for g in range(8)]
-    for _ in range(9):
+    for _ in range(15):
         pushes.ingest(fleet, credential, window(*all_gpus))
         clock.move(hours=5)
         pushes.ingest(fleet, credential, window())
@@ -70,7 +72,8 @@ def test_forged_faults_credit_nothing_without_the_operator(
     before = wallet.show_wallet(fleet, tenant.principal).balance
     assert _credits(fleet, tenant.tenant_id) == Decimal("0")
     claims = sla.list_claims(fleet, tenant.principal, "open", limit=500)
-    assert claims.total == 72 and all(c.credited is None for c in claims.items)
+    assert claims.total == 120 and all(c.credited is None for c in claims.items)
+    assert {c.amount for c in claims.items} == {Decimal("733.33")}  # a GPU's share
     assert all("node agent telemetry" in c.evidence for c in claims.items)
     assert wallet.show_wallet(fleet, tenant.principal).balance == before
 
@@ -79,7 +82,7 @@ def test_confirmed_credits_stop_at_the_periods_price(
         fleet: Platform, tenant: TenantCtx, operator: TenantCtx, forged: str) -> None:
     claims = sla.list_claims(fleet, operator.principal, "open", limit=500).items
     credited = [sla.decide(fleet, operator.principal, c.id, True).credited for c in claims]
-    assert sum(c for c in credited if c is not None) == MONTH_PRICE  # not 72 × ¥5,866.67
+    assert sum(c for c in credited if c is not None) == MONTH_PRICE  # not 120 × ¥733.33
     assert credited.count(Decimal("0.00")) > 0
     assert _credits(fleet, tenant.tenant_id) == MONTH_PRICE
     assert sla.list_claims(fleet, operator.principal, "open").total == 0
@@ -92,6 +95,46 @@ def test_confirmed_credits_stop_at_the_periods_price(
     assert entry.item is not None and entry.item.startswith("SLA credit: GPU ")
     assert said_stored(entry.item, entry.item_phrase,
                        translations("zh_CN").gettext).startswith("SLA 赔付：")
+
+
+def test_claims_confirmed_after_the_lease_ended_stay_within_its_periods_cap(
+        fleet: Platform, tenant: TenantCtx, operator: TenantCtx, forged: str) -> None:
+    """The cap was counted in the period the confirmation fell in: a day's delay in review
+    (here: after the month ended) paid every claim in full."""
+    assert isinstance(fleet.clock, MovableClock)
+    fleet.clock.move(days=40)
+    claims = sla.list_claims(fleet, operator.principal, "open", limit=500).items
+    credited = [sla.decide(fleet, operator.principal, c.id, True).credited for c in claims]
+    assert sum(c for c in credited if c is not None) == MONTH_PRICE
+    assert _credits(fleet, tenant.tenant_id) == MONTH_PRICE
+
+
+def test_a_whole_server_outage_is_worth_the_servers_price_once(
+        fleet: Platform, tenant: TenantCtx, operator: TenantCtx, worker: Worker,
+        key: str) -> None:
+    """One 5-hour outage of all 8 GPUs claimed 8 × ¥5,866.67; the rule gives ¥5,866.67
+    (10 × the server's price for 5 h of its 30-day month); the BMC's own alert for the same
+    outage adds only what the merged outage is worth beyond the GPUs' claims."""
+    start = datetime(2026, 11, 10, 8, 0, tzinfo=UTC)
+    fleet.clock = MovableClock(start)
+    iid = deliver(fleet, tenant, worker, key)
+    with fleet.db.write() as s:
+        node = s.scalars(select(Node).where(Node.instance_id == iid)).one()
+        opened = datetime(2026, 11, 12, 8, 0, tzinfo=UTC)
+        closed = datetime(2026, 11, 12, 13, 0, tzinfo=UTC)
+        alerts = [HardwareAlert(node_id=node.id, instance_id=iid, gpu_index=g,
+                                gpu_uuid=f"GPU-{g}", kind="gpu_fell_off_bus", severity="critical",
+                                message="fell off the bus", opened_at=opened,
+                                last_seen_at=closed, closed_at=closed, source=source)
+                  for g, source in [*((g, "agent") for g in range(8)), (-1, "bmc")]]
+        s.add_all(alerts)
+        s.flush()
+        worth = [sla.claim_outage(s, a) for a in alerts]
+    assert worth[:8] == [Decimal("733.33")] * 8
+    assert sum(worth) == Decimal("5866.67")  # the server's price for the outage, once
+    for c in sla.list_claims(fleet, operator.principal, "open", limit=50).items:
+        sla.decide(fleet, operator.principal, c.id, True)
+    assert _credits(fleet, tenant.tenant_id) == Decimal("5866.67")
 
 
 def _rows(p: Platform, node_id: str) -> tuple[int, int, int]:
