@@ -103,6 +103,7 @@ def test_release_says_what_is_refunded_and_kept_then_does_that(
         refund = yuan(terms.text, "refund")
         shown = release_terms.release_terms(fleet, t.principal, iid)
         assert refund == shown.refund > 0 and yuan(terms.text, "kept") == shown.kept
+        assert "UTC+08:00)" in shown.summary  # the tenant's calendar, not UTC
         assert "3 period(s) not begun" in terms.text and "20% early-termination" in terms.text
         # a post without the confirmation is the same question again, nothing released
         asked = client.post(f"/console/instances/{iid}/release")

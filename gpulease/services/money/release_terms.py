@@ -9,7 +9,12 @@ from decimal import Decimal
 
 from gpulease.db.repositories import get_instance
 from gpulease.domain.accounts import Principal
-from gpulease.domain.billing.leases import current_period, early_end_refund, unused_refund
+from gpulease.domain.billing.leases import (
+    current_period,
+    early_end_refund,
+    local_text,
+    unused_refund,
+)
 from gpulease.domain.errors import Conflict
 from gpulease.domain.states import InstanceStatus, LeaseStatus
 from gpulease.platform import Platform
@@ -53,7 +58,8 @@ def release_terms(p: Platform, actor: Principal, instance_id: str) -> ReleaseTer
         lease = find_lease(s, inst.id)
         if lease is None or lease.status != LeaseStatus.ACTIVE.value or now >= lease.ends_at:
             terms.case = "ended"
-            until = f" on {lease.ends_at:%Y-%m-%d %H:%M} UTC" if lease is not None else ""
+            until = (f" on {local_text(lease.ends_at, p.settings.zone)}" if lease is not None
+                     else "")
             terms.summary = f"The lease ended{until}; nothing is refunded."
             return terms
         periods = lease_periods.paid_periods(s, lease.id)
@@ -75,7 +81,7 @@ def release_terms(p: Platform, actor: Principal, instance_id: str) -> ReleaseTer
         terms.refund, terms.periods_refunded = refund, len(todo)
         terms.kept = paid - sum((x.price for x in todo), ZERO)
         kept = (f"The current {current.term} stays paid (to "
-                f"{current.ends_at:%Y-%m-%d %H:%M} UTC): ¥{terms.kept:,.2f} is kept."
+                f"{local_text(current.ends_at, p.settings.zone)}): ¥{terms.kept:,.2f} is kept."
                 if current is not None else f"¥{terms.kept:,.2f} is kept.")
         back = (f" {len(todo)} period(s) not begun come back less the {fee.normalize():f}% "
                  f"early-termination fee: ¥{refund:,.2f} refunded." if todo

@@ -26,7 +26,7 @@ from gpulease.lifecycle.history import WORKER, note
 from gpulease.platform import Platform
 from gpulease.schemas import Page
 from gpulease.schemas.money import LedgerEntryView, WalletView
-from gpulease.services.money import payments
+from gpulease.services.money import payments, spending
 
 MAX_TOP_UP = Decimal("100000000")  # ¥100M in one top-up: beyond that it is a typo
 
@@ -323,7 +323,8 @@ def return_hold(s: Session, inst: Instance, now: datetime) -> None:
 def top_up(p: Platform, actor: Principal, tenant_id: str, amount: Decimal, reference: str
            ) -> WalletView:
     """An operator records money received (bank transfer, invoice payment) with its
-    reference; the same reference twice is refused, so a retried request cannot double it."""
+    reference; the same reference twice is refused, so a retried request cannot double it.
+    A top-up that covers an overdraft lifts its suspension at once, not at the next sweep."""
     actor.require_operator()
     if amount <= 0 or amount != to_fen(amount):
         raise InvalidInput("amount", "A top-up is a positive amount in yuan with at most two "
@@ -347,6 +348,7 @@ def top_up(p: Platform, actor: Principal, tenant_id: str, amount: Decimal, refer
         post(s, wallet, Entry("topup", amount, reference, user_id=actor.user_id), now)
         s.flush()
         payments.settle(s, [tenant_id], now)  # money in settles unpaid invoices
+        spending.check_overdraft(s, p, wallet, now)  # and lifts an overdraft's suspension
         return _view(s, wallet)
 
 

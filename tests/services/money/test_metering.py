@@ -267,9 +267,10 @@ def test_monthly_invoice_from_draft_to_final_and_credit_notes(
     balance = wallet.show_wallet(fleet, tenant.principal).balance
     with pytest.raises(Forbidden):
         invoice_run.credit_note(fleet, tenant.principal, final.id, "please")
+    clock.at = datetime(2026, 12, 31, 19, 0, tzinfo=UTC)  # 03:00 on 1 January in Beijing
     note = invoice_run.credit_note(fleet, operator.principal, final.id, "GPU 3 slow",
                                 Decimal("1000.00"))
-    assert note.kind == "credit_note" and note.number == "CN2027-000001"
+    assert note.kind == "credit_note" and note.number == "CN2027-000001"  # Beijing's year
     assert note.total == Decimal("-1000.00") and note.corrects == final.id
     with pytest.raises(InvalidInput, match="at most"):
         invoice_run.credit_note(fleet, operator.principal, final.id, "too much",

@@ -80,9 +80,10 @@ def test_usage_past_the_limit_warns_then_suspends_until_a_top_up(
             kind="container", offer="rtx4090-24g-container", gpus=1, ssh_keys=[key]))
 
     wallet.top_up(fleet, operator.principal, t.tenant_id, Decimal("10000"), "back")
-    spending.sweep_spending(fleet)
-    view = wallet.show_wallet(fleet, t.principal)
+    view = wallet.show_wallet(fleet, t.principal)  # at once: not at the next sweep
     assert view.suspended_reason is None and view.overdrawn_since is None
+    assert notices(fleet, t.tenant_id)[-1] == "restored"
+    spending.sweep_spending(fleet)
     assert notices(fleet, t.tenant_id)[-1] == "restored"
     orders.place_order(fleet, t.principal, OrderRequest(
         kind="container", offer="rtx4090-24g-container", gpus=1, ssh_keys=[key]))

@@ -465,7 +465,8 @@ def credit_note(p: Platform, actor: Principal, invoice_id: str, reason: str,
                                          "decimals, at most the ¥{remaining:,.2f} left on "
                                          "{inv_number}; not {amount}.",
                                remaining=remaining, inv_number=inv.number, amount=amount)
-        number = _next_numbers(s, f"CN{now.year}", 1)[0]
+        number = _next_numbers(s, f"CN{now.astimezone(p.settings.zone).year}", 1)[0]  # the
+        # year of the calendar invoices are issued in (1 January 03:00 Beijing is a new year)
         note = Invoice(id=_new_id(), tenant_id=inv.tenant_id, kind="credit_note",
                        period=period_of(now, p.settings.zone), **initial(Invoice, INVOICE),
                        number=number,
