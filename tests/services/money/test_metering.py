@@ -157,6 +157,25 @@ def test_reported_usage_is_rated_and_a_duplicate_key_is_ignored(
     assert metering.list_usage(fleet, tenant.principal).total == 2
 
 
+def test_many_small_records_are_charged_what_their_sum_costs_to_the_fen(
+    fleet: Platform, clock: MovableClock, tenant: TenantCtx, operator: TenantCtx,
+    worker: Worker, key: str,
+) -> None:
+    """Each record was rounded to the fen before summing: 200 records of 0.0167 GB at
+    ¥0.50 billed 200 × ¥0.01 = ¥2.00 for ¥1.67 of egress. The rounding is carried from
+    record to record: the month's records sum to the rounded price of their sum."""
+    clock.at = datetime(2026, 11, 29, 10, 0, tzinfo=CAL)
+    iid = deliver(fleet, tenant, worker, key)
+    clock.at = datetime(2026, 12, 1, 1, 0, tzinfo=CAL)
+    before = wallet.show_wallet(fleet, tenant.principal).balance
+    charged = []
+    for batch in range(2):
+        charged += metering.report_usage(fleet, operator.principal, [
+            _usage(iid, key=f"tiny-{batch}-{n}", qty="0.0167") for n in range(100)])
+    assert sum(u.amount for u in charged) == Decimal("1.67")  # 200 × 0.0167 × ¥0.50
+    assert wallet.show_wallet(fleet, tenant.principal).balance == before - Decimal("1.67")
+
+
 # --- invoices --------------------------------------------------------------------------------
 
 def _month_of_activity(fleet: Platform, clock: MovableClock, tenant: TenantCtx,
