@@ -9,6 +9,7 @@ from datetime import datetime
 from sqlalchemy import (
     BigInteger,
     Boolean,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -210,6 +211,9 @@ class Instance(LockedRow, Base):
     credentials_revealed_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     ordered_at: Mapped[datetime] = mapped_column(UtcDateTime())
     ready_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    # seconds the delivery waited on its tenant (an acceptance run its host's agent left
+    # unanswered once the tenant held the keys): not the platform's lateness
+    tenant_wait_s: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     release_requested_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     released_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     # Containers: the last GPU-hour charged (hour 0 is the order's held hour).

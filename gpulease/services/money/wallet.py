@@ -243,9 +243,10 @@ def charge(s: Session, tenant_id: str, what: Charge, now: datetime) -> None:
 def credit_late_delivery(s: Session, inst: Instance, now: datetime, sla_s: float,
                          rule: SlaRule = SlaRule(), actor: str = WORKER) -> Decimal:
     """A delivery later than the SLA earns a credit on the first period, by the documented
-    rule, straight into the wallet (shown in the ledger and the instance's stages)."""
+    rule, straight into the wallet (shown in the ledger and the instance's stages). Only the
+    platform's own time counts: what the delivery waited on its tenant is left out."""
     first = -_sum(s, LedgerEntry.instance_id == inst.id, LedgerEntry.kind == "charge")
-    took = (now - inst.ordered_at).total_seconds()
+    took = (now - inst.ordered_at).total_seconds() - (inst.tenant_wait_s or 0.0)
     credit, percent = late_delivery_credit(took, sla_s, first, rule)
     credit_sla(s, inst, SlaCredit(
         credit, phrase("SLA credit: late delivery of {instance}", instance=inst.id),

@@ -3,6 +3,8 @@ its order with the reason."""
 
 from __future__ import annotations
 
+import pytest
+
 from gpulease.platform import Platform
 from gpulease.services.instances import views as instances
 from gpulease.testing.callers import TenantCtx
@@ -24,3 +26,51 @@ def test_stage_timeout_is_swept(fleet: Platform, tenant: TenantCtx, key: str) ->
     assert "never called in" in (node.status_reason or "")  # what it most likely means
     view = instances.show_instance(fleet, tenant.principal, iid)
     assert view.status == "failed" and "timed out" in (view.status_reason or "")
+
+
+def test_an_acceptance_run_the_tenant_silences_is_neither_a_fault_nor_lateness(
+    fleet: Platform, tenant: TenantCtx, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tenant with the keys stopped the agent during its own delivery's acceptance: the
+    verify timeout sent the server to maintenance, moved the order and paid a late-delivery
+    credit. With no fault the BMC sees, the server goes on to its tenant without the report,
+    and the wait is not the platform's lateness."""
+    from gpulease.domain.states import NodeStage
+    from gpulease.services.money import wallet
+    from gpulease.worker.pipelines import node_steps
+    from gpulease.worker.pipelines.node_steps import Outcome, StepResult
+
+    fleet.settings.stage_timeout_s = 2.0
+    fleet.settings.delivery_sla_s = 1.5
+    monkeypatch.setitem(node_steps.STEPS, NodeStage.VERIFY,
+                        lambda p, job: StepResult(Outcome.WAIT))  # the agent never answers
+    worker = Worker(fleet, owner="sweeper", sweep_every_s=0.05)
+    iid = place(fleet, tenant, key)
+    name = node_name_of(fleet, tenant, iid)
+    worker.run_until_idle(timeout_s=20, settle_s=0.5)
+    view = instances.show_instance(fleet, tenant.principal, iid)
+    assert view.status == "ready" and view.nodes[0].name == name  # not moved
+    assert node_by_name(fleet, name).status == "active"  # not sent to maintenance
+    assert any(st.stage == "acceptance_skipped" and "stopped answering" in (st.message or "")
+               for st in view.stages)
+    ledger = wallet.ledger(fleet, tenant.principal, limit=50).items
+    assert [e.kind for e in ledger if e.kind == "credit"] == []  # no late-delivery credit
+
+
+def test_a_silent_acceptance_with_a_fault_the_bmc_sees_still_fails_the_server(
+    fleet: Platform, tenant: TenantCtx, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpulease.domain.states import NodeStage
+    from gpulease.worker.pipelines import node_steps
+    from gpulease.worker.pipelines.node_steps import Outcome, StepResult
+
+    fleet.settings.stage_timeout_s = 1.0
+    monkeypatch.setitem(node_steps.STEPS, NodeStage.VERIFY,
+                        lambda p, job: StepResult(Outcome.WAIT))
+    worker = Worker(fleet, owner="sweeper", sweep_every_s=0.05)
+    iid = place(fleet, tenant, key)
+    occupy_spare(fleet, tenant, key)
+    name = node_name_of(fleet, tenant, iid)
+    sim(fleet).set_bmc_health(name, "Critical")  # the platform's own evidence of a fault
+    worker.run_until_idle(timeout_s=20, settle_s=0.5)
+    assert node_by_name(fleet, name).status == "maintenance"
