@@ -26,7 +26,7 @@ from gpulease.ports.bmc import (
     PowerState,
 )
 from gpulease.services.agents.node_agent import agent_for
-from gpulease.services.fleet import ramdisk_boots
+from gpulease.services.fleet import media_check, ramdisk_boots
 from gpulease.services.fleet.ramdisk_boots import BootAsk, RamdiskFailed
 from gpulease.worker.pipelines.fence import Fence, fenced_agent, fenced_bmc
 
@@ -146,6 +146,8 @@ def _boot_from(p: Platform, job: StepInput, image_url: str) -> StepResult:
 def attach_media(p: Platform, job: StepInput) -> StepResult:
     if job.deploy == "image":
         return _boot_ramdisk(p, job, "write")
+    if job.boot == "virtual_media":
+        media_check.require_served(p, job.image_url)  # a 404 is the order's, once
     return _boot_from(p, job, job.image_url)
 
 
