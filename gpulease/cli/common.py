@@ -54,6 +54,32 @@ def plain(value: object) -> Text:
     return Text(shown("" if value is None else str(value), multiline=True))
 
 
+AllOpt = Annotated[bool, typer.Option("--all", help="every one, page after page")]
+OffsetOpt = Annotated[int, typer.Option(min=0, help="skip this many (the next page)")]
+P = TypeVar("P")
+
+
+def pages(fetch: Callable[[int, int], tuple[list[P], int]], limit: int, offset: int,
+          every: bool) -> tuple[list[P], int]:
+    """(items, total) of one page of `limit` from `offset`, or of every page with `every`:
+    `fetch(limit, offset)` answers one page and the total."""
+    items, total = fetch(limit, offset)
+    while every and items and offset + len(items) < total:
+        more, total = fetch(limit, offset + len(items))
+        if not more:
+            break
+        items = items + more
+    return items, total
+
+
+def say_part(shown: int, total: int, offset: int) -> None:
+    """When a list shows part of what there is, say so and how to see the rest."""
+    if offset + shown < total or offset:
+        err.print(_("showing {first}-{last} of {total}: --all shows every one, --offset "
+                    "{next} the next page", first=offset + 1 if shown else 0,
+                    last=offset + shown, total=total, next=offset + shown), highlight=False)
+
+
 UrlOpt = Annotated[str, typer.Option("--url", envvar="GPULEASE_URL", help="server URL")]
 TokenOpt = Annotated[str, typer.Option("--token", envvar="GPULEASE_TOKEN", help="API token")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON")]

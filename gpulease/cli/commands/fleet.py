@@ -9,7 +9,9 @@ import typer
 from rich.table import Table
 
 from gpulease.cli.common import (
+    AllOpt,
     JsonOpt,
+    OffsetOpt,
     ReasonOpt,
     TokenOpt,
     UrlOpt,
@@ -17,11 +19,14 @@ from gpulease.cli.common import (
     connect,
     err,
     out,
+    pages,
     print_json,
+    say_part,
 )
 from gpulease.cli.tables import Column, WideOpt, fitted
 from gpulease.cli.tables import show as show_table
 from gpulease.cli.words import _
+from gpulease.schemas import NodeView
 from gpulease.schemas.fleet import NodeFilter
 
 app = typer.Typer()
@@ -73,10 +78,13 @@ def nodes(
     rack: Annotated[str | None, typer.Option()] = None,
     counts: Annotated[bool, typer.Option(
         "--counts", help="nodes per region, rack, fabric and status instead")] = False,
+    limit: Annotated[int, typer.Option(min=1, max=500, help="a page's size")] = 500,
+    offset: OffsetOpt = 0, every: AllOpt = False,
     wide: WideOpt = False,
     url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
 ) -> None:
-    """Operator: the fleet, one line per node, with status, stage and reason."""
+    """Operator: the fleet, one line per node, with status, stage and reason (a page of
+    500; --all for every node; the count says when it shows part)."""
     if counts:
         found = api(lambda: connect(url, token).get_json("/nodes/counts"))
         if as_json:
@@ -88,9 +96,16 @@ def nodes(
                       str(row["nodes"]))
         out.print(c)
         return None
-    page = api(lambda: connect(url, token).nodes(NodeFilter(status, region, sku, fabric, rack)))
+    client, which = connect(url, token), NodeFilter(status, region, sku, fabric, rack)
+
+    def fetch(size: int, skip: int) -> tuple[list[NodeView], int]:
+        page = api(lambda: client.nodes(which, limit=size, offset=skip))
+        return list(page.items), page.total
+
+    found, total = pages(fetch, limit, offset, every)
+    say_part(len(found), total, offset)
     if as_json:
-        return print_json(page.items)
+        return print_json(found)
     columns = (Column(_("name"), keep=True), Column(_("status"), keep=True),
                Column(_("instance")), Column(_("stage")),
                Column(_("GPUs free"), justify="right"), Column("SKU"), Column(_("region")),
@@ -100,8 +115,8 @@ def nodes(
              n.status + (_(" draining") if n.drain_requested else ""), n.instance_id or "",
              n.stage or "", f"{n.free_gpus}/{n.gpu_count}", n.sku, n.region, n.pool,
              n.fabric or "", n.id, (n.status_reason or n.last_error or "")[:200])
-            for n in page.items]
-    show_table(fitted(columns, rows, wide=wide, title=_("{count} nodes", count=page.total)),
+            for n in found]
+    show_table(fitted(columns, rows, wide=wide, title=_("{count} nodes", count=total)),
                wide)
 
 

@@ -14,16 +14,20 @@ from rich.table import Table
 
 from gpulease.cli.client import ApiError, Client
 from gpulease.cli.common import (
+    AllOpt,
     JsonOpt,
+    OffsetOpt,
     TokenOpt,
     UrlOpt,
     api,
     connect,
     err,
     out,
+    pages,
     parse_addons,
     print_json,
     safe,
+    say_part,
 )
 from gpulease.cli.tables import Column, WideOpt, fitted
 from gpulease.cli.tables import show as show_table
@@ -202,13 +206,23 @@ def order_container(
 @app.command()
 def instances(
     status: Annotated[str | None, typer.Option()] = None,
+    limit: Annotated[int, typer.Option(min=1, max=500, help="a page's size")] = 500,
+    offset: OffsetOpt = 0, every: AllOpt = False,
     wide: WideOpt = False,
     url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
 ) -> None:
-    """Your instances (one line each; at 80 columns the secondary columns step aside)."""
-    page = api(lambda: connect(url, token).instances(status=status, limit=500))
+    """Your instances, newest first (one line each; at 80 columns the secondary columns
+    step aside; a page of 500, --all for every one)."""
+    client = connect(url, token)
+
+    def fetch(size: int, skip: int) -> tuple[list[InstanceView], int]:
+        page = api(lambda: client.instances(status=status, limit=size, offset=skip))
+        return list(page.items), page.total
+
+    found, total = pages(fetch, limit, offset, every)
+    say_part(len(found), total, offset)
     if as_json:
-        return print_json(page.items)
+        return print_json(found)
     columns = (Column("id", keep=True), Column(_("status"), keep=True), Column("SKU"),
                Column(_("stage")), Column("IP"), Column(_("GPUs"), justify="right"),
                Column(_("region")), Column(_("kind")), Column(_("nodes"), justify="right"),
@@ -216,9 +230,9 @@ def instances(
     rows = [(i.id, i.status, i.sku or i.kind, i.stage or "", i.ip_address or "",
              str(i.gpu_count), i.region, i.kind.replace("_", " "), str(i.node_count),
              f"{i.delivery_seconds:.1f} s" if i.delivery_seconds is not None else "")
-            for i in page.items]
+            for i in found]
     show_table(fitted(columns, rows, wide=wide, title=_("{count} instances",
-                                                         count=len(rows))), wide)
+                                                         count=total)), wide)
 
 
 @app.command()

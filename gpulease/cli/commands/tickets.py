@@ -9,15 +9,19 @@ import typer
 from rich.table import Table
 
 from gpulease.cli.common import (
+    AllOpt,
     JsonOpt,
+    OffsetOpt,
     TokenOpt,
     UrlOpt,
     api,
     connect,
     out,
+    pages,
     plain,
     print_json,
     safe,
+    say_part,
 )
 from gpulease.cli.words import _
 
@@ -41,24 +45,33 @@ def tickets(
     status: Annotated[str | None, typer.Option(help="open, acknowledged, mitigated or "
                                                "resolved")] = None,
     limit: Annotated[int, typer.Option(min=1, max=500)] = 50,
+    offset: OffsetOpt = 0, every: AllOpt = False,
     url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
 ) -> None:
-    """Tickets, newest first: your own (a tenant), or every one (an operator)."""
-    query = f"/tickets?limit={limit}" + ("&open=true" if open_only else "") + (
-        f"&status={status}" if status else "")
-    page = api(lambda: connect(url, token).get_json(query))
+    """Tickets, newest first: your own (a tenant), or every one (an operator); a page of
+    50 (--limit), --all for every one."""
+    client = connect(url, token)
+    where = ("&open=true" if open_only else "") + (f"&status={status}" if status else "")
+
+    def fetch(size: int, skip: int) -> tuple[list[dict[str, Any]], int]:
+        got = api(lambda: client.get_json(f"/tickets?limit={size}&offset={skip}{where}"))
+        return list(got["items"]), int(got["total"])
+
+    found, total = pages(fetch, limit, offset, every)
+    say_part(len(found), total, offset)
+    page = {"items": found, "total": total, "limit": limit, "offset": offset}
     if as_json:
         return print_json(page)
-    t = Table(title=_("{count} tickets", count=page["total"]))
+    t = Table(title=_("{count} tickets", count=total))
     for col, typed in (("id", True), (_("sev"), False), (_("status"), False),
                        (_("opened (UTC)"), False), (_("instance"), True)):
         t.add_column(col, no_wrap=True, min_width=15 if typed else None)  # ids: whole
     for col in (_("node/GPU"), _("summary"), "SLA"):
         t.add_column(col, overflow="fold")
-    for k in page["items"]:
-        where = (k["node"] or "") + (f" GPU {k['gpu']}" if k["gpu"] is not None else "")
+    for k in found:
+        spot = (k["node"] or "") + (f" GPU {k['gpu']}" if k["gpu"] is not None else "")
         t.add_row(k["id"], k["severity"], k["status"], k["opened_at"][:16].replace("T", " "),
-                  k["instance_id"] or "", plain(where), plain(k["summary"]), _clocks(k))
+                  k["instance_id"] or "", plain(spot), plain(k["summary"]), _clocks(k))
     out.print(t)
 
 
