@@ -302,6 +302,7 @@ def serve(settings: Settings, workers: int = 1) -> None:
     config = uvicorn.Config("gpulease.server:api_process", factory=True, host=settings.host,
                             port=settings.port, workers=workers, log_level="warning",
                             access_log=False, timeout_graceful_shutdown=30,
+                            log_config=None,  # its lines in our format (JSON too)
                             # a new process must import and build the app before it is in
                             # service: 5 s (uvicorn's default) aborted restarts on a busy
                             # 2-core host; a hung process is still found within 30 s
@@ -369,6 +370,7 @@ def _serve(platform: Platform, settings: Settings, level: str | None = None) -> 
         signal.signal(signal.SIGTERM, _exit_cleanly_on_sigterm)
     config = uvicorn.Config(create_app(platform), host=settings.host, port=settings.port,
                             log_level="warning", access_log=False, proxy_headers=True,
+                            log_config=None,  # its lines in our format (JSON too)
                             forwarded_allow_ips=settings.forwarded_allow_ips)
     uvicorn.Server(config).run()
 

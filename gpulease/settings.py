@@ -272,6 +272,13 @@ class Settings(BaseSettings):
     demo_bmc_power_delay_s: int | None = Field(default=None, ge=0, le=60)
     demo_nodes_per_offer: int = Field(default=2, ge=0)
 
+    @field_validator("catalog_file", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        """An empty GPULEASE_CATALOG_FILE is unset (the shipped catalog), not the current
+        directory."""
+        return None if isinstance(value, str) and not value.strip() else value
+
     @field_validator("database_url")
     @classmethod
     def _known_scheme(cls, value: str) -> str:

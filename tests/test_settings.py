@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from sqlalchemy.pool import QueuePool
 
 from gpulease.compose import make_platform
@@ -20,3 +21,10 @@ def test_pool_size_and_overflow_come_from_the_settings(tmp_path: Path) -> None:
         assert (pool.size(), pool._max_overflow) == (3, 1)
     finally:
         p.db.dispose()
+
+
+def test_an_empty_catalog_file_is_the_shipped_catalog(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpulease.settings import Settings
+
+    monkeypatch.setenv("GPULEASE_CATALOG_FILE", "")
+    assert Settings().catalog_file is None  # not "." (the current directory)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -75,6 +76,10 @@ def create_app(platform: Platform) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         threads = anyio.to_thread.current_default_thread_limiter()
         threads.total_tokens = platform.settings.api_threads
+        log.info("API process %d serving on %s:%d", os.getpid(), platform.settings.host,
+                 platform.settings.port, extra={"fields": {
+                     "event": "listening", "pid": os.getpid(),
+                     "host": platform.settings.host, "port": platform.settings.port}})
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(_follow_catalog, platform)
             yield

@@ -95,6 +95,19 @@ def _problem(status: int, title: str, detail: str, headers: list[tuple[bytes, by
     return start, {"type": "http.response.body", "body": body}
 
 
+# Paths whose next segment is a capability (whoever holds it reads a config drive, a
+# ramdisk's plan): logged cut to its first characters.
+CAPABILITY_PATHS = ("/media/config/", "/media/nocloud/", "/media/ramdisk/")
+
+
+def _redacted(path: str) -> str:
+    for prefix in CAPABILITY_PATHS:
+        if path.startswith(prefix):
+            secret, _, rest = path[len(prefix):].partition("/")
+            return f"{prefix}{secret[:6]}…" + (f"/{rest}" if rest else "")
+    return path
+
+
 def route_template(scope: Scope) -> str:
     """The route as written (/api/v1/users/{user_id}), from the path and its parameters."""
     params: dict[str, Any] = scope.get("path_params") or {}
@@ -197,6 +210,7 @@ class Guards:
         process_metrics.request_answered(str(scope.get("method")), route, status, seconds)
         if not access_log.isEnabledFor(logging.INFO) or path.startswith(QUIET_PATHS):
             return
+        path = _redacted(path)
         state = scope.get("state") or {}
         who = state.get("principal") if isinstance(state, dict) else None
         actor = f"{who.role.value}:{who.user_id}" if who is not None else "-"

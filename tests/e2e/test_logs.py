@@ -42,6 +42,7 @@ def test_serve_logs_each_request_and_each_transition_as_json(tmp_path: Path) -> 
         assert httpx.get(f"{base}/api/v1/me", headers=headers).status_code == 200
         node = httpx.post(f"{base}/api/v1/nodes/nowhere/drain", headers=headers)
         assert node.status_code == 404
+        httpx.get(f"{base}/media/config/drv-abcdefghijklmnop.iso")  # a capability URL
     finally:
         serve.terminate()
         _, err = serve.communicate(timeout=30)
@@ -53,6 +54,12 @@ def test_serve_logs_each_request_and_each_transition_as_json(tmp_path: Path) -> 
     assert any(ln["path"] == "/api/v1/nodes/nowhere/drain" and ln["status"] == 404
                for ln in access)
     assert not any(ln["path"] == "/healthz" for ln in access)  # probes: no line
+    # every line is JSON (uvicorn's own too), one says where it listens, no capability
+    # URL is logged whole
+    assert all(line.startswith("{") for line in err.splitlines() if line.strip()), err
+    assert any(ln.get("event") == "listening" and ln.get("port") == port for ln in lines)
+    assert "abcdefghijklmnop" not in err
+    assert any(ln["path"] == "/media/config/drv-ab…" for ln in access)
 
 
 def test_each_transition_is_one_log_line(fleet: object, tenant: object, key: str,
