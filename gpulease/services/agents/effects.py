@@ -1,9 +1,14 @@
 """What the agents family does when a node moves: whenever a node changes hands (deployed
-for a tenant, handed back, erased, failed), any node agent credential from before ends."""
+for a tenant, handed back, erased, failed), any node agent credential from before ends; and
+when its tenant releases an instance, its nodes' credentials end in the release's own
+transaction, so none is accepted once the release has answered."""
 
 from __future__ import annotations
 
-from gpulease.domain.states import NODE
+from sqlalchemy import select
+
+from gpulease.db.tables import Node
+from gpulease.domain.states import INSTANCE, NODE
 from gpulease.lifecycle.effects import Change, Effect
 from gpulease.platform import Platform
 from gpulease.services.agents.credentials import revoke_credential
@@ -13,7 +18,15 @@ def _revoke_agent(c: Change[Platform]) -> None:
     revoke_credential(c.s, c.row.id, c.now)
 
 
+def _revoke_instance_agents(c: Change[Platform]) -> None:
+    for node_id in c.s.scalars(select(Node.id).where(Node.instance_id == c.row.id)):
+        revoke_credential(c.s, node_id, c.now)
+
+
 EFFECTS: tuple[Effect[Platform], ...] = (
+    Effect(INSTANCE, "release", _revoke_instance_agents,
+           "released: its nodes' agent credentials end at once, before the worker cleans "
+           "them (the cleaning ramdisk enrolls afresh)"),
     Effect(NODE, "deploy", _revoke_agent,
            "a new tenant's machine: any node agent credential from before ends (the deploy's "
            "agent enrolls with the one-time token on its config drive)"),

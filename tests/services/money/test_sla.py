@@ -194,8 +194,11 @@ def test_reports_for_another_node_replays_and_oversize_write_nothing(
     with fleet.db.read() as s:
         assert s.get(AgentCommand, command).status == "pending"  # type: ignore[union-attr]
 
-    # Handed back: the tenant's copy of the credential writes nothing any more.
+    # Handed back: the tenant's copy of the credential writes nothing any more, from the
+    # moment the release answers (before the worker has done anything)
     actions.release_instance(fleet, tenant.principal, mine)
+    with pytest.raises(Unauthorized):
+        pushes.ingest(fleet, credential, window("xid79:1"))
     worker.run_until_idle()
     with pytest.raises(Unauthorized):
         pushes.ingest(fleet, credential, window("xid79:1"))
