@@ -25,7 +25,7 @@ from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.errors import Conflict
 from gpulease.platform import Platform
 from gpulease.security import SecretBox
-from gpulease.services.platform import audit
+from gpulease.services.platform import audit, workers
 
 FINGERPRINT = audit.FINGERPRINT
 # Every column sealed under the key: (table, primary key, column)
@@ -96,6 +96,12 @@ def rotate(p: Platform, new_key: str, batch: int = 1000) -> dict[str, int]:
     new = SecretBox(new_key)  # a bad key is refused before anything changes
     if new.fingerprint() == p.box.fingerprint():
         raise Conflict("The new key is the current key.")
+    alive = workers.live_workers(p)
+    if alive:
+        raise Conflict("Workers still run with the current key: {alive}. Stop every worker "
+                       "and API process first: one left running would write what the new "
+                       "key cannot read (API processes also stop writing audit rows and "
+                       "answer 503 on /readyz once the key changes).", alive=", ".join(alive))
     verdict = audit.verify(p, SYSTEM)
     if not verdict.intact:
         raise Conflict("The audit chain is broken ({problem}); rotating the key "

@@ -55,11 +55,17 @@ def stopped(p: Platform, owner: str) -> None:
 
 
 def live_count(p: Platform) -> int:
+    return len(live_workers(p))
+
+
+def live_workers(p: Platform) -> list[str]:
+    """The live workers, as `owner (host, pid)`."""
     now = p.clock.now()
     with p.db.read() as s:
-        return len(s.scalars(select(WorkerProcess.owner).where(
-            WorkerProcess.stopped_at.is_(None),
-            WorkerProcess.seen_at > live_after(p, now))).all())
+        return [f"{owner} ({host}, pid {pid})" for owner, host, pid in s.execute(
+            select(WorkerProcess.owner, WorkerProcess.host, WorkerProcess.pid).where(
+                WorkerProcess.stopped_at.is_(None),
+                WorkerProcess.seen_at > live_after(p, now)).order_by(WorkerProcess.owner))]
 
 
 def list_workers(p: Platform, actor: Principal, include_stopped: bool = False

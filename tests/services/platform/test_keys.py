@@ -116,3 +116,15 @@ def test_two_processes_recording_the_key_at_once(platform: Platform, tmp_path: P
     with platform.db.read() as s:
         facts = s.scalars(select(PlatformFact).where(PlatformFact.name == keys.FINGERPRINT))
         assert [f.value for f in facts] == [other]
+
+
+def test_rotation_refuses_while_workers_run_and_names_them(platform: Platform) -> None:
+    """A worker left running with the old key would seal what the new key cannot open."""
+    from gpulease.domain.errors import Conflict
+    from gpulease.services.platform import workers
+
+    workers.register(platform, "worker-a", 2)
+    with pytest.raises(Conflict, match=r"worker-a \(.*pid \d+\)"):
+        keys.rotate(platform, Fernet.generate_key().decode())
+    workers.stopped(platform, "worker-a")
+    keys.rotate(platform, Fernet.generate_key().decode())  # all stopped: it runs
