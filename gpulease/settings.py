@@ -150,6 +150,9 @@ class Settings(BaseSettings):
     # Provisioning engine
     worker_threads: int = Field(default=4, ge=1, le=64)
     lock_ttl_s: float = Field(default=30.0, gt=0)
+    # A worker whose host clock is off from the database's (PostgreSQL) by more than this
+    # says so and claims nothing until they agree (lock expiry is compared across hosts).
+    max_clock_skew_s: float = Field(default=5.0, gt=0)
     poll_interval_s: float = Field(default=0.5, gt=0)
     max_attempts: int = Field(default=5, ge=1)
     backoff_base_s: float = Field(default=1.0, ge=0)

@@ -43,10 +43,38 @@ class Worker:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._claims = 0  # since the last heartbeat (the registry adds them up)
+        self._clock_checked = -1e9  # monotonic time of the last clock comparison
+        self.clock_off: str | None = None  # why this worker claims nothing, if it does not
+
+    def _check_clock(self) -> None:
+        """Every heartbeat: is this host's clock within GPULEASE_MAX_CLOCK_SKEW_S of the
+        database's? If not, claiming stops (and says so) until it is again."""
+        if time.monotonic() - self._clock_checked < workers.heartbeat_s(self.p):
+            return
+        self._clock_checked = time.monotonic()
+        skew = workers.clock_skew_s(self.p)
+        bound = self.p.settings.max_clock_skew_s
+        was = self.clock_off
+        if skew is not None and abs(skew) > bound:
+            self.clock_off = (f"this host's clock is {abs(skew):.1f} s "
+                              f"{'ahead of' if skew > 0 else 'behind'} the database's (bound "
+                              f"{bound:.0f} s, GPULEASE_MAX_CLOCK_SKEW_S): claiming stopped "
+                              "until they agree; sync the host's time (NTP)")
+            if was is None:
+                log.error("worker %s: %s", self.owner, self.clock_off)
+        else:
+            self.clock_off = None
+            if was is not None:
+                log.warning("worker %s: clock back within %.0f s of the database's; "
+                            "claiming again", self.owner, bound)
 
     # -- one unit of work ------------------------------------------------------------
     def step(self) -> bool:
-        """Claim and drive at most one row of each pipeline. True if anything was due."""
+        """Claim and drive at most one row of each pipeline. True if anything was due.
+        Nothing while this host's clock is off from the database's (`clock_off`)."""
+        self._check_clock()
+        if self.clock_off is not None:
+            return False
         did = False
         for pipeline in PIPELINES:
             stepped = drive(self.p, pipeline, limit=1, owner=self.owner, locks=self.locks)

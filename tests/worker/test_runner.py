@@ -66,3 +66,29 @@ def test_a_started_worker_registers_runs_and_stops(
     with fleet.db.read() as s:
         row = s.scalar(select(WorkerProcess).where(WorkerProcess.owner == "threads"))
         assert row is not None and row.stopped_at is not None
+
+
+def test_a_worker_whose_clock_is_off_from_the_databases_claims_nothing(
+    fleet: Platform, tenant: TenantCtx, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lock expiry and stage deadlines are compared across hosts: a host whose clock jumped
+    a minute ahead would take over live workers' rows. It says so and stops claiming until
+    its clock agrees with the database's again (PostgreSQL; SQLite has one clock)."""
+    if fleet.db.dialect != "postgresql":
+        pytest.skip("SQLite: one host, one clock; nothing to compare")
+    from datetime import timedelta
+
+    from gpulease.services.platform import workers
+
+    real = workers.wall_clock
+    monkeypatch.setattr(workers, "wall_clock", lambda: real() + timedelta(seconds=60))
+    iid = place(fleet, tenant, key)
+    worker = Worker(fleet, owner="skewed")
+    assert worker.step() is False and worker.clock_off is not None
+    assert "60" in worker.clock_off and "ahead of the database's" in worker.clock_off
+    assert instances.show_instance(fleet, tenant.principal, iid).status == "pending"
+    monkeypatch.setattr(workers, "wall_clock", real)  # NTP fixed it
+    worker._clock_checked = -1e9  # the next heartbeat
+    worker.run_until_idle(timeout_s=30)
+    assert worker.clock_off is None
+    assert instances.show_instance(fleet, tenant.principal, iid).status == "ready"

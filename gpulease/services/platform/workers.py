@@ -1,15 +1,17 @@
 """The worker registry: a worker registers when it starts, its heartbeat keeps `seen_at`
 and its claim count fresh, and it marks itself stopped; a worker not seen for three
 heartbeats is dead (SIGKILL, a lost host). `/readyz`, `/metrics` and `gpulease workers`
-read it."""
+read it. A worker also compares its host's clock with the database's (PostgreSQL, shared by
+every host): one off by more than GPULEASE_MAX_CLOCK_SKEW_S says so and stops claiming
+until they agree again, since lock expiry and stage deadlines are compared across hosts."""
 
 from __future__ import annotations
 
 import os
 import socket
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from gpulease import __version__
 from gpulease.db.tables import WorkerProcess
@@ -84,3 +86,23 @@ def list_workers(p: Platform, actor: Principal, include_stopped: bool = False
             stopped_at=r.stopped_at,
             state="stopped" if r.stopped_at else "alive" if r.seen_at > alive_after
             else "dead") for r in rows]
+
+
+def wall_clock() -> datetime:
+    """This host's clock (the process's own: what a jump or a drift moves)."""
+    return datetime.now(UTC)
+
+
+def clock_skew_s(p: Platform) -> float | None:
+    """How far this host's clock is ahead of the database's (seconds; negative: behind),
+    or None where there is no other clock (SQLite: one host, one clock)."""
+    if p.db.dialect != "postgresql":
+        return None
+    before = wall_clock()
+    with p.db.read() as s:
+        database: datetime | None = s.scalar(select(func.now()))
+    after = wall_clock()
+    if database is None:
+        return None
+    mine = before + (after - before) / 2  # the round trip's middle
+    return (mine - database).total_seconds()
