@@ -16,6 +16,7 @@ from sqlalchemy.exc import DBAPIError
 from gpulease.db.session import transient
 from gpulease.platform import Platform
 from gpulease.services.platform import workers
+from gpulease.worker.jobs.fleet import timeouts
 from gpulease.worker.pipelines import backup_runs, image_saves, instances, nodes
 from gpulease.worker.pipelines.base import LockRegistry, Pipeline, drive, heartbeat, pending
 from gpulease.worker.schedule import Scheduler
@@ -113,7 +114,8 @@ class Worker:
     # -- threads -----------------------------------------------------------------------
     def start(self, threads: int | None = None) -> None:
         count = threads or self.p.settings.worker_threads
-        workers.register(self.p, self.owner, count)
+        outage_s = workers.register(self.p, self.owner, count)
+        timeouts.pause_for_outage(self.p, outage_s)  # before any sweep can fail them
         for i in range(count):
             t = threading.Thread(target=self._loop, name=f"gpulease-worker-{i}", daemon=True)
             t.start()

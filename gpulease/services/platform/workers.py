@@ -29,9 +29,21 @@ def live_after(p: Platform, now: datetime) -> datetime:
     return now - timedelta(seconds=3 * heartbeat_s(p))
 
 
-def register(p: Platform, owner: str, threads: int) -> None:
+def register(p: Platform, owner: str, threads: int) -> float:
+    """Record this worker as started; the seconds no worker was alive before it (0 when
+    another is alive, or none ever ran): the outage the stage timeouts must not count."""
     now = p.clock.now()
     with p.db.write() as s:
+        alive = live_after(p, now)
+        others = s.execute(select(func.max(WorkerProcess.seen_at), func.count()).where(
+            WorkerProcess.owner != owner)).one()
+        last_seen, count = others
+        live_others = s.scalar(select(func.count()).select_from(WorkerProcess).where(
+            WorkerProcess.owner != owner, WorkerProcess.stopped_at.is_(None),
+            WorkerProcess.seen_at > alive)) or 0
+        outage = 0.0
+        if count and not live_others and last_seen is not None:
+            outage = max((now - last_seen).total_seconds(), 0.0)
         row = s.get(WorkerProcess, owner)
         if row is None:
             s.add(WorkerProcess(owner=owner, host=socket.gethostname()[:200], pid=os.getpid(),
@@ -39,6 +51,7 @@ def register(p: Platform, owner: str, threads: int) -> None:
                                 seen_at=now, claims=0))
         else:
             row.started_at, row.seen_at, row.stopped_at, row.threads = now, now, None, threads
+    return outage
 
 
 def seen(p: Platform, owner: str, new_claims: int) -> None:

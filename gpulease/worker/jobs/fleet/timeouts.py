@@ -1,11 +1,15 @@
 """Stage timeouts: a node whose deploy or clean stage outlived its deadline fails (to
 maintenance, its order moved to a spare or failed), unless a live worker holds it: only
 unlocked or expired rows are claimed. It asks no hardware, so it runs every sweep whatever
-the BMCs are doing (the BMC log sweep has a thread of its own)."""
+the BMCs are doing (the BMC log sweep has a thread of its own). A worker that starts after
+no worker was alive moves the deadlines on by the outage first (`pause_for_outage`)."""
 
 from __future__ import annotations
 
-from sqlalchemy import select
+import logging
+from datetime import timedelta
+
+from sqlalchemy import select, update
 
 from gpulease.db.claims import guarded, release
 from gpulease.db.tables import Node
@@ -15,6 +19,8 @@ from gpulease.platform import Platform
 from gpulease.worker.jobs.job import Job
 from gpulease.worker.pipelines.base import claim_due, lock_instance_first
 from gpulease.worker.pipelines.node_outcomes import Failure, fail_node
+
+log = logging.getLogger("gpulease.worker")
 
 # What a stage that timed out most likely means, said with the timeout
 LIKELY = {
@@ -53,6 +59,31 @@ def sweep_timeouts(p: Platform, owner: str) -> int:
     if claims:
         p.wake()
     return len(claims)
+
+
+def pause_for_outage(p: Platform, outage_s: float) -> int:
+    """No worker was alive for `outage_s`: the stages waiting meanwhile had nobody to move
+    them, so their deadlines move on by as much (a worker outage pauses stage timeouts
+    rather than failing every node in flight when the first worker comes back); how many
+    nodes' deadlines moved."""
+    if outage_s <= 0:
+        return 0
+    pause = timedelta(seconds=outage_s)
+    with p.db.write() as s:  # (in Python: the column's type keeps instants in UTC)
+        rows = s.execute(select(Node.id, Node.stage_deadline).where(
+            Node.status.in_([st.value for st in NODE_IN_PIPELINE]),
+            Node.stage_deadline.is_not(None))).all()
+        for node_id, deadline in rows:
+            if deadline is None:
+                continue
+            s.execute(update(Node).where(Node.id == node_id, Node.stage_deadline == deadline)
+                      .values(stage_deadline=deadline + pause)
+                      .execution_options(synchronize_session=False))
+        moved = len(rows)
+    if moved:
+        log.warning("no worker was alive for %.0f s: %d node stage deadlines moved on by as "
+                    "much", outage_s, moved)
+    return moved
 
 
 JOB = Job("timeouts", sweep_timeouts, "fail nodes whose stage outlived its deadline")

@@ -74,3 +74,45 @@ def test_a_silent_acceptance_with_a_fault_the_bmc_sees_still_fails_the_server(
     sim(fleet).set_bmc_health(name, "Critical")  # the platform's own evidence of a fault
     worker.run_until_idle(timeout_s=20, settle_s=0.5)
     assert node_by_name(fleet, name).status == "maintenance"
+
+
+def test_a_worker_outage_pauses_stage_timeouts(
+    fleet: Platform, tenant: TenantCtx, key: str
+) -> None:
+    """With every worker down for ten minutes, the first one back failed every node in
+    flight at once (their deadlines passed while nobody could move them). The outage now
+    moves the deadlines on by as much."""
+    import time
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from gpulease.db.tables import Node, WorkerProcess
+    from gpulease.services.platform import workers
+
+    fleet.settings.stage_timeout_s = 60.0
+    iid = place(fleet, tenant, key)
+    name = node_name_of(fleet, tenant, iid)
+    sim(fleet).inject_fault(name, "agent_up", "hang", times=1000)
+    stepper = Worker(fleet, owner="before")
+    for _ in range(200):  # bounded: to the stage that waits for the agent
+        stepper.step()
+        if node_by_name(fleet, name).stage == "wait_agent":
+            break
+    assert node_by_name(fleet, name).stage == "wait_agent"
+    now = fleet.clock.now()
+    workers.register(fleet, "before", 1)  # ... then every worker died, ten minutes ago
+    with fleet.db.write() as s:
+        s.execute(update(WorkerProcess).values(seen_at=now - timedelta(minutes=10)))
+        s.execute(update(Node).where(Node.name == name).values(
+            stage_started_at=now - timedelta(minutes=10),
+            stage_deadline=now - timedelta(minutes=9)))
+    back = Worker(fleet, owner="back", sweep_every_s=0.05)
+    back.start(1)
+    try:
+        time.sleep(1.5)  # its sweeps run
+    finally:
+        back.stop()
+    node = node_by_name(fleet, name)
+    assert node.status == "deploying" and node.stage == "wait_agent"  # not failed
+    assert node.stage_deadline is not None and node.stage_deadline > fleet.clock.now()
