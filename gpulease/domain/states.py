@@ -173,7 +173,8 @@ NODE_STAGE = Machine(
                       "server boots from its disk",
         St.WAIT_AGENT: "deploy: wait for the node agent to call in from the new system",
         St.CONFIGURE: "deploy: data disk, SSH keys and password applied, address reported "
-                      "(not safe to repeat: an interrupted one fails the deploy)",
+                      "(not safe to repeat: an interrupted one is not repeated there; the server "
+                      "is cleaned and the order goes on on a spare, or fails when none is free)",
         St.VERIFY: "deploy: the acceptance suite; a failing node never reaches the tenant",
         St.DETACH_MEDIA: "deploy: eject the media; the node becomes active",
         St.CLEAN_SHUTDOWN: "clean: power the server off",

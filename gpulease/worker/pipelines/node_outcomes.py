@@ -228,7 +228,7 @@ def _held(_f: Failing) -> None:
 def _delivering(f: Failing) -> None:
     assert f.inst is not None
     _to_maintenance(f)
-    if not _move_to_spare(f):
+    if not move_to_spare(f):
         fail_instance(f.s, f.p, f.inst, phrase("node {node}: {reason}", node=f.node.name,
                                                reason=f.failure.reason),
                       f.failure.now, f.failure.actor)
@@ -254,7 +254,7 @@ def _tenant_silenced(f: Failing) -> None:
 def _replacing(f: Failing) -> None:
     assert f.inst is not None
     _to_maintenance(f)
-    if _move_to_spare(f):
+    if move_to_spare(f):
         return
     now, actor = f.failure.now, f.failure.actor
     why = phrase("the spare {node} failed ({reason}) and no other is free",
@@ -301,7 +301,7 @@ ON_FAILURE: dict[Situation, Callable[[Failing], None]] = {
 }
 
 
-def _move_to_spare(f: Failing) -> bool:
+def move_to_spare(f: Failing) -> bool:
     """The instance goes on on a free node of its offer (its fabric for a cluster), within
     GPULEASE_MAX_NODE_MOVES; False when none may or can be claimed."""
     s, p, inst, failed = f.s, f.p, f.inst, f.node

@@ -24,7 +24,7 @@ from gpulease.domain.states import (
     NodeStage,
     NodeStatus,
 )
-from gpulease.lifecycle.binding import erased
+from gpulease.lifecycle.binding import erased, unbind
 from gpulease.lifecycle.history import WORKER, Happened, record_event
 from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
@@ -50,12 +50,15 @@ from gpulease.worker.pipelines.node_inputs import (
     step_input,
 )
 from gpulease.worker.pipelines.node_outcomes import (
+    Failing,
     Failure,
     back_to_repair,
     fail_instance,
     fail_node,
     finish_node,
+    move_to_spare,
     start_cleaning,
+    wake_instance,
 )
 from gpulease.worker.pipelines.node_steps import STEPS, Outcome, StepInput, StepResult
 
@@ -186,8 +189,10 @@ def _apply_node(p: Platform, claim: Claim, job: StepInput, result: StepResult | 
 
 
 def _interrupted_unsafe(s: Session, p: Platform, node: Node, step: str | None) -> None:
-    """The previous owner died inside a step that is not safe to repeat: fail the deploy
-    with a reason and clean the node rather than guess what the step left behind."""
+    """The previous owner died inside a step that is not safe to repeat: the node is
+    cleaned rather than guessed at, and the order goes on on a free node of its offer
+    (within GPULEASE_MAX_NODE_MOVES); it fails with the reason only when none is free. The
+    server is not at fault: it is cleaned, not sent to maintenance."""
     now = p.clock.now()
     release(node)
     reason = phrase("deploy interrupted during {step} (worker lost); the step is not safe to "
@@ -195,8 +200,14 @@ def _interrupted_unsafe(s: Session, p: Platform, node: Node, step: str | None) -
     record_event(s, now, Happened("node", node.id, "error", instance_id=node.instance_id,
                                   to_value=step, message=reason), actor=WORKER)
     inst = s.get(Instance, node.instance_id) if node.instance_id else None
+    delivering = inst is not None and inst.status in (InstanceStatus.PENDING.value,
+                                                      InstanceStatus.DEPLOYING.value)
+    if delivering:
+        unbind(s, node, now)  # the order lets go of it: it may go on on a spare
     start_cleaning(s, p, node, now, str(reason))
-    if inst is not None and inst.status in (InstanceStatus.PENDING.value,
-                                            InstanceStatus.DEPLOYING.value):
+    if inst is None or not delivering:
+        return
+    if not move_to_spare(Failing(s, p, node, inst, Failure(str(reason), now))):
         fail_instance(s, p, inst, phrase("node {node}: {reason}", node=node.name,
                                          reason=reason), now, WORKER)
+    wake_instance(s, inst.id, now)

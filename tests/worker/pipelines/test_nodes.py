@@ -132,9 +132,8 @@ def test_an_expired_lock_is_taken_over_and_the_stale_write_is_dropped(
         assert node is not None and node.status == "active" and node.stage is None
 
 
-def test_a_worker_lost_inside_an_unsafe_step_fails_the_deploy_and_cleans(
-    fleet: Platform, tenant: TenantCtx, key: str
-) -> None:
+def _lose_a_worker_inside_configure(fleet: Platform, tenant: TenantCtx, key: str
+                                    ) -> tuple[str, str, Worker]:
     fleet.clock = clock = LeapingClock()
     iid = place(fleet, tenant, key)
     name = node_name_of(fleet, tenant, iid)
@@ -148,6 +147,31 @@ def test_a_worker_lost_inside_an_unsafe_step_fails_the_deploy_and_cleans(
     with fleet.db.write() as s:
         s.execute(update(Node).where(Node.id == dead.id).values(step_in_progress="configure"))
     clock.leap += timedelta(seconds=fleet.settings.lock_ttl_s + 1)
+    return iid, name, worker
+
+
+def test_a_worker_lost_inside_an_unsafe_step_moves_the_order_to_a_spare_and_cleans(
+    fleet: Platform, tenant: TenantCtx, key: str
+) -> None:
+    """The step is not repeated on the server it was lost on (it is cleaned, not blamed);
+    the order goes on on a free server of its offer."""
+    iid, name, worker = _lose_a_worker_inside_configure(fleet, tenant, key)
+    worker.run_until_idle()
+    view = instances.show_instance(fleet, tenant.principal, iid)
+    serving = [n.name for n in view.nodes if n.status == "active"]
+    assert view.status == "ready" and len(serving) == 1 and serving[0] != name
+    assert any(st.stage == "moved" and "interrupted during configure" in (st.message or "")
+               for st in view.stages)
+    node = node_by_name(fleet, name)
+    assert node.status == "available" and node.instance_id is None
+    assert sim(fleet).snapshot(name)["erase_count"] == 1
+
+
+def test_a_worker_lost_inside_an_unsafe_step_with_no_spare_fails_the_deploy_and_cleans(
+    fleet: Platform, tenant: TenantCtx, key: str
+) -> None:
+    iid, name, worker = _lose_a_worker_inside_configure(fleet, tenant, key)
+    occupy_spare(fleet, tenant, key)
     worker.run_until_idle()
     view = instances.show_instance(fleet, tenant.principal, iid)
     assert view.status == "failed"
