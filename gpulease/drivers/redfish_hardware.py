@@ -21,13 +21,19 @@ PCI_VENDORS = {
     "0x8086": "Intel", "0x1022": "AMD", "0x1002": "AMD", "0x144d": "Samsung",
     "0x1000": "Broadcom", "0x14e4": "Broadcom", "0x1344": "Micron", "0x1e0f": "KIOXIA",
     "0x1c5c": "SK hynix", "0x1dd8": "AMD Pensando", "0x1cc4": "Union Memory",
+    "0x1a03": "ASPEED", "0x102b": "Matrox",
 }
+# Makers whose display controllers are the BMC's or the board's VGA, never a rented GPU.
+DISPLAY_ONLY = frozenset({"ASPEED", "Matrox"})
+# Makers whose accelerators are what rental servers sell.
+ACCELERATOR_MAKERS = frozenset({"NVIDIA", "Huawei", "AMD"})
 # Manufacturer names, normalised (`maker_key`), to one name.
 MANUFACTURERS = {
     "nvidia": "NVIDIA", "mellanox": "NVIDIA Networking", "huawei": "Huawei",
     "hisilicon": "Huawei", "intel": "Intel", "amd": "AMD", "advanced micro devices": "AMD",
     "samsung": "Samsung", "broadcom": "Broadcom", "broadcom / lsi": "Broadcom", "lsi": "Broadcom",
     "micron": "Micron", "kioxia": "KIOXIA", "sk hynix": "SK hynix",
+    "aspeed": "ASPEED", "matrox": "Matrox", "matrox electronics systems": "Matrox",
 }
 # What BMCs add around a maker's name: marks, legal forms.
 _MAKER_NOISE = re.compile(
@@ -42,6 +48,7 @@ def maker_key(name: str) -> str:
     return re.sub(r"[\s,.]+", " ", text).strip()
 ACCELERATOR_CLASSES = {sys_cons.DeviceClass.DISPLAY_CONTROLLER,
                        sys_cons.DeviceClass.PROCESSING_ACCELERATORS}
+ACCELERATOR_CLASS_NAMES = frozenset(c.value for c in ACCELERATOR_CLASSES)
 BENIGN = (sx.MissingAttributeError, sx.ResourceNotFoundError, sx.ServerSideError,
           sx.MissingActionError, sx.UnknownDefaultError)
 
@@ -113,8 +120,19 @@ def optional(unknown: list[str], name: str, read: Callable[[], T]) -> T | None:
         return None
 
 
+def is_accelerator(vendor: str | None, class_code: str | None, device_class: Any) -> bool:
+    """A rented GPU or NPU, not a display controller: an accelerator's class (3D or
+    processing accelerator; a plain VGA class only from an accelerator maker, as some PCIe
+    cards report it) and never the board's or the BMC's VGA (ASPEED, Matrox)."""
+    named = getattr(device_class, "value", device_class)  # sushy's enum, or the JSON's
+    if named not in ACCELERATOR_CLASS_NAMES or vendor in DISPLAY_ONLY:
+        return False
+    vga = (class_code or "").lower().removeprefix("0x").startswith("0300")
+    return not vga or vendor in ACCELERATOR_MAKERS
+
+
 def _kind(device: Any) -> tuple[str, str | None]:
-    """(kind, vendor) from the device's functions' classes and vendor ids."""
+    """(kind, vendor) from the device's functions' classes, class codes and vendor ids."""
     vendor, kind = vendor_of(device.manufacturer), "other"
     try:
         functions = device.pcie_functions.get_members()
@@ -122,7 +140,7 @@ def _kind(device: Any) -> tuple[str, str | None]:
         functions = []
     for fn in functions:
         vendor = vendor_of(device.manufacturer, fn.vendor_id) or vendor
-        if fn.device_class in ACCELERATOR_CLASSES:
+        if is_accelerator(vendor, fn.json.get("ClassCode"), fn.device_class):
             kind = "gpu"
         elif fn.device_class == sys_cons.DeviceClass.NETWORK_CONTROLLER and kind == "other":
             kind = "network"
@@ -159,7 +177,8 @@ def gpus(system: Any, pcie: tuple[PcieDevice, ...] | None) -> tuple[GpuDevice, .
                            p.json.get("SerialNumber"), "processors")
                  for p in system.processors.get_members()
                  if p.processor_type in (sys_cons.ProcessorType.GPU,
-                                         sys_cons.ProcessorType.ACCELERATOR)]
+                                         sys_cons.ProcessorType.ACCELERATOR)
+                 and not _display_only(p.manufacturer, p.model)]
     except BENIGN:
         found = []
     if found:
@@ -174,6 +193,13 @@ def gpus(system: Any, pcie: tuple[PcieDevice, ...] | None) -> tuple[GpuDevice, .
     except BENIGN + (ValueError,):
         graphics = ()
     return graphics or None
+
+
+def _display_only(maker: str | None, model: str | None) -> bool:
+    """A "GPU" processor that is the board's or the BMC's VGA (HPE and Lenovo list it)."""
+    if vendor_of(maker) in DISPLAY_ONLY:
+        return True
+    return bool(re.search(r"\b(aspeed|matrox|ast2\d00|g200e)", model or "", re.IGNORECASE))
 
 
 def thermal(system: Any) -> tuple[tuple[Temperature, ...], tuple[Fan, ...]]:
@@ -378,7 +404,7 @@ def chassis_pcie(system: Any) -> tuple[PcieDevice, ...]:
             for fn in fns:
                 vendor = vendor_of(dev.get("Manufacturer"), fn.get("VendorId")) or vendor
                 cls = fn.get("DeviceClass")
-                if cls in ("ProcessingAccelerators", "DisplayController"):
+                if is_accelerator(vendor, fn.get("ClassCode"), cls):
                     kind = "gpu"
                 elif cls == "NetworkController" and kind == "other":
                     kind = "network"
@@ -399,7 +425,8 @@ def graphics_controllers(system: Any) -> tuple[GpuDevice, ...]:
         return ()
     return tuple(GpuDevice(g.get("Model") or g.get("Name"), vendor_of(g.get("Manufacturer")),
                            g.get("SerialNumber"), "graphics")
-                 for g in _members(system, path))
+                 for g in _members(system, path)
+                 if not _display_only(g.get("Manufacturer"), g.get("Model") or g.get("Name")))
 
 
 def log_services(system: Any) -> list[str]:

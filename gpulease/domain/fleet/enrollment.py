@@ -57,10 +57,23 @@ class GpuModel:
         return found[0] if found else None
 
 
+def form_factor(model: str) -> str | None:
+    """SXM (or an HGX board) or PCIe, as a GPU model's name says it; None when it does not
+    (an offer of "H100 SXM" sells NVLink at 900 GB/s, which no PCIe card has)."""
+    text = model.upper()
+    if re.search(r"SXM|HGX", text):
+        return "SXM"
+    if re.search(r"PCI-?E|\bNVL\b", text):
+        return "PCIe"
+    return None
+
+
 def gpu_model_difference(reported: tuple[str, ...], want: GpuModel) -> str | None | bool:
-    """A difference naming the GPUs that are another model; True when every model read
-    matches; None when no model names a family (a BMC that says only "GPU")."""
+    """A difference naming the GPUs that are another model (family, memory, or SXM against
+    PCIe where both names say it); True when every model read matches; None when no model
+    names a family (a BMC that says only "GPU")."""
     family = want.family
+    wanted_form = form_factor(want.name)
     if family is None:
         return None
     others: list[str] = []
@@ -74,7 +87,9 @@ def gpu_model_difference(reported: tuple[str, ...], want: GpuModel) -> str | Non
         memory = _GPU_MEMORY.findall(text)
         off_memory = memory and abs(Decimal(memory[0]) - want.memory_gb) > (
             want.memory_gb * GPU_MEMORY_TOLERANCE)
-        if family not in families or off_memory:
+        form = form_factor(model)
+        off_form = wanted_form is not None and form is not None and form != wanted_form
+        if family not in families or off_memory or off_form:
             others.append(model)
     if others:
         shown = ", ".join(f"{n} × {m}" for m, n in sorted(

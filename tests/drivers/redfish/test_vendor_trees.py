@@ -56,6 +56,9 @@ def test_makers_and_gpu_models_as_bmcs_spell_them() -> None:
     a100 = gpu_model_difference(("NVIDIA A100-SXM4-80GB",) * 8, H100)
     assert a100 == "GPU model 8 × NVIDIA A100-SXM4-80GB, offer says NVIDIA H100 SXM 80GB"
     assert gpu_model_difference(("GPU", "3D controller"), H100) is None  # says nothing
+    pcie = gpu_model_difference(("NVIDIA H100 PCIe",) * 8, H100)  # no NVLink at 900 GB/s
+    assert pcie == "GPU model 8 × NVIDIA H100 PCIe, offer says NVIDIA H100 SXM 80GB"
+    assert gpu_model_difference(("NVIDIA H100 NVL 94GB",), H100) is not True
     rtx24 = GpuModel("NVIDIA GeForce RTX 4090 24GB", 24)
     assert isinstance(gpu_model_difference(("NVIDIA GeForce RTX 4090 48GB",), rtx24), str)
     assert gpu_model_difference(("GeForce RTX 4090",), rtx24) is True

@@ -6,7 +6,9 @@ sushy-static to serve over HTTP. Each carries what a tidy emulator does not:
   without thread counts, a storage controller without MemberId, a NIC listed again as a
   VLAN and the BMC's USB host interface among the Ethernet interfaces, iDRAC virtual media
   (CD and RemovableDisk), UEFI HTTP among the boot targets.
-- `write_supermicro_like`: GPUs as Processors of type GPU (A100s), SimpleStorage only with
+  An onboard Matrox VGA among the PCIe devices, a display controller like the GPUs.
+- `write_supermicro_like`: GPUs as Processors of type GPU (A100s) and the BMC's ASPEED VGA
+  listed among them as a GPU too, SimpleStorage only with
   two 480 GB SATA drives, a manager with a CD slot only, no boot-target list.
 - `write_huawei_like`: an iBMC-style Atlas 800T A2: Ascend 910B NPUs as Processors of type
   Accelerator, a drive listed but not served, the virtual host NIC marked Virtual.
@@ -103,7 +105,16 @@ def write_dell_like(root: Path, serial: str = "CN7X9X2", gpus: int = 8) -> None:
                            "PCIeDevices": {"@odata.id": f"{chassis}/PCIeDevices"},
                            "Links": {"ComputerSystems": [{"@odata.id": system}]}})
     devices = [f"{chassis}/PCIeDevices/{i}-0" for i in range(gpus)]
-    _collection(root, f"{chassis}/PCIeDevices", devices)
+    vga = f"{chassis}/PCIeDevices/3-0-vga"  # the onboard display controller, listed too
+    _collection(root, f"{chassis}/PCIeDevices", [*devices, vga])
+    _write(root, vga, {"@odata.type": "#PCIeDevice.v1_11_0.PCIeDevice", "Id": "3-0-vga",
+                       "Name": "Integrated Matrox G200eW3 Graphics Controller",
+                       "Manufacturer": "Matrox Electronics Systems Ltd.",
+                       "PCIeFunctions": {"@odata.id": f"{vga}/PCIeFunctions"}})
+    _collection(root, f"{vga}/PCIeFunctions", [f"{vga}/PCIeFunctions/3-0-0"])
+    _write(root, f"{vga}/PCIeFunctions/3-0-0", {
+        "Id": "3-0-0", "DeviceClass": "DisplayController", "ClassCode": "0x030000",
+        "VendorId": "0x102b", "DeviceId": "0x0536"})
     for i, path in enumerate(devices):
         fn = f"{path}/PCIeFunctions/{i}-0-0"
         _write(root, path, {"@odata.type": "#PCIeDevice.v1_11_0.PCIeDevice", "Id": f"{i}-0",
@@ -155,10 +166,14 @@ def write_supermicro_like(root: Path, serial: str = "S421903X3A12345") -> None:
             SimpleStorage={"@odata.id": f"{system}/SimpleStorage"},
             Boot={"BootSourceOverrideEnabled": "Disabled", "BootSourceOverrideTarget": "None"},
             Links={"Chassis": [{"@odata.id": chassis}], "ManagedBy": [{"@odata.id": manager}]})
-    procs = [f"{system}/Processors/{i}" for i in range(10)]
+    procs = [f"{system}/Processors/{i}" for i in range(11)]
     _collection(root, f"{system}/Processors", procs)
     for i, path in enumerate(procs):
-        if i < 2:
+        if i == 10:  # the BMC's own VGA, listed among the processors as a GPU
+            _write(root, path, {"Id": str(i), "ProcessorType": "GPU",
+                                "Manufacturer": "ASPEED Technology, Inc.",
+                                "Model": "ASPEED Graphics Family (AST2600 VGA)"})
+        elif i < 2:
             _write(root, path, {"Id": str(i), "ProcessorType": "CPU", "Manufacturer": "Intel",
                                 "TotalCores": 56, "TotalThreads": 112,
                                 "Model": "Intel(R) Xeon(R) Platinum 8480+"})
