@@ -123,6 +123,10 @@ class Facts:
     virtual_media: tuple[str, ...] | None = None  # media types of the virtual drives
     boot_targets: tuple[str, ...] | None = None  # one-time boot targets the BMC allows
     warnings: tuple[str, ...] = ()  # parts of the inventory the BMC did not give
+    cpu_sockets: int | None = None
+    cpu_cores: int | None = None  # physical, all sockets
+    cpu_threads: int | None = None  # logical, all sockets (None: the BMC did not say)
+    cpu_model: str | None = None
 
 
 def nothing_checkable(facts: Facts) -> bool:
@@ -220,8 +224,44 @@ def compare(offer: Offer, facts: Facts, gpu_count: int | None = None,
             differences.append(f"{facts.nic_count} NICs, offer says {offer.nic_count}")
         else:
             checked.append("NICs")
+    _cpu(offer, facts, differences, unchecked, checked)
     _boot_mode(offer, facts, differences, unchecked, checked)
     return Comparison(tuple(differences), tuple(unchecked), tuple(checked), tuple(notes))
+
+
+_SOCKETS = re.compile(r"^\s*(\d+)\s*[×xX*]")
+CPU_FAMILIES = ("intel", "amd", "kunpeng", "ampere", "hygon")
+
+
+def _cpu(offer: Offer, facts: Facts, differences: list[str], unchecked: list[str],
+         checked: list[str]) -> None:
+    """The offer's CPU ("2 × Intel, 64 logical cores each": `cpu_logical_cores` in all)
+    against the BMC's sockets, threads (or cores, when the BMC leaves threads out: at most
+    two threads a core) and model family. Unknown stays unchecked; a smaller CPU is a
+    named difference."""
+    if facts.cpu_sockets is None and facts.cpu_cores is None and facts.cpu_threads is None:
+        unchecked.append("CPU")
+        return
+    said: list[str] = []
+    sockets = _SOCKETS.match(offer.cpu)
+    if sockets and facts.cpu_sockets is not None and facts.cpu_sockets < int(sockets[1]):
+        said.append(f"{facts.cpu_sockets} CPU sockets, offer says {sockets[1]}")
+    want = offer.cpu_logical_cores
+    if facts.cpu_threads is not None:
+        if facts.cpu_threads < want:
+            said.append(f"{facts.cpu_threads} logical CPU cores, offer says {want}")
+    elif facts.cpu_cores is not None and facts.cpu_cores * 2 < want:
+        said.append(f"{facts.cpu_cores} CPU cores (at most {facts.cpu_cores * 2} logical), "
+                    f"offer says {want} logical")
+    elif facts.cpu_cores is not None:
+        unchecked.append("CPU threads")
+    family = next((f for f in CPU_FAMILIES if f in offer.cpu.lower()), None)
+    if family and facts.cpu_model and family not in facts.cpu_model.lower():
+        said.append(f"CPU {facts.cpu_model}, offer says {offer.cpu}")
+    if said:
+        differences.extend(said)
+    else:
+        checked.append("CPU")
 
 
 def _drive_sizes(offer: Offer, sizes: tuple[int, ...]) -> str | bool | None:

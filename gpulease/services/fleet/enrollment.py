@@ -79,7 +79,8 @@ def facts_of(inv: Inventory) -> Facts:
         hot=hot,
         gpu_models=tuple(g.model for g in inv.gpus or () if g.model),
         virtual_media=inv.virtual_media, boot_targets=inv.boot_targets,
-        warnings=inv.warnings,
+        warnings=inv.warnings, cpu_sockets=inv.processor_count, cpu_cores=inv.cpu_cores,
+        cpu_threads=inv.cpu_threads, cpu_model=inv.processor_model,
     )
 
 

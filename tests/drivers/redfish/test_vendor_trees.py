@@ -188,7 +188,7 @@ def test_a_huawei_like_tree_of_ascend_npus_matches_its_offer(
     record = inventory.get_node(platform, operator.principal, node.id).inventory or {}
     inv, comparison = record["bmc"], record["comparison"]
     assert {g["vendor"] for g in inv["gpus"]} == {"Huawei"} and len(inv["gpus"]) == 8
-    assert (inv["processor_count"], inv["cpu_cores"], inv["cpu_threads"]) == (4, 192, 192)
+    assert (inv["processor_count"], inv["cpu_cores"], inv["cpu_threads"]) == (4, 384, 384)
     assert inv["nic_macs"] == ["f4:1d:6b:00:00:01", "f4:1d:6b:00:00:02"]  # no virtual NIC
     assert {"GPUs", "GPU model", "drives", "virtual media"} <= set(comparison["checked"])
     assert any("HDDPlaneDisk9 unreadable" in n for n in comparison["notes"])

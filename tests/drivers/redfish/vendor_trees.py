@@ -218,8 +218,8 @@ def write_huawei_like(root: Path, serial: str = "2102313XYZ10N4000123") -> None:
         ident = path.rsplit("/", 1)[-1]
         if ident.startswith("CPU"):
             _write(root, path, {"Id": ident, "ProcessorType": "CPU", "Manufacturer": "HiSilicon",
-                                "Model": "Kunpeng 920 5250", "TotalCores": 48,
-                                "TotalThreads": 48})
+                                "Model": "Kunpeng 920 7285Z", "TotalCores": 96,
+                                "TotalThreads": 96})
         else:
             _write(root, path, {"Id": ident, "ProcessorType": "Accelerator",
                                 "Manufacturer": "Huawei Technologies Co., Ltd.",
