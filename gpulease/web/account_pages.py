@@ -5,21 +5,25 @@ shown once). Each form answers on the same page, with what happened or why not."
 
 from __future__ import annotations
 
+import secrets
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Form
 from fastapi.responses import HTMLResponse
+from pydantic import ValidationError
 
 from gpulease.api.access import EVERY_USER, Caller, access
 from gpulease.api.deps import PlatformDep
 from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.errors import DomainError, InvalidInput
 from gpulease.platform import Platform
+from gpulease.schemas import TokenCreate
 from gpulease.services.accounts import identity as accounts
 from gpulease.services.accounts import users
 from gpulease.services.platform import notify
+from gpulease.services.platform.idempotency import idem_for
 from gpulease.web import i18n
-from gpulease.web.pages import SameOrigin, Who, _, page, page_context, said
+from gpulease.web.pages import SameOrigin, Who, _, page, page_context, refusal, said
 
 router = APIRouter(prefix="/console/account", include_in_schema=False,
                    dependencies=[Depends(page_context)])
@@ -35,7 +39,8 @@ def account_page(p: Platform, who: Principal, status: int = 200, **extra: Any
                         if t.user_id == who.user_id and t.revoked_at is None],
                 team=users.list_users(p, who, limit=200).items if admin else None,
                 webhook=notify.webhook_of(p, who) if admin else None,
-                my_locale=users.locale_of(p, who.user_id), **extra)
+                my_locale=users.locale_of(p, who.user_id),
+                once=secrets.token_urlsafe(18), **extra)
 
 
 def _answer(p: Platform, who: Principal, act: Any, done: str, **shown: Any) -> HTMLResponse:
@@ -68,10 +73,25 @@ def change_password(p: PlatformDep, who: Who, password: Short, again: Short,
 
 @router.post("/tokens", dependencies=[SameOrigin], openapi_extra=access(*EVERY_USER))
 def create_token(p: PlatformDep, who: Who, name: Short,
-                 days: Annotated[int, Form(ge=1, le=3650)] = 90) -> HTMLResponse:
-    return _answer(p, who, lambda: accounts.issue_token(p, who, name, None, days),
-                   _("A new API token: copy it now, it is not shown again."),
-                   new_token=lambda made: made)
+                 days: Annotated[int, Form(ge=1, le=3650)] = 90,
+                 once: Annotated[str | None, Form(max_length=64,
+                                                  pattern=r"^[A-Za-z0-9_-]*$")] = None
+                 ) -> HTMLResponse:
+    """One token per form: the form's one-time key makes F5 or the back button show that
+    the token was made (its secret shown once), never mint a second one."""
+    try:
+        idem = idem_for(f"console:{once}", "token", TokenCreate(
+            name=name, expires_in_days=days)) if once else None
+        made = accounts.issue_token(p, who, name, None, days, idem)
+    except (DomainError, ValidationError) as exc:
+        status, why = refusal(exc)
+        return account_page(p, who, status, error=why)
+    if made.token is None:  # the same form again: made already, shown once then
+        return account_page(p, who, notice=i18n.gettext(
+            _("That form was sent already: the token was made then, and its secret was "
+              "shown once. Revoke it below if it was not kept.")))
+    return account_page(p, who, notice=i18n.gettext(
+        _("A new API token: copy it now, it is not shown again.")), new_token=made)
 
 
 @router.post("/tokens/{token_id}/revoke", dependencies=[SameOrigin],

@@ -5,6 +5,7 @@ charge and the new end; auto-renew is switched on the lease's own card."""
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
@@ -110,6 +111,10 @@ def _add_ons(bandwidth: str | None, storage: str | None, support: str | None
     return chosen
 
 
+# A review's one-time key: its confirmation acts once, however often it is sent.
+Once = Annotated[str | None, Form(max_length=64, pattern=r"^[A-Za-z0-9_-]*$")]
+
+
 @router.post("/orders", dependencies=[SameOrigin], openapi_extra=access(*ORDERING))
 def order(p: PlatformDep, who: Who, kind: Annotated[str, Form(max_length=16)],
           ssh_key: Annotated[str, Form(max_length=65536)], sku: Text = None,
@@ -119,9 +124,11 @@ def order(p: PlatformDep, who: Who, kind: Annotated[str, Form(max_length=16)],
           bandwidth: Annotated[str | None, Form(max_length=20)] = None,
           storage: Annotated[str | None, Form(max_length=20)] = None,
           support: Annotated[str | None, Form(max_length=32)] = None,
-          confirmed: Annotated[bool, Form()] = False) -> Response:
+          confirmed: Annotated[bool, Form()] = False, once: Once = None) -> Response:
     """First the review (nothing held); the review's "Confirm and pay" posts the same
-    fields again with `confirmed`, which places the order."""
+    fields again with `confirmed`, which places the order, once per review: the review
+    carries a one-time key (`once`), so the back button, F5 or a second tab confirming the
+    same review show the order placed, never a second one."""
     try:
         who.require_order_rights()
         req = OrderRequest(kind=kind, sku=sku or None, region=region or None, term=term or None,
@@ -130,7 +137,8 @@ def order(p: PlatformDep, who: Who, kind: Annotated[str, Form(max_length=16)],
                            ssh_keys=[k for k in ssh_key.splitlines() if k.strip()])
         if not confirmed:
             return _review(p, who, req, ssh_key)
-        view, _ = orders.place_order(p, who, req)
+        view, _ = orders.place_order(p, who, req,
+                                     idempotency_key=f"console:{once}" if once else None)
     except (DomainError, ValidationError) as exc:
         typed = {"kind": kind, "nodes": nodes, "term": term, "image": image, "gpus": gpus,
                  "name": name, "ssh_key": ssh_key, "bandwidth": bandwidth,
@@ -162,7 +170,7 @@ def _review(p: Platform, who: Principal, req: OrderRequest, ssh_key: str) -> HTM
                                     for line in quote.lines]
     return page("order_review.html", who=who, req=req, ssh_key=ssh_key, quote=quote,
                 lines=lines, hold=hold, wallet=money, short=hold > money.available,
-                keys=len(req.ssh_keys), add=req.add)
+                keys=len(req.ssh_keys), add=req.add, once=secrets.token_urlsafe(18))
 
 
 @router.get("/instances/{instance_id}/release", response_class=HTMLResponse,
@@ -200,15 +208,17 @@ def release(instance_id: str, p: PlatformDep, who: Who,
              openapi_extra=access(*ORDERING, owned=True))
 def renew(instance_id: str, p: PlatformDep, who: Who, periods: Annotated[int, Form()] = 1,
           term: Annotated[str | None, Form(max_length=16)] = None,
-          confirmed: Annotated[bool, Form()] = False) -> Response:
-    """The renewal's charge and new end first; charged when confirmed."""
+          confirmed: Annotated[bool, Form()] = False, once: Once = None) -> Response:
+    """The renewal's charge and new end first; charged when confirmed, once per review
+    (its one-time key: a resubmitted confirmation renews once)."""
     try:
         who.require_order_rights()
         if not confirmed:
             quote = leases.renewal_quote(p, who, instance_id, periods, term or None)
             return page("renew_review.html", who=who, quote=quote,
-                        wallet=wallet.show_wallet(p, who))
-        leases.renew(p, who, instance_id, periods, term or None)
+                        wallet=wallet.show_wallet(p, who), once=secrets.token_urlsafe(18))
+        leases.renew(p, who, instance_id, periods, term or None,
+                     once=f"console:{once}" if once else None)
     except DomainError as exc:
         return page("base.html", exc.status, who=who, error=said(exc),
                     back=f"/console/instances/{instance_id}")

@@ -172,3 +172,54 @@ def test_the_advisors_recommendation_is_one_click_from_its_filled_order_form(
         bad = client.get("/console/advise", params={"params": "70B", "workload": "dancing"})
         assert bad.status_code == 422 and "workload" in bad.text
         assert 'value="70B"' in bad.text  # what was typed stays
+
+
+def _once(page_text: str) -> str:
+    found = re.search(r'name="once" value="([A-Za-z0-9_-]+)"', page_text)
+    assert found, "the form carries no one-time key"
+    return found.group(1)
+
+
+def test_a_confirmation_sent_twice_buys_once(fleet: Platform, worker: Worker,
+                                             key: str) -> None:
+    """The back button after paying, then Confirm on the re-shown review, placed a second
+    order; the same review in two tabs placed two. A renewal confirmed twice renewed
+    twice; F5 on the token page minted a second token."""
+    t = new_tenant(fleet)
+    with TestClient(create_app(fleet)) as client:
+        signed_in(fleet, t, client)
+        review = client.post("/console/orders", data=ORDER | {"ssh_key": key})
+        confirm = ORDER | {"ssh_key": key, "confirmed": "true", "once": _once(review.text)}
+        first = client.post("/console/orders", data=confirm, follow_redirects=False)
+        second = client.post("/console/orders", data=confirm, follow_redirects=False)
+        assert first.status_code == second.status_code == 303
+        assert first.headers["location"] == second.headers["location"]  # the same order
+        assert instances.list_instances(fleet, t.principal).total == 1
+        assert len(holds(fleet, t.tenant_id)) == 1
+        other = client.post("/console/orders", data=ORDER | {"ssh_key": key})  # a new review
+        assert _once(other.text) != _once(review.text)
+
+    iid = deliver(fleet, t, worker, key, term="day")
+    with TestClient(create_app(fleet)) as client:
+        signed_in(fleet, t, client, again=True)
+        lease = leases.show_lease(fleet, t.principal, iid)
+        shown = client.post(f"/console/instances/{iid}/renew",
+                            data={"periods": "1", "term": "day"})
+        renewal = {"periods": "1", "term": "day", "confirmed": "true",
+                   "once": _once(shown.text)}
+        for _ in range(2):
+            assert client.post(f"/console/instances/{iid}/renew", data=renewal,
+                               follow_redirects=False).status_code == 303
+        assert leases.show_lease(fleet, t.principal, iid).ends_at == lease.ends_at + timedelta(
+            days=1)  # renewed once
+
+        account = client.get("/console/account")
+        token_form = {"name": "ci", "days": "5", "once": _once(account.text)}
+        made = client.post("/console/account/tokens", data=token_form)
+        again = client.post("/console/account/tokens", data=token_form)  # F5
+        assert 'id="new-token"' in made.text and 'id="new-token"' not in again.text
+        assert "sent already" in again.text
+        from gpulease.services.accounts import identity as accounts
+        names = [tk.name for tk in accounts.list_tokens(fleet, t.principal).items
+                 if tk.revoked_at is None]
+        assert names.count("ci") == 1

@@ -31,9 +31,10 @@ from gpulease.domain.states import LEASE, InstanceStatus, LeaseStatus
 from gpulease.lifecycle.history import by, note
 from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
-from gpulease.schemas.money import LeaseView, RenewalLineView, RenewalQuoteView
+from gpulease.schemas.money import LeaseView, RenewalLineView, RenewalQuoteView, RenewRequest
 from gpulease.services.money import addons, lease_periods
 from gpulease.services.money.wallet import Charge, charge, first_hold, first_period_amount
+from gpulease.services.platform.idempotency import idem_for, remember, replay
 
 
 def _current_price(p: Platform, inst: Instance, term: str) -> Decimal:
@@ -182,16 +183,25 @@ def renewal_quote(p: Platform, actor: Principal, instance_id: str, periods: int 
 
 
 def renew(p: Platform, actor: Principal, instance_id: str, periods: int = 1,
-          term: str | None = None) -> LeaseView:
+          term: str | None = None, once: str | None = None) -> LeaseView:
+    """Charge `periods` more of the lease. `once`: a key the same renewal is done under at
+    most once (a console form resubmitted by the back button or F5 renews once)."""
     actor.require_order_rights()
     _renewal_args(periods, term)
     now = p.clock.now()
+    idem = idem_for(once, f"renew:{instance_id}",
+                    RenewRequest(periods=periods, term=term)) if once else None
+    if idem is not None and (done := replay(p, actor, idem, LeaseView)) is not None:
+        return done
     with p.db.write() as s:
         inst = get_instance(s, actor, instance_id, lock=True)
         lease = _lease(s, inst, lock=True)
         _renewable(inst, lease)
         extend(s, p, inst, lease, Renewal(periods, term or lease.term,
                                           phrase("renewed by tenant"), by(actor)), now)
-        return view(s, p, lease)
+        answer = view(s, p, lease)
+        if idem is not None:
+            remember(s, p, actor, idem, answer)
+        return answer
 
 
