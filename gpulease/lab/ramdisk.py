@@ -26,9 +26,10 @@ TOOLS = ("grub-mkrescue", "xorriso", "cpio")
 # reports <url>/report?step=…&ok=0|1&… and powers the server off. Plans: `write` (image_url
 # hashed first: a wrong checksum writes nothing; then streamed onto disk, and image_bytes of
 # the disk read back and hashed against image_sha256; without image_bytes, the hash as
-# fetched only), `erase` (every disk discarded, or zeroed where discard fails, then read
-# back against zeros: its first 16 MiB and 1 MiB at 32 places over the whole disk; each
-# disk's method, verdict and size reported), `none`.
+# fetched only; a stream cut short or a read-back that differs is tried again, three times
+# in all, before it is reported), `erase` (every disk discarded, or zeroed where discard
+# fails, then read back against zeros: its first 16 MiB and 1 MiB at 32 places over the
+# whole disk; each disk's method, verdict and size reported), `none`.
 INIT = """#!/bin/busybox sh
 /bin/busybox mkdir -p /proc /sys /dev /tmp /sbin /usr/bin /usr/sbin
 /bin/busybox --install -s
@@ -72,19 +73,35 @@ case "$action" in
     elif ! fetched=$(wget -q -O - "$image_url" | sha256sum | cut -d' ' -f1) \\
        || [ "$fetched" != "$image_sha256" ]; then
       report "step=write&ok=0&why=checksum&sha256=$fetched"
-    elif ! started=$(now) \\
-       || ! wget -q -O - "$image_url" | dd of="/dev/$disk" bs=1M conv=fsync 2>/tmp/dd; then
-      report "step=write&ok=0&why=download-or-write-failed"
     else
-      sync
-      echo 3 > /proc/sys/vm/drop_caches
+      # up to three tries of streaming it on and reading it back: a download cut short
+      # (its pipeline fails: pipefail) or a read-back that differs is tried again before
+      # the disk is blamed
+      started=$(now) tries=0 ok=0 got= why=
+      while [ $tries -lt 3 ] && [ $ok = 0 ]; do
+        tries=$(( tries + 1 ))
+        if ! ( set -o pipefail; wget -q -O - "$image_url" \\
+               | dd of="/dev/$disk" bs=1M conv=fsync 2>/tmp/dd ); then
+          why=download-or-write-failed
+          sleep 2
+          continue
+        fi
+        sync
+        echo 3 > /proc/sys/vm/drop_caches
+        if [ -z "$image_bytes" ]; then  # its size unknown: checked as it was fetched only
+          got=$fetched ok=1 why=
+        else
+          got=$(head -c "$image_bytes" "/dev/$disk" | sha256sum | cut -d' ' -f1)
+          if [ "$got" = "$image_sha256" ]; then ok=1 why=; else why=readback; fi
+        fi
+      done
       written=$(( $(now) - started ))
-      if [ -z "$image_bytes" ]; then  # its size unknown: checked as it was fetched only
-        report "step=write&ok=1&sha256=$fetched&readback=none&disk=$disk&write_cs=$written"
+      readback=${image_bytes:-none}
+      if [ $ok = 1 ]; then
+        report "step=write&ok=1&sha256=$got&readback=$readback&disk=$disk\\
+&write_cs=$written&tries=$tries"
       else
-        got=$(head -c "$image_bytes" "/dev/$disk" | sha256sum | cut -d' ' -f1)
-        if [ "$got" = "$image_sha256" ]; then ok=1; else ok=0; fi
-        report "step=write&ok=$ok&sha256=$got&readback=$image_bytes&disk=$disk&write_cs=$written"
+        report "step=write&ok=0&why=$why&sha256=$got&disk=$disk&tries=$tries"
       fi
     fi ;;
   erase)

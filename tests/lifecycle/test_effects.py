@@ -53,7 +53,9 @@ def test_the_platform_runs_every_familys_effects_in_family_order() -> None:
                              *agent_effects.EFFECTS]
     release = [e.run.__module__ for e in EFFECTS if e.machine is INSTANCE
                and e.event == "release"]
-    # the worker takes a released instance before the money moves
+    # the worker takes a released instance before the money moves; its nodes' agent
+    # credentials end in the same transaction
     assert release == ["gpulease.services.instances.effects",
-                       "gpulease.services.money.effects"]
+                       "gpulease.services.money.effects",
+                       "gpulease.services.agents.effects"]
     assert any(e.machine is LEASE and e.event == "end" for e in EFFECTS)

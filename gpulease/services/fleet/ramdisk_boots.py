@@ -36,7 +36,8 @@ from gpulease.services.fleet.netboot import on_boot_network
 DISK = re.compile(r"^(vd[a-z]|sd[a-z]|nvme[0-9]+n[0-9]+)$")
 # What a report may carry (lab/ramdisk.py's INIT), each value bounded
 REPORT_KEYS = frozenset({"step", "ok", "why", "sha256", "readback", "disk", "write_cs",
-                         "uptime_cs", "methods", "results", "samples", "erase_cs", "disks"})
+                         "uptime_cs", "methods", "results", "samples", "erase_cs", "disks",
+                         "tries"})
 REPORT_VALUE = re.compile(r"^[A-Za-z0-9_.:,/-]{0,400}$")
 
 
@@ -237,15 +238,17 @@ def write_failure(report: dict[str, str]) -> str | None:
     if report.get("ok") == "1" and report.get("step") == "write":
         return None
     why = report.get("why", "")
+    tries = report.get("tries", "")
+    after = f" (after {tries} tries)" if tries not in ("", "1") else ""
     return {
         "checksum": "the image's SHA-256 did not match (got {got}): nothing was written; "
                     "rebuild or re-register the image".format(got=report.get("sha256") or
                                                               "nothing: the download failed"),
         "incomplete-plan": "the ramdisk found no disk to write, or its plan lacked the "
                            "image's URL or checksum",
-        "download-or-write-failed": "the image could not be streamed onto the disk",
+        "download-or-write-failed": f"the image could not be streamed onto the disk{after}",
     }.get(why, "the image read back from the disk did not match its SHA-256 "
-               f"({report.get('sha256', '?')})" if report.get("step") == "write"
+               f"({report.get('sha256', '?')}){after}" if report.get("step") == "write"
           else f"the ramdisk reported {report.get('step', '?')} instead of a write")
 
 
