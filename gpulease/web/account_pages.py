@@ -5,7 +5,6 @@ shown once). Each form answers on the same page, with what happened or why not."
 
 from __future__ import annotations
 
-import secrets
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Form
@@ -23,7 +22,18 @@ from gpulease.services.accounts import users
 from gpulease.services.platform import notify
 from gpulease.services.platform.idempotency import idem_for
 from gpulease.web import i18n
-from gpulease.web.pages import SameOrigin, Who, _, page, page_context, refusal, said
+from gpulease.web.pages import (
+    Once,
+    SameOrigin,
+    Who,
+    _,
+    new_once,
+    once_key,
+    page,
+    page_context,
+    refusal,
+    said,
+)
 
 router = APIRouter(prefix="/console/account", include_in_schema=False,
                    dependencies=[Depends(page_context)])
@@ -40,7 +50,7 @@ def account_page(p: Platform, who: Principal, status: int = 200, **extra: Any
                 team=users.list_users(p, who, limit=200).items if admin else None,
                 webhook=notify.webhook_of(p, who) if admin else None,
                 my_locale=users.locale_of(p, who.user_id),
-                once=secrets.token_urlsafe(18), **extra)
+                once=new_once(), **extra)
 
 
 def _answer(p: Platform, who: Principal, act: Any, done: str, **shown: Any) -> HTMLResponse:
@@ -74,14 +84,12 @@ def change_password(p: PlatformDep, who: Who, password: Short, again: Short,
 @router.post("/tokens", dependencies=[SameOrigin], openapi_extra=access(*EVERY_USER))
 def create_token(p: PlatformDep, who: Who, name: Short,
                  days: Annotated[int, Form(ge=1, le=3650)] = 90,
-                 once: Annotated[str | None, Form(max_length=64,
-                                                  pattern=r"^[A-Za-z0-9_-]*$")] = None
-                 ) -> HTMLResponse:
+                 once: Once = None) -> HTMLResponse:
     """One token per form: the form's one-time key makes F5 or the back button show that
     the token was made (its secret shown once), never mint a second one."""
     try:
-        idem = idem_for(f"console:{once}", "token", TokenCreate(
-            name=name, expires_in_days=days)) if once else None
+        idem = idem_for(once_key(once), "token", TokenCreate(name=name,
+                                                             expires_in_days=days))
         made = accounts.issue_token(p, who, name, None, days, idem)
     except (DomainError, ValidationError) as exc:
         status, why = refusal(exc)

@@ -5,7 +5,6 @@ charge and the new end; auto-renew is switched on the lease's own card."""
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
@@ -31,7 +30,17 @@ from gpulease.services.money.release_terms import release_terms
 from gpulease.services.money.wallet import payable
 from gpulease.services.orders import ordering as orders
 from gpulease.translations import N_
-from gpulease.web.pages import SameOrigin, Who, page, page_context, refusal, said
+from gpulease.web.pages import (
+    Once,
+    SameOrigin,
+    Who,
+    new_once,
+    once_key,
+    page,
+    page_context,
+    refusal,
+    said,
+)
 
 router = APIRouter(prefix="/console", include_in_schema=False,
                    dependencies=[Depends(page_context)])
@@ -111,10 +120,6 @@ def _add_ons(bandwidth: str | None, storage: str | None, support: str | None
     return chosen
 
 
-# A review's one-time key: its confirmation acts once, however often it is sent.
-Once = Annotated[str | None, Form(max_length=64, pattern=r"^[A-Za-z0-9_-]*$")]
-
-
 @router.post("/orders", dependencies=[SameOrigin], openapi_extra=access(*ORDERING))
 def order(p: PlatformDep, who: Who, kind: Annotated[str, Form(max_length=16)],
           ssh_key: Annotated[str, Form(max_length=65536)], sku: Text = None,
@@ -138,7 +143,7 @@ def order(p: PlatformDep, who: Who, kind: Annotated[str, Form(max_length=16)],
         if not confirmed:
             return _review(p, who, req, ssh_key)
         view, _ = orders.place_order(p, who, req,
-                                     idempotency_key=f"console:{once}" if once else None)
+                                     idempotency_key=once_key(once))
     except (DomainError, ValidationError) as exc:
         typed = {"kind": kind, "nodes": nodes, "term": term, "image": image, "gpus": gpus,
                  "name": name, "ssh_key": ssh_key, "bandwidth": bandwidth,
@@ -170,7 +175,7 @@ def _review(p: Platform, who: Principal, req: OrderRequest, ssh_key: str) -> HTM
                                     for line in quote.lines]
     return page("order_review.html", who=who, req=req, ssh_key=ssh_key, quote=quote,
                 lines=lines, hold=hold, wallet=money, short=hold > money.available,
-                keys=len(req.ssh_keys), add=req.add, once=secrets.token_urlsafe(18))
+                keys=len(req.ssh_keys), add=req.add, once=new_once())
 
 
 @router.get("/instances/{instance_id}/release", response_class=HTMLResponse,
@@ -216,9 +221,9 @@ def renew(instance_id: str, p: PlatformDep, who: Who, periods: Annotated[int, Fo
         if not confirmed:
             quote = leases.renewal_quote(p, who, instance_id, periods, term or None)
             return page("renew_review.html", who=who, quote=quote,
-                        wallet=wallet.show_wallet(p, who), once=secrets.token_urlsafe(18))
+                        wallet=wallet.show_wallet(p, who), once=new_once())
         leases.renew(p, who, instance_id, periods, term or None,
-                     once=f"console:{once}" if once else None)
+                     once=once_key(once))
     except DomainError as exc:
         return page("base.html", exc.status, who=who, error=said(exc),
                     back=f"/console/instances/{instance_id}")

@@ -5,13 +5,14 @@ platform's internal names (delivery steps as "installing the OS, 4 of 7", not
 
 from __future__ import annotations
 
+import secrets
 from contextvars import ContextVar
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from fastapi import Depends, Request
+from fastapi import Depends, Form, Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from pydantic import ValidationError
@@ -102,6 +103,20 @@ def refusal(exc: DomainError | ValidationError) -> tuple[int, str]:
     locale = i18n.current.get()
     return 422, field_error(exc.errors()[0], None if locale == DEFAULT else
                             i18n.translations(locale).gettext, request=False)
+
+
+# A form's one-time key (orders', renewals' reviews, the token form): its submission acts
+# once however often it is sent (the back button, F5, a second tab), through the
+# idempotency store under the key `once_key` makes of it.
+Once = Annotated[str | None, Form(max_length=64, pattern=r"^[A-Za-z0-9_-]*$")]
+
+
+def new_once() -> str:
+    return secrets.token_urlsafe(18)
+
+
+def once_key(once: str | None) -> str | None:
+    return f"console:{once}" if once else None
 
 
 class SignInNeeded(Exception):

@@ -194,9 +194,8 @@ def _confirm(s: Session, claim: SlaClaim, now: datetime, actor: str, cap: Decima
     return credit
 
 
-def outage_worth(s: Session, inst: Instance, out: Outage, rule: OutageRule
-                 ) -> tuple[Decimal, float]:
-    """(what the outage adds to the claims already made for it, its merged seconds):
+def outage_worth(s: Session, inst: Instance, out: Outage, rule: OutageRule) -> Decimal:
+    """What the outage adds to the claims already made for it:
     claims on the same server that overlap it (the same GPU, or the whole server on
     either side) are merged with it; the merged outage is valued on what was out (the
     whole server if any part was, else the GPU) and the earlier claims' amounts are
@@ -212,12 +211,11 @@ def outage_worth(s: Session, inst: Instance, out: Outage, rule: OutageRule
     end = max([out.end, *(c.outage_to for c in earlier if c.outage_to)])
     whole = out.gpu == WHOLE_SERVER or any(c.gpu_index == WHOLE_SERVER for c in earlier)
     basis = _price_basis(s, inst, out.start, WHOLE_SERVER if whole else out.gpu)
-    seconds = (end - start).total_seconds()
     if basis is None:
-        return Decimal("0.00"), seconds
-    merged = outage_credit(seconds, basis[0], basis[1], rule)
+        return Decimal("0.00")
+    merged = outage_credit((end - start).total_seconds(), basis[0], basis[1], rule)
     already = sum((c.amount for c in earlier), Decimal(0))
-    return max(merged - already, Decimal("0.00")), seconds
+    return max(merged - already, Decimal("0.00"))
 
 
 def claim_outage(s: Session, alert: HardwareAlert, rule: OutageRule = OutageRule()
@@ -230,7 +228,7 @@ def claim_outage(s: Session, alert: HardwareAlert, rule: OutageRule = OutageRule
     if inst is None:
         return Decimal("0.00")
     out = Outage(alert.node_id, alert.gpu_index, alert.opened_at, alert.closed_at)
-    credit, _merged_s = outage_worth(s, inst, out, rule)
+    credit = outage_worth(s, inst, out, rule)
     outage_s = (alert.closed_at - alert.opened_at).total_seconds()
     item = phrase("SLA credit: GPU {gpu} outage ({kind}) of {instance}, alert {alert}",
                   gpu=alert.gpu_index, kind=alert.kind, instance=inst.id, alert=alert.id)
@@ -259,7 +257,7 @@ def claim_ticket_outage(s: Session, ticket: Ticket, now: datetime,
     if alert is None or inst is None:
         return None
     out = Outage(alert.node_id, alert.gpu_index, alert.opened_at, now)
-    worth, _merged_s = outage_worth(s, inst, out, rule)
+    worth = outage_worth(s, inst, out, rule)
     outage_s = (now - alert.opened_at).total_seconds()
     item = phrase("SLA credit: GPU {gpu} outage ({kind}) of {instance}, alert {alert}",
                   gpu=alert.gpu_index, kind=alert.kind, instance=inst.id, alert=alert.id)
