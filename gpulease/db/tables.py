@@ -143,6 +143,11 @@ class Node(LockedRow, Base):
     # bound to an instance, cleared by a clean's passing erase. While set, it cannot become
     # available (the node lifecycle's entry check): `resume` erases it first.
     erase_due_since: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    # The ticket that reports a fault on it not repaired yet: set when a fault's ticket opens
+    # (a tenant's own report does not), cleared when its repair is done or the ticket is
+    # resolved. While set, it cannot become available (the node lifecycle's entry check):
+    # cleaned after its instance, it goes for repair.
+    fault_ticket_id: Mapped[str | None] = mapped_column(String(32))
     # Set by `node drain`: the node goes to maintenance instead of available once freed.
     drain_requested_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())

@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from gpulease.domain.fleet.erasure import erase_due
+from gpulease.domain.fleet.erasure import pool_refusal
 from gpulease.domain.lifecycle import InvalidTransition, Machine, move
 
 __all__ = ["InvalidTransition"]
@@ -99,7 +99,7 @@ NODE = Machine(
     waits=frozenset({N.ALLOCATED, N.DEPLOYING, N.CLEANING}),
     failures=frozenset({N.MAINTENANCE, N.FAILED, N.REPAIR}),
     finals=frozenset({N.DELETED}),
-    entry_checks={N.AVAILABLE: lambda node: erase_due(node)},
+    entry_checks={N.AVAILABLE: pool_refusal},
 )
 
 # Statuses in which a node holds (or is on its way to hold) a tenant's instance.

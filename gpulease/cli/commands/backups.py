@@ -74,8 +74,8 @@ def _run(client: Client, instance_id: str, route: str, body: dict[str, Any], wai
 
 
 ToOpt = Annotated[str | None, typer.Option(
-    "--to", help="your own S3 instead: ENDPOINT/BUCKET[/PREFIX] (keys from AWS_ACCESS_KEY_ID "
-    "and AWS_SECRET_ACCESS_KEY); a public address only")]
+    "--to", help="your own S3 instead: ENDPOINT/BUCKET or ENDPOINT/BUCKET/PREFIX (keys "
+    "from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY); a public address only")]
 
 
 def _target(to: str | None) -> dict[str, str] | None:

@@ -256,6 +256,19 @@ def show(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
 
 
 @app.command()
+def credentials(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
+                as_json: JsonOpt = False) -> None:
+    """The root password of a ready instance (of a replaced server too), shown once: after
+    this, log in with your SSH key and set your own with `passwd`."""
+    creds = api(lambda: connect(url, token).credentials(instance_id))
+    if as_json:
+        return print_json(creds)
+    out.print(f"SSH:      {creds.ssh_command}")
+    out.print(_("password: {password}   [dim]({note})[/dim]",
+                password=safe(creds.root_password), note=safe(creds.note)), highlight=False)
+
+
+@app.command()
 def release(
     instance_id: str,
     wait: Annotated[bool, typer.Option(help="wait until erased and free again")] = False,

@@ -34,6 +34,23 @@ def open_repair(s: Session, node_id: str) -> Repair | None:
                                          Repair.finished_at.is_(None)))
 
 
+def repair_for_fault(s: Session, node: Node, now: datetime) -> Repair | None:
+    """A node cleaned after its instance with a fault a ticket still reports (no spare took
+    its place, or its tenant released it first): its repair begins, on that ticket, which
+    follows the node from now on; None when no fault is reported."""
+    if node.fault_ticket_id is None:
+        return None
+    ticket = s.get(Ticket, node.fault_ticket_id, with_for_update=True)
+    summary = ticket.summary if ticket is not None else "fault"
+    repair = begin(s, node, node.fault_ticket_id,
+                   f"ticket {node.fault_ticket_id}: {summary}", now, WORKER)
+    if ticket is not None:
+        entry(s, ticket, now, Said("note", WORKER, phrase(
+            "node {node_name} was erased after its instance ended and is out for repair; "
+            "this ticket follows it", node_name=node.name), internal=True))
+    return repair
+
+
 def burn_in_due(s: Session, node_id: str) -> Repair | None:
     """The node's latest repair when it is finished and its burn-in has not passed yet
     (None: no burn-in due; an earlier repair whose burn-in failed led to this one)."""
@@ -146,6 +163,7 @@ def finish(p: Platform, actor: Principal, node_id: str, parts: str) -> RepairVie
             raise Conflict("Node {node_name} is {node_status}, not in repair.",
                            node_name=node.name, node_status=node.status)
         repair.parts, repair.finished_at, repair.finished_by = parts[:4000], now, by(actor)
+        node.fault_ticket_id = None  # repaired: what its tickets reported is fixed
         node.safe_off_due = False  # the pipeline drives its power from now on
         card = repair.instance_id is not None and node.instance_id == repair.instance_id
         if card:  # back to the tenant who holds it: their own system, burned in first

@@ -111,6 +111,8 @@ def _open(s: Session, p: Platform, what: Opening, actor: str, now: datetime) -> 
     plan_warning(p, ticket)
     s.add(ticket)
     s.flush()
+    if node is not None and what.kind != TENANT_REPORT:
+        mark_fault(node, ticket)
     record_event(s, now, Happened(
         "ticket", ticket.id, "opened", instance_id, to_value=severity.value,
         message=summary if isinstance(summary, Phrase) else summary[:300]), actor=actor)
@@ -122,6 +124,25 @@ def _open(s: Session, p: Platform, what: Opening, actor: str, now: datetime) -> 
             "new P1 on node {node}: {summary}", node=node.name, summary=summary) if node else
             phrase("new P1: {summary}", summary=summary), now)
     return ticket
+
+
+def mark_fault(node: Node, ticket: Ticket) -> None:
+    """The node has a fault this ticket reports: it stays out of the pool until repaired or
+    the ticket is resolved (the node lifecycle's entry check, domain/fleet/erasure.py)."""
+    node.fault_ticket_id = node.fault_ticket_id or ticket.id
+
+
+def fault_resolved(s: Session, t: Ticket) -> None:
+    """A resolved ticket no longer keeps its node out of the pool; another open fault ticket
+    of that node still does."""
+    node = s.get(Node, t.node_id, with_for_update=True) if t.node_id else None
+    if node is None or node.fault_ticket_id != t.id:
+        return
+    node.fault_ticket_id = s.scalar(
+        select(Ticket.id).where(Ticket.node_id == node.id, Ticket.id != t.id,
+                                Ticket.kind != TENANT_REPORT,
+                                Ticket.status != TicketStatus.RESOLVED.value)
+        .order_by(Ticket.opened_at.desc(), Ticket.id.desc()).limit(1))
 
 
 @dataclass(frozen=True)
@@ -174,6 +195,10 @@ def open_from_alert(s: Session, p: Platform, alert: HardwareAlert, now: datetime
             inst.tenant_id if inst else None, inst.id if inst else None, node, gpu,
             alert.kind, severity_of(alert.kind), title_phrase(alert.kind, gpu), key),
             actor, now)
+    elif ticket.status != TicketStatus.RESOLVED.value and ticket.node_id is not None:
+        node = s.get(Node, ticket.node_id)  # the fault is seen again: not repaired
+        if node is not None and node.status != NodeStatus.REPAIR.value:
+            mark_fault(node, ticket)
     message: str | Phrase = (Phrase.from_json(json.loads(alert.phrase)) if alert.phrase
                              else alert.message)
     source = {"agent": phrase("node agent"), "bmc": phrase("BMC")}.get(alert.source,
@@ -420,6 +445,7 @@ def resolve(p: Platform, actor: Principal, ticket_id: str, body: TicketAction) -
             raise Conflict("Ticket {ticket} is resolved already.", ticket=t.id)
         t.resolved_at = now
         t.fault_key = None  # the next fault of this kind opens a new ticket
+        fault_resolved(s, t)
         transition(s, p, t, TICKET, "resolve", Move(now, actor=by(actor), reason=body.note))
         t.next_warning_at = None
         if t.tenant_id:

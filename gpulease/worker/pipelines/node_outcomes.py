@@ -44,7 +44,7 @@ from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
 from gpulease.services.fleet.deploy_breaker import deploy_succeeded, hold_failed_deploy
 from gpulease.services.orders.placement import claim_replacement
-from gpulease.services.support.repairs import burn_in_failed, open_repair
+from gpulease.services.support.repairs import burn_in_failed, open_repair, repair_for_fault
 from gpulease.worker.pipelines.node_inputs import drop_config_drives
 
 log = logging.getLogger("gpulease.worker")
@@ -85,8 +85,8 @@ def finish_node(s: Session, p: Platform, node: Node, now: datetime) -> None:
         deploy_succeeded(s, p, node, now)
     else:
         unbind(s, node, now)
-        repair = open_repair(s, node.id)
-        if repair is not None:  # swapped out of its instance: erased, now for repair
+        repair = open_repair(s, node.id) or repair_for_fault(s, node, now)
+        if repair is not None:  # swapped out, or a fault reported: erased, now for repair
             node.drain_requested_at = None
             transition(s, p, node, NODE, "send_to_repair", Move(now, actor=WORKER,
                        reason=phrase("in repair: {why}; the tenant's disks erased",

@@ -19,6 +19,7 @@ from gpulease.cli.main import app
 from gpulease.db.tables import Node
 from gpulease.demo_agents import DemoAgents
 from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound, OutOfStock
+from gpulease.domain.states import NODE, NodeStatus
 from gpulease.platform import Platform
 from gpulease.schemas.tickets import TicketAction, TicketComment
 from gpulease.services.agents import evidence
@@ -210,8 +211,12 @@ def test_a_swap_moves_the_lease_to_a_spare_and_sends_the_faulty_node_to_repair(
     done = tickets.show_ticket(fleet, tenant.principal, ticket.id)
     assert done.status == "mitigated" and done.mitigated_at is not None
     assert any("now on" in e.text or "replaced" in e.text for e in done.timeline)
-    again = actions.reveal_credentials(fleet, tenant.principal, iid)
-    assert again.root_password  # a new password, shown once
+    with LiveServer(fleet) as server:  # a new password, shown once, as the notice says
+        env = {"GPULEASE_URL": server.url, "GPULEASE_TOKEN": tenant.token}
+        shown = CliRunner().invoke(app, ["credentials", iid], env=env)
+        assert shown.exit_code == 0 and "password: " in shown.output, shown.output
+        twice = CliRunner().invoke(app, ["credentials", iid], env=env)
+        assert twice.exit_code != 0 and "already shown" in twice.output, twice.output
     stages = [st.stage for st in after.stages]
     assert "replacing" in stages and "replaced" in stages
 
@@ -257,3 +262,23 @@ def test_a_swap_moves_the_lease_to_a_spare_and_sends_the_faulty_node_to_repair(
     refund = wallet.ledger(fleet, tenant.principal).items[0]
     assert refund.kind == "refund" and "unused time" in (refund.reference or "")
     assert lease_price * Decimal("0.99") < refund.amount <= lease_price
+
+    # the known-faulty server never returns to stock: erased, then out for repair on the
+    # ticket, which follows it; an operator cannot put it back before it is repaired
+    worker.run_until_idle()
+    faulty_name = serving[0]
+    with fleet.db.read() as s:
+        faulty = s.scalar(select(Node).where(Node.name == faulty_name))
+        assert faulty is not None and faulty.status == "repair", faulty.status
+        assert faulty.fault_ticket_id == second.id
+        assert f"ticket {second.id} reports a fault" in (
+            NODE.refusal(NodeStatus.AVAILABLE, faulty) or "")
+    (following,) = [r for r in repairs.list_repairs(fleet, op, open_only=True)
+                    if r.node == faulty_name]
+    assert following.ticket_id == second.id and following.instance_id is None
+    assert any("follows it" in e.text for e in tickets.show_ticket(fleet, op, second.id).timeline)
+    repairs.finish(fleet, op, faulty_name, "GPU 1: 1652200013 -> 1652200090")
+    worker.run_until_idle()
+    with fleet.db.read() as s:
+        back = s.scalar(select(Node).where(Node.name == faulty_name))
+        assert back is not None and back.status == "available" and back.fault_ticket_id is None
