@@ -22,12 +22,18 @@ class DiskKeyError(RuntimeError):
 
 
 def _run(cmd: Sequence[str], stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    """`cmd` with `stdin` given as the very bytes (a key file's, a passphrase's UTF-8):
+    cryptsetup reads a key from `--key-file -` byte for byte, so a re-encoded key would
+    be another key that plain cryptsetup (a rescue system, crypttab) could not use."""
     try:
-        return subprocess.run(list(cmd), input=stdin.decode("latin-1") if stdin else None,
-                              capture_output=True, text=True, timeout=600, check=False)
+        done = subprocess.run(list(cmd), input=stdin, capture_output=True, timeout=600,
+                              check=False)
     except FileNotFoundError:
         raise DiskKeyError(f"{cmd[0]} is not installed (Debian and Ubuntu: the cryptsetup "
                            "package)") from None
+    return subprocess.CompletedProcess(done.args, done.returncode,
+                                       done.stdout.decode(errors="replace"),
+                                       done.stderr.decode(errors="replace"))
 
 
 def is_luks(path: str) -> bool:
@@ -72,11 +78,21 @@ def format_encrypted(path: str, key: bytes, *, fast_kdf: bool = False) -> None:
                            f"{(done.stderr or done.stdout).strip()}")
 
 
+def key_opens(path: str, key: bytes) -> bool:
+    """Whether `key` opens a key slot of the header (no device mapper needed: nothing is
+    mapped)."""
+    done = _run(["cryptsetup", "open", "--test-passphrase", "--type", "luks2",
+                 "--key-file", "-", path], stdin=key)
+    return done.returncode == 0
+
+
 def unlock(path: str, key: bytes) -> str:
     """Open the encrypted disk as /dev/mapper/gl-data (needs the kernel's device mapper)."""
     done = _run(["cryptsetup", "open", "--type", "luks2", "--key-file", "-", path,
                  MAPPED_NAME], stdin=key)
     if done.returncode != 0:
+        why = ("the key is right: this host has no device mapper to open it on"
+               if key_opens(path, key) else "this key opens no key slot")
         raise DiskKeyError(f"cryptsetup open {path}: {(done.stderr or done.stdout).strip()} "
-                           "(a wrong key, or no device mapper on this host)")
+                           f"({why})")
     return f"/dev/mapper/{MAPPED_NAME}"

@@ -53,7 +53,7 @@ def test_key_slots_destroyed_leave_nothing_to_unlock_with(
     disk_keys.format_encrypted(dev, b"k1", fast_kdf=True)
     assert disk_keys.destroy_key_slots(dev) == 1
     assert disk_keys.is_luks(dev) and disk_keys.key_slots(dev) == []  # the header, no key
-    with pytest.raises(disk_keys.DiskKeyError):
+    with pytest.raises(disk_keys.DiskKeyError, match="this key opens no key slot"):
         disk_keys.unlock(dev, b"k1")
 
 
@@ -74,6 +74,7 @@ def test_the_tenant_encrypts_the_data_disk_with_a_key_file(
     assert disk_keys.key_slots(dev) == [0]
     # no device mapper on this host: the open is refused, and said
     assert done.returncode == 1 and "cryptsetup open" in done.stderr
+    assert "the key is right: this host has no device mapper" in " ".join(done.stderr.split())
     assert PATTERN not in read_all(dev)[:4096]
 
 
@@ -87,3 +88,28 @@ def test_an_encrypted_data_order_leaves_the_disk_unformatted() -> None:
     assert "fs_setup" not in sealed and "mounts" not in sealed and "disk_setup" not in sealed
     motd = [f for f in sealed["write_files"] if f["path"].startswith("/etc/motd.d/")]
     assert "gpulease agent encrypt-data /dev/nvme1n1" in motd[0]["content"]
+
+
+@pytest.mark.parametrize("kind", ["random key file", "Chinese passphrase"])
+def test_the_tenants_key_opens_the_disk_with_plain_cryptsetup(
+        loop_device: Callable[[int], str], cryptsetup: None, tmp_path: Path, kind: str) -> None:
+    """The key reaches cryptsetup as the very bytes the tenant holds: a key file's content
+    (any byte, newlines included) and a passphrase's UTF-8, as a rescue system or crypttab
+    would give it, not re-encoded on the way."""
+    dev = loop_device(24)
+    key_file = tmp_path / "data.key"
+    if kind == "random key file":
+        key = bytes(range(256))[::4] + b"\n\xff\xfe\x00\x80" * 3
+        key = key[:64]
+        key_file.write_bytes(key)
+        plain = ["--key-file", str(key_file)]
+        typed = None
+    else:
+        key = "只有我知道的口令，二〇二六".encode()
+        plain, typed = [], key + b"\n"  # typed at cryptsetup's own prompt
+    disk_keys.format_encrypted(dev, key, fast_kdf=True)
+    opened = subprocess.run(["cryptsetup", "open", "--test-passphrase", "--type", "luks2",
+                             *plain, dev], input=typed, capture_output=True, timeout=120)
+    assert opened.returncode == 0, opened.stderr
+    assert disk_keys.key_opens(dev, key)
+    assert not disk_keys.key_opens(dev, key[:-1] + b"?")
