@@ -4,7 +4,7 @@ keeps summaries per instance); no I/O here."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import IntFlag, StrEnum
 from typing import Any
@@ -256,6 +256,10 @@ class AlertRules:
     # at least `thermal_min_s` seconds (one hot second under full load is normal).
     thermal_share: float = 0.2
     thermal_min_s: float = 30.0
+    # The span the platform joins a GPU's windows over for that judgement (a throttled 30 s
+    # of a saw-tooth is split by window edges, or longer than a short window):
+    # services/fleet/alerts.py, as the thermal alert rules do over 10 minutes.
+    thermal_span_s: float = 600.0
 
 
 @dataclass(frozen=True)
@@ -276,19 +280,22 @@ def _alert(kind: AlertKind, g: GpuSummary, text: Phrase, severity: str = "critic
     return Alert(kind, g.index, g.uuid, str(text), severity, text)
 
 
-def alerts_for(summaries: Iterable[GpuSummary],
-               rules: AlertRules = AlertRules()) -> list[Alert]:
-    """The hardware problems a window shows, one alert per kind per GPU."""
+def alerts_for(summaries: Iterable[GpuSummary], rules: AlertRules = AlertRules(),
+               joined: Mapping[int, GpuSummary] | None = None) -> list[Alert]:
+    """The hardware problems a window shows, one alert per kind per GPU. `joined`: a GPU's
+    recent windows merged (the last `rules.thermal_span_s`, this one included), which
+    thermal throttling is judged over instead of the window alone."""
     alerts: list[Alert] = []
     for g in summaries:
         label = phrase("GPU {gpu} ({uuid})", gpu=g.index, uuid=g.uuid)
-        span = max(g.end - g.start, 0.0)
-        if g.thermal_throttle_s >= rules.thermal_min_s and (
-                span == 0 or g.thermal_throttle_s >= rules.thermal_share * span):
+        over = (joined or {}).get(g.index, g)
+        span = max(over.end - over.start, 0.0)
+        if over.thermal_throttle_s >= rules.thermal_min_s and (
+                span == 0 or over.thermal_throttle_s >= rules.thermal_share * span):
             alerts.append(_alert(AlertKind.THERMAL_THROTTLING, g, phrase(
                 "{label} thermally throttled for {throttled:.0f} s of {span:.0f} s (max "
                 "{temp} °C); check cooling and airflow", label=label,
-                throttled=g.thermal_throttle_s, span=span, temp=g.temp_max_c),
+                throttled=over.thermal_throttle_s, span=span, temp=over.temp_max_c),
                 severity="warning"))
         if XID_FELL_OFF_BUS in g.xids:
             alerts.append(_alert(AlertKind.GPU_FELL_OFF_BUS, g, phrase(

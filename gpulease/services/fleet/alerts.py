@@ -5,15 +5,23 @@ alerts (services/fleet/bmc_health.py) close by its health instead."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gpulease.db.tables import HardwareAlert, Node
-from gpulease.domain.fleet.telemetry import Alert, GpuSummary, alerts_for
+from gpulease.db.tables import HardwareAlert, Node, TelemetrySummary
+from gpulease.domain.fleet.telemetry import (
+    Alert,
+    AlertKind,
+    AlertRules,
+    GpuSummary,
+    alerts_for,
+    merge,
+)
 from gpulease.domain.phrases import stored
 from gpulease.lifecycle.history import agent as agent_actor
 from gpulease.platform import Platform
@@ -25,14 +33,42 @@ def _phrase_json(alert: Alert) -> str | None:
     return stored(alert.phrase)[1] if alert.phrase is not None else None
 
 
+RULES = AlertRules()
+
+
+def _joined(s: Session, node: Node, gpus: set[int], now: datetime, rules: AlertRules
+            ) -> dict[int, GpuSummary]:
+    """Each of `gpus`' windows received over the last `rules.thermal_span_s` (the push
+    being stored among them), merged into one: a window of 10 s, or a 60 s one that a
+    throttled half-minute straddles, is judged with its neighbours. Read only for GPUs
+    throttled now or with a thermal alert open."""
+    if not gpus:
+        return {}
+    s.flush()  # this push's rows
+    q = select(TelemetrySummary.gpu_index, TelemetrySummary.summary_json).where(
+        TelemetrySummary.received_at >= now - timedelta(seconds=rules.thermal_span_s),
+        TelemetrySummary.gpu_index.in_(sorted(gpus)))
+    q = (q.where(TelemetrySummary.instance_id == node.instance_id) if node.instance_id
+         else q.where(TelemetrySummary.node_id == node.id))
+    windows: dict[int, list[GpuSummary]] = {}
+    for index, data in s.execute(q.where(TelemetrySummary.node_id == node.id)):
+        windows.setdefault(index, []).append(GpuSummary.from_dict(json.loads(data)))
+    return {index: merge(parts) for index, parts in windows.items()}
+
+
 def sync_agent_alerts(s: Session, p: Platform, node: Node, summaries: Sequence[GpuSummary],
                  now: datetime) -> list[dict[str, Any]]:
-    """Open an alert the window shows, refresh one still shown, close one no longer shown."""
-    raised = {(a.gpu, a.kind.value): a for a in alerts_for(summaries)}
+    """Open an alert the window shows, refresh one still shown, close one no longer shown.
+    Thermal throttling is judged over the GPU's recent windows joined (`_joined`)."""
     reported = {g.index for g in summaries}
     open_rows = s.scalars(select(HardwareAlert).where(
         HardwareAlert.node_id == node.id, HardwareAlert.closed_at.is_(None),
         HardwareAlert.source == "agent")).all()  # the BMC's alerts close by its health
+    hot = {g.index for g in summaries if g.thermal_throttle_s > 0} | {
+        row.gpu_index for row in open_rows
+        if row.kind == AlertKind.THERMAL_THROTTLING.value and row.gpu_index in reported}
+    joined = _joined(s, node, hot, now, RULES)
+    raised = {(a.gpu, a.kind.value): a for a in alerts_for(summaries, RULES, joined)}
     seen = set()
     for row in open_rows:
         key = (row.gpu_index, row.kind)
