@@ -4,7 +4,7 @@ tenant's instance is simply not found (404), never forbidden (which would confir
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from sqlalchemy import Select, bindparam, select
 from sqlalchemy.orm import Session
@@ -49,8 +49,23 @@ def instance_allocations(s: Session, instance_id: str) -> list[tuple[Node, list[
     )
     out: dict[str, tuple[Node, list[int], bool]] = {}
     for node, index, active in rows:
-        out.setdefault(node.id, (node, [], bool(active)))[1].append(index)
+        _held(out, node.id, node, index, bool(active))
     return list(out.values())
+
+
+N = TypeVar("N")
+
+
+def _held(out: dict[str, tuple[N, list[int], bool]], node_id: str, node: N, index: int,
+          active: bool) -> None:
+    """One allocation row into `out` (node id -> the node, its GPU indices, held now): a
+    node an instance held twice (a swap brought it back) is listed once, as held now, with
+    its GPUs once."""
+    seen = out.get(node_id)
+    if seen is None or (active and not seen[2]):  # held now outweighs held before
+        seen = out[node_id] = (node, [], active)
+    if active == seen[2] and index not in seen[1]:
+        seen[1].append(index)
 
 
 class NodeBrief(NamedTuple):
@@ -91,8 +106,7 @@ def allocations_of(s: Session, instance_ids: Sequence[str]
     rows = s.execute(_ALLOCATIONS_OF, {"ids": list(instance_ids)})
     for instance_id, index, active, *node in rows:
         brief = NodeBrief(*node)
-        found.setdefault(instance_id, {}).setdefault(
-            brief.id, (brief, [], bool(active)))[1].append(index)
+        _held(found.setdefault(instance_id, {}), brief.id, brief, index, bool(active))
     return {i: list(found.get(i, {}).values()) for i in instance_ids}
 
 

@@ -15,6 +15,7 @@ the spare's empty data disk; the faulty server is erased only after."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -38,6 +39,7 @@ from gpulease.services.storage.backups import (
 )
 
 UNDER_WAY = (BackupStatus.QUEUED.value, BackupStatus.RUNNING.value)
+FIRST_HALVES = ("send", "backup")  # on the faulty server; a receive or restore on the spare
 
 
 @dataclass(frozen=True)
@@ -63,18 +65,34 @@ def queue_copy(s: Session, p: Platform, inst: Instance, old: Node, copy: DiskCop
             wait_s=p.settings.copy_wait_s)))
 
 
-def swap_copy_step(s: Session, p: Platform, inst: Instance, spare: Node, now: datetime
-                   ) -> bool:
+def this_swaps_runs(runs: Sequence[Backup], outgoing: Mapping[str, datetime], spare_id: str
+                    ) -> dict[str, Backup]:
+    """The two halves of this swap's copy, by kind, among every copy run of the instance
+    (oldest first): the first half queued on the server going out since its swap began
+    (`outgoing`: its id and that moment), the second on this spare after the first. An
+    earlier swap's runs are never paired with this one's."""
+    first = [r for r in runs if r.kind in FIRST_HALVES and r.node_id in outgoing
+             and r.requested_at >= outgoing[r.node_id]]
+    if not first:
+        return {}
+    head = first[-1]
+    second = [r for r in runs if r.kind not in FIRST_HALVES and r.node_id == spare_id
+              and r.requested_at >= head.requested_at]
+    return {head.kind: head} | ({second[-1].kind: second[-1]} if second else {})
+
+
+def swap_copy_step(s: Session, p: Platform, inst: Instance, spare: Node,
+                   outgoing: Mapping[str, datetime], now: datetime) -> bool:
     """Once the spare is accepted: True while the copy runs (its second half queued here);
-    False when it is done or was not asked for."""
+    False when it is done or was not asked for. `outgoing`: the servers this swap takes
+    out, each with the moment its swap began."""
     instance_id, tenant = inst.id, inst.tenant_id
-    runs = runs_for(s, instance_id, SWAP_COPY)
-    if not runs:
+    kinds = this_swaps_runs(runs_for(s, instance_id, SWAP_COPY), outgoing, spare.id)
+    if not kinds:
         return False
-    kinds = {r.kind: r for r in runs}
     if "send" in kinds:
         return _direct(s, p, inst, spare, kinds, now)
-    if any(r.status in UNDER_WAY for r in runs):
+    if any(r.status in UNDER_WAY for r in kinds.values()):
         return True
     backup, restore = kinds.get("backup"), kinds.get("restore")
     if restore is None and backup is not None:

@@ -157,13 +157,15 @@ def _clean_then_finish(r: Reconciling) -> None:
 
 def _replace(r: Reconciling) -> None:
     s, p, inst, now = r.s, r.p, r.inst, r.now
-    outgoing = [n for n in r.nodes if open_repair(s, n.id) is not None]  # swapped out
+    repairs = {n.id: repair for n in r.nodes if (repair := open_repair(s, n.id)) is not None}
+    outgoing = [n for n in r.nodes if n.id in repairs]  # swapped out
     serving = [n for n in r.nodes if n not in outgoing
                and NodeStatus(n.status) is not NodeStatus.CLEANING]
     if not r.all_active(serving):
         inst.next_attempt_at = r.poll
         return
-    if swap_copy_step(s, p, inst, serving[0], now):
+    if swap_copy_step(s, p, inst, serving[0],
+                      {n.id: repairs[n.id].started_at for n in outgoing}, now):
         inst.next_attempt_at = r.poll  # the data disk is on its way to the spare
         return
     for old in outgoing:  # it served on while its disk was copied: now erased

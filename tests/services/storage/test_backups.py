@@ -389,3 +389,50 @@ def test_the_cli_names_your_own_s3_as_endpoint_bucket_and_prefix(
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     with pytest.raises(typer.Exit):
         _target("https://s3.example.com/ckpt")
+
+
+@pytest.mark.parametrize("via", ["agents", "bucket"])
+def test_three_copy_swaps_in_a_row_each_carry_their_own_data(
+    fleet: Platform, tenant: TenantCtx, operator: TenantCtx, key: str, s3: EmbeddedS3,
+    via: str
+) -> None:
+    """Each swap's copy pairs its own two runs: the second and third swaps of one instance
+    (the first swap's server, repaired, is a later spare) neither reuse an earlier swap's
+    finished half nor erase the faulty server before the spare has the whole listing."""
+    from gpulease.demo_agents import DemoAgents
+    from gpulease.services.fleet import node_changes
+    from gpulease.services.support import repairs, replacement, tickets
+
+    with_storage(fleet, s3)
+    worker = Worker(fleet)
+    iid = deliver(fleet, tenant, worker, key)
+    me, op = tenant.principal, operator.principal
+    for round_ in range(1, 4):
+        (serving,) = [n.name for n in instances.show_instance(fleet, me, iid).nodes
+                      if n.status == "active"]
+        work = disk(fleet, serving) / "runs"
+        work.mkdir(parents=True, exist_ok=True)
+        weights = os.urandom((1 << 20) + round_)
+        (work / f"round-{round_}.bin").write_bytes(weights)
+        node_changes.inject_faults(fleet, op, serving, ["xid79:3"])
+        DemoAgents(fleet).tick()
+        ticket = next(t for t in tickets.list_tickets(fleet, op, tickets.OPEN).items
+                      if t.node == serving)
+        replacement.swap(fleet, op, ticket.id, Swap(copy_data=True, path="/data/runs",
+                                                    via=via))
+        worker.run_until_idle(timeout_s=90)
+        after = instances.show_instance(fleet, me, iid)
+        assert (after.status, after.stage) == ("ready", "ready"), round_
+        active = [n.name for n in after.nodes if n.status == "active"]
+        assert len(active) == 1, (round_, after.nodes)
+        spare = active[0]
+        assert spare != serving
+        copied = disk(fleet, spare) / "runs"
+        assert sorted(p.name for p in copied.iterdir()) == [
+            f"round-{r}.bin" for r in range(1, round_ + 1)], round_
+        assert (copied / f"round-{round_}.bin").read_bytes() == weights
+        assert not disk(fleet, serving).exists()  # erased once the copy was on the spare
+        runs = backups.list_runs(fleet, me, iid)
+        assert len(runs) == 2 * round_ and all(r.status == "succeeded" for r in runs)
+        repairs.finish(fleet, op, serving, f"GPU 3: round {round_}")
+        worker.run_until_idle(timeout_s=60)  # erased, burned in, back in the pool
