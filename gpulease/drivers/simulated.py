@@ -57,6 +57,7 @@ from gpulease.ports.runtime import (
 from gpulease.process_metrics import bmc_error
 
 FAULT_KINDS = ("transient", "permanent", "hang", "ignored")  # ignored: accepted, not done
+DISK = "disk"  # what a stand-in agent records of a boot from the server's own disk
 
 
 def simulated_ip(node_name: str) -> str:
@@ -410,6 +411,7 @@ class BmcWatchingAgent:
         self._macs: dict[str, tuple[str, ...]] = {}
         self._booted: dict[str, tuple[str, float]] = {}
         self.boots: dict[str, list[str]] = {}  # every boot seen per node: the media URL
+        # (or DISK: its own installed system)
         self.config_drives: dict[str, list[str | None]] = {}  # the config drive at each boot
         self.erased: dict[str, int] = {}
         self.gpu_faults: dict[str, list[str]] = {}  # injected GPU faults per node
@@ -425,8 +427,10 @@ class BmcWatchingAgent:
         with self._mutex:
             booted = self._booted.get(node.name)
         media = bmc.inserted_media()
-        if not media:  # booted from the network, or from its disk (the script says which)
-            media = self._network_boot(node, bmc) or (booted[0] if booted else None)
+        if not media:  # booted from the network, or from its disk (the script says which):
+            # a server powered on with neither boots its installed system (a card repair's
+            # return); one still running since an earlier boot keeps that boot
+            media = self._network_boot(node, bmc) or (booted[0] if booted else DISK)
         # Other media than the last boot's means the server was rebooted from it (the
         # engine may power-cycle it without this agent seeing the off state).
         if media and (booted is None or booted[0] != media):

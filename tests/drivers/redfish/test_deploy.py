@@ -4,6 +4,7 @@ SQLite and PostgreSQL, asserting what the emulator recorded."""
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import select
 
 from gpulease.db.tables import Node
 from gpulease.drivers.redfish_emulator import Emulator
@@ -115,3 +116,65 @@ def test_an_unreachable_image_fails_with_the_bmcs_message(
     assert view.status == "failed"
     assert "attach_media failed" in (view.status_reason or "")
     assert "Cannot download virtual media" in (view.status_reason or "")
+
+
+def test_a_card_repair_over_redfish_boots_the_tenants_own_system_back(
+    platform: Platform, emulator: Emulator, image_server: str, tenant: TenantCtx,
+    operator: TenantCtx, key: str, server: LiveServer,
+) -> None:
+    """The card path behind a real Redfish peer: the server goes out in the window its
+    tenant accepted (powered off, disks kept), comes back from its own disk (no media, no
+    ramdisk), its agent calls in, the burn-in passes and the tenant has it back."""
+    import time
+    from datetime import timedelta
+
+    from gpulease.demo_agents import DemoAgents
+    from gpulease.schemas.tickets import RepairWindowAnswer, RepairWindowProposal
+    from gpulease.services.agents.node_agent import node_ref
+    from gpulease.services.fleet import node_changes
+    from gpulease.services.support import card_repairs, repairs, tickets
+    from gpulease.worker.jobs.fleet.safe_off import safe_off
+
+    platform.settings.public_url = server.url
+    platform.settings.media_base_url = image_server
+    platform.settings.poll_interval_s = 0.25
+    enroll_emulated(platform, emulator)
+    agent = platform.drivers.agent_for("redfish")
+    assert isinstance(agent, BmcWatchingAgent)
+    worker = Worker(platform)
+    view, _ = orders.place_order(platform, tenant.principal, OrderRequest(
+        sku="h100-80g-x8", region="ningxia-1", ssh_keys=[key]))
+    worker.run_until_idle(timeout_s=90)
+    node = instances.show_instance(platform, tenant.principal, view.id).nodes[0].name
+    op = operator.principal
+    node_changes.inject_faults(platform, op, node, ["xid79:3"])
+    DemoAgents(platform).tick()
+    (ticket,) = tickets.list_tickets(platform, op, tickets.OPEN).items
+    start = platform.clock.now() + timedelta(seconds=1)
+    card_repairs.propose_window(platform, op, ticket.id, RepairWindowProposal(
+        start=start, hours=1))
+    card_repairs.answer_window(platform, tenant.principal, ticket.id,
+                               RepairWindowAnswer(accept=True))
+    time.sleep(max((start - platform.clock.now()).total_seconds(), 0) + 0.1)
+    assert card_repairs.begin_due_windows(platform) == 1
+    assert safe_off(platform) == 1  # out for repair: powered off by its BMC
+    system_id = emulator.systems[int(node[-2:])]
+    for _ in range(100):  # the emulated server takes a moment to go off
+        if emulator.get(f"/redfish/v1/Systems/{system_id}")["PowerState"] == "Off":
+            break
+        time.sleep(0.1)
+    assert emulator.get(f"/redfish/v1/Systems/{system_id}")["PowerState"] == "Off"
+    with platform.db.read() as s:
+        row = s.scalar(select(Node).where(Node.name == node))
+        assert row is not None
+        ref = node_ref(platform, row)
+    assert not agent.is_up(ref)  # asked while off, as any poll may: its agent is down
+    repairs.finish(platform, op, node, "GPU 3: 1652200012 -> 1652200087")
+    worker.run_until_idle(timeout_s=90)
+    after = instances.show_instance(platform, tenant.principal, view.id)
+    assert (after.status, after.stage) == ("ready", "ready"), after.stages[-3:]
+    assert [(n.name, n.status) for n in after.nodes] == [(node, "active")]
+    assert emulator.get(f"/redfish/v1/Systems/{system_id}")["PowerState"] == "On"
+    assert agent.boots[node][-1] == "disk"  # its own system, not the ramdisk or an image
+    assert not agent.erased.get(node)  # the tenant's disks kept
+    assert tickets.show_ticket(platform, op, ticket.id).status == "mitigated"
