@@ -51,6 +51,6 @@ DEFAULT_ADDON_NAMES = (
     N_("Extra NVMe storage beyond the included disks, per GB per month"),
     N_("Object storage (S3), per GB stored per month, measured daily"),
     N_("Data egress to the Internet, per GB"),
-    N_("Technical support, business hours, per month"),
-    N_("Technical support, 24×7 with 30-minute response, per month"),
+    N_("Help with your own software (drivers, CUDA, NCCL, frameworks), business hours, per month"),
+    N_("Help with your own software (drivers, CUDA, NCCL, frameworks), 24×7, per month"),
 )

@@ -65,6 +65,16 @@ class PriceChangeView(BaseModel):
     monthly_price: Money
 
 
+class SupportClocksView(BaseModel):
+    """The support an offer comes with, by ticket severity (P1, P2, P3): minutes to the
+    first response, hours to mitigation (served again) and to resolution; a severity left
+    out has no such clock."""
+
+    response_minutes: dict[str, Decimal]
+    mitigation_hours: dict[str, Decimal]
+    resolution_hours: dict[str, Decimal]
+
+
 class OfferView(BaseModel):
     id: str
     sku: str
@@ -92,6 +102,8 @@ class OfferView(BaseModel):
     example: bool
     price_changes: list[PriceChangeView] = Field(
         default_factory=list, description="announced monthly prices ahead, by date")
+    support: SupportClocksView | None = Field(
+        default=None, description="the support clocks a ticket about this server runs on")
 
 
 class ContainerOfferView(BaseModel):

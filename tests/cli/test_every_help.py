@@ -42,3 +42,34 @@ def test_backup_and_restore_show_their_help(lang: str, monkeypatch: pytest.Monke
         shown = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "120"})
         assert shown.exit_code == 0, (command, shown.output, shown.exception)
         assert "--url" in shown.output
+
+
+def test_every_command_a_message_names_exists() -> None:
+    """A refusal or a notice that says "`gpulease X Y --opt`" names a command of the tree,
+    and an option it has (one named `images --mine`, which never existed)."""
+    import re
+
+    tree = typer.main.get_command(app)
+    texts = set(help_text.texts(tree))
+    with (LOCALE / "console.pot").open("rb") as f:
+        texts |= {m.id for m in read_po(f) if isinstance(m.id, str) and m.id}
+    named = re.compile(r"`gpulease ([^`]*)`")
+    unknown = set()
+    for text in texts:
+        for said in named.findall(" ".join(text.split())):
+            command: object = tree
+            for word in said.split():
+                below = getattr(command, "commands", None)
+                if word.startswith("--"):
+                    options = {o for param in getattr(command, "params", [])
+                               for o in param.opts}
+                    if word.split("=")[0] not in options:
+                        unknown.add(f"gpulease {said}")
+                    continue
+                if below is None or not re.fullmatch(r"[a-z][a-z0-9-]*", word):
+                    continue  # an argument, a value, or a command's own words
+                if word not in below:
+                    unknown.add(f"gpulease {said}")
+                    break
+                command = below[word]
+    assert not unknown, sorted(unknown)

@@ -106,6 +106,8 @@ def test_the_tenant_journey_through_the_cli(up: Up, tmp_path: Path) -> None:
     assert catalog["container_offers"][0]["price_per_gpu_hour"] == "1.96"
     table = cli(up, "catalog").stdout
     assert "84,480.00" in table and "宁夏一区" in table and "advertised: NVLink + IB" in table
+    assert "P1 15 min / 4 h / 72 h; P2 60 min / 24 h / 168 h; P3 480 min / - / 336 h" in (
+        " ".join(table.split()))  # the support clocks, before buying
     assert "ubuntu22.04-cann8-mindspore2.4" in cli(up, "images").stdout
 
     human = cli(up, "order", "bare-metal", "--sku", "h100-80g-x8", "--region", "ningxia-1",

@@ -57,7 +57,7 @@ def test_an_order_is_reviewed_then_holds_exactly_the_total_shown(
         assert review.status_code == 200 and "Review your order" in review.text
         total = yuan(review.text, "total")
         assert yuan(review.text, "vat") > 0 and "Public bandwidth" in review.text
-        assert "Technical support" in review.text and 'id="confirm"' in review.text
+        assert "Help with your own software" in review.text and 'id="confirm"' in review.text
         assert holds(fleet, t.tenant_id) == []  # nothing held by a review
         assert instances.list_instances(fleet, t.principal).total == 0
 

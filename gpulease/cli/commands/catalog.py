@@ -24,6 +24,7 @@ from gpulease.cli.common import (
 from gpulease.cli.tables import Column, WideOpt, fitted
 from gpulease.cli.tables import show as show_table
 from gpulease.cli.words import _
+from gpulease.schemas import SupportClocksView
 
 app = typer.Typer()
 image_app = typer.Typer(help="Custom OS images (operators); saved environments (tenants).",
@@ -97,6 +98,14 @@ def catalog(ctx: typer.Context, url: UrlOpt = "", token: TokenOpt = "",
                         date=ch.effective_from, price=ch.monthly_price)
                       for ch in o.price_changes), f"{o.day_price:,.2f}", str(o.stock))
     out.print(t)
+    clocks = {o.id: _clocks(o.support) for o in c.offers if o.support is not None}
+    if len(set(clocks.values())) == 1:
+        out.print(_("Support with every server (response / mitigation / resolution): "
+                    "{clocks}", clocks=next(iter(clocks.values()))), highlight=False)
+    else:
+        for offer_id, said in clocks.items():
+            out.print(_("Support with {offer} (response / mitigation / resolution): "
+                        "{clocks}", offer=offer_id, clocks=said), highlight=False)
     show_table(fitted(
         (Column(_("offer"), keep=True), Column(_("¥/GPU-hour"), keep=True, justify="right"),
          Column(_("free GPUs"), keep=True, justify="right"),
@@ -105,6 +114,16 @@ def catalog(ctx: typer.Context, url: UrlOpt = "", token: TokenOpt = "",
           co.region, co.gpu) for co in c.container_offers],
         wide=wide, title=_("Container instances (per GPU-hour)")), wide)
     out.print(_("Derived prices: {rule}", rule=c.pricing_rule))
+
+
+def _clocks(support: SupportClocksView) -> str:
+    """`P1 15 min / 4 h / 72 h; P2 …`: each severity's clocks, "-" where it has none."""
+    def hours(clock: dict[str, Decimal], sev: str) -> str:
+        return f"{clock[sev]:g} h" if sev in clock else "-"
+    return "; ".join(
+        f"{sev} " + (f"{support.response_minutes[sev]:g} min" if sev in support.response_minutes
+                     else "-") + f" / {hours(support.mitigation_hours, sev)} / "
+        f"{hours(support.resolution_hours, sev)}" for sev in ("P1", "P2", "P3"))
 
 
 @app.command()

@@ -13,10 +13,22 @@ from sqlalchemy.orm import Session
 
 from gpulease.db.tables import Gpu, GpuAllocation, Node
 from gpulease.domain.billing.money import to_fen
-from gpulease.domain.catalog import Catalog, ContainerShare, Offer
+from gpulease.domain.catalog import (
+    Catalog,
+    ContainerShare,
+    Offer,
+    SeverityClock,
+    SupportTerms,
+)
 from gpulease.domain.states import NodeStatus
 from gpulease.platform import Key, Platform
-from gpulease.schemas import CatalogView, ContainerOfferView, OfferView, PriceChangeView
+from gpulease.schemas import (
+    CatalogView,
+    ContainerOfferView,
+    OfferView,
+    PriceChangeView,
+    SupportClocksView,
+)
 
 
 def day_price(catalog: Catalog, offer: Offer) -> Decimal:
@@ -90,7 +102,16 @@ def offer_view(catalog: Catalog, offer: Offer, stock: int, today: date | None = 
                                        monthly_price=c.monthly_price or Decimal(0))
                        for c in offer.price_changes
                        if today is not None and c.effective_from > today],
+        support=support_view(catalog.support_for(offer.sku, offer.region)),
     )
+
+
+def support_view(terms: SupportTerms) -> SupportClocksView:
+    def clock(c: SeverityClock) -> dict[str, Decimal]:
+        return {sev: value for sev in ("P1", "P2", "P3") if (value := c.of(sev)) is not None}
+    return SupportClocksView(response_minutes=clock(terms.response_minutes),
+                             mitigation_hours=clock(terms.mitigation_hours),
+                             resolution_hours=clock(terms.resolution_hours))
 
 
 @lru_cache(maxsize=4)

@@ -71,8 +71,8 @@ def save(p: Platform, actor: Principal, instance_id: str, name: str) -> SavedIma
             SavedImage.source_instance_id == inst.id,
             SavedImage.status == SavedImageStatus.SAVING.value))
         if busy:
-            raise Conflict("{busy} of {instance} is still being saved; `gpulease images "
-                           "--mine` shows it.", busy=busy, instance=inst.id)
+            raise Conflict("{busy} of {instance} is still being saved; `gpulease image "
+                           "saved` shows it.", busy=busy, instance=inst.id)
         (node, _gpus, _held), = instance_allocations(s, inst.id)
         registry = _registry(p, node.runtime_url)
         tag = now.strftime("%Y%m%d-%H%M%S")
@@ -122,8 +122,8 @@ def delete(p: Platform, actor: Principal, image_id: str) -> SavedImageView:
                                                 SavedImage.tenant_id == tenant)
                        .with_for_update())
         if row is None or row.status == SavedImageStatus.DELETED.value:
-            raise NotFound("No saved image {image_id} in your account; `gpulease images "
-                           "--mine` lists them.", image_id=image_id)
+            raise NotFound("No saved image {image_id} in your account; `gpulease image "
+                           "saved` lists them.", image_id=image_id)
         if row.status == SavedImageStatus.SAVING.value:
             raise Conflict("{image_id} is still being saved; delete it once it is done.",
                            image_id=image_id)
@@ -156,7 +156,7 @@ def for_order(s: Session, tenant: str, ref: str) -> SavedImage:
         .order_by(SavedImage.saved_at.desc(), SavedImage.id.desc()).limit(1))
     if row is None:
         raise InvalidInput("image", "No saved image {ref!r} of yours is ready; `gpulease "
-                           "images --mine` lists them (order as my/NAME).", ref=ref)
+                           "image saved` lists them (order as my/NAME).", ref=ref)
     return row
 
 

@@ -165,7 +165,8 @@ def _swap(s: Session, p: Platform, actor: Principal, sides: Sides, how: Swap) ->
     inst.credentials_revealed_at = None
     text = (f"node {old.name} is being replaced by {spare.name} (ticket {ticket.id})"
             + (f"; its data disk ({copy_path}) is copied to the new server first"
-               if copy_path else "")
+               if copy_path else "; its disks are not copied: the new server starts "
+               "empty, and the faulty one is erased")
             + (f": {note_text}" if note_text else ""))
     note(s, now, inst.id, "replacing", text, actor=who)
     entry(s, ticket, now, Said("note", who, text + "; new root password once delivered"))

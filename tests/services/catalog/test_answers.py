@@ -115,3 +115,23 @@ def test_the_token_check_and_the_stock_share_one_connection(
         event.remove(fleet.db.engine, "before_cursor_execute", ran)
     assert httpx.get(f"{server.url}/api/v1/catalog",
                      headers={"Authorization": "Bearer glp_unknown"}).status_code == 401
+
+
+def test_each_offer_shows_its_support_clocks_before_buying(fleet: Platform) -> None:
+    """The clocks a ticket about the server runs on are in the catalog (the defaults, or
+    an offer's own), and no add-on promises another response time than they give."""
+    data = tomllib.loads(DEFAULT_CATALOG.read_text(encoding="utf-8"))
+    h100 = next(o for o in data["offers"] if o["sku"] == "h100-80g-x8"
+                and o["region"] == "ningxia-1")
+    h100["support"] = {"response_minutes": {"P1": 10, "P2": 30}}
+    fleet.catalog = parse_catalog(data, "an offer with its own support")
+    answer = catalog.catalog_json(fleet)
+    own = offer(answer, "h100-80g-x8@ningxia-1")["support"]
+    assert own == {"response_minutes": {"P1": "10", "P2": "30"},
+                   "mitigation_hours": {"P1": "4", "P2": "24"},
+                   "resolution_hours": {"P1": "72", "P2": "168", "P3": "336"}}
+    defaults = next(o for o in json.loads(answer)["offers"]
+                    if o["id"] != "h100-80g-x8@ningxia-1")["support"]
+    assert defaults["response_minutes"] == {"P1": "15", "P2": "60", "P3": "480"}
+    for addon in fleet.catalog.addons:
+        assert "response" not in addon.name, addon.name  # the clocks are the offer's

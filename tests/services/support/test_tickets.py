@@ -194,6 +194,8 @@ def test_a_swap_moves_the_lease_to_a_spare_and_sends_the_faulty_node_to_repair(
                                env=env)
         assert r.exit_code == 0, r.output
         assert "is being replaced by" in r.output
+    told = tickets.show_ticket(fleet, tenant.principal, ticket.id).timeline
+    assert any("not copied: the new server starts empty" in e.text for e in told)
     swapping = instances.show_instance(fleet, tenant.principal, iid)
     assert swapping.status == "ready"  # the lease runs on
     worker.run_until_idle()
