@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -211,14 +212,26 @@ def _up(settings: Settings, say: Callable[[str], object], bmc: str,
             registry.stop()
 
 
-def _port_or_any(port: int) -> int | None:
-    """`port` when it is free on loopback, else None (any free one)."""
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
+def _port_or_any(port: int, wait_s: float = 10.0) -> int | None:
+    """`port` when it is free on loopback, else None (any free one). Probed as a server
+    binds it (SO_REUSEADDR: the last run's connections waiting out TIME_WAIT do not hold
+    it), and waited for a while (the last run's process may still be stopping): the
+    endpoint the demo gave tenants stays the same across restarts."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(("127.0.0.1", port))
+                probe.listen()
+                return port
+            except OSError:
+                pass
+        if time.monotonic() >= deadline:
+            log.warning("port %d on 127.0.0.1 is still taken after %.0f s: another one is "
+                        "used, and the address changes", port, wait_s)
             return None
-    return port
+        time.sleep(0.25)
 
 
 class PortInUse(RuntimeError):
