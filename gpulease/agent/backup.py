@@ -371,7 +371,21 @@ def restore(target: Target, snapshot_id: str, dest: Path, *,
     if pace.plan is not None:
         pace.plan(sum(f.size for f in firsts.values()))
     staging = root / ".gpulease-restore"
-    staging.mkdir(exist_ok=True)
+    shutil.rmtree(staging, ignore_errors=True)  # a run killed before its end left it
+    staging.mkdir()
+    try:
+        _place(s3, target, prefix, snapshot_id, manifest, firsts, root, staging, pace)
+    finally:  # whatever the end: no staging folder is left in the tenant's directory
+        shutil.rmtree(staging, ignore_errors=True)
+    return RestoreResult(snapshot_id=snapshot_id, files=len(manifest.files),
+                         bytes_total=manifest.total_bytes,
+                         bytes_downloaded=sum(f.size for f in firsts.values()),
+                         seconds=round(time.monotonic() - started, 3))
+
+
+def _place(s3: Any, target: Target, prefix: str, snapshot_id: str, manifest: Manifest,
+           firsts: dict[str, SnapshotFile], root: Path, staging: Path, pace: Pace) -> None:
+    """Each content fetched into `staging` and checked, then every file put in place."""
     manager = _manager(s3, pace)
     counter = _Counter(pace.progress)
     try:
@@ -386,32 +400,25 @@ def restore(target: Target, snapshot_id: str, dest: Path, *,
                                   f"be read ({exc})") from None
     finally:
         manager.shutdown()
-    try:
-        for sha, f in firsts.items():
-            got = staging / sha
-            if got.stat().st_size != f.size or sha256_of(got) != sha:
-                raise BackupError(f"content of {f.path} in snapshot {snapshot_id} does not "
-                                  "match its checksum; nothing of it was put in place")
-        uses = {sha: 0 for sha in firsts}
-        for f in manifest.files:
-            uses[f.sha256] += 1
-        for f in manifest.files:
-            path = root / safe_relative(f.path)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            uses[f.sha256] -= 1
-            tmp = staging / sha if (sha := f.sha256) and uses[sha] == 0 else (
-                path.with_name(f".{path.name}.gpulease-restore"))
-            if uses[sha]:  # another file still needs this content: a copy
-                shutil.copyfile(staging / sha, tmp)
-            os.chmod(tmp, f.mode)
-            os.utime(tmp, ns=(f.mtime_ns, f.mtime_ns))
-            os.replace(tmp, path)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return RestoreResult(snapshot_id=snapshot_id, files=len(manifest.files),
-                         bytes_total=manifest.total_bytes,
-                         bytes_downloaded=sum(f.size for f in firsts.values()),
-                         seconds=round(time.monotonic() - started, 3))
+    for sha, f in firsts.items():
+        got = staging / sha
+        if got.stat().st_size != f.size or sha256_of(got) != sha:
+            raise BackupError(f"content of {f.path} in snapshot {snapshot_id} does not "
+                              "match its checksum; nothing of it was put in place")
+    uses = {sha: 0 for sha in firsts}
+    for f in manifest.files:
+        uses[f.sha256] += 1
+    for f in manifest.files:
+        path = root / safe_relative(f.path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        uses[f.sha256] -= 1
+        tmp = staging / sha if (sha := f.sha256) and uses[sha] == 0 else (
+            path.with_name(f".{path.name}.gpulease-restore"))
+        if uses[sha]:  # another file still needs this content: a copy
+            shutil.copyfile(staging / sha, tmp)
+        os.chmod(tmp, f.mode)
+        os.utime(tmp, ns=(f.mtime_ns, f.mtime_ns))
+        os.replace(tmp, path)
 
 
 DATA_MOUNT = "/data"  # where a rented server's data disk is mounted (domain: NodeConfig)
@@ -483,4 +490,5 @@ def run_transfer(root: Path, payload: Any, simulated: bool = False,
     made = backup(where, target, cache=default_cache(where, target), pace=pace)
     return TransferResult(snapshot_id=made.snapshot_id, files=made.files,
                           bytes_total=made.bytes_total, bytes_moved=made.bytes_uploaded,
-                          seconds=made.seconds, simulated=simulated)
+                          seconds=made.seconds, simulated=simulated,
+                          skipped=made.skipped[:1000])

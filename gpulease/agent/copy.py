@@ -250,7 +250,8 @@ def serve(root: Path, payload: SendPayload, report: Callable[[int, int], None] |
         server.server_close()
     return TransferResult(snapshot_id=manifest.id, files=len(manifest.files),
                           bytes_total=manifest.total_bytes, bytes_moved=state.sent,
-                          seconds=round(time.monotonic() - started, 3), simulated=simulated)
+                          seconds=round(time.monotonic() - started, 3), simulated=simulated,
+                          skipped=manifest.skipped[:1000])
 
 
 def _already_there(path: Path, entry: SnapshotFile) -> bool:
@@ -297,7 +298,8 @@ def fetch(root: Path, payload: ReceivePayload,
             client.post(f"{base}/done")
     return TransferResult(snapshot_id=manifest.id, files=len(manifest.files),
                           bytes_total=manifest.total_bytes, bytes_moved=moved,
-                          seconds=round(time.monotonic() - started, 3), simulated=simulated)
+                          seconds=round(time.monotonic() - started, 3), simulated=simulated,
+                          skipped=manifest.skipped[:1000])
 
 
 def _manifest(client: httpx.Client, aead: AESGCM, copy_id: str,

@@ -136,6 +136,10 @@ class TransferResult(BaseModel):
     bytes_moved: int = Field(ge=0)  # sent (a backup: only what the bucket lacked) or read
     seconds: float = Field(ge=0)
     simulated: bool = False
+    # What the source side left out (links, special files, files it could not read), by
+    # path: told to the tenant with the run's end. Bounded: the agent's word.
+    skipped: list[Annotated[str, Field(max_length=1024)]] = Field(default_factory=list,
+                                                                  max_length=1000)
 
 
 # --- commands, as the real agent fetches them ------------------------------------------------

@@ -122,6 +122,15 @@ def test_a_run_cut_short_resumes_and_bad_snapshots_are_refused_before_any_file_m
         restore(target, resumed.snapshot_id, dest)
     assert [p.name for p in dest.iterdir()] == []
 
+    # a content gone from the bucket: the download fails, and no staging folder is left;
+    # one a killed run left behind is removed by the next
+    (dest / ".gpulease-restore").mkdir()
+    (dest / ".gpulease-restore" / "half-fetched").write_bytes(b"x" * 10)
+    s.delete_object(Bucket=target.bucket, Key=blob_key("backups/node-1/", optim))  # type: ignore[attr-defined]
+    with pytest.raises(BackupError, match="could not be read"):
+        restore(target, resumed.snapshot_id, dest)
+    assert [p.name for p in dest.iterdir()] == []
+
     # a manifest written by anyone with the keys cannot reach outside the target
     key = manifest_key("backups/node-1/", resumed.snapshot_id)
     manifest = json.loads(s.get_object(Bucket=target.bucket, Key=key)["Body"].read())  # type: ignore[attr-defined]

@@ -51,7 +51,6 @@ log = logging.getLogger("gpulease.backups")
 ON_DEMAND = "on_demand"
 MAX_ATTEMPTS = 3
 RETRY_AFTER_S = 60.0
-SYNCHRONOUS_LEASE_S = 600.0
 PREFIX = "backups"  # in the tenant's bucket: backups/<instance>/
 # The trigger of a swap's copy: straight from the faulty server's agent (send) to the
 # spare's (receive), services/support/swap_copy.py; or through the bucket, a backup then a restore.

@@ -47,7 +47,6 @@ from gpulease.services.storage.backups import (
     MAX_ATTEMPTS,
     PAYLOADS,
     RETRY_AFTER_S,
-    SYNCHRONOUS_LEASE_S,
     finish_failed,
     prefix_of,
 )
@@ -100,10 +99,16 @@ def _drive(p: Platform, held: Claim) -> None:
         own = (BackupTarget.model_validate_json(p.box.open(seen.target_enc))
                if seen.target_enc else None)
         copy = seen.kind in COPY_KINDS
+        node = s.get(Node, seen.node_id)
+        # Its worker died mid-transfer with a stand-in agent, which works within the call:
+        # nothing works on it any more. Started again, with a fresh key and the object
+        # store's address as it is now (a restart may have moved it).
+        restart = (held.taken_over and not queued and not copy and node is not None
+                   and agent_for(p, node.agent_kind, node.bmc_driver).simulated)
     minted: Destination | None = None
     if copy:
         pass  # agent to agent: the payload was sealed when the run was queued
-    elif queued and own is not None:
+    elif (queued or restart) and own is not None:
         try:  # checked again at every start: a name may have changed its answer
             egress.check(p.settings, own.endpoint, "target.endpoint")
         except InvalidInput as exc:
@@ -111,9 +116,9 @@ def _drive(p: Platform, held: Claim) -> None:
             return
         minted = Destination(own.endpoint, own.bucket, AccessKey(
             own.access_key_id, own.secret_access_key), own.prefix)
-    elif queued:  # a run's key is minted before its transaction (the store is slow I/O)
+    elif queued or restart:  # a run's key is minted before its transaction (slow I/O)
         minted = Destination(*storage.run_key(p, tenant))
-    started = _start_or_check(p, held, minted, copy)
+    started = _start_or_check(p, held, minted, copy, restart)
     if minted is not None and not started and own is None:
         storage.end_run_key(p, tenant, minted.key.access_key_id)  # not used after all
     if started is None:
@@ -150,6 +155,10 @@ def _drive(p: Platform, held: Claim) -> None:
                 "fetched), each verified" if run.kind == "receive" else
                 f"snapshot {answer.snapshot_id} restored into {run.path}: {answer.files} "
                 f"files, {answer.bytes_total / 1e6:,.1f} MB, verified")
+        if answer.skipped:  # a link or a socket is not data to copy: said, not dropped
+            what += (f"; {len(answer.skipped)} left out (links, special or unreadable "
+                     f"files): {', '.join(answer.skipped[:5])}"
+                     + (", …" if len(answer.skipped) > 5 else ""))
         note(s, now, run.instance_id, f"{run.kind}_done", what, actor=WORKER)
         if run.kind == "backup" and run.target is None:
             counted(s, run.tenant_id, answer.bytes_moved)
@@ -176,13 +185,16 @@ class Destination(NamedTuple):
     own_prefix: str | None = None
 
 
-def _start_or_check(p: Platform, held: Claim, minted: Destination | None, copy: bool = False
-                    ) -> tuple[NodeRef, TransferPayload, Agent] | None:
-    """A queued run started with its minted key (its payload sealed on the row), or a
-    running one's work to ask after; None when there is nothing to send (the run moved on,
-    the claim was lost, or its server left the instance: failed)."""
+def _start_or_check(p: Platform, held: Claim, minted: Destination | None, copy: bool = False,
+                    restart: bool = False) -> tuple[NodeRef, TransferPayload, Agent] | None:
+    """A queued run started with its minted key (its payload sealed on the row), a running
+    one whose worker died started again (`restart`), or a running one's work to ask after;
+    None when there is nothing to send (the run moved on, the claim was lost, or its
+    server left the instance: failed)."""
     now = p.clock.now()
-    stale: str | None = None
+    stale: str | None = None  # a key of this run that is no longer used
+    tenant = ""
+    started: tuple[NodeRef, TransferPayload, Agent] | None = None
     with p.db.write() as s:
         run = guarded(s, Backup, held)
         if run is None or run.status not in UNDER_WAY:
@@ -200,9 +212,10 @@ def _start_or_check(p: Platform, held: Claim, minted: Destination | None, copy: 
                 run.attempts += 1
                 run.started_at = run.started_at or now
                 transition(s, p, run, BACKUP, "start", Move(now, actor=WORKER))
-            elif run.status == BackupStatus.QUEUED.value:
+            elif run.status == BackupStatus.QUEUED.value or restart:
                 if minted is None:
                     return None  # queued again after this worker read it: next time
+                stale, tenant = run.key_id, run.tenant_id  # the dead start's key, if any
                 endpoint, bucket, key, own_prefix = minted
                 fields = dict(endpoint=endpoint, bucket=bucket,
                               prefix=own_prefix if own_prefix is not None
@@ -216,23 +229,30 @@ def _start_or_check(p: Platform, held: Claim, minted: Destination | None, copy: 
                 run.payload_enc = p.box.seal(sent.model_dump_json())  # the secret, sealed
                 run.attempts += 1
                 run.started_at = run.started_at or now
-                transition(s, p, run, BACKUP, "start", Move(now, actor=WORKER))
+                if run.status == BackupStatus.QUEUED.value:
+                    transition(s, p, run, BACKUP, "start", Move(now, actor=WORKER))
+                else:
+                    note(s, now, run.instance_id, f"{run.kind}_restarted", phrase(
+                        "run {run} started again: the worker carrying it stopped",
+                        run=run.id), actor=WORKER)
             elif minted is not None:
                 return None  # another worker started it meanwhile
             assert run.payload_enc is not None
             sealed = p.box.open(run.payload_enc)
             payload = PAYLOADS[run.kind].model_validate_json(sealed)
             agent = agent_for(p, node.agent_kind, node.bmc_driver)
-            # a stand-in agent answers within the call (a copy's, from its own thread):
-            # no one polls it meanwhile
-            poll_in = (max(p.settings.poll_interval_s, 0.2) if copy else SYNCHRONOUS_LEASE_S
-                       ) if agent.simulated else max(p.settings.poll_interval_s * 4, 1.0)
+            # a stand-in agent answers within the call (a copy's, from its own thread), while
+            # this worker holds the claim (its heartbeat keeps it): due again at once, so a
+            # worker that dies mid-call leaves it only as long as its lock lasts
+            poll_in = (max(p.settings.poll_interval_s, 0.2) if agent.simulated
+                       else max(p.settings.poll_interval_s * 4, 1.0))
             run.next_attempt_at = now + timedelta(seconds=poll_in)
             begin_step(run, "transfer")
             # the attempt names the agent's work, so that a later poll finds what it filed
-            return (node_ref(p, node, stage=f"{run.id[-12:]}:{run.attempts}"), payload, agent)
+            started = (node_ref(p, node, stage=f"{run.id[-12:]}:{run.attempts}"), payload,
+                       agent)
     _end_key(p, held.id, tenant, stale)
-    return None
+    return started
 
 
 def _refuse_target(p: Platform, held: Claim, reason: str) -> None:

@@ -34,14 +34,7 @@ from gpulease.testing.servers import LiveServer
 from gpulease.worker.pipelines import backup_runs
 from gpulease.worker.pipelines.base import drive
 from gpulease.worker.runner import Worker
-from tests.fixtures.storage import disk, hurry, with_storage
-
-
-def iam_keys(s3: EmbeddedS3, user: str) -> list[str]:
-    iam = boto3.client("iam", endpoint_url=s3.url, aws_access_key_id=s3.access_key,
-                       aws_secret_access_key=s3.secret_key, region_name="us-east-1",
-                       config=Config(retries={"max_attempts": 1}))
-    return [k["AccessKeyId"] for k in iam.list_access_keys(UserName=user)["AccessKeyMetadata"]]
+from tests.fixtures.storage import disk, hurry, iam_keys, with_storage
 
 
 def admin_s3(s3: EmbeddedS3) -> Any:
@@ -212,6 +205,7 @@ def test_a_swap_copies_the_data_disk_straight_from_agent_to_agent(
     weights = os.urandom((3 << 20) + 17)  # several frames, the last one short
     (work / "step-900.safetensors").write_bytes(weights)
     (work / "logs" / "empty.log").touch()
+    (work / "latest").symlink_to("step-900.safetensors")  # not data: left out, and said
     os.chmod(work / "step-900.safetensors", 0o600)
     node_changes.inject_faults(fleet, op, old, ["xid79:3"])
     DemoAgents(fleet).tick()
@@ -237,6 +231,10 @@ def test_a_swap_copies_the_data_disk_straight_from_agent_to_agent(
     assert (runs["send"].status, runs["send"].node) == ("succeeded", old)
     assert runs["receive"].files == 2 and runs["receive"].bytes_total == len(weights)
     assert runs["receive"].bytes_moved == len(weights)  # progress ends at the whole
+    assert not (copied / "latest").exists()
+    said = [st.message or "" for st in after.stages]
+    assert any("1 left out (links, special or unreadable files): llama-70b/latest" in m
+               for m in said)
     assert tickets.show_ticket(fleet, me, ticket.id).status == "mitigated"
 
 

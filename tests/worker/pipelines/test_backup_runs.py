@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import select
 
 from gpulease.db.claims import Hold, claim
@@ -23,7 +24,7 @@ from gpulease.testing.factories import deliver
 from gpulease.worker.pipelines import backup_runs
 from gpulease.worker.pipelines.base import drive
 from gpulease.worker.runner import Worker
-from tests.fixtures.storage import disk, with_storage
+from tests.fixtures.storage import disk, iam_keys, with_storage
 
 
 def _run(p: Platform, run_id: str) -> Backup:
@@ -72,3 +73,56 @@ def test_a_run_whose_server_left_fails_saying_so(
     assert failed.status == "failed" and "left the instance" in (failed.status_reason or "")
     with fleet.db.read() as s:
         assert s.scalar(select(Backup.lock_token).where(Backup.id == run.id)) is None
+
+
+def test_a_run_whose_worker_died_mid_transfer_starts_again_at_the_stores_address_now(
+    fleet: Platform, tenant: TenantCtx, key: str, s3: EmbeddedS3,
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stand-in agent transfers within the worker's call: a worker killed mid-call leaves
+    the run `running` only as long as its lock lasts (not a fixed 10 minutes); the next
+    worker starts it again with a fresh key and the object store's address as it is now
+    (a restart moved it), and the dead start's key is deleted."""
+    from gpulease.drivers import simulated
+    from gpulease.ports.agent import BackupPayload
+
+    fleet.clock = clock = LeapingClock()
+    worker = Worker(fleet)
+    iid = deliver(fleet, tenant, worker, key)
+    with_storage(fleet, s3)
+    node = instances.show_instance(fleet, tenant.principal, iid).nodes[0].name
+    (disk(fleet, node) / "checkpoints").mkdir(parents=True)
+    (disk(fleet, node) / "checkpoints" / "step-1.pt").write_bytes(b"w" * 4096)
+    run = backups.request(fleet, tenant.principal, iid, BackupRequest())
+
+    class Killed(BaseException):
+        """The worker's process ends mid-call (SIGKILL): nothing after it runs."""
+
+    def killed(*_: object) -> None:
+        raise Killed
+    with monkeypatch.context() as m:
+        m.setattr(simulated, "_transfer", killed)
+        m.setattr(backup_runs, "release", lambda _run: None)  # no `finally` after a kill
+        with pytest.raises(Killed):
+            drive(fleet, backup_runs.PIPELINE, owner="dead-worker")
+    dead = _run(fleet, run.id)
+    assert dead.status == "running" and dead.step_in_progress == "transfer"
+    first_key = dead.key_id
+    assert first_key is not None and dead.payload_enc is not None
+    moved = BackupPayload.model_validate_json(fleet.box.open(dead.payload_enc))
+    with fleet.db.write() as s:  # the store came back elsewhere: the old address is dead
+        row = s.get(Backup, run.id)
+        assert row is not None
+        row.payload_enc = fleet.box.seal(moved.model_copy(
+            update={"endpoint": "http://127.0.0.1:9"}).model_dump_json())
+
+    clock.leap += timedelta(seconds=fleet.settings.lock_ttl_s + 1)  # its lock ran out
+    assert dead.next_attempt_at is not None
+    assert dead.next_attempt_at <= clock.now()  # due once the lock is gone
+    for _ in range(5):
+        drive(fleet, backup_runs.PIPELINE, owner="next-worker")
+        if _run(fleet, run.id).status not in ("queued", "running"):
+            break
+    done = _run(fleet, run.id)
+    assert done.status == "succeeded" and done.files == 1 and done.attempts == 2
+    assert first_key not in iam_keys(s3, tenant.tenant_id)
