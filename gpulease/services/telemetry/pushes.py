@@ -13,7 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpulease.db.repositories import get_instance, instance_allocations
-from gpulease.db.tables import HardwareAlert, Node, NodeAgent, TelemetrySummary
+from gpulease.db.tables import HardwareAlert, Instance, Node, NodeAgent, TelemetrySummary
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import InvalidInput
 from gpulease.domain.fleet.telemetry import GpuSummary
@@ -52,8 +52,7 @@ def ingest(p: Platform, credential: str | None, gpus: Iterable[dict[str, Any]]
     now = p.clock.now()
     with p.db.write() as s:
         agent = authenticate_agent(s, credential)
-        node = s.get(Node, agent.node_id)
-        assert node is not None
+        node = _locked_node(s, agent.node_id)
         _within_the_node(p, node, summaries)
         agent.last_seen_at = now
         s.add_all(TelemetrySummary(node_id=node.id, instance_id=node.instance_id,
@@ -61,6 +60,20 @@ def ingest(p: Platform, credential: str | None, gpus: Iterable[dict[str, Any]]
                                    summary_json=json.dumps(g.as_dict()))
                   for g in summaries)
         return sync_agent_alerts(s, p, node, summaries, now)
+
+
+def _locked_node(s: Session, node_id: str) -> Node:
+    """The pushing node, locked in the platform's one order (its instance, then the node)
+    before anything of the push is written: a swap or a release that holds the instance
+    and the node and then ends this agent's credential waits for the push, or the push for
+    it, never each for the other (the agent's row, the node's and its tickets' were taken
+    in the other order)."""
+    instance_id = s.scalar(select(Node.instance_id).where(Node.id == node_id))
+    if instance_id is not None:
+        s.execute(select(Instance.id).where(Instance.id == instance_id).with_for_update())
+    node = s.scalar(select(Node).where(Node.id == node_id).with_for_update())
+    assert node is not None
+    return node
 
 
 def _newest_summaries(s: Session, instance_id: str, gpus: int
