@@ -82,6 +82,8 @@ def assemble_view(
     """The instance as its owner sees it, from its row, the nodes it held (with GPU indices,
     and whether held now; loaded, or as an order's claim returned them) and its history."""
     names = {node.id: node.name for node, _, _ in allocations}
+    if any(held for _, _, held in allocations):  # the servers it runs on; one swapped out
+        allocations = [a for a in allocations if a[2]]  # is in its history, not listed
     # Built without validation (trusted): every value comes from the database with its
     # column's type, and a page builds fifty of these.
     nodes = [

@@ -203,6 +203,7 @@ def test_a_swap_moves_the_lease_to_a_spare_and_sends_the_faulty_node_to_repair(
     assert after.status == "ready" and after.stage == "ready"
     serving = [n.name for n in after.nodes if n.status == "active"]
     assert len(serving) == 1 and serving[0] != old
+    assert [n.name for n in after.nodes] == serving  # the swapped-out one is history only
     with fleet.db.read() as s:
         faulty = s.scalar(select(Node).where(Node.name == old))
         assert faulty is not None and faulty.status == "repair"
