@@ -9,14 +9,14 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse
 
 from gpulease import __version__
 from gpulease.api import docs, media, problems
 from gpulease.api.access import Caller, access
 from gpulease.api.audit_trail import AuditTrail
-from gpulease.api.deps import PROBLEMS, PUBLIC_PROBLEMS, PlatformDep
+from gpulease.api.deps import PROBLEMS, PUBLIC_PROBLEMS, PlatformDep, whole_numbers_only
 from gpulease.api.guards import Guards
 from gpulease.api.limits import RateLimits
 from gpulease.api.routers import (
@@ -102,7 +102,7 @@ def create_app(platform: Platform) -> FastAPI:
     app.add_middleware(AuditTrail, platform=platform)
     app.add_middleware(RateLimits, platform=platform)  # a refused request is not audited
     app.add_middleware(Guards, max_body_bytes=platform.settings.max_body_bytes)  # outermost
-    api = APIRouter(prefix=API, responses=PROBLEMS)
+    api = APIRouter(prefix=API, responses=PROBLEMS, dependencies=[Depends(whole_numbers_only)])
     for module in (catalog, instances, nodes, accounts, agents, money, billing, audit,
                    workers, fabrics, tenants, tickets, storage, backups, saved_images):
         api.include_router(module.router)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import re
+from typing import Annotated, get_args
 
 from fastapi import Depends, Header, Query, Request, Security
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from gpulease.api.access import Caller, declared
 from gpulease.api.limits import note_auth_failure
 from gpulease.domain.accounts import Principal
-from gpulease.domain.errors import Forbidden, Unauthorized
+from gpulease.domain.errors import Forbidden, InvalidInput, Unauthorized
 from gpulease.platform import Platform
 from gpulease.services.accounts.identity import authenticate
 
@@ -89,3 +91,24 @@ PAYMENT_REQUIRED: dict[int | str, dict[str, object]] = {402: {
     "content": _PROBLEM}}
 GONE: dict[int | str, dict[str, object]] = {410: {
     "description": "shown once already", "content": _PROBLEM}}
+
+
+_WHOLE_NUMBER = re.compile(r"-?[0-9]{1,18}")
+
+
+def whole_numbers_only(request: Request) -> None:
+    """A query parameter declared an integer takes digits (and a minus sign) only: its
+    parser would also read `1_000`, ` 5 ` or `+5` as numbers, which the API refuses as it
+    refuses such amounts in a body. Every API route depends on it (api/app.py)."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute):
+        return
+    for field in route.dependant.query_params:
+        kind = field.field_info.annotation
+        if kind is not int and int not in get_args(kind):
+            continue
+        for raw in request.query_params.getlist(field.alias):
+            if not _WHOLE_NUMBER.fullmatch(raw):
+                raise InvalidInput(field.alias, "{param} takes a whole number written in "
+                                   "digits, like 100 (not {value!r}).", param=field.alias,
+                                   value=raw[:40])

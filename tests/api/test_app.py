@@ -323,3 +323,9 @@ def test_answers_are_not_cached_and_numbers_are_plain(
     ok = httpx.post(f"{server.url}/api/v1/tenants/{tenant.tenant_id}/top-ups", headers=boss,
                     json={"amount": "1000.50", "reference": "wire ok"})
     assert ok.status_code == 201
+    for odd in ("1_0", " 5", "+5", "5.0", "0x10"):  # a query's integers: digits only
+        r = httpx.get(f"{server.url}/api/v1/instances", headers=me,
+                      params={"limit": odd})
+        assert r.status_code == 422 and "takes a whole number written in digits" in r.text, odd
+    assert httpx.get(f"{server.url}/api/v1/instances", headers=me,
+                     params={"limit": "10", "offset": "0"}).status_code == 200

@@ -411,7 +411,7 @@ def test_the_order_review_says_its_lines_in_the_readers_language(
         assert review.status_code == 200
         assert "裸金属服务器，按月计费" in review.text and "bare-metal server" not in review.text
         assert "公网带宽（BGP），按 Mbps 每月计费" in review.text
-        assert "技术支持，工作时间，按月计费" in review.text
+        assert "您自有软件的技术协助（驱动、CUDA、NCCL、框架），工作时间，按月计费" in review.text
         quoted = client.post("/api/v1/quotes", json={
             "sku": ORDER["sku"], "region": ORDER["region"], "add": {"public-bandwidth": "100"}},
             headers={"Authorization": f"Bearer {t.token}"} | ZH)
