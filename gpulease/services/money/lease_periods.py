@@ -99,7 +99,9 @@ def refund_unstarted(s: Session, inst: Instance, lease: Lease, fee_percent: Deci
         post(s, wallet_for_update(s, inst.tenant_id, now), Entry(
             "refund", refund, text, inst.id,
             item=phrase("Early termination refund: {instance}", instance=inst.id),
-            quantity=Decimal(len(todo)), unit="period"), now)
+            quantity=Decimal(len(todo)), unit="period",
+            # the refunded periods' own span: their revenue is reversed where it was earned
+            service=(min(p.starts_at for p in todo), max(p.ends_at for p in todo))), now)
         note(s, now, inst.id, "refund", phrase("¥{refund:,.2f} refunded: {text}", refund=refund,
         text=text), actor=actor)
     return refund
@@ -121,7 +123,9 @@ def refund_unused(s: Session, inst: Instance, lease: Lease, now: datetime, why: 
         post(s, wallet_for_update(s, inst.tenant_id, now), Entry(
             "refund", refund, text, inst.id,
             item=phrase("Refund of unused time: {instance}", instance=inst.id),
-            quantity=Decimal(1), unit="lease"), now)
+            quantity=Decimal(1), unit="lease",
+            # from now to the end of what was paid: revenue stops being earned at the end
+            service=(now, max([lease.ends_at, *(p.ends_at for p in todo)]))), now)
         note(s, now, inst.id, "refund", phrase("¥{refund:,.2f} refunded: {text}", refund=refund,
         text=text), actor=actor)
     return refund

@@ -268,13 +268,14 @@ class LeaseMachine(RuleBasedStateMachine):
             billable = [e for e in s.scalars(select(LedgerEntry).where(
                 LedgerEntry.tenant_id == self.t.tenant_id)) if e.kind in BILLABLE_KINDS]
             invoiced = Decimal(0)
-            for inv in s.scalars(select(Invoice).where(Invoice.kind == "invoice")):
-                claimed = [e for e in billable if e.invoice_id == inv.id]
-                lines = list(s.scalars(select(InvoiceLine.gross).where(
+            for inv in s.scalars(select(Invoice)):  # invoices and the credit notes
+                claimed = [e for e in billable if e.invoice_id == inv.id]  # that bill money
+                lines = list(s.scalars(select(InvoiceLine.gross).where(  # back themselves
                     InvoiceLine.invoice_id == inv.id)))
                 assert inv.total == sum(lines, Decimal(0)) == -sum(
                     (e.amount for e in claimed), Decimal(0)), inv.id
-                assert inv.total >= 0, inv.id  # money back beyond it is carried forward
+                # money back beyond an invoice: carried forward, or on a credit note
+                assert inv.total >= 0 or inv.kind == "credit_note", inv.id
                 invoiced += inv.total
             unbilled = -sum((e.amount for e in billable if e.invoice_id is None), Decimal(0))
             assert invoiced + unbilled == -sum((e.amount for e in billable), Decimal(0))

@@ -474,11 +474,16 @@ def test_money_back_beyond_a_months_charges_is_carried_forward_never_a_negative_
         assert ledger_sums_to_balance(s, tenant.tenant_id)
 
 
-def test_a_month_of_money_back_alone_makes_no_invoice(
+def test_money_back_beyond_every_charge_of_its_month_ends_in_a_credit_note(
     fleet: Platform, clock: MovableClock, tenant: TenantCtx, operator: TenantCtx,
     worker: Worker, key: str,
 ) -> None:
-    from gpulease.services.money import leases
+    """Three months paid in October, released in November: the ¥135,168 of the months
+    not begun is more than November billed (nothing), so November makes no invoice and the
+    refund goes on a credit note against October's, VAT reversed line by line, with the
+    refunded months' service period; nothing waits unbilled and the invoices owe nothing
+    the wallet does not."""
+    from gpulease.services.money import leases, payments
 
     clock.at = datetime(2026, 10, 20, 8, 0, tzinfo=CAL)
     bm = deliver(fleet, tenant, worker, key)
@@ -490,7 +495,30 @@ def test_a_month_of_money_back_alone_makes_no_invoice(
     oct_run = invoice_run.run_invoices(fleet, operator.principal, "2026-10", finalize=True)
     nov_run = invoice_run.run_invoices(fleet, operator.principal, NOV, finalize=True)
     assert oct_run.finalized == 1 and nov_run.drafted == 0 and nov_run.finalized == 0
-    assert [i.period for i in invoices.list_invoices(fleet, tenant.principal).items] == [
-        "2026-10"]
-    with fleet.db.read() as s:  # the refund waits, unbilled, for the next month's charges
-        assert invoices.unbilled(s, tenant.tenant_id) == -Decimal("135168.00")
+    listed = invoices.list_invoices(fleet, tenant.principal).items
+    assert sorted((i.period, (i.number or "")[:2]) for i in listed) == [
+        ("2026-10", "GL"), (NOV, "CN")]  # no November invoice: its note alone
+    october = next(i for i in listed if i.period == "2026-10")
+    with fleet.db.read() as s:
+        assert invoices.unbilled(s, tenant.tenant_id) == Decimal("0.00")
+        assert payments.owed_on_invoices(s, tenant.tenant_id) == Decimal("0.00")
+        (note,) = s.scalars(select(Invoice).where(Invoice.kind == "credit_note"))
+        lines = list(s.scalars(select(InvoiceLine).where(InvoiceLine.invoice_id == note.id)))
+        assert ledger_sums_to_balance(s, tenant.tenant_id)
+    assert (note.corrects_id, note.status, note.period) == (october.id, "final", NOV)
+    assert note.number is not None and note.number.startswith("CN2026-")
+    assert note.total == -Decimal("135168.00") and note.digest
+    assert note.vat == sum((ln.vat for ln in lines), Decimal(0))  # line by line
+    for ln in lines:
+        assert ln.instance_id == bm and ln.vat == vat_split(ln.gross, note.vat_rate, True).vat
+        assert ln.service_from is not None and ln.service_from.astimezone(CAL) >= datetime(
+            2026, 11, 20, tzinfo=CAL)  # the months not begun
+    shown = invoices.show_invoice(fleet, tenant.principal, october.id)
+    assert shown.total == october.total  # the invoice stays as sealed; the note corrects it
+    earned = invoices.revenue(fleet, operator.principal, "2026-10", "2027-01")
+    by_month = {m.period: m.net for m in earned.months}
+    # December was refunded: its revenue taken back there, but for the fee kept (20 % of
+    # the two months not begun), still earned over them (documented as not yet at the end)
+    fee_net = (Decimal(2 * 84480) - Decimal("135168")) / Decimal("1.06")
+    assert abs(by_month["2026-12"] - fee_net * 31 / 61) <= Decimal("0.05")
+    assert by_month["2026-11"] > 0 and earned.total == sum(by_month.values())

@@ -11,11 +11,9 @@ services/money/invoices/documents.py."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, tzinfo
 from decimal import Decimal
 from typing import Any, cast
@@ -39,7 +37,6 @@ from gpulease.db.money_tables import (
     Invoice,
     InvoiceLine,
     InvoiceRun,
-    InvoiceSequence,
     LedgerEntry,
     Wallet,
 )
@@ -58,6 +55,8 @@ from gpulease.lifecycle.writer import Move, bulk, initial, transition
 from gpulease.platform import Platform
 from gpulease.schemas.money import InvoiceRunView, InvoiceView
 from gpulease.services.money import billing_profiles
+from gpulease.services.money.invoices import refund_notes
+from gpulease.services.money.invoices.numbering import digest, next_numbers
 from gpulease.services.money.invoices.views import credited, dec, invoice_view
 from gpulease.services.money.payments import PAID, settle
 from gpulease.services.money.wallet import Entry, post, wallet_for_update
@@ -283,36 +282,13 @@ def _aware(value: Any) -> datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-def _next_numbers(s: Session, series: str, count: int) -> list[str]:
-    """Take `count` consecutive numbers of `series` (locked: gapless under concurrency)."""
-    row = s.get(InvoiceSequence, series, with_for_update=True)
-    if row is None:
-        row = InvoiceSequence(series=series, last=0)
-        s.add(row)
-        s.flush()
-    first = row.last + 1
-    row.last += count
-    return [f"{series}-{n:06d}" for n in range(first, first + count)]
-
-
-def _digest(number: str | None, tenant_id: str, period: str,
-            sums: tuple[Decimal, Decimal, Decimal], lines: Iterable[tuple[Any, ...]]) -> str:
-    """sha256 over the invoice's number, tenant, period, totals and lines."""
-    net, vat, total = sums
-    doc = {"number": number, "tenant": tenant_id, "period": period, "net": f"{net:.2f}",
-           "vat": f"{vat:.2f}", "total": f"{total:.2f}",
-           "lines": [[seq, text, f"{n:.2f}", f"{v:.2f}", f"{g:.2f}"]
-                     for seq, text, n, v, g in sorted(lines, key=lambda x: x[0])]}
-    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
-
-
 def _finalize(s: Session, content: Content, tenants: dict[str, str], period: str,
               now: datetime, actor: str) -> int:
     """Number and seal drafts whose `content` was just computed in this transaction."""
     if not content:
         return 0
     ids = sorted(content)
-    numbers = _next_numbers(s, f"GL{period[:4]}", len(ids))
+    numbers = next_numbers(s, f"GL{period[:4]}", len(ids))
     tenant_of_invoice = {i: t for t, i in tenants.items()}
     buyers = billing_profiles.snapshots(s, list(tenants))
     # Paid from the prepaid wallet, but for tenants below zero: settled one by one below.
@@ -326,7 +302,7 @@ def _finalize(s: Session, content: Content, tenants: dict[str, str], period: str
                 payment_status=bindparam("ps"), amount_due=bindparam("due"),
                 paid_at=bindparam("paid")),
         [{"i": i, "num": num, "buyer": buyers.get(tenant_of_invoice[i]),
-          "dig": _digest(num, tenant_of_invoice[i], period, content[i][0], content[i][1]),
+          "dig": digest(num, tenant_of_invoice[i], period, content[i][0], content[i][1]),
           **({"ps": None, "due": None, "paid": None} if tenant_of_invoice[i] in in_debt
              else {"ps": PAID, "due": Decimal("0.00"), "paid": now})}
          for i, num in zip(ids, numbers, strict=True)])
@@ -364,6 +340,7 @@ def run_period(p: Platform, period: str, finalize: bool = False,
                 drafted += len(drafts)
                 if finalize:
                     finalized += _finalize(s, content, drafts, period, now, actor)
+                    refund_notes.issue(s, p, part, period, end, now, actor)
     except IntegrityError:  # a run of the period that we waited for sealed some of ours
         raise Conflict("Another run of {period} finalized invoices while this one waited; "
                        "run it again to see what is left.", period=period) from None
@@ -406,6 +383,7 @@ def finalize_invoice(p: Platform, actor: Principal, invoice_id: str) -> InvoiceV
         _claim(s, {inv.tenant_id: inv.id}, end)
         content = _recompute(s, {inv.tenant_id: inv.id}, rules.vat_rate, now)
         _finalize(s, content, {inv.tenant_id: inv.id}, inv.period, now, by(actor))
+        refund_notes.issue(s, p, [inv.tenant_id], inv.period, end, now, by(actor))
         s.expire(inv)
         return invoice_view(s, inv, lines=True, tz=p.settings.zone)
 
@@ -465,7 +443,7 @@ def credit_note(p: Platform, actor: Principal, invoice_id: str, reason: str,
                                          "decimals, at most the ¥{remaining:,.2f} left on "
                                          "{inv_number}; not {amount}.",
                                remaining=remaining, inv_number=inv.number, amount=amount)
-        number = _next_numbers(s, f"CN{now.astimezone(p.settings.zone).year}", 1)[0]  # the
+        number = next_numbers(s, f"CN{now.astimezone(p.settings.zone).year}", 1)[0]  # the
         # year of the calendar invoices are issued in (1 January 03:00 Beijing is a new year)
         note = Invoice(id=_new_id(), tenant_id=inv.tenant_id, kind="credit_note",
                        period=period_of(now, p.settings.zone), **initial(Invoice, INVOICE),
@@ -493,7 +471,7 @@ def credit_note(p: Platform, actor: Principal, invoice_id: str, reason: str,
             user_id=actor.user_id, item=phrase("Credit note {number}", number=number),
             invoice_id=note.id), now)
         note.finalized_at = now
-        note.digest = _digest(number, inv.tenant_id, note.period,
+        note.digest = digest(number, inv.tenant_id, note.period,
                               (split.net, split.vat, split.gross),
                               [(1, f"Correction of {inv.number}: {reason}"[:200], split.net,
                                 split.vat, split.gross)])
