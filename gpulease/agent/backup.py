@@ -374,7 +374,7 @@ def restore(target: Target, snapshot_id: str, dest: Path, *,
     shutil.rmtree(staging, ignore_errors=True)  # a run killed before its end left it
     staging.mkdir()
     try:
-        _place(s3, target, prefix, snapshot_id, manifest, firsts, root, staging, pace)
+        _place(_Fetch(s3, target, prefix, snapshot_id, pace), manifest, firsts, root, staging)
     finally:  # whatever the end: no staging folder is left in the tenant's directory
         shutil.rmtree(staging, ignore_errors=True)
     return RestoreResult(snapshot_id=snapshot_id, files=len(manifest.files),
@@ -383,9 +383,22 @@ def restore(target: Target, snapshot_id: str, dest: Path, *,
                          seconds=round(time.monotonic() - started, 3))
 
 
-def _place(s3: Any, target: Target, prefix: str, snapshot_id: str, manifest: Manifest,
-           firsts: dict[str, SnapshotFile], root: Path, staging: Path, pace: Pace) -> None:
+@dataclass(frozen=True)
+class _Fetch:
+    """Where a restore's contents come from: the store, the snapshot, and its pace."""
+
+    s3: Any
+    target: Target
+    prefix: str
+    snapshot_id: str
+    pace: Pace
+
+
+def _place(fetch: _Fetch, manifest: Manifest, firsts: dict[str, SnapshotFile], root: Path,
+           staging: Path) -> None:
     """Each content fetched into `staging` and checked, then every file put in place."""
+    s3, target, prefix, snapshot_id, pace = (fetch.s3, fetch.target, fetch.prefix,
+                                             fetch.snapshot_id, fetch.pace)
     manager = _manager(s3, pace)
     counter = _Counter(pace.progress)
     try:

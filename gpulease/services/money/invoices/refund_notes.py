@@ -42,12 +42,22 @@ class _Note:
     entries: list[LedgerEntry] = field(default_factory=list)
 
 
-def issue(s: Session, p: Platform, tenants: Sequence[str], period: str, end: datetime,
-          now: datetime, actor: str) -> int:
-    """Credit notes for the money back of `period` (and before) that its tenants' invoices
-    left out; returns how many were issued."""
+@dataclass(frozen=True)
+class Finalized:
+    """The month just finalized (`period`, ending at `end`), when and by whom."""
+
+    period: str
+    end: datetime
+    now: datetime
+    actor: str
+
+
+def issue(s: Session, p: Platform, tenants: Sequence[str], month: Finalized) -> int:
+    """Credit notes for the money back of the month (and before) that its tenants'
+    invoices left out; returns how many were issued."""
     if not tenants:
         return 0
+    period, end, now, actor = month.period, month.end, month.now, month.actor
     left_out = list(s.scalars(
         select(LedgerEntry).where(
             LedgerEntry.tenant_id.in_(list(tenants)), LedgerEntry.invoice_id.is_(None),

@@ -340,7 +340,7 @@ def run_period(p: Platform, period: str, finalize: bool = False,
                 drafted += len(drafts)
                 if finalize:
                     finalized += _finalize(s, content, drafts, period, now, actor)
-                    refund_notes.issue(s, p, part, period, end, now, actor)
+                    refund_notes.issue(s, p, part, refund_notes.Finalized(period, end, now, actor))
     except IntegrityError:  # a run of the period that we waited for sealed some of ours
         raise Conflict("Another run of {period} finalized invoices while this one waited; "
                        "run it again to see what is left.", period=period) from None
@@ -383,7 +383,8 @@ def finalize_invoice(p: Platform, actor: Principal, invoice_id: str) -> InvoiceV
         _claim(s, {inv.tenant_id: inv.id}, end)
         content = _recompute(s, {inv.tenant_id: inv.id}, rules.vat_rate, now)
         _finalize(s, content, {inv.tenant_id: inv.id}, inv.period, now, by(actor))
-        refund_notes.issue(s, p, [inv.tenant_id], inv.period, end, now, by(actor))
+        refund_notes.issue(s, p, [inv.tenant_id],
+                            refund_notes.Finalized(inv.period, end, now, by(actor)))
         s.expire(inv)
         return invoice_view(s, inv, lines=True, tz=p.settings.zone)
 
