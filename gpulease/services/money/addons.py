@@ -171,6 +171,9 @@ class Change:
     who: str
 
 
+UNIT_PRICE_PLACES = Decimal("0.000001")  # a unit price kept finer than the fen (its column's)
+
+
 def _raise(s: Session, p: Platform, c: Change) -> None:
     """Charge the difference: pro rata for the rest of the current period, in full for
     periods paid ahead; then the new quantity is on from now (at today's book price for
@@ -200,8 +203,11 @@ def _raise(s: Session, p: Platform, c: Change) -> None:
     text = phrase("{name}: {have:f} → {want:f} on {instance}, ¥{total:,.2f} for the paid time "
                   "left", name=name, have=have.normalize(), want=want.normalize(),
                   instance=inst.id, total=total)
-    if total > 0:
-        charge(s, inst.tenant_id, Charge(total, text, inst.id, (now, lease.ends_at)), now)
+    if total > 0:  # its line: the units added × their price for the paid time left
+        added = want - have
+        charge(s, inst.tenant_id, Charge(
+            total, text, inst.id, (now, lease.ends_at), quantity=added, unit=unit,
+            unit_price=(total / added).quantize(UNIT_PRICE_PLACES)), now)
     note(s, now, inst.id, "addon", text, actor=c.who)
 
 

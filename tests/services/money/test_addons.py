@@ -10,7 +10,9 @@ from decimal import Decimal
 from zoneinfo import ZoneInfo
 
 import pytest
+from sqlalchemy import select
 
+from gpulease.db.money_tables import LedgerEntry
 from gpulease.domain.errors import InvalidInput
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
@@ -95,6 +97,11 @@ def test_add_ons_change_mid_lease_and_come_back_with_periods_not_begun(
     assert paid == Decimal("2500.00") + Decimal("5000.00")
     assert [(r.quantity, r.until is None) for r in rows if r.addon == "public-bandwidth"] == [
         (Decimal(100), False), (Decimal(300), True)]
+    with fleet.db.read() as s:  # its invoice line says what was added, at what unit price
+        raised = s.scalars(select(LedgerEntry).where(LedgerEntry.kind == "charge")
+                           .order_by(LedgerEntry.id.desc()).limit(1)).one()
+        assert (raised.quantity, raised.unit_price) == (Decimal(200), Decimal("37.5"))
+        assert raised.quantity * raised.unit_price == -raised.amount
 
     lease = leases.show_lease(fleet, tenant.principal, iid)
     rows = addons.set_addon(fleet, tenant.principal, iid, "support-standard", Decimal(0))
