@@ -15,6 +15,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from gpulease.build_lock import building
 from gpulease.lab.kernel import lab_kernel, lab_modules
 
 BUSYBOX = Path("/bin/busybox")  # Debian's busybox-static (.ci/run installs it)
@@ -171,7 +172,7 @@ _BUILDING = threading.Lock()  # deploys side by side share the kernel and the ca
 
 def build(cache: Path, args: str = "") -> Path:
     """The ISO for these kernel arguments, from the cache when its inputs are unchanged."""
-    with _BUILDING:
+    with _BUILDING, building(cache / "ramdisk.lock"):  # threads, and other processes
         return _build(cache, args)
 
 

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
 
+from gpulease.build_lock import building
 from gpulease.osimage import disk
 
 # The build's own version: change it when its steps change (the cache follows).
@@ -103,6 +104,11 @@ def build(cache: Path, recipe: Recipe = Recipe(), log: Path | None = None) -> Bu
     """The image for `recipe`, from the cache when it was built before."""
     cache.mkdir(parents=True, exist_ok=True)
     name = f"{recipe.image_id}-{recipe.digest()}"
+    with building(cache / f"{recipe.image_id}.lock"):  # another process may be building it
+        return _build(cache, recipe, name, log)
+
+
+def _build(cache: Path, recipe: Recipe, name: str, log: Path | None) -> Built:
     image, manifest = cache / f"{name}.raw", cache / f"{name}.json"
     if image.exists() and manifest.exists():
         return Built(**{**json.loads(manifest.read_text()), "from_cache": True})
@@ -127,11 +133,15 @@ def build(cache: Path, recipe: Recipe = Recipe(), log: Path | None = None) -> Bu
         initrds = sorted((root / "boot").glob("initrd.img-*"))
         if not kernels or not initrds:
             raise RuntimeError("the tree has no /boot/vmlinuz-* and initrd.img-*")
-        size = disk.assemble(root, disk.Boot(kernels[-1], initrds[-1], APPEND), image)
-    sha = _sha256(image)
+        part = cache / f"{name}.raw.part"  # the image appears whole or not at all
+        size = disk.assemble(root, disk.Boot(kernels[-1], initrds[-1], APPEND), part)
+        sha = _sha256(part)
+        part.replace(image)
     built = Built(recipe.image_id, str(image), size, sha, recipe.digest(), False)
-    manifest.write_text(json.dumps({k: v for k, v in asdict(built).items()
-                                    if k != "from_cache"}, indent=2))
+    written = manifest.with_suffix(".json.part")
+    written.write_text(json.dumps({k: v for k, v in asdict(built).items()
+                                   if k != "from_cache"}, indent=2))
+    written.replace(manifest)
     _prune(cache, recipe.image_id, keep=name)
     return built
 
