@@ -72,6 +72,12 @@ def test_helpers_left_by_a_dead_up_are_ended_and_others_left_alone(tmp_path: Pat
         held.record_child(ours.pid, "SeaweedFS")
         held.record_child(stranger.pid, "docker-registry")
         held.lock.close()  # the `up` dies without releasing: its lock goes with it
+        cmdline = Path(f"/proc/{ours.pid}/cmdline")
+        for _ in range(100):  # bounded: the helper is up and names the data dir
+            if str(data) in cmdline.read_bytes().decode(errors="replace"):
+                break
+            time.sleep(0.1)
+        assert ours.poll() is None, "the helper ended by itself"
         assert sorted(end_stale_children(data)) == [ours.pid]
         assert _gone(ours.pid) and stranger.poll() is None
     finally:
