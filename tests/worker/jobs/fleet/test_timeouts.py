@@ -40,8 +40,8 @@ def test_an_acceptance_run_the_tenant_silences_is_neither_a_fault_nor_lateness(
     from gpulease.worker.pipelines import node_steps
     from gpulease.worker.pipelines.node_steps import Outcome, StepResult
 
-    fleet.settings.stage_timeout_s = 2.0
-    fleet.settings.delivery_sla_s = 1.5
+    fleet.settings.stage_timeout_s = 4.0
+    fleet.settings.delivery_sla_s = 3.0  # the platform's own part, even under load
     monkeypatch.setitem(node_steps.STEPS, NodeStage.VERIFY,
                         lambda p, job: StepResult(Outcome.WAIT))  # the agent never answers
     worker = Worker(fleet, owner="sweeper", sweep_every_s=0.05)
