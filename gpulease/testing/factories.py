@@ -76,6 +76,14 @@ def container(p: Platform, t: TenantCtx, worker: Worker, key: str, gpus: int = 2
     return _delivered(p, t, worker, iid)
 
 
+def delivered_with_agent(p: Platform, t: TenantCtx, key: str) -> tuple[str, Node, str]:
+    """An H100 server delivered, its node, and its stand-in agent's credential (enrolled
+    as the demo's agents are): what a telemetry push needs."""
+    iid = deliver(p, t, Worker(p), key)
+    node = node_by_name(p, node_name_of(p, t, iid))
+    return iid, node, DemoAgents(p)._credential(node)
+
+
 def node_by_name(p: Platform, name: str) -> Node:
     with p.db.read() as s:
         node = s.scalar(select(Node).where(Node.name == name))

@@ -46,12 +46,12 @@ def _joined(s: Session, node: Node, gpus: set[int], now: datetime, rules: AlertR
         return {}
     s.flush()  # this push's rows
     q = select(TelemetrySummary.gpu_index, TelemetrySummary.summary_json).where(
+        TelemetrySummary.node_id == node.id,
+        TelemetrySummary.instance_id == node.instance_id,  # its tenant's windows only
         TelemetrySummary.received_at >= now - timedelta(seconds=rules.thermal_span_s),
         TelemetrySummary.gpu_index.in_(sorted(gpus)))
-    q = (q.where(TelemetrySummary.instance_id == node.instance_id) if node.instance_id
-         else q.where(TelemetrySummary.node_id == node.id))
     windows: dict[int, list[GpuSummary]] = {}
-    for index, data in s.execute(q.where(TelemetrySummary.node_id == node.id)):
+    for index, data in s.execute(q):
         windows.setdefault(index, []).append(GpuSummary.from_dict(json.loads(data)))
     return {index: merge(parts) for index, parts in windows.items()}
 

@@ -10,7 +10,7 @@ from gpulease.db.tables import Node
 from gpulease.drivers.redfish_emulator import Emulator
 from gpulease.drivers.simulated import BmcWatchingAgent
 from gpulease.platform import Platform
-from gpulease.schemas import OrderRequest
+from gpulease.schemas import InstanceView, OrderRequest
 from gpulease.services.fleet import inventory
 from gpulease.services.fleet.inventory import NodeSpec, add_node
 from gpulease.services.instances import actions
@@ -39,10 +39,12 @@ def enroll_emulated(p: Platform, emu: Emulator) -> list[str]:
     return names
 
 
-def test_deploy_and_release_over_redfish(
+def ordered_over_redfish(
     platform: Platform, emulator: Emulator, image_server: str, tenant: TenantCtx, key: str,
     server: LiveServer,
-) -> None:
+) -> tuple[InstanceView, BmcWatchingAgent, Worker]:
+    """The emulated servers enrolled, one ordered and run through its deploy: its view
+    after, the stand-in agent that watched its BMC, and the worker."""
     platform.settings.public_url = server.url
     platform.settings.media_base_url = image_server
     platform.settings.poll_interval_s = 0.25
@@ -50,11 +52,18 @@ def test_deploy_and_release_over_redfish(
     agent = platform.drivers.agent_for("redfish")
     assert isinstance(agent, BmcWatchingAgent)
     worker = Worker(platform)
-
     view, _ = orders.place_order(platform, tenant.principal, OrderRequest(
         sku="h100-80g-x8", region="ningxia-1", ssh_keys=[key]))
     worker.run_until_idle(timeout_s=90)
-    view = instances.show_instance(platform, tenant.principal, view.id)
+    return instances.show_instance(platform, tenant.principal, view.id), agent, worker
+
+
+def test_deploy_and_release_over_redfish(
+    platform: Platform, emulator: Emulator, image_server: str, tenant: TenantCtx, key: str,
+    server: LiveServer,
+) -> None:
+    view, agent, worker = ordered_over_redfish(platform, emulator, image_server, tenant,
+                                               key, server)
     assert view.status == "ready", view.status_reason
     node = view.nodes[0]
     system_id = emulator.systems[int(node.name[-2:])]
@@ -135,17 +144,9 @@ def test_a_card_repair_over_redfish_boots_the_tenants_own_system_back(
     from gpulease.services.support import card_repairs, repairs, tickets
     from gpulease.worker.jobs.fleet.safe_off import safe_off
 
-    platform.settings.public_url = server.url
-    platform.settings.media_base_url = image_server
-    platform.settings.poll_interval_s = 0.25
-    enroll_emulated(platform, emulator)
-    agent = platform.drivers.agent_for("redfish")
-    assert isinstance(agent, BmcWatchingAgent)
-    worker = Worker(platform)
-    view, _ = orders.place_order(platform, tenant.principal, OrderRequest(
-        sku="h100-80g-x8", region="ningxia-1", ssh_keys=[key]))
-    worker.run_until_idle(timeout_s=90)
-    node = instances.show_instance(platform, tenant.principal, view.id).nodes[0].name
+    view, agent, worker = ordered_over_redfish(platform, emulator, image_server, tenant,
+                                               key, server)
+    node = view.nodes[0].name
     op = operator.principal
     node_changes.inject_faults(platform, op, node, ["xid79:3"])
     DemoAgents(platform).tick()

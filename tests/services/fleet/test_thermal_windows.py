@@ -11,15 +11,11 @@ from sqlalchemy import select
 from gpulease.agent.gpu.sampler import Sampler
 from gpulease.agent.gpu.simulated import SimulatedGpus, VirtualClock, parse_faults
 from gpulease.db.ops_tables import Ticket
-from gpulease.db.tables import Node
-from gpulease.demo_agents import DemoAgents
 from gpulease.platform import Platform
-from gpulease.services.instances import views as instances
 from gpulease.services.telemetry.pushes import ingest
 from gpulease.testing.callers import TenantCtx
 from gpulease.testing.clock import MovableClock
-from gpulease.testing.factories import deliver
-from gpulease.worker.runner import Worker
+from gpulease.testing.factories import delivered_with_agent
 
 CYCLE_S = 120
 
@@ -28,13 +24,7 @@ CYCLE_S = 120
 def test_a_saw_tooth_opens_a_p2_ticket_within_two_cycles_whatever_the_window(
         fleet: Platform, tenant: TenantCtx, key: str, clock: MovableClock,
         window_s: int) -> None:
-    iid = deliver(fleet, tenant, Worker(fleet), key)
-    name = instances.show_instance(fleet, tenant.principal, iid).nodes[0].name
-    with fleet.db.read() as s:
-        node = s.scalar(select(Node).where(Node.name == name))
-        assert node is not None
-        s.expunge(node)
-    credential = DemoAgents(fleet)._credential(node)
+    iid, node, credential = delivered_with_agent(fleet, tenant, key)
     # 45 s into a tooth: a 60 s window's edge falls in the middle of the throttled 30 s
     gpus = SimulatedGpus(8, faults=parse_faults(["thermal:2"]), clock=VirtualClock(45.0))
     gpus.load = 0.7

@@ -12,26 +12,17 @@ from sqlalchemy import select, text
 from gpulease.agent.gpu.sampler import Sampler
 from gpulease.agent.gpu.simulated import SimulatedGpus, VirtualClock
 from gpulease.db.tables import Instance, Node, NodeAgent
-from gpulease.demo_agents import DemoAgents
 from gpulease.platform import Platform
-from gpulease.services.instances import views as instances
 from gpulease.services.telemetry.pushes import ingest
 from gpulease.testing.callers import TenantCtx
-from gpulease.testing.factories import deliver
-from gpulease.worker.runner import Worker
+from gpulease.testing.factories import delivered_with_agent
 
 
 # SQLite has one writer at a time: no two transactions hold rows at once there
 @pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 def test_a_push_waits_for_a_swap_that_holds_its_instance_and_node(
         fleet: Platform, tenant: TenantCtx, key: str) -> None:
-    iid = deliver(fleet, tenant, Worker(fleet), key)
-    name = instances.show_instance(fleet, tenant.principal, iid).nodes[0].name
-    with fleet.db.read() as s:
-        node = s.scalar(select(Node).where(Node.name == name))
-        assert node is not None
-        s.expunge(node)
-    credential = DemoAgents(fleet)._credential(node)
+    iid, node, credential = delivered_with_agent(fleet, tenant, key)
     gpus = SimulatedGpus(8, clock=VirtualClock(0.0))
     sampler = Sampler(gpus, window_s=11)
     for _ in range(10):

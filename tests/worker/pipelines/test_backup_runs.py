@@ -14,7 +14,7 @@ from gpulease.db.claims import Hold, claim
 from gpulease.db.ops_tables import Backup
 from gpulease.drivers.seaweedfs import EmbeddedS3
 from gpulease.platform import Platform
-from gpulease.schemas.fleet import BackupRequest
+from gpulease.schemas.fleet import BackupRequest, BackupView
 from gpulease.services.instances import actions
 from gpulease.services.instances import views as instances
 from gpulease.services.storage import backups
@@ -34,17 +34,23 @@ def _run(p: Platform, run_id: str) -> Backup:
     return row
 
 
-def test_a_run_is_claimed_carried_out_and_let_go(
-    fleet: Platform, tenant: TenantCtx, key: str, s3: EmbeddedS3
-) -> None:
-    fleet.clock = clock = LeapingClock()
-    worker = Worker(fleet)
-    iid = deliver(fleet, tenant, worker, key)
+def _a_backup_asked(fleet: Platform, tenant: TenantCtx, key: str, s3: EmbeddedS3
+                    ) -> BackupView:
+    """A delivered server with one checkpoint on its data disk, and a backup of it asked
+    for (queued)."""
+    iid = deliver(fleet, tenant, Worker(fleet), key)
     with_storage(fleet, s3)
     node = instances.show_instance(fleet, tenant.principal, iid).nodes[0].name
     (disk(fleet, node) / "checkpoints").mkdir(parents=True)
     (disk(fleet, node) / "checkpoints" / "step-1.pt").write_bytes(b"w" * 4096)
-    run = backups.request(fleet, tenant.principal, iid, BackupRequest())
+    return backups.request(fleet, tenant.principal, iid, BackupRequest())
+
+
+def test_a_run_is_claimed_carried_out_and_let_go(
+    fleet: Platform, tenant: TenantCtx, key: str, s3: EmbeddedS3
+) -> None:
+    fleet.clock = clock = LeapingClock()
+    run = _a_backup_asked(fleet, tenant, key, s3)
     held = claim(fleet.db, Backup, Hold("another-worker", clock.now(), timedelta(seconds=30)),
                  [Backup.id == run.id])
     assert [h.id for h in held] == [run.id]
@@ -87,13 +93,7 @@ def test_a_run_whose_worker_died_mid_transfer_starts_again_at_the_stores_address
     from gpulease.ports.agent import BackupPayload
 
     fleet.clock = clock = LeapingClock()
-    worker = Worker(fleet)
-    iid = deliver(fleet, tenant, worker, key)
-    with_storage(fleet, s3)
-    node = instances.show_instance(fleet, tenant.principal, iid).nodes[0].name
-    (disk(fleet, node) / "checkpoints").mkdir(parents=True)
-    (disk(fleet, node) / "checkpoints" / "step-1.pt").write_bytes(b"w" * 4096)
-    run = backups.request(fleet, tenant.principal, iid, BackupRequest())
+    run = _a_backup_asked(fleet, tenant, key, s3)
 
     class Killed(BaseException):
         """The worker's process ends mid-call (SIGKILL): nothing after it runs."""
