@@ -11,17 +11,19 @@ tenant's keys and the root password's hash into the container before starting it
 runs sshd in the foreground as the container's main process.
 
 Isolation (the tenant is root inside, a stranger to the provider and to the neighbours):
-each tenant's containers get a bridge network of their own (`gpulease-tenant-<id>`; the
-engine keeps bridges apart), the offer's share of the host as memory (no swap on top), CPU
-and pids limits, all capabilities dropped but what sshd and a root shell need,
-no-new-privileges, no privileged mode, only the instance's GPUs, a named volume at /data
-that is deleted with the instance, and no mount of the engine's socket. sshd takes keys
-only unless the order asked for password login.
+each tenant's containers get a bridge network of their own (`gpulease-tenant-<id>` on a
+bridge `gl-<hash>`; the engine keeps bridges apart, and the host's guard
+(drivers/bridge_guard.py) closes the moments when it does not), the offer's share of the
+host as memory (no swap on top), CPU and pids limits, all capabilities dropped but what
+sshd and a root shell need, no-new-privileges, no privileged mode, only the instance's
+GPUs, a named volume at /data that is deleted with the instance, and no mount of the
+engine's socket. sshd takes keys only unless the order asked for password login.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import tarfile
 import threading
@@ -44,6 +46,7 @@ from gpulease.ports.runtime import (
 
 LABEL = "io.gpulease.instance"
 TENANT_LABEL = "io.gpulease.tenant"
+BRIDGE_OPTION = "com.docker.network.bridge.name"
 DATA_MOUNT = "/data"
 # What sshd and a root shell need of the engine's default set; the rest of it (MKNOD,
 # NET_RAW: forged packets on the bridge, SETFCAP, SETPCAP) goes with everything else.
@@ -70,6 +73,13 @@ def container_name(instance_id: str) -> str:
 
 def network_name(tenant_id: str) -> str:
     return f"gpulease-tenant-{tenant_id}"
+
+
+def bridge_name(tenant_id: str) -> str:
+    """The tenant network's bridge on the host, `gl-` and 12 hex digits (an interface name
+    holds 15 characters): the host's guard between tenants matches bridges by that prefix
+    (gpulease/drivers/bridge_guard.py)."""
+    return "gl-" + hashlib.sha256(tenant_id.encode()).hexdigest()[:12]
 
 
 def volume_name(instance_id: str) -> str:
@@ -218,7 +228,8 @@ class DockerRuntime:
             client.networks.get(name)
         except NotFound:
             try:
-                client.networks.create(name, driver="bridge", labels={TENANT_LABEL: tenant_id})
+                client.networks.create(name, driver="bridge", labels={TENANT_LABEL: tenant_id},
+                                       options={BRIDGE_OPTION: bridge_name(tenant_id)})
             except APIError as exc:
                 if exc.status_code != 409:  # made by another worker a moment ago
                     raise

@@ -357,3 +357,28 @@ def node_agent_token(node_id: str, url: UrlOpt = "", token: TokenOpt = "") -> No
     """Operator: a one-time enrollment token for the node's agent (24 hours)."""
     data = api(lambda: connect(url, token).post_json(f"/nodes/{node_id}/agent-token"))
     print(data["token"])
+
+
+@app.command("bridge-guard")
+def bridge_guard_cmd(dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="print the commands instead of running them")] = False) -> None:
+    """On a container host, as root: the firewall rules that keep tenants' bridges apart
+    while the engine rewrites its own (run again after a reboot)."""
+    from gpulease.drivers import bridge_guard
+
+    if dry_run:
+        for line in bridge_guard.commands():
+            print(line)
+        return
+    try:
+        applied = bridge_guard.apply()
+    except RuntimeError as exc:
+        err.print(_("[red]error[/red]: {reason}", reason=exc), highlight=False)
+        raise typer.Exit(1) from None
+    for a in applied:
+        if a.missing_tool:
+            out.print(_("{family}: not installed, skipped", family=a.family), highlight=False)
+        else:
+            out.print(_("{family}: {added} rules added ({state})", family=a.family,
+                        added=a.added, state=_("now in place") if a.added
+                        else _("already in place")), highlight=False)

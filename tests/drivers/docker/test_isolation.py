@@ -1,8 +1,9 @@
 """Tenants' containers on one shared server, on the real Docker engine: a tenant is root in
 its container and a stranger to its neighbours. Each tenant gets a network of its own (its
-containers reach each other, another tenant's do not), the offer's share of the host as
-limits, a reduced capability set with no-new-privileges, a data volume that goes with the
-instance, no engine socket, and SSH by key unless the order asked for a password."""
+containers reach each other, another tenant's do not, and the host's guard is what says
+no), the offer's share of the host as limits, a reduced capability set with
+no-new-privileges, a data volume that goes with the instance, no engine socket, and SSH by
+key unless the order asked for a password."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ import pytest
 from docker.errors import NotFound
 
 from gpulease.compose import make_platform
+from gpulease.drivers import bridge_guard
 from gpulease.drivers.docker_runtime import (
+    BRIDGE_OPTION,
     CAPABILITIES,
+    bridge_name,
     container_name,
     network_name,
     volume_name,
@@ -81,6 +85,19 @@ def _reaches(engine: docker.DockerClient, source: str, target: str) -> bool:
     return code == 0
 
 
+def _guard_drops() -> int:
+    """Packets the host's guard dropped so far, both families (the engine fixture applies
+    it, as an operator does on a container host)."""
+    total = 0
+    for family in bridge_guard.FAMILIES:
+        listing = subprocess.run(
+            [family, "-w", "-t", bridge_guard.TABLE, "-L", bridge_guard.CHAIN, "-v", "-x",
+             "-n"], capture_output=True, text=True, check=True).stdout
+        total += sum(int(line.split()[0]) for line in listing.splitlines()
+                     if " DROP " in f" {line} ")
+    return total
+
+
 def _offered_methods(key: Path, port: int) -> str:
     """What sshd offers after the key is refused: the list in 'Permission denied (…)'."""
     deadline = time.monotonic() + 30
@@ -126,8 +143,15 @@ def test_tenants_containers_are_kept_apart_and_limited(
     while not _reaches(engine, a1, a2) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert _reaches(engine, a1, a2)
+    # The host's guard is what refuses them (it comes before the engine's own rules, which
+    # the engine rewrites whenever a network comes or goes): its drops count the probes.
+    for who in (alice, bob):
+        bridge = engine.networks.get(network_name(who.tenant_id)).attrs["Options"]
+        assert bridge[BRIDGE_OPTION] == bridge_name(who.tenant_id)
+    dropped = _guard_drops()
     assert not _reaches(engine, a1, b1)
     assert not _reaches(engine, b1, a2)
+    assert _guard_drops() >= dropped + 2
 
     # The offer's share of the host (128 cores, 512 GB, 8 GPUs): per GPU 16 CPUs (no more
     # than this engine has), 64 GiB and 4096 processes.
