@@ -4,8 +4,9 @@ for it (scoped to the tenant's bucket) or the tenant's own target checked again 
 egress guard, its payload sealed on the row, the work sent to the node's agent; a running
 one is asked for its result. The agent's transfer runs outside any transaction while the
 claim is held (the heartbeat extends it); every write goes through the claim, so a worker
-that lost it writes nothing. Failures are retried with backoff (until the run's deadline,
-for a lapsed lease's), then the run fails and its tenant is told."""
+that lost it writes nothing, and sends nothing (the fence). Failures are retried with
+backoff (until the run's deadline, for a lapsed lease's), then the run fails and its
+tenant is told."""
 
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ from gpulease.services.storage.backups import (
 )
 from gpulease.services.storage.meter import counted
 from gpulease.worker.pipelines.base import Pipeline
+from gpulease.worker.pipelines.fence import Fence, Fenced, fenced_agent
 
 log = logging.getLogger("gpulease.backups")
 UNDER_WAY = (BackupStatus.QUEUED.value, BackupStatus.RUNNING.value)
@@ -125,8 +127,10 @@ def _drive(p: Platform, held: Claim) -> None:
         return
     ref, payload, agent = started
     try:
-        answer = agent.transfer(ref, payload, lambda moved, total: _progress(
-            p, held, moved, total))
+        answer = fenced_agent(agent, Fence(p, held)).transfer(
+            ref, payload, lambda moved, total: _progress(p, held, moved, total))
+    except Fenced:
+        return  # taken over while this worker was away: the new holder carries it
     except AgentError as exc:
         _record_failure(p, held, str(exc), exc.retryable)
         return

@@ -1,7 +1,7 @@
 """Container instances on shared servers: start the container (the instance is delivered
 when it runs), and stop it when the instance is released or failed, then free its GPUs.
-The runtime call runs outside any transaction; its result is applied under the row's
-lock token."""
+The runtime call runs outside any transaction, behind the fence (a worker that lost its
+claim makes none); its result is applied under the row's lock token."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from gpulease.worker.pipelines.base import (
     backoff,
     step_failed,
 )
+from gpulease.worker.pipelines.fence import Fence, Fenced, fenced_runtime
 from gpulease.worker.pipelines.instance_steps import deliver, reconcile
 from gpulease.worker.pipelines.node_outcomes import fail_instance
 
@@ -65,8 +66,11 @@ def held_hosts(s: Session, inst: Instance) -> list[HeldHost]:
 
 
 def start_container(p: Platform, claim: Claim, spec: ContainerSpec) -> None:
+    runtime = fenced_runtime(p.drivers.runtime_for(spec.engine_url), Fence(p, claim))
     try:
-        result: ContainerHandle | StepFailed = p.drivers.runtime_for(spec.engine_url).start(spec)
+        result: ContainerHandle | StepFailed = runtime.start(spec)
+    except Fenced:
+        return  # taken over while this worker was away: the new holder starts it
     except Exception as exc:
         result = step_failed(exc)
     apply_with_retry(p, f"container start of {claim.id}",
@@ -97,9 +101,12 @@ def stop_containers(p: Platform, claim: Claim, held: list[HeldHost]) -> None:
     """Stop the instance's container outside any transaction, then free its GPUs and
     finish the release. A runtime that fails keeps the GPUs held and is retried."""
     error: StepFailed | None = None
+    fence = Fence(p, claim)
     try:
         for _node_id, name, url in held:
-            p.drivers.runtime_for(url).stop(claim.id, name, url)
+            fenced_runtime(p.drivers.runtime_for(url), fence).stop(claim.id, name, url)
+    except Fenced:
+        return  # taken over while this worker was away: the new holder stops it
     except Exception as exc:
         error = StepFailed(f"{type(exc).__name__}: {exc}", True)
     apply_with_retry(p, f"container stop of {claim.id}",

@@ -1,5 +1,6 @@
 """The fence: a worker makes a call that changes hardware or a tenant's data (power, the
-boot override, virtual media, the agent's configure, verify, erase and transfers) only after
+boot override, virtual media, the agent's configure, verify, erase and transfers, a
+container's start, stop and save on a shared server's engine) only after
 confirming it still holds its claim on the row, with at least half its lock still to run
 (db/claims.py `still_held`). A worker frozen past its lock (SIGSTOP, a paused VM, a network
 stall) has been taken over by then: it abandons the step without calling, and its late
@@ -18,12 +19,14 @@ from gpulease.db.claims import Claim, still_held
 from gpulease.platform import Platform
 from gpulease.ports.agent import Agent
 from gpulease.ports.bmc import Bmc
+from gpulease.ports.runtime import ContainerRuntime
 
 log = logging.getLogger("gpulease.worker")
 
 BMC_CALLS = frozenset({"power_on", "power_off", "force_restart", "set_one_time_boot",
                        "clear_boot_override", "insert_media", "eject_media"})
 AGENT_CALLS = frozenset({"configure", "verify", "erase", "transfer"})
+RUNTIME_CALLS = frozenset({"start", "stop", "save"})
 
 
 class Fenced(RuntimeError):
@@ -70,3 +73,8 @@ def fenced_bmc(bmc: Bmc, fence: Fence | None) -> Bmc:
 
 def fenced_agent(agent: Agent, fence: Fence | None) -> Agent:
     return agent if fence is None else cast(Agent, _Fenced(agent, fence, AGENT_CALLS))
+
+
+def fenced_runtime(runtime: ContainerRuntime, fence: Fence | None) -> ContainerRuntime:
+    return runtime if fence is None else cast(ContainerRuntime,
+                                              _Fenced(runtime, fence, RUNTIME_CALLS))

@@ -23,6 +23,7 @@ from gpulease.platform import Platform
 from gpulease.ports.runtime import RuntimeError_
 from gpulease.services.storage.saved_images import PREFIX, RETRY_AFTER_S
 from gpulease.worker.pipelines.base import Pipeline
+from gpulease.worker.pipelines.fence import Fence, Fenced, fenced_runtime
 
 log = logging.getLogger("gpulease.images")
 
@@ -53,9 +54,11 @@ def step_save(p: Platform, held: Claim) -> None:
         _finish(p, held, None, "the container was released before it was saved")
         return
     node = held_gpus[0][0]
+    runtime = fenced_runtime(p.drivers.runtime_for(node.runtime_url), Fence(p, held))
     try:
-        result = p.drivers.runtime_for(node.runtime_url).save(
-            instance_id, node.name, node.runtime_url, reference)
+        result = runtime.save(instance_id, node.name, node.runtime_url, reference)
+    except Fenced:
+        return  # taken over while this worker was away: the new holder saves it
     except RuntimeError_ as exc:
         if exc.retryable:
             log.warning("saving %s: %s; again in %.0f s", held.id, exc, RETRY_AFTER_S)

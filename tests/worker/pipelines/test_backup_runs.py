@@ -1,16 +1,18 @@
 """The backup-runs pipeline on the embedded S3: a run is claimed, started with a key minted
 for it, carried out by the node's agent and finished, its claim let go; a run another
 worker holds is left alone until that claim expires; a run whose server left the instance
-fails saying so, without asking the store for a key."""
+fails saying so, without asking the store for a key; a worker that lost its run before
+the transfer sends nothing."""
 
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import select
 
-from gpulease.db.claims import Hold, claim
+from gpulease.db.claims import Hold, claim, take
 from gpulease.db.ops_tables import Backup
 from gpulease.drivers.seaweedfs import EmbeddedS3
 from gpulease.platform import Platform
@@ -126,3 +128,30 @@ def test_a_run_whose_worker_died_mid_transfer_starts_again_at_the_stores_address
     done = _run(fleet, run.id)
     assert done.status == "succeeded" and done.files == 1 and done.attempts == 2
     assert first_key not in iam_keys(s3, tenant.tenant_id)
+
+
+def test_a_worker_that_lost_its_run_before_the_transfer_sends_nothing(
+    fleet: Platform, tenant: TenantCtx, key: str, s3: EmbeddedS3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = _a_backup_asked(fleet, tenant, key, s3)
+    (held,) = claim(fleet.db, Backup, Hold("a", fleet.clock.now(), timedelta(seconds=30)),
+                    [Backup.id == run.id])
+    sent: list[str] = []
+    started = backup_runs._start_or_check
+
+    def then_frozen(*args: Any, **kwargs: Any) -> Any:
+        out = started(*args, **kwargs)
+        if out is not None:  # frozen here past its lock, and taken over
+            with fleet.db.write() as s:
+                row = s.get(Backup, run.id)
+                assert row is not None
+                take(row)
+            agent = out[2]
+            monkeypatch.setattr(type(agent), "transfer",
+                                lambda *a, **k: sent.append(run.id))
+        return out
+
+    monkeypatch.setattr(backup_runs, "_start_or_check", then_frozen)
+    backup_runs.step_run(fleet, held)
+    assert sent == []  # the fence stopped it: the new holder carries the run
+    assert _run(fleet, run.id).status == "running"
