@@ -133,6 +133,10 @@ class Settings(BaseSettings):
     # into one summary per GPU and hour, kept for the second setting.
     telemetry_minute_days: int = Field(default=7, ge=1)
     telemetry_hour_days: int = Field(default=90, ge=1)
+    # What one node's agent may store a day (UTC) in telemetry, as the summaries' JSON: an
+    # 8-GPU server pushing every minute stores about 9 MB; past this a push answers 429
+    # until the next day, and the refusal is counted for the operator.
+    agent_push_bytes_per_day: int = Field(default=64 * 2**20, ge=4096)
     # The deploy circuit breaker: it opens when this many deploys in a row (within the
     # window) failed the same way; while open, a failing deploy is retried every retry_s
     # instead of sending its node to maintenance.

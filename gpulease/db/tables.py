@@ -430,6 +430,11 @@ class NodeAgent(Base):
     registered_at: Mapped[datetime] = mapped_column(UtcDateTime())
     last_seen_at: Mapped[datetime] = mapped_column(UtcDateTime())
     inventory_json: Mapped[str | None] = mapped_column(Text)
+    # its telemetry stored on `pushed_day` (UTC, YYYY-MM-DD), against the daily budget, and
+    # the pushes refused for going past it (ever)
+    pushed_day: Mapped[str | None] = mapped_column(String(10))
+    pushed_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    pushes_refused: Mapped[int] = mapped_column(Integer, default=0)
 
 
 class TelemetrySummary(Base):

@@ -26,7 +26,15 @@ from sqlalchemy import func, select
 
 from gpulease import __version__
 from gpulease.db.ops_tables import Repair, Ticket
-from gpulease.db.tables import CatalogVersion, CircuitBreaker, Event, Instance, Node, WorkerProcess
+from gpulease.db.tables import (
+    CatalogVersion,
+    CircuitBreaker,
+    Event,
+    Instance,
+    Node,
+    NodeAgent,
+    WorkerProcess,
+)
 from gpulease.domain.states import InstanceStatus, NodeStatus, TicketStatus
 from gpulease.platform import Platform
 from gpulease.process_metrics import REGISTRY as PROCESS
@@ -94,6 +102,9 @@ class ControlPlane(Collector):
                 Repair.finished_at.is_(None))) or 0
             held = s.scalar(select(func.count()).select_from(Node).where(
                 Node.status == NodeStatus.DEPLOYING.value, Node.last_error.startswith(HELD))) or 0
+            over_budget = s.execute(select(Node.name, NodeAgent.pushes_refused)
+                                    .join(Node, Node.id == NodeAgent.node_id)
+                                    .where(NodeAgent.pushes_refused > 0)).all()
 
         info = GaugeMetricFamily("gpulease_build_info", "The control plane's version.",
                                  labels=["version"])
@@ -116,6 +127,12 @@ class ControlPlane(Collector):
         yield g
         yield GaugeMetricFamily("gpulease_repairs_open", "Nodes in repair now.",
                                 value=repairs_open)
+        c = CounterMetricFamily("gpulease_agent_pushes_refused", "Telemetry pushes refused "
+                                "for going past the node's daily byte budget (nodes with "
+                                "any).", labels=["node"])
+        for name, refused in over_budget:
+            c.add_metric([name], refused)
+        yield c
         per_offer: dict[str, list[float]] = {}
         for offer, started, finished in repairs:
             if finished is not None:

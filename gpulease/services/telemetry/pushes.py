@@ -1,12 +1,14 @@
 """GPU telemetry pushed by node agents: each push checked against the node (its GPUs, each
-once) and stored as per-minute summaries for the node's current instance; the alerts the
-window raises opened, refreshed or closed (services/fleet/alerts.py); the newest summaries
-and open alerts of an instance, and a node's alerts for operators."""
+once, within its node's daily byte budget) and stored as per-minute summaries for the
+node's current instance; the alerts the window raises opened, refreshed or closed
+(services/fleet/alerts.py); the newest summaries and open alerts of an instance, and a
+node's alerts for operators."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
 from sqlalchemy import select
@@ -15,7 +17,7 @@ from sqlalchemy.orm import Session
 from gpulease.db.repositories import get_instance, instance_allocations
 from gpulease.db.tables import HardwareAlert, Instance, Node, NodeAgent, TelemetrySummary
 from gpulease.domain.accounts import Principal
-from gpulease.domain.errors import InvalidInput
+from gpulease.domain.errors import InvalidInput, TooManyRequests
 from gpulease.domain.fleet.telemetry import GpuSummary
 from gpulease.platform import Platform
 from gpulease.services.agents.credentials import authenticate_agent
@@ -50,16 +52,40 @@ def ingest(p: Platform, credential: str | None, gpus: Iterable[dict[str, Any]]
         raise InvalidInput("gpus", "A GPU summary is not in the agent's shape; send the "
                            "agent's /v1/summary 'gpus' list as is.") from None
     now = p.clock.now()
+    stored = [json.dumps(g.as_dict()) for g in summaries]
     with p.db.write() as s:
         agent = authenticate_agent(s, credential)
         node = _locked_node(s, agent.node_id)
         _within_the_node(p, node, summaries)
         agent.last_seen_at = now
-        s.add_all(TelemetrySummary(node_id=node.id, instance_id=node.instance_id,
-                                   received_at=now, gpu_index=g.index, gpu_uuid=g.uuid,
-                                   summary_json=json.dumps(g.as_dict()))
-                  for g in summaries)
-        return sync_agent_alerts(s, p, node, summaries, now)
+        if not _within_the_budget(p, agent, sum(len(j) for j in stored), now):
+            refused = node.name  # counted: the refusal is written, the push is not
+        else:
+            s.add_all(TelemetrySummary(node_id=node.id, instance_id=node.instance_id,
+                                       received_at=now, gpu_index=g.index, gpu_uuid=g.uuid,
+                                       summary_json=j)
+                      for g, j in zip(summaries, stored, strict=True))
+            return sync_agent_alerts(s, p, node, summaries, now)
+    tomorrow = datetime.combine(now.date() + timedelta(days=1), time(), tzinfo=UTC)
+    raise TooManyRequests(
+        "{node_name}'s agent stored its day's telemetry budget ({budget} bytes; "
+        "GPULEASE_AGENT_PUSH_BYTES_PER_DAY): pushes are refused until 00:00 UTC. Push less "
+        "often (the agent's --push-interval) or ask the operator to raise it.",
+        retry_after_s=max(1, int((tomorrow - now).total_seconds())), node_name=refused,
+        budget=p.settings.agent_push_bytes_per_day)
+
+
+def _within_the_budget(p: Platform, agent: NodeAgent, size: int, now: datetime) -> bool:
+    """Whether the agent's push of `size` bytes fits its node's budget for the day (UTC):
+    counted if it does, its refusal counted if it does not."""
+    day = now.date().isoformat()
+    if agent.pushed_day != day:
+        agent.pushed_day, agent.pushed_bytes = day, 0
+    if (agent.pushed_bytes or 0) + size > p.settings.agent_push_bytes_per_day:
+        agent.pushes_refused = (agent.pushes_refused or 0) + 1
+        return False
+    agent.pushed_bytes = (agent.pushed_bytes or 0) + size
+    return True
 
 
 def _locked_node(s: Session, node_id: str) -> Node:
