@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MONITORING = ROOT / "gpulease" / "data" / "monitoring"
 RULES = MONITORING / "gpu-alerts.rules.yml"
 DASHBOARD = MONITORING / "gpu-dashboard.json"
+QUERY_RESULT = re.compile(r"query_result\((.*)\)")
 SERIES = re.compile(r"\b((?:DCGM_FI|gpulease)_[A-Za-z0-9_]+)\b")
 
 
@@ -93,9 +94,18 @@ def test_every_dashboard_query_parses_and_reads_what_the_agent_serves(tmp_path: 
     dashboard = json.loads(DASHBOARD.read_text())
     exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
     assert len(exprs) >= 12
+    # Every panel and the pickers read the host from either label dcgm-exporter has used
+    # (`Hostname`, then `hostname`): a node picked shows its GPUs under both releases.
+    for e in exprs:
+        assert e.count('Hostname=~"$node"') == e.count('hostname=~"$node"') > 0, e
+    pickers = {v["name"]: v for v in dashboard["templating"]["list"]}
+    inner = [QUERY_RESULT.fullmatch(pickers[name]["definition"]).group(1)  # type: ignore[union-attr]
+             for name in ("node", "gpu")]
+    assert "Hostname" in inner[0] and "hostname" in inner[0]
+    assert re.search(pickers["node"]["regex"].strip("/"), 'x{hostname="n7"}').group(1) == "n7"  # type: ignore[union-attr]
     # Grafana's variables as Grafana would fill them, then each query as a recording rule
-    concrete = [e.replace("$Hostname", ".*").replace("$gpu", ".*")
-                .replace("$__range", "1h") for e in exprs]
+    concrete = [e.replace("$node", ".*").replace("$gpu", ".*")
+                .replace("$__range", "1h") for e in [*exprs, *inner]]
     rules = {"groups": [{"name": "dashboard", "rules": [
         {"record": f"dashboard:panel_{i}", "expr": e} for i, e in enumerate(concrete)]}]}
     path = tmp_path / "dashboard-queries.yml"
