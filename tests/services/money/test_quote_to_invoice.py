@@ -1,9 +1,9 @@
 """From quote to invoice, to the fen: for random terms (a day, a month, a year paid at
-once), add-ons (fractional quantities included) and both ways of writing prices (VAT included or on top), the quote a
-tenant reads, the charges made for the order once it is delivered, and the month's final
-invoice agree on the gross, and the invoice's net and VAT are the quote's. Hypothesis draws
-the orders; each is a new tenant in a new month on one platform, so the month's invoice
-holds that order alone. Both databases."""
+once), add-ons (fractional quantities included) and both ways of writing prices (VAT
+included or on top), the quote a tenant reads, the charges made for the order once it is
+delivered, and the month's final invoice agree on the gross, and the invoice's net and VAT
+are the quote's. Hypothesis draws the orders; each is a new tenant in a new month on one
+platform, so the month's invoice holds that order alone. Both databases."""
 
 from __future__ import annotations
 
