@@ -1,8 +1,9 @@
 """VAT one way everywhere, whichever way the price book writes prices: the quote, the
 order's hold, the charge, metered usage, the invoice line and a credit note agree to the
 fen. With prices excluding VAT an H100 month (¥84,480) is quoted, held, charged and
-invoiced at ¥89,548.80, and a full credit note pays back exactly that. SQLite and
-PostgreSQL."""
+invoiced at ¥89,548.80, and a full credit note pays back exactly that, line by line (no
+fen of VAT left by splitting the total once); a part and then the rest credit it to
+nothing. SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -96,3 +97,51 @@ def test_quote_hold_charge_invoice_and_credit_note_agree(
     assert wallet.show_wallet(fleet, tenant.principal).balance == balance + inv.total
     with fleet.db.read() as s:
         assert ledger_sums_to_balance(s, tenant.tenant_id)
+
+
+def _invoiced_month(p: Platform, tenant: TenantCtx, operator: TenantCtx, worker: Worker,
+                    key: str, egress_gb: int) -> invoices.InvoiceView:
+    """An H100 month and `egress_gb` of egress in November, invoiced final (VAT included:
+    each line's VAT rounded on its own)."""
+    clock = MovableClock(datetime(2026, 11, 10, 8, tzinfo=CAL))
+    p.clock = clock
+    _book(p, True)
+    iid = orders.place_order(p, tenant.principal, OrderRequest(
+        sku="h100-80g-x8", region="ningxia-1", ssh_keys=[key]))[0].id
+    worker.run_until_idle()
+    end = clock.now()
+    metering.report_usage(p, operator.principal, [UsageIn(
+        key="egress-1", instance_id=iid, kind="egress_gb", quantity=Decimal(egress_gb),
+        started_at=end - timedelta(hours=1), ended_at=end)])
+    clock.at = datetime(2026, 12, 1, 1, tzinfo=CAL)
+    invoice_run.run_invoices(p, operator.principal, "2026-11", finalize=True)
+    inv = invoices.list_invoices(p, tenant.principal,
+                                 invoices.InvoiceFilter(period="2026-11")).items[0]
+    return invoices.show_invoice(p, tenant.principal, inv.id)
+
+
+def test_a_full_credit_note_reverses_each_line_as_it_was_charged(
+    fleet: Platform, tenant: TenantCtx, operator: TenantCtx, worker: Worker, key: str
+) -> None:
+    # ¥84,480.00 and ¥1.00 of egress: VAT 4,781.89 + 0.06 = 4,781.95 line by line, where
+    # the total split once would say 4,781.94 and leave a fen of VAT on the invoice
+    inv = _invoiced_month(fleet, tenant, operator, worker, key, egress_gb=2)
+    assert inv.vat == Decimal("4781.95") and paid_split(inv.total, inv.vat_rate).vat == (
+        Decimal("4781.94"))
+    note = invoice_run.credit_note(fleet, operator.principal, inv.id, "whole month back")
+    assert (note.total, note.net, note.vat) == (-inv.total, -inv.net, -inv.vat)
+    assert [(ln.net, ln.vat, ln.gross) for ln in note.lines] == [
+        (-ln.net, -ln.vat, -ln.gross) for ln in inv.lines]
+    with fleet.db.read() as s:
+        assert ledger_sums_to_balance(s, tenant.tenant_id)
+
+
+def test_a_part_then_the_rest_credit_the_invoice_to_nothing_left(
+    fleet: Platform, tenant: TenantCtx, operator: TenantCtx, worker: Worker, key: str
+) -> None:
+    inv = _invoiced_month(fleet, tenant, operator, worker, key, egress_gb=2)
+    part = invoice_run.credit_note(fleet, operator.principal, inv.id, "a slow day",
+                                   Decimal("2816.00"))
+    rest = invoice_run.credit_note(fleet, operator.principal, inv.id, "the rest back")
+    assert part.total + rest.total == -inv.total
+    assert (part.net + rest.net, part.vat + rest.vat) == (-inv.net, -inv.vat)

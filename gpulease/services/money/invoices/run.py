@@ -455,14 +455,13 @@ def credit_note(p: Platform, actor: Principal, invoice_id: str, reason: str,
                        created_at=now, updated_at=now)
         s.add(note)
         s.flush()
-        split = paid_split(-amount, inv.vat_rate)  # the amount includes VAT, as paid
         described, described_phrase = stored(phrase("Correction of {original}: {reason}",
                                                     original=inv.number, reason=reason))
-        s.add(InvoiceLine(invoice_id=note.id, seq=1, kind="credit_note", instance_id=None,
-                          description=described[:200], description_phrase=described_phrase,
-                          quantity=None, unit=None, unit_price=None, service_from=None,
-                          service_to=None, entries=1, net=split.net, vat=split.vat,
-                          gross=split.gross))
+        lines = _correction(s, inv, amount, remaining, (described[:200], described_phrase))
+        for seq, line in enumerate(lines, 1):
+            s.add(InvoiceLine(invoice_id=note.id, seq=seq, kind="credit_note", **line))
+        split = VatSplit(*(sum((ln[k] for ln in lines), Decimal("0.00"))
+                           for k in ("net", "vat", "gross")))
         note.net, note.vat, note.total = split.net, split.vat, split.gross
         # The money goes back to the wallet; the entry is billed by the note itself.
         post(s, wallet_for_update(s, inv.tenant_id, now), Entry(
@@ -474,11 +473,41 @@ def credit_note(p: Platform, actor: Principal, invoice_id: str, reason: str,
         note.finalized_at = now
         note.digest = digest(number, inv.tenant_id, note.period,
                               (split.net, split.vat, split.gross),
-                              [(1, f"Correction of {inv.number}: {reason}"[:200], split.net,
-                                split.vat, split.gross)])
+                              [(seq, ln["description"], ln["net"], ln["vat"], ln["gross"])
+                               for seq, ln in enumerate(lines, 1)])
         transition(s, p, note, INVOICE, "finalize", Move(now, actor=by(actor), reason=reason[:200]))
         s.flush()
         settle(s, [inv.tenant_id], now)  # money back pays what the invoices owed first
         return invoice_view(s, note, lines=True, tz=p.settings.zone)
 
 
+def _correction(s: Session, inv: Invoice, amount: Decimal, remaining: Decimal,
+                described: tuple[str, str | None]) -> list[dict[str, Any]]:
+    """The credit note's lines. All of an invoice not credited before: its lines mirrored,
+    each negated (the VAT of each line reversed as it was charged, so nothing is left over
+    by rounding the total once). The rest of one credited in part: one line of exactly what
+    is left of its net and VAT. A part: one line, its VAT split from the amount as paid.
+    The note's one ledger entry (the money back) is billed by its first line."""
+    if amount == remaining and remaining == inv.total:
+        mirrored = s.scalars(select(InvoiceLine).where(InvoiceLine.invoice_id == inv.id)
+                             .order_by(InvoiceLine.seq)).all()
+        if mirrored:
+            return [dict(instance_id=ln.instance_id, description=ln.description[:200],
+                         description_phrase=ln.description_phrase, quantity=ln.quantity,
+                         unit=ln.unit,
+                         unit_price=None if ln.unit_price is None else -ln.unit_price,
+                         service_from=ln.service_from, service_to=ln.service_to,
+                         entries=1 if seq == 0 else 0, net=-ln.net, vat=-ln.vat,
+                         gross=-ln.gross)
+                    for seq, ln in enumerate(mirrored)]
+    if amount == remaining:
+        done_net, done_vat = s.execute(select(
+            func.coalesce(func.sum(Invoice.net), 0), func.coalesce(func.sum(Invoice.vat), 0))
+            .where(Invoice.corrects_id == inv.id, Invoice.kind == "credit_note")).one()
+        vat = -(inv.vat + to_fen(dec(done_vat)))
+        split = VatSplit(-(inv.net + to_fen(dec(done_net))), vat, -remaining)
+    else:
+        split = paid_split(-amount, inv.vat_rate)  # the amount includes VAT, as paid
+    return [dict(instance_id=None, description=described[0], description_phrase=described[1],
+                 quantity=None, unit=None, unit_price=None, service_from=None,
+                 service_to=None, entries=1, net=split.net, vat=split.vat, gross=split.gross)]
