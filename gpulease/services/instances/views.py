@@ -90,7 +90,9 @@ def assemble_view(
         trusted(InstanceNodeView,
             id=node.id, name=node.name, status=node.status if held else LET_GO,
             stage=node.stage if held and node.instance_id == inst.id else None,
-            ip_address=node.ip_address if held and node.instance_id == inst.id else None,
+            # the address once the instance was delivered: not while its acceptance runs
+            ip_address=node.ip_address if held and node.instance_id == inst.id
+            and inst.ready_at is not None else None,
             gpus=gpus, ssh_command=_node_ssh(inst, node, held),
         )
         for node, gpus, held in allocations

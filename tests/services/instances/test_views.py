@@ -1,5 +1,6 @@
 """The instance list as the API sends it: the same bytes as the page's JSON at every step of
-its instances' lives, each summary built again only when something in it changed."""
+its instances' lives, each summary built again only when something in it changed; a
+server's address is shown once it passed its acceptance, not while the suite runs."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ from gpulease.services.instances import actions
 from gpulease.services.instances import views as instances
 from gpulease.services.orders import ordering as orders
 from gpulease.testing.callers import TenantCtx
+from gpulease.testing.factories import node_by_name
+from gpulease.worker.pipelines import instances as instance_pipeline
+from gpulease.worker.pipelines import nodes as node_pipeline
+from gpulease.worker.pipelines.base import drive
 from gpulease.worker.runner import Worker
 
 
@@ -82,3 +87,24 @@ def test_an_unchanged_summary_is_not_built_again(
     assert built == [moved]  # only the released one is built again
     built.clear()
     assert after == instances.list_instances(fleet, tenant.principal).model_dump_json()
+
+
+def test_a_servers_address_is_shown_only_once_its_acceptance_passed(
+        fleet: Platform, tenant: TenantCtx, key: str) -> None:
+    iid = orders.place_order(fleet, tenant.principal, OrderRequest(
+        ssh_keys=[key], sku="h100-80g-x8", region="ningxia-1"))[0].id
+    drive(fleet, instance_pipeline.PIPELINE)
+    seen_in_verify = False
+    for _ in range(40):  # bounded: step by step through the deploy
+        drive(fleet, node_pipeline.PIPELINE, limit=1)
+        view = instances.show_instance(fleet, tenant.principal, iid)
+        if view.status == "ready":
+            break
+        if view.nodes and view.nodes[0].stage == "verify":
+            seen_in_verify = True
+            assert node_by_name(fleet, view.nodes[0].name).ip_address  # configured…
+            assert (view.nodes[0].ip_address, view.nodes[0].ssh_command) == (None, None)
+            assert (view.ip_address, view.ssh_command) == (None, None)  # …and not shown
+        drive(fleet, instance_pipeline.PIPELINE)
+    assert seen_in_verify and view.status == "ready"
+    assert view.nodes[0].ip_address and view.nodes[0].ssh_command and view.ssh_command
