@@ -2,7 +2,9 @@
 `cidata` with user-data, meta-data and network-config, built in Python (pycdlib).
 
 user-data is JSON, which is valid YAML, under the `#cloud-config` header: no YAML writer
-needed and no quoting surprises in keys or hostnames."""
+needed and no quoting surprises in keys or hostnames. A platform deploy's drive carries no
+credential of the tenant's: the agent's configure writes them once the node passed its
+acceptance (agent/handover.py)."""
 
 from __future__ import annotations
 
@@ -18,10 +20,13 @@ import pycdlib
 class ConfigDriveSpec:
     instance_id: str
     hostname: str
-    ssh_keys: tuple[str, ...]
-    root_password: str  # hashed into the drive, never written in clear
     agent_url: str
     agent_token: str  # one-time: the agent trades it for a per-node credential
+    # The tenant's credentials, for a server with no acceptance run before it is handed over
+    # (`gpulease lab deploy`). The platform's deploys leave them out: root stays locked with
+    # no key until the node passed its acceptance and the agent's configure puts them in.
+    ssh_keys: tuple[str, ...] = ()
+    root_password: str | None = None  # hashed into the drive, never written in clear
     data_disk_mount: str = "/data"
     # the server's data disk as its kernel names it (the lab's virtio servers: /dev/vdb)
     data_disk_device: str = "/dev/nvme1n1"
@@ -40,15 +45,23 @@ def hash_root_password(password: str) -> str:
     return bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=10)).decode()
 
 
+def _root(spec: ConfigDriveSpec) -> dict[str, object]:
+    if spec.root_password is None and not spec.ssh_keys:
+        return {"name": "root", "lock_passwd": True}  # nothing of the tenant's yet
+    root: dict[str, object] = {"name": "root", "lock_passwd": spec.root_password is None,
+                               "ssh_authorized_keys": list(spec.ssh_keys)}
+    if spec.root_password is not None:
+        root["hashed_passwd"] = hash_root_password(spec.root_password)
+    return root
+
+
 def user_data(spec: ConfigDriveSpec) -> str:
     config = {
         "hostname": spec.hostname,
         "fqdn": spec.hostname,
         "disable_root": False,
         "ssh_pwauth": False,
-        "users": [{"name": "root", "lock_passwd": False,
-                   "hashed_passwd": hash_root_password(spec.root_password),
-                   "ssh_authorized_keys": list(spec.ssh_keys)}],
+        "users": [_root(spec)],
         "disk_setup": {spec.data_disk_device: {"table_type": "gpt", "layout": True,
                                                "overwrite": False}},
         "fs_setup": [{"label": "data", "filesystem": "ext4",

@@ -65,3 +65,13 @@ def test_a_foreign_iso_is_refused() -> None:
     iso.write_fp(out)
     with pytest.raises(ValueError, match="cidata"):
         read_iso(out.getvalue())
+
+
+def test_a_platform_deploys_drive_carries_no_credential_of_the_tenants() -> None:
+    """The platform's deploys: root locked with no key until the node passed its
+    acceptance (the agent's configure puts them in place)."""
+    drive = dataclasses.replace(SPEC, ssh_keys=(), root_password=None)
+    files = read_iso(build_iso(drive))
+    config = json.loads(files["user-data"].split("\n", 1)[1])
+    assert config["users"] == [{"name": "root", "lock_passwd": True}]
+    assert "ssh-ed25519" not in files["user-data"] and "$2b$" not in files["user-data"]

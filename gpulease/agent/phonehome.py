@@ -23,6 +23,7 @@ from gpulease.agent.backup import run_transfer
 from gpulease.agent.copy import fetch, serve
 from gpulease.agent.erase import erase_device, tenant_disks
 from gpulease.agent.gpu.checks import SuiteOptions, run_suite
+from gpulease.agent.handover import authorized_keys, install_keys, set_root_password
 from gpulease.agent.server import AgentState
 from gpulease.ports.agent import (
     BackupCommand,
@@ -45,9 +46,6 @@ from gpulease.ports.agent import (
 
 log = logging.getLogger("gpulease.agent")
 _COMMANDS: TypeAdapter[list[Command]] = TypeAdapter(list[Command])
-
-
-AUTHORIZED_KEYS = Path("/root/.ssh/authorized_keys")
 
 
 def keys_missing(keys: list[str], authorized: Path) -> int:
@@ -81,6 +79,10 @@ class NodeOptions:
     fio_runtime_s: float = 10.0  # per fio job
     data_root: Path = Path("/data")  # the data disk: what backups read and restores write
     copy_bind: str = "0.0.0.0"  # where a swap's source serves its copy (agent/copy.py)
+    # the tenant's keys and password written at configure, under this root (the installed
+    # system's agent: on; an agent run beside something else, e.g. a test's: off)
+    handover: bool = True
+    system_root: Path = Path("/")
 
 
 @dataclass(frozen=True)
@@ -239,8 +241,14 @@ class PhoneHome:
             return str(s.getsockname()[0])
 
     def configure(self, payload: ConfigurePayload) -> ConfigureResult:
-        """cloud-init applied the config drive at first boot; confirm it did, without
-        errors, and report the address."""
+        """The node passed its acceptance: put the tenant's SSH keys and password in place
+        (agent/handover.py); confirm cloud-init applied the config drive at first boot,
+        without errors, and the keys are there; report the address."""
+        root = self.options.system_root
+        if self.options.handover:
+            install_keys(root, payload.ssh_keys)
+            if payload.root_password_hash:
+                set_root_password(root, payload.root_password_hash)
         status = Path("/run/cloud-init/result.json")
         cloud_init = "not present (image without cloud-init)"
         missing = None
@@ -249,7 +257,7 @@ class PhoneHome:
             if result.get("errors"):
                 raise RuntimeError(f"cloud-init reported errors: {result['errors']}")
             cloud_init = "done"
-            missing = keys_missing(payload.ssh_keys, AUTHORIZED_KEYS)
+            missing = keys_missing(payload.ssh_keys, authorized_keys(root))
         return ConfigureResult(ip_address=self._address(), hostname=socket.gethostname(),
                                cloud_init=cloud_init, keys_missing=missing)
 

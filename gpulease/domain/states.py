@@ -118,8 +118,8 @@ class NodeStage(StrEnum):
     WRITE_IMAGE = "write_image"  # image-based deploys only (IMAGE_DEPLOY_ORDER)
     BOOT_DISK = "boot_disk"
     WAIT_AGENT = "wait_agent"
-    CONFIGURE = "configure"
     VERIFY = "verify"  # the acceptance suite: a failing node never reaches the tenant
+    CONFIGURE = "configure"  # after verify: the tenant's keys only on a node that passed
     DETACH_MEDIA = "detach_media"
     CLEAN_SHUTDOWN = "clean_shutdown"
     CLEAN_ATTACH_MEDIA = "clean_attach_media"
@@ -134,14 +134,16 @@ class NodeStage(StrEnum):
 
 
 St = NodeStage
+# The acceptance suite runs before anything of the tenant's is on the server: the agent
+# puts the SSH keys and the root password in place at configure, once the node passed.
 DEPLOY_ORDER: tuple[NodeStage, ...] = (St.POWER_OFF, St.ATTACH_MEDIA, St.POWER_ON,
-                                       St.WAIT_AGENT, St.CONFIGURE, St.VERIFY, St.DETACH_MEDIA)
+                                       St.WAIT_AGENT, St.VERIFY, St.CONFIGURE, St.DETACH_MEDIA)
 # An image-based deploy (an offer with deploy = "image"): the server boots the deploy
 # ramdisk, which checks and writes the image and powers off; then it boots from its disk
 # with the config drive, and the agent of the installed system calls in.
 IMAGE_DEPLOY_ORDER: tuple[NodeStage, ...] = (St.POWER_OFF, St.ATTACH_MEDIA, St.POWER_ON,
                                              St.WRITE_IMAGE, St.BOOT_DISK, St.WAIT_AGENT,
-                                             St.CONFIGURE, St.VERIFY, St.DETACH_MEDIA)
+                                             St.VERIFY, St.CONFIGURE, St.DETACH_MEDIA)
 # Erasure always runs from a freshly booted agent ramdisk, never from the tenant's system.
 CLEAN_ORDER: tuple[NodeStage, ...] = (St.CLEAN_SHUTDOWN, St.CLEAN_ATTACH_MEDIA,
                                       St.CLEAN_POWER_ON, St.CLEAN_WAIT_AGENT, St.ERASE,
@@ -172,10 +174,12 @@ NODE_STAGE = Machine(
         St.BOOT_DISK: "image deploy: the ramdisk is off; the config drive goes in, the "
                       "server boots from its disk",
         St.WAIT_AGENT: "deploy: wait for the node agent to call in from the new system",
-        St.CONFIGURE: "deploy: data disk, SSH keys and password applied, address reported "
-                      "(not safe to repeat: an interrupted one is not repeated there; the server "
-                      "is cleaned and the order goes on on a spare, or fails when none is free)",
-        St.VERIFY: "deploy: the acceptance suite; a failing node never reaches the tenant",
+        St.VERIFY: "deploy: the acceptance suite, before anything of the tenant's is on the "
+                   "server; a failing node never reaches the tenant",
+        St.CONFIGURE: "deploy: the node passed: the agent puts the tenant's SSH keys and root "
+                      "password in place and reports the address (not safe to repeat: an "
+                      "interrupted one is not repeated there; the server is cleaned and the "
+                      "order goes on on a spare, or fails when none is free)",
         St.DETACH_MEDIA: "deploy: eject the media; the node becomes active",
         St.CLEAN_SHUTDOWN: "clean: power the server off",
         St.CLEAN_ATTACH_MEDIA: "clean: boot the agent ramdisk (with its one-time token when "
@@ -215,7 +219,7 @@ NODE_STAGE = Machine(
                      *RETURN_ORDER}),
 )
 
-# CONFIGURE formats and mounts the data disk and writes credentials through the agent; a
+# CONFIGURE writes the tenant's credentials through the agent; a
 # worker that died in the middle of it leaves the machine half-configured, so the step is
 # not re-run blindly: the deploy fails with a reason and the node is cleaned. Every other
 # step (power, media, polling, erase) is idempotent and is simply run again.

@@ -66,8 +66,8 @@ class ConfigureResult(BaseModel):
     ip_address: str = Field(min_length=1, max_length=64)
     hostname: str | None = Field(default=None, max_length=255)
     cloud_init: str | None = Field(default=None, max_length=200)
-    # of the order's SSH keys, how many root's authorized_keys lacks (None: not checked,
-    # no cloud-init on the server)
+    # of the order's SSH keys, how many root's authorized_keys lacks once the agent wrote
+    # them (None: not checked, no cloud-init on the server)
     keys_missing: int | None = Field(default=None, ge=0)
 
 
@@ -147,6 +147,8 @@ class TransferResult(BaseModel):
 class ConfigurePayload(BaseModel):
     hostname: str
     ssh_keys: list[str]
+    # bcrypt, made by the control plane; None: root's password left as it is (locked)
+    root_password_hash: str | None = Field(default=None, max_length=200)
 
 
 class VerifyPayload(BaseModel):

@@ -1,6 +1,8 @@
 """The real agent end to end: a `gpulease agent` process (simulated GPUs, real loop-device
-disks) enrolls with the token from the config drive, answers the control plane's configure,
-verify and erase commands, and its figures and certificates reach the tenant. SQLite and
+disks) enrolls with the token from the config drive (which holds no key or password of the
+tenant's), answers the control plane's verify, configure (the tenant's key and password put
+in place once the node passed) and erase commands, and its figures and certificates reach
+the tenant. SQLite and
 PostgreSQL."""
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import bcrypt
 import httpx
 import pytest
 from sqlalchemy import select, update
@@ -77,14 +80,20 @@ def test_real_agent_delivers_verifies_and_erases(
         user_data = read_iso(wait_for(drive, 30, "the config drive"))["user-data"]  # type: ignore[arg-type]
         token = re.search(r"GPULEASE_AGENT_TOKEN=(glat_[A-Za-z0-9_-]+)", user_data)
         assert token, user_data
+        assert "ssh_authorized_keys" not in user_data and "hashed_passwd" not in user_data
         env = tmp_path / "agent.env"
         env.write_text(f"GPULEASE_URL={server.url}\nGPULEASE_AGENT_TOKEN={token.group(1)}\n")
+        system = tmp_path / "system"  # the installed system the handover writes into
+        (system / "etc").mkdir(parents=True)
+        (system / "etc" / "shadow").write_text("root:!:20000:0:99999:7:::\n"
+                                               "daemon:*:20000:0:99999:7:::\n")
         agent = subprocess.Popen(
             [sys.executable, "-m", "gpulease.cli.main", "agent", "--backend", "simulated",
              "--listen", f"127.0.0.1:{free_port()}", "--control-plane", server.url,
              "--enroll-token-file", str(env), "--credential-file", str(tmp_path / "cred"),
              "--command-poll", "0.2", "--push-interval", "1", "--fio-target", fio_disk,
-             "--erase-device", data_disk, "--allow-erase", "--burnin", "2", "--fio-runtime", "1"],
+             "--erase-device", data_disk, "--allow-erase", "--burnin", "2", "--fio-runtime", "1",
+             "--system-root", str(system)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
         def status() -> str | None:
@@ -100,6 +109,13 @@ def test_real_agent_delivers_verifies_and_erases(
             raise AssertionError(f"{inst['status_reason']}; agent said: "
                                  f"{agent.communicate(timeout=10)[0][-3000:]}")
         assert inst["ip_address"] == "127.0.0.1"  # reported by the agent
+        # the tenant's key and password put in place at configure, after the acceptance
+        keys = (system / "root" / ".ssh" / "authorized_keys").read_text()
+        assert keys.split()[:2] == key.split()[:2]
+        password = httpx.post(f"{api}/instances/{iid}/credentials", headers=headers).json()
+        (root, daemon) = (system / "etc" / "shadow").read_text().splitlines()
+        assert bcrypt.checkpw(password["root_password"].encode(), root.split(":")[1].encode())
+        assert daemon == "daemon:*:20000:0:99999:7:::"
         assert inst["nodes"][0]["name"] == real_node
         (report,) = httpx.get(f"{api}/instances/{iid}/acceptance", headers=headers).json()
         assert report["passed"] and report["trigger"] == "delivery"

@@ -1,8 +1,9 @@
 """A lab server ordered through the platform, as a tenant would: enrolled through its
 Redfish BMC, deployed by the image-based pipeline (the deploy ramdisk fetches its plan from
 the control plane, checks and writes the image, reports; the server boots from disk with
-its config drive), delivered only once the real agent on the installed system has enrolled
-and answered configure and verify; the `ssh` line the platform shows logs the tenant in with
+its config drive, which carries no credential of the tenant's), delivered only once the
+real agent on the installed system has enrolled, passed verify and then, at configure, put
+the tenant's key and password in place; the `ssh` line the platform shows logs the tenant in with
 their key (the one-time password is the one in /etc/shadow, /data is mounted, the agent
 runs). Released: the ramdisk erases both disks, a certificate per disk is issued, and the
 host reads both disk files back and finds no data."""
@@ -66,9 +67,11 @@ def test_a_lab_server_ordered_is_delivered_logged_into_released_and_erased(
     assert view.status == "ready", (view.status, view.status_reason, [
         (s.stage, s.message) for s in view.stages])
     stages = [s.stage for s in view.stages]
-    for stage in ("attach_media", "write_image", "boot_disk", "wait_agent", "configure",
-                  "verify"):
+    for stage in ("attach_media", "write_image", "boot_disk", "wait_agent", "verify",
+                  "configure"):
         assert stage in stages, stages
+    # the acceptance ran before the tenant's keys and password went on the server
+    assert stages.index("verify") < stages.index("configure"), stages
 
     # the ssh line shown to the tenant: the lab's loopback forward
     port = int(str(lab.lab.servers[0]["ssh_port"]))

@@ -75,6 +75,9 @@ def run(
     copy_bind: Annotated[str, typer.Option(
         help="address a swap's copy is served on from this server (its port comes with "
         "the command: GPULEASE_COPY_PORT)")] = "0.0.0.0",
+    system_root: Annotated[Path, typer.Option(
+        help="the system the tenant's SSH keys and root password are written into when the "
+        "node passed its acceptance (configure)")] = Path("/"),
 ) -> None:
     """Run the agent: sample every GPU, serve /metrics, phone home when told where."""
     if ctx.invoked_subcommand is not None:
@@ -110,7 +113,8 @@ def run(
                           options=NodeOptions(
                               fio_target=fio_target, erase_devices=tuple(erase_device or ()),
                               allow_erase=allow_erase, burnin_s=burnin,
-                              fio_runtime_s=fio_runtime, copy_bind=copy_bind))
+                              fio_runtime_s=fio_runtime, copy_bind=copy_bind,
+                              system_root=system_root))
         phone.start()
     try:
         stop.wait()

@@ -17,6 +17,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gpulease.configdrive import hash_root_password
 from gpulease.db.tables import AgentCommand, Node, NodeAgent
 from gpulease.domain.errors import InvalidInput, NotFound
 from gpulease.domain.fleet.acceptance import GpuSpec, Report, Thresholds
@@ -70,10 +71,13 @@ class CommandQueueAgent:
             return row is not None and (since is None or row.last_seen_at >= since)
 
     def configure(self, node: NodeRef, config: NodeConfig) -> ConfigureResult | Pending:
-        # cloud-init applied the config drive (hostname, keys, password hash, data disk);
-        # the agent confirms it and reports the address the tenant will use.
-        answer = self._ask(node, ConfigurePayload(hostname=config.hostname,
-                                                  ssh_keys=list(config.ssh_keys)))
+        # cloud-init applied the config drive (hostname, data disk); the node passed its
+        # acceptance: the agent puts the tenant's keys and password hash in place, confirms
+        # them and reports the address the tenant will use.
+        answer = self._ask(node, ConfigurePayload(
+            hostname=config.hostname, ssh_keys=list(config.ssh_keys),
+            root_password_hash=hash_root_password(config.root_password)
+            if config.root_password else None))
         return answer if isinstance(answer, Pending) else ConfigureResult.model_validate(answer)
 
     def verify(self, node: NodeRef, thresholds: Thresholds, spec: GpuSpec) -> Report | Pending:

@@ -88,11 +88,8 @@ def make_config_drive(p: Platform, job: StepInput) -> StepInput:
     job with the URL the BMC will fetch it from."""
     assert job.instance_id is not None
     agent_token = "glat_" + secrets.token_urlsafe(32)
-    spec = ConfigDriveSpec(
-        instance_id=job.instance_id, hostname=job.hostname, ssh_keys=job.ssh_keys,
-        # a cleaning ramdisk's drive gets a random, never shown password, not an empty one
-        root_password=job.root_password or secrets.token_urlsafe(24),
-        agent_url=p.settings.guest_url,
+    spec = ConfigDriveSpec(  # no SSH key or password: they come at configure, after verify
+        instance_id=job.instance_id, hostname=job.hostname, agent_url=p.settings.guest_url,
         agent_token=agent_token, encrypted_data=job.encrypted_data)
     with p.db.read() as s:
         node = s.get(Node, job.node_id)

@@ -25,7 +25,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gpulease.db.claims import due_now, release
-from gpulease.db.tables import Event, HardwareAlert, Instance, Node
+from gpulease.db.tables import Event, Instance, Node
 from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.states import (
     INSTANCE,
@@ -35,7 +35,6 @@ from gpulease.domain.states import (
     RETURN_ORDER,
     InstanceStage,
     InstanceStatus,
-    NodeStage,
     NodeStatus,
 )
 from gpulease.lifecycle.binding import fence, unbind
@@ -145,9 +144,6 @@ class Situation(StrEnum):
     HELD = "held"  # a deploy failing while the fleet's breaker is open
     DELIVERING = "delivering"  # deploying for an order not yet delivered
     ORDER_FAULT = "order_fault"  # deploying what cannot be deployed (a wrong image)
-    # the acceptance run left unanswered by the agent of a host whose tenant holds its keys,
-    # with no fault the platform itself sees
-    TENANT_SILENCED = "tenant_silenced"
     REPLACING = "replacing"  # a spare being deployed for a swap
     CLEANING = "cleaning"  # erasing after a hand-back or a failure
     OTHER = "other"
@@ -158,8 +154,6 @@ def failure_situation(s: Session, p: Platform, node: Node, failure: Failure
     """What the failing node was doing, and the instance the handler needs."""
     if node.stage in RETURN_ORDER:
         return Situation.RETURNING, None
-    if _silenced_by_tenant(s, node, failure):
-        return Situation.TENANT_SILENCED, s.get(Instance, node.instance_id)
     status = NodeStatus(node.status)
     if failure.breaker and status is NodeStatus.DEPLOYING and hold_failed_deploy(
             s, p, node, failure.reason, failure.now):
@@ -173,24 +167,6 @@ def failure_situation(s: Session, p: Platform, node: Node, failure: Failure
             inst.stage == InstanceStage.REPLACING.value):
         return Situation.REPLACING, inst
     return Situation.OTHER, None
-
-
-def _silenced_by_tenant(s: Session, node: Node, failure: Failure) -> bool:
-    """The acceptance run timed out on a server its tenant already holds (configure put the
-    keys on it) and the platform sees nothing wrong: the BMC's health is OK and it logged no
-    fault. The agent on a tenant's host can be stopped by the tenant: its silence alone is
-    no evidence against the server."""
-    if not (failure.timed_out and node.instance_id and node.stage is not None
-            and NodeStage(node.stage) is NodeStage.VERIFY):
-        return False
-    inst = s.get(Instance, node.instance_id)
-    if inst is None or InstanceStatus(inst.status) not in DELIVERING:
-        return False
-    if node.bmc_health not in (None, "OK"):
-        return False
-    return s.scalar(select(HardwareAlert.id).where(
-        HardwareAlert.node_id == node.id, HardwareAlert.source == "bmc",
-        HardwareAlert.closed_at.is_(None)).limit(1)) is None
 
 
 def fail_node(s: Session, p: Platform, node: Node, failure: Failure) -> None:
@@ -232,23 +208,6 @@ def _delivering(f: Failing) -> None:
         fail_instance(f.s, f.p, f.inst, phrase("node {node}: {reason}", node=f.node.name,
                                                reason=f.failure.reason),
                       f.failure.now, f.failure.actor)
-
-
-def _tenant_silenced(f: Failing) -> None:
-    """No maintenance and no move: the server goes on to its tenant without its acceptance
-    report, saying why; the wait is the tenant's, not the platform's lateness."""
-    assert f.inst is not None
-    node, now, actor = f.node, f.failure.now, f.failure.actor
-    waited = (now - node.stage_started_at).total_seconds() if node.stage_started_at else 0.0
-    f.inst.tenant_wait_s = (f.inst.tenant_wait_s or 0.0) + max(waited, 0.0)
-    note(f.s, now, f.inst.id, "acceptance_skipped", phrase(
-        "node {node}: acceptance not completed: the agent on the server stopped answering "
-        "after your SSH keys were installed, and the BMC reports no fault; delivered without "
-        "its report (`gpulease verify {instance}` runs it again)", node=node.name,
-        instance=f.inst.id), actor=actor)
-    transition(f.s, f.p, node, NODE_STAGE, "advance", Move(now, actor=actor, reason=phrase(
-        "acceptance left unanswered on the tenant's host; no platform-side fault")))
-    node.next_attempt_at = now
 
 
 def _replacing(f: Failing) -> None:
@@ -294,7 +253,6 @@ ON_FAILURE: dict[Situation, Callable[[Failing], None]] = {
     Situation.HELD: _held,
     Situation.DELIVERING: _delivering,
     Situation.ORDER_FAULT: _order_fault,
-    Situation.TENANT_SILENCED: _tenant_silenced,
     Situation.REPLACING: _replacing,
     Situation.CLEANING: _cleaning,
     Situation.OTHER: _other,
