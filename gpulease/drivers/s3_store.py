@@ -16,11 +16,15 @@ from gpulease.ports.object_store import AccessKey, ObjectStoreError
 # one part or many). Actions every S3 with an IAM API knows (SeaweedFS refuses a policy
 # naming one it does not).
 READ_AND_DELETE = ["s3:GetObject", "s3:ListBucket", "s3:DeleteObject", "s3:GetBucketLocation"]
+# Under its quota: objects only (uploads in one part or many included). Never `s3:*`: that
+# lets a key set a bucket policy, which outlives the quota's block and can open the bucket
+# to anyone; the bucket's access is the platform's to set.
+READ_AND_WRITE = [*READ_AND_DELETE, "s3:PutObject"]
 
 
 def bucket_policy(bucket: str, writable: bool = True) -> str:
     return json.dumps({"Version": "2012-10-17", "Statement": [{
-        "Effect": "Allow", "Action": ["s3:*"] if writable else READ_AND_DELETE,
+        "Effect": "Allow", "Action": READ_AND_WRITE if writable else READ_AND_DELETE,
         "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"]}]})
 
 
@@ -65,8 +69,7 @@ class S3Store:
             if exc.response.get("Error", {}).get("Code") != "EntityAlreadyExists":
                 raise ObjectStoreError(f"object store refused the user {user}: "
                                        f"{exc.response.get('Error', {})}") from None
-        self._call("the bucket policy", self._iam.put_user_policy, UserName=user,
-                   PolicyName=f"{bucket}-only", PolicyDocument=bucket_policy(bucket))
+        self.set_writable(user, bucket, True)
         made = self._call("a new key", self._iam.create_access_key, UserName=user)
         key = made["AccessKey"]
         return AccessKey(str(key["AccessKeyId"]), str(key["SecretAccessKey"]))
@@ -74,6 +77,16 @@ class S3Store:
     def set_writable(self, user: str, bucket: str, writable: bool) -> None:
         self._call("the bucket policy", self._iam.put_user_policy, UserName=user,
                    PolicyName=f"{bucket}-only", PolicyDocument=bucket_policy(bucket, writable))
+        try:  # a bucket policy (set by a key of an older release) would override the block
+            self._s3.delete_bucket_policy(Bucket=bucket)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in ("NoSuchBucketPolicy",
+                                                                  "NoSuchBucket"):
+                raise ObjectStoreError(f"object store refused to remove {bucket}'s bucket "
+                                       f"policy: {exc.response.get('Error', {})}") from None
+        except BotoCoreError as exc:
+            raise ObjectStoreError(f"object store at {self.endpoint} did not answer: "
+                                   f"{exc}") from None
 
     def delete_key(self, user: str, access_key_id: str) -> None:
         self._call("to delete the key", self._iam.delete_access_key, UserName=user,

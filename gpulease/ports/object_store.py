@@ -32,8 +32,10 @@ class ObjectStore(Protocol):
         ...
 
     def set_writable(self, user: str, bucket: str, writable: bool) -> None:
-        """What `user`'s keys may do on `bucket`: everything, or (past its quota) read,
-        list and delete only, so the tenant can make room but not add."""
+        """What `user`'s keys may do on `bucket`: its objects (read, list, write, delete;
+        never the bucket's own settings), or (past its quota) read, list and delete only,
+        so the tenant can make room but not add. Any bucket policy on `bucket` is removed:
+        the bucket's access is the platform's alone."""
         ...
 
     def bucket_bytes(self, bucket: str) -> int:

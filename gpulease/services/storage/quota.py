@@ -1,7 +1,9 @@
 """A bucket's quota, enforced by the object store itself: every few minutes each bucket
 is measured, and one at or past its quota gets a policy that lets its tenant's keys read,
 list and delete but not write (the store refuses the upload, whatever client sent it);
-under the quota again, the keys may write again. The platform's own runs in the bucket
+under the quota again, the keys may write again. The keys' policy is set again at every
+check and any bucket policy removed: the bucket's access is the platform's (a key may
+touch objects only, never the bucket's settings). The platform's own runs in the bucket
 (a lapsed lease's last backups: data first) use a separate store user, never blocked."""
 
 from __future__ import annotations
@@ -36,15 +38,16 @@ def enforce(p: Platform, store: ObjectStore, tenant: str, used: int) -> bool | N
         if account is None:
             return None
         full = used >= quota_bytes(p, account)
-        if full == (account.writes_blocked_at is not None):
-            return full
+        changed = full != (account.writes_blocked_at is not None)
         user, bucket = account.store_user, account.bucket
-    try:
+    try:  # at every check, changed or not: what a key did to the bucket's access is undone
         store.set_writable(user, bucket, not full)
     except ObjectStoreError as exc:
         log.warning("bucket %s: writes not %s: %s", bucket, "closed" if full else "opened",
                     exc)
         return None
+    if not changed:
+        return full
     with p.db.write() as s:
         held = s.get(StorageAccount, tenant, with_for_update=True)
         assert held is not None

@@ -1,6 +1,7 @@
 """Object storage against a real S3 server (SeaweedFS, as `gpulease up` runs it): a bucket
 per tenant, access keys scoped to it and refused on another tenant's bucket by the server
-itself, a secret shown once, a revoked key refused. SQLite and PostgreSQL."""
+itself, a secret shown once, a revoked key refused, no key able to set a bucket policy (one
+left from before removed at the next check). SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -154,3 +155,41 @@ def test_past_its_quota_the_store_refuses_the_tenants_writes_until_it_is_under_a
     storage_quota.set_quota(platform, ops, t.tenant_id, 1.0)  # raised: open at once
     assert not storage.show(platform, t.principal).writes_blocked
     c.put_object(Bucket=key.bucket, Key="f.bin", Body=b"f")  # type: ignore[attr-defined]
+
+
+def test_a_tenant_cannot_open_its_bucket_with_a_policy_and_one_set_before_is_removed(
+        platform: Platform, s3: EmbeddedS3) -> None:
+    """A key touches objects only: setting a bucket policy (public, or letting another
+    tenant's key in, or outliving the quota's block) is refused by the server. One set
+    before this release (when keys had `s3:*`) is removed at the next quota check, and
+    the block holds."""
+    import json
+
+    from gpulease.services.storage import quota as storage_quota
+
+    platform.settings.s3_endpoint = s3.url
+    platform.settings.s3_access_key, platform.settings.s3_secret_key = (s3.access_key,
+                                                                        s3.secret_key)
+    platform.settings.storage_quota_check_s = 0.001  # measure at each check
+    alpha, beta = new_tenant(platform), new_tenant(platform)
+    a_key, b_key = storage.new_key(platform, alpha.principal), storage.new_key(
+        platform, beta.principal)
+    a = client(s3, a_key.access_key_id, a_key.secret_access_key)
+    b = client(s3, b_key.access_key_id, b_key.secret_access_key)
+    public = json.dumps({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": "*", "Action": ["s3:*"],
+        "Resource": [f"arn:aws:s3:::{a_key.bucket}", f"arn:aws:s3:::{a_key.bucket}/*"]}]})
+    assert refused(lambda: a.put_bucket_policy(  # type: ignore[attr-defined]
+        Bucket=a_key.bucket, Policy=public)) == "AccessDenied"
+    a.put_object(Bucket=a_key.bucket, Key="own.bin", Body=b"mine")  # type: ignore[attr-defined]
+
+    # as a key of an older release could: the policy is on the bucket, beta writes in
+    admin = client(s3, s3.access_key, s3.secret_key)
+    admin.put_bucket_policy(Bucket=a_key.bucket, Policy=public)  # type: ignore[attr-defined]
+    b.put_object(Bucket=a_key.bucket, Key="in.bin", Body=b"x")  # type: ignore[attr-defined]
+    storage_quota.check_quotas(platform)  # the platform's access set again, the policy gone
+    assert refused(lambda: admin.get_bucket_policy(  # type: ignore[attr-defined]
+        Bucket=a_key.bucket)) == "NoSuchBucketPolicy"
+    assert refused(lambda: b.put_object(  # type: ignore[attr-defined]
+        Bucket=a_key.bucket, Key="again.bin", Body=b"x")) == "AccessDenied"
+    a.put_object(Bucket=a_key.bucket, Key="still.bin", Body=b"ok")  # type: ignore[attr-defined]
