@@ -22,10 +22,18 @@ READ_AND_DELETE = ["s3:GetObject", "s3:ListBucket", "s3:DeleteObject", "s3:GetBu
 READ_AND_WRITE = [*READ_AND_DELETE, "s3:PutObject"]
 
 
-def bucket_policy(bucket: str, writable: bool = True) -> str:
-    return json.dumps({"Version": "2012-10-17", "Statement": [{
-        "Effect": "Allow", "Action": READ_AND_WRITE if writable else READ_AND_DELETE,
-        "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"]}]})
+def bucket_policy(bucket: str, writable: bool = True, prefix: str | None = None) -> str:
+    if prefix is None:
+        return json.dumps({"Version": "2012-10-17", "Statement": [{
+            "Effect": "Allow", "Action": READ_AND_WRITE if writable else READ_AND_DELETE,
+            "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"]}]})
+    # one run's key: the objects under its prefix; listing the bucket names keys only
+    objects = ["s3:GetObject", "s3:DeleteObject"] + (["s3:PutObject"] if writable else [])
+    return json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": objects,
+         "Resource": [f"arn:aws:s3:::{bucket}/{prefix.strip('/')}/*"]},
+        {"Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"],
+         "Resource": [f"arn:aws:s3:::{bucket}"]}]})
 
 
 class S3Store:
@@ -62,14 +70,19 @@ class S3Store:
                                    f"{exc}") from None
         self._call("to create the bucket", self._s3.create_bucket, Bucket=bucket)
 
-    def create_key(self, user: str, bucket: str) -> AccessKey:
+    def create_key(self, user: str, bucket: str, prefix: str | None = None) -> AccessKey:
         try:
             self._iam.create_user(UserName=user)
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "EntityAlreadyExists":
                 raise ObjectStoreError(f"object store refused the user {user}: "
                                        f"{exc.response.get('Error', {})}") from None
-        self.set_writable(user, bucket, True)
+        if prefix is None:
+            self.set_writable(user, bucket, True)
+        else:
+            self._call("the run's policy", self._iam.put_user_policy, UserName=user,
+                       PolicyName=f"{bucket}-only",
+                       PolicyDocument=bucket_policy(bucket, True, prefix))
         made = self._call("a new key", self._iam.create_access_key, UserName=user)
         key = made["AccessKey"]
         return AccessKey(str(key["AccessKeyId"]), str(key["SecretAccessKey"]))
@@ -91,6 +104,17 @@ class S3Store:
     def delete_key(self, user: str, access_key_id: str) -> None:
         self._call("to delete the key", self._iam.delete_access_key, UserName=user,
                    AccessKeyId=access_key_id)
+
+    def delete_user(self, user: str) -> None:
+        keys = self._call("the user's keys", self._iam.list_access_keys, UserName=user)
+        if keys.get("AccessKeyMetadata"):
+            return  # a key of it is still in use (a run started again)
+        policies = self._call("the user's policies", self._iam.list_user_policies,
+                              UserName=user)
+        for name in policies.get("PolicyNames", []):
+            self._call("to delete the policy", self._iam.delete_user_policy, UserName=user,
+                       PolicyName=name)
+        self._call("to delete the user", self._iam.delete_user, UserName=user)
 
     def bucket_bytes(self, bucket: str) -> int:
         total = 0

@@ -24,11 +24,17 @@ class ObjectStore(Protocol):
         """Create the bucket unless it exists."""
         ...
 
-    def create_key(self, user: str, bucket: str) -> AccessKey:
-        """A new access key of `user`, allowed on `bucket` and its objects only."""
+    def create_key(self, user: str, bucket: str, prefix: str | None = None) -> AccessKey:
+        """A new access key of `user`, allowed on `bucket`'s objects only (with `prefix`:
+        on the objects under it, and to list the bucket)."""
         ...
 
     def delete_key(self, user: str, access_key_id: str) -> None:
+        ...
+
+    def delete_user(self, user: str) -> None:
+        """`user` gone with its policy once it holds no key (one run's user, when the run
+        ends); a user still holding a key stays."""
         ...
 
     def set_writable(self, user: str, bucket: str, writable: bool) -> None:

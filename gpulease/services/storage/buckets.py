@@ -5,6 +5,8 @@ once and never kept."""
 
 from __future__ import annotations
 
+import contextlib
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -134,30 +136,48 @@ def revoke_key(p: Platform, actor: Principal, access_key_id: str) -> StorageKeyV
                               created_by=key.created_by, revoked_at=key.revoked_at)
 
 
-def run_key(p: Platform, tenant: str) -> tuple[str, str, AccessKey]:
+def run_user(store_user: str, run_id: str) -> str:
+    """The store user of one run the platform carries out in a tenant's bucket."""
+    return f"{storage_quota.platform_user(store_user)}-{run_id}"
+
+
+def run_key(p: Platform, tenant: str, run_id: str, prefix: str) -> tuple[str, str, AccessKey]:
     """(endpoint, bucket, key) for one run the platform carries out in the tenant's bucket
-    (a backup or restore by the node's agent): scoped to the bucket like the tenant's own keys
-    but of the platform's own store user (not blocked past the quota), not listed among
-    them, deleted by end_run_key when the run ends."""
+    (a backup or restore by the node's agent; the key reaches the tenant's server): of a
+    store user of the run's own, allowed on the objects under the run's `prefix` only (and
+    to list the bucket), not blocked past the quota (a lapsed lease's last backup: data
+    first), not listed among the tenant's keys, and gone with its user when the run ends
+    (end_run_key)."""
     store = _store(p)
     with p.db.write() as s:
         account = _account(s, p, store, tenant)
-        bucket, user = account.bucket, storage_quota.platform_user(account.store_user)
-    try:  # the platform's own store user: never blocked by the quota (data first)
-        return _endpoint(p), bucket, store.create_key(user, bucket)
+        bucket, user = account.bucket, run_user(account.store_user, run_id)
+    try:
+        return _endpoint(p), bucket, store.create_key(user, bucket, prefix)
     except ObjectStoreError as exc:
         raise BadGateway("{exc}. Retry shortly.", exc=exc) from None
 
 
-def end_run_key(p: Platform, tenant: str, access_key_id: str) -> bool:
-    """Delete a run's key; False when the store did not answer (the caller retries)."""
+def end_run_key(p: Platform, tenant: str, run_id: str, access_key_id: str) -> bool:
+    """Delete a run's key, and its user with its last key; False when the store did not
+    answer (the caller retries)."""
     store = p.object_store()
     with p.db.read() as s:
         account = s.get(StorageAccount, tenant)
         user = account.store_user if account else tenant
     if store is None:
         return True
-    for owner in (storage_quota.platform_user(user), user):  # (keys made before 0046)
+    try:
+        store.delete_key(run_user(user, run_id), access_key_id)
+    except ObjectStoreError:
+        pass
+    else:
+        with contextlib.suppress(ObjectStoreError):  # a user without a key can do nothing
+            store.delete_user(run_user(user, run_id))  # its last key: the user goes too
+        return True
+    # keys made before runs had users of their own: of the platform's user, or before 0046
+    # of the tenant's
+    for owner in (storage_quota.platform_user(user), user):
         try:
             store.delete_key(owner, access_key_id)
             return True

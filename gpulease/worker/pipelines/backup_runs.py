@@ -98,6 +98,7 @@ def _drive(p: Platform, held: Claim) -> None:
         if seen is None or seen.status not in UNDER_WAY:
             return
         queued, tenant = seen.status == BackupStatus.QUEUED.value, seen.tenant_id
+        prefix = prefix_of(seen.source_instance_id or seen.instance_id)
         own = (BackupTarget.model_validate_json(p.box.open(seen.target_enc))
                if seen.target_enc else None)
         copy = seen.kind in COPY_KINDS
@@ -119,10 +120,10 @@ def _drive(p: Platform, held: Claim) -> None:
         minted = Destination(own.endpoint, own.bucket, AccessKey(
             own.access_key_id, own.secret_access_key), own.prefix)
     elif queued or restart:  # a run's key is minted before its transaction (slow I/O)
-        minted = Destination(*storage.run_key(p, tenant))
+        minted = Destination(*storage.run_key(p, tenant, held.id, prefix))
     started = _start_or_check(p, held, minted, copy, restart)
     if minted is not None and not started and own is None:
-        storage.end_run_key(p, tenant, minted.key.access_key_id)  # not used after all
+        storage.end_run_key(p, tenant, held.id, minted.key.access_key_id)  # not used after all
     if started is None:
         return
     ref, payload, agent = started
@@ -301,7 +302,7 @@ def _record_failure(p: Platform, held: Claim, reason: str, retryable: bool) -> N
 def _end_key(p: Platform, run_id: str, tenant: str, key_id: str | None) -> None:
     """The run's key deleted (kept on the row, to try again, while the store does not
     answer)."""
-    if key_id and storage.end_run_key(p, tenant, key_id):
+    if key_id and storage.end_run_key(p, tenant, run_id, key_id):
         with p.db.write() as s:
             run = s.get(Backup, run_id, with_for_update=True)
             if run is not None and run.key_id == key_id:

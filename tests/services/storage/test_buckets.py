@@ -112,7 +112,8 @@ def test_past_its_quota_the_store_refuses_the_tenants_writes_until_it_is_under_a
         platform: Platform, s3: EmbeddedS3) -> None:
     """The quota is enforced by the S3 server, whatever client writes: past it, the
     tenant's keys read, list and delete but the upload is refused; a key made meanwhile is
-    refused too; the platform's own run key still writes (a lapsed lease's last backup);
+    refused too; the platform's own run key still writes (a lapsed lease's last backup),
+    under the run's prefix only, until the run ends;
     deleting below the quota, or the operator raising it, opens writes again."""
     from gpulease.services.storage import quota as storage_quota
 
@@ -139,11 +140,21 @@ def test_past_its_quota_the_store_refuses_the_tenants_writes_until_it_is_under_a
     d = client(s3, later.access_key_id, later.secret_access_key)
     assert refused(lambda: d.put_object(  # type: ignore[attr-defined]
         Bucket=key.bucket, Key="d.bin", Body=b"d")) == "AccessDenied"
-    _, _, run = storage.run_key(platform, t.tenant_id)  # the platform's own runs write
+    # the platform's own run writes (data first), under its prefix only, until it ends
+    _, _, run = storage.run_key(platform, t.tenant_id, "bk-last", "backups/i-lapsed")
     r = client(s3, run.access_key_id, run.secret_access_key)
-    r.put_object(Bucket=key.bucket, Key="last-backup.bin", Body=b"r")  # type: ignore[attr-defined]
-    r.delete_object(Bucket=key.bucket, Key="last-backup.bin")  # type: ignore[attr-defined]
-    assert storage.end_run_key(platform, t.tenant_id, run.access_key_id)
+    r.put_object(Bucket=key.bucket, Key="backups/i-lapsed/last.bin",  # type: ignore[attr-defined]
+                 Body=b"r")
+    assert refused(lambda: r.put_object(  # type: ignore[attr-defined]
+        Bucket=key.bucket, Key="elsewhere.bin", Body=b"r")) == "AccessDenied"
+    assert refused(lambda: r.put_object(  # type: ignore[attr-defined]
+        Bucket=key.bucket, Key="backups/i-other/x.bin", Body=b"r")) == "AccessDenied"
+    r.delete_object(Bucket=key.bucket,  # type: ignore[attr-defined]
+                    Key="backups/i-lapsed/last.bin")
+    assert storage.end_run_key(platform, t.tenant_id, "bk-last", run.access_key_id)
+    assert refused(lambda: r.put_object(  # type: ignore[attr-defined]
+        Bucket=key.bucket, Key="backups/i-lapsed/late.bin", Body=b"r")) in (
+        "InvalidAccessKeyId", "AccessDenied")
 
     c.delete_object(Bucket=key.bucket, Key="b.bin")  # type: ignore[attr-defined]
     storage_quota.check_quotas(platform)
