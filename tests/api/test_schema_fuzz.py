@@ -1,6 +1,7 @@
 """schemathesis against the app: for every operation of the OpenAPI document, generated
-requests (valid and invalid, bounded) sent as a caller the operation serves (a tenant admin,
-an operator or a node agent, from its x-access declaration) must get no server error, only
+requests (valid and invalid, bounded) sent as the callers the operation serves in turn (a
+tenant admin, an operator, a node agent, from its x-access declaration: an operation both
+a tenant and an operator call gets both tokens) must get no server error, only
 statuses the document declares, and answers that match their schemas. On SQLite and
 PostgreSQL (its integer and numeric columns are where 2^63 offsets and 10^30 amounts broke).
 
@@ -10,6 +11,7 @@ is refused before anything leaves."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -95,16 +97,23 @@ def seed_node(p: Platform) -> str:
     return node
 
 
+SENT: Counter[tuple[str, str]] = Counter()  # cases sent per operation so far
+
+
 def _caller(operation: Any) -> Caller | None:
-    """Who sends this operation's requests: the first kind of caller it serves."""
+    """Who sends this case: the kinds of caller the operation serves in turn (a tenant
+    admin, an operator, a node agent), so an operation both a tenant and an operator call
+    is sent with both tokens."""
     method, path = operation.method.upper(), operation.path
     if (method, path) in SENDS_TRAFFIC:
         return Caller.READER  # refused (403) before any traffic
     callers = operation.definition.raw.get("x-access", {}).get("callers", [])
-    for who in (Caller.ADMIN, Caller.OPERATOR, Caller.AGENT):
-        if who.value in callers:
-            return who
-    return None
+    serving = [who for who in (Caller.ADMIN, Caller.OPERATOR, Caller.AGENT)
+               if who.value in callers]
+    if not serving:
+        return None
+    SENT[(method, path)] += 1
+    return serving[SENT[(method, path)] % len(serving)]
 
 
 @schema.parametrize()
