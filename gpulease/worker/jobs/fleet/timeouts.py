@@ -2,7 +2,8 @@
 maintenance, its order moved to a spare or failed), unless a live worker holds it: only
 unlocked or expired rows are claimed. It asks no hardware, so it runs every sweep whatever
 the BMCs are doing (the BMC log sweep has a thread of its own). A worker that starts after
-no worker was alive moves the deadlines on by the outage first (`pause_for_outage`)."""
+no worker was alive moves the deadlines on by the outage first (`pause_for_outage`); a
+deadline set before the clock went back is brought back to one timeout from now."""
 
 from __future__ import annotations
 
@@ -35,8 +36,37 @@ LIKELY = {
 }
 
 
+# A deadline further away than any stage may wait (the timeout, after a breaker's hold)
+# by more than this was set by a clock that has since gone back
+CLOCK_SLACK_S = 60.0
+
+
+def bring_back_deadlines(p: Platform) -> int:
+    """Deadlines set before the clock went back (an NTP step, a host's clock set by hand):
+    one further away than any stage may wait is brought back to a stage timeout from now,
+    so the node waits one timeout, not as long as the clock moved; how many."""
+    now = p.clock.now()
+    timeout = timedelta(seconds=p.settings.stage_timeout_s)
+    far = now + timeout + timedelta(seconds=p.settings.breaker_retry_s + CLOCK_SLACK_S)
+    in_pipeline = [st.value for st in NODE_IN_PIPELINE]
+    with p.db.read() as s:  # most sweeps find none: no write turn for them
+        if s.scalar(select(Node.id).where(Node.status.in_(in_pipeline),
+                                          Node.stage_deadline > far).limit(1)) is None:
+            return 0
+    with p.db.write() as s:
+        moved = s.execute(update(Node).where(Node.status.in_(in_pipeline),
+                                             Node.stage_deadline > far)
+                          .values(stage_deadline=now + timeout)
+                          .execution_options(synchronize_session=False)
+                          ).rowcount  # type: ignore[attr-defined]
+    log.warning("%d node stage deadlines lay further ahead than any stage waits (the clock "
+                "went back): each is now %.0f s away", moved, timeout.total_seconds())
+    return int(moved)
+
+
 def sweep_timeouts(p: Platform, owner: str) -> int:
     """Fail nodes whose stage outlived its deadline; returns how many."""
+    bring_back_deadlines(p)
     now = p.clock.now()
     claims = claim_due(
         p, Node, owner, limit=50, due=False,

@@ -97,3 +97,35 @@ def test_a_worker_outage_pauses_stage_timeouts(
     node = node_by_name(fleet, name)
     assert node.status == "deploying" and node.stage == "wait_agent"  # not failed
     assert node.stage_deadline is not None and node.stage_deadline > fleet.clock.now()
+
+
+def test_after_the_clock_went_back_a_stage_waits_one_timeout_not_the_jump(
+    fleet: Platform, tenant: TenantCtx, key: str
+) -> None:
+    """The clock went back an hour during a deploy: its stage deadline lay an hour and a
+    timeout ahead, and the node sat for the hour. It is brought back to one timeout from
+    the clock's now, and the stage then times out as any other."""
+    from datetime import UTC, datetime, timedelta
+
+    from gpulease.testing.clock import MovableClock
+    from gpulease.worker.jobs.fleet import timeouts
+
+    fleet.settings.stage_timeout_s = 60.0
+    iid = place(fleet, tenant, key)
+    occupy_spare(fleet, tenant, key)
+    name = node_name_of(fleet, tenant, iid)
+    sim(fleet).inject_fault(name, "agent_up", "hang", times=1000)
+    stepper = Worker(fleet, owner="w")
+    for _ in range(200):  # bounded: to the stage that waits for the agent
+        stepper.step()
+        if node_by_name(fleet, name).stage == "wait_agent":
+            break
+    assert node_by_name(fleet, name).stage_deadline is not None
+    fleet.clock = clock = MovableClock(datetime.now(UTC))
+    clock.move(hours=-1)  # the clock steps back
+    assert timeouts.sweep_timeouts(fleet, "sweeper") == 0
+    brought = node_by_name(fleet, name).stage_deadline
+    assert brought is not None and brought == clock.now() + timedelta(seconds=60)
+    clock.move(seconds=61)
+    assert timeouts.sweep_timeouts(fleet, "sweeper") >= 1  # (the occupied spare too)
+    assert node_by_name(fleet, name).status == "maintenance"
