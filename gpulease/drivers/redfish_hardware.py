@@ -446,12 +446,25 @@ def log_services(system: Any) -> list[str]:
     return paths
 
 
+MAX_LOG_PAGES = 50  # a paged log read whole, within a bound (a loop of links ends too)
+
+
 def log_entries(system: Any, service: str, limit: int = 500) -> list[dict[str, Any]]:
-    """The newest `limit` entries of one log service (inline members or links)."""
+    """The newest `limit` entries of one log service: every page of the collection
+    (`Members@odata.nextLink` followed, within MAX_LOG_PAGES), members inline or read one
+    by one where the page only links them."""
     entries = _link(_doc(system, service), "Entries")
     if entries is None:
         return []
-    members = _doc(system, entries).get("Members") or []
+    members: list[Any] = []
+    page: str | None = entries
+    pages: set[str] = set()
+    while page is not None and page not in pages and len(pages) < MAX_LOG_PAGES:
+        pages.add(page)
+        doc = _doc(system, page)
+        members.extend(doc.get("Members") or [])
+        following = doc.get("Members@odata.nextLink")
+        page = following if isinstance(following, str) else None
     out = []
     for m in members[-limit:]:
         if isinstance(m, dict) and "Message" not in m and isinstance(m.get("@odata.id"), str):

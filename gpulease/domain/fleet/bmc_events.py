@@ -29,12 +29,17 @@ class BmcFault(StrEnum):
     THERMAL = "bmc_thermal"
 
 
-# Checked in this order: a memory error on a GPU is the GPU's.
+# Checked in this order: a memory error on a GPU is the GPU's; a PCIe error (on an 8-GPU
+# server its slots hold the GPUs: "Uncorrectable PCI Express Error … Slot 3") is a GPU's,
+# not memory's, even when it says "uncorrectable" (its card is unknown: index -1).
 _PATTERNS: tuple[tuple[BmcFault, re.Pattern[str]], ...] = (
     (BmcFault.GPU, re.compile(r"\bgpu\d*\b|accelerator|\bnpu\d*\b|nvlink|\bxid\b", re.I)),
+    (BmcFault.GPU, re.compile(r"pci ?express|\bpcie\b", re.I)),
     (BmcFault.MEMORY, re.compile(r"memory|\bdimm|\becc\b|uncorrectable", re.I)),
     (BmcFault.PSU, re.compile(r"power ?supply|\bpsu\d*\b|power unit", re.I)),
-    (BmcFault.THERMAL, re.compile(r"temperature|thermal|overheat|\bfan\d*\b", re.I)),
+    # a sensor named for its temperature ("CPU 1 Temp", "CPU0_TEMP") past its critical mark
+    (BmcFault.THERMAL, re.compile(r"temperature|thermal|overheat|\bfan\d*\b"
+                                  r"|(?:\b|_)temp\b|critical high", re.I)),
 )
 _GPU_INDEX = re.compile(r"\b(?:gpu|npu|accelerator)\s*#?\s*(\d+)", re.I)
 

@@ -140,16 +140,24 @@ def write_dell_like(root: Path, serial: str = "CN7X9X2", gpus: int = 8) -> None:
     write_sel(root, [])
 
 
-def write_sel(root: Path, entries: list[tuple[str, str, str, str]]) -> None:
-    """The Dell-like tree's SEL: (created, severity, message, message id), oldest first."""
+def write_sel(root: Path, entries: list[tuple[str, str, str, str]], page_size: int = 0
+              ) -> None:
+    """The Dell-like tree's SEL: (created, severity, message, message id), oldest first;
+    with `page_size`, in pages linked by `Members@odata.nextLink` (as iDRAC pages a long
+    log), each page a document of its own."""
     path = f"{R}/Managers/iDRAC.Embedded.1/LogServices/Sel/Entries"
-    _write(root, path, {"Name": "Log Entry Collection", "Members@odata.count": len(entries),
-                        "Members": [{"@odata.id": f"{path}/{i + 1}", "Id": str(i + 1),
-                                     "Created": created, "Severity": severity,
-                                     "Message": message, "MessageId": mid,
-                                     "EntryType": "SEL"}
-                                    for i, (created, severity, message, mid)
-                                    in enumerate(entries)]})
+    members = [{"@odata.id": f"{path}/{i + 1}", "Id": str(i + 1), "Created": created,
+                "Severity": severity, "Message": message, "MessageId": mid,
+                "EntryType": "SEL"}
+               for i, (created, severity, message, mid) in enumerate(entries)]
+    size = page_size or max(len(members), 1)
+    pages = [members[i:i + size] for i in range(0, len(members), size)] or [[]]
+    for n, page in enumerate(pages):
+        doc: dict[str, object] = {"Name": "Log Entry Collection",
+                                  "Members@odata.count": len(entries), "Members": page}
+        if n + 1 < len(pages):
+            doc["Members@odata.nextLink"] = f"{path}/Page{n + 2}"
+        _write(root, path if n == 0 else f"{path}/Page{n + 1}", doc)
 
 
 def write_supermicro_like(root: Path, serial: str = "S421903X3A12345") -> None:

@@ -1,7 +1,7 @@
 """The BMC's own logs as evidence: critical GPU, memory, PSU and thermal entries of a
 rented node's SEL become hardware alerts (source `bmc`, the BMC's message) on a schedule,
 each entry once, and close when the BMC's health is OK again; the Redfish driver reads the
-SEL where iDRAC keeps it (under the manager). SQLite and PostgreSQL."""
+SEL where iDRAC keeps it (under the manager), every page of it. SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -45,6 +45,12 @@ def test_critical_entries_are_classified_and_read_once() -> None:
     assert classify(_e("Power supply 2 is lost")) == BmcFault.PSU
     assert classify(_e("The system inlet temperature is above the upper critical "
                        "threshold")) == BmcFault.THERMAL
+    assert classify(_e("CPU 1 Temp has exceeded the critical threshold")) == BmcFault.THERMAL
+    assert classify(_e("CPU0_TEMP: Upper Critical - going high")) == BmcFault.THERMAL
+    assert classify(_e("Template saved")) is None
+    # a PCIe error in a slot (the GPUs' on an 8-GPU server) is a GPU's, not memory's
+    pcie = _e("Uncorrectable PCI Express Error detected on Slot 3")
+    assert classify(pcie) == BmcFault.GPU and gpu_index(pcie) == -1
     assert classify(_e("Power supply 2 is lost", severity="Warning")) is None
     assert classify(_e("The chassis cover was opened")) is None
     old = (_e("old", ident="1", created="2026-11-01T00:00:00Z"),)
@@ -104,6 +110,23 @@ def test_the_redfish_driver_reads_the_sel_under_the_manager(tmp_path: Path) -> N
     assert [e.severity for e in read.entries] == ["OK", "Critical"]
     critical = read.entries[1]
     assert classify(critical) == BmcFault.GPU and critical.message_id == "PCI3020"
+
+
+def test_a_paged_sel_is_read_to_its_last_page(tmp_path: Path) -> None:
+    write_dell_like(tmp_path / "dell")
+    write_sel(tmp_path / "dell", [
+        (f"2026-12-01T08:{i:02d}:00Z", "OK", f"Event {i}", "SYS1003") for i in range(11)]
+        + [("2026-12-01T09:30:00Z", "Critical", "The GPU in slot 4 is not responding. GPU4",
+            "PCI3020")], page_size=5)  # three pages: the fault on the last
+    bmc = serve_mockup(tmp_path / "dell")
+    try:
+        read = RedfishDriver(timeout_s=5).bmc(BmcEndpoint(
+            "xe", f"{bmc.url}/redfish/v1/Systems/System.Embedded.1", USER, PASSWORD)
+        ).event_log()
+    finally:
+        bmc.stop()
+    assert [e.message for e in read.entries][:2] == ["Event 0", "Event 1"]
+    assert len(read.entries) == 12 and classify(read.entries[-1]) == BmcFault.GPU
 
 
 def test_a_subscribed_node_is_polled_hourly_and_resubscribed_when_dropped(

@@ -48,7 +48,8 @@ def _deploying(p: Platform, t: TenantCtx, boot_address: str | None) -> tuple[str
         drive = secrets.token_urlsafe(32)
         s.add(ConfigDrive(id=drive, node_id=node.id, instance_id=iid, created_at=p.clock.now(),
                           agent_token_hash=hash_token(token), iso=build_iso(ConfigDriveSpec(
-                              "i-test", "pxe-test", (), "pw", "http://cp", token))))
+                              "i-test", "pxe-test", agent_url="http://cp",
+                              agent_token=token))))
         mint_enrollment(s, node.id, None, p.clock.now(), token=token)
         return node.id, drive
 
