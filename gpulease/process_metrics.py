@@ -59,8 +59,21 @@ PERIODIC_SECONDS = Histogram(
     buckets=(0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0), registry=REGISTRY)
 
 
+BMC_WAITS = Counter(
+    "gpulease_bmc_retry_after_waits", "BMC answers (503, 429) that said when to come back "
+    "(Retry-After): the call is tried again no sooner.", ["driver"], registry=REGISTRY)
+BMC_WAIT_SECONDS = Counter(
+    "gpulease_bmc_retry_after_seconds", "The waits those answers asked for, summed (capped "
+    "per answer).", ["driver"], registry=REGISTRY)
+
+
 def bmc_error(driver: str, kind: str) -> None:
     BMC_ERRORS.labels(driver, kind).inc()
+
+
+def bmc_wait(driver: str, seconds: float) -> None:
+    BMC_WAITS.labels(driver).inc()
+    BMC_WAIT_SECONDS.labels(driver).inc(seconds)
 
 
 AUDIT_QUEUE_DEPTH = Gauge("gpulease_audit_queue_depth",

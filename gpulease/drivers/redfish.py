@@ -11,12 +11,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import requests
 import sushy
 from sushy import auth as sushy_auth
+from sushy import connector as sushy_connector
 from sushy import exceptions as sx
 
 from gpulease.domain.fleet.bmc_events import LogEntry
@@ -32,7 +35,7 @@ from gpulease.ports.bmc import (
     MediaSlot,
     PowerState,
 )
-from gpulease.process_metrics import bmc_error
+from gpulease.process_metrics import bmc_error, bmc_wait
 
 # Redfish power states, as sushy reports them, to what the engine waits for. A state in
 # transition counts as the one it is leaving, so the engine keeps polling.
@@ -173,6 +176,35 @@ def _translate(exc: Exception, address: str) -> BmcError:
     return BmcTransientError(f"BMC at {address}: {type(exc).__name__}: {message}")
 
 
+RETRY_AFTER_CAP_S = 300.0  # a BMC's Retry-After is honoured up to this
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """A Retry-After header's wait in seconds (delay-seconds or an HTTP date), capped."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return min(float(value), RETRY_AFTER_CAP_S)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return min(max((when - datetime.now(UTC)).total_seconds(), 0.0), RETRY_AFTER_CAP_S)
+
+
+class _OneTry(sushy_connector.Connector):  # type: ignore[misc]
+    """sushy's connector without its own quick retry of a 5xx (it tries again after its
+    fixed delay, whatever Retry-After said): the engine retries, no sooner than the BMC
+    asked."""
+
+    def _op(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["server_side_retries_left"] = 0
+        return super()._op(*args, **kwargs)
+
+
 class RedfishDriver:
     """Holds one sushy connection per BMC endpoint (its service root is read once)."""
 
@@ -181,6 +213,15 @@ class RedfishDriver:
         self.verify_tls = verify_tls
         self._connections: dict[tuple[str, str, str], sushy.Sushy] = {}
         self._mutex = threading.Lock()
+        self._said = threading.local()  # the Retry-After of this thread's last answer
+
+    def _answered(self, response: requests.Response) -> None:
+        self._said.retry_after = (retry_after_s(response.headers.get("Retry-After"))
+                                  if response.status_code in (429, 503) else None)
+
+    def retry_after(self) -> float | None:
+        """What the BMC's last answer to this thread asked for (a 503 or 429's wait)."""
+        return getattr(self._said, "retry_after", None)
 
     def bmc(self, endpoint: BmcEndpoint) -> RedfishBmc:
         return RedfishBmc(self, endpoint)
@@ -192,10 +233,15 @@ class RedfishDriver:
         if conn is None:
             # One attempt per call: sushy reads 0 retries as "3, two seconds apart", and
             # the engine already retries with backoff and jitter.
+            connect_s = min(self.timeout_s, 5.0)
             conn = sushy.Sushy(
                 root, auth=sushy_auth.SessionOrBasicAuth(username=username, password=password),
-                verify=self.verify_tls, server_side_retries=1, server_side_retries_delay=0.01,
-                read_timeout=self.timeout_s, connect_timeout=min(self.timeout_s, 5.0),
+                verify=self.verify_tls, read_timeout=self.timeout_s, connect_timeout=connect_s,
+                connector=_OneTry(root, verify=self.verify_tls,
+                                  response_callback=self._answered, server_side_retries=1,
+                                  server_side_retries_delay=0.01,
+                                  default_request_timeout=self.timeout_s,
+                                  connect_timeout=connect_s),
             )
             with self._mutex:
                 self._connections[key] = conn
@@ -225,7 +271,12 @@ class RedfishBmc:
                 # a stale session or a restarted BMC: log in afresh next time
                 self._driver.forget(self._root, self._endpoint.username,
                                     self._endpoint.password)
-            raise _translate(exc, self._endpoint.address) from None
+            error = _translate(exc, self._endpoint.address)
+            wait = self._driver.retry_after()
+            if isinstance(error, BmcTransientError) and wait is not None:
+                error.retry_after_s = wait
+                bmc_wait("redfish", wait)
+            raise error from None
 
     def _conn(self) -> sushy.Sushy:
         return self._driver.connection(self._root, self._endpoint.username,

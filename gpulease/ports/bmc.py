@@ -16,9 +16,11 @@ class BmcError(Exception):
 
 
 class BmcTransientError(BmcError):
-    """Timeout, refused connection or 5xx: worth retrying with backoff."""
+    """Timeout, refused connection or 5xx: worth retrying with backoff; not before
+    `retry_after_s` when the BMC said when (a 503 or 429 with Retry-After)."""
 
     retryable = True
+    retry_after_s: float | None = None
 
 
 class BmcPermanentError(BmcError):

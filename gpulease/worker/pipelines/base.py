@@ -119,17 +119,20 @@ def lock_instance_first(s: Session, instance_id: str | None) -> None:
 
 
 class StepFailed(Exception):
-    def __init__(self, message: str, retryable: bool, node_fault: bool = True) -> None:
+    def __init__(self, message: str, retryable: bool, node_fault: bool = True,
+                 retry_after_s: float | None = None) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.node_fault = node_fault  # False: what the server was given is wrong, not it
+        self.retry_after_s = retry_after_s  # the device said when to come back
 
 
 def step_failed(exc: Exception) -> StepFailed:
     """A driver's error as a step result (drivers say `retryable`, and `node_fault` when
     the server is not to blame; unknown errors are retryable, and the server's)."""
     return StepFailed(f"{type(exc).__name__}: {exc}", bool(getattr(exc, "retryable", True)),
-                      bool(getattr(exc, "node_fault", True)))
+                      bool(getattr(exc, "node_fault", True)),
+                      getattr(exc, "retry_after_s", None))
 
 
 def backoff(p: Platform, attempts: int) -> float:

@@ -124,7 +124,8 @@ def _apply_node(p: Platform, claim: Claim, job: StepInput, result: StepResult | 
             node.attempts += 1
             node.last_error = str(result)
             if result.retryable and node.attempts < p.settings.max_attempts:
-                node.next_attempt_at = now + timedelta(seconds=backoff(p, node.attempts))
+                node.next_attempt_at = now + timedelta(seconds=max(  # not before the BMC
+                    backoff(p, node.attempts), result.retry_after_s or 0.0))  # said to
                 log.info("node %s: %s retried (attempt %d of %d): %s", job.node_name,
                          job.stage, node.attempts, p.settings.max_attempts, result,
                          extra={"fields": {"decision": "retry", "node": job.node_name,

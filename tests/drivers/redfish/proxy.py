@@ -1,6 +1,6 @@
 """A fault-injecting TCP proxy on 127.0.0.1 in front of a BMC: pass, delay, drop the
-connection, or answer HTTP 500, switchable while running. The mode applies per request
-chunk, so a kept-alive connection is affected too."""
+connection, or answer HTTP 500 (or 503 with Retry-After: 5), switchable while running. The
+mode applies per request chunk, so a kept-alive connection is affected too."""
 
 from __future__ import annotations
 
@@ -11,12 +11,14 @@ import time
 
 ERROR_500 = (b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
              b"Content-Length: 2\r\nConnection: close\r\n\r\n{}")
+BUSY_503 = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+            b"Retry-After: 5\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
 
 
 class FaultProxy:
     def __init__(self, target_port: int, port: int = 0) -> None:
         self.target = ("127.0.0.1", target_port)
-        self.mode = "pass"  # pass | delay | drop | 500
+        self.mode = "pass"  # pass | delay | drop | 500 | 503 (with Retry-After: 5)
         self.delay_s = 0.0
         self.faults_left: int | None = None  # None: the mode holds until changed
         self.seen = 0
@@ -67,8 +69,8 @@ class FaultProxy:
                         mode = self._take_mode()
                         if mode == "drop":
                             return
-                        if mode == "500":
-                            client.sendall(ERROR_500)
+                        if mode in ("500", "503"):
+                            client.sendall(ERROR_500 if mode == "500" else BUSY_503)
                             return
                         if mode == "delay":
                             time.sleep(self.delay_s)

@@ -56,6 +56,50 @@ def test_driver_classifies_each_fault(emulator: Emulator, proxy: FaultProxy) -> 
     assert bmc.power_state() == PowerState.OFF
 
 
+def test_a_busy_bmc_is_asked_again_no_sooner_than_it_said(
+        emulator: Emulator, proxy: FaultProxy) -> None:
+    """A 503 with Retry-After: 5 is not retried at once (sushy's own quick retry is off):
+    one request reaches the BMC, and the error carries the wait for the engine."""
+    bmc = RedfishDriver(timeout_s=2).bmc(BmcEndpoint("n", via(proxy, emulator), USER,
+                                                     PASSWORD))
+    assert bmc.power_state() == PowerState.OFF
+    proxy.set("503")
+    seen = proxy.seen
+    with pytest.raises(BmcTransientError, match="503") as busy:
+        bmc.power_state()
+    assert busy.value.retry_after_s == 5.0 and proxy.seen == seen + 1
+    proxy.set("500")
+    with pytest.raises(BmcTransientError) as failed:  # no Retry-After: the engine's backoff
+        bmc.power_state()
+    assert failed.value.retry_after_s is None
+    proxy.set("pass")
+
+
+def test_a_deploy_step_a_bmc_answers_busy_waits_what_it_asked(
+    faulty: Platform, proxy: FaultProxy, tenant: TenantCtx, key: str
+) -> None:
+    from datetime import timedelta
+
+    from gpulease.worker.pipelines import instances as instance_pipeline
+    from gpulease.worker.pipelines import nodes as node_pipeline
+    from gpulease.worker.pipelines.base import drive
+
+    faulty.settings.backoff_base_s = faulty.settings.backoff_max_s = 0.1
+    iid = order(faulty, tenant, key)
+    drive(faulty, instance_pipeline.PIPELINE)
+    proxy.set("503")
+    before = faulty.clock.now()
+    drive(faulty, node_pipeline.PIPELINE, limit=1)
+    proxy.set("pass")
+    (name,) = [n.name for n in instances.show_instance(faulty, tenant.principal, iid).nodes]
+    with faulty.db.read() as s:
+        from sqlalchemy import select
+        node = s.scalar(select(Node).where(Node.name == name))
+    assert node is not None and node.attempts == 1 and "503" in (node.last_error or "")
+    assert node.next_attempt_at is not None
+    assert node.next_attempt_at >= before + timedelta(seconds=5)  # not the 0.1 s backoff
+
+
 def enroll_via_proxy(p: Platform, proxy: FaultProxy, emu: Emulator) -> None:
     """The emulator's BMCs behind the fault proxy. Their logs were read a moment ago and
     they push nothing, so the worker's BMC-log sweep leaves them alone for its interval:
