@@ -21,7 +21,7 @@ from gpulease.domain.fleet.bmc_events import (
 )
 from gpulease.drivers.redfish import RedfishDriver
 from gpulease.platform import Platform
-from gpulease.ports.bmc import BmcEndpoint
+from gpulease.ports.bmc import BmcEndpoint, BmcLog
 from gpulease.services.instances import views as instances
 from gpulease.testing.callers import TenantCtx
 from gpulease.testing.clock import MovableClock
@@ -92,20 +92,29 @@ def test_a_rented_node_s_bmc_log_opens_and_closes_alerts(
     assert closed == clock.now()
 
 
-def test_the_redfish_driver_reads_the_sel_under_the_manager(tmp_path: Path) -> None:
+GPU4_DOWN = ("2026-12-01T09:30:00Z", "Critical", "The GPU in slot 4 is not responding. GPU4",
+             "PCI3020")
+
+
+def _dell_sel(tmp_path: Path, entries: list[tuple[str, str, str, str]], page_size: int = 0
+              ) -> BmcLog:
+    """The event log the Redfish driver reads from a Dell-like tree with this SEL, served
+    over HTTP."""
     write_dell_like(tmp_path / "dell")
-    write_sel(tmp_path / "dell", [
-        ("2026-12-01T08:00:00Z", "OK", "The process of installing an operating system "
-         "completed successfully.", "OSE1002"),
-        ("2026-12-01T09:30:00Z", "Critical", "The GPU in slot 4 is not responding. GPU4",
-         "PCI3020")])
+    write_sel(tmp_path / "dell", entries, page_size)
     bmc = serve_mockup(tmp_path / "dell")
     try:
-        read = RedfishDriver(timeout_s=5).bmc(BmcEndpoint(
+        return RedfishDriver(timeout_s=5).bmc(BmcEndpoint(
             "xe", f"{bmc.url}/redfish/v1/Systems/System.Embedded.1", USER, PASSWORD)
         ).event_log()
     finally:
         bmc.stop()
+
+
+def test_the_redfish_driver_reads_the_sel_under_the_manager(tmp_path: Path) -> None:
+    read = _dell_sel(tmp_path, [
+        ("2026-12-01T08:00:00Z", "OK", "The process of installing an operating system "
+         "completed successfully.", "OSE1002"), GPU4_DOWN])
     assert read.services == ("/redfish/v1/Managers/iDRAC.Embedded.1/LogServices/Sel",)
     assert [e.severity for e in read.entries] == ["OK", "Critical"]
     critical = read.entries[1]
@@ -113,18 +122,9 @@ def test_the_redfish_driver_reads_the_sel_under_the_manager(tmp_path: Path) -> N
 
 
 def test_a_paged_sel_is_read_to_its_last_page(tmp_path: Path) -> None:
-    write_dell_like(tmp_path / "dell")
-    write_sel(tmp_path / "dell", [
+    read = _dell_sel(tmp_path, [
         (f"2026-12-01T08:{i:02d}:00Z", "OK", f"Event {i}", "SYS1003") for i in range(11)]
-        + [("2026-12-01T09:30:00Z", "Critical", "The GPU in slot 4 is not responding. GPU4",
-            "PCI3020")], page_size=5)  # three pages: the fault on the last
-    bmc = serve_mockup(tmp_path / "dell")
-    try:
-        read = RedfishDriver(timeout_s=5).bmc(BmcEndpoint(
-            "xe", f"{bmc.url}/redfish/v1/Systems/System.Embedded.1", USER, PASSWORD)
-        ).event_log()
-    finally:
-        bmc.stop()
+        + [GPU4_DOWN], page_size=5)  # three pages: the fault on the last
     assert [e.message for e in read.entries][:2] == ["Event 0", "Event 1"]
     assert len(read.entries) == 12 and classify(read.entries[-1]) == BmcFault.GPU
 

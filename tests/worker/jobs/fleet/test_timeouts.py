@@ -13,6 +13,24 @@ from gpulease.testing.factories import node_by_name, node_name_of, occupy_spare,
 from gpulease.worker.runner import Worker
 
 
+def _waiting_for_its_agent(fleet: Platform, tenant: TenantCtx, key: str,
+                           spare_taken: bool = False) -> str:
+    """An order's node stepped to the stage that waits for its agent, which never calls
+    in; the node's name."""
+    iid = place(fleet, tenant, key)
+    if spare_taken:
+        occupy_spare(fleet, tenant, key)
+    name = node_name_of(fleet, tenant, iid)
+    sim(fleet).inject_fault(name, "agent_up", "hang", times=1000)
+    stepper = Worker(fleet, owner="stepper")
+    for _ in range(200):  # bounded: to the stage that waits for the agent
+        stepper.step()
+        if node_by_name(fleet, name).stage == "wait_agent":
+            break
+    assert node_by_name(fleet, name).stage == "wait_agent"
+    return name
+
+
 def test_stage_timeout_is_swept(fleet: Platform, tenant: TenantCtx, key: str) -> None:
     fleet.settings.stage_timeout_s = 1.0  # power_off and power_on finish within it under load
     worker = Worker(fleet, owner="sweeper", sweep_every_s=0.05)
@@ -72,15 +90,7 @@ def test_a_worker_outage_pauses_stage_timeouts(
     from gpulease.services.platform import workers
 
     fleet.settings.stage_timeout_s = 60.0
-    iid = place(fleet, tenant, key)
-    name = node_name_of(fleet, tenant, iid)
-    sim(fleet).inject_fault(name, "agent_up", "hang", times=1000)
-    stepper = Worker(fleet, owner="before")
-    for _ in range(200):  # bounded: to the stage that waits for the agent
-        stepper.step()
-        if node_by_name(fleet, name).stage == "wait_agent":
-            break
-    assert node_by_name(fleet, name).stage == "wait_agent"
+    name = _waiting_for_its_agent(fleet, tenant, key)
     now = fleet.clock.now()
     workers.register(fleet, "before", 1)  # ... then every worker died, ten minutes ago
     with fleet.db.write() as s:
@@ -111,15 +121,7 @@ def test_after_the_clock_went_back_a_stage_waits_one_timeout_not_the_jump(
     from gpulease.worker.jobs.fleet import timeouts
 
     fleet.settings.stage_timeout_s = 60.0
-    iid = place(fleet, tenant, key)
-    occupy_spare(fleet, tenant, key)
-    name = node_name_of(fleet, tenant, iid)
-    sim(fleet).inject_fault(name, "agent_up", "hang", times=1000)
-    stepper = Worker(fleet, owner="w")
-    for _ in range(200):  # bounded: to the stage that waits for the agent
-        stepper.step()
-        if node_by_name(fleet, name).stage == "wait_agent":
-            break
+    name = _waiting_for_its_agent(fleet, tenant, key, spare_taken=True)
     assert node_by_name(fleet, name).stage_deadline is not None
     fleet.clock = clock = MovableClock(datetime.now(UTC))
     clock.move(hours=-1)  # the clock steps back
