@@ -100,7 +100,7 @@ def test_a_tenant_orders_watches_and_releases_in_the_browser(
     assert "hold" in page.inner_text("#ledger") or "charge" in page.inner_text("#ledger")
 
     page.goto(f"{live.url}/console/instances/{iid}")
-    assert "running the acceptance tests, 6 of 7" in page.inner_text("#stages")
+    assert "running the acceptance tests, 5 of 7" in page.inner_text("#stages")
     assert "ends" in page.inner_text("#lease").lower()
     page.click("#release")  # a page that says what is refunded and kept, then asks
     assert "stays paid" in page.inner_text("#release-summary")

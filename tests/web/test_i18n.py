@@ -197,8 +197,8 @@ def test_every_tenant_page_renders_in_both_languages(
             assert f"{iid} 的首月" in billing and f"{iid} 已交付" in billing
             assert f"{iid} 的首月（h100-80g-x8）" in billing and "first month" not in billing
             assert "确认订单" in review.text and "增值税" in review.text
-            assert "租期" in instance and "运行验收测试（第 6 步，共 7 步）" in instance
-            assert "运行验收测试（第 6 步，共 7 步） — 结果" in instance  # the step's note
+            assert "租期" in instance and "运行验收测试（第 5 步，共 7 步）" in instance
+            assert "运行验收测试（第 5 步，共 7 步） — 结果" in instance  # the step's note
             assert ">verify result<" not in instance  # (the code stays in its title)
             assert "续费" in renewal.text
             # the history the platform wrote, in the page's language too
@@ -212,8 +212,8 @@ def test_every_tenant_page_renders_in_both_languages(
         else:
             assert f"first month of {iid}" in billing and f"delivered {iid}" in billing
             assert f"first month of {iid} (h100-80g-x8)" in billing
-            assert "running the acceptance tests, 6 of 7" in instance
-            assert "running the acceptance tests, 6 of 7 — result" in instance
+            assert "running the acceptance tests, 5 of 7" in instance
+            assert "running the acceptance tests, 5 of 7 — result" in instance
             assert "acceptance passed (simulated): 53 checks, 0 failed" in instance
         api = client.get(f"/api/v1/instances/{iid}",
                          headers={"Authorization": f"Bearer {t.token}"}).json()

@@ -94,17 +94,19 @@ def test_a_servers_address_is_shown_only_once_its_acceptance_passed(
     iid = orders.place_order(fleet, tenant.principal, OrderRequest(
         ssh_keys=[key], sku="h100-80g-x8", region="ningxia-1"))[0].id
     drive(fleet, instance_pipeline.PIPELINE)
-    seen_in_verify = False
+    seen: set[str] = set()
     for _ in range(40):  # bounded: step by step through the deploy
         drive(fleet, node_pipeline.PIPELINE, limit=1)
         view = instances.show_instance(fleet, tenant.principal, iid)
         if view.status == "ready":
             break
-        if view.nodes and view.nodes[0].stage == "verify":
-            seen_in_verify = True
-            assert node_by_name(fleet, view.nodes[0].name).ip_address  # configured…
+        stage = view.nodes[0].stage if view.nodes else None
+        if stage in ("verify", "detach_media"):  # under test; configured, not yet delivered
+            seen.add(stage)
+            known = node_by_name(fleet, view.nodes[0].name).ip_address
+            assert bool(known) == (stage == "detach_media")  # reported at configure…
             assert (view.nodes[0].ip_address, view.nodes[0].ssh_command) == (None, None)
             assert (view.ip_address, view.ssh_command) == (None, None)  # …and not shown
         drive(fleet, instance_pipeline.PIPELINE)
-    assert seen_in_verify and view.status == "ready"
+    assert seen == {"verify", "detach_media"} and view.status == "ready"
     assert view.nodes[0].ip_address and view.nodes[0].ssh_command and view.ssh_command
