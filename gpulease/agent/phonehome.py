@@ -79,9 +79,8 @@ class NodeOptions:
     fio_runtime_s: float = 10.0  # per fio job
     data_root: Path = Path("/data")  # the data disk: what backups read and restores write
     copy_bind: str = "0.0.0.0"  # where a swap's source serves its copy (agent/copy.py)
-    # the tenant's keys and password written at configure, under this root (the installed
-    # system's agent: on; an agent run beside something else, e.g. a test's: off)
-    handover: bool = True
+    # the system the tenant's keys and password are written into at configure (a test's
+    # agent: a scratch directory)
     system_root: Path = Path("/")
 
 
@@ -245,10 +244,9 @@ class PhoneHome:
         (agent/handover.py); confirm cloud-init applied the config drive at first boot,
         without errors, and the keys are there; report the address."""
         root = self.options.system_root
-        if self.options.handover:
-            install_keys(root, payload.ssh_keys)
-            if payload.root_password_hash:
-                set_root_password(root, payload.root_password_hash)
+        install_keys(root, payload.ssh_keys)
+        if payload.root_password_hash:
+            set_root_password(root, payload.root_password_hash)
         status = Path("/run/cloud-init/result.json")
         cloud_init = "not present (image without cloud-init)"
         missing = None

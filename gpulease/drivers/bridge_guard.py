@@ -17,7 +17,6 @@ a firewall reload); applying twice changes nothing."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -55,18 +54,25 @@ class Applied:
     missing_tool: bool = False
 
 
+NOT_INSTALLED = 127  # a shell's answer for a command it cannot find
+
+
 def _run(argv: Sequence[str]) -> int:
-    return subprocess.run(list(argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                          check=False).returncode
+    try:
+        return subprocess.run(list(argv), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, check=False).returncode
+    except FileNotFoundError:
+        return NOT_INSTALLED
 
 
 def apply_family(family: str, run: Run = _run) -> Applied:
     """The chain, its rules and its jumps for one family, each added only where missing.
     A rule that cannot be added raises with the command that failed."""
-    if run is _run and shutil.which(family) is None:
-        return Applied(family, 0, missing_tool=True)
     base = [family, "-w", "-t", TABLE]
-    if run([*base, "-L", CHAIN, "-n"]) != 0:
+    listed = run([*base, "-L", CHAIN, "-n"])
+    if listed == NOT_INSTALLED:
+        return Applied(family, 0, missing_tool=True)
+    if listed != 0:
         _must(run, [*base, "-N", CHAIN])
     added = 0
     for rule in rules():  # appended in order: the chain is the guard's alone

@@ -220,8 +220,13 @@ class RedfishDriver:
                                   if response.status_code in (429, 503) else None)
 
     def retry_after(self) -> float | None:
-        """What the BMC's last answer to this thread asked for (a 503 or 429's wait)."""
+        """What the BMC's last answer to this thread's call asked for (a 503 or 429's
+        wait); None before the call's first answer."""
         return getattr(self._said, "retry_after", None)
+
+    def calling(self) -> None:
+        """A call begins: an earlier call's answer says nothing about it."""
+        self._said.retry_after = None
 
     def bmc(self, endpoint: BmcEndpoint) -> RedfishBmc:
         return RedfishBmc(self, endpoint)
@@ -260,6 +265,7 @@ class RedfishBmc:
 
     # -- plumbing -------------------------------------------------------------------
     def _call(self, what: Callable[[], T]) -> T:
+        self._driver.calling()
         try:
             return what()
         except BmcError:

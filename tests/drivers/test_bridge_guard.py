@@ -67,6 +67,18 @@ def test_a_rule_that_cannot_be_added_is_named() -> None:
         bridge_guard.apply(_Host(fail_on="--physdev-is-bridged"))
 
 
+def test_a_family_whose_tool_is_not_installed_is_skipped() -> None:
+    calls: list[list[str]] = []
+
+    def absent(argv: Sequence[str]) -> int:
+        calls.append(list(argv))
+        return bridge_guard.NOT_INSTALLED
+
+    assert [(a.family, a.added, a.missing_tool) for a in bridge_guard.apply(absent)] == [
+        ("iptables", 0, True), ("ip6tables", 0, True)]
+    assert [c[4] for c in calls] == ["-L", "-L"]  # asked once each, nothing added
+
+
 def test_the_dry_run_lists_what_an_empty_host_gets() -> None:
     lines = bridge_guard.commands()
     host = _Host()

@@ -124,7 +124,6 @@ class Failure:
     # False: what failed is what the server was given (an image whose checksum is wrong),
     # not the server: its order fails, and the server is cleaned and goes back to the pool
     node_fault: bool = True
-    timed_out: bool = False  # the stage outlived its deadline (jobs/fleet/timeouts.py)
 
 
 @dataclass(frozen=True)

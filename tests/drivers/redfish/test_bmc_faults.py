@@ -68,6 +68,10 @@ def test_a_busy_bmc_is_asked_again_no_sooner_than_it_said(
     with pytest.raises(BmcTransientError, match="503") as busy:
         bmc.power_state()
     assert busy.value.retry_after_s == 5.0 and proxy.seen == seen + 1
+    proxy.set("drop")  # no answer at all: the earlier 503's wait says nothing of it
+    with pytest.raises(BmcTransientError, match="unreachable") as dropped:
+        bmc.power_state()
+    assert dropped.value.retry_after_s is None
     proxy.set("500")
     with pytest.raises(BmcTransientError) as failed:  # no Retry-After: the engine's backoff
         bmc.power_state()

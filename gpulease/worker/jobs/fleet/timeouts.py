@@ -84,8 +84,7 @@ def sweep_timeouts(p: Platform, owner: str) -> int:
             likely = LIKELY.get(NodeStage(node.stage)) if node.stage else None
             fail_node(s, p, node, Failure(
                 f"stage {node.stage} timed out after {timeout:.0f} s"
-                + (f": {likely}" if likely else ""), now, actor=SWEEP_TIMEOUTS, breaker=True,
-                timed_out=True))
+                + (f": {likely}" if likely else ""), now, actor=SWEEP_TIMEOUTS, breaker=True))
     if claims:
         p.wake()
     return len(claims)
