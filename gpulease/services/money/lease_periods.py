@@ -96,12 +96,20 @@ def refund_unstarted(s: Session, inst: Instance, lease: Lease, fee_percent: Deci
         text = phrase("early end of {instance}: {periods} period(s) not begun ({terms}), "
                       "¥{paid:,.2f} paid, less {fee:f}%", instance=inst.id, periods=len(todo),
                       terms=terms, paid=paid, fee=fee_percent.normalize())
-        post(s, wallet_for_update(s, inst.tenant_id, now), Entry(
-            "refund", refund, text, inst.id,
+        wallet = wallet_for_update(s, inst.tenant_id, now)
+        # the periods not begun are refunded in full over their own span (their revenue
+        # is reversed where it was to be earned) and the fee kept is charged at the end:
+        # it is earned when the contract ends, not over months no service was given in
+        post(s, wallet, Entry(
+            "refund", paid, text, inst.id,
             item=phrase("Early termination refund: {instance}", instance=inst.id),
             quantity=Decimal(len(todo)), unit="period",
-            # the refunded periods' own span: their revenue is reversed where it was earned
             service=(min(p.starts_at for p in todo), max(p.ends_at for p in todo))), now)
+        if paid > refund:
+            post(s, wallet, Entry(
+                "charge", refund - paid, text, inst.id,
+                item=phrase("Early termination fee: {instance}", instance=inst.id),
+                quantity=Decimal(1), unit="lease", service=(now, now)), now)
         note(s, now, inst.id, "refund", phrase("¥{refund:,.2f} refunded: {text}", refund=refund,
         text=text), actor=actor)
     return refund

@@ -478,11 +478,13 @@ def test_money_back_beyond_every_charge_of_its_month_ends_in_a_credit_note(
     fleet: Platform, clock: MovableClock, tenant: TenantCtx, operator: TenantCtx,
     worker: Worker, key: str,
 ) -> None:
-    """Three months paid in October, released in November: the ¥135,168 of the months
-    not begun is more than November billed (nothing), so November makes no invoice and the
-    refund goes on a credit note against October's, VAT reversed line by line, with the
-    refunded months' service period; nothing waits unbilled and the invoices owe nothing
-    the wallet does not."""
+    """Three months paid in October, released in November: the ¥168,960 of the months
+    not begun is refunded in full and the 20 % fee kept is charged at the end. The refund is
+    more than November billed (the fee), so it goes on a credit note against October's, VAT
+    reversed line by line, with the refunded months' service period, and November's invoice
+    bills the fee; the months not begun earn nothing, the fee is earned in November when the
+    contract ended; nothing waits unbilled and the invoices owe nothing the wallet does
+    not."""
     from gpulease.services.money import leases, payments
 
     clock.at = datetime(2026, 10, 20, 8, 0, tzinfo=CAL)
@@ -494,10 +496,10 @@ def test_money_back_beyond_every_charge_of_its_month_ends_in_a_credit_note(
     clock.at = datetime(2026, 12, 4, 8, 0, tzinfo=CAL)
     oct_run = invoice_run.run_invoices(fleet, operator.principal, "2026-10", finalize=True)
     nov_run = invoice_run.run_invoices(fleet, operator.principal, NOV, finalize=True)
-    assert oct_run.finalized == 1 and nov_run.drafted == 0 and nov_run.finalized == 0
+    assert oct_run.finalized == 1 and nov_run.drafted == 1 and nov_run.finalized == 1
     listed = invoices.list_invoices(fleet, tenant.principal).items
     assert sorted((i.period, (i.number or "")[:2]) for i in listed) == [
-        ("2026-10", "GL"), (NOV, "CN")]  # no November invoice: its note alone
+        ("2026-10", "GL"), (NOV, "CN"), (NOV, "GL")]  # the note and the fee's invoice
     october = next(i for i in listed if i.period == "2026-10")
     with fleet.db.read() as s:
         assert invoices.unbilled(s, tenant.tenant_id) == Decimal("0.00")
@@ -507,7 +509,7 @@ def test_money_back_beyond_every_charge_of_its_month_ends_in_a_credit_note(
         assert ledger_sums_to_balance(s, tenant.tenant_id)
     assert (note.corrects_id, note.status, note.period) == (october.id, "final", NOV)
     assert note.number is not None and note.number.startswith("CN2026-")
-    assert note.total == -Decimal("135168.00") and note.digest
+    assert note.total == -Decimal("168960.00") and note.digest
     assert note.vat == sum((ln.vat for ln in lines), Decimal(0))  # line by line
     for ln in lines:
         assert ln.instance_id == bm and ln.vat == vat_split(ln.gross, note.vat_rate, True).vat
@@ -515,10 +517,14 @@ def test_money_back_beyond_every_charge_of_its_month_ends_in_a_credit_note(
             2026, 11, 20, tzinfo=CAL)  # the months not begun
     shown = invoices.show_invoice(fleet, tenant.principal, october.id)
     assert shown.total == october.total  # the invoice stays as sealed; the note corrects it
+    november = next(i for i in listed if i.period == NOV and i.kind == "invoice")
+    (fee,) = invoices.show_invoice(fleet, tenant.principal, november.id).lines
+    assert fee.gross == Decimal("33792.00") and fee.service_from == fee.service_to
+    assert [(r.period, r.net) for r in fee.revenue] == [(NOV, fee.net)]  # at the end
     earned = invoices.revenue(fleet, operator.principal, "2026-10", "2027-01")
     by_month = {m.period: m.net for m in earned.months}
-    # December was refunded: its revenue taken back there, but for the fee kept (20 % of
-    # the two months not begun), still earned over them (documented as not yet at the end)
-    fee_net = (Decimal(2 * 84480) - Decimal("135168")) / Decimal("1.06")
-    assert abs(by_month["2026-12"] - fee_net * 31 / 61) <= Decimal("0.05")
-    assert by_month["2026-11"] > 0 and earned.total == sum(by_month.values())
+    # the months not begun earn nothing: their revenue is taken back where it was to be
+    # earned (to the fen, each line's VAT reversed on its own)
+    assert abs(by_month["2026-12"]) <= Decimal("0.05")
+    assert abs(by_month["2027-01"]) <= Decimal("0.05")
+    assert by_month["2026-11"] > fee.net and earned.total == sum(by_month.values())
