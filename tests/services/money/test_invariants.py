@@ -236,12 +236,18 @@ class LeaseMachine(RuleBasedStateMachine):
                 assert lease.term == rows[0].term  # the base term never changes
                 for r in rows:
                     assert r.refunded_at is None or r.starts_at >= r.refunded_at, lease.id
-                money = {k: -sum((e.amount for e in s.scalars(select(LedgerEntry).where(
-                    LedgerEntry.instance_id == lease.instance_id, LedgerEntry.kind == k))),
-                    Decimal(0)) for k in ("charge", "refund")}
+                entries = list(s.scalars(select(LedgerEntry).where(
+                    LedgerEntry.instance_id == lease.instance_id)))
+                fees = [-e.amount for e in entries if e.kind == "charge"
+                        and (e.item or "").startswith("Early termination fee")]
+                money = {k: -sum((e.amount for e in entries if e.kind == k), Decimal(0))
+                         for k in ("charge", "refund")}
+                paid = money["charge"] - sum(fees, Decimal(0))
                 kept = sum((r.price for r in rows if r.refunded_at is None), Decimal(0))
-                assert money["charge"] == sum((r.price for r in rows), Decimal(0)), lease.id
-                assert -money["refund"] <= money["charge"] - kept, lease.id
+                assert paid == sum((r.price for r in rows), Decimal(0)), lease.id
+                assert -money["refund"] <= paid - kept, lease.id
+                # the fee kept is at most its percentage of what came back
+                assert len(fees) <= 1 and all(f <= -money["refund"] for f in fees), lease.id
 
     @invariant()
     def each_invoice_holds_only_its_months_entries(self) -> None:
