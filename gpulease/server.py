@@ -165,7 +165,7 @@ def _up(settings: Settings, say: Callable[[str], object], bmc: str,
     console_login = ensure_demo_console_login(platform, settings.data_dir, tenant_token)
     operator_login = ensure_demo_console_login(platform, settings.data_dir, op_token,
                                                OPERATOR_LOGIN_FILE)
-    worker = Worker(platform)
+    worker = Worker(platform, site=settings.worker_site)
     worker.start()
     telemetry = DemoAgents(platform)
     telemetry.start()
@@ -353,7 +353,7 @@ def run_worker(settings: Settings, threads: int | None = None) -> None:
     from gpulease.services.platform.control_metrics import serve_worker_metrics
 
     platform = prepare(settings)
-    worker = Worker(platform)
+    worker = Worker(platform, site=settings.worker_site)
     worker.start(threads)
     stop_metrics = serve_worker_metrics(platform)
     if stop_metrics is not None:
@@ -362,7 +362,8 @@ def run_worker(settings: Settings, threads: int | None = None) -> None:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    log.info("worker %s running", worker.owner)
+    log.info("worker %s running (%s)", worker.owner,
+             f"site {worker.site}" if worker.site else "every site without its own workers")
     stop.wait()
     worker.stop()
     if stop_metrics is not None:

@@ -153,6 +153,9 @@ class Settings(BaseSettings):
 
     # Provisioning engine
     worker_threads: int = Field(default=4, ge=1, le=64)
+    # The site (data centre, catalog [[sites]]) whose servers this worker serves; unset:
+    # every site that has never had a worker of its own (services/platform/sites.py).
+    worker_site: str | None = Field(default=None, pattern=r"^[a-z0-9-]+$", max_length=64)
     lock_ttl_s: float = Field(default=30.0, gt=0)
     # A worker whose host clock is off from the database's (PostgreSQL) by more than this
     # says so and claims nothing until they agree (lock expiry is compared across hosts).

@@ -21,6 +21,7 @@ from gpulease.domain.errors import (
     PaymentRequired,
     TooManyRequests,
     Unauthorized,
+    Unavailable,
 )
 from gpulease.domain.lifecycle import EntryRefused, InvalidTransition
 from gpulease.domain.locales import DEFAULT, from_accept_language
@@ -57,7 +58,7 @@ def install(app: FastAPI) -> None:
         response = problem(exc.status, exc.title, _said(request, exc), **extra)
         if isinstance(exc, Unauthorized):
             response.headers["WWW-Authenticate"] = 'Bearer realm="gpulease"'
-        elif isinstance(exc, TooManyRequests):
+        elif isinstance(exc, TooManyRequests | Unavailable):
             response.headers["Retry-After"] = str(exc.retry_after_s)
         return response
 

@@ -325,6 +325,7 @@ class WorkerProcess(Base):
     seen_at: Mapped[datetime] = mapped_column(UtcDateTime(), index=True)
     claims: Mapped[int] = mapped_column(BigInteger, default=0)
     stopped_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    site: Mapped[str | None] = mapped_column(String(64))  # None: every site without its own
 
 
 class PlatformFact(Base):

@@ -42,10 +42,26 @@ class _Entry(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class Site(_Entry):
+    """A data centre: its regions' servers sit on its management network, which only its
+    own workers reach (`gpulease worker --site`), and fetch their images from its media
+    server (`media_base_url`; default: GPULEASE_MEDIA_BASE_URL)."""
+
+    id: str = Field(pattern=r"^[a-z0-9-]+$", max_length=64)
+    name_zh: str
+    name_en: str
+    media_base_url: str | None = Field(default=None, pattern=r"^https?://")
+
+
 class Region(_Entry):
     id: str = Field(pattern=r"^[a-z0-9-]+$")
     name_zh: str
     name_en: str
+    site: str | None = None  # the [[sites]] entry it belongs to; unset: a site of its own
+
+    @property
+    def site_id(self) -> str:
+        return self.site or self.id
 
 
 class Gpu(_Entry):
@@ -320,6 +336,25 @@ class Catalog(_Entry):
     images: tuple[Image, ...]
     container_offers: tuple[ContainerOffer, ...] = ()
     addons: tuple[AddOn, ...] = ()
+    sites: tuple[Site, ...] = ()
+
+    @cached_property
+    def regions_by_site(self) -> dict[str, tuple[str, ...]]:
+        """Each site's regions; a region without a declared site is a site of its own."""
+        found: dict[str, list[str]] = {s.id: [] for s in self.sites}
+        for r in self.regions:
+            found.setdefault(r.site_id, []).append(r.id)
+        return {site: tuple(regions) for site, regions in found.items()}
+
+    def site_of(self, region: str) -> str:
+        """The site a region belongs to (a region the catalog lost: its own id)."""
+        known = self.region_by_id.get(region)
+        return known.site_id if known is not None else region
+
+    def media_base_url_of(self, region: str) -> str | None:
+        """The media server of the region's site, if the site names one."""
+        site = next((s for s in self.sites if s.id == self.site_of(region)), None)
+        return site.media_base_url if site is not None else None
 
     @cached_property
     def addon_by_id(self) -> dict[str, AddOn]:
@@ -419,6 +454,12 @@ def _check_references(catalog: Catalog, where: str) -> None:
             seen.add(i)
 
     unique("regions", [r.id for r in catalog.regions])
+    unique("sites", [s.id for s in catalog.sites])
+    sites = {s.id for s in catalog.sites}
+    for n, region in enumerate(catalog.regions):
+        if region.site is not None and region.site not in sites:
+            problems.append(f"[[regions]] #{n + 1} ({region.id}): field 'site': unknown "
+                            f"site {region.site!r}; declare it under [[sites]]")
     unique("gpus", [g.id for g in catalog.gpus])
     unique("skus", [s.id for s in catalog.skus])
     unique("offers", [o.id for o in catalog.offers])

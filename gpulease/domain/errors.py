@@ -79,6 +79,18 @@ class TooManyRequests(DomainError):
         self.retry_after_s = retry_after_s
 
 
+class Unavailable(DomainError):
+    """The platform cannot take this up now (no worker serves the site); retry later."""
+
+    status = 503
+    title = "Service unavailable"
+
+    def __init__(self, detail: str | Phrase, /, retry_after_s: int = 60, **params: Any
+                 ) -> None:
+        super().__init__(detail, **params)
+        self.retry_after_s = retry_after_s
+
+
 class Gone(DomainError):
     status = 410
     title = "Gone"

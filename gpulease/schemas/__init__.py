@@ -478,6 +478,20 @@ class WorkerView(BaseModel):
     claims: int
     stopped_at: datetime | None
     state: str = Field(description="alive (seen within three heartbeats), dead, or stopped")
+    site: str | None = Field(default=None, description="the site whose servers it serves; "
+                             "null: every site that has never had a worker of its own")
+
+
+class SiteView(BaseModel):
+    id: str
+    name_zh: str
+    name_en: str
+    regions: list[str]
+    own_workers: bool = Field(description="whether the site has ever had a worker of its "
+                              "own (then only those serve it)")
+    live_workers: int = Field(description="live workers serving it now")
+    served: bool = Field(description="false: it has workers of its own and none is alive, "
+                         "so orders for its regions are refused (503)")
 
 
 class NodeEventView(BaseModel):

@@ -10,12 +10,13 @@ import os
 import socket
 import threading
 import time
+from datetime import datetime
 
 from sqlalchemy.exc import DBAPIError
 
 from gpulease.db.session import transient
 from gpulease.platform import Platform
-from gpulease.services.platform import workers
+from gpulease.services.platform import sites, workers
 from gpulease.worker.jobs.fleet import timeouts
 from gpulease.worker.pipelines import backup_runs, image_saves, instances, nodes
 from gpulease.worker.pipelines.base import LockRegistry, Pipeline, drive, heartbeat, pending
@@ -33,14 +34,18 @@ PIPELINES: tuple[Pipeline, ...] = (
 
 
 class Worker:
-    def __init__(self, p: Platform, owner: str | None = None, sweep_every_s: float = 5.0) -> None:
+    def __init__(self, p: Platform, owner: str | None = None, sweep_every_s: float = 5.0,
+                 site: str | None = None) -> None:
+        sites.check_site(p, site)
         self.p = p
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
+        self.site = site  # the data centre whose servers it serves; None: those without one
         self.locks = LockRegistry()
         # The periodic jobs' intervals are their settings' times sweep_every_s / 5 (the
         # default sweep): a test's worker may run them more or less often.
         self.sweep_every_s = sweep_every_s
-        self.scheduler = Scheduler(p, self.owner)
+        self.scheduler = Scheduler(p, self.owner, scope=self.scope)
+        self._scope: tuple[datetime, sites.Scope] | None = None  # (looked at, what)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._claims = 0  # since the last heartbeat (the registry adds them up)
@@ -69,6 +74,15 @@ class Worker:
                 log.warning("worker %s: clock back within %.0f s of the database's; "
                             "claiming again", self.owner, bound)
 
+    def scope(self) -> sites.Scope:
+        """The regions this worker serves, looked at again once a heartbeat (a site that
+        gets a worker of its own leaves the workers without a site within one)."""
+        now = self.p.clock.now()
+        if self._scope is None or abs((now - self._scope[0]).total_seconds()) >= \
+                workers.heartbeat_s(self.p):
+            self._scope = (now, sites.scope_of(self.p, self.site))
+        return self._scope[1]
+
     # -- one unit of work ------------------------------------------------------------
     def step(self) -> bool:
         """Claim and drive at most one row of each pipeline. True if anything was due.
@@ -77,8 +91,10 @@ class Worker:
         if self.clock_off is not None:
             return False
         did = False
+        scope = self.scope()
         for pipeline in PIPELINES:
-            stepped = drive(self.p, pipeline, limit=1, owner=self.owner, locks=self.locks)
+            stepped = drive(self.p, pipeline, limit=1, owner=self.owner, locks=self.locks,
+                            scope=scope)
             self._claims += stepped
             did = did or bool(stepped)
         return did
@@ -90,8 +106,10 @@ class Worker:
         return self.scheduler.run_due()
 
     def has_work(self) -> bool:
-        """A row of any pipeline with work left: due, or waiting on a backoff or a poll."""
-        return any(pending(self.p, pipeline) for pipeline in PIPELINES)
+        """A row of any pipeline with work left in this worker's regions: due, or waiting
+        on a backoff or a poll."""
+        scope = self.scope()
+        return any(pending(self.p, pipeline, scope) for pipeline in PIPELINES)
 
     def run_until_idle(self, timeout_s: float = 30.0, settle_s: float = 0.0) -> None:
         """For tests and benches: work until no row has work left, or time out. The
@@ -114,7 +132,8 @@ class Worker:
     # -- threads -----------------------------------------------------------------------
     def start(self, threads: int | None = None) -> None:
         count = threads or self.p.settings.worker_threads
-        outage_s = workers.register(self.p, self.owner, count)
+        outage_s = workers.register(self.p, self.owner, count, self.site)
+        self._scope = None  # registered: look again
         timeouts.pause_for_outage(self.p, outage_s)  # before any sweep can fail them
         for i in range(count):
             t = threading.Thread(target=self._loop, name=f"gpulease-worker-{i}", daemon=True)

@@ -11,10 +11,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from gpulease.platform import Platform
 from gpulease.process_metrics import PERIODIC_ERRORS, PERIODIC_RUNS, PERIODIC_SECONDS
+from gpulease.services.platform.sites import EVERYWHERE, Scope
 from gpulease.worker.jobs.accounts import password_resets
 from gpulease.worker.jobs.catalog import follow
 from gpulease.worker.jobs.fleet import bmc_logs, safe_off, timeouts
@@ -49,14 +51,18 @@ SCHEDULE: tuple[Job, ...] = (
 )
 
 
-def run_job(p: Platform, job: Job, owner: str) -> None:
+def run_job(p: Platform, job: Job, owner: str, scope: Scope = EVERYWHERE) -> None:
     """One run of `job`, counted and timed (`/metrics` of the worker); its trouble logged,
-    never raised: the next run tries again."""
+    never raised: the next run tries again. A job that reaches servers runs on the
+    worker's `scope`."""
     PERIODIC_RUNS.labels(job.name).inc()
     try:
         with PERIODIC_SECONDS.labels(job.name).time(), \
                 PERIODIC_ERRORS.labels(job.name).count_exceptions():
-            job.run(p, owner)
+            if job.at_site is not None:
+                job.at_site(p, scope)
+            else:
+                job.run(p, owner)
     except Exception:
         log.exception("periodic job %s failed", job.name)
 
@@ -66,8 +72,9 @@ class Scheduler:
     in the caller's thread."""
 
     def __init__(self, p: Platform, owner: str, jobs: tuple[Job, ...] = SCHEDULE,
-                 scale: float = 1.0) -> None:
-        self.p, self.owner, self.jobs = p, owner, jobs
+                 scale: float = 1.0, scope: Callable[[], Scope] = lambda: EVERYWHERE
+                 ) -> None:
+        self.p, self.owner, self.jobs, self.scope = p, owner, jobs, scope
         self.scale = scale  # the intervals times this (tests run them more often)
         self._next: dict[str, float] = {job.name: 0.0 for job in jobs}
         self._running: set[str] = set()
@@ -89,7 +96,7 @@ class Scheduler:
 
     def _run(self, job: Job) -> None:
         try:
-            run_job(self.p, job, self.owner)
+            run_job(self.p, job, self.owner, self.scope())
         finally:
             with self._mutex:
                 self._running.discard(job.name)

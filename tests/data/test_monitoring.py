@@ -75,7 +75,8 @@ def test_the_control_plane_rules_load_and_pass_their_unit_tests(tmp_path: Path) 
     assert tested.returncode == 0, tested.stdout + tested.stderr
     rules = yaml.safe_load(rules_file.read_text())["groups"][0]["rules"]
     assert {"GpuleaseNoWorker", "GpuleaseStagePastTimeout", "GpuleaseDeliverySlaAtRisk",
-            "GpuleaseNodeErrorStorm", "GpuleaseDeployBreakerOpen"} <= {r["alert"] for r in rules}
+            "GpuleaseNodeErrorStorm", "GpuleaseDeployBreakerOpen",
+            "GpuleaseSiteWithoutWorker"} <= {r["alert"] for r in rules}
     from gpulease.services.platform import control_metrics
     from gpulease.testing.platforms import make_settings
 

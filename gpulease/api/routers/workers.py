@@ -8,10 +8,10 @@ from fastapi import APIRouter, Query
 
 from gpulease.api.access import Caller, access
 from gpulease.api.deps import PlatformDep, PrincipalDep
-from gpulease.schemas import WorkerView
+from gpulease.schemas import SiteView, WorkerView
 from gpulease.schemas.fleet import BreakerView, RepairView
 from gpulease.services.fleet import deploy_breaker
-from gpulease.services.platform import workers
+from gpulease.services.platform import sites, workers
 from gpulease.services.support import repairs
 
 router = APIRouter(tags=["nodes (operator)"])
@@ -24,6 +24,13 @@ def list_workers(p: PlatformDep, actor: PrincipalDep,
     """Every worker process: host, pid, since when, last heartbeat, rows claimed, and
     whether it is alive, dead (silent for three heartbeats) or stopped."""
     return workers.list_workers(p, actor, include_stopped=stopped)
+
+
+@router.get("/sites", response_model=list[SiteView], openapi_extra=access(Caller.OPERATOR))
+def list_sites(p: PlatformDep, actor: PrincipalDep) -> list[SiteView]:
+    """Each site (data centre): its regions, whether it has workers of its own, how many
+    live workers serve it, and whether orders for it are taken (false: refused with 503)."""
+    return sites.list_sites(p, actor)
 
 
 @router.get("/breaker", response_model=BreakerView, openapi_extra=access(Caller.OPERATOR))

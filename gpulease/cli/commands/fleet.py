@@ -126,18 +126,27 @@ def workers(
     url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
 ) -> None:
     """Operator: the worker processes, alive, dead (silent for three heartbeats) or
-    stopped."""
+    stopped, with the site each serves; then each site's live workers."""
     found = api(lambda: connect(url, token).get_json(
         "/workers" + ("?stopped=true" if stopped else "")))
     if as_json:
         return print_json(found)
     t = Table(title=_("{count} workers", count=len(found)))
-    for col in (_("worker"), _("host"), "pid", _("state"), _("threads"), _("claims"),
-                _("started"), _("last seen")):
+    for col in (_("worker"), _("host"), "pid", _("state"), _("site"), _("threads"),
+                _("claims"), _("started"), _("last seen")):
         t.add_column(col, overflow="fold")
     for w in found:
-        t.add_row(w["owner"], w["host"], str(w["pid"]), w["state"], str(w["threads"]),
-                  str(w["claims"]), w["started_at"][:19], w["seen_at"][:19])
+        t.add_row(w["owner"], w["host"], str(w["pid"]), w["state"], w["site"] or _("any"),
+                  str(w["threads"]), str(w["claims"]), w["started_at"][:19],
+                  w["seen_at"][:19])
+    out.print(t)
+    t = Table(title=_("sites"))
+    for col in (_("site"), _("regions"), _("own workers"), _("live"), _("orders")):
+        t.add_column(col, overflow="fold")
+    for site in api(lambda: connect(url, token).get_json("/sites")):
+        t.add_row(site["id"], ", ".join(site["regions"]),
+                  _("yes") if site["own_workers"] else _("no"), str(site["live_workers"]),
+                  _("taken") if site["served"] else _("refused (no worker)"))
     out.print(t)
 
 

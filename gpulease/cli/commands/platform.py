@@ -120,13 +120,16 @@ def worker(
     data_dir: DataDirOpt = None,
     threads: Annotated[int | None, typer.Option(help="worker threads")] = None,
     demo_delay: Annotated[float | None, typer.Option(help="simulated seconds per stage")] = None,
+    site: Annotated[str | None, typer.Option(
+        help="serve only this site's servers (a catalog [[sites]] id; env "
+             "GPULEASE_WORKER_SITE); unset: every site without a worker of its own")] = None,
 ) -> None:
     """Run a provisioning worker; any number may share one PostgreSQL database."""
 
     from gpulease.api.guards import configure_logging
     from gpulease.server import run_worker
 
-    settings = _settings(data_dir=data_dir, demo_delay_s=demo_delay)
+    settings = _settings(data_dir=data_dir, demo_delay_s=demo_delay, worker_site=site)
     configure_logging(settings.log_level, settings.log_format)
     _running(lambda: run_worker(settings, threads))
 

@@ -24,6 +24,7 @@ from gpulease.db.tables import ConfigDrive, Instance, Node
 from gpulease.domain.errors import Forbidden, InvalidInput, NotFound
 from gpulease.domain.states import NODE_IN_PIPELINE, NodeStatus
 from gpulease.platform import Platform
+from gpulease.services.platform.sites import media_base
 
 MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 SEED_FILES = ("user-data", "meta-data", "network-config", "vendor-data")
@@ -68,13 +69,13 @@ def ipxe_script(p: Platform, mac: str, source: str | None) -> str:
     if not MAC.match(mac):
         raise InvalidInput("mac", "{mac!r} is not a MAC address (aa:bb:cc:dd:ee:ff); chain "
                                   "with ?mac=${{net0/mac}}.", mac=mac)
-    media = p.settings.media_base_url.rstrip("/")
     public = p.settings.public_url.rstrip("/")
     with p.db.read() as s:
         node = _node_for_mac(s, mac)
         if node is None or not _from_node(node, source):
             return LOCAL_DISK  # the same answer as for a MAC with nothing to install
         inst = s.get(Instance, node.instance_id) if node.instance_id else None
+        media = media_base(p, node.region)  # its site's media server
         drive = s.scalar(select(ConfigDrive.id).where(ConfigDrive.node_id == node.id)
                          .order_by(ConfigDrive.created_at.desc()).limit(1))
         base = (f"{media}/{inst.image_id}" if node.status == NodeStatus.DEPLOYING.value

@@ -17,7 +17,7 @@ from gpulease.db.tables import Event, Instance, Node
 from gpulease.domain.accounts import Principal
 from gpulease.domain.billing.pricing import PricingError, check_addon
 from gpulease.domain.catalog import BARE_METAL_TERMS, Term
-from gpulease.domain.errors import Conflict, InvalidInput, OutOfStock
+from gpulease.domain.errors import Conflict, InvalidInput, OutOfStock, Unavailable
 from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.ssh import check_ssh_key
 from gpulease.domain.states import INSTANCE, INSTANCE_STAGE
@@ -43,6 +43,7 @@ from gpulease.services.orders.placement import (
     node_claim_events,
     pick_fabric,
 )
+from gpulease.services.platform import sites
 from gpulease.services.platform.idempotency import idem_for, remember, replay
 from gpulease.services.storage.backups import find_snapshot
 from gpulease.services.storage.saved_images import PREFIX, for_order
@@ -200,6 +201,9 @@ def place_order(
         stored = replay(p, actor, idem, InstanceView)
         if stored is not None:
             return stored, False
+    unserved = sites.unserved(p, plan.region)
+    if unserved is not None:  # nothing would deploy it: say so now, hold no money
+        raise Unavailable(unserved)
     for _ in range(CLAIM_RETRIES):
         try:
             with p.db.write() as s:

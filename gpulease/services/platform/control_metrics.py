@@ -40,6 +40,7 @@ from gpulease.platform import Platform
 from gpulease.process_metrics import REGISTRY as PROCESS
 from gpulease.services.fleet.deploy_breaker import DEPLOY as DEPLOY_BREAKER
 from gpulease.services.fleet.deploy_breaker import HELD
+from gpulease.services.platform import sites
 from gpulease.services.platform.workers import live_after
 
 DELIVERY_BUCKETS = (60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0)
@@ -190,6 +191,12 @@ class ControlPlane(Collector):
         yield GaugeMetricFamily("gpulease_workers_live", "Workers seen within three "
                                 "heartbeats.", value=sum(1 for w in workers
                                                           if w.seen_at > alive_after))
+        g = GaugeMetricFamily("gpulease_site_live_workers", "Live workers serving each site "
+                              "(its own, or for a site that never had one, the workers "
+                              "without a site).", labels=["site"])
+        for site, count in sites.live_by_site(p).items():
+            g.add_metric([site], count)
+        yield g
         g = GaugeMetricFamily("gpulease_worker_last_seen_seconds", "Since each running "
                               "worker's last heartbeat (a worker silent for over "
                               f"{DEAD_WORKER_SHOWN_S // 60:.0f} minutes is no longer shown).",

@@ -29,7 +29,7 @@ def live_after(p: Platform, now: datetime) -> datetime:
     return now - timedelta(seconds=3 * heartbeat_s(p))
 
 
-def register(p: Platform, owner: str, threads: int) -> float:
+def register(p: Platform, owner: str, threads: int, site: str | None = None) -> float:
     """Record this worker as started; the seconds no worker was alive before it (0 when
     another is alive, or none ever ran): the outage the stage timeouts must not count."""
     now = p.clock.now()
@@ -48,9 +48,10 @@ def register(p: Platform, owner: str, threads: int) -> float:
         if row is None:
             s.add(WorkerProcess(owner=owner, host=socket.gethostname()[:200], pid=os.getpid(),
                                 version=__version__, threads=threads, started_at=now,
-                                seen_at=now, claims=0))
+                                seen_at=now, claims=0, site=site))
         else:
             row.started_at, row.seen_at, row.stopped_at, row.threads = now, now, None, threads
+            row.site = site
     return outage
 
 
@@ -96,7 +97,7 @@ def list_workers(p: Platform, actor: Principal, include_stopped: bool = False
         return [WorkerView(
             owner=r.owner, host=r.host, pid=r.pid, version=r.version, threads=r.threads,
             started_at=r.started_at, seen_at=r.seen_at, claims=r.claims,
-            stopped_at=r.stopped_at,
+            stopped_at=r.stopped_at, site=r.site,
             state="stopped" if r.stopped_at else "alive" if r.seen_at > alive_after
             else "dead") for r in rows]
 

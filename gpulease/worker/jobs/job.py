@@ -7,7 +7,8 @@ A job that asks hardware or another service on the way (a BMC, an agent, an obje
 does so through `fan_out`: at most GPULEASE_JOB_IO_CONCURRENCY calls at once, and no call
 started after GPULEASE_JOB_BUDGET_S; what was not reached stays due for the next run. Each
 call is bounded by its driver's own timeout. Every job is safe to run in several workers at
-once: it claims or locks what it changes."""
+once: it claims or locks what it changes. A job that calls servers' BMCs reads only those
+of the regions its worker serves (`at_site`: services/platform/sites.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from gpulease.platform import Platform
+from gpulease.services.platform.sites import Scope
 from gpulease.settings import Settings
 
 T = TypeVar("T")
@@ -35,6 +37,8 @@ class Job:
     run: Callable[[Platform, str], object]  # (platform, this worker's name)
     does: str  # what it does, in the docs' table
     every_s: Callable[[Settings], float] = every_sweep
+    # a job that reaches a site's servers: run with the worker's scope instead of `run`
+    at_site: Callable[[Platform, Scope], object] | None = None
 
 
 def fan_out(items: Sequence[T], call: Callable[[T], R], *, concurrency: int,

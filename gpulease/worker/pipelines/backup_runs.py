@@ -14,7 +14,7 @@ import logging
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from sqlalchemy import ColumnElement, and_, or_, update
+from sqlalchemy import ColumnElement, and_, or_, select, update
 
 from gpulease.db.claims import Claim, begin_step, due_now, guarded, release
 from gpulease.db.ops_tables import Backup
@@ -89,7 +89,9 @@ def step_run(p: Platform, held: Claim) -> None:
                 release(run)
 
 
-PIPELINE = Pipeline("backups", Backup, _due, _pending, step_run)
+PIPELINE = Pipeline("backups", Backup, _due, _pending, step_run,  # the node's site
+                    region=select(Node.region).where(Node.id == Backup.node_id)
+                    .scalar_subquery())
 
 
 def _drive(p: Platform, held: Claim) -> None:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import ColumnElement, literal, select
 from sqlalchemy.exc import DBAPIError
@@ -28,6 +29,7 @@ from gpulease.db.claims import Claim, Hold, claim, extend
 from gpulease.db.session import transient
 from gpulease.db.tables import Instance
 from gpulease.platform import Platform
+from gpulease.services.platform.sites import EVERYWHERE, Scope
 from gpulease.services.platform.workers import live_after
 
 log = logging.getLogger("gpulease.worker")
@@ -43,6 +45,7 @@ class Pipeline:
     due: Callable[[datetime], Sequence[ColumnElement[bool]]]
     pending: Callable[[datetime], ColumnElement[bool]]
     step: Callable[[Platform, Claim], None]
+    region: Any = None  # the row's region (a column or a subquery): where its servers are
 
 
 class LockRegistry:
@@ -80,12 +83,15 @@ def claim_due(
 
 
 def drive(p: Platform, pipeline: Pipeline, limit: int = 10, owner: str = "drive",
-          locks: LockRegistry | None = None) -> int:
-    """Claim up to `limit` due rows of `pipeline` and step each (the runner's threads, one
-    at a time; tests and benches, all that is due). A step that raises leaves its row to
-    expire and be taken over. Returns how many rows were stepped."""
+          locks: LockRegistry | None = None, scope: Scope = EVERYWHERE) -> int:
+    """Claim up to `limit` due rows of `pipeline` in `scope`'s regions and step each (the
+    runner's threads, one at a time; tests and benches, all that is due). A step that
+    raises leaves its row to expire and be taken over. Returns how many rows were
+    stepped."""
+    here = scope.covers(pipeline.region) if pipeline.region is not None else None
     claims = claim_due(p, pipeline.table, owner, limit=limit,
-                       extra=pipeline.due(p.clock.now()), due=False)
+                       extra=[*pipeline.due(p.clock.now()), *([] if here is None else [here])],
+                       due=False)
     for held in claims:
         if locks is not None:
             locks.add(held)
@@ -99,11 +105,14 @@ def drive(p: Platform, pipeline: Pipeline, limit: int = 10, owner: str = "drive"
     return len(claims)
 
 
-def pending(p: Platform, pipeline: Pipeline) -> bool:
-    """Whether `pipeline` has rows with work left (due now or waiting on a poll)."""
+def pending(p: Platform, pipeline: Pipeline, scope: Scope = EVERYWHERE) -> bool:
+    """Whether `pipeline` has rows with work left in `scope`'s regions (due now or waiting
+    on a poll)."""
+    here = scope.covers(pipeline.region) if pipeline.region is not None else None
     with p.db.read() as s:
         found = s.scalar(select(literal(1)).select_from(pipeline.table)
-                         .where(pipeline.pending(p.clock.now())).limit(1))
+                         .where(pipeline.pending(p.clock.now()),
+                                *([] if here is None else [here])).limit(1))
     return found is not None
 
 

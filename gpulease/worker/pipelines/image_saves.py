@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, and_, or_
+from sqlalchemy import ColumnElement, and_, or_, select
 
 from gpulease.db.claims import Claim, begin_step, guarded, release
 from gpulease.db.ops_tables import SavedImage
@@ -73,7 +73,9 @@ def step_save(p: Platform, held: Claim) -> None:
         _finish(p, held, (result.digest, result.size_bytes), None)
 
 
-PIPELINE = Pipeline("image-saves", SavedImage, _due, _pending, step_save)
+PIPELINE = Pipeline("image-saves", SavedImage, _due, _pending, step_save,
+                    region=select(Instance.region)  # the saved container's site
+                    .where(Instance.id == SavedImage.source_instance_id).scalar_subquery())
 
 
 def _finish(p: Platform, held: Claim, saved: tuple[str, int] | None,

@@ -47,4 +47,5 @@ def _due(now: datetime) -> list[ColumnElement[bool]]:
     return [Instance.next_attempt_at <= now]
 
 
-PIPELINE = Pipeline("instances", Instance, _due, lambda now: _due(now)[0], process_instance)
+PIPELINE = Pipeline("instances", Instance, _due, lambda now: _due(now)[0], process_instance,
+                    region=Instance.region)

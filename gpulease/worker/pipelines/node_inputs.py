@@ -19,15 +19,16 @@ from gpulease.services.agents.credentials import mint_enrollment
 from gpulease.services.agents.node_agent import agent_for
 from gpulease.services.catalog.images import find_image
 from gpulease.services.fleet.ramdisk_boots import drop_boots
+from gpulease.services.platform.sites import media_base
 from gpulease.services.support.repairs import burn_in_due
 from gpulease.worker.pipelines.node_steps import StepInput
 
 
-def _image_url(s: Session, p: Platform, image_id: str) -> str:
+def _image_url(s: Session, p: Platform, image_id: str, region: str) -> str:
     image = find_image(s, p, image_id)
     if image and image.url:
         return image.url
-    return f"{p.settings.media_base_url.rstrip('/')}/{image_id}.iso"
+    return f"{media_base(p, region)}/{image_id}.iso"
 
 
 def step_input(s: Session, p: Platform, node: Node, inst: Instance | None) -> StepInput:
@@ -41,8 +42,8 @@ def step_input(s: Session, p: Platform, node: Node, inst: Instance | None) -> St
         endpoint=BmcEndpoint(node.name, node.bmc_address, node.bmc_username,
                              p.box.open(node.bmc_password_enc)),
         instance_id=node.instance_id,
-        image_url=_image_url(s, p, inst.image_id) if inst else "",
-        agent_media_url=f"{p.settings.media_base_url.rstrip('/')}/agent-ramdisk.iso",
+        image_url=_image_url(s, p, inst.image_id, node.region) if inst else "",
+        agent_media_url=f"{media_base(p, node.region)}/agent-ramdisk.iso",
         ssh_keys=tuple(inst.ssh_keys.splitlines()) if inst else (),
         root_password=password,
         hostname=(inst.name or inst.id) if inst else node.name,

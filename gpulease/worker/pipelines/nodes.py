@@ -109,7 +109,7 @@ def _pending(now: datetime) -> ColumnElement[bool]:
                 Node.next_attempt_at.is_not(None))
 
 
-PIPELINE = Pipeline("nodes", Node, _due, _pending, process_node)
+PIPELINE = Pipeline("nodes", Node, _due, _pending, process_node, region=Node.region)
 
 
 def _apply_node(p: Platform, claim: Claim, job: StepInput, result: StepResult | StepFailed) -> None:

@@ -17,18 +17,20 @@ from gpulease.db.tables import Node
 from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint, BmcError, BmcLog
 from gpulease.services.fleet.bmc_health import WATCHED, keep_subscribed, record_log
+from gpulease.services.platform.sites import EVERYWHERE, Scope
 from gpulease.worker.jobs.job import Job, fan_out
 
 log = logging.getLogger("gpulease.bmc")
 
 
-def check_bmc_logs(p: Platform, limit: int = 50) -> int:
-    """Read the BMCs that are due (subscribing those not asked yet); returns how many
-    alerts were opened."""
+def check_bmc_logs(p: Platform, limit: int = 50, scope: Scope = EVERYWHERE) -> int:
+    """Read the BMCs that are due in the regions of `scope` (subscribing those not asked
+    yet); returns how many alerts were opened."""
     now = p.clock.now()
     polled_before = now - timedelta(seconds=p.settings.bmc_log_interval_s)
     pushed_before = now - timedelta(seconds=p.settings.bmc_log_interval_subscribed_s)
     subscribed = Node.bmc_subscription.is_not(None) & (Node.bmc_subscription != "")
+    here = scope.covers(Node.region)
     with p.db.read() as s:
         due = s.execute(select(Node.id, Node.name, Node.bmc_driver, Node.bmc_address,
                                Node.bmc_username, Node.bmc_password_enc,
@@ -36,7 +38,8 @@ def check_bmc_logs(p: Platform, limit: int = 50) -> int:
                         .where(Node.status.in_(WATCHED),
                                (Node.bmc_checked_at.is_(None))
                                | (~subscribed & (Node.bmc_checked_at <= polled_before))
-                               | (subscribed & (Node.bmc_checked_at <= pushed_before)))
+                               | (subscribed & (Node.bmc_checked_at <= pushed_before)),
+                               *([] if here is None else [here]))
                         .order_by(Node.bmc_checked_at.is_not(None), Node.bmc_checked_at)
                         .limit(limit)).all()
     opened = fan_out([tuple(row) for row in due], lambda row: _check(p, row),
@@ -61,4 +64,5 @@ def _check(p: Platform, row: tuple[Any, ...]) -> int:
 JOB = Job("bmc-logs", lambda p, _owner: check_bmc_logs(p),
           "the BMC's health and logs of rented and deploying nodes: critical GPU, memory, "
           "PSU and thermal entries become hardware alerts (GPULEASE_JOB_IO_CONCURRENCY BMCs "
-          "at a time, for at most GPULEASE_JOB_BUDGET_S)")
+          "at a time, for at most GPULEASE_JOB_BUDGET_S; the worker's site only)",
+          at_site=lambda p, scope: check_bmc_logs(p, scope=scope))

@@ -14,18 +14,21 @@ from gpulease.domain.phrases import Phrase, listed, phrase
 from gpulease.lifecycle.history import Happened, record_event
 from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint, BmcError
+from gpulease.services.platform.sites import EVERYWHERE, Scope
 from gpulease.worker.jobs.job import Job, fan_out
 
 SAFE_OFF = "sweep:safe-off"
 
 
-def safe_off(p: Platform, limit: int = 20) -> int:
-    """Make failed nodes safe, GPULEASE_JOB_IO_CONCURRENCY BMCs at a time for at most
-    GPULEASE_JOB_BUDGET_S; returns how many were tried."""
+def safe_off(p: Platform, limit: int = 20, scope: Scope = EVERYWHERE) -> int:
+    """Make failed nodes (of `scope`'s regions) safe, GPULEASE_JOB_IO_CONCURRENCY BMCs at a
+    time for at most GPULEASE_JOB_BUDGET_S; returns how many were tried."""
+    here = scope.covers(Node.region)
     with p.db.read() as s:
         due = s.execute(select(Node.id, Node.name, Node.bmc_driver, Node.bmc_address,
                                Node.bmc_username, Node.bmc_password_enc)
-                        .where(Node.safe_off_due.is_(True)).limit(limit)).all()
+                        .where(Node.safe_off_due.is_(True), *([] if here is None else [here]))
+                        .limit(limit)).all()
     tried = fan_out([tuple(row) for row in due], lambda row: _leave_safe(p, row),
                     concurrency=p.settings.job_io_concurrency,
                     budget_s=p.settings.job_budget_s)
@@ -61,4 +64,5 @@ def _leave_safe(p: Platform, row: tuple[Any, ...]) -> bool:
 
 
 JOB = Job("safe-off", lambda p, _owner: safe_off(p),
-          "a node whose stage failed: media ejected, boot override cleared, power off")
+          "a node whose stage failed: media ejected, boot override cleared, power off (the "
+          "worker's site only)", at_site=lambda p, scope: safe_off(p, scope=scope))

@@ -1,0 +1,127 @@
+"""Sites at scale: five sites of 2,000 nodes each (10,000 in all), every node due for a
+deploy step, and one worker per site claiming its own site's rows the way the runner does
+(`drive`'s claim with the worker's scope). Measured in the same run on the same engine:
+
+- the baseline: the same workers claiming without a site (any node), as before sites;
+- claims per second of 1, 2, ... 5 site workers at once (what one more site adds), and
+  each site's own rate;
+- whether any worker ever claimed a node of another site (it must be 0).
+
+Only the claim is measured (the step's BMC calls are the site's own, in its own data
+centre). Prints JSON. `python bench/sites.py [postgresql|sqlite]`."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from sqlalchemy import insert, select, update
+
+from bench._common import bench_platform
+from gpulease.db.tables import Node
+from gpulease.platform import Platform
+from gpulease.services.platform import sites, workers
+from gpulease.worker.pipelines import nodes
+from gpulease.worker.pipelines.base import claim_due
+
+SITES = ("sichuan-1", "sichuan-2", "sichuan-3", "ningxia-1", "huawei-zone")  # a site each
+PER_SITE = 2_000
+CLAIMS_PER_WORKER = 150
+
+
+def one_site_per_region(p: Platform) -> None:
+    """The default catalog's five regions, each a site of its own."""
+    p.catalog = p.catalog.model_copy(update={
+        "sites": (), "regions": tuple(r.model_copy(update={"site": None})
+                                      for r in p.catalog.regions)})
+    p.catalog.__dict__.pop("regions_by_site", None)
+
+
+def build_fleet(p: Platform) -> None:
+    now = datetime.now(UTC)
+    sealed = p.box.seal("bench")
+    rows = [{"id": f"node-{site}-{i:04d}", "name": f"bench-{site}-{i:04d}",
+             "sku": "h100-80g-x8", "region": site, "pool": "bare_metal", "serial": f"B{i}",
+             "bmc_driver": "simulated", "bmc_address": f"simulated://{site}-{i}",
+             "bmc_username": "admin", "bmc_password_enc": sealed, "status": "deploying",
+             "stage": "power_on", "next_attempt_at": now - timedelta(seconds=1),
+             "generation": 0, "attempts": 0, "created_at": now, "updated_at": now}
+            for site in SITES for i in range(PER_SITE)]
+    with p.db.write() as s:
+        for chunk in range(0, len(rows), 2000):
+            s.execute(insert(Node), rows[chunk:chunk + 2000])
+
+
+def unlock_all(p: Platform) -> None:
+    with p.db.write() as s:
+        s.execute(update(Node).values(lock_token=None, lock_owner=None, lock_expires_at=None))
+
+
+def run_workers(p: Platform, site_bound: list[str | None]) -> dict[str, object]:
+    """Each entry a worker (its site, or None: no site) claiming CLAIMS_PER_WORKER rows one
+    at a time; claims per second in all and per worker, and rows of another site."""
+    unlock_all(p)
+    owners = [f"w{i}-{site or 'any'}" for i, site in enumerate(site_bound)]
+    for owner, site in zip(owners, site_bound, strict=True):
+        workers.register(p, owner, 1, site)
+    scopes = [sites.scope_of(p, site) for site in site_bound]
+    taken: dict[str, list[str]] = {owner: [] for owner in owners}
+    seconds: dict[str, float] = {}
+    start = threading.Barrier(len(owners) + 1)
+
+    def claim_loop(owner: str, scope: sites.Scope) -> None:
+        start.wait()
+        t0 = time.perf_counter()
+        here = scope.covers(Node.region)
+        for _ in range(CLAIMS_PER_WORKER):
+            held = claim_due(p, Node, owner, limit=1, due=False, extra=[
+                *nodes.PIPELINE.due(p.clock.now()), *([] if here is None else [here])])
+            taken[owner] += [c.id for c in held]
+        seconds[owner] = time.perf_counter() - t0
+
+    threads = [threading.Thread(target=claim_loop, args=(o, sc))
+               for o, sc in zip(owners, scopes, strict=True)]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    with p.db.read() as s:
+        region = dict(s.execute(select(Node.id, Node.region)).tuples().all())
+    strays = sum(1 for owner, site in zip(owners, site_bound, strict=True) if site
+                 for node in taken[owner] if region[node] != site)
+    claimed = sum(len(v) for v in taken.values())
+    return {"workers": len(owners), "claims": claimed,
+            "claims_per_s": round(claimed / wall, 1),
+            "per_worker_claims_per_s": {o: round(len(taken[o]) / seconds[o], 1)
+                                        for o in owners},
+            "claims_of_another_site": strays}
+
+
+def measure(db: str) -> dict[str, object]:
+    with bench_platform(db) as p:
+        one_site_per_region(p)
+        build_fleet(p)
+        baseline = run_workers(p, [None] * len(SITES))  # before sites: any worker, any node
+        with p.db.write() as s:  # forget the baseline's workers: no site had its own
+            from gpulease.db.tables import WorkerProcess
+
+            s.execute(WorkerProcess.__table__.delete())
+        by_count = [run_workers(p, list(SITES[:n])) for n in range(1, len(SITES) + 1)]
+    return {"db": db, "nodes": PER_SITE * len(SITES), "sites": len(SITES),
+            "claims_per_worker": CLAIMS_PER_WORKER,
+            "baseline_unscoped_5_workers": baseline,
+            "site_workers": by_count}
+
+
+if __name__ == "__main__":
+    print(json.dumps([measure(db) for db in (sys.argv[1:] or ["postgresql", "sqlite"])],
+                     indent=2))
