@@ -95,7 +95,7 @@ def run_workers(p: Platform, site_bound: list[str | None]) -> dict[str, object]:
         t.join()
     wall = time.perf_counter() - t0
     with p.db.read() as s:
-        region = dict(s.execute(select(Node.id, Node.region)).tuples().all())
+        region = {node: where for node, where in s.execute(select(Node.id, Node.region))}
     strays = sum(1 for owner, site in zip(owners, site_bound, strict=True) if site
                  for node in taken[owner] if region[node] != site)
     claimed = sum(len(v) for v in taken.values())
