@@ -7,6 +7,7 @@ field, so a typo is found at start-up rather than at the first order.
 
 from __future__ import annotations
 
+import ipaddress
 import tomllib
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -44,13 +45,32 @@ class _Entry(BaseModel):
 
 class Site(_Entry):
     """A data centre: its regions' servers sit on its management network, which only its
-    own workers reach (`gpulease worker --site`), and fetch their images from its media
-    server (`media_base_url`; default: GPULEASE_MEDIA_BASE_URL)."""
+    own workers reach (`gpulease worker --site`), fetch their images from its media server
+    (`media_base_url`; default: GPULEASE_MEDIA_BASE_URL), and network-boot from its boot
+    networks (`boot_networks`, CIDRs; empty: any of GPULEASE_BOOT_NETWORKS)."""
 
     id: str = Field(pattern=r"^[a-z0-9-]+$", max_length=64)
     name_zh: str
     name_en: str
     media_base_url: str | None = Field(default=None, pattern=r"^https?://")
+    boot_networks: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _networks(self) -> Site:
+        for network in self.boot_networks:
+            try:
+                ipaddress.ip_network(network, strict=False)
+            except ValueError:
+                raise ValueError(f"boot_networks: {network!r} is not a network "
+                                 "(10.20.0.0/16)") from None
+        return self
+
+    def boots_from(self, address: str) -> bool:
+        """Whether a server may network-boot from `address` (any, when none declared)."""
+        if not self.boot_networks:
+            return True
+        ip = ipaddress.ip_address(address)
+        return any(ip in ipaddress.ip_network(n, strict=False) for n in self.boot_networks)
 
 
 class Region(_Entry):
@@ -351,9 +371,13 @@ class Catalog(_Entry):
         known = self.region_by_id.get(region)
         return known.site_id if known is not None else region
 
+    def site_entry(self, region: str) -> Site | None:
+        """The declared [[sites]] entry of the region's site (None: a site of its own)."""
+        return next((s for s in self.sites if s.id == self.site_of(region)), None)
+
     def media_base_url_of(self, region: str) -> str | None:
         """The media server of the region's site, if the site names one."""
-        site = next((s for s in self.sites if s.id == self.site_of(region)), None)
+        site = self.site_entry(region)
         return site.media_base_url if site is not None else None
 
     @cached_property

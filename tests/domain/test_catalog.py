@@ -188,3 +188,26 @@ def test_a_container_takes_its_gpus_share_of_the_host() -> None:
     data["offers"] = [o for o in data["offers"] if o["sku"] != "rtx4090-24g-x8"]
     with pytest.raises(CatalogError, match="set cpus_per_gpu and memory_gb_per_gpu"):
         parse_catalog(data, "c.toml")
+
+
+def test_sites_group_regions_and_are_checked() -> None:
+    catalog = load_catalog()
+    assert catalog.regions_by_site == {
+        "sichuan": ("sichuan-1", "sichuan-2", "sichuan-3"), "ningxia": ("ningxia-1",),
+        "huawei": ("huawei-zone",)}
+    assert catalog.site_of("sichuan-2") == "sichuan" and catalog.site_of("gone-1") == "gone-1"
+    data = raw()
+    data["regions"][0]["site"] = "mars"
+    with pytest.raises(CatalogError, match=r"\[\[regions\]\] #1 \(sichuan-1\): field 'site': "
+                                           r"unknown site 'mars'"):
+        parse_catalog(data, "c.toml")
+    data = raw()
+    data["sites"][0]["boot_networks"] = ["10.20.0.0/16", "10.20.0.300/24"]
+    with pytest.raises(CatalogError, match=r"\[\[sites\]\] #1 \(sichuan\).*'10.20.0.300/24' is "
+                                           r"not a network"):
+        parse_catalog(data, "c.toml")
+    data = raw()
+    for region in data["regions"]:  # an operator's catalog without sites: each its own
+        region.pop("site", None)
+    data.pop("sites")
+    assert parse_catalog(data, "c.toml").regions_by_site["ningxia-1"] == ("ningxia-1",)

@@ -5,7 +5,9 @@ being cleaned the agent ramdisk; any other server is told to boot from its disk.
 
 A MAC is no secret (it is on the wire and often on a label), so it only says which script;
 who may have it is the address asking: one in the operator's boot networks
-(GPULEASE_BOOT_NETWORKS), and the node's own boot address when enrollment gave one. The
+(GPULEASE_BOOT_NETWORKS), in the node's site's own boot networks when its catalog entry
+declares them (a server in Ningxia is never answered from Sichuan's), and the node's own
+boot address when enrollment gave one. The
 script names the deploy's seed by a random id made for that deploy (not derived from the
 MAC); the seed answers the same address, only while that deploy runs, and the one-time agent
 token in it dies with the deploy."""
@@ -57,7 +59,12 @@ def on_boot_network(p: Platform, source: str | None) -> None:
                         source=source or 'this address')
 
 
-def _from_node(node: Node, source: str | None) -> bool:
+def _from_node(p: Platform, node: Node, source: str | None) -> bool:
+    """Whether `source` may be this node asking: its site's boot networks (when the site
+    declares them), and its own boot address (when enrollment gave one)."""
+    site = p.catalog.site_entry(node.region)
+    if site is not None and (source is None or not site.boots_from(source)):
+        return False
     return node.boot_address is None or (
         source is not None and ipaddress.ip_address(source) == ipaddress.ip_address(
             node.boot_address))
@@ -72,7 +79,7 @@ def ipxe_script(p: Platform, mac: str, source: str | None) -> str:
     public = p.settings.public_url.rstrip("/")
     with p.db.read() as s:
         node = _node_for_mac(s, mac)
-        if node is None or not _from_node(node, source):
+        if node is None or not _from_node(p, node, source):
             return LOCAL_DISK  # the same answer as for a MAC with nothing to install
         inst = s.get(Instance, node.instance_id) if node.instance_id else None
         media = media_base(p, node.region)  # its site's media server
@@ -112,7 +119,7 @@ def nocloud_file(p: Platform, drive_id: str, name: str, source: str | None) -> s
                        files=', '.join(SEED_FILES), name=name)
     with p.db.read() as s:
         live = live_drive(s, drive_id)
-        if live is None or not _from_node(live[1], source):
+        if live is None or not _from_node(p, live[1], source):
             raise NotFound("No such seed; it is deleted once its server is installed.")
         iso = live[0].iso
     return read_iso(iso).get(name, "")

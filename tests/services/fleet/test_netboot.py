@@ -90,6 +90,25 @@ def test_only_the_deploying_node_gets_its_script_and_seed(boot_network: Platform
     assert netboot.ipxe_script(p, MAC, NODE_ADDRESS) == netboot.LOCAL_DISK
 
 
+def test_a_site_s_servers_boot_only_from_its_own_boot_networks(
+    boot_network: Platform, tenant: TenantCtx,
+) -> None:
+    """Both data centres' boot networks are the platform's; the Ningxia node (no boot
+    address) is answered from Ningxia's, never from Sichuan's, script and seed alike."""
+    p = boot_network
+    p.settings.boot_networks = ["10.0.0.0/8"]
+    ningxia, sichuan = "10.20.0.0/16", "10.30.0.0/16"
+    p.catalog = p.catalog.model_copy(update={"sites": tuple(
+        s.model_copy(update={"boot_networks": (ningxia if s.id == "ningxia" else sichuan,)})
+        for s in p.catalog.sites)})
+    _, drive = _deploying(p, tenant, None)
+    assert drive in netboot.ipxe_script(p, MAC, NEIGHBOUR)  # 10.20.0.8: Ningxia's own
+    assert netboot.ipxe_script(p, MAC, "10.30.0.8") == netboot.LOCAL_DISK
+    with pytest.raises(NotFound):
+        netboot.nocloud_file(p, drive, "user-data", "10.30.0.8")
+    assert "GPULEASE_AGENT_TOKEN=" in netboot.nocloud_file(p, drive, "user-data", NEIGHBOUR)
+
+
 def test_a_node_without_a_boot_address_is_served_on_the_boot_network_only(
     boot_network: Platform, tenant: TenantCtx,
 ) -> None:
