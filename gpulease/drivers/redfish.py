@@ -24,6 +24,7 @@ from sushy import exceptions as sx
 
 from gpulease.domain.fleet.bmc_events import LogEntry
 from gpulease.drivers import redfish_hardware as hw
+from gpulease.drivers.on_behalf import user_agent
 from gpulease.drivers.redfish_hardware import Drive, Fan, GpuDevice, PcieDevice, Temperature
 from gpulease.ports.bmc import (
     BmcEndpoint,
@@ -198,11 +199,13 @@ def retry_after_s(value: str | None) -> float | None:
 class _OneTry(sushy_connector.Connector):  # type: ignore[misc]
     """sushy's connector without its own quick retry of a 5xx (it tries again after its
     fixed delay, whatever Retry-After said): the engine retries, no sooner than the BMC
-    asked."""
+    asked. Each request names the worker it is made for (User-Agent)."""
 
-    def _op(self, *args: Any, **kwargs: Any) -> Any:
+    def _op(self, method: str, path: str = "", data: Any = None,
+            headers: dict[str, Any] | None = None, *args: Any, **kwargs: Any) -> Any:
         kwargs["server_side_retries_left"] = 0
-        return super()._op(*args, **kwargs)
+        headers = {**(headers or {}), "User-Agent": user_agent()}
+        return super()._op(method, path, data, headers, *args, **kwargs)
 
 
 class RedfishDriver:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
+from gpulease.drivers.on_behalf import acting_for
 from gpulease.platform import Platform
 from gpulease.process_metrics import PERIODIC_ERRORS, PERIODIC_RUNS, PERIODIC_SECONDS
 from gpulease.services.platform.sites import EVERYWHERE, Scope
@@ -58,7 +59,7 @@ def run_job(p: Platform, job: Job, owner: str, scope: Scope = EVERYWHERE) -> Non
     PERIODIC_RUNS.labels(job.name).inc()
     try:
         with PERIODIC_SECONDS.labels(job.name).time(), \
-                PERIODIC_ERRORS.labels(job.name).count_exceptions():
+                PERIODIC_ERRORS.labels(job.name).count_exceptions(), acting_for(owner):
             if job.at_site is not None:
                 job.at_site(p, scope)
             else:

@@ -12,6 +12,7 @@ of the regions its worker serves (`at_site`: services/platform/sites.py)."""
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -58,7 +59,8 @@ def fan_out(items: Sequence[T], call: Callable[[T], R], *, concurrency: int,
         while queue or started:
             while queue and len(started) < concurrency and time.monotonic() < deadline:
                 index, item = queue.pop(0)
-                started[pool.submit(call, item)] = index
+                # each call in a copy of the caller's context: it acts for the same worker
+                started[pool.submit(contextvars.copy_context().run, call, item)] = index
             if time.monotonic() >= deadline:
                 queue.clear()  # left for the next run
             if not started:

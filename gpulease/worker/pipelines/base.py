@@ -28,6 +28,7 @@ from gpulease.db.base import Claimable
 from gpulease.db.claims import Claim, Hold, claim, extend
 from gpulease.db.session import transient
 from gpulease.db.tables import Instance
+from gpulease.drivers.on_behalf import acting_for
 from gpulease.platform import Platform
 from gpulease.services.platform.sites import EVERYWHERE, Scope
 from gpulease.services.platform.workers import live_after
@@ -96,7 +97,8 @@ def drive(p: Platform, pipeline: Pipeline, limit: int = 10, owner: str = "drive"
         if locks is not None:
             locks.add(held)
         try:
-            pipeline.step(p, held)
+            with acting_for(owner):  # its device calls say which worker made them
+                pipeline.step(p, held)
         except Exception:  # never let one row stop the others; its lock expires
             log.exception("%s: a step of %s failed", pipeline.name, held.id)
         finally:

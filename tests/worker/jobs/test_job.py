@@ -49,3 +49,15 @@ def test_a_call_that_raises_is_left_out() -> None:
 
     assert fan_out([1, 2, 3], call, concurrency=2, budget_s=10) == [1, 3]
     assert fan_out([], call, concurrency=2, budget_s=10) == []
+
+
+def test_each_call_acts_for_the_worker_that_fanned_it_out() -> None:
+    """A BMC call made on the job's I/O threads names the worker that runs the job."""
+    from gpulease.drivers.on_behalf import acting_for, user_agent, worker
+
+    with acting_for("w-ningxia"):
+        said = fan_out(list(range(6)), lambda _: (worker(), user_agent()), concurrency=3,
+                       budget_s=10)
+    assert {who for who, _ in said} == {"w-ningxia"}
+    assert all(agent.endswith("(worker w-ningxia)") for _, agent in said)
+    assert worker() is None and "(worker" not in user_agent()  # outside: nobody's
