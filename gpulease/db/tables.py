@@ -37,6 +37,22 @@ class Tenant(Base):
     status: Mapped[str] = mapped_column(String(16), default="active", server_default="active")
     status_reason: Mapped[str | None] = mapped_column(String(500))
     updated_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    # How many GPU quotas the operator set on it (an order reads this with the status and
+    # checks quotas only when there are some).
+    gpu_quotas: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+
+
+class GpuQuota(Base):
+    """An operator's cap on the GPUs a tenant may hold at once: in all (`offer` "*") or of
+    one offer ("sku@region": its share of scarce stock)."""
+
+    __tablename__ = "gpu_quotas"
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
+    offer: Mapped[str] = mapped_column(String(140), primary_key=True)
+    max_gpus: Mapped[int] = mapped_column(Integer)
+    reason: Mapped[str | None] = mapped_column(String(500))
+    set_by: Mapped[str] = mapped_column(String(200))
+    set_at: Mapped[datetime] = mapped_column(UtcDateTime())
 
 
 class User(Base):

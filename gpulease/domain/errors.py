@@ -62,6 +62,10 @@ class OutOfStock(Conflict):
     title = "Out of stock"
 
 
+class QuotaExceeded(Conflict):
+    title = "Quota exceeded"
+
+
 class BadGateway(DomainError):
     """A device the platform talks to (a BMC) failed or could not be reached."""
 

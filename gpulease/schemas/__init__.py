@@ -482,6 +482,22 @@ class WorkerView(BaseModel):
                              "null: every site that has never had a worker of its own")
 
 
+class GpuQuotaRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    max_gpus: int = Field(ge=0, le=100_000, description="GPUs the tenant may hold at once")
+    reason: str | None = Field(default=None, max_length=500)
+
+
+class GpuQuotaView(BaseModel):
+    tenant_id: str
+    offer: str = Field(description="'*' (all GPUs) or an offer, sku@region")
+    max_gpus: int
+    held: int = Field(description="GPUs the tenant holds now under it")
+    reason: str | None
+    set_by: str
+    set_at: datetime
+
+
 class SiteView(BaseModel):
     id: str
     name_zh: str

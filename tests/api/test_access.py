@@ -102,7 +102,8 @@ def world(fleet: Platform, worker: Worker) -> World:
            "action": "drain", "claim_id": "slc-000000000000", "record_id": "1",
            "addon_id": "public-bandwidth", "fabric_id": "ib-ningxia-1-1",
            "rack_id": "ningxia-1-r01", "ticket_id": ticket, "key_id": "AKIA0000000000000000",
-           "run_id": "bk-000000000000", "boot_id": "rb-0000000000"}
+           "run_id": "bk-000000000000", "boot_id": "rb-0000000000",
+           "offer": "h100-80g-x8@ningxia-1"}
     secrets = {owner.tenant_id, instance, member_id, token.id, invoice, node_id, ticket}
     unsent = {unnamed, "owner-training", "owner-laptop", "owner@example.com",
               f"member-{owner.tenant_id}@example.com", owner.principal.user_id,
@@ -157,6 +158,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("PUT", "/api/v1/billing-profile"): {"title": "Acme 有限公司"},
     ("PUT", "/api/v1/instances/{instance_id}/addons/{addon_id}"): {"quantity": "10"},
     ("PUT", "/api/v1/tenants/{tenant_id}/credit-limit"): {"credit_limit": "10"},
+    ("PUT", "/api/v1/tenants/{tenant_id}/gpu-quotas/{offer}"): {"max_gpus": 64},
     ("POST", "/api/v1/instances/{instance_id}/renew"): {"periods": 1},
     ("PUT", "/api/v1/instances/{instance_id}/auto-renew"): {"auto_renew": False},
     ("PUT", "/api/v1/webhook"): {"url": "https://hooks.example.com/gpulease"},

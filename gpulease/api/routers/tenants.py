@@ -1,4 +1,4 @@
-"""Operators' tenants: the list, suspension and closing."""
+"""Operators' tenants: the list, suspension and closing, GPU quotas."""
 
 from __future__ import annotations
 
@@ -6,10 +6,16 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from gpulease.api.access import Caller, access
+from gpulease.api.access import TENANT_USERS, Caller, access
 from gpulease.api.deps import Limit, Offset, PlatformDep, PrincipalDep
-from gpulease.schemas import NodeActionRequest, Page, TenantSummary
-from gpulease.services.accounts import tenants
+from gpulease.schemas import (
+    GpuQuotaRequest,
+    GpuQuotaView,
+    NodeActionRequest,
+    Page,
+    TenantSummary,
+)
+from gpulease.services.accounts import quotas, tenants
 
 router = APIRouter(tags=["accounts"])
 OPERATOR = access(Caller.OPERATOR)
@@ -45,3 +51,33 @@ def close(tenant_id: str, p: PlatformDep, actor: PrincipalDep,
     """Close an account once nothing is rented, unbilled or owed (409 says what is left):
     its users are disabled and their tokens end; its records stay."""
     return tenants.close(p, actor, tenant_id, body.reason if body else None)
+
+
+@router.get("/gpu-quotas", response_model=list[GpuQuotaView],
+            openapi_extra=access(*TENANT_USERS))
+def my_gpu_quotas(p: PlatformDep, actor: PrincipalDep) -> list[GpuQuotaView]:
+    """Your tenant's GPU quotas, each with the GPUs you hold under it."""
+    return quotas.list_quotas(p, actor)
+
+
+@router.get("/tenants/{tenant_id}/gpu-quotas", response_model=list[GpuQuotaView],
+            openapi_extra=OPERATOR)
+def gpu_quotas(tenant_id: str, p: PlatformDep, actor: PrincipalDep) -> list[GpuQuotaView]:
+    """A tenant's GPU quotas, each with the GPUs it holds under it."""
+    return quotas.list_quotas(p, actor, tenant_id)
+
+
+@router.put("/tenants/{tenant_id}/gpu-quotas/{offer}", response_model=GpuQuotaView,
+            openapi_extra=OPERATOR)
+def set_gpu_quota(tenant_id: str, offer: str, body: GpuQuotaRequest, p: PlatformDep,
+                  actor: PrincipalDep) -> GpuQuotaView:
+    """Cap the GPUs the tenant holds at once: `*` for all, or an offer (`sku@region`) for
+    its share of that offer's stock. Orders beyond it are refused (409); nothing running
+    is touched."""
+    return quotas.set_quota(p, actor, tenant_id, offer, body.max_gpus, body.reason)
+
+
+@router.delete("/tenants/{tenant_id}/gpu-quotas/{offer}", status_code=204,
+               openapi_extra=OPERATOR)
+def remove_gpu_quota(tenant_id: str, offer: str, p: PlatformDep, actor: PrincipalDep) -> None:
+    quotas.remove_quota(p, actor, tenant_id, offer)

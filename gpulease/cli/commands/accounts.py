@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import typer
 from rich.table import Table
@@ -220,3 +221,53 @@ def tenant_close(tenant_id: str, reason: ReasonOpt = None, url: UrlOpt = "",
                  token: TokenOpt = "", as_json: JsonOpt = False) -> None:
     """Close an account once nothing is rented, unbilled or owed (it says what is left)."""
     _tenant_action(tenant_id, "close", reason, url, token, as_json)
+
+
+quota_app = typer.Typer(help="Operator: a tenant's GPU quotas.", no_args_is_help=True)
+app.add_typer(quota_app, name="quota")
+
+
+def _quota_table(found: list[dict[str, Any]]) -> None:
+    t = Table(title=_("{count} GPU quotas", count=len(found)))
+    for col in (_("tenant"), _("offer"), _("max GPUs"), _("held"), _("set by"), _("reason")):
+        t.add_column(col, overflow="fold")
+    for q in found:
+        t.add_row(q["tenant_id"], _("all GPUs") if q["offer"] == "*" else q["offer"],
+                  str(q["max_gpus"]), str(q["held"]), plain(q["set_by"]), plain(q["reason"]))
+    out.print(t)
+
+
+@app.command("quotas")
+def quotas_cmd(tenant: Annotated[str | None, typer.Option(
+        help="operator: whose quotas (tenant users see their own)")] = None,
+        url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """GPU quotas: how many GPUs may be held at once, in all or of one offer, and how many
+    are held now."""
+    path = f"/tenants/{quote(tenant, safe='')}/gpu-quotas" if tenant else "/gpu-quotas"
+    found = api(lambda: connect(url, token).get_json(path))
+    if as_json:
+        return print_json(found)
+    _quota_table(found)
+
+
+@quota_app.command("set")
+def quota_set(tenant_id: str, offer: Annotated[str, typer.Argument(
+        help="'*' for all GPUs, or an offer as sku@region")],
+        gpus: Annotated[int, typer.Argument(help="GPUs it may hold at once")],
+        reason: ReasonOpt = None, url: UrlOpt = "", token: TokenOpt = "",
+        as_json: JsonOpt = False) -> None:
+    """Cap the GPUs a tenant holds at once; orders beyond it are refused, nothing running
+    is touched."""
+    row = api(lambda: connect(url, token).put_json(
+        f"/tenants/{quote(tenant_id, safe='')}/gpu-quotas/{quote(offer, safe='@')}",
+        {"max_gpus": gpus, "reason": reason}))
+    if as_json:
+        return print_json(row)
+    _quota_table([row])
+
+
+@quota_app.command("remove")
+def quota_remove(tenant_id: str, offer: str, url: UrlOpt = "", token: TokenOpt = "") -> None:
+    api(lambda: connect(url, token).delete(
+        f"/tenants/{quote(tenant_id, safe='')}/gpu-quotas/{quote(offer, safe='@')}"))
+    out.print(_("quota removed"))

@@ -1,5 +1,5 @@
 """Who may do what: tenants, their users and API tokens, console sign-in, password resets,
-and the operator's tenant list (suspension, reinstatement, closing)."""
+and the operator's tenant list (suspension, reinstatement, closing) and GPU quotas."""
 
 # The tables this family owns: only its modules insert, update or delete their rows
 # (tests/test_structure.py; the lifecycle writer, the binding writer and the claims
@@ -9,4 +9,5 @@ TABLES = (
     "users",
     "api_tokens",
     "password_resets",
+    "gpu_quotas",
 )

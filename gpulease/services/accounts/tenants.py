@@ -26,15 +26,17 @@ from gpulease.services.money.payments import owed_on_invoices
 LIVE = Instance.status.not_in((InstanceStatus.RELEASED.value, InstanceStatus.FAILED.value))
 
 
-def refuse_orders_unless_active(s: Session, tenant_id: str) -> None:
-    """A suspended or closed tenant may not order (its machines are kept)."""
-    row = s.execute(select(Tenant.status, Tenant.status_reason)
+def refuse_orders_unless_active(s: Session, tenant_id: str) -> int:
+    """A suspended or closed tenant may not order (its machines are kept). Returns how
+    many GPU quotas it has (services/accounts/quotas.py: checked only when some)."""
+    row = s.execute(select(Tenant.status, Tenant.status_reason, Tenant.gpu_quotas)
                     .where(Tenant.id == tenant_id)).one_or_none()
     if row is not None and row.status != TenantStatus.ACTIVE.value:
         raise Forbidden("New orders are refused: your account is {status}{reason}. Your "
                         "running machines are kept; contact the provider.",
                         status=phrase(row.status),
                         reason=f" ({row.status_reason})" if row.status_reason else "")
+    return int(row.gpu_quotas or 0) if row is not None else 0
 
 
 def list_tenants(p: Platform, actor: Principal, status: str | None = None, limit: int = 100,

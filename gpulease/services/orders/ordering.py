@@ -27,6 +27,7 @@ from gpulease.lifecycle.writer import initial
 from gpulease.platform import Platform
 from gpulease.schemas import InstanceView, OrderRequest
 from gpulease.security import new_id, new_root_password
+from gpulease.services.accounts.quotas import check_order
 from gpulease.services.accounts.tenants import refuse_orders_unless_active
 from gpulease.services.catalog.images import all_images, find_image
 from gpulease.services.catalog.offers import bare_metal_stock, free_gpus_by_node
@@ -238,7 +239,7 @@ def _place(s: Session, p: Platform, actor: Principal, tenant: str, plan: Plan) -
     """One order's transaction: the instance, its nodes or GPUs, its history and the hold on
     its first period; any refusal (409 stock, 402 money) rolls all of it back."""
     now = p.clock.now()
-    refuse_orders_unless_active(s, tenant)
+    quotas = refuse_orders_unless_active(s, tenant)
     conn = s.connection()
     fabric = None
     if plan.kind == "cluster":
@@ -281,6 +282,8 @@ def _place(s: Session, p: Platform, actor: Principal, tenant: str, plan: Plan) -
             c.gpus = held[c.id]
         events += node_claim_events(claimed, inst.id, now, who)
     conn.execute(_INSERT_EVENTS, events)
+    if quotas:  # after the claims, as the wallet below: the same lock order as ever
+        check_order(s, tenant, plan.sku, plan.region, plan.gpus)
     extra = addons.attach_at_order(s, p, inst, dict(plan.add), now, who) if plan.add else 0
     hold_first_period(s, p, inst, now, Decimal(extra))
     return assemble_view(p, inst, [(c, c.gpus, True) for c in claimed],
