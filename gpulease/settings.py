@@ -133,6 +133,10 @@ class Settings(BaseSettings):
     # into one summary per GPU and hour, kept for the second setting.
     telemetry_minute_days: int = Field(default=7, ge=1)
     telemetry_hour_days: int = Field(default=90, ge=1)
+    # A GPU is idle while its mean utilisation is under this (the idle view, instance.idle)
+    idle_util_pct: float = Field(default=5.0, ge=0, le=100)
+    # Told (instance.idle) when its GPUs were idle this share of a day, at most once a day
+    idle_notice_share: float = Field(default=0.95, gt=0, le=1)
     # What one node's agent may store a day (UTC) in telemetry, as the summaries' JSON: an
     # 8-GPU server pushing every minute stores about 9 MB; past this a push answers 429
     # until the next day, and the refusal is counted for the operator.

@@ -465,9 +465,21 @@ class TelemetrySummary(Base):
     gpu_index: Mapped[int] = mapped_column(Integer)
     gpu_uuid: Mapped[str] = mapped_column(String(80))
     summary_json: Mapped[str] = mapped_column(Text)
+    # read out of the summary for the idle view (services/telemetry/idle.py)
+    util_avg_pct: Mapped[float | None] = mapped_column(Float)
+    window_s: Mapped[float | None] = mapped_column(Float)
 
     __table_args__ = (Index("ix_telemetry_summaries_instance_received", "instance_id",
                             "received_at"),)
+
+
+class IdleNotice(Base):
+    """When a tenant was last told an instance's GPUs sat idle (once a day at most)."""
+
+    __tablename__ = "idle_notices"
+    instance_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    noticed_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    idle_pct: Mapped[float] = mapped_column(Float)
 
 
 class TelemetryHourly(Base):

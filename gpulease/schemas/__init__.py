@@ -482,6 +482,30 @@ class WorkerView(BaseModel):
                              "null: every site that has never had a worker of its own")
 
 
+class IdleShare(BaseModel):
+    idle_pct: float | None = Field(description="share of the time seen with utilisation "
+                                   "under the threshold, in %; null: no telemetry")
+    seen_s: float = Field(description="seconds of telemetry in the span")
+
+
+class GpuIdleView(BaseModel):
+    index: int
+    hour: IdleShare
+    day: IdleShare
+
+
+class IdleView(BaseModel):
+    instance_id: str
+    name: str | None
+    kind: str
+    gpus: int
+    threshold_pct: float = Field(description="utilisation under this is idle "
+                                 "(GPULEASE_IDLE_UTIL_PCT)")
+    hour: IdleShare = Field(description="the last hour, all its GPUs together")
+    day: IdleShare = Field(description="the last 24 hours, all its GPUs together")
+    per_gpu: list[GpuIdleView]
+
+
 class GpuQuotaRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     max_gpus: int = Field(ge=0, le=100_000, description="GPUs the tenant may hold at once")

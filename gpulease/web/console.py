@@ -40,7 +40,7 @@ from gpulease.services.money import leases, wallet
 from gpulease.services.money.invoices import documents as invoice_documents
 from gpulease.services.money.invoices import views as invoices
 from gpulease.services.storage import backup_policy
-from gpulease.services.telemetry import pushes
+from gpulease.services.telemetry import idle, pushes
 from gpulease.services.telemetry import series as telemetry_series
 from gpulease.web import (
     account_pages,
@@ -259,6 +259,7 @@ def instance_page(instance_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
     ready = view.status == InstanceStatus.READY
     return _page("instance.html", **_ctx(
         who, inst=view, telemetry=pushes.instance_metrics(p, who, view.id) if ready else None,
+        idle=idle.instance_idle(p, who, view.id) if ready else None,
         **_evidence(p, who, view), **_lease_card(p, who, view),
         follow=view.status not in SETTLED))
 

@@ -27,7 +27,7 @@ from gpulease.worker.jobs.platform import audit, notices
 from gpulease.worker.jobs.storage import backup_schedule, quota
 from gpulease.worker.jobs.storage import meter as storage_meter
 from gpulease.worker.jobs.support import repair_windows, ticket_clocks
-from gpulease.worker.jobs.telemetry import retention
+from gpulease.worker.jobs.telemetry import idle, retention
 
 log = logging.getLogger("gpulease.worker")
 
@@ -48,6 +48,7 @@ SCHEDULE: tuple[Job, ...] = (
     ticket_clocks.JOB,
     repair_windows.JOB,
     retention.JOB,
+    idle.JOB,
     audit.JOB,
 )
 

@@ -9,9 +9,10 @@ from fastapi import APIRouter, Query, Response, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
-from gpulease.api.access import EVERY_USER, ORDERING, Caller, access
+from gpulease.api.access import EVERY_USER, ORDERING, TENANT_USERS, Caller, access
 from gpulease.api.deps import Limit, Offset, PlatformDep, PrincipalDep
 from gpulease.ports.agent import Command, CommandOutcome, CommandProgress
+from gpulease.schemas import IdleView
 from gpulease.services.agents import (
     commands as agent_commands,
 )
@@ -22,7 +23,7 @@ from gpulease.services.agents import (
 )
 from gpulease.services.agents.node_agent import VerifyRun
 from gpulease.services.fleet import bmc_health
-from gpulease.services.telemetry import pushes
+from gpulease.services.telemetry import idle, pushes
 from gpulease.services.telemetry import series as telemetry_series
 
 router = APIRouter(tags=["node agents"])
@@ -117,6 +118,21 @@ def verify_instance(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> li
 def instance_metrics(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> dict[str, Any]:
     """Latest GPU telemetry summary per GPU of the instance, and its open hardware alerts."""
     return pushes.instance_metrics(p, actor, instance_id)
+
+
+@router.get("/instances/{instance_id}/idle", response_model=IdleView,
+            openapi_extra=access(*EVERY_USER, owned=True))
+def instance_idle(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> IdleView:
+    """The share of the last hour and day the instance's GPUs, together and each, were
+    idle (utilisation under GPULEASE_IDLE_UTIL_PCT), from the platform's telemetry."""
+    return idle.instance_idle(p, actor, instance_id)
+
+
+@router.get("/idle", response_model=list[IdleView], openapi_extra=access(*TENANT_USERS))
+def tenant_idle(p: PlatformDep, actor: PrincipalDep) -> list[IdleView]:
+    """Every delivered instance of yours with its idle shares, the most idle over the day
+    first."""
+    return idle.tenant_idle(p, actor)
 
 
 @router.get("/instances/{instance_id}/telemetry",

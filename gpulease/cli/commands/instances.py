@@ -209,11 +209,16 @@ def instances(
     limit: Annotated[int, typer.Option(min=1, max=500, help="a page's size")] = 500,
     offset: OffsetOpt = 0, every: AllOpt = False,
     wide: WideOpt = False,
+    idle: Annotated[bool, typer.Option(
+        "--idle", help="the delivered ones with the share of the last hour and day their "
+        "GPUs sat idle, the most idle first")] = False,
     url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
 ) -> None:
     """Your instances, newest first (one line each; at 80 columns the secondary columns
     step aside; a page of 500, --all for every one)."""
     client = connect(url, token)
+    if idle:
+        return _idle(client, wide, as_json)
 
     def fetch(size: int, skip: int) -> tuple[list[InstanceView], int]:
         page = api(lambda: client.instances(status=status, limit=size, offset=skip))
@@ -386,3 +391,28 @@ def certificate(certificate_id: str,
                     certificate=certificate_id, path=output))
     else:
         print(text)
+
+
+def _pct(share: dict[str, Any]) -> str:
+    return "—" if share["idle_pct"] is None else f"{share['idle_pct']:.0f} %"
+
+
+def _idle(client: Client, wide: bool, as_json: bool) -> None:
+    found = api(lambda: client.get_json("/idle"))
+    if as_json:
+        return print_json(found)
+    columns = (Column("id", keep=True), Column(_("name")), Column(_("GPUs"), justify="right"),
+               Column(_("idle, last hour"), justify="right", keep=True),
+               Column(_("idle, last day"), justify="right", keep=True),
+               Column(_("most idle GPU, day"), justify="right"))
+    rows = []
+    for v in found:
+        worst = max(v["per_gpu"], key=lambda g: g["day"]["idle_pct"] or 0, default=None)
+        rows.append((v["instance_id"], safe(v["name"] or ""), str(v["gpus"]), _pct(v["hour"]),
+                     _pct(v["day"]), f"#{worst['index']}: {_pct(worst['day'])}"
+                     if worst else "—"))
+    threshold = found[0]["threshold_pct"] if found else None
+    title = _("{count} delivered instances; idle = utilisation under {threshold:g} %",
+              count=len(found), threshold=threshold) if threshold is not None else \
+        _("{count} delivered instances", count=0)
+    show_table(fitted(columns, rows, wide=wide, title=title), wide)

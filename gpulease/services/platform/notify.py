@@ -55,6 +55,8 @@ DATA_SUBJECTS = {"backup_failed": N_("A backup failed"),
                  "restore_failed": N_("A restore failed"),
                  "copy_failed": N_("A copy to the new server failed"),
                  "backup_saved": N_("Your data was saved before the erase")}
+# A delivered instance whose GPUs sat idle most of a day (services/telemetry/idle.py).
+IDLE_SUBJECTS = {"instance_idle": N_("An instance's GPUs have been idle for a day")}
 # The tenant's bucket against its quota (services/storage/meter.py).
 STORAGE_SUBJECTS = {"storage_80": N_("Your object storage is 80 % full"),
                     "storage_full": N_("Your object storage is full")}
@@ -69,6 +71,8 @@ def _subject(kind: str, instance_id: str | None, locale: str | None = None
     if kind in TICKET_SUBJECTS:
         event = kind.removeprefix("ticket_").removeprefix("ops_")
         return f"[gpulease] {t(TICKET_SUBJECTS[kind])}", f"ticket.{event}"
+    if kind in IDLE_SUBJECTS:
+        return f"[gpulease] {t(IDLE_SUBJECTS[kind])}: {instance_id}", "instance.idle"
     if kind in STORAGE_SUBJECTS:
         return f"[gpulease] {t(STORAGE_SUBJECTS[kind])}", kind.replace("_", ".")
     if kind in DATA_SUBJECTS:

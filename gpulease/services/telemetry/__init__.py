@@ -1,5 +1,5 @@
 """GPU telemetry from the node agents: pushes checked and stored per minute, series for
-charts, and retention with downsampling."""
+charts, retention with downsampling, and idle GPUs (shares and notices)."""
 
 # The tables this family owns: only its modules insert, update or delete their rows
 # (tests/test_structure.py; the lifecycle writer, the binding writer and the claims
@@ -7,4 +7,5 @@ charts, and retention with downsampling."""
 TABLES = (
     "telemetry_summaries",
     "telemetry_hourly",
+    "idle_notices",
 )

@@ -25,6 +25,12 @@ from gpulease.services.fleet.alerts import sync_agent_alerts
 from gpulease.services.telemetry.bounds import OutOfBounds, bounded
 
 
+def window_s(g: GpuSummary) -> float:
+    """The seconds a window covers, as the idle view weighs it: at most an hour, whatever
+    the agent's clock says."""
+    return min(max(g.end - g.start, 0.0), 3600.0)
+
+
 def _within_the_node(p: Platform, node: Node, summaries: Sequence[GpuSummary]) -> None:
     """A push speaks of this node's GPUs, each once: no more than its SKU has."""
     sku = p.catalog.sku_by_id.get(node.sku)
@@ -63,7 +69,8 @@ def ingest(p: Platform, credential: str | None, gpus: Iterable[dict[str, Any]]
         else:
             s.add_all(TelemetrySummary(node_id=node.id, instance_id=node.instance_id,
                                        received_at=now, gpu_index=g.index, gpu_uuid=g.uuid,
-                                       summary_json=j)
+                                       summary_json=j, util_avg_pct=g.util_avg_pct,
+                                       window_s=window_s(g))
                       for g, j in zip(summaries, stored, strict=True))
             return sync_agent_alerts(s, p, node, summaries, now)
     tomorrow = datetime.combine(now.date() + timedelta(days=1), time(), tzinfo=UTC)
