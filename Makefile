@@ -77,8 +77,8 @@ bench: $(STAMP)
 # gettext's markers, the phrases, and the errors whose sentence is a message (the field
 # comes first in InvalidInput, PricingError and SizingError).
 MESSAGE_KEYWORDS := -k _ -k N_ -k phrase $(foreach e,DomainError NotFound Forbidden \
-  Unauthorized Conflict OutOfStock QuotaExceeded BadGateway TooManyRequests Unavailable Gone \
-  PaymentRequired,-k $(e)) \
+  Unauthorized Conflict OutOfStock QuotaExceeded BudgetExceeded BadGateway TooManyRequests \
+  Unavailable Gone PaymentRequired,-k $(e)) \
   $(foreach e,InvalidInput PricingError SizingError,-k $(e):2)
 
 messages: $(STAMP)

@@ -321,3 +321,24 @@ class SlaClaim(Base):
     gpu_index: Mapped[int | None] = mapped_column(Integer)
     outage_from: Mapped[datetime | None] = mapped_column(UtcDateTime())
     outage_to: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class Budget(Base):
+    """A tenant's monthly spending budget, set by its admin: notices at 50, 80 and 100 %
+    of the month's spend, and past it no new order or renewal."""
+
+    __tablename__ = "budgets"
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
+    monthly: Mapped[Decimal] = mapped_column(MONEY)
+    set_by: Mapped[str] = mapped_column(String(200))
+    set_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class BudgetNotice(Base):
+    """A budget level (50, 80, 100) the tenant was told it reached in a month."""
+
+    __tablename__ = "budget_notices"
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
+    period: Mapped[str] = mapped_column(String(7), primary_key=True)
+    level: Mapped[int] = mapped_column(Integer, primary_key=True)
+    sent_at: Mapped[datetime] = mapped_column(UtcDateTime())

@@ -66,6 +66,10 @@ class QuotaExceeded(Conflict):
     title = "Quota exceeded"
 
 
+class BudgetExceeded(Conflict):
+    title = "Budget exceeded"
+
+
 class BadGateway(DomainError):
     """A device the platform talks to (a BMC) failed or could not be reached."""
 

@@ -46,6 +46,22 @@ class TopUpRequest(BaseModel):
     reference: str = Field(max_length=200, description="the payment's reference")
 
 
+class BudgetRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    monthly_budget: Annotated[Decimal, PlainNumber] | None = Field(
+        ge=0, max_digits=14, decimal_places=2, description="the most to spend in a calendar "
+        "month (yuan, as the price book shows prices); null: no budget")
+
+
+class BudgetView(BaseModel):
+    monthly_budget: Annotated[Decimal, PlainNumber] | None
+    period: str = Field(description="this calendar month (the platform's time zone)")
+    spent: Annotated[Decimal, PlainNumber] = Field(description="what this month's orders, "
+                                                   "renewals, usage and refunds came to")
+    spent_pct: float | None
+    told: list[int] = Field(description="the levels (50, 80, 100 %) already told this month")
+
+
 class CreditLimitRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     credit_limit: Annotated[Decimal, PlainNumber] = Field(ge=0, max_digits=14, decimal_places=2)

@@ -22,7 +22,7 @@ from gpulease.worker.jobs.accounts import password_resets
 from gpulease.worker.jobs.catalog import follow
 from gpulease.worker.jobs.fleet import bmc_logs, safe_off, timeouts
 from gpulease.worker.jobs.job import Job
-from gpulease.worker.jobs.money import invoices, leases, meter, spending
+from gpulease.worker.jobs.money import budgets, invoices, leases, meter, spending
 from gpulease.worker.jobs.platform import audit, notices
 from gpulease.worker.jobs.storage import backup_schedule, quota
 from gpulease.worker.jobs.storage import meter as storage_meter
@@ -42,6 +42,7 @@ SCHEDULE: tuple[Job, ...] = (
     quota.JOB,
     meter.JOB,
     spending.JOB,
+    budgets.JOB,
     invoices.JOB,
     notices.JOB,
     password_resets.JOB,

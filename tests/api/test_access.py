@@ -159,6 +159,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("PUT", "/api/v1/instances/{instance_id}/addons/{addon_id}"): {"quantity": "10"},
     ("PUT", "/api/v1/tenants/{tenant_id}/credit-limit"): {"credit_limit": "10"},
     ("PUT", "/api/v1/tenants/{tenant_id}/gpu-quotas/{offer}"): {"max_gpus": 64},
+    ("PUT", "/api/v1/budget"): {"monthly_budget": "1000000"},
     ("POST", "/api/v1/instances/{instance_id}/renew"): {"periods": 1},
     ("PUT", "/api/v1/instances/{instance_id}/auto-renew"): {"auto_renew": False},
     ("PUT", "/api/v1/webhook"): {"url": "https://hooks.example.com/gpulease"},

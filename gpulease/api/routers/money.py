@@ -6,13 +6,15 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from gpulease.api.access import EVERY_USER, ORDERING, Caller, access
+from gpulease.api.access import EVERY_USER, ORDERING, TENANT_USERS, Caller, access
 from gpulease.api.deps import PAYMENT_REQUIRED, Limit, Offset, PlatformDep, PrincipalDep
 from gpulease.schemas import Page
 from gpulease.schemas.money import (
     AddonRequest,
     AddonView,
     AutoRenewRequest,
+    BudgetRequest,
+    BudgetView,
     CreditLimitRequest,
     LeaseView,
     LedgerEntryView,
@@ -27,7 +29,7 @@ from gpulease.schemas.money import (
     WebhookRequest,
 )
 from gpulease.services.catalog import quotes
-from gpulease.services.money import addons, leases, wallet
+from gpulease.services.money import addons, budgets, leases, wallet
 from gpulease.services.money.release_terms import release_terms as terms_of_release
 from gpulease.services.platform import notify
 
@@ -70,6 +72,19 @@ def payout(tenant_id: str, body: PayoutRequest, p: PlatformDep, actor: Principal
     """Operator: record wallet balance paid back to the tenant's original payment (at most
     the balance; the reference once per tenant). Ledger kind `payout`."""
     return wallet.payout(p, actor, tenant_id, body.amount, body.reference)
+
+
+@router.get("/budget", response_model=BudgetView, openapi_extra=access(*TENANT_USERS))
+def budget(p: PlatformDep, actor: PrincipalDep) -> BudgetView:
+    """Your tenant's monthly budget, this month's spend against it and the levels told."""
+    return budgets.show_budget(p, actor)
+
+
+@router.put("/budget", response_model=BudgetView, openapi_extra=access(Caller.ADMIN))
+def set_budget(body: BudgetRequest, p: PlatformDep, actor: PrincipalDep) -> BudgetView:
+    """Set (or with null remove) the monthly budget: notices at 50, 80 and 100 %; orders
+    and renewals by hand past it refused (409)."""
+    return budgets.set_budget(p, actor, body.monthly_budget)
 
 
 @router.put("/tenants/{tenant_id}/credit-limit", response_model=WalletView,

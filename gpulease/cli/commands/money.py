@@ -271,6 +271,32 @@ def dunning_cmd(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False
     out.print(table)
 
 
+@app.command("budget")
+def budget(set_to: Annotated[str | None, typer.Option(
+        "--set", help="tenant admin: the most to spend in a calendar month, in yuan")] = None,
+        remove: Annotated[bool, typer.Option("--remove", help="tenant admin: no budget")]
+        = False, url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
+    """Your monthly budget and this month's spend against it: told at 50, 80 and 100 %;
+    past it, orders and renewals by hand are refused (rented servers keep running)."""
+    client = connect(url, token)
+    if set_to is not None or remove:
+        b = api(lambda: client.put_json("/budget", {
+            "monthly_budget": None if remove else set_to}))
+    else:
+        b = api(lambda: client.get_json("/budget"))
+    if as_json:
+        return print_json(b)
+    if b["monthly_budget"] is None:
+        out.print(_("no monthly budget; spent in {period}: ¥{spent:,.2f}",
+                    period=b["period"], spent=Decimal(b["spent"])), highlight=False)
+        return None
+    out.print(_("budget for {period}: ¥{spent:,.2f} of ¥{budget:,.2f} spent ({pct:.0f} %)",
+                period=b["period"], spent=Decimal(b["spent"]),
+                budget=Decimal(b["monthly_budget"]), pct=b["spent_pct"] or 0.0),
+              highlight=False)
+    return None
+
+
 @app.command("credit-limit")
 def credit_limit(tenant_id: str, amount: str, url: UrlOpt = "", token: TokenOpt = "") -> None:
     """Operator: let a tenant's orders hold up to this much beyond its balance."""

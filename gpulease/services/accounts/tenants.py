@@ -4,12 +4,13 @@ unbilled or owed either way; closing disables its users and ends their tokens.""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
-from gpulease.db.money_tables import Invoice, LedgerEntry, Wallet
+from gpulease.db.money_tables import Budget, Invoice, LedgerEntry, Wallet
 from gpulease.db.tables import ApiToken, Instance, Tenant, User
 from gpulease.domain.accounts import Principal
 from gpulease.domain.billing.invoicing import BILLABLE_KINDS
@@ -26,17 +27,31 @@ from gpulease.services.money.payments import owed_on_invoices
 LIVE = Instance.status.not_in((InstanceStatus.RELEASED.value, InstanceStatus.FAILED.value))
 
 
-def refuse_orders_unless_active(s: Session, tenant_id: str) -> int:
-    """A suspended or closed tenant may not order (its machines are kept). Returns how
-    many GPU quotas it has (services/accounts/quotas.py: checked only when some)."""
-    row = s.execute(select(Tenant.status, Tenant.status_reason, Tenant.gpu_quotas)
+@dataclass(frozen=True)
+class OrderLimits:
+    """What else an order must respect, read with the tenant's status: how many GPU quotas
+    it has (services/accounts/quotas.py) and its monthly budget (services/money/budgets.py);
+    each checked only when there is one."""
+
+    gpu_quotas: int = 0
+    budget: Decimal | None = None
+
+
+def refuse_orders_unless_active(s: Session, tenant_id: str) -> OrderLimits:
+    """A suspended or closed tenant may not order (its machines are kept). Returns the
+    limits its orders are checked against."""
+    row = s.execute(select(Tenant.status, Tenant.status_reason, Tenant.gpu_quotas,
+                           Budget.monthly).outerjoin(Budget, Budget.tenant_id == Tenant.id)
                     .where(Tenant.id == tenant_id)).one_or_none()
     if row is not None and row.status != TenantStatus.ACTIVE.value:
         raise Forbidden("New orders are refused: your account is {status}{reason}. Your "
                         "running machines are kept; contact the provider.",
                         status=phrase(row.status),
                         reason=f" ({row.status_reason})" if row.status_reason else "")
-    return int(row.gpu_quotas or 0) if row is not None else 0
+    if row is None:
+        return OrderLimits()
+    return OrderLimits(int(row.gpu_quotas or 0),
+                       Decimal(row.monthly) if row.monthly is not None else None)
 
 
 def list_tenants(p: Platform, actor: Principal, status: str | None = None, limit: int = 100,

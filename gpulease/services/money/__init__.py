@@ -20,4 +20,6 @@ TABLES = (
     "invoice_lines",
     "invoice_runs",
     "invoice_sequences",
+    "budgets",
+    "budget_notices",
 )

@@ -33,6 +33,7 @@ from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
 from gpulease.schemas.money import LeaseView, RenewalLineView, RenewalQuoteView, RenewRequest
 from gpulease.services.money import addons, lease_periods
+from gpulease.services.money.budgets import budget_of, check_spend
 from gpulease.services.money.wallet import Charge, charge, first_hold, first_period_amount
 from gpulease.services.platform.idempotency import idem_for, remember, replay
 
@@ -199,6 +200,9 @@ def renew(p: Platform, actor: Principal, instance_id: str, periods: int = 1,
         _renewable(inst, lease)
         extend(s, p, inst, lease, Renewal(periods, term or lease.term,
                                           phrase("renewed by tenant"), by(actor)), now)
+        budget = budget_of(s, inst.tenant_id)
+        if budget is not None:  # the renewal's charge taken, under the wallet's lock
+            check_spend(s, p, inst.tenant_id, budget, phrase("renewal"), now)
         answer = view(s, p, lease)
         if idem is not None:
             remember(s, p, actor, idem, answer)

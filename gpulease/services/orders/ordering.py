@@ -33,6 +33,7 @@ from gpulease.services.catalog.images import all_images, find_image
 from gpulease.services.catalog.offers import bare_metal_stock, free_gpus_by_node
 from gpulease.services.instances.views import assemble_view
 from gpulease.services.money import addons
+from gpulease.services.money.budgets import check_spend
 from gpulease.services.money.wallet import hold_first_period
 from gpulease.services.orders.placement import (
     Claimed,
@@ -239,7 +240,7 @@ def _place(s: Session, p: Platform, actor: Principal, tenant: str, plan: Plan) -
     """One order's transaction: the instance, its nodes or GPUs, its history and the hold on
     its first period; any refusal (409 stock, 402 money) rolls all of it back."""
     now = p.clock.now()
-    quotas = refuse_orders_unless_active(s, tenant)
+    limits = refuse_orders_unless_active(s, tenant)
     conn = s.connection()
     fabric = None
     if plan.kind == "cluster":
@@ -282,10 +283,12 @@ def _place(s: Session, p: Platform, actor: Principal, tenant: str, plan: Plan) -
             c.gpus = held[c.id]
         events += node_claim_events(claimed, inst.id, now, who)
     conn.execute(_INSERT_EVENTS, events)
-    if quotas:  # after the claims, as the wallet below: the same lock order as ever
+    if limits.gpu_quotas:  # after the claims, as the wallet below: the lock order as ever
         check_order(s, tenant, plan.sku, plan.region, plan.gpus)
     extra = addons.attach_at_order(s, p, inst, dict(plan.add), now, who) if plan.add else 0
     hold_first_period(s, p, inst, now, Decimal(extra))
+    if limits.budget is not None:  # its money held, under the wallet's lock
+        check_spend(s, p, tenant, limits.budget, phrase("order"), now)
     return assemble_view(p, inst, [(c, c.gpus, True) for c in claimed],
                          [Event(**e) for e in events])
 

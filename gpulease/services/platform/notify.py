@@ -39,7 +39,10 @@ MONEY_SUBJECTS = {"low_balance": N_("Your balance is running low"),
                   "overdrawn": N_("Your account is past its credit limit: top up"),
                   "suspended": N_("Your account is suspended"),
                   "restored": N_("Your account is open again"),
-                  "dunning": N_("An invoice is unpaid")}
+                  "dunning": N_("An invoice is unpaid"),
+                  "budget_50": N_("Half of this month's budget is spent"),
+                  "budget_80": N_("80 % of this month's budget is spent"),
+                  "budget_100": N_("This month's budget is spent")}
 
 # Tickets (services/support/tickets.py): to the tenant, and to operators (OPERATORS).
 TICKET_SUBJECTS = {"ticket_opened": N_("A ticket was opened"),
