@@ -17,15 +17,21 @@ a firewall reload); applying twice changes nothing."""
 
 from __future__ import annotations
 
+import fcntl
 import subprocess
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 CHAIN = "GPULEASE-TENANTS"
 TABLE = "mangle"
 TENANT_BRIDGES = "gl+"  # the runtime names every tenant bridge gl-<12 hex>
 OTHER_BRIDGES = ("br-+", "docker0")  # the engine's other networks
 FAMILIES = ("iptables", "ip6tables")
+# One apply at a time on a host (two processes applying at once would both add the chain)
+LOCK_DIRS = (Path("/run"), Path(tempfile.gettempdir()))
 
 Run = Callable[[Sequence[str]], int]
 
@@ -72,8 +78,8 @@ def apply_family(family: str, run: Run = _run) -> Applied:
     listed = run([*base, "-L", CHAIN, "-n"])
     if listed == NOT_INSTALLED:
         return Applied(family, 0, missing_tool=True)
-    if listed != 0:
-        _must(run, [*base, "-N", CHAIN])
+    if listed != 0 and run([*base, "-N", CHAIN]) != 0 and run([*base, "-L", CHAIN, "-n"]) != 0:
+        _must(run, [*base, "-N", CHAIN])  # not made by another apply meanwhile: say why
     added = 0
     for rule in rules():  # appended in order: the chain is the guard's alone
         if run([*base, "-C", *rule]) != 0:
@@ -86,8 +92,24 @@ def apply_family(family: str, run: Run = _run) -> Applied:
     return Applied(family, added)
 
 
+@contextmanager
+def _host_lock() -> Iterator[None]:
+    """Held while the guard is applied: the host's other applies wait (flock)."""
+    for folder in LOCK_DIRS:
+        try:
+            handle = (folder / "gpulease-bridge-guard.lock").open("a")
+        except OSError:
+            continue
+        with handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+            return
+    yield  # nowhere to lock: applied as is (each step is checked first)
+
+
 def apply(run: Run = _run) -> list[Applied]:
-    return [apply_family(family, run) for family in FAMILIES]
+    with _host_lock():
+        return [apply_family(family, run) for family in FAMILIES]
 
 
 def _must(run: Run, argv: list[str]) -> None:
