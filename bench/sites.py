@@ -7,8 +7,10 @@ deploy step, and one worker per site claiming its own site's rows the way the ru
   each site's own rate;
 - whether any worker ever claimed a node of another site (it must be 0).
 
-Only the claim is measured (the step's BMC calls are the site's own, in its own data
-centre). Prints JSON. `python bench/sites.py [postgresql|sqlite]`."""
+And whole deploys: the demo's simulated servers (no delay) in the same five sites, six
+bare-metal orders per offer, one worker per site as threads against the same five workers
+without a site: each site's deploys and node stage steps per second, to its last ready.
+Prints JSON. `python bench/sites.py [postgresql|sqlite]`."""
 
 from __future__ import annotations
 
@@ -21,14 +23,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import func, insert, select, update
 
-from bench._common import bench_platform
-from gpulease.db.tables import Node
+from bench._common import bench_platform, fund, ssh_key
+from gpulease.db.tables import Event, Instance, Node, WorkerProcess
+from gpulease.demo import seed_demo_fleet
 from gpulease.platform import Platform
+from gpulease.schemas import OrderRequest
+from gpulease.services.accounts import identity as accounts
+from gpulease.services.orders import ordering as orders
 from gpulease.services.platform import sites, workers
 from gpulease.worker.pipelines import nodes
 from gpulease.worker.pipelines.base import claim_due
+from gpulease.worker.runner import Worker
 
 SITES = ("sichuan-1", "sichuan-2", "sichuan-3", "ningxia-1", "huawei-zone")  # a site each
 PER_SITE = 2_000
@@ -106,20 +113,71 @@ def run_workers(p: Platform, site_bound: list[str | None]) -> dict[str, object]:
             "claims_of_another_site": strays}
 
 
+ORDERS_PER_OFFER = 6
+
+
+def deploys(db: str, site_bound: bool) -> dict[str, object]:
+    """Six orders per bare-metal offer, delivered by five workers (one per site, or five
+    without a site): per site, deploys and node stage steps per second to its last ready."""
+    with bench_platform(db, poll_interval_s=0.02) as p:
+        one_site_per_region(p)
+        seed_demo_fleet(p, ORDERS_PER_OFFER)
+        created = accounts.create_tenant(p, "bench", accounts.Person("b@example.com", "B"))
+        fund(p, created.tenant.id)
+        who = accounts.authenticate(p, created.token.token)
+        key = ssh_key()
+        placed = [orders.place_order(p, who, OrderRequest(
+            sku=o.sku, region=o.region, ssh_keys=[key]))[0].id
+            for o in p.catalog.offers for _ in range(ORDERS_PER_OFFER)]
+        started = datetime.now(UTC)
+        crew = [Worker(p, owner=f"w-{site if site_bound else i}",
+                       site=site if site_bound else None) for i, site in enumerate(SITES)]
+        for worker in crew:
+            worker.start(threads=1)
+        try:
+            deadline = time.monotonic() + 600
+            while time.monotonic() < deadline:  # bounded
+                with p.db.read() as s:
+                    left = s.scalar(select(func.count()).select_from(Instance).where(
+                        Instance.id.in_(placed), Instance.ready_at.is_(None)))
+                if not left:
+                    break
+                time.sleep(0.2)
+        finally:
+            for worker in crew:
+                worker.stop()
+        with p.db.read() as s:
+            ready = s.execute(select(Instance.region, func.count(), func.max(Instance.ready_at))
+                              .where(Instance.id.in_(placed)).group_by(Instance.region)).all()
+            steps = {region: n for region, n in s.execute(select(Node.region, func.count()).join(
+                Event, Event.resource_id == Node.id).where(
+                Event.resource == "node", Event.kind == "stage", Event.at >= started)
+                .group_by(Node.region))}
+    by_site = {}
+    for region, count, last in ready:
+        seconds = max((last - started).total_seconds(), 1e-3) if last else None
+        by_site[region] = {"deploys": count, "seconds_to_last_ready": round(seconds or 0, 2),
+                           "deploys_per_s": round(count / seconds, 2) if seconds else None,
+                           "stage_steps_per_s": round(steps.get(region, 0) / seconds, 1)
+                           if seconds else None}
+    return {"workers": "one per site" if site_bound else "five without a site",
+            "by_site": by_site}
+
+
 def measure(db: str) -> dict[str, object]:
     with bench_platform(db) as p:
         one_site_per_region(p)
         build_fleet(p)
         baseline = run_workers(p, [None] * len(SITES))  # before sites: any worker, any node
         with p.db.write() as s:  # forget the baseline's workers: no site had its own
-            from gpulease.db.tables import WorkerProcess
-
             s.execute(WorkerProcess.__table__.delete())
         by_count = [run_workers(p, list(SITES[:n])) for n in range(1, len(SITES) + 1)]
     return {"db": db, "nodes": PER_SITE * len(SITES), "sites": len(SITES),
             "claims_per_worker": CLAIMS_PER_WORKER,
             "baseline_unscoped_5_workers": baseline,
-            "site_workers": by_count}
+            "site_workers": by_count,
+            "deploys_baseline": deploys(db, site_bound=False),
+            "deploys_site_bound": deploys(db, site_bound=True)}
 
 
 if __name__ == "__main__":
