@@ -5,6 +5,7 @@ shown once). Each form answers on the same page, with what happened or why not."
 
 from __future__ import annotations
 
+from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Form
@@ -18,7 +19,8 @@ from gpulease.domain.errors import DomainError, InvalidInput
 from gpulease.platform import Platform
 from gpulease.schemas import TokenCreate
 from gpulease.services.accounts import identity as accounts
-from gpulease.services.accounts import users
+from gpulease.services.accounts import quotas, users
+from gpulease.services.money import budgets
 from gpulease.services.platform import notify
 from gpulease.services.platform.idempotency import idem_for
 from gpulease.web import i18n
@@ -49,6 +51,8 @@ def account_page(p: Platform, who: Principal, status: int = 200, **extra: Any
                         if t.user_id == who.user_id and t.revoked_at is None],
                 team=users.list_users(p, who, limit=200).items if admin else None,
                 webhook=notify.webhook_of(p, who) if admin else None,
+                budget=budgets.show_budget(p, who) if who.tenant_id else None,
+                gpu_quotas=quotas.list_quotas(p, who) if who.tenant_id else None,
                 my_locale=users.locale_of(p, who.user_id),
                 once=new_once(), **extra)
 
@@ -138,6 +142,26 @@ def disable_user(user_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
 def enable_user(user_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
     return _answer(p, who, lambda: users.enable_user(p, who, user_id),
                    _("Done: the team below shows it."))
+
+
+@router.post("/budget", dependencies=[SameOrigin], openapi_extra=access(ADMIN))
+def set_budget(p: PlatformDep, who: Who, monthly_budget: Annotated[str, Form(max_length=20)]
+               = "") -> HTMLResponse:
+    def act() -> object:
+        text = monthly_budget.strip().replace(",", "").replace("¥", "")
+        if not text:
+            return budgets.set_budget(p, who, None)
+        try:
+            amount = Decimal(text)
+        except InvalidOperation:
+            raise InvalidInput("monthly_budget", "Give the budget in yuan, such as 100000 "
+                               "(empty: no budget).") from None
+        if not amount.is_finite() or amount < 0 or amount >= 10**12:
+            raise InvalidInput("monthly_budget", "Give the budget in yuan, such as 100000 "
+                               "(empty: no budget).")
+        return budgets.set_budget(p, who, amount)
+
+    return _answer(p, who, act, _("Done: the budget above shows it."))
 
 
 @router.post("/webhook", dependencies=[SameOrigin], openapi_extra=access(ADMIN))

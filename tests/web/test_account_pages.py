@@ -14,8 +14,9 @@ from gpulease.api.app import create_app
 from gpulease.domain.errors import Unauthorized
 from gpulease.platform import Platform
 from gpulease.services.accounts import identity as accounts
+from gpulease.services.accounts import quotas
 from gpulease.services.platform import egress
-from gpulease.testing.callers import new_tenant
+from gpulease.testing.callers import new_operator, new_tenant
 from tests.fixtures.browser import PASSWORD
 from tests.web.console import signed_in
 
@@ -143,3 +144,22 @@ def test_a_console_sign_in_refused_for_too_many_failures_says_when_to_retry(
         assert refused.status_code == 429
         assert 0 < int(refused.headers["retry-after"]) <= 15 * 60 + 2
         assert refused.headers["cache-control"] == "no-store"
+
+
+def test_the_budget_and_the_gpu_quotas_on_the_account_page(fleet: Platform) -> None:
+    t = new_tenant(fleet)
+    quotas.set_quota(fleet, new_operator(fleet).principal, t.tenant_id,
+                     "h100-80g-x8@ningxia-1", 8)
+    with TestClient(create_app(fleet)) as client:
+        signed_in(fleet, t, client)
+        page = client.get("/console/account").text
+        assert "No monthly budget" in page and 'id="budget-form"' in page
+        assert "h100-80g-x8@ningxia-1" in page and 'id="gpu-quotas"' in page
+        bad = client.post("/console/account/budget", data={"monthly_budget": "lots"})
+        assert bad.status_code == 422 and "such as 100000" in bad.text
+        done = client.post("/console/account/budget", data={"monthly_budget": "¥100,000"})
+        assert done.status_code == 200 and "¥0.00 of ¥100,000.00 spent" in done.text
+        client.post("/console/lang", data={"to": "zh_CN"})
+        assert "已支出 ¥0.00 / ¥100,000.00" in client.get("/console/account").text
+        cleared = client.post("/console/account/budget", data={"monthly_budget": ""})
+        assert "未设月度预算" in cleared.text

@@ -229,7 +229,8 @@ app.add_typer(quota_app, name="quota")
 
 def _quota_table(found: list[dict[str, Any]]) -> None:
     t = Table(title=_("{count} GPU quotas", count=len(found)))
-    for col in (_("tenant"), _("offer"), _("max GPUs"), _("held"), _("set by"), _("reason")):
+    for col in (_("tenant"), _("offer"), _("max GPUs"), _("GPUs held"), _("set by"),
+                _("reason")):
         t.add_column(col, overflow="fold")
     for q in found:
         t.add_row(q["tenant_id"], _("all GPUs") if q["offer"] == "*" else q["offer"],
