@@ -53,6 +53,9 @@ class Site(_Entry):
     name_zh: str
     name_en: str
     media_base_url: str | None = Field(default=None, pattern=r"^https?://")
+    # a mirror of the image store near the servers: built images are fetched from
+    # <image_cache_url>/<image>.raw (their SHA-256 checked by the deploy ramdisk as ever)
+    image_cache_url: str | None = Field(default=None, pattern=r"^http://")
     boot_networks: tuple[str, ...] = ()
 
     @model_validator(mode="after")

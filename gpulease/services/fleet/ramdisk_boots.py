@@ -70,10 +70,12 @@ class ImageSource:
     size_bytes: int | None  # None: the ramdisk checks the hash as fetched, no read-back
 
 
-def image_source(s: Session, p: Platform, image_id: str) -> ImageSource:
+def image_source(s: Session, p: Platform, image_id: str, region: str | None = None
+                 ) -> ImageSource:
     """What an image deploy writes: the operator's URL with its SHA-256 (a registered
     image), else the newest build of that image in the image store, served by the control
-    plane at <guest_url>/media/images/<image>.raw."""
+    plane at <guest_url>/media/images/<image>.raw, or by the image cache of the server's
+    site (catalog [[sites]] image_cache_url) where it has one."""
     image = find_image(s, p, image_id)
     if image is not None and image.url and image.checksum:
         if not image.url.startswith("http://"):
@@ -86,6 +88,10 @@ def image_source(s: Session, p: Platform, image_id: str) -> ImageSource:
             f"image {image_id} is not in the image store {p.settings.image_store}: build it "
             "(`gpulease image build`) or register its URL and SHA-256 (`gpulease image "
             "add`)")
+    site = p.catalog.site_entry(region) if region else None
+    if site is not None and site.image_cache_url:
+        return ImageSource(f"{site.image_cache_url.rstrip('/')}/{image_id}.raw", built.sha256,
+                           built.size_bytes)
     return ImageSource(f"{p.settings.guest_url.rstrip('/')}/media/images/{image_id}.raw",
                        built.sha256, built.size_bytes)
 

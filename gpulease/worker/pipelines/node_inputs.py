@@ -37,7 +37,7 @@ def step_input(s: Session, p: Platform, node: Node, inst: Instance | None) -> St
             NodeStage.CONFIGURE, NodeStage.ATTACH_MEDIA):
         password = p.box.open(inst.root_password_enc)
     return StepInput(
-        node_id=node.id, node_name=node.name, stage=node.stage or "",
+        node_id=node.id, node_name=node.name, stage=node.stage or "", region=node.region,
         bmc_driver=node.bmc_driver,
         endpoint=BmcEndpoint(node.name, node.bmc_address, node.bmc_username,
                              p.box.open(node.bmc_password_enc)),

@@ -62,6 +62,7 @@ class StepInput:
     encrypted_data: bool = False  # the data disk left unformatted for the tenant's key
     deploy: str = "installer"  # the offer's: installer | image (the deploy ramdisk writes it)
     image_id: str = ""
+    region: str = ""  # the node's: its site's image cache serves its image deploys
     # the claim every hardware call is checked against first (fence.py); None: unfenced
     fence: Fence | None = field(default=None, compare=False)
 
@@ -155,8 +156,9 @@ def _boot_ramdisk(p: Platform, job: StepInput, action: str) -> StepResult:
     """The deploy ramdisk as virtual media (one-time CD boot), with its plan: write the
     offer's image, or erase every disk. The config drive waits for the boot from disk."""
     if action == "write":
-        with p.db.read() as s:
-            plan = ramdisk_boots.write_plan(ramdisk_boots.image_source(s, p, job.image_id))
+        with p.db.read() as s:  # from its site's image cache, where it has one
+            plan = ramdisk_boots.write_plan(ramdisk_boots.image_source(s, p, job.image_id,
+                                                                       job.region or None))
     else:
         plan = ramdisk_boots.ERASE_PLAN
     url = ramdisk_boots.open_boot(p, BootAsk(job.node_id, job.instance_id, job.stage, action,

@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import select
 
 from gpulease.db.tables import EraseCertificate, Instance, Node, RamdiskBoot
-from gpulease.domain.catalog import catalog_from_text, read_catalog_text
+from gpulease.domain.catalog import Site, catalog_from_text, read_catalog_text
 from gpulease.lab import lab as labs
 from gpulease.platform import Platform
 from gpulease.ports.bmc import MediaSlot
@@ -205,3 +205,24 @@ def test_the_ramdisk_endpoints_refuse_what_is_not_theirs(
     assert httpx.get(f"{base}/{boot.id}/plan?disks=vda").status_code == 403
     assert httpx.get(f"{server.url}/media/images/debian12-lab.raw").status_code == 403
     assert _boot(fleet, image_node, "write").report_json is None  # nothing was recorded
+
+
+def test_a_site_with_an_image_cache_gives_its_servers_the_image_from_it(
+        fleet: Platform, image_node: str, tenant: TenantCtx, key: str,
+        server: LiveServer) -> None:
+    """The lab's site names a cache near its servers: the plan points there, with the
+    store's SHA-256 and size (the ramdisk checks them as ever)."""
+    fleet.settings.public_url = server.url
+    fleet.settings.guest_url = "http://127.0.0.2:8000"
+    cache = "http://127.0.0.3:8080/images"
+    fleet.catalog = fleet.catalog.model_copy(update={"sites": (
+        *fleet.catalog.sites, Site(id="lab", name_zh="实验室", name_en="Lab",
+                                   image_cache_url=cache))})
+    worker = Worker(fleet)
+    _order(fleet, tenant, key)
+    _until_stage(worker, fleet, image_node, "write_image")
+    boot = _boot(fleet, image_node, "write")
+    plan = httpx.get(f"{server.url}/media/ramdisk/{boot.id}/plan?disks=vda")
+    assert plan.status_code == 200
+    assert plan.text.splitlines()[1:3] == [
+        f"image_url={cache}/debian12-lab.raw", f"image_sha256={hashlib.sha256(IMAGE).hexdigest()}"]
