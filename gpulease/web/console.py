@@ -238,6 +238,7 @@ def home(p: PlatformDep, who: Who,
             fleet, error = inventory.list_nodes(p, who, limit=FLEET_PAGE), said(exc)
     return _page("home.html", 422 if error else 200, **_ctx(
         who, instances=listed.items, total=listed.total, wallet=money, fleet=fleet,
+        idle=None if who.is_operator else {v.instance_id: v for v in idle.tenant_idle(p, who)},
         filters=filters, offers=p.catalog.offers, error=error,
         refresh=2 if busy and not any(filters.values()) else None))
 

@@ -103,5 +103,6 @@ def test_idle_over_http_and_the_cli(
         signed_in(fleet, tenant, client)
         page = client.get(f"/console/instances/{iid}").text
         assert 'id="idle"' in page and "100 % of the last hour" in page
+        assert '<td class="num idle">100 %</td>' in client.get("/console/").text  # the list
         client.post("/console/lang", data={"to": "zh_CN"})
         assert "空闲（近一小时）" in client.get(f"/console/instances/{iid}").text
