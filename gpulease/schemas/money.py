@@ -46,6 +46,16 @@ class TopUpRequest(BaseModel):
     reference: str = Field(max_length=200, description="the payment's reference")
 
 
+class InstanceCostView(BaseModel):
+    instance_id: str
+    per_hour: Annotated[Decimal, PlainNumber] | None = Field(description="what an hour of it "
+        "costs now: a container's GPU-hours, or the current lease period's price over its "
+        "hours; null once released")
+    spent: Annotated[Decimal, PlainNumber] = Field(description="what it cost so far: charges, "
+        "usage and the held first period, less refunds and credits")
+    currency: str = "CNY"
+
+
 class BudgetRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     monthly_budget: Annotated[Decimal, PlainNumber] | None = Field(

@@ -36,7 +36,7 @@ from gpulease.services.agents import evidence
 from gpulease.services.fleet import inventory
 from gpulease.services.instances import actions
 from gpulease.services.instances import views as instances
-from gpulease.services.money import leases, wallet
+from gpulease.services.money import instance_cost, leases, wallet
 from gpulease.services.money.invoices import documents as invoice_documents
 from gpulease.services.money.invoices import views as invoices
 from gpulease.services.storage import backup_policy
@@ -261,6 +261,7 @@ def instance_page(instance_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
     return _page("instance.html", **_ctx(
         who, inst=view, telemetry=pushes.instance_metrics(p, who, view.id) if ready else None,
         idle=idle.instance_idle(p, who, view.id) if ready else None,
+        cost=instance_cost.cost_of(p, who, view.id),
         **_evidence(p, who, view), **_lease_card(p, who, view),
         follow=view.status not in SETTLED))
 

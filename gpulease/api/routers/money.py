@@ -16,6 +16,7 @@ from gpulease.schemas.money import (
     BudgetRequest,
     BudgetView,
     CreditLimitRequest,
+    InstanceCostView,
     LeaseView,
     LedgerEntryView,
     PayoutRequest,
@@ -30,6 +31,7 @@ from gpulease.schemas.money import (
 )
 from gpulease.services.catalog import quotes
 from gpulease.services.money import addons, budgets, leases, wallet
+from gpulease.services.money import instance_cost as instance_cost_service
 from gpulease.services.money.release_terms import release_terms as terms_of_release
 from gpulease.services.platform import notify
 
@@ -72,6 +74,13 @@ def payout(tenant_id: str, body: PayoutRequest, p: PlatformDep, actor: Principal
     """Operator: record wallet balance paid back to the tenant's original payment (at most
     the balance; the reference once per tenant). Ledger kind `payout`."""
     return wallet.payout(p, actor, tenant_id, body.amount, body.reference)
+
+
+@router.get("/instances/{instance_id}/cost", response_model=InstanceCostView,
+            openapi_extra=access(*EVERY_USER, owned=True))
+def instance_cost(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> InstanceCostView:
+    """What an hour of the instance costs now, and what it cost so far."""
+    return instance_cost_service.cost_of(p, actor, instance_id)
 
 
 @router.get("/budget", response_model=BudgetView, openapi_extra=access(*TENANT_USERS))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -252,6 +253,14 @@ def show(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
               + (f" ({safe(inst.status_reason)})" if inst.status_reason else ""))
     if inst.ssh_command:
         out.print(f"SSH: {inst.ssh_command}")
+    cost = api(lambda: connect(url, token).get_json(f"/instances/{inst.id}/cost"))
+    if cost["per_hour"] is not None:
+        out.print(_("cost: ¥{per_hour:,.2f} an hour now · ¥{spent:,.2f} so far",
+                    per_hour=Decimal(cost["per_hour"]), spent=Decimal(cost["spent"])),
+                  highlight=False)
+    else:
+        out.print(_("cost: ¥{spent:,.2f} in all", spent=Decimal(cost["spent"])),
+                  highlight=False)
     for n in inst.nodes:
         out.print(_("  node {node}: {status} {stage} GPUs {gpus} {ip}", node=n.name,
                     status=n.status, stage=step(n.stage), gpus=n.gpus, ip=n.ip_address or ""))
