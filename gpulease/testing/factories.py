@@ -6,6 +6,8 @@ sent; a minute of simulated GPU telemetry with the faults asked for."""
 from __future__ import annotations
 
 import re
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import func, select
@@ -169,3 +171,25 @@ def instance_notices(p: Platform, iid: str) -> list[str]:
     with p.db.read() as s:
         return list(s.scalars(select(LeaseNotice.kind).where(LeaseNotice.instance_id == iid)
                               .order_by(LeaseNotice.id)))
+
+
+def at_once(calls: int, call: Callable[[], object], refused: type[Exception]) -> list[str]:
+    """`call` from `calls` threads released together: "done" or "refused" for each (the
+    races of quotas and budgets: how many got through)."""
+    start = threading.Barrier(calls)
+    outcomes: list[str] = []
+
+    def one() -> None:
+        start.wait()
+        try:
+            call()
+            outcomes.append("done")
+        except refused:
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=one) for _ in range(calls)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return sorted(outcomes)

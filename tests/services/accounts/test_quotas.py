@@ -5,8 +5,6 @@ SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-import threading
-
 import httpx
 import pytest
 from sqlalchemy import func, select
@@ -19,7 +17,7 @@ from gpulease.platform import Platform
 from gpulease.services.accounts import quotas
 from gpulease.services.instances import actions
 from gpulease.testing.callers import TenantCtx, auth
-from gpulease.testing.factories import place
+from gpulease.testing.factories import at_once, place
 from gpulease.testing.servers import LiveServer
 from gpulease.worker.runner import Worker
 
@@ -70,23 +68,8 @@ def test_two_orders_at_once_cannot_both_pass_one_quota(
     fleet: Platform, tenant: TenantCtx, operator: TenantCtx, key: str,
 ) -> None:
     quotas.set_quota(fleet, operator.principal, tenant.tenant_id, "h100-80g-x8@ningxia-1", 8)
-    start = threading.Barrier(2)
-    outcomes: list[str] = []
-
-    def order() -> None:
-        start.wait()
-        try:
-            place(fleet, tenant, key, **H100)
-            outcomes.append("placed")
-        except QuotaExceeded:
-            outcomes.append("refused")
-
-    threads = [threading.Thread(target=order) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert sorted(outcomes) == ["placed", "refused"]  # two free H100s, one allowed
+    outcomes = at_once(2, lambda: place(fleet, tenant, key, **H100), QuotaExceeded)
+    assert outcomes == ["done", "refused"]  # two free H100s, one allowed
     assert live_orders(fleet, tenant) == 1
 
 

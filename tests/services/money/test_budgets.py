@@ -4,7 +4,6 @@ both slip under it, and it reads back with what the month spent. SQLite and Post
 
 from __future__ import annotations
 
-import threading
 from decimal import Decimal
 
 import httpx
@@ -17,7 +16,7 @@ from gpulease.platform import Platform
 from gpulease.services.money import budgets, leases, wallet
 from gpulease.testing.callers import TenantCtx, auth
 from gpulease.testing.clock import MovableClock
-from gpulease.testing.factories import deliver, place
+from gpulease.testing.factories import at_once, deliver, place
 from gpulease.testing.servers import LiveServer
 from gpulease.worker.runner import Worker
 
@@ -71,23 +70,7 @@ def test_two_orders_at_once_cannot_both_slip_under_the_budget(
     fleet: Platform, clock: MovableClock, tenant: TenantCtx, key: str,
 ) -> None:
     budgets.set_budget(fleet, tenant.principal, Decimal("100000"))
-    start = threading.Barrier(2)
-    outcomes: list[str] = []
-
-    def order() -> None:
-        start.wait()
-        try:
-            place(fleet, tenant, key)
-            outcomes.append("placed")
-        except BudgetExceeded:
-            outcomes.append("refused")
-
-    threads = [threading.Thread(target=order) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert sorted(outcomes) == ["placed", "refused"]
+    assert at_once(2, lambda: place(fleet, tenant, key), BudgetExceeded) == ["done", "refused"]
     assert budgets.show_budget(fleet, tenant.principal).spent == H100_MONTH
 
 

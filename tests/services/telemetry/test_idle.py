@@ -5,15 +5,11 @@ CLI. SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import httpx
 import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from gpulease.agent.gpu.sampler import Sampler
-from gpulease.agent.gpu.simulated import SimulatedGpus, VirtualClock
 from gpulease.api.app import create_app
 from gpulease.cli.main import app
 from gpulease.domain.errors import NotFound
@@ -22,32 +18,21 @@ from gpulease.services.telemetry import idle
 from gpulease.services.telemetry.pushes import ingest
 from gpulease.testing.callers import TenantCtx, auth, new_tenant
 from gpulease.testing.clock import MovableClock
-from gpulease.testing.factories import delivered_with_agent
+from gpulease.testing.factories import delivered_with_agent, window
 from gpulease.testing.servers import LiveServer
 from tests.web.console import signed_in
 
 HOUR = 3600.0
 
 
-def a_window() -> list[dict[str, Any]]:
-    """An 8-GPU window in the agent's own shape."""
-    gpus = SimulatedGpus(8, clock=VirtualClock(0.0))
-    sampler = Sampler(gpus, window_s=11)
-    for _ in range(5):
-        sampler.sweep()
-        gpus.clock.advance(1.0)  # type: ignore[attr-defined]
-    return [g.as_dict() for g in sampler.summaries()]
-
-
 def push_hours(p: Platform, clock: MovableClock, credential: str, hours: int,
                util: dict[int, float], length_s: float = HOUR) -> None:
     """`hours` pushes an hour apart, each a window of `length_s` with GPU i at util[i]."""
-    shape = a_window()
+    shape = window()
     for h in range(hours):
         clock.move(hours=1)
-        window = [{**g, "start": h * HOUR, "end": h * HOUR + length_s,
-                   "util_avg_pct": util[g["index"]]} for g in shape]
-        ingest(p, credential, window)
+        ingest(p, credential, [{**g, "start": h * HOUR, "end": h * HOUR + length_s,
+                                "util_avg_pct": util[int(g["index"])]} for g in shape])
 
 
 def test_idle_shares_per_gpu_and_instance_over_the_hour_and_the_day(

@@ -4,26 +4,19 @@ whose day was mostly unseen, is not said idle. SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from gpulease.agent.gpu.sampler import Sampler
-from gpulease.agent.gpu.simulated import SimulatedGpus, VirtualClock
 from gpulease.platform import Platform
 from gpulease.services.platform.notify import _subject
 from gpulease.services.telemetry.pushes import ingest
 from gpulease.testing.callers import TenantCtx
 from gpulease.testing.clock import MovableClock
-from gpulease.testing.factories import delivered_with_agent, instance_notices
+from gpulease.testing.factories import delivered_with_agent, instance_notices, window
 from gpulease.worker.jobs.telemetry.idle import run
 
 HOUR = 3600.0
 
 
 def push(p: Platform, clock: MovableClock, credential: str, hours: int, util: float) -> None:
-    gpus = SimulatedGpus(8, clock=VirtualClock(0.0))
-    sampler = Sampler(gpus, window_s=11)
-    sampler.sweep()
-    shape: list[dict[str, Any]] = [g.as_dict() for g in sampler.summaries()]
+    shape = window()
     for h in range(hours):
         clock.move(hours=1)
         ingest(p, credential, [{**g, "start": h * HOUR, "end": (h + 1) * HOUR,
