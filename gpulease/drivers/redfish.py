@@ -346,9 +346,10 @@ class RedfishBmc:
             system = self._system()
             status = system.json.get("Status") or {}
             services = hw.log_services(system)
+            expand = hw.expand_query(self._conn().json)
             entries = []
             for service in services:
-                for e in hw.log_entries(system, service):
+                for e in hw.log_entries(system, service, expand=expand):
                     entries.append(LogEntry(
                         service=service, id=str(e.get("Id") or ""),
                         created=e.get("Created"), severity=e.get("Severity"),

@@ -449,13 +449,32 @@ def log_services(system: Any) -> list[str]:
 MAX_LOG_PAGES = 50  # a paged log read whole, within a bound (a loop of links ends too)
 
 
-def log_entries(system: Any, service: str, limit: int = 500) -> list[dict[str, Any]]:
+def expand_query(root: dict[str, Any]) -> str | None:
+    """The `$expand` a service root says it takes for a collection's members, one level
+    down (DSP0266: `.` expands what is not under Links, `*` everything), or None."""
+    features = root.get("ProtocolFeaturesSupported")
+    expand = features.get("ExpandQuery") if isinstance(features, dict) else None
+    if not isinstance(expand, dict):
+        return None
+    levels = expand.get("Levels") is True and int(expand.get("MaxLevels") or 0) >= 1
+    if expand.get("NoLinks") is True:
+        return "$expand=.($levels=1)" if levels else "$expand=."
+    if expand.get("ExpandAll") is True:
+        return "$expand=*($levels=1)" if levels else "$expand=*"
+    return None
+
+
+def log_entries(system: Any, service: str, limit: int = 500, expand: str | None = None
+                ) -> list[dict[str, Any]]:
     """The newest `limit` entries of one log service: every page of the collection
-    (`Members@odata.nextLink` followed, within MAX_LOG_PAGES), members inline or read one
-    by one where the page only links them."""
+    (`Members@odata.nextLink` followed, within MAX_LOG_PAGES), members inline, expanded
+    with `expand` where the BMC offers it (one request a page), or read one by one where
+    a page still only links them."""
     entries = _link(_doc(system, service), "Entries")
     if entries is None:
         return []
+    if expand:
+        entries = f"{entries}{'&' if '?' in entries else '?'}{expand}"
     members: list[Any] = []
     page: str | None = entries
     pages: set[str] = set()
