@@ -103,7 +103,10 @@ def check_order(s: Session, tenant_id: str, sku: str, region: str, gpus: int) ->
     """Inside an order's transaction, its instance already written: refuse it when the
     tenant would hold more than a quota allows. The tenant's row is locked first, so a
     second order at once waits here and counts this one."""
-    s.execute(select(Tenant.id).where(Tenant.id == tenant_id).with_for_update())
+    # FOR NO KEY UPDATE: the order's own instance row already holds a key-share lock on
+    # the tenant (its foreign key); a plain FOR UPDATE would wait on the other order's and
+    # deadlock with it (seen on PostgreSQL), this one only waits on the other's check
+    s.execute(select(Tenant.id).where(Tenant.id == tenant_id).with_for_update(key_share=True))
     quotas = s.scalars(select(GpuQuota).where(
         GpuQuota.tenant_id == tenant_id, GpuQuota.offer.in_([ALL, f"{sku}@{region}"]))).all()
     for quota in quotas:
