@@ -44,10 +44,8 @@ CLAIMS_PER_WORKER = 150
 
 def one_site_per_region(p: Platform) -> None:
     """The default catalog's five regions, each a site of its own."""
-    p.catalog = p.catalog.model_copy(update={
-        "sites": (), "regions": tuple(r.model_copy(update={"site": None})
-                                      for r in p.catalog.regions)})
-    p.catalog.__dict__.pop("regions_by_site", None)
+    p.catalog = p.catalog.replaced(sites=(), regions=tuple(
+        r.model_copy(update={"site": None}) for r in p.catalog.regions))
 
 
 def build_fleet(p: Platform) -> None:

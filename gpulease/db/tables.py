@@ -37,9 +37,6 @@ class Tenant(Base):
     status: Mapped[str] = mapped_column(String(16), default="active", server_default="active")
     status_reason: Mapped[str | None] = mapped_column(String(500))
     updated_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
-    # How many GPU quotas the operator set on it (an order reads this with the status and
-    # checks quotas only when there are some).
-    gpu_quotas: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class GpuQuota(Base):

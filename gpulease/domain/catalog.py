@@ -419,9 +419,13 @@ class Catalog(_Entry):
         if all(a is b for a, b in zip(offers, self.offers, strict=True)) and all(
                 a is b for a, b in zip(containers, self.container_offers, strict=True)):
             return self
+        return self.replaced(offers=offers, container_offers=containers)
+
+    def replaced(self, **changes: Any) -> Catalog:
+        """This catalog with `changes` (entries already checked), built without
+        re-validation and with fresh lookups (a copy would keep the cached ones)."""
         fields = {name: getattr(self, name) for name in type(self).model_fields}
-        return Catalog.model_construct(**{**fields, "offers": offers,
-                                          "container_offers": containers})
+        return Catalog.model_construct(**{**fields, **changes})
 
     def container_share(self, offer_id: str, gpus: int) -> ContainerShare:
         """What a container of `gpus` GPUs of a container offer may use of its host."""

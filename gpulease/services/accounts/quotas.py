@@ -7,7 +7,7 @@ orders at once are counted one after the other and cannot both pass one quota.""
 
 from __future__ import annotations
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from gpulease.db.tables import GpuQuota, Instance, Tenant
@@ -45,12 +45,6 @@ def _view(s: Session, row: GpuQuota) -> GpuQuotaView:
                         set_by=row.set_by, set_at=row.set_at)
 
 
-def _count(s: Session, tenant_id: str) -> None:
-    s.execute(update(Tenant).where(Tenant.id == tenant_id).values(gpu_quotas=select(
-        func.count()).select_from(GpuQuota).where(GpuQuota.tenant_id == tenant_id)
-        .scalar_subquery()))
-
-
 def set_quota(p: Platform, actor: Principal, tenant_id: str, offer: str, max_gpus: int,
               reason: str | None = None) -> GpuQuotaView:
     """Operator: cap the tenant's GPUs held at once, in all (`*`) or of one offer. A quota
@@ -70,7 +64,6 @@ def set_quota(p: Platform, actor: Principal, tenant_id: str, offer: str, max_gpu
         row.max_gpus, row.reason, row.set_by, row.set_at = (
             max_gpus, reason, by(actor), p.clock.now())
         s.flush()
-        _count(s, tenant_id)
         return _view(s, row)
 
 
@@ -82,7 +75,6 @@ def remove_quota(p: Platform, actor: Principal, tenant_id: str, offer: str) -> N
         if not gone.rowcount:  # type: ignore[attr-defined]
             raise NotFound("Tenant {tenant_id} has no quota for {offer}.",
                            tenant_id=tenant_id, offer=offer)
-        _count(s, tenant_id)
 
 
 def list_quotas(p: Platform, actor: Principal, tenant_id: str | None = None

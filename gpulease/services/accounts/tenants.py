@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from gpulease.db.money_tables import Budget, Invoice, LedgerEntry, Wallet
-from gpulease.db.tables import ApiToken, Instance, Tenant, User
+from gpulease.db.tables import ApiToken, GpuQuota, Instance, Tenant, User
 from gpulease.domain.accounts import Principal
 from gpulease.domain.billing.invoicing import BILLABLE_KINDS
 from gpulease.domain.billing.money import to_fen
@@ -29,18 +29,19 @@ LIVE = Instance.status.not_in((InstanceStatus.RELEASED.value, InstanceStatus.FAI
 
 @dataclass(frozen=True)
 class OrderLimits:
-    """What else an order must respect, read with the tenant's status: how many GPU quotas
-    it has (services/accounts/quotas.py) and its monthly budget (services/money/budgets.py);
+    """What else an order must respect, read with the tenant's status: whether it has GPU
+    quotas (services/accounts/quotas.py) and its monthly budget (services/money/budgets.py);
     each checked only when there is one."""
 
-    gpu_quotas: int = 0
+    gpu_quotas: bool = False
     budget: Decimal | None = None
 
 
 def refuse_orders_unless_active(s: Session, tenant_id: str) -> OrderLimits:
     """A suspended or closed tenant may not order (its machines are kept). Returns the
     limits its orders are checked against."""
-    row = s.execute(select(Tenant.status, Tenant.status_reason, Tenant.gpu_quotas,
+    quotas = exists().where(GpuQuota.tenant_id == Tenant.id)  # in the same statement
+    row = s.execute(select(Tenant.status, Tenant.status_reason, quotas.label("gpu_quotas"),
                            Budget.monthly).outerjoin(Budget, Budget.tenant_id == Tenant.id)
                     .where(Tenant.id == tenant_id)).one_or_none()
     if row is not None and row.status != TenantStatus.ACTIVE.value:
@@ -50,7 +51,7 @@ def refuse_orders_unless_active(s: Session, tenant_id: str) -> OrderLimits:
                         reason=f" ({row.status_reason})" if row.status_reason else "")
     if row is None:
         return OrderLimits()
-    return OrderLimits(int(row.gpu_quotas or 0),
+    return OrderLimits(bool(row.gpu_quotas),
                        Decimal(row.monthly) if row.monthly is not None else None)
 
 

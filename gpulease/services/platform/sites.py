@@ -46,9 +46,6 @@ class Scope:
             return column.in_(sorted(self.only)) if self.only else column.is_(None)
         return column.not_in(sorted(self.but)) if self.but else None
 
-    def serves(self, region: str) -> bool:
-        return region in self.only if self.only is not None else region not in self.but
-
 
 EVERYWHERE = Scope(None)
 

@@ -98,9 +98,9 @@ def test_a_site_s_servers_boot_only_from_its_own_boot_networks(
     p = boot_network
     p.settings.boot_networks = ["10.0.0.0/8"]
     ningxia, sichuan = "10.20.0.0/16", "10.30.0.0/16"
-    p.catalog = p.catalog.model_copy(update={"sites": tuple(
+    p.catalog = p.catalog.replaced(sites=tuple(
         s.model_copy(update={"boot_networks": (ningxia if s.id == "ningxia" else sichuan,)})
-        for s in p.catalog.sites)})
+        for s in p.catalog.sites))
     _, drive = _deploying(p, tenant, None)
     assert drive in netboot.ipxe_script(p, MAC, NEIGHBOUR)  # 10.20.0.8: Ningxia's own
     assert netboot.ipxe_script(p, MAC, "10.30.0.8") == netboot.LOCAL_DISK

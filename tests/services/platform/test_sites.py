@@ -164,9 +164,9 @@ def test_a_site_s_servers_fetch_their_media_from_its_own_server(
 ) -> None:
     """Ningxia's servers are given Ningxia's media server; Sichuan's, the platform's."""
     near = "http://127.0.0.1:8099/ningxia-media"
-    fleet.catalog = fleet.catalog.model_copy(update={"sites": tuple(
+    fleet.catalog = fleet.catalog.replaced(sites=tuple(
         s.model_copy(update={"media_base_url": near}) if s.id == "ningxia" else s
-        for s in fleet.catalog.sites)})
+        for s in fleet.catalog.sites))
     given: dict[str, str] = {}
     for order in (NINGXIA, SICHUAN):
         iid = place(fleet, tenant, key, **order)

@@ -215,9 +215,9 @@ def test_a_site_with_an_image_cache_gives_its_servers_the_image_from_it(
     fleet.settings.public_url = server.url
     fleet.settings.guest_url = "http://127.0.0.2:8000"
     cache = "http://127.0.0.3:8080/images"
-    fleet.catalog = fleet.catalog.model_copy(update={"sites": (
+    fleet.catalog = fleet.catalog.replaced(sites=(
         *fleet.catalog.sites, Site(id="lab", name_zh="实验室", name_en="Lab",
-                                   image_cache_url=cache))})
+                                   image_cache_url=cache)))
     worker = Worker(fleet)
     _order(fleet, tenant, key)
     _until_stage(worker, fleet, image_node, "write_image")

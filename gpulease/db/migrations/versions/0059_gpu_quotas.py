@@ -1,6 +1,5 @@
 """GPU quotas: an operator's cap on the GPUs a tenant holds at once, in all or of one offer
-(`gpu_quotas`), and on each tenant how many it has (`tenants.gpu_quotas`, read by an order
-with the tenant's status). Existing tenants have none.
+(`gpu_quotas`). Existing tenants have none.
 
 Revision ID: 0059
 Revises: 0058
@@ -21,9 +20,6 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('tenants') as batch:
-        batch.add_column(sa.Column('gpu_quotas', sa.Integer(), nullable=False,
-                                   server_default='0'))
     op.create_table(
         'gpu_quotas',
         sa.Column('tenant_id', sa.String(32), sa.ForeignKey('tenants.id'), primary_key=True),
@@ -37,5 +33,3 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table('gpu_quotas')
-    with op.batch_alter_table('tenants') as batch:
-        batch.drop_column('gpu_quotas')
