@@ -16,7 +16,7 @@ from gpulease.db.session import Database
 from gpulease.domain.catalog import Catalog
 from gpulease.drivers.enabled import Drivers
 from gpulease.lifecycle.effects import Effects
-from gpulease.ports.clock import Clock, SystemClock
+from gpulease.ports.clock import Clock, SteadyClock
 from gpulease.ports.object_store import ObjectStore
 from gpulease.security import SecretBox
 from gpulease.settings import Settings
@@ -77,7 +77,7 @@ class Platform:
     box: SecretBox
     drivers: Drivers
     effects: Effects[Platform]
-    clock: Clock = field(default_factory=SystemClock)
+    clock: Clock = field(default_factory=SteadyClock)
     rates: RateStore = field(default_factory=MemoryStore)  # the rate limits' counters
     wake_event: threading.Event = field(default_factory=threading.Event)
     kept: Kept = field(default_factory=Kept, repr=False)
@@ -87,6 +87,10 @@ class Platform:
     _price_book: tuple[date, Catalog, Catalog] | None = field(default=None, init=False,
                                                               repr=False)
     _object_store: ObjectStore | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.clock, SteadyClock):  # a step past the skew bound is not taken
+            self.clock.step_bound_s = self.settings.max_clock_skew_s
 
     def price_book(self) -> Catalog:
         """The catalog at the prices in effect now (a price change takes effect on its

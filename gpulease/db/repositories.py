@@ -133,3 +133,30 @@ def bound_nodes(s: Session, instance_id: str, *, lock: bool = False) -> list[Nod
     if lock:
         q = q.with_for_update()
     return list(s.scalars(q))
+
+
+def lock_node(s: Session, node_id: str) -> Node | None:
+    """The node, locked in the platform's one order: the instance it serves first, then the
+    node (docs/architecture.md, "Lock order"). A writer that locked the node alone and then
+    wrote its instance's events or tickets (a foreign key share-locks the instance) would
+    deadlock against a step that holds the instance and waits for the node. The binding
+    read before the locks is read again under them; a node rebound in between is locked
+    again in the new order."""
+    for _ in range(3):
+        instance_id = s.scalar(select(Node.instance_id).where(Node.id == node_id))
+        if instance_id is not None:
+            s.execute(select(Instance.id).where(Instance.id == instance_id).with_for_update())
+        node = s.get(Node, node_id, with_for_update=True, populate_existing=True)
+        if node is None or node.instance_id == instance_id or node.instance_id is None:
+            return node
+    return node
+
+
+def share_instance_first(s: Session, instance_id: str | None) -> None:
+    """Before inserting a row that names both a node and its instance (a config drive, a
+    ramdisk boot): the instance's key-share lock, which the foreign key would take anyway,
+    taken before the node's. Taken in the other order it deadlocks against a step that
+    holds the instance and waits to lock the node."""
+    if instance_id:
+        s.execute(select(Instance.id).where(Instance.id == instance_id)
+                  .with_for_update(key_share=True))

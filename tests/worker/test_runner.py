@@ -92,3 +92,30 @@ def test_a_worker_whose_clock_is_off_from_the_databases_claims_nothing(
     worker.run_until_idle(timeout_s=30)
     assert worker.clock_off is None
     assert instances.show_instance(fleet, tenant.principal, iid).status == "ready"
+
+
+def test_a_worker_on_postgresql_measures_time_on_the_database_s_clock(
+    fleet: Platform, tenant: TenantCtx, key: str
+) -> None:
+    """A process whose steady clock started an hour behind (the host's clock was wrong when
+    it started, and NTP put it right since) takes the database's time at its first
+    heartbeat: what it writes is dated by the database's clock, not an hour back."""
+    if fleet.db.dialect != "postgresql":
+        pytest.skip("SQLite: one host, one clock; nothing to anchor to")
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import func
+
+    from gpulease.db.tables import Event
+    from gpulease.ports.clock import SteadyClock
+
+    fleet.clock = SteadyClock(lambda: datetime.now(UTC) - timedelta(hours=1))
+    iid = place(fleet, tenant, key)
+    worker = Worker(fleet, owner="anchored")
+    assert worker.step() is True and worker.clock_off is None
+    with fleet.db.read() as s:
+        database = s.scalar(select(func.now()))
+        newest = s.scalar(select(func.max(Event.at)).where(Event.instance_id == iid))
+    assert database is not None and newest is not None
+    assert abs((newest - database).total_seconds()) < 5  # the deploy's start
+    assert abs((fleet.clock.now() - database).total_seconds()) < 5

@@ -27,6 +27,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gpulease.db.repositories import lock_node
 from gpulease.db.tables import HardwareAlert, Node
 from gpulease.domain.errors import InvalidInput, Unauthorized
 from gpulease.domain.fleet.bmc_events import LogEntry, classify, cursor, gpu_index, new_entries
@@ -71,7 +72,7 @@ def keep_subscribed(p: Platform, bmc: Bmc, node_id: str, name: str,
         log.warning("node %s: BMC event subscription not checked: %s", name, exc)
         return
     with p.db.write() as s:
-        node = s.get(Node, node_id, with_for_update=True)
+        node = lock_node(s, node_id)
         if node is None:
             return
         node.bmc_subscription = uri or ""
@@ -97,7 +98,7 @@ def receive_events(p: Platform, node_id: str, payload: dict[str, Any]) -> int:
                            max_events=MAX_EVENTS)
     now = p.clock.now()
     with p.db.write() as s:
-        node = s.get(Node, node_id, with_for_update=True)
+        node = lock_node(s, node_id)
         expected = node.bmc_events_hash if node is not None else None
         if (node is None or not expected or not isinstance(context, str)
                 or not hmac.compare_digest(hash_token(context), expected)):
@@ -129,7 +130,7 @@ def record_log(p: Platform, node_id: str, read: BmcLog | None) -> int:
     become alerts, a healthy rollup closes the BMC's open ones; returns how many opened."""
     now = p.clock.now()
     with p.db.write() as s:
-        node = s.get(Node, node_id, with_for_update=True)
+        node = lock_node(s, node_id)
         if node is None:
             return 0
         node.bmc_checked_at = now

@@ -24,6 +24,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpulease.agent.erase import Certificate
+from gpulease.db.repositories import share_instance_first
 from gpulease.db.tables import Node, RamdiskBoot
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
 from gpulease.domain.states import NODE_IN_PIPELINE, NodeStatus
@@ -142,6 +143,7 @@ def open_boot(p: Platform, ask: BootAsk) -> str:
     control = f"{p.settings.guest_url.rstrip('/')}/media/ramdisk/{boot_id}"
     iso = ramdisk.build(_folder(p), f"gpulease.control={control}")
     with p.db.write() as s:
+        share_instance_first(s, ask.instance_id)
         s.add(RamdiskBoot(id=boot_id, node_id=ask.node_id, instance_id=ask.instance_id,
                           booted_in=ask.stage, action=ask.action, plan=ask.plan,
                           iso_path=str(iso), created_at=p.clock.now()))

@@ -17,6 +17,7 @@ from gpulease import __version__
 from gpulease.db.tables import WorkerProcess
 from gpulease.domain.accounts import Principal
 from gpulease.platform import Platform
+from gpulease.ports.clock import SteadyClock
 from gpulease.schemas import WorkerView
 
 
@@ -109,7 +110,8 @@ def wall_clock() -> datetime:
 
 def clock_skew_s(p: Platform) -> float | None:
     """How far this host's clock is ahead of the database's (seconds; negative: behind),
-    or None where there is no other clock (SQLite: one host, one clock)."""
+    or None where there is no other clock (SQLite: one host, one clock). The platform's
+    steady clock is anchored to the database's on the way (ports/clock.py)."""
     if p.db.dialect != "postgresql":
         return None
     before = wall_clock()
@@ -119,4 +121,6 @@ def clock_skew_s(p: Platform) -> float | None:
     if database is None:
         return None
     mine = before + (after - before) / 2  # the round trip's middle
+    if isinstance(p.clock, SteadyClock):  # the platform's time is the database's
+        p.clock.anchor_to(database + (after - mine))
     return (mine - database).total_seconds()

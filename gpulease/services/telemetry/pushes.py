@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gpulease.db.repositories import get_instance, instance_allocations
-from gpulease.db.tables import HardwareAlert, Instance, Node, NodeAgent, TelemetrySummary
+from gpulease.db.repositories import get_instance, instance_allocations, lock_node
+from gpulease.db.tables import HardwareAlert, Node, NodeAgent, TelemetrySummary
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import InvalidInput, TooManyRequests
 from gpulease.domain.fleet.telemetry import GpuSummary
@@ -101,10 +101,7 @@ def _locked_node(s: Session, node_id: str) -> Node:
     and the node and then ends this agent's credential waits for the push, or the push for
     it, never each for the other (the agent's row, the node's and its tickets' were taken
     in the other order)."""
-    instance_id = s.scalar(select(Node.instance_id).where(Node.id == node_id))
-    if instance_id is not None:
-        s.execute(select(Instance.id).where(Instance.id == instance_id).with_for_update())
-    node = s.scalar(select(Node).where(Node.id == node_id).with_for_update())
+    node = lock_node(s, node_id)
     assert node is not None
     return node
 

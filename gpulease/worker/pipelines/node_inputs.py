@@ -10,6 +10,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from gpulease.configdrive import ConfigDriveSpec, build_iso
+from gpulease.db.repositories import share_instance_first
 from gpulease.db.tables import AgentEnrollment, ConfigDrive, Instance, Node
 from gpulease.domain.states import NodeStage
 from gpulease.platform import Platform
@@ -103,6 +104,7 @@ def make_config_drive(p: Platform, job: StepInput) -> StepInput:
     iso = build_iso(spec)
     drive_id = secrets.token_urlsafe(32)
     with p.db.write() as s:
+        share_instance_first(s, job.instance_id)
         s.add(ConfigDrive(id=drive_id, node_id=job.node_id, instance_id=job.instance_id,
                           agent_token_hash=hash_token(agent_token), iso=iso,
                           created_at=p.clock.now()))

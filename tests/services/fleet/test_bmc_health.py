@@ -5,12 +5,15 @@ SEL where iDRAC keeps it (under the manager), every page of it. SQLite and Postg
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sqlalchemy import select, update
+import pytest
+from sqlalchemy import select, text, update
 
-from gpulease.db.tables import HardwareAlert, Node
+from gpulease.db.tables import HardwareAlert, Instance, Node
 from gpulease.domain.fleet.bmc_events import (
     BmcFault,
     LogEntry,
@@ -22,6 +25,7 @@ from gpulease.domain.fleet.bmc_events import (
 from gpulease.drivers.redfish import RedfishDriver
 from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint, BmcLog
+from gpulease.services.fleet.bmc_health import record_log
 from gpulease.services.instances import views as instances
 from gpulease.testing.callers import TenantCtx
 from gpulease.testing.clock import MovableClock
@@ -159,3 +163,30 @@ def test_a_subscribed_node_is_polled_hourly_and_resubscribed_when_dropped(
 def _node_id(p: Platform, name: str) -> str:
     with p.db.read() as s:
         return str(s.scalar(select(Node.id).where(Node.name == name)))
+
+
+def test_the_sweep_locks_the_instance_before_the_node(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str,
+) -> None:
+    """The lock order (instance, then node) held by the BMC sweep: while a step holds a
+    rented node's instance and then locks the node, a BMC read that opens an alert on that
+    node waits for the step instead of holding the node and waiting for the instance (a
+    deadlock PostgreSQL ended once a minute under the race bench)."""
+    if fleet.db.dialect != "postgresql":
+        pytest.skip("row locks: PostgreSQL")
+    iid = deliver(fleet, tenant, worker, key)
+    with fleet.db.read() as s:
+        node_id = s.scalars(select(Node.id).where(Node.instance_id == iid)).first()
+    assert node_id is not None
+    read = BmcLog("Critical", ("sel",), (_e("GPU 5 has fallen off the bus", ident="99",
+                                            created="2027-01-01T00:00:00Z"),))
+    opened: list[int] = []
+    sweep = threading.Thread(target=lambda: opened.append(record_log(fleet, node_id, read)))
+    with fleet.db.write() as s:  # the step: the instance first...
+        s.execute(select(Instance.id).where(Instance.id == iid).with_for_update())
+        sweep.start()
+        time.sleep(1.5)  # the sweep is in (waiting for the instance, or holding the node)
+        s.execute(text("SET LOCAL lock_timeout = '10s'"))
+        s.execute(select(Node.id).where(Node.id == node_id).with_for_update())  # ...the node
+    sweep.join(30)
+    assert opened == [1]

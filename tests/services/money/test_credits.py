@@ -3,9 +3,10 @@ documented rules. SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
+import pytest
 from sqlalchemy import select
 
 from gpulease.db.money_tables import LedgerEntry
@@ -13,6 +14,7 @@ from gpulease.domain.billing.credits import SlaRule, late_delivery_credit
 from gpulease.domain.billing.leases import early_end_refund, first_period, following_periods
 from gpulease.domain.phrases import said_stored
 from gpulease.platform import Platform
+from gpulease.ports.clock import SteadyClock
 from gpulease.schemas import OrderRequest
 from gpulease.services.instances import actions
 from gpulease.services.instances import views as instances
@@ -33,7 +35,6 @@ def test_rules() -> None:
     assert late_delivery_credit(900 + 1800, 900, month)[0] == Decimal("8448.00")
     assert late_delivery_credit(10**6, 900, month) == (Decimal("42240.00"), 50)  # the cap
     assert "5% of the first period per started 15 minutes" in str(SlaRule().describe())
-    from datetime import UTC, datetime
     start = datetime(2027, 1, 1, tzinfo=UTC)
     first = first_period(start, "month", month, UTC)
     periods = [first, *following_periods(first, "month", month, 3, UTC)]  # four months
@@ -67,6 +68,27 @@ def test_late_delivery_earns_a_credit(
     assert said_stored(entry.item, entry.item_phrase, zh) == f"SLA 赔付：{iid} 延迟交付"
     assert said_stored(entry.reference or "", entry.phrase, zh).startswith(
         "SLA 赔付 ¥8,448.00：（10%）用时 40 分钟交付，承诺 15 分钟；规则：超出交付 SLA 后")
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # one host, one clock
+def test_late_delivery_is_measured_across_a_step_back_of_the_host_s_clock(
+    fleet: Platform, tenant: TenantCtx, worker: Worker, key: str,
+) -> None:
+    """The host's clock stepped back an hour while a delivery ran 40 minutes: measured on
+    the wall clock the delivery took no time (and nobody was owed); on the platform's steady
+    clock it is 40 minutes late by 25."""
+    wall, elapsed = [datetime(2026, 12, 1, 9, 0, tzinfo=UTC)], [0.0]
+    fleet.clock = SteadyClock(lambda: wall[0], lambda: elapsed[0])
+    iid = orders.place_order(fleet, tenant.principal, OrderRequest(
+        sku="h100-80g-x8", region="ningxia-1", ssh_keys=[key]))[0].id
+    wall[0] -= timedelta(hours=1)  # stepped back
+    elapsed[0] += 40 * 60  # while 40 minutes passed
+    wall[0] += timedelta(minutes=40)
+    worker.run_until_idle()
+    view = instances.show_instance(fleet, tenant.principal, iid)
+    assert view.status == "ready"
+    (credit,) = [e for e in wallet.ledger(fleet, tenant.principal).items if e.kind == "credit"]
+    assert credit.amount == Decimal("8448.00")  # 2 started steps of 15 minutes × 5 %
 
 
 def test_on_time_delivery_earns_nothing(

@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from gpulease.db.repositories import lock_node
 from gpulease.db.tables import Node
 from gpulease.domain.phrases import Phrase, listed, phrase
 from gpulease.lifecycle.history import Happened, record_event
@@ -50,7 +51,7 @@ def _leave_safe(p: Platform, row: tuple[Any, ...]) -> bool:
         except BmcError as exc:
             failed.append(phrase("{what}: {error}", what=short, error=str(exc)))
     with p.db.write() as s:
-        node = s.get(Node, node_id, with_for_update=True)
+        node = lock_node(s, node_id)
         if node is None:
             return False
         node.safe_off_due = False
