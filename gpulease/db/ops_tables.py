@@ -197,3 +197,24 @@ class SavedImage(Claimable, Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     created_by: Mapped[str] = mapped_column(String(64))
     saved_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class PowerAction(Claimable, Base):
+    """A tenant's power action on its own instance: a reboot or a power cycle of its servers
+    through their BMCs, or a restart of its container (domain/states.POWER_ACTION)."""
+
+    __tablename__ = "power_actions"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(String(32), index=True)
+    instance_id: Mapped[str] = mapped_column(String(32), index=True)
+    region: Mapped[str] = mapped_column(String(64))  # the instance's: its site's worker acts
+    kind: Mapped[str] = mapped_column(String(16))  # domain/states.PowerKind
+    node_name: Mapped[str | None] = mapped_column(String(64))  # one server; None: all of them
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    status_reason: Mapped[str | None] = mapped_column(Text)
+    requested_by: Mapped[str] = mapped_column(String(64))
+    requested_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    sent_to: Mapped[str] = mapped_column(Text, default="")  # servers it reached, one a line
+    last_error: Mapped[str | None] = mapped_column(Text)  # a transient one, sent again later

@@ -11,8 +11,18 @@ from typing import Any
 
 from gpulease.domain.fleet.erasure import pool_refusal
 from gpulease.domain.lifecycle import InvalidTransition, Machine, move
+from gpulease.domain.tenant_requests import (  # their own module; named here too
+    BACKUP,
+    POWER_ACTION,
+    SAVED_IMAGE,
+    BackupStatus,
+    PowerActionStatus,
+    PowerKind,
+    SavedImageStatus,
+)
 
-__all__ = ["InvalidTransition"]
+__all__ = ["BACKUP", "POWER_ACTION", "SAVED_IMAGE", "BackupStatus", "InvalidTransition",
+           "PowerActionStatus", "PowerKind", "SavedImageStatus"]
 
 
 # --- node status ---------------------------------------------------------------------------
@@ -525,74 +535,6 @@ AGENT_COMMAND = Machine(
 )
 
 
-# --- backup (and restore) of a rented server's data disk ------------------------------------
-
-class BackupStatus(StrEnum):
-    QUEUED = "queued"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-
-
-B = BackupStatus
-BACKUP = Machine(
-    name="backup",
-    states={
-        B.QUEUED: "asked for (by the tenant, or again after a transient failure): the worker "
-                  "mints a key for the run and sends the work to the node's agent",
-        B.RUNNING: "the node's agent moves the bytes between the data disk and the tenant's "
-                   "bucket (a backup, or a restore)",
-        B.SUCCEEDED: "done: the snapshot (or the restored files) with its figures; the run's "
-                     "key deleted",
-        B.FAILED: "failed for good (the reason says why), after its retries; the tenant is "
-                  "told",
-    },
-    starts=frozenset({B.QUEUED}),
-    transitions=(
-        move("start", [B.QUEUED], B.RUNNING, "the worker sends it to the node's agent"),
-        move("succeed", [B.RUNNING], B.SUCCEEDED, "the agent reports it done"),
-        move("retry", [B.RUNNING], B.QUEUED, "a transient failure: again after a pause"),
-        move("fail", [B.QUEUED, B.RUNNING], B.FAILED,
-             "the agent failed for good, the retries ran out, or the machine is gone"),
-    ),
-    waits=frozenset({B.QUEUED, B.RUNNING}),
-    failures=frozenset({B.FAILED}),
-    finals=frozenset({B.SUCCEEDED, B.FAILED}),
-)
-
-
-# --- a container instance saved as an image (a tenant's environment) -----------------------
-
-class SavedImageStatus(StrEnum):
-    SAVING = "saving"
-    READY = "ready"
-    FAILED = "failed"
-    DELETED = "deleted"
-
-
-SI = SavedImageStatus
-SAVED_IMAGE = Machine(
-    name="saved_image",
-    states={
-        SI.SAVING: "asked for: the worker commits the container on its host's engine and "
-                   "pushes the image to the platform's registry",
-        SI.READY: "in the registry: its tenant may order containers from it",
-        SI.FAILED: "could not be saved (the reason says why)",
-        SI.DELETED: "deleted by its tenant: gone from the registry, no longer ordered",
-    },
-    starts=frozenset({SI.SAVING}),
-    transitions=(
-        move("save", [SI.SAVING], SI.READY, "committed and pushed"),
-        move("fail", [SI.SAVING], SI.FAILED,
-             "the container is gone, or the engine or the registry refused"),
-        move("delete", [SI.READY, SI.FAILED], SI.DELETED, "its tenant deleted it"),
-    ),
-    waits=frozenset({SI.SAVING}),
-    failures=frozenset({SI.FAILED}),
-    finals=frozenset({SI.DELETED}),
-)
-
-
 MACHINES: tuple[Machine[Any], ...] = (
     NODE, NODE_STAGE, INSTANCE, INSTANCE_STAGE, LEASE, INVOICE, USAGE, AGENT_COMMAND, TENANT,
-    BREAKER, TICKET, BACKUP, SAVED_IMAGE)
+    BREAKER, TICKET, BACKUP, SAVED_IMAGE, POWER_ACTION)

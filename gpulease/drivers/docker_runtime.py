@@ -163,6 +163,28 @@ class DockerRuntime:
         except DockerException as exc:
             raise _fail(f"Docker engine of {node_name}: {exc}", retryable=True) from exc
 
+    def restart(self, instance_id: str, node_name: str, engine_url: str | None = None
+                ) -> ContainerHandle:
+        """`docker restart`: SIGTERM, ten seconds, SIGKILL, then started again as it was;
+        the engine publishes SSH on a new host port (read back)."""
+        if not engine_url:
+            raise _fail(f"node {node_name} has no Docker engine URL", retryable=False)
+        try:
+            container = self._find(self._client(engine_url), instance_id)
+            if container is None:
+                raise _fail(f"the container of {instance_id} is not on {node_name}",
+                            retryable=False)
+            container.restart(timeout=10)
+            return ContainerHandle(container_id=container.id, ip_address=public_host(engine_url),
+                                   ssh_port=self._ssh_port(container))
+        except RuntimeError_:
+            raise
+        except NotFound as exc:
+            raise _fail(f"the container of {instance_id} is not on {node_name}",
+                        retryable=False) from exc
+        except DockerException as exc:
+            raise _fail(f"Docker engine of {node_name}: {exc}", retryable=True) from exc
+
     def save(self, instance_id: str, node_name: str, engine_url: str | None,
              reference: str) -> SavedImageResult:
         """`docker commit` of the container (its writable layer over its image; /data is a

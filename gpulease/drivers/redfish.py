@@ -335,6 +335,9 @@ class RedfishBmc:
     def force_restart(self) -> None:
         self._call(lambda: self._system().reset_system(sushy.ResetType.FORCE_RESTART))
 
+    def graceful_restart(self) -> None:
+        self._call(lambda: self._system().reset_system(sushy.ResetType.GRACEFUL_RESTART))
+
     def set_one_time_boot(self, device: BootDevice, http_boot_uri: str | None = None) -> None:
         extra = {"http_boot_uri": http_boot_uri} if http_boot_uri else {}
         self._call(lambda: self._system().set_system_boot_options(

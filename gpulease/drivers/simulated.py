@@ -225,8 +225,15 @@ class SimulatedBmc:
         self._fleet.request_power(self._node, "off", "power_off")
 
     def force_restart(self) -> None:
+        self._restart("force_restart")
+
+    def graceful_restart(self) -> None:
+        self._restart("graceful_restart")
+
+    def _restart(self, op: str) -> None:
         with self._fleet._state(self._node) as state:
-            self._fleet._raise_bmc_fault(state, "force_restart")
+            _count(state, op)
+            self._fleet._raise_bmc_fault(state, op)
             state["power"] = "off"
             state["power_target"] = "on"
             state["power_lands_at"] = self._fleet._now() + self._fleet.delay_s
@@ -373,6 +380,19 @@ class SimulatedRuntime:
     def stop(self, instance_id: str, node_name: str, engine_url: str | None = None) -> None:
         with self._fleet._state(node_name) as state:
             state["containers"].pop(instance_id, None)
+
+    def restart(self, instance_id: str, node_name: str, engine_url: str | None = None
+                ) -> ContainerHandle:
+        with self._fleet._state(node_name) as state:
+            kind = self._fleet._fault(state, "runtime_restart")
+            entry = state["containers"].get(instance_id)
+            if kind or entry is None:
+                err = RuntimeError_(f"simulated runtime: restart failed ({kind or 'no container'})")
+                err.retryable = kind == "transient"
+                raise err
+            entry["restarts"] = int(entry.get("restarts", 0)) + 1
+            return ContainerHandle(container_id=f"sim-{instance_id}", ip_address="127.0.0.1",
+                                   ssh_port=int(entry["port"]))
 
     def save(self, instance_id: str, node_name: str, engine_url: str | None,
              reference: str) -> SavedImageResult:

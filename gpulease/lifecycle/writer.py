@@ -24,7 +24,7 @@ from sqlalchemy import ColumnElement
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from gpulease.db.money_tables import Invoice, Lease, UsageRecord
-from gpulease.db.ops_tables import Backup, SavedImage, Ticket
+from gpulease.db.ops_tables import Backup, PowerAction, SavedImage, Ticket
 from gpulease.db.tables import AgentCommand, Base, CircuitBreaker, Instance, Node, Tenant
 from gpulease.domain.lifecycle import EntryRefused, Machine
 from gpulease.domain.phrases import Phrase
@@ -38,6 +38,7 @@ from gpulease.domain.states import (
     LEASE,
     NODE,
     NODE_STAGE,
+    POWER_ACTION,
     SAVED_IMAGE,
     TENANT,
     TICKET,
@@ -77,6 +78,7 @@ BINDINGS: tuple[Binding, ...] = (
     Binding(TICKET, Ticket, "status", "ticket", reason="status_reason", keeps_reason=True),
     Binding(BACKUP, Backup, "status", "backup", reason="status_reason"),
     Binding(SAVED_IMAGE, SavedImage, "status", "saved_image", reason="status_reason"),
+    Binding(POWER_ACTION, PowerAction, "status", "power_action", reason="status_reason"),
 )
 _BY_TABLE_AND_MACHINE = {(b.table, b.machine.name): b for b in BINDINGS}
 

@@ -76,7 +76,13 @@ class Bmc(Protocol):
         ...
 
     def force_restart(self) -> None:
-        """Raises BmcError."""
+        """Reset the server at once (a power cycle). Raises BmcError."""
+        ...
+
+    def graceful_restart(self) -> None:
+        """Ask the operating system to restart (the power button's ACPI request, as
+        Redfish's GracefulRestart). Raises BmcPermanentError where the BMC does not offer
+        it."""
         ...
 
     def set_one_time_boot(self, device: BootDevice, http_boot_uri: str | None = None) -> None:

@@ -63,6 +63,13 @@ class ContainerRuntime(Protocol):
         RuntimeError_."""
         ...
 
+    def restart(self, instance_id: str, node_name: str, engine_url: str | None = None
+                ) -> ContainerHandle:
+        """Restart the instance's container (its processes end; its writable layer and data
+        volume stay) and return where SSH now answers (an engine may publish it on another
+        port). Raises RuntimeError_, not retryable when there is no container."""
+        ...
+
     def save(self, instance_id: str, node_name: str, engine_url: str | None,
              reference: str) -> SavedImageResult:
         """Commit the instance's running container as `reference` (registry/repo:tag) and

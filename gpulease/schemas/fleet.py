@@ -270,3 +270,26 @@ class SavedImageView(BaseModel):
     status_reason: str | None
     created_at: datetime
     saved_at: datetime | None
+
+
+class PowerRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    action: Literal["reboot", "power_cycle", "restart"] = Field(description=(
+        "bare metal: `reboot` (the operating system restarts cleanly) or `power_cycle` (the "
+        "server is reset at once, for a hung system); a container: `restart`"))
+    node: str | None = Field(default=None, max_length=64, description=(
+        "one server of a cluster by name (`gpulease show` lists them); all of them when "
+        "left out"))
+
+
+class PowerActionView(BaseModel):
+    id: str
+    instance_id: str
+    action: str  # reboot | power_cycle | restart
+    node: str | None  # None: every server of the instance
+    status: str  # queued | done | failed
+    status_reason: str | None
+    sent_to: list[str]  # the servers (or the container's host) that accepted it
+    requested_by: str
+    requested_at: datetime
+    finished_at: datetime | None

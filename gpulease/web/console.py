@@ -34,7 +34,7 @@ from gpulease.services.accounts import identity as accounts
 from gpulease.services.accounts import password_resets, users
 from gpulease.services.agents import evidence
 from gpulease.services.fleet import inventory
-from gpulease.services.instances import actions
+from gpulease.services.instances import actions, power
 from gpulease.services.instances import views as instances
 from gpulease.services.money import instance_cost, leases, wallet
 from gpulease.services.money.invoices import documents as invoice_documents
@@ -270,7 +270,8 @@ def _lease_card(p: Platform, who: Principal, inst: InstanceView) -> dict[str, An
     """A delivered server's lease (its end, days left, grace, auto-renew) and its backups."""
     if inst.status != InstanceStatus.READY:
         return {}
-    card: dict[str, Any] = {"backup": backup_policy.show(p, who, inst.id)}
+    card: dict[str, Any] = {"backup": backup_policy.show(p, who, inst.id),
+                            "power": power.power_actions(p, who, inst.id)}
     if inst.kind != "container":
         lease = leases.show_lease(p, who, inst.id)
         left = (lease.ends_at - p.clock.now()).total_seconds() / 86400
@@ -341,6 +342,24 @@ def reveal(instance_id: str, p: PlatformDep, who: Who) -> HTMLResponse:
                                          **_evidence(p, who, view)))
 
 
+@router.post("/instances/{instance_id}/power", dependencies=[SameOrigin],
+             openapi_extra=access(*ORDERING, owned=True))
+def power_action(instance_id: str, p: PlatformDep, who: Who,
+                 action: Annotated[str, Form(max_length=16)],
+                 node: Annotated[str, Form(max_length=64)] = "",
+                 confirmed: Annotated[bool, Form()] = False) -> Response:
+    """A reboot, power cycle or restart, sent once the box saying what it does is ticked;
+    the page then shows it queued, and done once each server took it."""
+    try:
+        if not confirmed:
+            raise InvalidInput("confirmed", "Tick the box that says what this does, then "
+                               "send it again.")
+        power.request_power(p, who, instance_id, action, node or None)
+    except DomainError as exc:
+        return _refused(p, who, instance_id, exc)
+    return RedirectResponse(f"/console/instances/{instance_id}#power", status_code=303)
+
+
 def _refused(p: Platform, who: Principal, instance_id: str, exc: DomainError) -> HTMLResponse:
     """An action on an instance page was refused: the page again with why, or only why
     when the instance is not the caller's to see."""
@@ -349,7 +368,8 @@ def _refused(p: Platform, who: Principal, instance_id: str, exc: DomainError) ->
     except DomainError:
         return _page("base.html", exc.status, **_ctx(who, error=said(exc)))
     return _page("instance.html", exc.status,
-                 **_ctx(who, inst=view, error=said(exc), **_evidence(p, who, view)))
+                 **_ctx(who, inst=view, error=said(exc), **_lease_card(p, who, view),
+                        **_evidence(p, who, view)))
 
 
 @router.get("/billing", response_class=HTMLResponse, openapi_extra=access(*EVERY_USER))

@@ -52,7 +52,8 @@ SHOWN_WORDS = (_("pending"), _("deploying"), _("ready"), _("releasing"), _("rele
                _("hold_release"), _("credit"), _("credit_note"), _("payout"),
                _("console session"), _("delivery"), _("on_demand"), _("burn_in"),
                _("repair"), _("ok"), _("FAIL"), _("skip"), _("idle"), _("stage"),
-               _("status"), _("result"), _("note"), _("error"))
+               _("status"), _("result"), _("note"), _("error"), _("queued"), _("done"),
+               _("reboot"), _("power_cycle"), _("restart"))
 
 
 # Refusals the console shows as they are (no figures in them): the page's error line

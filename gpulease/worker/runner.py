@@ -18,7 +18,7 @@ from gpulease.db.session import transient
 from gpulease.platform import Platform
 from gpulease.services.platform import sites, workers
 from gpulease.worker.jobs.fleet import timeouts
-from gpulease.worker.pipelines import backup_runs, image_saves, instances, nodes
+from gpulease.worker.pipelines import backup_runs, image_saves, instances, nodes, power_actions
 from gpulease.worker.pipelines.base import LockRegistry, Pipeline, drive, heartbeat, pending
 from gpulease.worker.schedule import Scheduler
 
@@ -30,6 +30,7 @@ PIPELINES: tuple[Pipeline, ...] = (
     instances.PIPELINE,  # containers start and stop in the instance's steps
     backup_runs.PIPELINE,
     image_saves.PIPELINE,
+    power_actions.PIPELINE,  # a tenant's reboot, power cycle or restart
 )
 
 

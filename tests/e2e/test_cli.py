@@ -135,6 +135,12 @@ def test_the_tenant_journey_through_the_cli(up: Up, tmp_path: Path) -> None:
     shown = json.loads(cli(up, "show", inst["id"], "--json").stdout)
     assert shown["id"] == inst["id"] and shown["credentials_available"] is False
 
+    rebooted = cli(up, "power", inst["id"], "reboot")  # waits until the BMC took it
+    assert rebooted.returncode == 0 and ": done — reboot: GracefulRestart accepted by " in (
+        rebooted.stdout), rebooted.stdout + rebooted.stderr
+    wrong = cli(up, "power", inst["id"], "restart")
+    assert wrong.returncode == 1 and "is bare metal: `reboot`" in wrong.stderr
+
     released = cli(up, "release", inst["id"], "--wait", "--json")
     assert json.loads(released.stdout)["status"] == "released"
 

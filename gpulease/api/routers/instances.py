@@ -18,7 +18,9 @@ from gpulease.api.deps import (
 from gpulease.api.etags import conditional
 from gpulease.api.streams import ENDS, follow_instance
 from gpulease.schemas import CredentialsView, InstanceView, OrderRequest, Page
+from gpulease.schemas.fleet import PowerActionView, PowerRequest
 from gpulease.services.instances import actions
+from gpulease.services.instances import power as power_actions
 from gpulease.services.instances import views as instances
 from gpulease.services.orders import ordering as orders
 
@@ -91,3 +93,21 @@ def release(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> InstanceVi
 def credentials(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> CredentialsView:
     """The root password, shown once; later calls answer 410."""
     return actions.reveal_credentials(p, actor, instance_id)
+
+
+@router.post("/{instance_id}/power", response_model=PowerActionView, status_code=202,
+             openapi_extra=access(*ORDERING, owned=True))
+def power(instance_id: str, body: PowerRequest, p: PlatformDep, actor: PrincipalDep
+          ) -> PowerActionView:
+    """Reboot or power cycle your delivered server (one server of a cluster with `node`),
+    or restart your container. Sent by the worker at once; one at a time per instance (409
+    while one is being sent). Nothing is erased and the lease runs on."""
+    return power_actions.request_power(p, actor, instance_id, body.action, body.node)
+
+
+@router.get("/{instance_id}/power", response_model=list[PowerActionView],
+            openapi_extra=access(*EVERY_USER, owned=True))
+def power_history(instance_id: str, p: PlatformDep, actor: PrincipalDep
+                  ) -> list[PowerActionView]:
+    """The instance's last 20 power actions, newest first, with what each BMC answered."""
+    return power_actions.power_actions(p, actor, instance_id)

@@ -299,6 +299,54 @@ def release(
     out.print(f"{inst.id}: {inst.status}")
 
 
+POWER_ACTIONS = ("reboot", "power_cycle", "restart")
+
+
+@app.command()
+def power(
+    instance_id: str,
+    action: Annotated[str | None, typer.Argument(
+        help="reboot | power_cycle (bare metal) | restart (a container); left out: the "
+             "instance's last power actions")] = None,
+    node: Annotated[str | None, typer.Option(help="one server of a cluster")] = None,
+    wait: Annotated[bool, typer.Option(help="wait until every server took it")] = True,
+    url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
+) -> None:
+    """Reboot or power cycle your server, or restart your container; nothing is erased."""
+    client = connect(url, token)
+    path = f"/instances/{instance_id}/power"
+    if action is None:
+        history = api(lambda: client.get_json(path))
+        if as_json:
+            return print_json(history)
+        for a in history:
+            out.print(_power_line(a), highlight=False)
+        return
+    if action not in POWER_ACTIONS:
+        raise typer.BadParameter(_("one of {actions}", actions=", ".join(POWER_ACTIONS)),
+                                 param_hint="ACTION")
+    body: dict[str, Any] = {"action": action, **({"node": node} if node else {})}
+    asked = api(lambda: client.post_json(path, body))
+    deadline = time.monotonic() + 600
+    while wait and asked["status"] == "queued" and time.monotonic() < deadline:
+        time.sleep(1)
+        asked = next((a for a in api(lambda: client.get_json(path)) if a["id"] == asked["id"]),
+                     asked)
+    if as_json:
+        return print_json(asked)
+    out.print(_power_line(asked), highlight=False)
+    if asked["status"] == "failed":
+        raise typer.Exit(1)
+
+
+def _power_line(a: dict[str, Any]) -> str:
+    why = f" — {a['status_reason']}" if a["status_reason"] else ""
+    return _("{id} {action} ({servers}): {status}", id=a["id"], action=a["action"],
+             servers=a["node"] or _("every server"),
+             status={"queued": _("queued"), "done": _("done"), "failed": _("failed")}.get(
+                 a["status"], a["status"])) + why
+
+
 # ----------------------------------------------------------------------- operator
 @app.command()
 def metrics(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",

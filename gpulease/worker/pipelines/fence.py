@@ -23,10 +23,11 @@ from gpulease.ports.runtime import ContainerRuntime
 
 log = logging.getLogger("gpulease.worker")
 
-BMC_CALLS = frozenset({"power_on", "power_off", "force_restart", "set_one_time_boot",
+BMC_CALLS = frozenset({"power_on", "power_off", "force_restart", "graceful_restart",
+                       "set_one_time_boot",
                        "clear_boot_override", "insert_media", "eject_media"})
 AGENT_CALLS = frozenset({"configure", "verify", "erase", "transfer"})
-RUNTIME_CALLS = frozenset({"start", "stop", "save"})
+RUNTIME_CALLS = frozenset({"start", "stop", "restart", "save"})
 
 
 class Fenced(RuntimeError):

@@ -19,7 +19,7 @@ from gpulease.drivers.docker_runtime import DockerRuntime, container_name
 from gpulease.platform import Platform
 from gpulease.ports.runtime import ContainerSpec
 from gpulease.services.fleet.inventory import NodeSpec, add_node
-from gpulease.services.instances import actions
+from gpulease.services.instances import actions, power
 from gpulease.services.instances import views as instances
 from gpulease.services.money import wallet
 from gpulease.testing.callers import new_tenant, ssh_key
@@ -65,6 +65,25 @@ def test_a_container_instance_runs_on_the_docker_engine(
                                  "ls /etc/gpulease"]).output.decode().split()
     assert shadow[0].startswith("$2b$") and len(shadow) == 1
     assert bcrypt.checkpw(password.encode(), shadow[0].encode())
+
+    # The tenant's restart: its processes end, the container starts again, its files stay.
+    container.exec_run(["sh", "-c", "echo kept > /root/marker"])
+    started = container.attrs["State"]["StartedAt"]
+    power.request_power(p, tenant.principal, iid, "restart")
+    Worker(p, owner="docker-test").run_until_idle()
+    assert power.power_actions(p, tenant.principal, iid)[0].status == "done"
+    container.reload()
+    assert container.status == "running" and container.attrs["State"]["StartedAt"] != started
+    assert container.exec_run(["cat", "/root/marker"]).output.decode().strip() == "kept"
+    # the engine published SSH anew: the instance's ssh line follows it, and logs in
+    shown = instances.show_instance(p, tenant.principal, iid).ssh_command or ""
+    port = int(shown.split("-p ")[1].split()[0])
+    assert str(port) == container.attrs["NetworkSettings"]["Ports"]["22/tcp"][0]["HostPort"]
+    deadline = time.monotonic() + 30
+    while (done := _ssh(private, port, "cat /root/marker")).returncode != 0 and (
+            time.monotonic() < deadline):
+        time.sleep(0.5)
+    assert done.stdout.strip() == "kept", done.stderr
 
     # A start repeated (a worker that died after the engine answered) finds the container.
     runtime = p.drivers.docker

@@ -48,6 +48,18 @@ def test_power_changes_land_after_a_delay_and_are_polled(emulator: Emulator) -> 
     assert emulator.get(system)["PowerState"] == "Off"  # the BMC agrees with the driver
 
 
+def test_a_running_server_is_restarted_gracefully_or_at_once(emulator: Emulator) -> None:
+    """A tenant's reboot and power cycle (GracefulRestart, ForceRestart) are reset actions
+    the BMC accepts on a running server; it is on again after each."""
+    b = bmc(emulator)
+    b.power_on()
+    wait_power(b, PowerState.ON)
+    b.graceful_restart()
+    wait_power(b, PowerState.ON)
+    b.force_restart()
+    wait_power(b, PowerState.ON)
+
+
 def test_one_time_boot_and_virtual_media(emulator: Emulator, image_server: str) -> None:
     b = bmc(emulator)
     b.set_one_time_boot(BootDevice.VIRTUAL_CD)
