@@ -24,6 +24,7 @@ from sushy import exceptions as sx
 
 from gpulease.domain.fleet.bmc_events import LogEntry
 from gpulease.drivers import redfish_hardware as hw
+from gpulease.drivers import redfish_media
 from gpulease.drivers.on_behalf import user_agent
 from gpulease.drivers.redfish_hardware import Drive, Fan, GpuDevice, PcieDevice, Temperature
 from gpulease.ports.bmc import (
@@ -54,11 +55,6 @@ BOOT_SOURCES: dict[BootDevice, Any] = {
     BootDevice.DISK: sushy.BootSource.HDD,
 }
 
-SLOT_TYPES: dict[MediaSlot, tuple[Any, ...]] = {
-    MediaSlot.CD: (sushy.VirtualMediaType.CD, sushy.VirtualMediaType.DVD),
-    MediaSlot.USB: (sushy.VirtualMediaType.USB_STICK, sushy.VirtualMediaType.FLOPPY),
-}
-
 T = TypeVar("T")
 
 
@@ -84,6 +80,8 @@ class Inventory:
     cpu_cores: int | None = None
     cpu_threads: int | None = None
     virtual_media: tuple[str, ...] | None = None  # the slots' media types (CD, USBStick…)
+    media_one_slot: bool | None = None  # one drive takes both the image and the config drive
+    media_protocols: tuple[str, ...] | None = None  # what InsertMedia fetches over, if named
     boot_targets: tuple[str, ...] | None = None  # BootSourceOverrideTarget allowed values
     warnings: tuple[str, ...] = field(default=())  # read in part: what could not be
     power: str | None = None  # the PowerState as read ("On", "Off", "PoweringOn"…)
@@ -304,14 +302,7 @@ class RedfishBmc:
         return members[0]
 
     def _slot(self, system: Any, slot: MediaSlot) -> Any:
-        for manager in system.managers:
-            for media in manager.virtual_media.get_members():
-                if any(t in SLOT_TYPES[slot] for t in media.media_types):
-                    return media
-        raise BmcPermanentError(
-            f"BMC at {self._endpoint.address} offers no virtual {slot.value} drive; use "
-            "network boot for this offer"
-        )
+        return redfish_media.slot_drive(system, slot, self._endpoint.address)
 
     # -- the port -------------------------------------------------------------------
     def power_state(self) -> PowerState:
@@ -404,18 +395,14 @@ class RedfishBmc:
     def insert_media(self, image_url: str, slot: MediaSlot = MediaSlot.CD) -> None:
         def insert() -> None:
             drive = self._slot(self._system(), slot)
-            if drive.inserted:
-                drive.eject_media()
-            drive.insert_media(image_url, inserted=True, write_protected=True)
+            redfish_media.insert(drive, image_url, self._endpoint.address)
         self._call(insert)
 
     def eject_media(self) -> None:
         def eject() -> None:
-            system = self._system()
-            for manager in system.managers:
-                for drive in manager.virtual_media.get_members():
-                    if drive.inserted:
-                        drive.eject_media()
+            for drive in redfish_media.drives(self._system()):
+                if drive.inserted:
+                    drive.eject_media()
         self._call(eject)
 
     def inserted_media(self, slot: MediaSlot = MediaSlot.CD) -> str | None:
@@ -459,7 +446,7 @@ class RedfishBmc:
         if gpus is None:
             unknown.append("gpus")
         cooling = hw.optional(unknown, "thermal", lambda: hw.thermal(system))
-        media = hw.optional(unknown, "virtual media", lambda: hw.media_types(system))
+        media = hw.optional(unknown, "virtual media", lambda: hw.virtual_media(system))
         boot = system.json.get("Boot") or {}
         targets = boot.get("BootSourceOverrideTarget@Redfish.AllowableValues")
         return Inventory(
@@ -472,6 +459,9 @@ class RedfishBmc:
             fans=cooling[1] if cooling else None, unknown=tuple(unknown),
             uuid=str(system.uuid).lower() if system.uuid else None,
             cpu_cores=cpus.cores if cpus else None, cpu_threads=cpus.threads if cpus else None,
-            virtual_media=media, boot_targets=tuple(targets) if isinstance(targets, list)
-            else None, warnings=tuple(warnings), power=system.json.get("PowerState"),
+            virtual_media=media.types if media else None,
+            media_one_slot=media.one_slot if media else None,
+            media_protocols=media.protocols if media else None,
+            boot_targets=tuple(targets) if isinstance(targets, list) else None,
+            warnings=tuple(warnings), power=system.json.get("PowerState"),
         )

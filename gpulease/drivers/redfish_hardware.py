@@ -260,21 +260,52 @@ def _doc(system: Any, path: str) -> dict[str, Any]:
     return cache[path]
 
 
-def media_types(system: Any) -> tuple[str, ...]:
-    """The media types of the virtual drives: under the system (Redfish 2021 and later)
-    or under the managers that manage it."""
+@dataclass(frozen=True)
+class MediaFacts:
+    """What the virtual drives offer: their media types, whether one drive is the only
+    one for both the image (CD) and the config drive (USB), and the transfer protocols its
+    CD drive's InsertMedia allows (None: the BMC does not name the parameter; empty: any)."""
+
+    types: tuple[str, ...]
+    one_slot: bool
+    protocols: tuple[str, ...] | None
+
+
+CD_TYPES, USB_TYPES = {"CD", "DVD"}, {"USBStick", "Floppy"}
+
+
+def virtual_media(system: Any) -> MediaFacts:
+    """The virtual drives under the system (Redfish 2021 and later, Dell iDRAC 6.x) or,
+    where it has none, under the managers that manage it."""
     holders = [system.json] if _link(system.json, "VirtualMedia") else [
         _doc(system, m["@odata.id"]) for m in (
             system.json.get("Links", {}).get("ManagedBy") or []) if isinstance(m, dict)]
     if not holders:
         raise sx.MissingAttributeError(attribute="VirtualMedia", resource=system.path)
-    found: set[str] = set()
-    for holder in holders:
-        path = _link(holder, "VirtualMedia")
-        if path is not None:
-            for drive in _members(system, path):
-                found.update(str(t) for t in drive.get("MediaTypes") or [])
-    return tuple(sorted(found))
+    drives = [d for holder in holders if (path := _link(holder, "VirtualMedia")) is not None
+              for d in _members(system, path)]
+    kinds = [{str(t) for t in d.get("MediaTypes") or []} for d in drives]
+    cds = [i for i, k in enumerate(kinds) if k & CD_TYPES]
+    usbs = [i for i, k in enumerate(kinds) if k & USB_TYPES]
+    one_slot = bool(cds) and bool(usbs) and set(cds) == set(usbs) and len(cds) == 1
+    return MediaFacts(tuple(sorted(set().union(*kinds))) if kinds else (), one_slot,
+                      _protocols(system, drives[cds[0]]) if cds else None)
+
+
+def _protocols(system: Any, drive: dict[str, Any]) -> tuple[str, ...] | None:
+    action = (drive.get("Actions") or {}).get("#VirtualMedia.InsertMedia")
+    if not isinstance(action, dict):
+        return None
+    inline = action.get("TransferProtocolType@Redfish.AllowableValues")
+    if isinstance(inline, list):
+        return tuple(str(v) for v in inline)
+    uri = action.get("@Redfish.ActionInfo")
+    if not isinstance(uri, str):
+        return None
+    for parameter in _doc(system, uri).get("Parameters") or []:
+        if isinstance(parameter, dict) and parameter.get("Name") == "TransferProtocolType":
+            return tuple(str(v) for v in parameter.get("AllowableValues") or [])
+    return None
 
 
 def event_service(conn: Any) -> tuple[str, dict[str, Any]] | None:

@@ -121,6 +121,9 @@ class Facts:
     hot: tuple[str, ...] = ()  # sensors at or above their critical threshold, or unhealthy
     gpu_models: tuple[str, ...] = ()
     virtual_media: tuple[str, ...] | None = None  # media types of the virtual drives
+    media_one_slot: bool | None = None  # one drive for both the image and the config drive
+    media_protocols: tuple[str, ...] | None = None  # InsertMedia's transfer protocols
+    media_scheme: str | None = None  # how the platform serves this server's media (https)
     boot_targets: tuple[str, ...] | None = None  # one-time boot targets the BMC allows
     warnings: tuple[str, ...] = ()  # parts of the inventory the BMC did not give
     cpu_sockets: int | None = None
@@ -288,6 +291,22 @@ def _drive_sizes(offer: Offer, sizes: tuple[int, ...]) -> str | bool | None:
             f"{found})")
 
 
+def _media_protocol(facts: Facts, differences: list[str], unchecked: list[str]) -> None:
+    """The BMC must be able to fetch the platform's media over the scheme it serves them
+    with (OpenBMC takes HTTPS only): found here, not after a deploy's five tries."""
+    if facts.media_scheme is None or facts.media_protocols is None:
+        if facts.media_scheme is not None and facts.virtual_media is not None:
+            unchecked.append("virtual media protocol")
+        return
+    scheme = facts.media_scheme.upper()
+    if facts.media_protocols and scheme not in facts.media_protocols:
+        differences.append(f"the BMC fetches virtual media only over "
+                           f"{' or '.join(facts.media_protocols)}, and this platform serves "
+                           f"it over {scheme}: serve it over "
+                           f"{facts.media_protocols[0].lower()} (GPULEASE_MEDIA_BASE_URL, or "
+                           "the site's media_base_url)")
+
+
 def _boot_mode(offer: Offer, facts: Facts, differences: list[str], unchecked: list[str],
                checked: list[str]) -> None:
     """What the offer's way of booting needs from the BMC."""
@@ -303,8 +322,15 @@ def _boot_mode(offer: Offer, facts: Facts, differences: list[str], unchecked: li
             differences.append(f"no virtual {' or '.join(lacks)} slot, which virtual-media "
                                "deploys need (the image on CD, the config drive on USB); "
                                "use network boot for this offer")
+        elif facts.media_one_slot and offer.deploy != "image":
+            differences.append("one virtual drive takes both CD and USB media, and an "
+                               "installer deploy needs the image and the config drive at "
+                               "once; sell this server with an image-based deploy (deploy = "
+                               "\"image\": the config drive follows the ramdisk) or network "
+                               "boot")
         else:
             checked.append("virtual media")
+        _media_protocol(facts, differences, unchecked)
         return
     target = {"pxe": "Pxe", "uefi_http": "UefiHttp"}[offer.boot]
     if facts.boot_targets is None:

@@ -9,8 +9,9 @@ check has passed."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 from sqlalchemy import func, or_, select
@@ -38,6 +39,7 @@ from gpulease.schemas import EnrollRequest, NodeView
 from gpulease.services.fleet.fabrics import fabric_named, rack_named
 from gpulease.services.fleet.inventory import NodeSpec, add_node, get_node
 from gpulease.services.platform.idempotency import Idem, run_once
+from gpulease.services.platform.sites import media_base
 
 
 class _NodeId(BaseModel):
@@ -78,7 +80,8 @@ def facts_of(inv: Inventory) -> Facts:
                         for d in inv.pcie_devices or () if d.kind == "gpu"),
         hot=hot,
         gpu_models=tuple(g.model for g in inv.gpus or () if g.model),
-        virtual_media=inv.virtual_media, boot_targets=inv.boot_targets,
+        virtual_media=inv.virtual_media, media_one_slot=inv.media_one_slot,
+        media_protocols=inv.media_protocols, boot_targets=inv.boot_targets,
         warnings=inv.warnings, cpu_sockets=inv.processor_count, cpu_cores=inv.cpu_cores,
         cpu_threads=inv.cpu_threads, cpu_model=inv.processor_model,
     )
@@ -158,6 +161,7 @@ def enroll(p: Platform, actor: Principal, req: EnrollRequest,
         offer = _guess_offer(p, facts)
         with p.db.read() as s:
             _place(s, req, offer.region)
+    facts = replace(facts, media_scheme=urlsplit(media_base(p, offer.region)).scheme or None)
     sku = p.catalog.sku_by_id[offer.sku]
     gpu = p.catalog.gpu_by_id[sku.gpu]
     result = compare(offer, facts, sku.gpu_count, VENDOR_NAMES.get(gpu.vendor, gpu.vendor),
