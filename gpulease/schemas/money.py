@@ -377,6 +377,25 @@ class AddonRequest(BaseModel):
                               description="0 removes it (from the end of the paid periods)")
 
 
+class OrderReviewView(BaseModel):
+    """What an order would hold, checked as the order would be (nothing is written)."""
+
+    hold: Money = Field(description="held from the wallet when the order is placed: the "
+                                    "first period (bare metal, with its add-ons) or hour")
+    available: Money = Field(description="what the wallet may hold now")
+    covered: bool = Field(description="whether the wallet covers the hold")
+
+
+class AddonChargeView(BaseModel):
+    """What setting an add-on to a quantity would charge now (nothing is written)."""
+
+    instance_id: str
+    addon_id: str
+    quantity: Decimal
+    charge: Money = Field(description="charged now for the paid time left; 0 for less, which "
+                                      "takes effect when the paid periods end")
+
+
 class DunningView(BaseModel):
     tenant_id: str
     tenant_name: str

@@ -16,19 +16,17 @@ from pydantic import ValidationError
 from gpulease.api.access import ORDERING, access
 from gpulease.api.deps import PlatformDep
 from gpulease.domain.accounts import Principal
-from gpulease.domain.billing.money import to_fen
 from gpulease.domain.errors import DomainError
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
-from gpulease.schemas.money import QuoteRequest
-from gpulease.services.catalog import images, quotes
+from gpulease.services.catalog import images
 from gpulease.services.catalog import offers as catalog
 from gpulease.services.instances import actions
 from gpulease.services.instances import views as instances
 from gpulease.services.money import leases, wallet
 from gpulease.services.money.release_terms import release_terms
-from gpulease.services.money.wallet import payable
 from gpulease.services.orders import ordering as orders
+from gpulease.services.orders import review
 from gpulease.translations import N_
 from gpulease.web.pages import (
     Once,
@@ -156,23 +154,15 @@ def order(p: PlatformDep, who: Who, kind: Annotated[str, Form(max_length=16)],
 def _review(p: Platform, who: Principal, req: OrderRequest, ssh_key: str) -> HTMLResponse:
     """The order's price before anything is held: bare metal by the quote (the same total
     the order holds), a container by its first hour."""
-    orders.plan_order(p, req)  # every refusal the order would give, before the review
+    hold, quote = review.order_hold(p, req)
     money = wallet.show_wallet(p, who)
-    book = p.price_book()
-    if req.kind == "container":
-        co = book.container_offer_by_id[req.offer or ""]
-        count = req.gpus or 1
-        hold = payable(p, to_fen(co.price_per_gpu_hour * count))
+    if quote is None:  # a container: its first hour
+        co = p.price_book().container_offer_by_id[req.offer or ""]
         lines = [{"item": f"{co.id} · {co.gpu}", "description": N_("per GPU-hour, billed each "
-                  "hour while it runs"), "quantity": count, "unit": "GPU-hour",
+                  "hour while it runs"), "quantity": req.gpus or 1, "unit": "GPU-hour",
                   "unit_price": co.price_per_gpu_hour, "amount": hold}]
-        quote = None
     else:
-        quote = quotes.make_quote(p, QuoteRequest(
-            sku=req.sku or "", region=req.region or "", term=req.term or "month",
-            servers=req.nodes, add=req.add))
-        hold, lines = quote.total, [line.model_dump() | {"phrase": line.phrase}
-                                    for line in quote.lines]
+        lines = [line.model_dump() | {"phrase": line.phrase} for line in quote.lines]
     return page("order_review.html", who=who, req=req, ssh_key=ssh_key, quote=quote,
                 lines=lines, hold=hold, wallet=money, short=hold > money.available,
                 keys=len(req.ssh_keys), add=req.add, once=new_once())

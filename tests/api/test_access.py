@@ -132,6 +132,9 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/api/v1/tokens"): {"name": "t", "expires_in_days": 1},
     ("POST", "/api/v1/instances"): {"kind": "container", "offer": "rtx4090-24g-container",
                                     "gpus": 1, "ssh_keys": [ssh_key()]},
+    ("POST", "/api/v1/instances/review"): {
+        "kind": "container", "offer": "rtx4090-24g-container", "gpus": 1,
+        "ssh_keys": [ssh_key()]},
     ("POST", "/api/v1/nodes"): {"bmc": "http://127.0.0.1:9/redfish/v1/Systems/1",
                                 "username": "u", "password": "p"},
     ("POST", "/api/v1/fabrics"): {"id": "ib-new", "region": "ningxia-1"},
@@ -158,6 +161,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/api/v1/tenants/{tenant_id}/payouts"): {"amount": "1", "reference": "p"},
     ("PUT", "/api/v1/billing-profile"): {"title": "Acme 有限公司"},
     ("PUT", "/api/v1/instances/{instance_id}/addons/{addon_id}"): {"quantity": "10"},
+    ("POST", "/api/v1/instances/{instance_id}/addons/{addon_id}/charge"): {"quantity": "10"},
     ("PUT", "/api/v1/tenants/{tenant_id}/credit-limit"): {"credit_limit": "10"},
     ("PUT", "/api/v1/tenants/{tenant_id}/gpu-quotas/{offer}"): {"max_gpus": 64},
     ("PUT", "/api/v1/budget"): {"monthly_budget": "1000000"},

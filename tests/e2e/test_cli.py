@@ -110,20 +110,26 @@ def test_the_tenant_journey_through_the_cli(up: Up, tmp_path: Path) -> None:
         " ".join(table.split()))  # the support clocks, before buying
     assert "ubuntu22.04-cann8-mindspore2.4" in cli(up, "images").stdout
 
+    unasked = cli(up, "order", "bare-metal", "--sku", "h100-80g-x8", "--region",
+                  "ningxia-1", "--ssh-key", str(key_file))  # no terminal to ask at
+    assert unasked.returncode == 2 and "¥84,480.00 from your wallet" in unasked.stderr
+    assert "add --yes to go ahead" in unasked.stderr
+    assert json.loads(cli(up, "instances", "--json").stdout) == []  # nothing was spent
     human = cli(up, "order", "bare-metal", "--sku", "h100-80g-x8", "--region", "ningxia-1",
-                "--ssh-key", str(key_file))
+                "--ssh-key", str(key_file), "--yes")
     assert human.returncode == 0, human.stderr
-    for line in ("powering the server off, 1 of 7", "installing the OS, 4 of 7", "ready in",
-                 "SSH:      ssh root@", "password: "):  # each step said, not its code
+    for line in ("held ¥84,480.00 from your wallet", "powering the server off, 1 of 7",
+                 "installing the OS, 4 of 7", "ready in", "SSH:      ssh root@",
+                 "password: "):  # each step said, not its code
         assert line in human.stdout, human.stdout
 
     done = cli(up, "order", "bare-metal", "--sku", "h100-80g-x8", "--region", "ningxia-1",
-               "--ssh-key", str(key_file), "--wait", "--json")
+               "--ssh-key", str(key_file), "--wait", "--json", "--yes")
     inst = json.loads(done.stdout)
     assert inst["status"] == "ready" and inst["credentials"]["root_password"]
 
     refused = cli(up, "order", "cluster", "--nodes", "4", "--sku", "h100-80g-x8", "--region",
-                  "ningxia-1", "--ssh-key", str(key_file))
+                  "ningxia-1", "--ssh-key", str(key_file), "--yes")
     assert refused.returncode == 1 and "Need 4 free h100-80g-x8 nodes" in refused.stderr
 
     bad = cli(up, "order", "bare-metal", "--sku", "h100-80g-x8", "--region", "mars",
@@ -191,7 +197,7 @@ def test_the_default_demo_runs_behind_a_redfish_emulator(tmp_path: Path) -> None
         key_file = tmp_path / "id.pub"
         key_file.write_text(ssh_key() + "\n")
         done = cli(up, "order", "bare-metal", "--sku", "ascend910b-64g-x8", "--region",
-                   "huawei-zone", "--ssh-key", str(key_file), "--wait", "--json")
+                   "huawei-zone", "--ssh-key", str(key_file), "--wait", "--json", "--yes")
         inst = json.loads(done.stdout)
         assert inst["status"] == "ready", done.stderr
         assert inst["simulated"] is True and inst["credentials"]["root_password"]

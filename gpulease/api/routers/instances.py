@@ -19,10 +19,12 @@ from gpulease.api.etags import conditional
 from gpulease.api.streams import ENDS, follow_instance
 from gpulease.schemas import CredentialsView, InstanceView, OrderRequest, Page
 from gpulease.schemas.fleet import PowerActionView, PowerRequest
+from gpulease.schemas.money import OrderReviewView
 from gpulease.services.instances import actions
 from gpulease.services.instances import power as power_actions
 from gpulease.services.instances import views as instances
 from gpulease.services.orders import ordering as orders
+from gpulease.services.orders import review as order_review
 
 router = APIRouter(prefix="/instances", tags=["instances"])
 
@@ -39,6 +41,13 @@ def order(
     if not created:
         response.headers["Idempotent-Replayed"] = "true"
     return view
+
+
+@router.post("/review", response_model=OrderReviewView, openapi_extra=access(*ORDERING))
+def review(body: OrderRequest, p: PlatformDep, actor: PrincipalDep) -> OrderReviewView:
+    """An order checked as `POST /instances` would check it, and what it would hold from
+    the wallet; nothing is held or claimed (the CLI asks with it before it orders)."""
+    return order_review.review_order(p, actor, body)
 
 
 @router.get("", response_model=Page[InstanceView], openapi_extra=access(*EVERY_USER))

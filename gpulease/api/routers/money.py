@@ -10,6 +10,7 @@ from gpulease.api.access import EVERY_USER, ORDERING, TENANT_USERS, Caller, acce
 from gpulease.api.deps import PAYMENT_REQUIRED, Limit, Offset, PlatformDep, PrincipalDep
 from gpulease.schemas import Page
 from gpulease.schemas.money import (
+    AddonChargeView,
     AddonRequest,
     AddonView,
     AutoRenewRequest,
@@ -118,6 +119,18 @@ def set_addon(instance_id: str, addon_id: str, body: AddonRequest, p: PlatformDe
     charged at once for the paid time left (pro rata in the current period); less takes
     effect when the paid periods end, without a refund."""
     return addons.set_addon(p, actor, instance_id, addon_id, body.quantity)
+
+
+@router.post("/instances/{instance_id}/addons/{addon_id}/charge",
+             response_model=AddonChargeView, openapi_extra=access(*ORDERING, owned=True))
+def addon_charge(instance_id: str, addon_id: str, body: AddonRequest, p: PlatformDep,
+                 actor: PrincipalDep) -> AddonChargeView:
+    """What `PUT …/addons/{addon_id}` with this quantity would charge now; nothing changes
+    (the CLI asks with it before it spends)."""
+    return AddonChargeView(instance_id=instance_id, addon_id=addon_id,
+                           quantity=body.quantity,
+                           charge=addons.addon_charge(p, actor, instance_id, addon_id,
+                                                      body.quantity))
 
 
 @router.get("/instances/{instance_id}/lease", response_model=LeaseView,

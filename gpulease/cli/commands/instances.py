@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
@@ -30,6 +31,7 @@ from gpulease.cli.common import (
     safe,
     say_part,
 )
+from gpulease.cli.spend import YesOpt, confirm_spend
 from gpulease.cli.tables import Column, WideOpt, fitted
 from gpulease.cli.tables import show as show_table
 from gpulease.cli.words import _, step
@@ -53,16 +55,33 @@ def _read_keys(files: list[Path]) -> list[str]:
     return keys
 
 
-def _place_and_follow(url: str, token: str, req: OrderRequest, wait: bool, as_json: bool,
-                      timeout: float) -> None:
+@dataclass(frozen=True)
+class Follow:
+    """How an order command goes on once it has checked the order: whether it waits for
+    delivery (and how long), prints JSON, and spends without asking."""
+
+    wait: bool
+    as_json: bool
+    timeout: float
+    yes: bool
+
+
+def _place_and_follow(url: str, token: str, req: OrderRequest, how: Follow) -> None:
     client = connect(url, token)
+    review = api(lambda: client.post_json("/instances/review",
+                                          req.model_dump(mode="json", exclude_none=True)))
+    hold = Decimal(review["hold"])
+    confirm_spend(_("This order holds its first {term}", term=_(req.term or "month")), hold,
+                  how.yes)
     inst = api(lambda: client.order(req, idempotency_key=str(uuid.uuid4())))
+    wait, as_json, timeout = how.wait, how.as_json, how.timeout
     if as_json and not wait:
         return print_json(inst)
     if not as_json:
         out.print(_("ordered [bold]{instance}[/bold] ({kind}, {sku} in {region}, {nodes} "
                     "node(s), {gpus} GPUs)", instance=inst.id, kind=inst.kind, sku=inst.sku,
                     region=inst.region, nodes=inst.node_count, gpus=inst.gpu_count))
+        out.print(_("held ¥{amount} from your wallet", amount=f"{hold:,.2f}"), highlight=False)
     inst = _follow(client, inst, quiet=as_json, timeout=timeout)
     creds = None
     if inst.status == InstanceStatus.READY and inst.credentials_available:
@@ -151,14 +170,14 @@ def order_bare_metal(
     ] = None,
     encrypted_data: EncryptOpt = False,
     wait: WaitOpt = False, as_json: JsonOpt = False, timeout: TimeoutOpt = 1800.0,
-    url: UrlOpt = "", token: TokenOpt = "",
+    yes: YesOpt = False, url: UrlOpt = "", token: TokenOpt = "",
 ) -> None:
     """Order one whole 8-GPU server and follow its delivery."""
     req = OrderRequest.model_validate(dict(
         kind="bare_metal", sku=sku, region=region, term=term, image=image,
         ssh_keys=_read_keys(ssh_key), name=name, add=parse_addons(add), restore=restore,
         encrypted_data=encrypted_data))
-    _place_and_follow(url, token, req, wait or not as_json, as_json, timeout)
+    _place_and_follow(url, token, req, Follow(wait or not as_json, as_json, timeout, yes))
 
 
 @order_app.command("cluster")
@@ -173,14 +192,14 @@ def order_cluster(
     add: AddOpt = None,
     encrypted_data: EncryptOpt = False,
     wait: WaitOpt = False, as_json: JsonOpt = False, timeout: TimeoutOpt = 1800.0,
-    url: UrlOpt = "", token: TokenOpt = "",
+    yes: YesOpt = False, url: UrlOpt = "", token: TokenOpt = "",
 ) -> None:
     """Order N servers placed on one InfiniBand fabric (or be told what is free where)."""
     req = OrderRequest.model_validate(dict(
         kind="cluster", nodes=nodes, sku=sku, region=region, term=term, image=image,
         ssh_keys=_read_keys(ssh_key), name=name, add=parse_addons(add),
         encrypted_data=encrypted_data))
-    _place_and_follow(url, token, req, wait or not as_json, as_json, timeout)
+    _place_and_follow(url, token, req, Follow(wait or not as_json, as_json, timeout, yes))
 
 
 @order_app.command("container")
@@ -195,12 +214,12 @@ def order_container(
         "also let root log in over SSH with the password shown once (default: keys only)"))]
     = False,
     wait: WaitOpt = False, as_json: JsonOpt = False, timeout: TimeoutOpt = 600.0,
-    url: UrlOpt = "", token: TokenOpt = "",
+    yes: YesOpt = False, url: UrlOpt = "", token: TokenOpt = "",
 ) -> None:
     """Order GPUs of a shared server, billed by the hour."""
     req = OrderRequest(kind="container", offer=offer, gpus=gpus, term="hour", image=image,
                        ssh_keys=_read_keys(ssh_key), name=name, ssh_password=ssh_password)
-    _place_and_follow(url, token, req, wait or not as_json, as_json, timeout)
+    _place_and_follow(url, token, req, Follow(wait or not as_json, as_json, timeout, yes))
 
 
 # ----------------------------------------------------------------------- instances

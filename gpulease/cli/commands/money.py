@@ -7,6 +7,7 @@ from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote_plus
 from zoneinfo import ZoneInfo
 
 import typer
@@ -22,6 +23,7 @@ from gpulease.cli.common import (
     out,
     print_json,
 )
+from gpulease.cli.spend import YesOpt, confirm_spend
 from gpulease.cli.tables import Column, WideOpt, fitted
 from gpulease.cli.tables import show as show_table
 from gpulease.cli.words import _
@@ -104,13 +106,26 @@ def lease_show(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
 def renew(instance_id: str,
           periods: Annotated[int, typer.Option(help="periods to add")] = 1,
           term: Annotated[str | None, typer.Option(help="switch to day or month")] = None,
+          yes: YesOpt = False,
           url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
     """Extend a lease (charged from the wallet now); during grace it cancels the erase."""
+    client = connect(url, token)
     body: dict[str, Any] = {"periods": periods}
     if term:
         body["term"] = term
-    data = api(lambda: connect(url, token).post_json(f"/instances/{instance_id}/renew", body))
-    return print_json(data) if as_json else _show_lease(data)
+    quote = api(lambda: client.get_json(
+        f"/instances/{instance_id}/renewal-quote?periods={periods}"
+        + (f"&term={quote_plus(term)}" if term else "")))
+    charged = Decimal(quote["total"])
+    confirm_spend(_("Renewing {instance} by {periods} × {term} charges",
+                    instance=instance_id, periods=periods, term=_(quote["term"])), charged,
+                  yes)
+    data = api(lambda: client.post_json(f"/instances/{instance_id}/renew", body))
+    if as_json:
+        return print_json(data)
+    out.print(_("charged ¥{amount} from your wallet", amount=f"{charged:,.2f}"),
+              highlight=False)
+    _show_lease(data)
 
 
 @app.command()
@@ -133,11 +148,20 @@ def addons(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
 def addon(instance_id: str, addon_id: Annotated[str, typer.Argument(
               help="public-bandwidth, extra-storage, support-standard, support-premium")],
           quantity: Annotated[str, typer.Argument(help="the new quantity; 0 removes it")],
-          url: UrlOpt = "", token: TokenOpt = "") -> None:
+          yes: YesOpt = False, url: UrlOpt = "", token: TokenOpt = "") -> None:
     """Take, raise, lower or remove an add-on on a running lease: more is charged now for
     the paid time left; less takes effect when the paid periods end."""
-    api(lambda: connect(url, token).put_json(f"/instances/{instance_id}/addons/{addon_id}",
-                                             {"quantity": quantity}))
+    client = connect(url, token)
+    path = f"/instances/{instance_id}/addons/{addon_id}"
+    charged = Decimal(api(lambda: client.post_json(f"{path}/charge",
+                                                   {"quantity": quantity}))["charge"])
+    if charged > 0:
+        confirm_spend(_("{addon} at {quantity} for the paid time left charges",
+                        addon=addon_id, quantity=quantity), charged, yes)
+    api(lambda: client.put_json(path, {"quantity": quantity}))
+    if charged > 0:
+        out.print(_("charged ¥{amount} from your wallet", amount=f"{charged:,.2f}"),
+                  highlight=False)
     addons(instance_id, url, token)
 
 

@@ -124,29 +124,10 @@ def set_addon(p: Platform, actor: Principal, instance_id: str, addon_id: str,
     actor.require_order_rights()
     now = p.clock.now()
     with p.db.write() as s:
-        inst = get_instance(s, actor, instance_id, lock=True)
-        if inst.kind not in LEASED:
-            raise InvalidInput("addon", "Add-ons go with bare-metal and cluster leases.")
-        lease = s.scalar(select(Lease).where(Lease.instance_id == inst.id).with_for_update())
-        if (lease is None or lease.status != LeaseStatus.ACTIVE.value
-                or inst.status != InstanceStatus.READY.value):
-            raise Conflict("{instance} has no active lease: add-ons change on a delivered, "
-                           "running lease (order them with the instance before that).",
-                           instance=inst.id)
-        try:
-            addon = check_addon(p.price_book(), addon_id, quantity if quantity > 0
-                                else Decimal(1))
-        except PricingError as exc:
-            raise InvalidInput("addon" if exc.field == "add" else exc.field, str(exc),
-                               exc.accepted) from None
-        current = next((r for r in on_at(s, inst.id, now) if r.addon_id == addon.id), None)
-        have = current.quantity if current is not None else Decimal(0)
-        if quantity == have:
-            raise Conflict("{addon_id} is already {have_normalize:f} on {instance}.",
-                           addon_id=addon.id, have_normalize=have.normalize(), instance=inst.id)
-        change = Change(inst, lease, addon, have, quantity, current, now, by(actor))
-        _drop_pending(s, inst.id, addon.id, now)  # the latest change wins
-        if quantity > have:
+        change = _change(s, p, actor, instance_id, Wanted(addon_id, quantity))
+        inst = change.inst
+        _drop_pending(s, inst.id, change.addon.id, now)  # the latest change wins
+        if quantity > change.have:
             _raise(s, p, change)
         else:
             _lower(s, change)
@@ -154,6 +135,55 @@ def set_addon(p: Platform, actor: Principal, instance_id: str, addon_id: str,
         return [_view(r) for r in s.scalars(select(InstanceAddon).where(
             InstanceAddon.instance_id == inst.id).order_by(InstanceAddon.since,
                                                            InstanceAddon.id))]
+
+
+def addon_charge(p: Platform, actor: Principal, instance_id: str, addon_id: str,
+                 quantity: Decimal) -> Decimal:
+    """What setting the add-on to `quantity` would charge now (0 for a lower quantity,
+    which takes effect when the paid periods end); nothing is written."""
+    actor.require_order_rights()
+    with p.db.read() as s:
+        change = _change(s, p, actor, instance_id, Wanted(addon_id, quantity), lock=False)
+        if quantity <= change.have:
+            return Decimal("0.00")
+        return sum((part for _period, part in _raise_parts(s, p, change)), Decimal("0.00"))
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """An add-on and the quantity asked for it."""
+
+    addon_id: str
+    quantity: Decimal
+
+
+def _change(s: Session, p: Platform, actor: Principal, instance_id: str, want: Wanted,
+            lock: bool = True) -> Change:
+    """The change asked for, checked: a running lease, a known add-on, a new quantity."""
+    addon_id, quantity = want.addon_id, want.quantity
+    now = p.clock.now()
+    inst = get_instance(s, actor, instance_id, lock=lock)
+    if inst.kind not in LEASED:
+        raise InvalidInput("addon", "Add-ons go with bare-metal and cluster leases.")
+    leases = select(Lease).where(Lease.instance_id == inst.id)
+    lease = s.scalar(leases.with_for_update() if lock else leases)
+    if (lease is None or lease.status != LeaseStatus.ACTIVE.value
+            or inst.status != InstanceStatus.READY.value):
+        raise Conflict("{instance} has no active lease: add-ons change on a delivered, "
+                       "running lease (order them with the instance before that).",
+                       instance=inst.id)
+    try:
+        addon = check_addon(p.price_book(), addon_id, quantity if quantity > 0
+                            else Decimal(1))
+    except PricingError as exc:
+        raise InvalidInput("addon" if exc.field == "add" else exc.field, str(exc),
+                           exc.accepted) from None
+    current = next((r for r in on_at(s, inst.id, now) if r.addon_id == addon.id), None)
+    have = current.quantity if current is not None else Decimal(0)
+    if quantity == have:
+        raise Conflict("{addon_id} is already {have_normalize:f} on {instance}.",
+                       addon_id=addon.id, have_normalize=have.normalize(), instance=inst.id)
+    return Change(inst, lease, addon, have, quantity, current, now, by(actor))
 
 
 @dataclass(frozen=True)
@@ -180,19 +210,8 @@ def _raise(s: Session, p: Platform, c: Change) -> None:
     the whole of it, as a new choice)."""
     inst, lease, now, have, want = c.inst, c.lease, c.now, c.have, c.want
     addon_id, name, unit, price = c.addon.id, c.addon.name, c.addon.unit, c.addon.price
-    periods = list(s.scalars(select(LeasePeriod).where(
-        LeasePeriod.lease_id == lease.id, LeasePeriod.refunded_at.is_(None),
-        LeasePeriod.ends_at > now).order_by(LeasePeriod.seq)))
-    delta = InstanceAddon(instance_id=inst.id, addon_id=addon_id, name=name, unit=unit,
-                          quantity=want - have, unit_price=price, since=now, until=None)
     total = Decimal("0.00")
-    for period in periods:
-        (one,) = for_period(p, inst, [delta], period.term)
-        if period.starts_at < now:  # the current period: the part still to come
-            left = (period.ends_at - now) / (period.ends_at - period.starts_at)
-            part = to_fen(one.amount * Decimal(str(left)))
-        else:
-            part = one.amount
+    for period, part in _raise_parts(s, p, c):
         period.price = to_fen(period.price + part)
         total += part
     if c.current is not None:
@@ -209,6 +228,26 @@ def _raise(s: Session, p: Platform, c: Change) -> None:
             total, text, inst.id, (now, lease.ends_at), quantity=added, unit=unit,
             unit_price=(total / added).quantize(UNIT_PRICE_PLACES)), now)
     note(s, now, inst.id, "addon", text, actor=c.who)
+
+
+def _raise_parts(s: Session, p: Platform, c: Change) -> list[tuple[LeasePeriod, Decimal]]:
+    """What a raise costs in each paid period not over: pro rata for the rest of the
+    current one, in full for those ahead."""
+    periods = list(s.scalars(select(LeasePeriod).where(
+        LeasePeriod.lease_id == c.lease.id, LeasePeriod.refunded_at.is_(None),
+        LeasePeriod.ends_at > c.now).order_by(LeasePeriod.seq)))
+    delta = InstanceAddon(instance_id=c.inst.id, addon_id=c.addon.id, name=c.addon.name,
+                          unit=c.addon.unit, quantity=c.want - c.have,
+                          unit_price=c.addon.price, since=c.now, until=None)
+    parts = []
+    for period in periods:
+        (one,) = for_period(p, c.inst, [delta], period.term)
+        if period.starts_at < c.now:  # the current period: the part still to come
+            left = (period.ends_at - c.now) / (period.ends_at - period.starts_at)
+            parts.append((period, to_fen(one.amount * Decimal(str(left)))))
+        else:
+            parts.append((period, one.amount))
+    return parts
 
 
 def _drop_pending(s: Session, instance_id: str, addon_id: str, now: datetime) -> None:
