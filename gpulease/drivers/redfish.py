@@ -9,6 +9,7 @@ provisioning engine retries with backoff and jitter and decides when to give up.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -194,16 +195,59 @@ def retry_after_s(value: str | None) -> float | None:
     return min(max((when - datetime.now(UTC)).total_seconds(), 0.0), RETRY_AFTER_CAP_S)
 
 
+TASK_TIMEOUT_S = 300.0  # a BMC's job (a Dell config job, a slow media mount) at most this
+TASK_POLL_CAP_S = 30.0  # however long a task monitor's Retry-After asks
+FAILED_TASK = {"Exception", "Killed", "Cancelled", "Interrupted"}
+
+
 class _OneTry(sushy_connector.Connector):  # type: ignore[misc]
     """sushy's connector without its own quick retry of a 5xx (it tries again after its
     fixed delay, whatever Retry-After said): the engine retries, no sooner than the BMC
-    asked. Each request names the worker it is made for (User-Agent)."""
+    asked. Each request names the worker it is made for (User-Agent). An action or a
+    change the BMC accepts as a task (202 with a task monitor's Location) is followed to
+    its end, at the pace the monitor's Retry-After asks, within TASK_TIMEOUT_S: the call
+    returns once the BMC did it, and a task that ended in error is the call's error."""
 
     def _op(self, method: str, path: str = "", data: Any = None,
             headers: dict[str, Any] | None = None, *args: Any, **kwargs: Any) -> Any:
         kwargs["server_side_retries_left"] = 0
         headers = {**(headers or {}), "User-Agent": user_agent()}
-        return super()._op(method, path, data, headers, *args, **kwargs)
+        response = super()._op(method, path, data, headers, *args, **kwargs)
+        if method in ("POST", "PATCH") and response.status_code == 202 and (
+                response.headers.get("Location")):
+            return self._follow(response.headers["Location"], response, headers)
+        return response
+
+    def _follow(self, monitor: str, response: Any, headers: dict[str, Any]) -> Any:
+        deadline = time.monotonic() + TASK_TIMEOUT_S
+        while response.status_code == 202:
+            if time.monotonic() > deadline:
+                raise BmcTransientError(f"the BMC's task {monitor} was not done in "
+                                        f"{TASK_TIMEOUT_S:.0f} s; asked again later")
+            wait = retry_after_s(response.headers.get("Retry-After"))
+            time.sleep(min(wait if wait is not None else 1.0, TASK_POLL_CAP_S))
+            response = super()._op("GET", urlsplit(monitor).path or monitor, None, headers,
+                                   server_side_retries_left=0)
+        state = _task_state(response)
+        if state in FAILED_TASK:
+            raise BmcPermanentError(f"the BMC's task {monitor} ended {state}: "
+                                    f"{_task_messages(response)}")
+        return response
+
+
+def _task_state(response: Any) -> str | None:
+    try:
+        doc = response.json()
+    except ValueError:
+        return None
+    return str(doc.get("TaskState")) if isinstance(doc, dict) and doc.get("TaskState") else None
+
+
+def _task_messages(response: Any) -> str:
+    doc = response.json()
+    said = [str(m.get("Message") or m.get("MessageId") or "") for m in doc.get("Messages") or []
+            if isinstance(m, dict)]
+    return "; ".join(s for s in said if s)[:500] or "no message"
 
 
 class RedfishDriver:

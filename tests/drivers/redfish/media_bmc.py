@@ -75,9 +75,15 @@ def tree(vendor: str) -> dict[str, dict[str, Any]]:
 
 
 class MediaBmc:
-    def __init__(self, vendor: str) -> None:
+    """`tasks`: an insert is answered 202 with a task monitor that says 202 (Retry-After:
+    0) `polls` times, then is done (204), or, with `task_fails`, ends in Exception."""
+
+    def __init__(self, vendor: str, tasks: bool = False, task_fails: bool = False) -> None:
         self.vendor, self.docs = vendor, tree(vendor)
+        self.tasks, self.task_fails, self.polls = tasks, task_fails, 2
         self.posts: list[tuple[str, dict[str, Any]]] = []
+        self.monitor_gets = 0
+        self._pending: tuple[dict[str, Any], dict[str, Any]] | None = None
         bmc = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -93,6 +99,8 @@ class MediaBmc:
                 self.wfile.write(body)
 
             def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+                if self.path.startswith(f"{R}/TaskService/TaskMonitors/"):
+                    return bmc.monitor(self)
                 doc = bmc.docs.get(self.path.split("?")[0].rstrip("/") or "/")
                 self._answer(200 if doc is not None else 404, doc or {})
 
@@ -109,6 +117,14 @@ class MediaBmc:
                 if refusal is not None:
                     return self._answer(400, {"error": {"code": "Base.1.8.GeneralError",
                                                         "message": refusal}})
+                if action == "VirtualMedia.InsertMedia" and bmc.tasks:
+                    bmc._pending = (drive, body)  # mounted when the task is done
+                    self.send_response(202)
+                    self.send_header("Location", f"{R}/TaskService/TaskMonitors/1")
+                    self.send_header("Retry-After", "0")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return None
                 if action == "VirtualMedia.InsertMedia":
                     drive.update(Inserted=True, Image=body["Image"])
                 else:
@@ -118,6 +134,22 @@ class MediaBmc:
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def monitor(self, handler: Any) -> None:
+        self.monitor_gets += 1
+        if self.monitor_gets <= self.polls:
+            handler.send_response(202)
+            handler.send_header("Retry-After", "0")
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+            return
+        if self.task_fails:
+            return handler._answer(200, {"TaskState": "Exception", "Messages": [
+                {"Message": "Unable to mount the remote image: connection refused"}]})
+        assert self._pending is not None
+        drive, body = self._pending
+        drive.update(Inserted=True, Image=body["Image"])
+        handler._answer(204)
 
     def refusal(self, action: str, body: dict[str, Any]) -> str | None:
         if action != "VirtualMedia.InsertMedia":

@@ -89,3 +89,22 @@ def test_enrollment_names_what_a_deploy_would_meet() -> None:
                                  media_scheme="http"))
     assert "virtual media protocol" in silent.unchecked
     assert compare(H100, base).matches
+
+
+def test_an_insert_the_bmc_runs_as_a_task_is_followed_to_its_end() -> None:
+    """A 202 with a task monitor: the call returns once the monitor says done (the drive
+    is mounted by then), and a task that ends in Exception is the call's error, with the
+    BMC's words."""
+    done = MediaBmc("dell6", tasks=True)
+    try:
+        _bmc(done).insert_media(IMAGE)
+        assert done.monitor_gets == 3 and done.drive("1")["Image"] == IMAGE
+    finally:
+        done.stop()
+    failing = MediaBmc("dell6", tasks=True, task_fails=True)
+    try:
+        with pytest.raises(BmcPermanentError, match="ended Exception: Unable to mount"):
+            _bmc(failing).insert_media(IMAGE)
+        assert failing.drive("1")["Inserted"] is False
+    finally:
+        failing.stop()
