@@ -13,7 +13,9 @@ from gpulease.schemas.text import Lines, OneLine
 
 class TicketOpen(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    instance_id: str = Field(max_length=32)
+    instance_id: str | None = Field(default=None, max_length=32, description=(
+        "the instance it is about; left out for a question about the account, billing or "
+        "an order not placed yet"))
     summary: Annotated[str, OneLine] = Field(min_length=3, max_length=300)
     details: Annotated[str | None, Lines] = Field(default=None, max_length=10_000)
     gpu: int | None = Field(default=None, ge=0, le=15, description="the GPU, if one")

@@ -43,15 +43,15 @@ def ticket_queue(p: PlatformDep, who: Who,
 
 
 @router.post("", dependencies=[SameOrigin], openapi_extra=access(*ORDERING))
-def open_ticket(p: PlatformDep, who: Who, instance_id: Annotated[str, Form(max_length=32)],
-                summary: Annotated[str, Form(max_length=300)],
+def open_ticket(p: PlatformDep, who: Who, summary: Annotated[str, Form(max_length=300)],
+                instance_id: Annotated[str, Form(max_length=32)] = "",
                 severity: Annotated[str, Form(max_length=2)] = "P2",
                 gpu: Annotated[str | None, Form(max_length=3)] = None,
                 details: Note = None) -> Response:
     try:
         who.require_order_rights()
         made = tickets.open_by_tenant(p, who, TicketOpen(
-            instance_id=instance_id, summary=summary.strip(), severity=severity,
+            instance_id=instance_id or None, summary=summary.strip(), severity=severity,
             gpu=int(gpu) if gpu and gpu.strip().isdigit() else None, details=details or None))
     except (DomainError, ValidationError) as exc:
         status, why = refusal(exc)

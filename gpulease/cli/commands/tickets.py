@@ -111,14 +111,17 @@ def show(ticket_id: str, url: UrlOpt = "", token: TokenOpt = "",
 
 @ticket_app.command("open")
 def open_ticket(
-    instance_id: str,
-    summary: Annotated[str, typer.Option(help="what is wrong, in one line")],
+    instance_id: Annotated[str | None, typer.Argument(
+        help="the instance; left out for a question about the account or billing")] = None,
+    summary: Annotated[str, typer.Option(help="what is wrong, in one line")] = "",
     gpu: Annotated[int | None, typer.Option(help="the GPU, if one")] = None,
     severity: Annotated[str, typer.Option(help="P1 down, P2 degraded, P3 a question")] = "P2",
     details: Annotated[str | None, typer.Option(help="more, as a first comment")] = None,
     url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False,
 ) -> None:
-    """Report a problem with one of your instances."""
+    """Report a problem with one of your instances, or ask about your account."""
+    if not summary:
+        raise typer.BadParameter(_("say in one line what is wrong"), param_hint="--summary")
     body = {"instance_id": instance_id, "summary": summary, "gpu": gpu,
             "severity": severity.upper(), "details": details}
     k = api(lambda: connect(url, token).post_json("/tickets", body))

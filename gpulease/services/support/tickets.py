@@ -254,16 +254,21 @@ def open_by_tenant(p: Platform, actor: Principal, body: TicketOpen) -> TicketDet
     tenant = actor.require_order_rights()
     now = p.clock.now()
     with p.db.write() as s:
-        inst = get_instance(s, actor, body.instance_id)
-        node = None
-        if inst.node_count:
-            node = s.scalar(select(Node).where(Node.instance_id == inst.id)
-                            .order_by(Node.name).limit(1))
-        if body.gpu is not None and body.gpu >= max(inst.gpu_count, 1):
-            raise InvalidInput("gpu", "Instance {instance} has GPUs 0 to "
-                               "{highest}.",
-                               instance=inst.id, highest=inst.gpu_count - 1)
-        ticket = _open(s, p, Opening(tenant, inst.id, node, body.gpu, TENANT_REPORT,
+        instance_id, node = None, None
+        if body.instance_id is not None:
+            inst = get_instance(s, actor, body.instance_id)
+            instance_id = inst.id
+            if inst.node_count:
+                node = s.scalar(select(Node).where(Node.instance_id == inst.id)
+                                .order_by(Node.name).limit(1))
+            if body.gpu is not None and body.gpu >= max(inst.gpu_count, 1):
+                raise InvalidInput("gpu", "Instance {instance} has GPUs 0 to "
+                                   "{highest}.",
+                                   instance=inst.id, highest=inst.gpu_count - 1)
+        elif body.gpu is not None:
+            raise InvalidInput("gpu", "A GPU belongs to an instance: name the instance "
+                               "too, or leave the GPU out.")
+        ticket = _open(s, p, Opening(tenant, instance_id, node, body.gpu, TENANT_REPORT,
                                      Severity(body.severity), body.summary), by(actor), now)
         if body.details:
             entry(s, ticket, now, Said("comment", by(actor), body.details))

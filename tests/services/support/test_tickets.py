@@ -11,10 +11,12 @@ from decimal import Decimal
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 from typer.testing import CliRunner
 
+from gpulease.api.app import create_app
 from gpulease.cli.main import app
 from gpulease.db.tables import Node
 from gpulease.demo_agents import DemoAgents
@@ -36,6 +38,7 @@ from gpulease.testing.factories import deliver, notices
 from gpulease.testing.servers import LiveServer
 from gpulease.worker.runner import Worker
 from tests.fixtures.mail import Inbox, Receiver
+from tests.web.console import signed_in
 
 
 def test_a_gpu_that_falls_off_the_bus_opens_one_p1_ticket_and_operators_follow_it(
@@ -285,3 +288,29 @@ def test_a_swap_moves_the_lease_to_a_spare_and_sends_the_faulty_node_to_repair(
     with fleet.db.read() as s:
         back = s.scalar(select(Node).where(Node.name == faulty_name))
         assert back is not None and back.status == "available" and back.fault_ticket_id is None
+
+
+def test_a_tenant_without_an_instance_asks_about_its_account(
+    fleet: Platform, tenant: TenantCtx, operator: TenantCtx,
+) -> None:
+    """A question before any order (billing, an offer) is a ticket too: with no instance,
+    no node and no GPU, on the default support clocks; a GPU without an instance is 422."""
+    with LiveServer(fleet) as server:
+        env = {"GPULEASE_URL": server.url, "GPULEASE_TOKEN": tenant.token}
+        r = CliRunner().invoke(app, ["ticket", "open", "--summary", "VAT on top for our "
+                                     "fapiao?", "--severity", "p3"], env=env)
+        assert r.exit_code == 0, r.output
+        (asked,) = httpx.get(f"{server.url}/api/v1/tickets",
+                             headers=auth(tenant.token)).json()["items"]
+        assert (asked["instance_id"], asked["node"], asked["severity"]) == (None, None, "P3")
+        bad = httpx.post(f"{server.url}/api/v1/tickets", headers=auth(tenant.token),
+                         json={"summary": "GPU 3 is slow", "gpu": 3})
+        assert bad.status_code == 422 and "name the instance" in bad.json()["detail"]
+        with TestClient(create_app(fleet)) as client:
+            signed_in(fleet, tenant, client)
+            assert 'id="ticket-form"' in client.get("/console/tickets").text  # no instance
+            made = client.post("/console/tickets", data={"instance_id": "", "summary":
+                               "An invoice for November?", "severity": "P3"},
+                               follow_redirects=False)
+            assert made.status_code == 303
+    assert tickets.list_tickets(fleet, operator.principal, tickets.OPEN).total == 2
