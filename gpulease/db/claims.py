@@ -101,14 +101,14 @@ def claim(db: Database, table: Any, hold: Hold, conditions: Iterable[ColumnEleme
 
 
 def extend(db: Database, held: Mapping[str, type[Claimable]], expires: datetime) -> None:
-    """The heartbeat: the locks of `held` (token -> table) live until `expires`."""
-    if not held:
-        return
-    with db.write() as s:
-        for table in set(held.values()):
-            tokens = [tok for tok, t in held.items() if t is table]
+    """The heartbeat: the locks of `held` (token -> table) live until `expires`. One row a
+    transaction: a heartbeat that held a node's row while it waited for an instance's
+    (which a step held, waiting for that node) deadlocked; one row at a time waits for
+    nobody while holding anything."""
+    for token, table in held.items():
+        with db.write() as s:
             s.execute(
-                update(table).where(table.lock_token.in_(tokens))
+                update(table).where(table.lock_token == token)
                 .values(lock_expires_at=expires).execution_options(synchronize_session=False)
             )
 

@@ -29,7 +29,8 @@ def test_a_step_drives_at_most_one_row_of_each_pipeline(
                 for iid in (first, second)}
     assert sorted(statuses.values()) == ["deploying", "pending"]  # one instance a step
     assert worker.has_work()
-    assert {p.name for p in PIPELINES} == {"nodes", "instances", "backups", "image-saves"}
+    assert {p.name for p in PIPELINES} == {"nodes", "instances", "backups", "image-saves",
+                                           "power-actions"}
 
 
 def test_run_until_idle_delivers_or_says_it_is_still_busy(

@@ -102,3 +102,45 @@ def test_backoff_grows_within_its_cap(platform: Platform) -> None:
     for attempts, cap in ((1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (9, 8.0)):
         delay = backoff(platform, attempts)
         assert cap / 2 <= delay <= cap
+
+
+def test_the_heartbeat_never_holds_a_node_while_it_waits_for_an_instance(
+    fleet: Platform, tenant: TenantCtx, key: str
+) -> None:
+    """A worker holding an instance and its node beats for both while a step holds the
+    instance and then locks the node: the heartbeat extends one row a transaction, so it
+    waits for the instance holding nothing, and the step gets its node (extending both in
+    one transaction, nodes first, deadlocked on PostgreSQL)."""
+    if fleet.db.dialect != "postgresql":
+        pytest.skip("row locks: PostgreSQL")
+    import threading
+
+    from sqlalchemy import text, update
+
+    from gpulease.db.claims import Claim
+    from gpulease.db.tables import Node
+
+    iid = place(fleet, tenant, key)
+    with fleet.db.write() as s:  # worker w holds the instance and its node
+        row = s.scalar(select(Node).where(Node.instance_id == iid))
+        assert row is not None
+        row.lock_token, row.lock_owner = "token-node", "w"
+        s.execute(update(Instance).where(Instance.id == iid).values(
+            lock_token="token-inst", lock_owner="w"))
+        node = Claim(Node, row.id, "token-node", taken_over=False)
+    inst = Claim(Instance, iid, "token-inst", taken_over=False)
+    beats: list[bool] = []
+    for first in (Node, Instance, Node):  # whichever table the heartbeat took first
+        locks = LockRegistry()
+        for held in ((node, inst) if first is Node else (inst, node)):
+            locks.add(held)
+        beat = threading.Thread(target=lambda locks=locks: beats.append(
+            heartbeat(fleet, locks) is None))
+        with fleet.db.write() as s:  # the step: the instance first...
+            s.execute(select(Instance.id).where(Instance.id == iid).with_for_update())
+            beat.start()
+            time.sleep(0.5)
+            s.execute(text("SET LOCAL lock_timeout = '10s'"))
+            s.execute(select(Node.id).where(Node.id == node.id).with_for_update())  # ...node
+        beat.join(30)
+    assert beats == [True, True, True]
