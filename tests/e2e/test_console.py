@@ -81,9 +81,15 @@ def test_a_tenant_orders_watches_and_releases_in_the_browser(
 
     assert "none yet" in page.inner_text("main")  # no telemetry before the agent's push
     assert "passed" in page.inner_text("#acceptance")  # the report that gated delivery
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live.url)
     page.click("#reveal")
     password = page.inner_text("#root-password")
     assert len(password) >= 16
+    page.click("button[data-copy=root-password]")  # copied as shown, said beside it
+    assert page.evaluate("navigator.clipboard.readText()") == password
+    assert page.inner_text("#root-password-copied") == "Copied"
+    page.click("button[data-copy=ssh]")
+    assert page.evaluate("navigator.clipboard.readText()") == page.inner_text("#ssh")
     DemoAgents(fleet).tick()  # the (simulated) node agent pushes its first summary
     page.goto(f"{live.url}/console/instances/{iid}")
     assert page.locator("#reveal").count() == 0  # shown once
