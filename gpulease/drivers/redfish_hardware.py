@@ -293,6 +293,14 @@ def virtual_media(system: Any) -> MediaFacts:
 
 
 def _protocols(system: Any, drive: dict[str, Any]) -> tuple[str, ...] | None:
+    return insert_protocols(drive, lambda uri: _doc(system, uri))
+
+
+def insert_protocols(drive: dict[str, Any], read: Callable[[str], dict[str, Any]]
+                     ) -> tuple[str, ...] | None:
+    """The transfer protocols a virtual drive's InsertMedia accepts, as the action lists
+    them itself or in its `@Redfish.ActionInfo` (read with `read`): () when it names the
+    parameter without values, None when it does not name it at all."""
     action = (drive.get("Actions") or {}).get("#VirtualMedia.InsertMedia")
     if not isinstance(action, dict):
         return None
@@ -302,7 +310,7 @@ def _protocols(system: Any, drive: dict[str, Any]) -> tuple[str, ...] | None:
     uri = action.get("@Redfish.ActionInfo")
     if not isinstance(uri, str):
         return None
-    for parameter in _doc(system, uri).get("Parameters") or []:
+    for parameter in read(uri).get("Parameters") or []:
         if isinstance(parameter, dict) and parameter.get("Name") == "TransferProtocolType":
             return tuple(str(v) for v in parameter.get("AllowableValues") or [])
     return None

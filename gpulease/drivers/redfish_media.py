@@ -12,16 +12,14 @@ from urllib.parse import urlsplit
 
 import sushy
 from sushy import exceptions as sx
-from sushy.resources.common import ActionInfo
 
+from gpulease.drivers.redfish_hardware import insert_protocols
 from gpulease.ports.bmc import BmcPermanentError, MediaSlot
 
 SLOT_TYPES: dict[MediaSlot, tuple[Any, ...]] = {
     MediaSlot.CD: (sushy.VirtualMediaType.CD, sushy.VirtualMediaType.DVD),
     MediaSlot.USB: (sushy.VirtualMediaType.USB_STICK, sushy.VirtualMediaType.FLOPPY),
 }
-INSERT = "#VirtualMedia.InsertMedia"
-PROTOCOL = "TransferProtocolType"
 
 
 def drives(system: Any) -> list[Any]:
@@ -43,28 +41,17 @@ def slot_drive(system: Any, slot: MediaSlot, address: str) -> Any:
                             "network boot for this offer")
 
 
-def allowed_protocols(drive: Any) -> list[str] | None:
-    """The transfer protocols InsertMedia accepts: [] when it takes the parameter with no
-    list of values, None when it does not name the parameter at all."""
-    action = (drive.json.get("Actions") or {}).get(INSERT)
-    if not isinstance(action, dict):
-        return None
-    inline = action.get(f"{PROTOCOL}@Redfish.AllowableValues")
-    if isinstance(inline, list):
-        return [str(v) for v in inline]
-    uri = action.get("@Redfish.ActionInfo")
-    if not isinstance(uri, str):
-        return None
-    info = ActionInfo.from_uri(drive, uri)
-    if info is None:
-        return None
-    named = next((p for p in info.parameters if p.name == PROTOCOL), None)
-    if named is None:
-        return None
-    return [str(v) for v in named.allowed_values or []]
+def allowed_protocols(drive: Any) -> tuple[str, ...] | None:
+    """The transfer protocols the drive's InsertMedia accepts (redfish_hardware reads them
+    the same way for the enrollment's inventory)."""
+    def read(uri: str) -> dict[str, Any]:
+        doc = drive._conn.get(path=uri).json()
+        return doc if isinstance(doc, dict) else {}
+
+    return insert_protocols(drive.json, read)
 
 
-def protocol_for(image_url: str, allowed: list[str] | None, address: str) -> str | None:
+def protocol_for(image_url: str, allowed: tuple[str, ...] | None, address: str) -> str | None:
     """The `TransferProtocolType` to send for `image_url` (None: leave it out); refused
     when the BMC does not allow the URL's scheme."""
     scheme = urlsplit(image_url).scheme.upper()

@@ -87,19 +87,26 @@ def _check_action(inst: Instance, action: str) -> None:
                            instance=inst.id)
 
 
+def servers_of(s: Session, inst: Instance, node: str | None) -> list[Node]:
+    """The servers an action on the instance goes to: a container's host, or the
+    instance's bound servers (only the one `node` names, when it names one). The
+    power-actions pipeline sends to the same ones."""
+    if inst.kind == "container":
+        return [n for n, _gpus, _held in instance_allocations(s, inst.id)]
+    return [n for n in bound_nodes(s, inst.id) if node is None or n.name == node]
+
+
 def _targets(s: Session, inst: Instance, node: str | None) -> list[str]:
     """The names of the servers the action goes to; refused while one is out of service
     (a swap or a repair under way)."""
+    if inst.kind == "container" and node is not None:
+        raise InvalidInput("node", "A container runs on one server; leave `node` out.")
+    nodes = servers_of(s, inst, node)
     if inst.kind == "container":
-        if node is not None:
-            raise InvalidInput("node", "A container runs on one server; leave `node` out.")
-        return [n.name for n, _gpus, _held in instance_allocations(s, inst.id)]
-    nodes = bound_nodes(s, inst.id)
-    if node is not None:
-        nodes = [n for n in nodes if n.name == node]
-        if not nodes:
-            raise InvalidInput("node", "{node} is not a server of {instance}; `gpulease show "
-                               "{instance}` lists them.", node=node, instance=inst.id)
+        return [n.name for n in nodes]
+    if node is not None and not nodes:
+        raise InvalidInput("node", "{node} is not a server of {instance}; `gpulease show "
+                           "{instance}` lists them.", node=node, instance=inst.id)
     for n in nodes:
         _in_service(n)
     return [n.name for n in nodes]

@@ -124,14 +124,20 @@ def payable(p: Platform, amount: Decimal) -> Decimal:
     return invoicing.payable(amount, rules.vat_rate, rules.prices_include_vat)
 
 
+def container_hour(p: Platform, offer_id: str, gpus: int) -> Decimal:
+    """One hour of `gpus` GPUs of a container offer at today's prices, VAT included: what a
+    container order holds."""
+    offer = p.price_book().container_offer_by_id[offer_id]
+    return payable(p, to_fen(offer.price_per_gpu_hour * gpus))
+
+
 def first_period_amount(p: Platform, inst: Instance, term: str | None = None) -> Decimal:
     """What one period of `term` (default: the instance's) costs the tenant for every
     server at today's prices (bare metal), or one hour of its GPUs (containers), VAT
     included: what an order holds, the same as its quote's total."""
     book = p.price_book()
     if inst.kind == "container":
-        offer = book.container_offer_by_id[inst.container_offer or ""]
-        return payable(p, to_fen(offer.price_per_gpu_hour * inst.gpu_count))
+        return container_hour(p, inst.container_offer or "", inst.gpu_count)
     bare = book.offer(inst.sku, inst.region)
     assert bare is not None
     return payable(p, to_fen(unit_price(book, bare, term or inst.term) * inst.node_count))

@@ -8,13 +8,11 @@ from __future__ import annotations
 from decimal import Decimal
 
 from gpulease.domain.accounts import Principal
-from gpulease.domain.billing.money import to_fen
 from gpulease.platform import Platform
 from gpulease.schemas import OrderRequest
 from gpulease.schemas.money import OrderReviewView, QuoteRequest, QuoteView
 from gpulease.services.catalog import quotes
 from gpulease.services.money import wallet
-from gpulease.services.money.wallet import payable
 from gpulease.services.orders.ordering import plan_order
 
 
@@ -22,8 +20,7 @@ def order_hold(p: Platform, req: OrderRequest) -> tuple[Decimal, QuoteView | Non
     """What the order would hold, and the quote it comes from (None for a container)."""
     plan_order(p, req)  # every refusal the order would give, before the review
     if req.kind == "container":
-        offer = p.price_book().container_offer_by_id[req.offer or ""]
-        return payable(p, to_fen(offer.price_per_gpu_hour * (req.gpus or 1))), None
+        return wallet.container_hour(p, req.offer or "", req.gpus or 1), None
     quote = quotes.make_quote(p, QuoteRequest(
         sku=req.sku or "", region=req.region or "", term=req.term or "month",
         servers=req.nodes, add=req.add))

@@ -15,7 +15,6 @@ from sqlalchemy.orm import Session
 
 from gpulease.db.claims import Claim, begin_step, guarded, release
 from gpulease.db.ops_tables import PowerAction
-from gpulease.db.repositories import bound_nodes, instance_allocations
 from gpulease.db.tables import Instance, Node
 from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.states import (
@@ -30,6 +29,7 @@ from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint, BmcError, BmcPermanentError
 from gpulease.ports.runtime import RuntimeError_
+from gpulease.services.instances.power import servers_of
 from gpulease.worker.pipelines.base import Pipeline, backoff
 from gpulease.worker.pipelines.fence import Fence, Fenced, fenced_bmc, fenced_runtime
 
@@ -64,7 +64,7 @@ def step_power(p: Platform, held: Claim) -> None:
         if inst is None or inst.status != InstanceStatus.READY.value:
             _close(s, p, row, phrase("the instance is no longer ready"))
             return
-        servers = _servers(s, inst, row.node_name)
+        servers = servers_of(s, inst, row.node_name)
         begin_step(row, "power")
     fence = Fence(p, held)
     ssh_port: int | None = None
@@ -87,12 +87,6 @@ def step_power(p: Platform, held: Claim) -> None:
         _failed_send(p, held, exc, sent)
         return
     _finish(p, held, None, sent, ssh_port)
-
-
-def _servers(s: Session, inst: Instance, only: str | None) -> list[Node]:
-    if inst.kind == "container":
-        return [n for n, _gpus, _held in instance_allocations(s, inst.id)]
-    return [n for n in bound_nodes(s, inst.id) if only is None or n.name == only]
 
 
 def _reset(p: Platform, fence: Fence, node: Node, kind: str) -> None:
