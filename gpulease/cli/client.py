@@ -72,18 +72,19 @@ class Client:
     def catalog(self) -> CatalogView:
         return CatalogView.model_validate(self._call("GET", "/api/v1/catalog"))
 
-    def _every(self, path: str) -> list[Any]:
-        """Every item of a list the API answers a page at a time (X-Total-Count)."""
+    def every(self, path: str) -> list[Any]:
+        """Every item of a list (`/tenants?status=active`), asked a page at a time."""
+        where, _, query = path.partition("?")
         items: list[Any] = []
-        while True:
-            r = self._send("GET", path, params={"limit": 500, "offset": len(items)})
-            page = r.json()
-            items += page
-            if not page or len(items) >= int(r.headers.get("x-total-count", len(items))):
+        while True:  # httpx's params replace a query in the path: merged here
+            params = httpx.QueryParams(query).merge({"limit": 500, "offset": len(items)})
+            page = self._call("GET", f"/api/v1{where}", params=params)
+            items += page["items"]
+            if not page["items"] or len(items) >= page["total"]:
                 return items
 
     def images(self) -> list[ImageView]:
-        return [ImageView.model_validate(i) for i in self._every("/api/v1/images")]
+        return [ImageView.model_validate(i) for i in self.every("/images")]
 
     def add_image(self, body: ImageCreate) -> ImageView:
         return ImageView.model_validate(
@@ -180,7 +181,7 @@ class Client:
             "name": name, "expires_in_days": expires_in_days}))
 
     def tokens(self) -> list[TokenView]:
-        return [TokenView.model_validate(t) for t in self._every("/api/v1/tokens")]
+        return [TokenView.model_validate(t) for t in self.every("/tokens")]
 
     def get_json(self, path: str) -> Any:
         """A JSON document from the API as is (telemetry, reports, certificates)."""
@@ -205,7 +206,7 @@ class Client:
         return self._call("DELETE", f"/api/v1{path}", params=params)
 
     def users(self) -> list[UserView]:
-        return [UserView.model_validate(u) for u in self._every("/api/v1/users")]
+        return [UserView.model_validate(u) for u in self.every("/users")]
 
     def add_user(self, email: str, name: str, role: str) -> UserView:
         return UserView.model_validate(self._call("POST", "/api/v1/users", json={

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date, datetime
 from decimal import Decimal
 from functools import cache
@@ -40,10 +41,20 @@ def trusted(cls: type[M], **values: Any) -> M:
 
 
 class Page(BaseModel, Generic[T]):
+    """Every list the API answers: one page of `items`, the whole list's `total`, and the
+    `limit` and `offset` it was asked with (docs/api.md, Pagination)."""
+
     items: list[T]
     total: int
     limit: int
     offset: int
+
+    @classmethod
+    def of(cls, listed: Sequence[T], limit: int, offset: int) -> Page[T]:
+        """The page of a list read whole (a short one: sites, racks, an instance's
+        backups)."""
+        return cls(items=list(listed[offset:offset + limit]), total=len(listed), limit=limit,
+                   offset=offset)
 
 
 class Problem(BaseModel):

@@ -271,7 +271,7 @@ def _lease_card(p: Platform, who: Principal, inst: InstanceView) -> dict[str, An
     if inst.status != InstanceStatus.READY:
         return {}
     card: dict[str, Any] = {"backup": backup_policy.show(p, who, inst.id),
-                            "power": power.power_actions(p, who, inst.id)}
+                            "power": power.power_actions(p, who, inst.id).items}
     if inst.kind != "container":
         lease = leases.show_lease(p, who, inst.id)
         left = (lease.ends_at - p.clock.now()).total_seconds() / 86400

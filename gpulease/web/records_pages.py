@@ -41,7 +41,7 @@ def storage_page(p: PlatformDep, who: Who) -> HTMLResponse:
         if inst.status != InstanceStatus.READY or inst.kind == "container":
             continue
         servers.append({"instance": inst, "policy": backup_policy.show(p, who, inst.id),
-                        "runs": backups.list_runs(p, who, inst.id, limit=5)})
+                        "runs": backups.list_runs(p, who, inst.id, limit=5).items})
     return page("storage.html", who=who, bucket=bucket, storage_error=why, servers=servers)
 
 

@@ -74,12 +74,13 @@ def test_readiness_metrics_and_the_worker_registry(
         after = scrape(server, operator.token)
         assert value(after, "gpulease_workers_live") == 1
         assert value(after, "gpulease_delivery_seconds_bucket", le="+Inf") == 1
-        listed = httpx.get(f"{server.url}/api/v1/workers", headers=auth(operator.token)).json()
+        listed = httpx.get(f"{server.url}/api/v1/workers",
+                           headers=auth(operator.token)).json()["items"]
         assert [(w["owner"], w["state"]) for w in listed] == [("metrics-worker", "alive")]
     finally:
         worker.stop()
     stopped = httpx.get(f"{server.url}/api/v1/workers", params={"stopped": True},
-                        headers=auth(operator.token)).json()
+                        headers=auth(operator.token)).json()["items"]
     assert [w["state"] for w in stopped] == ["stopped"]
 
     workers.register(fleet, "killed-worker", 4)  # then SIGKILLed: never seen again

@@ -117,15 +117,16 @@ def test_real_agent_delivers_verifies_and_erases(
         assert bcrypt.checkpw(password["root_password"].encode(), root.split(":")[1].encode())
         assert daemon == "daemon:*:20000:0:99999:7:::"
         assert inst["nodes"][0]["name"] == real_node
-        (report,) = httpx.get(f"{api}/instances/{iid}/acceptance", headers=headers).json()
+        (report,) = httpx.get(f"{api}/instances/{iid}/acceptance",
+                              headers=headers).json()["items"]
         assert report["passed"] and report["trigger"] == "delivery"
         fio = next(c for c in report["report"]["checks"] if c["name"] == "fio_randread_4k")
         assert fio["value"] > 1000 and fio["detail"] == fio_disk  # fio ran for real
         # on demand, again through the agent
         runs = httpx.post(f"{api}/instances/{iid}/verify", headers=headers).json()
         assert [r["status"] for r in runs] == ["queued"]
-        wait_for(lambda: len(httpx.get(f"{api}/instances/{iid}/acceptance",
-                                       headers=headers).json()) == 2, 60, "on-demand report")
+        wait_for(lambda: httpx.get(f"{api}/instances/{iid}/acceptance",
+                                   headers=headers).json()["total"] == 2, 60, "on-demand report")
         # the tenant's data on the disk, then release: the agent erases it for real
         with open(data_disk, "r+b") as f:
             f.write(b"secret checkpoint " * 100_000)
@@ -143,7 +144,7 @@ def test_real_agent_delivers_verifies_and_erases(
 
         wait_for(released, 90, "release")
         (cert,) = httpx.get(f"{api}/instances/{iid}/erase-certificates",
-                            headers=headers).json()
+                            headers=headers).json()["items"]
         assert cert["device"] == data_disk and cert["method"] == "discard+overwrite"
         assert cert["passed"] and not cert["simulated"]
         assert cert["certificate"]["lease"] == iid

@@ -9,6 +9,7 @@ from gpulease.schemas import (
     LocaleSet,
     MeterCreate,
     MeterCreated,
+    Page,
     PasswordResetAsk,
     PasswordResetComplete,
     PasswordSet,
@@ -65,16 +66,13 @@ def complete_password_reset(body: PasswordResetComplete, p: PlatformDep) -> None
     password_resets.complete_reset(p, body.token, body.password)
 
 
-@router.get("/users", response_model=list[UserView],
+@router.get("/users", response_model=Page[UserView],
             openapi_extra=access(Caller.ADMIN, Caller.OPERATOR))
-def list_users(p: PlatformDep, actor: PrincipalDep, response: Response,
-               tenant: str | None = None, limit: Limit = 100, offset: Offset = 0
-               ) -> list[UserView]:
+def list_users(p: PlatformDep, actor: PrincipalDep, tenant: str | None = None,
+               limit: Limit = 100, offset: Offset = 0) -> Page[UserView]:
     """Tenant admin: the tenant's users; operator: everyone's, or one tenant's (?tenant=);
-    oldest first, a page at a time (X-Total-Count says how many)."""
-    page = users.list_users(p, actor, tenant, limit, offset)
-    response.headers["X-Total-Count"] = str(page.total)
-    return page.items
+    oldest first, a page at a time."""
+    return users.list_users(p, actor, tenant, limit, offset)
 
 
 @router.post("/users/{user_id}/disable", response_model=UserView,
@@ -136,14 +134,12 @@ def create_user(body: UserCreate, p: PlatformDep, actor: PrincipalDep,
                              idem_for(key, "user", body))
 
 
-@router.get("/tokens", response_model=list[TokenView], openapi_extra=access(*EVERY_USER))
-def list_tokens(p: PlatformDep, actor: PrincipalDep, response: Response,
-                limit: Limit = 100, offset: Offset = 0) -> list[TokenView]:
+@router.get("/tokens", response_model=Page[TokenView], openapi_extra=access(*EVERY_USER))
+def list_tokens(p: PlatformDep, actor: PrincipalDep, limit: Limit = 100, offset: Offset = 0
+                ) -> Page[TokenView]:
     """Your tokens (a tenant admin: the tenant's; an operator: all), console sessions
-    included, oldest first, a page at a time (X-Total-Count says how many)."""
-    page = accounts.list_tokens(p, actor, limit, offset)
-    response.headers["X-Total-Count"] = str(page.total)
-    return page.items
+    included, oldest first, a page at a time."""
+    return accounts.list_tokens(p, actor, limit, offset)
 
 
 @router.post("/tokens", response_model=TokenCreated, status_code=201,

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response, Security
+from fastapi import APIRouter, Query, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
 from gpulease.api.access import EVERY_USER, ORDERING, TENANT_USERS, Caller, access
 from gpulease.api.deps import Limit, Offset, PlatformDep, PrincipalDep
 from gpulease.ports.agent import Command, CommandOutcome, CommandProgress
-from gpulease.schemas import IdleView
+from gpulease.schemas import IdleView, Page
 from gpulease.services.agents import (
     commands as agent_commands,
 )
@@ -128,11 +128,12 @@ def instance_idle(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> Idle
     return idle.instance_idle(p, actor, instance_id)
 
 
-@router.get("/idle", response_model=list[IdleView], openapi_extra=access(*TENANT_USERS))
-def tenant_idle(p: PlatformDep, actor: PrincipalDep) -> list[IdleView]:
-    """Every delivered instance of yours with its idle shares, the most idle over the day
-    first."""
-    return idle.tenant_idle(p, actor)
+@router.get("/idle", response_model=Page[IdleView], openapi_extra=access(*TENANT_USERS))
+def tenant_idle(p: PlatformDep, actor: PrincipalDep, limit: Limit = 100, offset: Offset = 0
+                ) -> Page[IdleView]:
+    """Your delivered instances with their idle shares, the most idle over the day first,
+    a page at a time."""
+    return Page[IdleView].of(idle.tenant_idle(p, actor), limit, offset)
 
 
 @router.get("/instances/{instance_id}/telemetry",
@@ -147,27 +148,26 @@ def instance_telemetry(instance_id: str, p: PlatformDep, actor: PrincipalDep,
     return telemetry_series.instance_series(p, actor, instance_id, hours)
 
 
-@router.get("/instances/{instance_id}/acceptance", openapi_extra=access(*EVERY_USER, owned=True))
+@router.get("/instances/{instance_id}/acceptance", response_model=Page[dict[str, Any]],
+            openapi_extra=access(*EVERY_USER, owned=True))
 def instance_acceptance(instance_id: str, p: PlatformDep, actor: PrincipalDep,
-                        response: Response, limit: Limit = 100, offset: Offset = 0
-                        ) -> list[dict[str, Any]]:
+                        limit: Limit = 100, offset: Offset = 0) -> Page[dict[str, Any]]:
     """The acceptance reports run for the instance's nodes (JSON and readable summary),
-    oldest first, a page at a time; X-Total-Count says how many there are."""
-    response.headers["X-Total-Count"] = str(
-        evidence.count_acceptance_reports(p, actor, instance_id))
-    return evidence.acceptance_reports(p, actor, instance_id, limit, offset)
+    oldest first, a page at a time."""
+    return Page[dict[str, Any]](
+        items=evidence.acceptance_reports(p, actor, instance_id, limit, offset),
+        total=evidence.count_acceptance_reports(p, actor, instance_id), limit=limit,
+        offset=offset)
 
 
 @router.get("/instances/{instance_id}/erase-certificates",
-            openapi_extra=access(*EVERY_USER, owned=True))
+            response_model=Page[dict[str, Any]], openapi_extra=access(*EVERY_USER, owned=True))
 def instance_certificates(instance_id: str, p: PlatformDep, actor: PrincipalDep,
-                          response: Response, limit: Limit = 100, offset: Offset = 0
-                          ) -> list[dict[str, Any]]:
+                          limit: Limit = 100, offset: Offset = 0) -> Page[dict[str, Any]]:
     """One NIST SP 800-88 erase certificate per disk the instance's nodes held, oldest
-    first, a page at a time (X-Total-Count says how many)."""
+    first, a page at a time."""
     items, total = evidence.instance_certificates(p, actor, instance_id, limit, offset)
-    response.headers["X-Total-Count"] = str(total)
-    return items
+    return Page[dict[str, Any]](items=items, total=total, limit=limit, offset=offset)
 
 
 @router.get("/erase-certificates/{certificate_id}", openapi_extra=access(*EVERY_USER, owned=True))
@@ -176,9 +176,9 @@ def certificate(certificate_id: str, p: PlatformDep, actor: PrincipalDep) -> dic
 
 
 @router.get("/nodes/{node_id}/erase-certificates", tags=["nodes (operator)"],
-            openapi_extra=access(Caller.OPERATOR))
+            response_model=Page[dict[str, Any]], openapi_extra=access(Caller.OPERATOR))
 def node_certificates(node_id: str, p: PlatformDep, actor: PrincipalDep,
-                      limit: Limit = 100, offset: Offset = 0) -> list[dict[str, Any]]:
+                      limit: Limit = 100, offset: Offset = 0) -> Page[dict[str, Any]]:
     """The node's erase certificates over its life, newest first, a page at a time."""
     return evidence.node_certificates(p, actor, node_id, limit, offset)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from gpulease.api.access import EVERY_USER, ORDERING, access
-from gpulease.api.deps import PlatformDep, PrincipalDep
+from gpulease.api.deps import Limit, Offset, PlatformDep, PrincipalDep
+from gpulease.schemas import Page
 from gpulease.schemas.fleet import (
     BackupPolicyUpdate,
     BackupPolicyView,
@@ -36,11 +37,13 @@ def restore(instance_id: str, body: RestoreRequest, p: PlatformDep,
     return backups.request(p, actor, instance_id, body)
 
 
-@router.get("/{instance_id}/backups", response_model=list[BackupView],
+@router.get("/{instance_id}/backups", response_model=Page[BackupView],
             openapi_extra=access(*EVERY_USER, owned=True))
-def list_runs(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> list[BackupView]:
-    """The instance's backups and restores, newest first, with their snapshots and figures."""
-    return backups.list_runs(p, actor, instance_id)
+def list_runs(instance_id: str, p: PlatformDep, actor: PrincipalDep, limit: Limit = 50,
+              offset: Offset = 0) -> Page[BackupView]:
+    """The instance's backups and restores, newest first, with their snapshots and
+    figures, a page at a time."""
+    return backups.list_runs(p, actor, instance_id, limit, offset)
 
 
 @router.get("/{instance_id}/backups/{run_id}", response_model=BackupView,

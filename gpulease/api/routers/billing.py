@@ -83,20 +83,21 @@ def list_invoices(p: PlatformDep, actor: PrincipalDep, tenant: TenantQuery = Non
                                   limit, offset)
 
 
-@router.get("/invoices/export", response_model=list[InvoiceView],
+@router.get("/invoices/export", response_model=Page[InvoiceView],
             responses={200: {"content": {"text/csv": {}}}},
             openapi_extra=access(Caller.OPERATOR))
 def export_invoices(period: Annotated[str, Query(description="YYYY-MM")], p: PlatformDep,
-                    actor: PrincipalDep, format: Literal["json", "csv"] = "json"
-                    ) -> list[InvoiceView] | Response:
+                    actor: PrincipalDep, format: Literal["json", "csv"] = "json",
+                    limit: Limit = 500, offset: Offset = 0) -> Page[InvoiceView] | Response:
     """Operator: a month's final invoices and credit notes with their lines and buyers,
-    for the fapiao system (`?format=csv`: one row per line)."""
+    for the fapiao system: JSON a page at a time, or `?format=csv`, the whole month in one
+    file, one row per line."""
     rows = invoices.export_period(p, actor, period)
     if format == "csv":
         return Response(render_export_csv(rows), media_type="text/csv; charset=utf-8",
                         headers={"Content-Disposition":
                                  f'attachment; filename="invoices-{period}.csv"'})
-    return rows
+    return Page[InvoiceView].of(rows, limit, offset)
 
 
 @router.get("/revenue", response_model=RevenueView, openapi_extra=access(Caller.OPERATOR))
@@ -108,12 +109,13 @@ def revenue(start: Annotated[str, Query(description="first month, YYYY-MM")],
     return invoices.revenue(p, actor, start, end)
 
 
-@router.get("/dunning", response_model=list[DunningView], openapi_extra=access(Caller.OPERATOR))
-def dunning(p: PlatformDep, actor: PrincipalDep) -> list[DunningView]:
+@router.get("/dunning", response_model=Page[DunningView], openapi_extra=access(Caller.OPERATOR))
+def dunning(p: PlatformDep, actor: PrincipalDep, limit: Limit = 100, offset: Offset = 0
+            ) -> Page[DunningView]:
     """Operator: tenants overdrawn, suspended or with unpaid invoices: balance, what the
     invoices owe and since when, and their running instances (bare metal is flagged here,
     not stopped)."""
-    return spending.dunning(p, actor)
+    return Page[DunningView].of(spending.dunning(p, actor), limit, offset)
 
 
 @router.get("/billing-profile", response_model=BillingProfileView,

@@ -17,7 +17,7 @@ from gpulease.api.deps import (
     meter_refused,
 )
 from gpulease.api.etags import conditional
-from gpulease.schemas import CatalogView, ImageCreate, ImageView
+from gpulease.schemas import CatalogView, ImageCreate, ImageView, Page
 from gpulease.schemas.advisor import AdviceView, AdviseRequest
 from gpulease.schemas.fleet import CatalogReload, CatalogVersionView
 from gpulease.services.accounts.identity import authenticate
@@ -66,14 +66,11 @@ def reload_catalog(p: PlatformDep, actor: PrincipalDep,
     return catalog_versions.publish(p, actor, body.text if body else None)
 
 
-@router.get("/images", response_model=list[ImageView], openapi_extra=access(*EVERY_USER))
-def list_images(p: PlatformDep, _: PrincipalDep, response: Response, limit: Limit = 100,
-                offset: Offset = 0) -> list[ImageView]:
-    """Catalog images and operator-added custom images, a page at a time (X-Total-Count
-    says how many)."""
-    listed = images.list_images(p)
-    response.headers["X-Total-Count"] = str(len(listed))
-    return listed[offset:offset + limit]
+@router.get("/images", response_model=Page[ImageView], openapi_extra=access(*EVERY_USER))
+def list_images(p: PlatformDep, _: PrincipalDep, limit: Limit = 100, offset: Offset = 0
+                ) -> Page[ImageView]:
+    """Catalog images and operator-added custom images, a page at a time."""
+    return Page[ImageView].of(images.list_images(p), limit, offset)
 
 
 @router.post("/images", response_model=ImageView, status_code=201,

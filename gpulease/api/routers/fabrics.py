@@ -7,7 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 
 from gpulease.api.access import Caller, access
-from gpulease.api.deps import PlatformDep, PrincipalDep
+from gpulease.api.deps import Limit, Offset, PlatformDep, PrincipalDep
+from gpulease.schemas import Page
 from gpulease.schemas.fleet import (
     FabricCreate,
     FabricUpdate,
@@ -22,10 +23,11 @@ router = APIRouter(tags=["nodes (operator)"])
 OPERATOR = access(Caller.OPERATOR)
 
 
-@router.get("/fabrics", response_model=list[FabricView], openapi_extra=OPERATOR)
-def list_fabrics(p: PlatformDep, actor: PrincipalDep) -> list[FabricView]:
+@router.get("/fabrics", response_model=Page[FabricView], openapi_extra=OPERATOR)
+def list_fabrics(p: PlatformDep, actor: PrincipalDep, limit: Limit = 100, offset: Offset = 0
+                 ) -> Page[FabricView]:
     """InfiniBand and RoCE fabrics with their speed, and the racks and nodes on each."""
-    return fleet_objects.list_fabrics(p, actor)
+    return Page[FabricView].of(fleet_objects.list_fabrics(p, actor), limit, offset)
 
 
 @router.post("/fabrics", response_model=FabricView, status_code=201, openapi_extra=OPERATOR)
@@ -47,10 +49,12 @@ def delete_fabric(fabric_id: str, p: PlatformDep, actor: PrincipalDep) -> Respon
     return Response(status_code=204)
 
 
-@router.get("/racks", response_model=list[RackView], openapi_extra=OPERATOR)
+@router.get("/racks", response_model=Page[RackView], openapi_extra=OPERATOR)
 def list_racks(p: PlatformDep, actor: PrincipalDep,
-               region: Annotated[str | None, Query()] = None) -> list[RackView]:
-    return fleet_objects.list_racks(p, actor, region)
+               region: Annotated[str | None, Query()] = None, limit: Limit = 100,
+               offset: Offset = 0) -> Page[RackView]:
+    """Racks (of one region with `region`), with their fabric and nodes."""
+    return Page[RackView].of(fleet_objects.list_racks(p, actor, region), limit, offset)
 
 
 @router.post("/racks", response_model=RackView, status_code=201, openapi_extra=OPERATOR)

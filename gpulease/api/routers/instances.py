@@ -114,9 +114,10 @@ def power(instance_id: str, body: PowerRequest, p: PlatformDep, actor: Principal
     return power_actions.request_power(p, actor, instance_id, body.action, body.node)
 
 
-@router.get("/{instance_id}/power", response_model=list[PowerActionView],
+@router.get("/{instance_id}/power", response_model=Page[PowerActionView],
             openapi_extra=access(*EVERY_USER, owned=True))
-def power_history(instance_id: str, p: PlatformDep, actor: PrincipalDep
-                  ) -> list[PowerActionView]:
-    """The instance's last 20 power actions, newest first, with what each BMC answered."""
-    return power_actions.power_actions(p, actor, instance_id)
+def power_history(instance_id: str, p: PlatformDep, actor: PrincipalDep, limit: Limit = 20,
+                  offset: Offset = 0) -> Page[PowerActionView]:
+    """The instance's power actions, newest first, with what each BMC answered, a page at
+    a time."""
+    return power_actions.power_actions(p, actor, instance_id, limit, offset)

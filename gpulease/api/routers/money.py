@@ -104,11 +104,12 @@ def credit_limit(tenant_id: str, body: CreditLimitRequest, p: PlatformDep,
     return wallet.set_credit_limit(p, actor, tenant_id, body.credit_limit)
 
 
-@router.get("/instances/{instance_id}/addons", response_model=list[AddonView],
+@router.get("/instances/{instance_id}/addons", response_model=Page[AddonView],
             openapi_extra=access(*EVERY_USER, owned=True))
-def list_addons(instance_id: str, p: PlatformDep, actor: PrincipalDep) -> list[AddonView]:
+def list_addons(instance_id: str, p: PlatformDep, actor: PrincipalDep, limit: Limit = 100,
+                offset: Offset = 0) -> Page[AddonView]:
     """The lease's add-ons: each with its quantity, book price and since / until."""
-    return addons.list_addons(p, actor, instance_id)
+    return Page[AddonView].of(addons.list_addons(p, actor, instance_id), limit, offset)
 
 
 @router.put("/instances/{instance_id}/addons/{addon_id}", response_model=list[AddonView],

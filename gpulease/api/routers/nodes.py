@@ -42,10 +42,11 @@ def list_nodes(
                                 limit, offset)
 
 
-@router.get("/counts", response_model=list[FleetCount], openapi_extra=access(Caller.OPERATOR))
-def counts(p: PlatformDep, actor: PrincipalDep) -> list[FleetCount]:
-    """Nodes per region, rack, fabric and status."""
-    return inventory.fleet_counts(p, actor)
+@router.get("/counts", response_model=Page[FleetCount], openapi_extra=access(Caller.OPERATOR))
+def counts(p: PlatformDep, actor: PrincipalDep, limit: Limit = 500, offset: Offset = 0
+           ) -> Page[FleetCount]:
+    """Nodes per region, rack, fabric and status, a page of such counts at a time."""
+    return Page[FleetCount].of(inventory.fleet_counts(p, actor), limit, offset)
 
 
 @router.post("", response_model=NodeView, status_code=201, openapi_extra=access(Caller.OPERATOR))

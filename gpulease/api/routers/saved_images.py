@@ -5,7 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from gpulease.api.access import ORDERING, TENANT_USERS, access
-from gpulease.api.deps import PlatformDep, PrincipalDep
+from gpulease.api.deps import Limit, Offset, PlatformDep, PrincipalDep
+from gpulease.schemas import Page
 from gpulease.schemas.fleet import SavedImageView, SaveImageRequest
 from gpulease.services.storage import saved_images
 
@@ -21,11 +22,12 @@ def save(instance_id: str, body: SaveImageRequest, p: PlatformDep, actor: Princi
     return saved_images.save(p, actor, instance_id, body.name)
 
 
-@router.get("/saved-images", response_model=list[SavedImageView],
+@router.get("/saved-images", response_model=Page[SavedImageView],
             openapi_extra=access(*TENANT_USERS))
-def list_saved(p: PlatformDep, actor: PrincipalDep) -> list[SavedImageView]:
-    """Your saved images, newest first."""
-    return saved_images.list_saved(p, actor)
+def list_saved(p: PlatformDep, actor: PrincipalDep, limit: Limit = 100, offset: Offset = 0
+               ) -> Page[SavedImageView]:
+    """Your saved images, newest first, a page at a time."""
+    return saved_images.list_saved(p, actor, limit, offset)
 
 
 @router.delete("/saved-images/{image_id}", response_model=SavedImageView,

@@ -53,18 +53,20 @@ def close(tenant_id: str, p: PlatformDep, actor: PrincipalDep,
     return tenants.close(p, actor, tenant_id, body.reason if body else None)
 
 
-@router.get("/gpu-quotas", response_model=list[GpuQuotaView],
+@router.get("/gpu-quotas", response_model=Page[GpuQuotaView],
             openapi_extra=access(*TENANT_USERS))
-def my_gpu_quotas(p: PlatformDep, actor: PrincipalDep) -> list[GpuQuotaView]:
+def my_gpu_quotas(p: PlatformDep, actor: PrincipalDep, limit: Limit = 100, offset: Offset = 0
+                  ) -> Page[GpuQuotaView]:
     """Your tenant's GPU quotas, each with the GPUs you hold under it."""
-    return quotas.list_quotas(p, actor)
+    return Page[GpuQuotaView].of(quotas.list_quotas(p, actor), limit, offset)
 
 
-@router.get("/tenants/{tenant_id}/gpu-quotas", response_model=list[GpuQuotaView],
+@router.get("/tenants/{tenant_id}/gpu-quotas", response_model=Page[GpuQuotaView],
             openapi_extra=OPERATOR)
-def gpu_quotas(tenant_id: str, p: PlatformDep, actor: PrincipalDep) -> list[GpuQuotaView]:
+def gpu_quotas(tenant_id: str, p: PlatformDep, actor: PrincipalDep, limit: Limit = 100,
+               offset: Offset = 0) -> Page[GpuQuotaView]:
     """A tenant's GPU quotas, each with the GPUs it holds under it."""
-    return quotas.list_quotas(p, actor, tenant_id)
+    return Page[GpuQuotaView].of(quotas.list_quotas(p, actor, tenant_id), limit, offset)
 
 
 @router.put("/tenants/{tenant_id}/gpu-quotas/{offer}", response_model=GpuQuotaView,

@@ -170,14 +170,8 @@ app.add_typer(tenant_app, name="tenant")
 def tenants(status: Annotated[str | None, typer.Option(help="active, suspended or closed")]
             = None, url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
     """Operator: every tenant, its users, live instances and balance."""
-    client = connect(url, token)
-    found: list[dict[str, Any]] = []
-    while True:
-        path = f"/tenants?limit=500&offset={len(found)}" + (f"&status={status}" if status else "")
-        page = api(lambda: client.get_json(path))  # noqa: B023 (called at once)
-        found += page["items"]
-        if not page["items"] or len(found) >= page["total"]:
-            break
+    found: list[dict[str, Any]] = api(lambda: connect(url, token).every(
+        "/tenants" + (f"?status={status}" if status else "")))
     if as_json:
         return print_json(found)
     t = Table(title=_("{count} tenants", count=len(found)))
@@ -245,7 +239,7 @@ def quotas_cmd(tenant: Annotated[str | None, typer.Option(
     """GPU quotas: how many GPUs may be held at once, in all or of one offer, and how many
     are held now."""
     path = f"/tenants/{quote(tenant, safe='')}/gpu-quotas" if tenant else "/gpu-quotas"
-    found = api(lambda: connect(url, token).get_json(path))
+    found = api(lambda: connect(url, token).every(path))
     if as_json:
         return print_json(found)
     _quota_table(found)

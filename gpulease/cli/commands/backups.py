@@ -156,7 +156,7 @@ def policy(instance_id: str,
 def backups(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
             as_json: JsonOpt = False) -> None:
     """The instance's backups and restores, newest first."""
-    runs = api(lambda: connect(url, token).get_json(f"/instances/{instance_id}/backups"))
+    runs = api(lambda: connect(url, token).every(f"/instances/{instance_id}/backups"))
     if as_json:
         return print_json(runs)
     t = Table(title=_("{count} backups and restores of {instance}", count=len(runs),

@@ -25,7 +25,7 @@ Rate = Annotated[int | None, typer.Option(help="per-port line rate in Gbit/s (40
 @app.command()
 def fabrics(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
     """Operator: the fabrics, their type and speed, and the racks and nodes on each."""
-    found = api(lambda: connect(url, token).get_json("/fabrics"))
+    found = api(lambda: connect(url, token).every("/fabrics"))
     if as_json:
         return print_json(found)
     t = Table(_("fabric"), _("region"), _("kind"), "Gbit/s", _("racks"), _("nodes"),
@@ -70,7 +70,7 @@ def fabric_delete(fabric_id: str, url: UrlOpt = "", token: TokenOpt = "") -> Non
 def racks(region: Annotated[str | None, typer.Option()] = None, url: UrlOpt = "",
           token: TokenOpt = "", as_json: JsonOpt = False, wide: WideOpt = False) -> None:
     """Operator: the racks, where they stand and how many nodes each holds."""
-    found = api(lambda: connect(url, token).get_json(
+    found = api(lambda: connect(url, token).every(
         "/racks" + (f"?region={region}" if region else "")))
     if as_json:
         return print_json(found)

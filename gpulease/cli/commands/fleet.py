@@ -86,7 +86,7 @@ def nodes(
     """Operator: the fleet, one line per node, with status, stage and reason (a page of
     500; --all for every node; the count says when it shows part)."""
     if counts:
-        found = api(lambda: connect(url, token).get_json("/nodes/counts"))
+        found = api(lambda: connect(url, token).every("/nodes/counts"))
         if as_json:
             return print_json(found)
         c = Table(_("region"), _("rack"), _("fabric"), _("status"), _("nodes"),
@@ -127,7 +127,7 @@ def workers(
 ) -> None:
     """Operator: the worker processes, alive, dead (silent for three heartbeats) or
     stopped, with the site each serves; then each site's live workers."""
-    found = api(lambda: connect(url, token).get_json(
+    found = api(lambda: connect(url, token).every(
         "/workers" + ("?stopped=true" if stopped else "")))
     if as_json:
         return print_json(found)
@@ -143,7 +143,7 @@ def workers(
     t = Table(title=_("sites"))
     for col in (_("site"), _("regions"), _("own workers"), _("live"), _("orders")):
         t.add_column(col, overflow="fold")
-    for site in api(lambda: connect(url, token).get_json("/sites")):
+    for site in api(lambda: connect(url, token).every("/sites")):
         t.add_row(site["id"], ", ".join(site["regions"]),
                   _("yes") if site["own_workers"] else _("no"), str(site["live_workers"]),
                   _("taken") if site["served"] else _("refused (no worker)"))
@@ -346,7 +346,7 @@ def node_repaired(
 def repairs(open_only: Annotated[bool, typer.Option("--open", help="only running ones")]
             = False, url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
     """Operator: repairs, newest first, with parts, serials and time to repair."""
-    found = api(lambda: connect(url, token).get_json(
+    found = api(lambda: connect(url, token).every(
         "/repairs" + ("?open=true" if open_only else "")))
     if as_json:
         return print_json(found)

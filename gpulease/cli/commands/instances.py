@@ -335,7 +335,7 @@ def power(
     client = connect(url, token)
     path = f"/instances/{instance_id}/power"
     if action is None:
-        history = api(lambda: client.get_json(path))
+        history = api(lambda: client.get_json(path))["items"]  # the newest 20
         if as_json:
             return print_json(history)
         for a in history:
@@ -349,8 +349,8 @@ def power(
     deadline = time.monotonic() + 600
     while wait and asked["status"] == "queued" and time.monotonic() < deadline:
         time.sleep(1)
-        asked = next((a for a in api(lambda: client.get_json(path)) if a["id"] == asked["id"]),
-                     asked)
+        asked = next((a for a in api(lambda: client.get_json(path))["items"]
+                      if a["id"] == asked["id"]), asked)
     if as_json:
         return print_json(asked)
     out.print(_power_line(asked), highlight=False)
@@ -399,7 +399,7 @@ def metrics(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
 def acceptance(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
                as_json: JsonOpt = False) -> None:
     """The acceptance reports of an instance's nodes, run before delivery."""
-    data = api(lambda: connect(url, token).get_json(f"/instances/{instance_id}/acceptance"))
+    data = api(lambda: connect(url, token).every(f"/instances/{instance_id}/acceptance"))
     if as_json:
         return print_json(data)
     if not data:
@@ -416,12 +416,13 @@ def verify(instance_id: str,
            url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
     """Run the acceptance suite again on a ready instance's nodes."""
     client = connect(url, token)
-    before = len(api(lambda: client.get_json(f"/instances/{instance_id}/acceptance")))
+    before = api(lambda: client.get_json(f"/instances/{instance_id}/acceptance"))["total"]
     runs = api(lambda: client.post_json(f"/instances/{instance_id}/verify"))
     deadline = time.monotonic() + timeout
     reports = []
     while True:
-        reports = api(lambda: client.get_json(f"/instances/{instance_id}/acceptance"))[before:]
+        reports = api(lambda: client.get_json(
+            f"/instances/{instance_id}/acceptance?offset={before}"))["items"]
         if not wait or len(reports) >= len(runs) or time.monotonic() > deadline:
             break
         time.sleep(2)
@@ -442,8 +443,7 @@ def verify(instance_id: str,
 def certificates(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
                  as_json: JsonOpt = False) -> None:
     """The erase certificates (NIST SP 800-88) of the disks an instance used."""
-    data = api(lambda: connect(url, token).get_json(
-        f"/instances/{instance_id}/erase-certificates"))
+    data = api(lambda: connect(url, token).every(f"/instances/{instance_id}/erase-certificates"))
     if as_json:
         return print_json(data)
     table = Table(_("certificate"), _("node"), _("device"), _("serial"), _("method"),
@@ -474,7 +474,7 @@ def _pct(share: dict[str, Any]) -> str:
 
 
 def _idle(client: Client, wide: bool, as_json: bool) -> None:
-    found = api(lambda: client.get_json("/idle"))
+    found = api(lambda: client.every("/idle"))
     if as_json:
         return print_json(found)
     columns = (Column("id", keep=True), Column(_("name")), Column(_("GPUs"), justify="right"),

@@ -132,7 +132,7 @@ def renew(instance_id: str,
 def addons(instance_id: str, url: UrlOpt = "", token: TokenOpt = "",
            as_json: JsonOpt = False) -> None:
     """A lease's add-ons, past, present and waiting for the end of the paid periods."""
-    rows = api(lambda: connect(url, token).get_json(f"/instances/{instance_id}/addons"))
+    rows = api(lambda: connect(url, token).every(f"/instances/{instance_id}/addons"))
     if as_json:
         return print_json(rows)
     table = Table(_("add-on"), _("quantity"), _("unit"), _("unit price ¥"), _("since"),
@@ -260,7 +260,7 @@ def invoices_export(period: Annotated[str, typer.Argument(help="YYYY-MM")],
             f"/invoices/export?period={period}&format=csv")))
         out.print(_("wrote {path}", path=csv), highlight=False)
         return None
-    return print_json(api(lambda: client.get_json(f"/invoices/export?period={period}")))
+    return print_json(api(lambda: client.every(f"/invoices/export?period={period}")))
 
 
 @app.command()
@@ -281,7 +281,7 @@ def revenue(start: Annotated[str, typer.Argument(help="first month, YYYY-MM")],
 @app.command("dunning")
 def dunning_cmd(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
     """Operator: tenants overdrawn, suspended or with unpaid invoices."""
-    rows = api(lambda: connect(url, token).get_json("/dunning"))
+    rows = api(lambda: connect(url, token).every("/dunning"))
     if as_json:
         return print_json(rows)
     table = Table(_("tenant"), _("balance ¥"), _("owed on invoices ¥"), _("unpaid"),

@@ -34,7 +34,7 @@ def save(instance_id: str,
     deadline = time.monotonic() + 3600
     while wait and image["status"] == "saving" and time.monotonic() < deadline:
         time.sleep(1)
-        found = [i for i in api(lambda: connect(url, token).get_json("/saved-images"))
+        found = [i for i in api(lambda: connect(url, token).every("/saved-images"))
                  if i["id"] == image["id"]]
         image = found[0] if found else image
     if as_json:
@@ -47,7 +47,7 @@ def save(instance_id: str,
 @image_app.command("saved")
 def saved(url: UrlOpt = "", token: TokenOpt = "", as_json: JsonOpt = False) -> None:
     """Your saved images, newest first."""
-    items = api(lambda: connect(url, token).get_json("/saved-images"))
+    items = api(lambda: connect(url, token).every("/saved-images"))
     if as_json:
         return print_json(items)
     t = Table(title=_("{count} saved images", count=len(items)))

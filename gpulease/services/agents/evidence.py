@@ -20,6 +20,7 @@ from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Forbidden, NotFound
 from gpulease.domain.fleet.acceptance import Report
 from gpulease.platform import Platform
+from gpulease.schemas import Page
 from gpulease.services.money import sla
 from gpulease.services.support import tickets
 
@@ -136,7 +137,7 @@ def certificate(p: Platform, actor: Principal, certificate_id: str) -> dict[str,
 
 
 def node_certificates(p: Platform, actor: Principal, node_id: str, limit: int = 100,
-                      offset: int = 0) -> list[dict[str, Any]]:
+                      offset: int = 0) -> Page[dict[str, Any]]:
     """A node's certificates over its life, newest first, a page at a time."""
     if not actor.is_operator:
         raise Forbidden("Only an operator can list a node's certificates.")
@@ -144,8 +145,9 @@ def node_certificates(p: Platform, actor: Principal, node_id: str, limit: int = 
         node = s.get(Node, node_id) or s.scalar(select(Node).where(Node.name == node_id))
         if node is None:
             raise NotFound("No node {node_id}; `gpulease nodes` lists them.", node_id=node_id)
-        rows = s.scalars(select(EraseCertificate).where(
-            EraseCertificate.node_id == node.id).order_by(
-                EraseCertificate.created_at.desc(), EraseCertificate.device)
-            .limit(limit).offset(offset))
-        return [_certificate_view(r, node.name) for r in rows]
+        q = select(EraseCertificate).where(EraseCertificate.node_id == node.id)
+        total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
+        rows = s.scalars(q.order_by(EraseCertificate.created_at.desc(), EraseCertificate.device)
+                         .limit(limit).offset(offset))
+        return Page(items=[_certificate_view(r, node.name) for r in rows], total=total,
+                    limit=limit, offset=offset)

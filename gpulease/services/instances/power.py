@@ -7,7 +7,7 @@ BMC answered. Nothing of the tenant's is erased, and the lease runs on."""
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gpulease.db.ops_tables import PowerAction
@@ -26,6 +26,7 @@ from gpulease.domain.states import (
 from gpulease.lifecycle.history import by, note
 from gpulease.lifecycle.writer import initial
 from gpulease.platform import Platform
+from gpulease.schemas import Page
 from gpulease.schemas.fleet import PowerActionView
 from gpulease.security import new_id
 
@@ -119,11 +120,13 @@ def _in_service(node: Node) -> None:
                        status=node.status)
 
 
-def power_actions(p: Platform, actor: Principal, instance_id: str) -> list[PowerActionView]:
-    """The instance's power actions, newest first (the last 20)."""
+def power_actions(p: Platform, actor: Principal, instance_id: str, limit: int = SHOWN,
+                  offset: int = 0) -> Page[PowerActionView]:
+    """The instance's power actions, newest first, a page at a time."""
     with p.db.read() as s:
         inst = get_instance(s, actor, instance_id)
-        rows = s.scalars(select(PowerAction).where(PowerAction.instance_id == inst.id)
-                         .order_by(PowerAction.requested_at.desc(), PowerAction.id.desc())
-                         .limit(SHOWN))
-        return [view(r) for r in rows]
+        q = select(PowerAction).where(PowerAction.instance_id == inst.id)
+        total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
+        rows = s.scalars(q.order_by(PowerAction.requested_at.desc(), PowerAction.id.desc())
+                         .limit(limit).offset(offset))
+        return Page(items=[view(r) for r in rows], total=total, limit=limit, offset=offset)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gpulease.agent.backup import DATA_MOUNT, on_data_disk
@@ -40,6 +40,7 @@ from gpulease.ports.agent import (
     SendPayload,
     TransferPayload,
 )
+from gpulease.schemas import Page
 from gpulease.schemas.fleet import BackupRequest, BackupView, RestoreRequest
 from gpulease.security import new_id
 from gpulease.services.platform import egress
@@ -237,21 +238,23 @@ def runs_for(s: Session, instance_id: str, trigger: str) -> list[Backup]:
 
 
 def list_runs(p: Platform, actor: Principal, instance_id: str, limit: int = 50,
-              run_id: str | None = None) -> list[BackupView]:
-    """The instance's runs, newest first (or the one named)."""
+              offset: int = 0, run_id: str | None = None) -> Page[BackupView]:
+    """The instance's runs, newest first, a page at a time (or the one named)."""
     with p.db.read() as s:
         get_instance(s, actor, instance_id)
         q = (select(Backup, Node.name).join(Node, Node.id == Backup.node_id)
              .where(Backup.instance_id == instance_id))
         if run_id is not None:
             q = q.where(Backup.id == run_id)
+        total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
         rows = s.execute(q.order_by(Backup.requested_at.desc(), Backup.id.desc())
-                         .limit(limit)).all()
-        return [_view(b, name) for b, name in rows]
+                         .limit(limit).offset(offset)).all()
+        return Page(items=[_view(b, name) for b, name in rows], total=total, limit=limit,
+                    offset=offset)
 
 
 def show_run(p: Platform, actor: Principal, instance_id: str, run_id: str) -> BackupView:
-    found = list_runs(p, actor, instance_id, limit=1, run_id=run_id)
+    found = list_runs(p, actor, instance_id, limit=1, run_id=run_id).items
     if not found:
         raise NotFound("No run {run_id} on instance {instance_id}; `gpulease backups "
                        "{instance_id}` lists them.", run_id=run_id, instance_id=instance_id)

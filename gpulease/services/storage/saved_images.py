@@ -10,7 +10,7 @@ import logging
 import re
 
 import httpx
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gpulease.db.ops_tables import SavedImage
@@ -23,6 +23,7 @@ from gpulease.domain.states import SAVED_IMAGE, InstanceStatus, SavedImageStatus
 from gpulease.lifecycle.history import by, note
 from gpulease.lifecycle.writer import Move, initial, transition
 from gpulease.platform import Platform
+from gpulease.schemas import Page
 from gpulease.schemas.fleet import SavedImageView
 from gpulease.security import new_id
 
@@ -100,15 +101,18 @@ def _base_of(s: Session, inst: Instance) -> str:
     return inst.image_id
 
 
-def list_saved(p: Platform, actor: Principal) -> list[SavedImageView]:
-    """The tenant's saved images, newest first (deleted ones left out)."""
+def list_saved(p: Platform, actor: Principal, limit: int = 100, offset: int = 0
+               ) -> Page[SavedImageView]:
+    """The tenant's saved images, newest first (deleted ones left out), a page at a
+    time."""
     tenant = actor.require_tenant()
     with p.db.read() as s:
-        rows = s.scalars(select(SavedImage).where(
-            SavedImage.tenant_id == tenant,
-            SavedImage.status != SavedImageStatus.DELETED.value)
-            .order_by(SavedImage.created_at.desc(), SavedImage.id.desc()).limit(500))
-        return [_view(r) for r in rows]
+        q = select(SavedImage).where(SavedImage.tenant_id == tenant,
+                                     SavedImage.status != SavedImageStatus.DELETED.value)
+        total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
+        rows = s.scalars(q.order_by(SavedImage.created_at.desc(), SavedImage.id.desc())
+                         .limit(limit).offset(offset))
+        return Page(items=[_view(r) for r in rows], total=total, limit=limit, offset=offset)
 
 
 def delete(p: Platform, actor: Principal, image_id: str) -> SavedImageView:

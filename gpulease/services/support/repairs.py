@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from gpulease.db.ops_tables import Repair, Ticket
@@ -23,6 +23,7 @@ from gpulease.lifecycle.binding import fence
 from gpulease.lifecycle.history import WORKER, by
 from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
+from gpulease.schemas import Page
 from gpulease.schemas.fleet import RepairView
 from gpulease.services.fleet.inventory import load_node
 from gpulease.services.fleet.node_changes import replace_simulated_parts
@@ -204,12 +205,16 @@ def _view(r: Repair, node_name: str) -> RepairView:
                       instance_id=r.instance_id, burned_in_at=r.burned_in_at)
 
 
-def list_repairs(p: Platform, actor: Principal, open_only: bool = False, limit: int = 100
-                 ) -> list[RepairView]:
+def list_repairs(p: Platform, actor: Principal, open_only: bool = False, limit: int = 100,
+                 offset: int = 0) -> Page[RepairView]:
+    """Repairs, newest first (open ones only with `open_only`), a page at a time."""
     actor.require_operator()
     with p.db.read() as s:
         q = select(Repair, Node.name).join(Node, Node.id == Repair.node_id)
         if open_only:
             q = q.where(Repair.finished_at.is_(None))
-        rows = s.execute(q.order_by(Repair.started_at.desc()).limit(limit)).all()
-        return [_view(r, name) for r, name in rows]
+        total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
+        rows = s.execute(q.order_by(Repair.started_at.desc(), Repair.id.desc())
+                         .limit(limit).offset(offset)).all()
+        return Page(items=[_view(r, name) for r, name in rows], total=total, limit=limit,
+                    offset=offset)

@@ -90,12 +90,13 @@ def test_reports_and_certificates_over_http_and_cli(
     iid = place(fleet, tenant, key)
     worker.run_until_idle()
     api = f"{server.url}/api/v1"
-    reports = httpx.get(f"{api}/instances/{iid}/acceptance", headers=auth(tenant.token)).json()
+    reports = httpx.get(f"{api}/instances/{iid}/acceptance",
+                        headers=auth(tenant.token)).json()["items"]
     assert [r["passed"] for r in reports] == [True] and reports[0]["trigger"] == "delivery"
     actions.release_instance(fleet, tenant.principal, iid)
     worker.run_until_idle()
     certs = httpx.get(f"{api}/instances/{iid}/erase-certificates",
-                      headers=auth(tenant.token)).json()
+                      headers=auth(tenant.token)).json()["items"]
     assert len(certs) == 2
     env = {**os.environ, "GPULEASE_URL": server.url, "GPULEASE_TOKEN": tenant.token}
     out = tmp_path / "cert.json"

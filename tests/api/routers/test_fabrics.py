@@ -40,7 +40,7 @@ def test_fabrics_and_racks_are_created_listed_changed_and_deleted_only_when_empt
         "id": "r-x", "region": "ningxia-1", "zone": "a", "fabric": "roce-sichuan-9"})
     assert wrong.status_code == 422 and "is in sichuan-1, not ningxia-1" in wrong.json()["detail"]
 
-    fabrics = {f["id"]: f for f in httpx.get(f"{api}/fabrics", headers=h).json()}
+    fabrics = {f["id"]: f for f in httpx.get(f"{api}/fabrics", headers=h).json()["items"]}
     demo = fabrics["ib-ningxia-1-1"]
     assert demo["kind"] == "infiniband" and demo["nodes"] >= 2 and demo["racks"] == 1
     assert fabrics["roce-sichuan-9"]["racks"] == 1
@@ -120,7 +120,7 @@ def test_a_node_is_updated_and_deleted_but_never_while_rented(
     assert httpx.delete(f"{api}/nodes/{node_id}", headers=h).status_code == 409
     assert httpx.patch(f"{api}/nodes/{node_id}", headers=h,
                        json={"name": "again"}).status_code == 409
-    counts = httpx.get(f"{api}/nodes/counts", headers=h).json()
+    counts = httpx.get(f"{api}/nodes/counts", headers=h).json()["items"]
     assert all(c["status"] != "deleted" for c in counts)
     # its fabric is free to go now
     assert httpx.delete(f"{api}/fabrics/ib-ningxia-1-2", headers=h).status_code == 204

@@ -29,7 +29,7 @@ def test_filters_counts_and_history(fleet: Platform, server: LiveServer, operato
                      headers=auth(operator.token)).json()["total"] == 0
 
     counts = httpx.get(f"{server.url}/api/v1/nodes/counts",
-                       headers=auth(operator.token)).json()
+                       headers=auth(operator.token)).json()["items"]
     assert sum(c["nodes"] for c in counts) == len(everything)
     assert httpx.get(f"{server.url}/api/v1/nodes/counts",
                      headers=auth(tenant.token)).status_code == 403

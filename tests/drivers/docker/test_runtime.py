@@ -71,7 +71,7 @@ def test_a_container_instance_runs_on_the_docker_engine(
     started = container.attrs["State"]["StartedAt"]
     power.request_power(p, tenant.principal, iid, "restart")
     Worker(p, owner="docker-test").run_until_idle()
-    assert power.power_actions(p, tenant.principal, iid)[0].status == "done"
+    assert power.power_actions(p, tenant.principal, iid).items[0].status == "done"
     container.reload()
     assert container.status == "running" and container.attrs["State"]["StartedAt"] != started
     assert container.exec_run(["cat", "/root/marker"]).output.decode().strip() == "kept"

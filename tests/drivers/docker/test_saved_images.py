@@ -54,12 +54,12 @@ def test_a_container_saved_as_an_image_starts_a_later_one_with_what_was_installe
     asked = saved_images.save(p, tenant.principal, first, "torch-env")
     assert asked.status == "saving" and asked.order_as == "my/torch-env"
     assert drive(p, image_saves.PIPELINE) == 1
-    done = saved_images.list_saved(p, tenant.principal)[0]
+    done = saved_images.list_saved(p, tenant.principal).items[0]
     assert done.status == "ready", done.status_reason
     assert done.digest and done.digest.startswith("sha256:") and done.size_bytes
     repos = httpx.get(f"http://{registry}/v2/_catalog", timeout=5).json()["repositories"]
     assert f"gpulease-saved/{tenant.tenant_id.lower()}/torch-env" in repos
-    assert saved_images.list_saved(p, stranger.principal) == []
+    assert saved_images.list_saved(p, stranger.principal).items == []
 
     # the host forgets it: the next container pulls it back from the registry
     with p.db.read() as s:

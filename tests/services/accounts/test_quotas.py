@@ -97,7 +97,7 @@ def test_quotas_over_http_and_the_cli(
     said = httpx.post(f"{api}/instances", json=order, headers={
         **auth(tenant.token), "Accept-Language": "zh-CN"}).json()["detail"]
     assert "GPU 配额" in said
-    mine = httpx.get(f"{api}/gpu-quotas", headers=auth(tenant.token)).json()
+    mine = httpx.get(f"{api}/gpu-quotas", headers=auth(tenant.token)).json()["items"]
     assert [(q["offer"], q["max_gpus"], q["held"]) for q in mine] == [
         ("h100-80g-x8@ningxia-1", 8, 8)]
     assert httpx.put(f"{api}/tenants/{tenant.tenant_id}/gpu-quotas/*", headers=auth(
@@ -109,4 +109,4 @@ def test_quotas_over_http_and_the_cli(
     gone = CliRunner().invoke(app, ["quota", "remove", tenant.tenant_id,
                                     "h100-80g-x8@ningxia-1"], env=env)
     assert gone.exit_code == 0, gone.output
-    assert httpx.get(f"{api}/gpu-quotas", headers=auth(tenant.token)).json() == []
+    assert httpx.get(f"{api}/gpu-quotas", headers=auth(tenant.token)).json()["items"] == []

@@ -131,8 +131,9 @@ def test_certificates_are_scoped_to_the_lease(
     with pytest.raises(NotFound):
         evidence.certificate(fleet, other.principal, first["id"])
     assert evidence.certificate(fleet, operator.principal, first["id"])["node"] == name
-    assert len(evidence.node_certificates(fleet, operator.principal, name)) == 2
-    assert len(evidence.node_certificates(fleet, operator.principal, name, limit=1)) == 1
+    assert len(evidence.node_certificates(fleet, operator.principal, name).items) == 2
+    one = evidence.node_certificates(fleet, operator.principal, name, limit=1)
+    assert len(one.items) == 1 and one.total == 2
     with pytest.raises(Forbidden):
         evidence.node_certificates(fleet, tenant.principal, name)
 

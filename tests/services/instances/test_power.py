@@ -35,7 +35,7 @@ def test_a_tenant_reboots_then_power_cycles_its_server(
     asked = power.request_power(fleet, tenant.principal, iid, "reboot")
     assert asked.status == "queued" and asked.node is None
     worker.run_until_idle()
-    (done,) = power.power_actions(fleet, tenant.principal, iid)
+    (done,) = power.power_actions(fleet, tenant.principal, iid).items
     assert done.status == "done" and done.finished_at is not None
     assert done.status_reason == f"reboot: GracefulRestart accepted by {name}"
     assert _requests(fleet, name).get("graceful_restart") == 1
@@ -43,7 +43,7 @@ def test_a_tenant_reboots_then_power_cycles_its_server(
 
     power.request_power(fleet, tenant.principal, iid, "power_cycle", node=name)
     worker.run_until_idle()
-    latest = power.power_actions(fleet, tenant.principal, iid)[0]
+    latest = power.power_actions(fleet, tenant.principal, iid).items[0]
     assert (latest.action, latest.status, latest.node) == ("power_cycle", "done", name)
     assert _requests(fleet, name).get("force_restart") == 1
     view = instances.show_instance(fleet, tenant.principal, iid)
@@ -60,7 +60,7 @@ def test_a_container_is_restarted_on_its_engine(
     host = instances.show_instance(fleet, tenant.principal, iid).nodes[0].name
     power.request_power(fleet, tenant.principal, iid, "restart")
     worker.run_until_idle()
-    (done,) = power.power_actions(fleet, tenant.principal, iid)
+    (done,) = power.power_actions(fleet, tenant.principal, iid).items
     assert done.status == "done" and done.status_reason == f"restart: restart accepted by {host}"
     assert sim(fleet).snapshot(host)["containers"][iid]["restarts"] == 1
     assert instances.show_instance(fleet, tenant.principal, iid).status == "ready"
@@ -88,8 +88,8 @@ def test_what_cannot_be_asked_is_refused_with_what_to_do(
     first = power.request_power(fleet, tenant.principal, iid, "reboot")
     with pytest.raises(Conflict, match=f"{first.id} on {iid} is still being sent"):
         power.request_power(fleet, tenant.principal, iid, "power_cycle")
-    assert [a.id for a in power.power_actions(fleet, tenant.principal, iid)] == [first.id]
-    assert power.power_actions(fleet, reader.principal, iid)[0].id == first.id  # readers see
+    assert [a.id for a in power.power_actions(fleet, tenant.principal, iid).items] == [first.id]
+    assert power.power_actions(fleet, reader.principal, iid).items[0].id == first.id  # readers see
 
 
 def test_the_api_and_the_console_send_it_and_show_it(
@@ -108,7 +108,7 @@ def test_the_api_and_the_console_send_it_and_show_it(
         assert again.status_code == 409 and "still being sent" in again.json()["detail"]
         worker.run_until_idle()
         listed = client.get(f"/api/v1/instances/{iid}/power", headers=auth(tenant.token))
-        assert [a["status"] for a in listed.json()] == ["done"]
+        assert [a["status"] for a in listed.json()["items"]] == ["done"]
 
         signed_in(fleet, tenant, client)
         page = client.get(f"/console/instances/{iid}")

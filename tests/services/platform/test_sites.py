@@ -199,7 +199,7 @@ def test_the_refusal_and_each_site_s_workers_are_said_over_http_the_cli_and_metr
                       json={"ssh_keys": [key], **SICHUAN}).status_code == 201
 
     listed = httpx.get(f"{api}/sites", headers=auth(operator.token))
-    assert {s["id"]: (s["live_workers"], s["served"]) for s in listed.json()} == {
+    assert {s["id"]: (s["live_workers"], s["served"]) for s in listed.json()["items"]} == {
         "sichuan": (1, True), "ningxia": (0, False), "huawei": (0, True)}
     assert httpx.get(f"{api}/sites", headers=auth(tenant.token)).status_code == 403
     metrics = httpx.get(f"{server.url}/metrics", headers=auth(operator.token)).text

@@ -129,7 +129,7 @@ def test_a_lapsed_lease_is_backed_up_at_grace_and_before_the_erase(
     assert len(runs(fleet, iid)) == 2
     assert fleet.drivers.fleet is not None
     fleet.drivers.fleet.inject_fault(node, "agent_transfer", "transient", times=4)
-    final_id = backups.list_runs(fleet, me, iid)[0].id
+    final_id = backups.list_runs(fleet, me, iid).items[0].id
     for _ in range(4):  # past MAX_ATTEMPTS: the erase is hours away
         drive(fleet, backup_runs.PIPELINE)
         hurry(fleet, final_id)

@@ -96,7 +96,7 @@ def test_a_backup_and_a_restore_run_through_the_worker_and_the_nodes_agent(
             running.stop()
         assert again.exit_code == 0 and "succeeded" in again.output, again.output
     assert (ckpt / "step-200" / "model.pt").stat().st_size == 2 << 20
-    runs = backups.list_runs(fleet, me, iid)
+    runs = backups.list_runs(fleet, me, iid).items
     assert [r.kind for r in runs] == ["backup", "restore", "backup"]
     assert runs[0].bytes_moved == 0  # nothing new: nothing sent
     stages = [st.stage for st in instances.show_instance(fleet, me, iid).stages]
@@ -179,7 +179,7 @@ def test_a_swap_copies_the_data_disk_through_the_bucket_before_the_faulty_one_is
     copied = disk(fleet, spare) / "runs" / "llama-70b" / "step-900.safetensors"
     assert copied.read_bytes() == weights
     assert not disk(fleet, old).exists()  # erased once the copy was on the spare
-    runs = [(r.kind, r.trigger, r.status, r.node) for r in backups.list_runs(fleet, me, iid)]
+    runs = [(r.kind, r.trigger, r.status, r.node) for r in backups.list_runs(fleet, me, iid).items]
     assert runs == [("restore", "swap_copy", "succeeded", spare),
                     ("backup", "swap_copy", "succeeded", old)]
     assert tickets.show_ticket(fleet, me, ticket.id).status == "mitigated"
@@ -214,7 +214,7 @@ def test_a_swap_copies_the_data_disk_straight_from_agent_to_agent(
         replacement.swap(fleet, op, ticket.id, Swap(copy_data=True, via="tape"))
     replacement.swap(fleet, op, ticket.id, Swap("GPU 3 fell off the bus", copy_data=True,
                                                 path="/data/runs"))
-    during = [(r.kind, r.status, r.node) for r in backups.list_runs(fleet, me, iid)]
+    during = [(r.kind, r.status, r.node) for r in backups.list_runs(fleet, me, iid).items]
     assert during == [("send", "queued", old)]  # the faulty server starts serving at once
     worker.run_until_idle(timeout_s=90)
     after = instances.show_instance(fleet, me, iid)
@@ -225,7 +225,7 @@ def test_a_swap_copies_the_data_disk_straight_from_agent_to_agent(
     assert (copied / "step-900.safetensors").stat().st_mode & 0o777 == 0o600
     assert (copied / "logs" / "empty.log").read_bytes() == b""
     assert not disk(fleet, old).exists()  # erased once the copy was on the spare
-    runs = {r.kind: r for r in backups.list_runs(fleet, me, iid)}
+    runs = {r.kind: r for r in backups.list_runs(fleet, me, iid).items}
     assert sorted(runs) == ["receive", "send"]
     assert (runs["receive"].status, runs["receive"].node) == ("succeeded", spare)
     assert (runs["send"].status, runs["send"].node) == ("succeeded", old)
@@ -268,7 +268,7 @@ def test_a_direct_copy_the_spare_cannot_fetch_is_said_and_the_swap_goes_on(
     after = instances.show_instance(fleet, me, iid)
     assert (after.status, after.stage) == ("ready", "ready")  # the swap went on
     assert not disk(fleet, old).exists()  # and the faulty server was erased
-    runs = {r.kind: r for r in backups.list_runs(fleet, me, iid)}
+    runs = {r.kind: r for r in backups.list_runs(fleet, me, iid).items}
     assert runs["receive"].status == runs["send"].status == "failed"
     assert "the spare could not fetch the copy" in (runs["send"].status_reason or "")
     with fleet.db.read() as s:  # said on the instance's history; the tenant told once
@@ -321,7 +321,7 @@ def test_an_order_restores_a_snapshot_onto_the_new_servers_data_disk(
     new = orders.place_order(fleet, me, OrderRequest(**order, restore=snapshot))[0].id
     worker.run_until_idle()
     assert instances.show_instance(fleet, me, new).status == "ready"
-    run = backups.list_runs(fleet, me, new)[0]
+    run = backups.list_runs(fleet, me, new).items[0]
     assert (run.kind, run.trigger, run.status, run.snapshot_id, run.path) == (
         "restore", "order", "succeeded", snapshot, "/data/ckpt"), run.status_reason
     node = instances.show_instance(fleet, me, new).nodes[0].name
@@ -430,7 +430,7 @@ def test_three_copy_swaps_in_a_row_each_carry_their_own_data(
             f"round-{r}.bin" for r in range(1, round_ + 1)], round_
         assert (copied / f"round-{round_}.bin").read_bytes() == weights
         assert not disk(fleet, serving).exists()  # erased once the copy was on the spare
-        runs = backups.list_runs(fleet, me, iid)
+        runs = backups.list_runs(fleet, me, iid).items
         assert len(runs) == 2 * round_ and all(r.status == "succeeded" for r in runs)
         repairs.finish(fleet, op, serving, f"GPU 3: round {round_}")
         worker.run_until_idle(timeout_s=60)  # erased, burned in, back in the pool

@@ -92,9 +92,9 @@ def test_a_saved_container_is_ordered_again_by_its_tenant_only(
             ssh_keys=[key], image="my/env", **CONTAINER))
     with pytest.raises(NotFound):
         saved_images.delete(fleet, stranger.principal, newer.id)
-    for image in saved_images.list_saved(fleet, me):
+    for image in saved_images.list_saved(fleet, me).items:
         saved_images.delete(fleet, me, image.id)
-    assert saved_images.list_saved(fleet, me) == []
+    assert saved_images.list_saved(fleet, me).items == []
     with pytest.raises(InvalidInput, match="No saved image"):
         orders.place_order(fleet, me, OrderRequest(ssh_keys=[key], image="my/env",
                                                    **CONTAINER))

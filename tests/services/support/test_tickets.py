@@ -238,7 +238,7 @@ def test_a_swap_moves_the_lease_to_a_spare_and_sends_the_faulty_node_to_repair(
     assert instances.show_instance(fleet, tenant.principal, iid).stage == "ready"
 
     # the repair loop: parts replaced and recorded, erased, back in the pool
-    (running,) = [r for r in repairs.list_repairs(fleet, op, open_only=True)
+    (running,) = [r for r in repairs.list_repairs(fleet, op, open_only=True).items
                   if r.node == old]
     assert (running.node, running.ticket_id, running.finished_at) == (old, ticket.id, None)
     with pytest.raises(InvalidInput, match="serials"):
@@ -254,7 +254,7 @@ def test_a_swap_moves_the_lease_to_a_spare_and_sends_the_faulty_node_to_repair(
     with fleet.db.read() as s:
         back = s.scalar(select(Node).where(Node.name == old))
         assert back is not None and back.status == "available"
-    (done_repair,) = [r for r in repairs.list_repairs(fleet, op) if r.finished_at]
+    (done_repair,) = [r for r in repairs.list_repairs(fleet, op).items if r.finished_at]
     assert done_repair.hours is not None and done_repair.parts
     internal = tickets.show_ticket(fleet, op, ticket.id).timeline
     assert any("repaired: GPU 3" in e.text and e.internal for e in internal)
@@ -279,7 +279,7 @@ def test_a_swap_moves_the_lease_to_a_spare_and_sends_the_faulty_node_to_repair(
         assert faulty.fault_ticket_id == second.id
         assert f"ticket {second.id} reports a fault" in (
             NODE.refusal(NodeStatus.AVAILABLE, faulty) or "")
-    (following,) = [r for r in repairs.list_repairs(fleet, op, open_only=True)
+    (following,) = [r for r in repairs.list_repairs(fleet, op, open_only=True).items
                     if r.node == faulty_name]
     assert following.ticket_id == second.id and following.instance_id is None
     assert any("follows it" in e.text for e in tickets.show_ticket(fleet, op, second.id).timeline)

@@ -79,7 +79,8 @@ def test_idle_over_http_and_the_cli(
     stranger = new_tenant(fleet)
     assert httpx.get(f"{api}/instances/{iid}/idle",
                      headers=auth(stranger.token)).status_code == 404
-    assert httpx.get(f"{api}/idle", headers=auth(stranger.token)).json() == []
+    assert httpx.get(f"{api}/idle", headers=auth(stranger.token)).json() == {
+        "items": [], "total": 0, "limit": 100, "offset": 0}
     shown = CliRunner().invoke(app, ["instances", "--idle"], env={
         "GPULEASE_URL": server.url, "GPULEASE_TOKEN": tenant.token, "COLUMNS": "200"})
     assert shown.exit_code == 0, shown.output

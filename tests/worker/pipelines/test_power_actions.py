@@ -32,18 +32,18 @@ def test_a_transient_error_is_sent_again_and_a_refusal_fails(
     sim(fleet).inject_fault(name, "graceful_restart", "transient")
     power.request_power(fleet, tenant.principal, iid, "reboot")
     assert drive(fleet, power_actions.PIPELINE) == 1
-    (waiting,) = power.power_actions(fleet, tenant.principal, iid)
+    (waiting,) = power.power_actions(fleet, tenant.principal, iid).items
     assert waiting.status == "queued" and "503" in (waiting.status_reason or "")
     assert drive(fleet, power_actions.PIPELINE) == 0  # not before its backoff
     clock.move(minutes=5)
     assert drive(fleet, power_actions.PIPELINE) == 1
-    assert power.power_actions(fleet, tenant.principal, iid)[0].status == "done"
+    assert power.power_actions(fleet, tenant.principal, iid).items[0].status == "done"
     assert _sent(fleet, name, "graceful_restart") == 2  # the failed one, then the one taken
 
     sim(fleet).inject_fault(name, "force_restart", "permanent")
     power.request_power(fleet, tenant.principal, iid, "power_cycle")
     drive(fleet, power_actions.PIPELINE)
-    failed = power.power_actions(fleet, tenant.principal, iid)[0]
+    failed = power.power_actions(fleet, tenant.principal, iid).items[0]
     assert failed.status == "failed" and "401 Unauthorized" in (failed.status_reason or "")
 
 
@@ -67,7 +67,7 @@ def test_a_worker_lost_while_sending_is_not_followed_by_a_second_reset(
         row.step_in_progress = "power"
     clock.move(seconds=fleet.settings.lock_ttl_s + 1)
     assert drive(fleet, power_actions.PIPELINE) == 1  # B takes it over: failed, not resent
-    failed = power.power_actions(fleet, tenant.principal, iid)[0]
+    failed = power.power_actions(fleet, tenant.principal, iid).items[0]
     assert failed.status == "failed" and "worker sending it was lost" in (
         failed.status_reason or "")
     assert _sent(fleet, name, "force_restart") == 0
@@ -97,4 +97,4 @@ def test_a_worker_that_lost_its_claim_mid_step_sends_nothing(
     monkeypatch.setattr(fleet.drivers, "bmc_for", frozen_then_taken)
     power_actions.step_power(fleet, held)
     assert _sent(fleet, name, "graceful_restart") == 0
-    assert power.power_actions(fleet, tenant.principal, iid)[0].status == "queued"
+    assert power.power_actions(fleet, tenant.principal, iid).items[0].status == "queued"
