@@ -37,6 +37,7 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest
 
 from gpulease.configdrive import hash_root_password
+from gpulease.drivers.on_behalf import guard_session
 from gpulease.ports.runtime import (
     ContainerHandle,
     ContainerSpec,
@@ -122,6 +123,7 @@ class DockerRuntime:
                 client = docker.DockerClient(
                     base_url=url, timeout=int(self._timeout), tls=tls,
                     use_ssh_client=url.startswith("ssh:"))
+                guard_session(client.api)  # changes go out only under a fresh claim
                 self._clients[url] = client
             return client
 

@@ -26,7 +26,7 @@ from sushy import exceptions as sx
 from gpulease.domain.fleet.bmc_events import LogEntry
 from gpulease.drivers import redfish_hardware as hw
 from gpulease.drivers import redfish_media
-from gpulease.drivers.on_behalf import user_agent
+from gpulease.drivers.on_behalf import Fenced, guard_session, user_agent
 from gpulease.drivers.redfish_hardware import Drive, Fan, GpuDevice, PcieDevice, Temperature
 from gpulease.ports.bmc import (
     BmcEndpoint,
@@ -206,7 +206,12 @@ class _OneTry(sushy_connector.Connector):  # type: ignore[misc]
     asked. Each request names the worker it is made for (User-Agent). An action or a
     change the BMC accepts as a task (202 with a task monitor's Location) is followed to
     its end, at the pace the monitor's Retry-After asks, within TASK_TIMEOUT_S: the call
-    returns once the BMC did it, and a task that ended in error is the call's error."""
+    returns once the BMC did it, and a task that ended in error is the call's error. A
+    request that changes the server goes out only under a fresh claim (`guard_session`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        guard_session(self._session)
 
     def _op(self, method: str, path: str = "", data: Any = None,
             headers: dict[str, Any] | None = None, *args: Any, **kwargs: Any) -> Any:
@@ -313,6 +318,8 @@ class RedfishBmc:
         self._driver.calling()
         try:
             return what()
+        except Fenced:
+            raise  # not sent: the worker's claim is gone (worker/pipelines/fence.py)
         except BmcError:
             bmc_error("redfish", "unsupported")  # the BMC lacks what the step needs
             raise

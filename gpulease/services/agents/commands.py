@@ -22,6 +22,7 @@ from gpulease.db.tables import AgentCommand, Node, NodeAgent
 from gpulease.domain.errors import InvalidInput, NotFound
 from gpulease.domain.fleet.acceptance import GpuSpec, Report, Thresholds
 from gpulease.domain.states import AGENT_COMMAND, CommandStatus
+from gpulease.drivers.on_behalf import before_change
 from gpulease.lifecycle.history import agent
 from gpulease.lifecycle.writer import Move, initial, transition
 from gpulease.platform import Platform
@@ -102,6 +103,7 @@ class CommandQueueAgent:
         kind = COMMAND_KINDS[type(payload)]
         cmd = None if node.stage is None else self._latest(node, kind)
         if cmd is None:
+            before_change(f"agent {kind}")  # filed only under a fresh claim (fence.py)
             with self.p.db.write() as s:
                 return Pending(submit(s, self.p, Recipient(
                     node.node_id, node.instance_id, node.stage or ON_DEMAND), payload,

@@ -21,10 +21,10 @@ from gpulease.services.fleet.inventory import NodeSpec, add_node
 from gpulease.services.instances import actions
 from gpulease.services.instances import views as instances
 from gpulease.services.orders import ordering as orders
+from gpulease.testing.bmc_witness import RecordingProxy
 from gpulease.testing.callers import TenantCtx
 from gpulease.testing.servers import LiveServer
 from gpulease.worker.runner import Worker
-from tests.drivers.redfish.recorder import RecordingProxy
 from tests.fixtures.redfish import PASSWORD, USER, start_emulator
 
 pytestmark = pytest.mark.slow
