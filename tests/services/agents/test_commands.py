@@ -8,12 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import func, select, update
 
 from gpulease.agent.erase import simulated_certificates
 from gpulease.agent.gpu.checks import simulated_node_report
 from gpulease.agent.phonehome import keys_missing
-from gpulease.db.tables import Node
+from gpulease.db.claims import take
+from gpulease.db.tables import AgentCommand, Node
 from gpulease.domain.errors import InvalidInput, NotFound, Unauthorized
 from gpulease.platform import Platform
 from gpulease.ports.agent import (
@@ -42,6 +43,8 @@ from gpulease.services.orders import ordering as orders
 from gpulease.services.telemetry import pushes
 from gpulease.testing.callers import TenantCtx
 from gpulease.testing.factories import drive_token, node_by_name
+from gpulease.worker.pipelines.base import claim_due
+from gpulease.worker.pipelines.fence import Fence, Fenced, fenced_agent
 from gpulease.worker.runner import Worker
 
 Handler = Callable[[Command], CommandOutcome]
@@ -302,3 +305,31 @@ def test_keys_missing_counts_the_orders_keys_absent_from_authorized_keys(
                         authorized) == 0
     assert keys_missing(["ssh-ed25519 AAAAthree"], authorized) == 1
     assert keys_missing(["ssh-ed25519 AAAAone"], tmp_path / "absent") == 1
+
+
+def test_a_worker_frozen_after_its_check_files_no_command(
+        fleet: Platform, real: tuple[str, AgentOn], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fence's check passed, then the worker froze past its lock and was taken over
+    before it filed the erase: when it wakes, the filing asks again and nothing reaches the
+    agent's queue."""
+    name, agent = real
+    (held,) = claim_due(fleet, Node, "a", extra=[Node.name == name], due=False)
+    fence = Fence(fleet, held)
+    real_check = Fence.check
+
+    def check_then_freeze(self: Fence, call: str) -> None:
+        real_check(self, call)
+        if call == "erase":  # the step's check passed; asleep past the lock, taken over
+            with fleet.db.write() as s:
+                row = s.get(Node, held.id)
+                assert row is not None
+                take(row)
+            self.fresh_until = time.monotonic() - 1
+
+    monkeypatch.setattr(Fence, "check", check_then_freeze)
+    erase = fenced_agent(agent_commands.CommandQueueAgent(fleet), fence).erase
+    with pytest.raises(Fenced, match="no longer holds"):
+        erase(node_agents.node_ref(fleet, node_by_name(fleet, name)))
+    assert agent.fetch() == []  # the agent was sent nothing
+    with fleet.db.read() as s:
+        assert s.scalar(select(func.count()).select_from(AgentCommand)) == 0
