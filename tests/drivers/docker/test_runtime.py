@@ -14,6 +14,7 @@ import docker
 import pytest
 from docker.errors import NotFound
 
+from gpulease.db.claims import take
 from gpulease.db.tables import Instance
 from gpulease.drivers.docker_runtime import DockerRuntime, container_name
 from gpulease.platform import Platform
@@ -24,6 +25,9 @@ from gpulease.services.instances import views as instances
 from gpulease.services.money import wallet
 from gpulease.testing.callers import new_tenant, ssh_key
 from gpulease.testing.servers import free_port
+from gpulease.worker.pipelines import containers
+from gpulease.worker.pipelines.base import claim_due
+from gpulease.worker.pipelines.fence import Fence, Fenced, fenced_runtime
 from gpulease.worker.runner import Worker
 from tests.drivers.docker.engine import (
     ENGINE,
@@ -139,3 +143,37 @@ def test_an_unreachable_engine_is_retried_then_fails_the_order_with_the_reason(
     # Its GPU stays held while the engine cannot say whether a container is left there;
     # the release is retried until it answers.
     assert view.nodes[0].status == "available" and view.nodes[0].gpus == [0]
+
+
+def test_a_worker_frozen_after_its_check_creates_no_container(
+    docker_platform: Platform, engine: docker.DockerClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fence's check passed; the worker froze past its lock inside the engine call (after
+    it looked for the container) and was taken over: when it wakes, the create it would send
+    asks the fence again and is not sent."""
+    p = docker_platform
+    tenant = new_tenant(p)
+    iid = _order(p, tenant, ssh_key(), gpus=1)
+    with p.db.read() as s:
+        inst = s.get(Instance, iid)
+        assert inst is not None
+        spec = containers.container_spec(s, p, inst)
+    (held,) = claim_due(p, Instance, "a", extra=[Instance.id == iid], due=False)
+    fence = Fence(p, held)
+    real_find = DockerRuntime._find
+
+    def find_then_freeze(self: DockerRuntime, client: docker.DockerClient, instance_id: str
+                         ) -> object:
+        found = real_find(self, client, instance_id)
+        with p.db.write() as s:  # asleep past its lock: another worker took the instance
+            row = s.get(Instance, held.id)
+            assert row is not None
+            take(row)
+        fence.fresh_until = time.monotonic() - 1
+        return found
+
+    monkeypatch.setattr(DockerRuntime, "_find", find_then_freeze)
+    with pytest.raises(Fenced, match="no longer holds"):
+        fenced_runtime(p.drivers.runtime_for(ENGINE), fence).start(spec)
+    with pytest.raises(NotFound):
+        engine.containers.get(container_name(iid))  # nothing was created
