@@ -311,6 +311,52 @@ def test_no_function_takes_more_than_six_values() -> None:
                            + "\n".join(offenders))
 
 
+NEEDS = {"Records": {"settings", "db", "clock", "wake"}}  # gpulease/ports/records.py
+NEEDS["Priced"] = NEEDS["Records"] | {"catalog", "catalog_version", "price_book"}
+NEEDS["Sealed"] = NEEDS["Records"] | {"box"}
+
+
+def platform_taken_needlessly(source: str) -> list[tuple[int, str, str]]:
+    """Functions that take the whole Platform but only read what a narrower need offers,
+    and never hand it on: (line, function, the narrower one that would do)."""
+    found = []
+    for fn in ast.walk(ast.parse(source)):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name == "__init__":
+            continue
+        for arg in fn.args.args + fn.args.kwonlyargs:
+            if not (isinstance(arg.annotation, ast.Name) and arg.annotation.id == "Platform"):
+                continue
+            names = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == arg.arg]
+            read = {n.value: n.attr for n in ast.walk(fn)
+                    if isinstance(n, ast.Attribute) and n.value in names}
+            if len(read) < len(names):
+                continue  # handed on, or used whole
+            would_do = next((need for need, offers in NEEDS.items()
+                             if set(read.values()) <= offers), None)
+            if would_do:
+                found.append((fn.lineno, fn.name, would_do))
+    return found
+
+
+def test_the_needs_checker_finds_a_platform_taken_for_its_records() -> None:
+    source = ("def reads(p: Platform): return p.db, p.clock\n"
+              "def prices(p: Platform): return p.catalog, p.db\n"
+              "def hands_on(p: Platform): return other(p), p.db\n"
+              "def drives(p: Platform): return p.drivers\n")
+    assert platform_taken_needlessly(source) == [(1, "reads", "Records"),
+                                                 (2, "prices", "Priced")]
+
+
+def test_families_receive_what_they_use() -> None:
+    """A family's function takes the Platform only where it needs more than Records, Priced
+    or Sealed offer (ports/records.py): the drivers, the object store, the lifecycle's
+    effects, or a callee that needs them."""
+    offenders = [f"{path.relative_to(PACKAGE)}:{line}: {name} could take {need}"
+                 for path in sorted(SERVICES.rglob("*.py"))
+                 for line, name, need in platform_taken_needlessly(path.read_text())]
+    assert not offenders, "\n".join(offenders)
+
+
 SERVICES = PACKAGE / "services"
 FAMILY_SIZE = 15  # modules a folder holds at most, __init__ aside
 

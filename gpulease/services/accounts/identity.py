@@ -24,6 +24,7 @@ from gpulease.domain.errors import (
 from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.text import problem
 from gpulease.platform import Platform
+from gpulease.ports.records import Records, Sealed
 from gpulease.schemas import (
     MeterCreated,
     Page,
@@ -44,7 +45,7 @@ from gpulease.security import (
 from gpulease.services.platform.idempotency import Idem, run_once
 
 
-def email_of(p: Platform, user_id: str) -> str:
+def email_of(p: Records, user_id: str) -> str:
     with p.db.read() as s:
         return s.scalar(select(User.email).where(User.id == user_id)) or ""
 
@@ -62,7 +63,7 @@ def token_view(t: ApiToken) -> TokenView:
     )
 
 
-def token_lifetime(p: Platform, days: int | None) -> timedelta | None:
+def token_lifetime(p: Records, days: int | None) -> timedelta | None:
     """How long a new token lives: `days`, at most GPULEASE_TOKEN_MAX_DAYS; None (never
     expires) only where the operator allows it, else the longest allowed."""
     cap = p.settings.token_max_days
@@ -75,7 +76,7 @@ def token_lifetime(p: Platform, days: int | None) -> timedelta | None:
     return timedelta(days=days)
 
 
-def _issue(s: Session, p: Platform, user: User, name: str, days: int | None,
+def _issue(s: Session, p: Records, user: User, name: str, days: int | None,
            lifetime: timedelta | None = None) -> TokenCreated:
     now = p.clock.now()
     raw = new_api_token()
@@ -106,7 +107,7 @@ class Person:
     password: str | None = None
 
 
-def create_user(s: Session, p: Platform, tenant_id: str | None, who: Person) -> User:
+def create_user(s: Session, p: Records, tenant_id: str | None, who: Person) -> User:
     email, name, role, password = normal_email(who.email), who.name, who.role, who.password
     holder = s.execute(select(User.id, User.tenant_id).where(User.email == email)).first()
     if holder is not None and holder.tenant_id == tenant_id:
@@ -124,7 +125,7 @@ def create_user(s: Session, p: Platform, tenant_id: str | None, who: Person) -> 
     return user
 
 
-def create_operator(p: Platform, email: str, name: str, days: int | None = 90
+def create_operator(p: Records, email: str, name: str, days: int | None = 90
                     ) -> tuple[User, TokenCreated]:
     """An operator and its first token, expiring in `days` like any token (None: never,
     for the demo's and the tests' own use)."""
@@ -133,13 +134,13 @@ def create_operator(p: Platform, email: str, name: str, days: int | None = 90
         return user, _issue(s, p, user, "operator", days)
 
 
-def operator_count(p: Platform) -> int:
+def operator_count(p: Records) -> int:
     with p.db.read() as s:
         return int(s.scalar(select(func.count()).select_from(User)
                             .where(User.role == Role.OPERATOR.value)) or 0)
 
 
-def create_meter(p: Platform, actor: Principal, name: str, days: int | None = None,
+def create_meter(p: Sealed, actor: Principal, name: str, days: int | None = None,
                  idem: Idem | None = None) -> MeterCreated:
     """Operator: a metering source's account and token. It may only post usage; the
     operator disables or removes it like any user (its tokens end at once)."""
@@ -160,7 +161,7 @@ def create_meter(p: Platform, actor: Principal, name: str, days: int | None = No
 
 
 def create_tenant(
-    p: Platform, name: str, admin: Person, token_days: int | None = 90,
+    p: Sealed, name: str, admin: Person, token_days: int | None = 90,
     *, actor: Principal | None = None, idem: Idem | None = None,
 ) -> TenantCreated:
     """A tenant with its first admin (`admin`, whatever role it names) and the admin's
@@ -184,7 +185,7 @@ def create_tenant(
         raise Conflict("That tenant or e-mail was taken at the same moment; retry.") from None
 
 
-def add_user(p: Platform, actor: Principal, who: Person, idem: Idem | None = None
+def add_user(p: Sealed, actor: Principal, who: Person, idem: Idem | None = None
              ) -> UserView:
     tenant = actor.require_tenant_admin()
     try:
@@ -196,7 +197,7 @@ def add_user(p: Platform, actor: Principal, who: Person, idem: Idem | None = Non
 
 
 def issue_token(
-    p: Platform, actor: Principal, name: str, user_id: str | None, days: int | None,
+    p: Sealed, actor: Principal, name: str, user_id: str | None, days: int | None,
     idem: Idem | None = None,
 ) -> TokenCreated:
     return run_once(p, actor, idem, TokenCreated,
@@ -204,7 +205,7 @@ def issue_token(
 
 
 def _issue_for(
-    s: Session, p: Platform, actor: Principal, name: str, user_id: str | None, days: int | None
+    s: Session, p: Records, actor: Principal, name: str, user_id: str | None, days: int | None
 ) -> TokenCreated:
     if days is None and not p.settings.allow_unexpiring_tokens:
         raise InvalidInput("expires_in_days", "This platform issues no token that never "
@@ -222,7 +223,7 @@ def _issue_for(
     return _issue(s, p, user, name, days)
 
 
-def list_tokens(p: Platform, actor: Principal, limit: int = 100, offset: int = 0
+def list_tokens(p: Records, actor: Principal, limit: int = 100, offset: int = 0
                 ) -> Page[TokenView]:
     """The tokens the actor may see (an operator: all; a tenant admin: the tenant's; anyone
     else: their own), oldest first, a page at a time."""
@@ -239,7 +240,7 @@ def list_tokens(p: Platform, actor: Principal, limit: int = 100, offset: int = 0
                     offset=offset)
 
 
-def revoke_token(p: Platform, actor: Principal, token_id: str) -> TokenView:
+def revoke_token(p: Records, actor: Principal, token_id: str) -> TokenView:
     with p.db.write() as s:
         row = s.execute(
             select(ApiToken, User).join(User, User.id == ApiToken.user_id)
@@ -270,7 +271,7 @@ _TOKEN_OWNER = (
     .where(ApiToken.token_hash == bindparam("token_hash")))
 
 
-def credential_ended(p: Platform, who: Principal) -> str | None:
+def credential_ended(p: Records, who: Principal) -> str | None:
     """Why the credential a long request (a stream) was authorised with no longer holds:
     the token revoked or expired, its user disabled or removed; None while it holds."""
     if who.token_id is None:
@@ -292,7 +293,7 @@ def credential_ended(p: Platform, who: Principal) -> str | None:
     return None
 
 
-def authenticate(p: Platform, raw_token: str | None, conn: Connection | None = None
+def authenticate(p: Records, raw_token: str | None, conn: Connection | None = None
                  ) -> Principal:
     """The token's owner, or Unauthorized with what to do. `conn`: a connection the caller
     reads on next, so the request checks out one (a hot path's saving on PostgreSQL, whose
@@ -380,7 +381,7 @@ def console_login(p: Platform, email: str, password: str,
     raise Unauthorized("This user is disabled; ask your tenant admin.")
 
 
-def console_logout(p: Platform, raw_token: str) -> None:
+def console_logout(p: Records, raw_token: str) -> None:
     """End a console session (revokes its token); unknown tokens are ignored."""
     with p.db.write() as s:
         tok = s.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(raw_token)))

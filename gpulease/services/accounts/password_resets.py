@@ -26,6 +26,7 @@ from gpulease.db.tables import PasswordReset, User
 from gpulease.domain.errors import Conflict, InvalidInput
 from gpulease.domain.phrases import phrase
 from gpulease.platform import Platform
+from gpulease.ports.records import Sealed
 from gpulease.services.accounts.identity import SIGN_IN_WINDOW_S, blocked, normal_email
 from gpulease.services.accounts.users import check_new_password, set_password
 from gpulease.services.platform.notify import send_email
@@ -38,12 +39,12 @@ MAILS_PER_ACCOUNT = 3  # per sign-in window (15 minutes)
 MAX_ATTEMPTS = 5
 
 
-def _mac(p: Platform, reset_id: str, user_id: str, expires_at: datetime) -> str:
+def _mac(p: Sealed, reset_id: str, user_id: str, expires_at: datetime) -> str:
     doc = f"{reset_id}|{user_id}|{int(expires_at.timestamp())}".encode()
     return hmac.new(p.box.derive("password-reset"), doc, hashlib.sha256).hexdigest()
 
 
-def reset_link(p: Platform, row: PasswordReset) -> str:
+def reset_link(p: Sealed, row: PasswordReset) -> str:
     token = f"{PREFIX}{row.id}.{_mac(p, row.id, row.user_id, row.expires_at)}"
     return f"{p.settings.public_url.rstrip('/')}/console/reset?token={token}"
 
@@ -80,7 +81,7 @@ def _invalid() -> InvalidInput:
                         "30 minutes and work once); ask for a new one.")
 
 
-def complete_reset(p: Platform, token: str, password: str) -> str:
+def complete_reset(p: Sealed, token: str, password: str) -> str:
     """Set the password the link was sent for; returns the user's e-mail."""
     check_new_password(password)
     reset_id, _, mac = token.removeprefix(PREFIX).partition(".")
@@ -104,7 +105,7 @@ def complete_reset(p: Platform, token: str, password: str) -> str:
     return email
 
 
-def deliver_reset_mails(p: Platform, limit: int = 20) -> int:
+def deliver_reset_mails(p: Sealed, limit: int = 20) -> int:
     """The worker's job: mail each queued link once (claimed first, so two workers do not
     both send it); a refused mail is tried again up to MAX_ATTEMPTS times."""
     if not p.settings.smtp_host:

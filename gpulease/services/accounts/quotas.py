@@ -16,14 +16,14 @@ from gpulease.domain.errors import InvalidInput, NotFound, QuotaExceeded
 from gpulease.domain.phrases import phrase
 from gpulease.domain.states import INSTANCE_LIVE
 from gpulease.lifecycle.history import by
-from gpulease.platform import Platform
+from gpulease.ports.records import Priced, Records
 from gpulease.schemas import GpuQuotaView
 
 ALL = "*"
 _LIVE = [status.value for status in INSTANCE_LIVE]
 
 
-def _offers(p: Platform) -> list[str]:
+def _offers(p: Priced) -> list[str]:
     """What a quota may name: every offer's and container offer's sku@region."""
     found = {o.id for o in p.catalog.offers}
     found |= {f"{c.host_sku}@{c.region}" for c in p.catalog.container_offers}
@@ -45,7 +45,7 @@ def _view(s: Session, row: GpuQuota) -> GpuQuotaView:
                         set_by=row.set_by, set_at=row.set_at)
 
 
-def set_quota(p: Platform, actor: Principal, tenant_id: str, offer: str, max_gpus: int,
+def set_quota(p: Priced, actor: Principal, tenant_id: str, offer: str, max_gpus: int,
               reason: str | None = None) -> GpuQuotaView:
     """Operator: cap the tenant's GPUs held at once, in all (`*`) or of one offer. A quota
     below what it holds refuses new orders only; nothing running is touched."""
@@ -67,7 +67,7 @@ def set_quota(p: Platform, actor: Principal, tenant_id: str, offer: str, max_gpu
         return _view(s, row)
 
 
-def remove_quota(p: Platform, actor: Principal, tenant_id: str, offer: str) -> None:
+def remove_quota(p: Records, actor: Principal, tenant_id: str, offer: str) -> None:
     actor.require_operator()
     with p.db.write() as s:
         gone = s.execute(delete(GpuQuota).where(GpuQuota.tenant_id == tenant_id,
@@ -77,7 +77,7 @@ def remove_quota(p: Platform, actor: Principal, tenant_id: str, offer: str) -> N
                            tenant_id=tenant_id, offer=offer)
 
 
-def list_quotas(p: Platform, actor: Principal, tenant_id: str | None = None
+def list_quotas(p: Records, actor: Principal, tenant_id: str | None = None
                 ) -> list[GpuQuotaView]:
     """A tenant's quotas with what it holds under each: a tenant's users read their own
     (no `tenant_id`), an operator names the tenant."""

@@ -21,6 +21,7 @@ from gpulease.domain.states import TENANT, InstanceStatus, InvoiceStatus, Tenant
 from gpulease.lifecycle.history import by
 from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
+from gpulease.ports.records import Records
 from gpulease.schemas import Page, TenantSummary
 from gpulease.services.money.payments import owed_on_invoices
 
@@ -55,7 +56,7 @@ def refuse_orders_unless_active(s: Session, tenant_id: str) -> OrderLimits:
                        Decimal(row.monthly) if row.monthly is not None else None)
 
 
-def list_tenants(p: Platform, actor: Principal, status: str | None = None, limit: int = 100,
+def list_tenants(p: Records, actor: Principal, status: str | None = None, limit: int = 100,
                  offset: int = 0) -> Page[TenantSummary]:
     """A page of tenants with their users, live instances and balance (four statements)."""
     actor.require_operator()
@@ -100,7 +101,7 @@ def _load(s: Session, tenant_id: str) -> Tenant:
     return tenant
 
 
-def _summary(p: Platform, tenant_id: str) -> TenantSummary:
+def _summary(p: Records, tenant_id: str) -> TenantSummary:
     """One tenant as the list shows it, after a change."""
     with p.db.read() as s:
         tenant = s.get(Tenant, tenant_id)
@@ -108,7 +109,7 @@ def _summary(p: Platform, tenant_id: str) -> TenantSummary:
         return _summaries(s, [tenant])[0]
 
 
-def show_tenant(p: Platform, actor: Principal, tenant_id: str) -> TenantSummary:
+def show_tenant(p: Records, actor: Principal, tenant_id: str) -> TenantSummary:
     """One tenant (by id or name) as the list shows it."""
     actor.require_operator()
     with p.db.read() as s:

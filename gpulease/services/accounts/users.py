@@ -15,6 +15,7 @@ from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
 from gpulease.domain.locales import LOCALES, known
 from gpulease.domain.phrases import phrase
 from gpulease.platform import Platform
+from gpulease.ports.records import Records
 from gpulease.schemas import Page, UserView
 from gpulease.security import hash_password, verify_password
 from gpulease.services.accounts.identity import (
@@ -27,7 +28,7 @@ from gpulease.services.accounts.identity import (
 MIN_PASSWORD = 12
 
 
-def list_users(p: Platform, actor: Principal, tenant_id: str | None = None,
+def list_users(p: Records, actor: Principal, tenant_id: str | None = None,
                limit: int = 100, offset: int = 0) -> Page[UserView]:
     """A tenant admin: the tenant's users; an operator: everyone's (or one tenant's);
     oldest first, a page at a time."""
@@ -78,7 +79,7 @@ def _end_tokens(s: Session, user_id: str, now: datetime, *, keep: str | None = N
     s.execute(q.values(revoked_at=now).execution_options(synchronize_session=False))
 
 
-def disable_user(p: Platform, actor: Principal, user_id: str) -> UserView:
+def disable_user(p: Records, actor: Principal, user_id: str) -> UserView:
     now = p.clock.now()
     with p.db.write() as s:
         user = _target(s, actor, user_id)
@@ -89,14 +90,14 @@ def disable_user(p: Platform, actor: Principal, user_id: str) -> UserView:
         return user_view(user)
 
 
-def enable_user(p: Platform, actor: Principal, user_id: str) -> UserView:
+def enable_user(p: Records, actor: Principal, user_id: str) -> UserView:
     with p.db.write() as s:
         user = _target(s, actor, user_id)
         user.disabled_at = None
         return user_view(user)
 
 
-def remove_user(p: Platform, actor: Principal, user_id: str) -> None:
+def remove_user(p: Records, actor: Principal, user_id: str) -> None:
     """The user is gone: disabled, tokens ended, the e-mail free for a new account; the row
     stays (suffixed) for the record."""
     now = p.clock.now()
@@ -118,7 +119,7 @@ def check_new_password(password: str) -> None:
                            min_password=MIN_PASSWORD)
 
 
-def set_password(p: Platform, user_id: str, password: str, keep_session: str | None = None
+def set_password(p: Records, user_id: str, password: str, keep_session: str | None = None
                  ) -> None:
     """Set a user's console password (argon2id at rest) and end their other console
     sessions; callers have proven the right to (the current password, a reset link)."""
@@ -152,7 +153,7 @@ def change_password(p: Platform, actor: Principal, password: str,
     set_password(p, actor.user_id, password, keep_session=actor.token_id)
 
 
-def set_locale(p: Platform, actor: Principal, locale: str | None) -> UserView:
+def set_locale(p: Records, actor: Principal, locale: str | None) -> UserView:
     """A user's language for the console and the mail sent to them: `zh_CN` or `en`
     (`zh-CN` and the like accepted); None goes back to the browser's."""
     chosen = known(locale) if locale else None
@@ -168,6 +169,6 @@ def set_locale(p: Platform, actor: Principal, locale: str | None) -> UserView:
         return user_view(user)
 
 
-def locale_of(p: Platform, user_id: str) -> str | None:
+def locale_of(p: Records, user_id: str) -> str | None:
     with p.db.read() as s:
         return s.scalar(select(User.locale).where(User.id == user_id))

@@ -47,6 +47,7 @@ from gpulease.ports.agent import (
     VerifyPayload,
     VerifyResult,
 )
+from gpulease.ports.records import Records, Sealed
 from gpulease.services.agents.credentials import authenticate_agent
 from gpulease.services.agents.evidence import AcceptanceRun, record_acceptance
 
@@ -141,7 +142,7 @@ class Recipient:
     trigger: str
 
 
-def submit(s: Session, p: Platform, to: Recipient, payload: BaseModel, now: datetime) -> str:
+def submit(s: Session, p: Sealed, to: Recipient, payload: BaseModel, now: datetime) -> str:
     """File a command for the agent to fetch; its id."""
     command_id = uuid.uuid4().hex
     s.add(AgentCommand(id=command_id, node_id=to.node_id, instance_id=to.instance_id,
@@ -220,7 +221,7 @@ def post_result(p: Platform, credential: str | None, command_id: str,
     p.wake()
 
 
-def post_progress(p: Platform, credential: str | None, command_id: str,
+def post_progress(p: Records, credential: str | None, command_id: str,
                   progress: CommandProgress) -> None:
     """A running command's progress (bytes moved of bytes to move); also a heartbeat."""
     with p.db.write() as s:
@@ -231,7 +232,7 @@ def post_progress(p: Platform, credential: str | None, command_id: str,
         row.progress_total = progress.total
 
 
-def progress_of(p: Platform, command_id: str | None) -> tuple[int, int] | None:
+def progress_of(p: Records, command_id: str | None) -> tuple[int, int] | None:
     """(moved, total) the agent last posted for a command, if any."""
     if command_id is None:
         return None

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from gpulease.db.tables import AgentEnrollment, Node, NodeAgent
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Forbidden, NotFound, Unauthorized
-from gpulease.platform import Platform
+from gpulease.ports.records import Records
 from gpulease.security import hash_token
 
 ENROLL_PREFIX = "glat_"  # one-time, from the config drive or an operator
@@ -33,7 +33,7 @@ def mint_enrollment(s: Session, node_id: str, instance_id: str | None, now: date
     return token
 
 
-def operator_enrollment(p: Platform, actor: Principal, node_id: str) -> str:
+def operator_enrollment(p: Records, actor: Principal, node_id: str) -> str:
     """A fresh one-time token for a node's agent (after a reinstall, or a manual setup)."""
     if not actor.is_operator:
         raise Forbidden("Only an operator can mint agent enrollment tokens.")
@@ -44,7 +44,7 @@ def operator_enrollment(p: Platform, actor: Principal, node_id: str) -> str:
         return mint_enrollment(s, node.id, node.instance_id, p.clock.now())
 
 
-def register(p: Platform, token: str, hostname: str, address: str | None,
+def register(p: Records, token: str, hostname: str, address: str | None,
              inventory: dict[str, Any] | None) -> tuple[str, str]:
     """Trade a one-time enrollment token for a node credential: (node id, credential)."""
     if not token.startswith(ENROLL_PREFIX):

@@ -19,7 +19,7 @@ from gpulease.db.tables import AcceptanceReport, EraseCertificate, Node
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Forbidden, NotFound
 from gpulease.domain.fleet.acceptance import Report
-from gpulease.platform import Platform
+from gpulease.ports.records import Priced, Records
 from gpulease.schemas import Page
 from gpulease.services.money import sla
 from gpulease.services.support import tickets
@@ -36,7 +36,7 @@ class AcceptanceRun:
     actor: str
 
 
-def record_acceptance(s: Session, p: Platform, node: Node, run: AcceptanceRun,
+def record_acceptance(s: Session, p: Priced, node: Node, run: AcceptanceRun,
                       now: datetime) -> str:
     """The report kept; a failed run on a rented machine (on its tenant's request) is an
     SLA claim and a P1 ticket with the report as evidence."""
@@ -79,14 +79,14 @@ def record_certificates(s: Session, node_id: str, instance_id: str | None,
     return failed
 
 
-def count_acceptance_reports(p: Platform, actor: Principal, instance_id: str) -> int:
+def count_acceptance_reports(p: Records, actor: Principal, instance_id: str) -> int:
     with p.db.read() as s:
         inst = get_instance(s, actor, instance_id)
         return s.scalar(select(func.count()).select_from(AcceptanceReport).where(
             AcceptanceReport.instance_id == inst.id)) or 0
 
 
-def acceptance_reports(p: Platform, actor: Principal, instance_id: str, limit: int = 100,
+def acceptance_reports(p: Records, actor: Principal, instance_id: str, limit: int = 100,
                        offset: int = 0) -> list[dict[str, Any]]:
     """Oldest first, a page at a time (a report is tens of kilobytes)."""
     with p.db.read() as s:
@@ -107,7 +107,7 @@ def _certificate_view(row: EraseCertificate, node_name: str) -> dict[str, Any]:
             "certificate": json.loads(row.certificate_json)}
 
 
-def instance_certificates(p: Platform, actor: Principal, instance_id: str,
+def instance_certificates(p: Records, actor: Principal, instance_id: str,
                           limit: int = 100, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
     """The instance's certificates, oldest first, a page at a time; and how many in all."""
     with p.db.read() as s:
@@ -120,7 +120,7 @@ def instance_certificates(p: Platform, actor: Principal, instance_id: str,
         return [_certificate_view(r, names.get(r.node_id, r.node_id)) for r in rows], total
 
 
-def certificate(p: Platform, actor: Principal, certificate_id: str) -> dict[str, Any]:
+def certificate(p: Records, actor: Principal, certificate_id: str) -> dict[str, Any]:
     """One certificate: the tenant whose lease it was, or an operator."""
     with p.db.read() as s:
         row = s.get(EraseCertificate, certificate_id)
@@ -136,7 +136,7 @@ def certificate(p: Platform, actor: Principal, certificate_id: str) -> dict[str,
         return _certificate_view(row, node.name if node else row.node_id)
 
 
-def node_certificates(p: Platform, actor: Principal, node_id: str, limit: int = 100,
+def node_certificates(p: Records, actor: Principal, node_id: str, limit: int = 100,
                       offset: int = 0) -> Page[dict[str, Any]]:
     """A node's certificates over its life, newest first, a page at a time."""
     if not actor.is_operator:

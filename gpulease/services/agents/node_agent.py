@@ -21,6 +21,7 @@ from gpulease.lifecycle.history import by
 from gpulease.platform import Platform
 from gpulease.ports.agent import Agent, NodeRef, Pending
 from gpulease.ports.bmc import BmcEndpoint
+from gpulease.ports.records import Records, Sealed
 from gpulease.services.agents.commands import CommandQueueAgent
 from gpulease.services.agents.evidence import AcceptanceRun, record_acceptance
 
@@ -48,7 +49,7 @@ def is_simulated(p: Platform, bmc_driver: str, agent_kind: str) -> bool:
         return False
 
 
-def node_ref(p: Platform, node: Node, stage: str | None = None) -> NodeRef:
+def node_ref(p: Sealed, node: Node, stage: str | None = None) -> NodeRef:
     return NodeRef(node.id, node.name, node.bmc_driver,
                    BmcEndpoint(node.name, node.bmc_address, node.bmc_username,
                                p.box.open(node.bmc_password_enc)),
@@ -67,7 +68,7 @@ class VerifyRun(BaseModel):
     passed: bool | None = None
 
 
-def _one_run_at_a_time(s: Session, p: Platform, instance_id: str) -> None:
+def _one_run_at_a_time(s: Session, p: Records, instance_id: str) -> None:
     """A burn-in loads every GPU for minutes: one run per instance at a time, and the next
     no sooner than GPULEASE_VERIFY_MIN_INTERVAL_S after the last one started."""
     running = s.scalar(select(AgentCommand.id).where(

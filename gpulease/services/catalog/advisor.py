@@ -24,7 +24,7 @@ from gpulease.domain.sizing import (
     parse_params,
     shape_for,
 )
-from gpulease.platform import Platform
+from gpulease.ports.records import Priced
 from gpulease.schemas.advisor import AdviceOptionView, AdviceTermView, AdviceView, AdviseRequest
 from gpulease.services.catalog.offers import bare_metal_stock, container_stock
 
@@ -112,7 +112,7 @@ def measured_matmul(s: Session, catalog: Catalog, recent: int = 200) -> dict[str
     return {gpu: statistics.median(values) for gpu, values in by_gpu.items()}
 
 
-def advise_job(p: Platform, req: AdviseRequest) -> AdviceView:
+def advise_job(p: Priced, req: AdviseRequest) -> AdviceView:
     job = job_of(req)
     book = p.price_book()
     with p.db.read() as s:

@@ -11,6 +11,7 @@ from gpulease.domain.catalog import Image
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
 from gpulease.domain.states import INSTANCE_LIVE
 from gpulease.platform import Platform
+from gpulease.ports.records import Priced
 from gpulease.schemas import ImageCreate, ImageView
 from gpulease.services.platform.idempotency import Idem, run_once
 
@@ -26,19 +27,19 @@ def view(i: Image) -> ImageView:
                      software=list(i.software), custom=i.custom, url=i.url, checksum=i.checksum)
 
 
-def all_images(s: Session, p: Platform) -> list[Image]:
+def all_images(s: Session, p: Priced) -> list[Image]:
     custom = [_image(r) for r in s.scalars(select(CustomImage).order_by(CustomImage.id))]
     return list(p.catalog.images) + custom
 
 
-def find_image(s: Session, p: Platform, image_id: str) -> Image | None:
+def find_image(s: Session, p: Priced, image_id: str) -> Image | None:
     if image_id in p.catalog.image_by_id:
         return p.catalog.image_by_id[image_id]
     row = s.get(CustomImage, image_id)
     return _image(row) if row else None
 
 
-def list_images(p: Platform) -> list[ImageView]:
+def list_images(p: Priced) -> list[ImageView]:
     with p.db.read() as s:
         return [view(i) for i in all_images(s, p)]
 
@@ -50,7 +51,7 @@ def add_image(
     return run_once(p, actor, idem, ImageView, lambda s: _add(s, p, actor, body))[0]
 
 
-def _add(s: Session, p: Platform, actor: Principal, body: ImageCreate) -> ImageView:
+def _add(s: Session, p: Priced, actor: Principal, body: ImageCreate) -> ImageView:
     if find_image(s, p, body.id) is not None:
         raise Conflict("An image {image!r} exists already; pick another id.", image=body.id)
     row = CustomImage(
@@ -62,7 +63,7 @@ def _add(s: Session, p: Platform, actor: Principal, body: ImageCreate) -> ImageV
     return view(_image(row))
 
 
-def remove_image(p: Platform, actor: Principal, image_id: str) -> None:
+def remove_image(p: Priced, actor: Principal, image_id: str) -> None:
     actor.require_operator()
     with p.db.write() as s:
         if image_id in p.catalog.image_by_id:

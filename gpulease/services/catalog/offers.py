@@ -22,6 +22,7 @@ from gpulease.domain.catalog import (
 )
 from gpulease.domain.states import NodeStatus
 from gpulease.platform import Key, Platform
+from gpulease.ports.records import Priced, Records
 from gpulease.schemas import (
     CatalogView,
     ContainerOfferView,
@@ -138,7 +139,7 @@ def _per_gpu(share: ContainerShare) -> dict[str, object]:
             "pids_per_gpu": share.pids}
 
 
-def live_stock(p: Platform, conn: Connection | None = None) -> tuple[Stock, Stock]:
+def live_stock(p: Records, conn: Connection | None = None) -> tuple[Stock, Stock]:
     """Free servers per (SKU, region) of the bare-metal pool and free GPUs per (host SKU,
     region) of the container pool, in one statement on a bare connection (the caller's,
     or one checked out for it)."""
@@ -208,7 +209,7 @@ def catalog_view(p: Platform) -> CatalogView:
     return _assemble(p, p.price_book(), p.clock.now().date(), *catalog_stock(p))
 
 
-def _assemble(p: Platform, book: Catalog, today: date, stock: Stock, cstock: Stock
+def _assemble(p: Priced, book: Catalog, today: date, stock: Stock, cstock: Stock
               ) -> CatalogView:
     static = _static_view(book, today)
     hosts = {co.id: (co.host_sku, co.region) for co in p.catalog.container_offers}

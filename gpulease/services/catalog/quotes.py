@@ -13,11 +13,11 @@ from gpulease.domain.billing.pricing import (
 )
 from gpulease.domain.errors import InvalidInput
 from gpulease.domain.phrases import stored
-from gpulease.platform import Platform
+from gpulease.ports.records import Priced
 from gpulease.schemas.money import BreakEvenView, QuoteLineView, QuoteRequest, QuoteView
 
 
-def make_quote(p: Platform, req: QuoteRequest) -> QuoteView:
+def make_quote(p: Priced, req: QuoteRequest) -> QuoteView:
     book = p.price_book()  # today's prices
     try:
         q = quote(book, req.sku, req.region, req.term, Quantity(req.count, req.servers, req.add))

@@ -22,6 +22,7 @@ from gpulease.domain.catalog import CatalogError, catalog_from_text, read_catalo
 from gpulease.domain.errors import InvalidInput
 from gpulease.lifecycle.history import by
 from gpulease.platform import Platform
+from gpulease.ports.records import Priced, Records
 from gpulease.schemas.fleet import CatalogVersionView
 
 log = logging.getLogger("gpulease.catalog")
@@ -34,13 +35,13 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _view(row: CatalogVersion, p: Platform) -> CatalogVersionView:
+def _view(row: CatalogVersion, p: Priced) -> CatalogVersionView:
     return CatalogVersionView(id=row.id, digest=row.digest, source=row.source,
                               published_at=row.published_at, published_by=row.published_by,
                               this_process=p.catalog_version)
 
 
-def _latest(p: Platform) -> CatalogVersion | None:
+def _latest(p: Records) -> CatalogVersion | None:
     with p.db.read() as s:
         row = s.scalar(select(CatalogVersion).order_by(CatalogVersion.id.desc()).limit(1))
         if row is not None:
@@ -48,7 +49,7 @@ def _latest(p: Platform) -> CatalogVersion | None:
         return row
 
 
-def _store(p: Platform, text: str, source: str, actor: str) -> CatalogVersion:
+def _store(p: Records, text: str, source: str, actor: str) -> CatalogVersion:
     """A new version unless the newest one has this text already."""
     with p.db.write() as s:
         if p.db.dialect == "postgresql":  # two processes starting on an empty table: a row
@@ -125,12 +126,12 @@ def adopt(p: Platform, publish_file: bool = False) -> None:
         p.catalog_version = latest.id
 
 
-def current(p: Platform) -> CatalogVersionView | None:
+def current(p: Priced) -> CatalogVersionView | None:
     latest = _latest(p)
     return _view(latest, p) if latest is not None else None
 
 
-def current_text(p: Platform, actor: Principal) -> str:
+def current_text(p: Records, actor: Principal) -> str:
     """Operator: the TOML the platform prices from (the newest published version, else the
     catalog file), to edit and publish again."""
     actor.require_operator()

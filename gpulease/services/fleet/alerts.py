@@ -24,7 +24,7 @@ from gpulease.domain.fleet.telemetry import (
 )
 from gpulease.domain.phrases import stored
 from gpulease.lifecycle.history import agent as agent_actor
-from gpulease.platform import Platform
+from gpulease.ports.records import Priced
 from gpulease.services.money import sla
 from gpulease.services.support import tickets
 
@@ -56,7 +56,7 @@ def _joined(s: Session, node: Node, gpus: set[int], now: datetime, rules: AlertR
     return {index: merge(parts) for index, parts in windows.items()}
 
 
-def sync_agent_alerts(s: Session, p: Platform, node: Node, summaries: Sequence[GpuSummary],
+def sync_agent_alerts(s: Session, p: Priced, node: Node, summaries: Sequence[GpuSummary],
                  now: datetime) -> list[dict[str, Any]]:
     """Open an alert the window shows, refresh one still shown, close one no longer shown.
     Thermal throttling is judged over the GPU's recent windows joined (`_joined`)."""

@@ -34,8 +34,8 @@ from gpulease.domain.fleet.bmc_events import LogEntry, classify, cursor, gpu_ind
 from gpulease.domain.phrases import phrase
 from gpulease.domain.states import NodeStatus
 from gpulease.lifecycle.history import Happened, note, record_event
-from gpulease.platform import Platform
 from gpulease.ports.bmc import Bmc, BmcError, BmcLog, BmcPermanentError
+from gpulease.ports.records import Priced, Records
 from gpulease.security import hash_token
 from gpulease.services.support import tickets
 
@@ -47,12 +47,12 @@ EVENTS_SERVICE = "EventService"  # pushed entries' service, beside the polled lo
 MAX_EVENTS = 100  # per delivery; Redfish services send one or a few
 
 
-def events_url(p: Platform, node_id: str) -> str:
+def events_url(p: Records, node_id: str) -> str:
     """Where a node's BMC pushes its events."""
     return f"{p.settings.public_url.rstrip('/')}/api/v1/bmc-events/{node_id}"
 
 
-def keep_subscribed(p: Platform, bmc: Bmc, node_id: str, name: str,
+def keep_subscribed(p: Records, bmc: Bmc, node_id: str, name: str,
                      subscription: str | None) -> None:
     """Subscribe a node whose BMC was not asked yet, or whose BMC dropped its
     subscription. A BMC that offers no event service, or refuses the subscription for
@@ -84,7 +84,7 @@ def keep_subscribed(p: Platform, bmc: Bmc, node_id: str, name: str,
             actor=ACTOR)
 
 
-def receive_events(p: Platform, node_id: str, payload: dict[str, Any]) -> int:
+def receive_events(p: Priced, node_id: str, payload: dict[str, Any]) -> int:
     """A delivery from a node's BMC (a Redfish Event: {"Context", "Events": [...]});
     returns how many alerts it opened. Refused unless it carries the subscription's
     Context."""
@@ -125,7 +125,7 @@ def _text(value: Any) -> str | None:
     return str(value)[:300] if value is not None else None
 
 
-def record_log(p: Platform, node_id: str, read: BmcLog | None) -> int:
+def record_log(p: Priced, node_id: str, read: BmcLog | None) -> int:
     """What a read of a node's BMC found (None: it could not be read): new critical entries
     become alerts, a healthy rollup closes the BMC's open ones; returns how many opened."""
     now = p.clock.now()
@@ -158,7 +158,7 @@ def _open_bmc_alerts(s: Session, node_id: str) -> list[HardwareAlert]:
         HardwareAlert.closed_at.is_(None))))
 
 
-def _open_alerts(s: Session, p: Platform, node: Node, now: datetime,
+def _open_alerts(s: Session, p: Priced, node: Node, now: datetime,
                  entries: Iterable[LogEntry], actor: str) -> int:
     """An alert per new fault; a fault already open (same kind and GPU) is seen again."""
     open_by_fault = {(a.kind, a.gpu_index): a for a in _open_bmc_alerts(s, node.id)}

@@ -26,6 +26,7 @@ from gpulease.domain.states import BREAKER, BreakerStatus, NodeStatus
 from gpulease.lifecycle.history import WORKER, Happened, by, record_event
 from gpulease.lifecycle.writer import Move, initial, transition
 from gpulease.platform import Platform
+from gpulease.ports.records import Records
 from gpulease.schemas.fleet import BreakerView
 
 log = logging.getLogger("gpulease.breaker")
@@ -45,7 +46,7 @@ def _breaker(s: Session) -> CircuitBreaker:
     return row
 
 
-def _latest_outcomes(s: Session, p: Platform, breaker: CircuitBreaker,
+def _latest_outcomes(s: Session, p: Records, breaker: CircuitBreaker,
                      now: datetime) -> list[DeployOutcome]:
     """The latest deploys' ends since the breaker last closed, newest first: active (ok)
     or to maintenance (failed)."""
@@ -114,7 +115,7 @@ def deploy_succeeded(s: Session, p: Platform, node: Node, now: datetime) -> None
     p.wake()
 
 
-def view(p: Platform, actor: Principal) -> BreakerView:
+def view(p: Records, actor: Principal) -> BreakerView:
     actor.require_operator()
     with p.db.read() as s:
         breaker = s.get(CircuitBreaker, DEPLOY)

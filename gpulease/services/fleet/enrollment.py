@@ -35,6 +35,7 @@ from gpulease.domain.states import NodeStatus
 from gpulease.drivers.redfish import Inventory, RedfishBmc, split_address
 from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint, BmcError, BmcPermanentError
+from gpulease.ports.records import Priced
 from gpulease.schemas import EnrollRequest, NodeView
 from gpulease.services.fleet.fabrics import fabric_named, rack_named
 from gpulease.services.fleet.inventory import NodeSpec, add_node, get_node
@@ -50,7 +51,7 @@ class _NodeId(BaseModel):
 VENDOR_NAMES = {"nvidia": "NVIDIA", "huawei": "Huawei"}
 
 
-def _offer(p: Platform, offer_id: str | None) -> Offer | None:
+def _offer(p: Priced, offer_id: str | None) -> Offer | None:
     if offer_id is None:
         return None
     offer = p.catalog.offer_by_id.get(offer_id)
@@ -212,7 +213,7 @@ def _default_name(inv: Inventory) -> str:
     return "".join(c if c.isalnum() or c in "._-" else "-" for c in base)[:100]
 
 
-def _guess_offer(p: Platform, facts: Facts) -> Offer:
+def _guess_offer(p: Priced, facts: Facts) -> Offer:
     fits = [o for o in p.catalog.offers if compare(o, facts).matches]
     if len(fits) == 1:
         return fits[0]

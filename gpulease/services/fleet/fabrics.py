@@ -11,7 +11,7 @@ from gpulease.db.tables import Fabric, Node, Rack
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
 from gpulease.domain.states import NodeStatus
-from gpulease.platform import Platform
+from gpulease.ports.records import Priced, Records
 from gpulease.schemas.fleet import (
     FabricCreate,
     FabricUpdate,
@@ -24,7 +24,7 @@ from gpulease.schemas.fleet import (
 ON_FLEET = Node.status != NodeStatus.DELETED.value
 
 
-def _region(p: Platform, region: str) -> None:
+def _region(p: Priced, region: str) -> None:
     if region not in p.catalog.region_by_id:
         raise InvalidInput("region", "Unknown region {region!r}.", sorted(p.catalog.region_by_id),
                            region=region)
@@ -61,7 +61,7 @@ def _fabric_view(f: Fabric, racks: int, nodes: int) -> FabricView:
                       racks=racks, nodes=nodes)
 
 
-def list_fabrics(p: Platform, actor: Principal) -> list[FabricView]:
+def list_fabrics(p: Records, actor: Principal) -> list[FabricView]:
     actor.require_operator()
     with p.db.read() as s:
         nodes = {k: n for k, n in s.execute(select(Node.fabric_id, func.count())
@@ -72,7 +72,7 @@ def list_fabrics(p: Platform, actor: Principal) -> list[FabricView]:
                 for f in s.scalars(select(Fabric).order_by(Fabric.region, Fabric.id))]
 
 
-def create_fabric(p: Platform, actor: Principal, body: FabricCreate) -> FabricView:
+def create_fabric(p: Priced, actor: Principal, body: FabricCreate) -> FabricView:
     actor.require_operator()
     _region(p, body.region)
     with p.db.write() as s:
@@ -86,7 +86,7 @@ def create_fabric(p: Platform, actor: Principal, body: FabricCreate) -> FabricVi
         return _fabric_view(fabric, 0, 0)
 
 
-def update_fabric(p: Platform, actor: Principal, fabric_id: str,
+def update_fabric(p: Records, actor: Principal, fabric_id: str,
                   body: FabricUpdate) -> FabricView:
     actor.require_operator()
     with p.db.write() as s:
@@ -106,7 +106,7 @@ def update_fabric(p: Platform, actor: Principal, fabric_id: str,
         return _fabric_view(fabric, racks, nodes)
 
 
-def delete_fabric(p: Platform, actor: Principal, fabric_id: str) -> None:
+def delete_fabric(p: Records, actor: Principal, fabric_id: str) -> None:
     actor.require_operator()
     with p.db.write() as s:
         fabric = s.get(Fabric, fabric_id, with_for_update=True)
@@ -130,7 +130,7 @@ def _rack_view(r: Rack, nodes: int) -> RackView:
                     leaf_switch=r.leaf_switch, nodes=nodes)
 
 
-def list_racks(p: Platform, actor: Principal, region: str | None = None) -> list[RackView]:
+def list_racks(p: Records, actor: Principal, region: str | None = None) -> list[RackView]:
     actor.require_operator()
     with p.db.read() as s:
         nodes = {k: n for k, n in s.execute(select(Node.rack_id, func.count())
@@ -141,7 +141,7 @@ def list_racks(p: Platform, actor: Principal, region: str | None = None) -> list
         return [_rack_view(r, nodes.get(r.id, 0)) for r in s.scalars(q)]
 
 
-def create_rack(p: Platform, actor: Principal, body: RackCreate) -> RackView:
+def create_rack(p: Priced, actor: Principal, body: RackCreate) -> RackView:
     actor.require_operator()
     _region(p, body.region)
     with p.db.write() as s:
@@ -157,7 +157,7 @@ def create_rack(p: Platform, actor: Principal, body: RackCreate) -> RackView:
         return _rack_view(rack, 0)
 
 
-def update_rack(p: Platform, actor: Principal, rack_id: str, body: RackUpdate) -> RackView:
+def update_rack(p: Records, actor: Principal, rack_id: str, body: RackUpdate) -> RackView:
     actor.require_operator()
     with p.db.write() as s:
         rack = s.get(Rack, rack_id, with_for_update=True)
@@ -175,7 +175,7 @@ def update_rack(p: Platform, actor: Principal, rack_id: str, body: RackUpdate) -
         return _rack_view(rack, nodes)
 
 
-def delete_rack(p: Platform, actor: Principal, rack_id: str) -> None:
+def delete_rack(p: Records, actor: Principal, rack_id: str) -> None:
     actor.require_operator()
     with p.db.write() as s:
         rack = s.get(Rack, rack_id, with_for_update=True)

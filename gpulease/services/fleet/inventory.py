@@ -21,6 +21,7 @@ from gpulease.lifecycle.binding import fence, unbound
 from gpulease.lifecycle.history import by
 from gpulease.lifecycle.writer import Move, initial, transition
 from gpulease.platform import Platform
+from gpulease.ports.records import Records
 from gpulease.schemas import FleetCount, NodeEventView, NodeView, Page
 from gpulease.schemas.fleet import NodeFilter
 from gpulease.security import new_id
@@ -278,7 +279,7 @@ def resume_node(p: Platform, actor: Principal, node_id: str) -> NodeView:
     return get_node(p, actor, node_id)
 
 
-def node_history(p: Platform, actor: Principal, node_id: str, limit: int = 100,
+def node_history(p: Records, actor: Principal, node_id: str, limit: int = 100,
                  offset: int = 0) -> Page[NodeEventView]:
     """A node's history, newest first: every transition, error, result and note, with who
     caused it (the worker, a sweep, an operator, the BMC)."""
@@ -297,7 +298,7 @@ def node_history(p: Platform, actor: Principal, node_id: str, limit: int = 100,
     return Page(items=items, total=total, limit=limit, offset=offset)
 
 
-def fleet_counts(p: Platform, actor: Principal) -> list[FleetCount]:
+def fleet_counts(p: Records, actor: Principal) -> list[FleetCount]:
     """Nodes per region, rack, fabric and status (one statement)."""
     actor.require_operator()
     with p.db.read() as s:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import httpx
 
-from gpulease.platform import Platform
+from gpulease.ports.records import Records
 
 TIMEOUT_S = 5.0
 
@@ -21,7 +21,7 @@ class MediaMissing(RuntimeError):
     node_fault = False  # the order's image: no other server would do better
 
 
-def require_served(p: Platform, url: str) -> None:
+def require_served(p: Records, url: str) -> None:
     """MediaMissing when `url` answers 404 or 410; nothing otherwise."""
     if p.settings.simulated_hardware or not url.startswith(("http://", "https://")):
         return

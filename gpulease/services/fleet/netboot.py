@@ -25,7 +25,7 @@ from gpulease.configdrive import read_iso
 from gpulease.db.tables import ConfigDrive, Instance, Node
 from gpulease.domain.errors import Forbidden, InvalidInput, NotFound
 from gpulease.domain.states import NODE_IN_PIPELINE, NodeStatus
-from gpulease.platform import Platform
+from gpulease.ports.records import Priced, Records
 from gpulease.services.platform.sites import media_base
 
 MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
@@ -46,7 +46,7 @@ def _node_for_mac(s: Session, mac: str) -> Node | None:
     return None
 
 
-def on_boot_network(p: Platform, source: str | None) -> None:
+def on_boot_network(p: Records, source: str | None) -> None:
     """Refuse a caller outside the operator's boot networks."""
     try:
         address = ipaddress.ip_address(source or "")
@@ -59,7 +59,7 @@ def on_boot_network(p: Platform, source: str | None) -> None:
                         source=source or 'this address')
 
 
-def _from_node(p: Platform, node: Node, source: str | None) -> bool:
+def _from_node(p: Priced, node: Node, source: str | None) -> bool:
     """Whether `source` may be this node asking: its site's boot networks (when the site
     declares them), and its own boot address (when enrollment gave one)."""
     site = p.catalog.site_entry(node.region)
@@ -70,7 +70,7 @@ def _from_node(p: Platform, node: Node, source: str | None) -> bool:
             node.boot_address))
 
 
-def ipxe_script(p: Platform, mac: str, source: str | None) -> str:
+def ipxe_script(p: Priced, mac: str, source: str | None) -> str:
     on_boot_network(p, source)
     mac = mac.strip().lower().replace("-", ":")
     if not MAC.match(mac):
@@ -102,7 +102,7 @@ def live_drive(s: Session, drive_id: str) -> tuple[ConfigDrive, Node] | None:
     return drive, node
 
 
-def config_drive_iso(p: Platform, drive_id: str) -> bytes:
+def config_drive_iso(p: Records, drive_id: str) -> bytes:
     """The config drive a deploying or cleaning server's BMC mounts (its id is the
     capability); NotFound once its server is installed."""
     with p.db.read() as s:
@@ -112,7 +112,7 @@ def config_drive_iso(p: Platform, drive_id: str) -> bytes:
         return live[0].iso
 
 
-def nocloud_file(p: Platform, drive_id: str, name: str, source: str | None) -> str:
+def nocloud_file(p: Priced, drive_id: str, name: str, source: str | None) -> str:
     on_boot_network(p, source)
     if name not in SEED_FILES:
         raise NotFound("A NoCloud seed has {files}; not {name!r}.",

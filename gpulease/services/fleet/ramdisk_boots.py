@@ -30,7 +30,7 @@ from gpulease.domain.errors import Conflict, InvalidInput, NotFound
 from gpulease.domain.states import NODE_IN_PIPELINE, NodeStatus
 from gpulease.lab import ramdisk
 from gpulease.osimage.build import latest
-from gpulease.platform import Platform
+from gpulease.ports.records import Priced, Records
 from gpulease.services.catalog.images import find_image
 from gpulease.services.fleet.netboot import on_boot_network
 
@@ -71,7 +71,7 @@ class ImageSource:
     size_bytes: int | None  # None: the ramdisk checks the hash as fetched, no read-back
 
 
-def image_source(s: Session, p: Platform, image_id: str, region: str | None = None
+def image_source(s: Session, p: Priced, image_id: str, region: str | None = None
                  ) -> ImageSource:
     """What an image deploy writes: the operator's URL with its SHA-256 (a registered
     image), else the newest build of that image in the image store, served by the control
@@ -97,7 +97,7 @@ def image_source(s: Session, p: Platform, image_id: str, region: str | None = No
                        built.sha256, built.size_bytes)
 
 
-def stored_image(p: Platform, image_id: str, source: str | None) -> Path:
+def stored_image(p: Records, image_id: str, source: str | None) -> Path:
     """A built image's file, for a ramdisk on the boot network."""
     on_boot_network(p, source)
     built = latest(p.settings.image_store, image_id) if re.fullmatch(
@@ -118,7 +118,7 @@ def write_plan(source: ImageSource) -> str:
 ERASE_PLAN = "action=erase\n"
 
 
-def _folder(p: Platform) -> Path:
+def _folder(p: Records) -> Path:
     return p.settings.image_store / "ramdisk"
 
 
@@ -131,7 +131,7 @@ class BootAsk:
     plan: str
 
 
-def open_boot(p: Platform, ask: BootAsk) -> str:
+def open_boot(p: Records, ask: BootAsk) -> str:
     """The ISO's URL for the BMC: the node's open boot for this stage when there is one
     (a repeated step), else a new one (its ISO built first, outside any transaction)."""
     with p.db.read() as s:
@@ -150,7 +150,7 @@ def open_boot(p: Platform, ask: BootAsk) -> str:
     return _iso_url(p, boot_id)
 
 
-def _iso_url(p: Platform, boot_id: str) -> str:
+def _iso_url(p: Records, boot_id: str) -> str:
     return f"{p.settings.public_url.rstrip('/')}/media/ramdisk/{boot_id}.iso"
 
 
@@ -166,7 +166,7 @@ class Reported:
     at: datetime  # when the control plane took it
 
 
-def report_of(p: Platform, node_id: str, action: str) -> Reported | None:
+def report_of(p: Records, node_id: str, action: str) -> Reported | None:
     """The report of the node's latest boot for `action`; None until it comes."""
     with p.db.read() as s:
         boot = current_boot(s, node_id, action)
@@ -183,7 +183,7 @@ def _live(s: Session, boot_id: str) -> tuple[RamdiskBoot, Node]:
     return boot, node
 
 
-def iso_file(p: Platform, boot_id: str) -> Path:
+def iso_file(p: Records, boot_id: str) -> Path:
     """The ISO a deploying or cleaning server's BMC mounts."""
     with p.db.read() as s:
         boot, _node = _live(s, boot_id)
@@ -193,7 +193,7 @@ def iso_file(p: Platform, boot_id: str) -> Path:
     return path
 
 
-def plan_text(p: Platform, boot_id: str, disks: str, source: str | None) -> str:
+def plan_text(p: Records, boot_id: str, disks: str, source: str | None) -> str:
     """The boot's plan, once its disks are known: a write goes to the first of them (the
     system disk: the lab's virtio disks list it first; real servers will want a root
     device hint)."""
@@ -215,7 +215,7 @@ def plan_text(p: Platform, boot_id: str, disks: str, source: str | None) -> str:
     return plan
 
 
-def record_report(p: Platform, boot_id: str, fields: dict[str, str], source: str | None
+def record_report(p: Records, boot_id: str, fields: dict[str, str], source: str | None
                   ) -> None:
     on_boot_network(p, source)
     unknown = sorted(set(fields) - REPORT_KEYS)

@@ -11,6 +11,7 @@ from gpulease.domain.states import INSTANCE, InstanceStatus
 from gpulease.lifecycle.history import by
 from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
+from gpulease.ports.records import Sealed
 from gpulease.schemas import CredentialsView, InstanceView
 from gpulease.services.instances.views import instance_view, ssh_command
 
@@ -29,7 +30,7 @@ def release_instance(p: Platform, actor: Principal, instance_id: str) -> Instanc
     return view
 
 
-def reveal_credentials(p: Platform, actor: Principal, instance_id: str) -> CredentialsView:
+def reveal_credentials(p: Sealed, actor: Principal, instance_id: str) -> CredentialsView:
     actor.require_order_rights()
     with p.db.write() as s:
         inst = get_instance(s, actor, instance_id, lock=True)

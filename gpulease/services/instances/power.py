@@ -25,7 +25,7 @@ from gpulease.domain.states import (
 )
 from gpulease.lifecycle.history import by, note
 from gpulease.lifecycle.writer import initial
-from gpulease.platform import Platform
+from gpulease.ports.records import Records
 from gpulease.schemas import Page
 from gpulease.schemas.fleet import PowerActionView
 from gpulease.security import new_id
@@ -43,7 +43,7 @@ def view(row: PowerAction) -> PowerActionView:
                            requested_at=row.requested_at, finished_at=row.finished_at)
 
 
-def request_power(p: Platform, actor: Principal, instance_id: str, action: str,
+def request_power(p: Records, actor: Principal, instance_id: str, action: str,
                   node: str | None = None) -> PowerActionView:
     """Queue `action` on the instance (one server of it when `node` names one); refused
     unless the instance is delivered, its servers are in service and no other action of
@@ -120,7 +120,7 @@ def _in_service(node: Node) -> None:
                        status=node.status)
 
 
-def power_actions(p: Platform, actor: Principal, instance_id: str, limit: int = SHOWN,
+def power_actions(p: Records, actor: Principal, instance_id: str, limit: int = SHOWN,
                   offset: int = 0) -> Page[PowerActionView]:
     """The instance's power actions, newest first, a page at a time."""
     with p.db.read() as s:

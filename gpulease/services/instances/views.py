@@ -25,6 +25,7 @@ from gpulease.domain.ssh import ssh_address
 from gpulease.domain.states import DEPLOY_ORDER, InstanceStatus, NodeStage
 from gpulease.lifecycle.history import reason_phrase
 from gpulease.platform import Platform
+from gpulease.ports.records import Records
 from gpulease.schemas import (
     InstanceNodeView,
     InstanceView,
@@ -202,7 +203,7 @@ def _views(p: Platform, found: _PageRead, limit: int, offset: int) -> Page[Insta
                 total=found.total, limit=limit, offset=offset)
 
 
-def _read_page(p: Platform, actor: Principal, status: str | None, limit: int, offset: int,
+def _read_page(p: Records, actor: Principal, status: str | None, limit: int, offset: int,
                expand: str | None) -> _PageRead:
     if status is not None and status not in {st.value for st in InstanceStatus}:
         raise InvalidInput("status", "Unknown instance status {status!r}.",
@@ -251,7 +252,7 @@ _SUMMARIES_KEPT = 4096  # a few KB each with its key: some MB at most per proces
 _summaries: dict[tuple[object, ...], str] = {}
 
 
-def change_marker(p: Platform, instance_id: str) -> tuple[object, ...]:
+def change_marker(p: Records, instance_id: str) -> tuple[object, ...]:
     """What changes whenever the instance's view does (status, stage, its nodes' stages,
     its history's length), in three small statements: a follower (GET …/events) reads this
     every half second and the whole view only when it moved. The caller has already

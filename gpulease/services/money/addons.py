@@ -29,7 +29,7 @@ from gpulease.domain.errors import Conflict, InvalidInput
 from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.states import InstanceStatus, LeaseStatus
 from gpulease.lifecycle.history import by, note
-from gpulease.platform import Platform
+from gpulease.ports.records import Priced, Records
 from gpulease.schemas.money import AddonView
 from gpulease.services.money.wallet import Charge, Line, charge, payable
 
@@ -57,7 +57,7 @@ class PeriodCharge:
                     unit_price=self.row.unit_price)
 
 
-def period_lines(s: Session, p: Platform, inst: Instance, at: datetime, term: str
+def period_lines(s: Session, p: Priced, inst: Instance, at: datetime, term: str
                  ) -> list[PeriodCharge]:
     """The add-ons on at `at`, priced for one period of `term` (none for a container)."""
     if inst.kind not in LEASED:
@@ -73,7 +73,7 @@ def on_at(s: Session, instance_id: str, at: datetime) -> list[InstanceAddon]:
         .order_by(InstanceAddon.addon_id)))
 
 
-def for_period(p: Platform, inst: Instance, rows: list[InstanceAddon], term: str
+def for_period(p: Priced, inst: Instance, rows: list[InstanceAddon], term: str
                ) -> list[PeriodCharge]:
     out = []
     for row in rows:
@@ -83,7 +83,7 @@ def for_period(p: Platform, inst: Instance, rows: list[InstanceAddon], term: str
     return out
 
 
-def attach_at_order(s: Session, p: Platform, inst: Instance, add: Mapping[str, Decimal],
+def attach_at_order(s: Session, p: Priced, inst: Instance, add: Mapping[str, Decimal],
                     now: datetime, actor: str) -> Decimal:
     """The order's add-ons, on from now; returns what their first period adds to the hold."""
     if not add:
@@ -110,7 +110,7 @@ def _view(row: InstanceAddon) -> AddonView:
                      unit_price=plain(row.unit_price), since=row.since, until=row.until)
 
 
-def list_addons(p: Platform, actor: Principal, instance_id: str) -> list[AddonView]:
+def list_addons(p: Records, actor: Principal, instance_id: str) -> list[AddonView]:
     with p.db.read() as s:
         inst = get_instance(s, actor, instance_id)
         return [_view(r) for r in s.scalars(select(InstanceAddon).where(
@@ -118,7 +118,7 @@ def list_addons(p: Platform, actor: Principal, instance_id: str) -> list[AddonVi
                                                            InstanceAddon.id))]
 
 
-def set_addon(p: Platform, actor: Principal, instance_id: str, addon_id: str,
+def set_addon(p: Priced, actor: Principal, instance_id: str, addon_id: str,
               quantity: Decimal) -> list[AddonView]:
     """Take, raise, lower or (quantity 0) remove an add-on on a running lease."""
     actor.require_order_rights()
@@ -137,7 +137,7 @@ def set_addon(p: Platform, actor: Principal, instance_id: str, addon_id: str,
                                                            InstanceAddon.id))]
 
 
-def addon_charge(p: Platform, actor: Principal, instance_id: str, addon_id: str,
+def addon_charge(p: Priced, actor: Principal, instance_id: str, addon_id: str,
                  quantity: Decimal) -> Decimal:
     """What setting the add-on to `quantity` would charge now (0 for a lower quantity,
     which takes effect when the paid periods end); nothing is written."""
@@ -157,7 +157,7 @@ class Wanted:
     quantity: Decimal
 
 
-def _change(s: Session, p: Platform, actor: Principal, instance_id: str, want: Wanted,
+def _change(s: Session, p: Priced, actor: Principal, instance_id: str, want: Wanted,
             lock: bool = True) -> Change:
     """The change asked for, checked: a running lease, a known add-on, a new quantity."""
     addon_id, quantity = want.addon_id, want.quantity
@@ -204,7 +204,7 @@ class Change:
 UNIT_PRICE_PLACES = Decimal("0.000001")  # a unit price kept finer than the fen (its column's)
 
 
-def _raise(s: Session, p: Platform, c: Change) -> None:
+def _raise(s: Session, p: Priced, c: Change) -> None:
     """Charge the difference: pro rata for the rest of the current period, in full for
     periods paid ahead; then the new quantity is on from now (at today's book price for
     the whole of it, as a new choice)."""
@@ -230,7 +230,7 @@ def _raise(s: Session, p: Platform, c: Change) -> None:
     note(s, now, inst.id, "addon", text, actor=c.who)
 
 
-def _raise_parts(s: Session, p: Platform, c: Change) -> list[tuple[LeasePeriod, Decimal]]:
+def _raise_parts(s: Session, p: Priced, c: Change) -> list[tuple[LeasePeriod, Decimal]]:
     """What a raise costs in each paid period not over: pro rata for the rest of the
     current one, in full for those ahead."""
     periods = list(s.scalars(select(LeasePeriod).where(

@@ -15,7 +15,7 @@ from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.billing.profile import InvoiceType, Profile, profile_problems
 from gpulease.domain.errors import Forbidden, InvalidInput, NotFound
 from gpulease.lifecycle.history import by
-from gpulease.platform import Platform
+from gpulease.ports.records import Records
 from gpulease.schemas.money import BillingProfileIn, BillingProfileView
 from gpulease.services.money.wallet import tenant_of
 
@@ -28,7 +28,7 @@ def _view(row: BillingProfile) -> BillingProfileView:
                               **{f: getattr(row, f) for f in FIELDS})
 
 
-def show_profile(p: Platform, actor: Principal, tenant_id: str | None = None
+def show_profile(p: Records, actor: Principal, tenant_id: str | None = None
                  ) -> BillingProfileView:
     tenant = tenant_of(actor, tenant_id)
     with p.db.read() as s:
@@ -40,7 +40,7 @@ def show_profile(p: Platform, actor: Principal, tenant_id: str | None = None
         return _view(row)
 
 
-def set_profile(p: Platform, actor: Principal, body: BillingProfileIn,
+def set_profile(p: Records, actor: Principal, body: BillingProfileIn,
                 tenant_id: str | None = None) -> BillingProfileView:
     """A tenant admin's own profile, or any tenant's for an operator; 422 naming the first
     missing or malformed field."""

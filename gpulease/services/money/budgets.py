@@ -23,7 +23,7 @@ from gpulease.domain.billing.proration import period_bounds, period_of
 from gpulease.domain.errors import BudgetExceeded
 from gpulease.domain.phrases import Phrase, phrase
 from gpulease.lifecycle.history import by
-from gpulease.platform import Platform
+from gpulease.ports.records import Records
 from gpulease.schemas.money import BudgetView
 from gpulease.services.platform.outbox import Notice, post_notice
 
@@ -32,7 +32,7 @@ LEVELS = (50, 80, 100)
 SPENT = ("charge", "usage", "credit", "refund", "hold", "hold_release")
 
 
-def month_spend(s: Session, p: Platform, tenant_id: str, now: datetime) -> tuple[str, Decimal]:
+def month_spend(s: Session, p: Records, tenant_id: str, now: datetime) -> tuple[str, Decimal]:
     """(this month, what the tenant spent in it)."""
     period = period_of(now, p.settings.zone)
     start, end = period_bounds(period, p.settings.zone)
@@ -46,7 +46,7 @@ def budget_of(s: Session, tenant_id: str) -> Decimal | None:
     return s.scalar(select(Budget.monthly).where(Budget.tenant_id == tenant_id))
 
 
-def check_spend(s: Session, p: Platform, tenant_id: str, budget: Decimal, what: Phrase,
+def check_spend(s: Session, p: Records, tenant_id: str, budget: Decimal, what: Phrase,
                 now: datetime) -> None:
     """Inside an order's or a renewal's transaction, its money already taken (the wallet
     locked): refuse it when the month's spend is now past the budget."""
@@ -59,7 +59,7 @@ def check_spend(s: Session, p: Platform, tenant_id: str, budget: Decimal, what: 
             spent=spent, budget=budget)
 
 
-def set_budget(p: Platform, actor: Principal, monthly: Decimal | None) -> BudgetView:
+def set_budget(p: Records, actor: Principal, monthly: Decimal | None) -> BudgetView:
     """A tenant admin sets (or with None removes) the tenant's monthly budget."""
     tenant = actor.require_tenant_admin()
     with p.db.write() as s:
@@ -75,7 +75,7 @@ def set_budget(p: Platform, actor: Principal, monthly: Decimal | None) -> Budget
     return show_budget(p, actor)
 
 
-def show_budget(p: Platform, actor: Principal) -> BudgetView:
+def show_budget(p: Records, actor: Principal) -> BudgetView:
     tenant = actor.require_tenant()
     now = p.clock.now()
     with p.db.read() as s:
@@ -89,7 +89,7 @@ def show_budget(p: Platform, actor: Principal) -> BudgetView:
                       told=told)
 
 
-def notice_budgets(p: Platform) -> int:
+def notice_budgets(p: Records) -> int:
     """Tell each tenant with a budget the levels its month's spend reached and it was not
     told yet this month; returns how many notices were posted."""
     now = p.clock.now()

@@ -14,7 +14,7 @@ from gpulease.domain.accounts import Principal
 from gpulease.domain.billing.leases import current_period
 from gpulease.domain.billing.money import to_fen
 from gpulease.domain.states import INSTANCE_LIVE
-from gpulease.platform import Platform
+from gpulease.ports.records import Priced
 from gpulease.schemas.money import InstanceCostView
 from gpulease.services.money import lease_periods
 from gpulease.services.money.budgets import SPENT
@@ -22,7 +22,7 @@ from gpulease.services.money.leases import find_lease
 from gpulease.services.money.metering import unit_price
 
 
-def cost_of(p: Platform, actor: Principal, instance_id: str) -> InstanceCostView:
+def cost_of(p: Priced, actor: Principal, instance_id: str) -> InstanceCostView:
     now = p.clock.now()
     with p.db.read() as s:
         inst = get_instance(s, actor, instance_id)

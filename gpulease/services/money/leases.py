@@ -31,6 +31,7 @@ from gpulease.domain.states import LEASE, InstanceStatus, LeaseStatus
 from gpulease.lifecycle.history import by, note
 from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
+from gpulease.ports.records import Priced, Records
 from gpulease.schemas.money import LeaseView, RenewalLineView, RenewalQuoteView, RenewRequest
 from gpulease.services.money import addons, lease_periods
 from gpulease.services.money.budgets import budget_of, check_spend
@@ -38,7 +39,7 @@ from gpulease.services.money.wallet import Charge, charge, first_hold, first_per
 from gpulease.services.platform.idempotency import idem_for, remember, replay
 
 
-def _current_price(p: Platform, inst: Instance, term: str) -> Decimal:
+def _current_price(p: Priced, inst: Instance, term: str) -> Decimal:
     try:
         return first_period_amount(p, inst, term)
     except PricingError as exc:
@@ -61,7 +62,7 @@ def find_lease(s: Session, instance_id: str) -> Lease | None:
     return s.scalar(select(Lease).where(Lease.instance_id == instance_id))
 
 
-def view(s: Session, p: Platform, lease: Lease) -> LeaseView:
+def view(s: Session, p: Records, lease: Lease) -> LeaseView:
     return LeaseView(instance_id=lease.instance_id, term=lease.term,
                      unit_price=lease.unit_price, periods=lease.periods,
                      starts_at=lease.starts_at, ends_at=lease.ends_at,
@@ -72,12 +73,12 @@ def view(s: Session, p: Platform, lease: Lease) -> LeaseView:
                      schedule=lease_periods.schedule(s, lease.id))
 
 
-def show_lease(p: Platform, actor: Principal, instance_id: str) -> LeaseView:
+def show_lease(p: Records, actor: Principal, instance_id: str) -> LeaseView:
     with p.db.read() as s:
         return view(s, p, _lease(s, get_instance(s, actor, instance_id)))
 
 
-def set_auto_renew(p: Platform, actor: Principal, instance_id: str, on: bool) -> LeaseView:
+def set_auto_renew(p: Records, actor: Principal, instance_id: str, on: bool) -> LeaseView:
     actor.require_order_rights()
     with p.db.write() as s:
         lease = _lease(s, get_instance(s, actor, instance_id), lock=True)
@@ -85,7 +86,7 @@ def set_auto_renew(p: Platform, actor: Principal, instance_id: str, on: bool) ->
         return view(s, p, lease)
 
 
-def _renewal(s: Session, p: Platform, inst: Instance, lease: Lease, periods: int, term: str
+def _renewal(s: Session, p: Priced, inst: Instance, lease: Lease, periods: int, term: str
              ) -> tuple[Decimal, list[addons.PeriodCharge], Decimal, list[Period]]:
     """What `periods` × `term` after the current ones would cost: (the servers' price per
     period, the add-ons' lines per period, servers and add-ons per period, the periods).
@@ -158,7 +159,7 @@ def _renewable(inst: Instance, lease: Lease) -> None:
                        "a new machine.", instance=inst.id, status=inst.status)
 
 
-def renewal_quote(p: Platform, actor: Principal, instance_id: str, periods: int = 1,
+def renewal_quote(p: Priced, actor: Principal, instance_id: str, periods: int = 1,
                   term: str | None = None) -> RenewalQuoteView:
     """What a renewal would charge and until when, as `renew` would do it (nothing
     written): shown before the tenant confirms."""

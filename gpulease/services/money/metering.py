@@ -27,6 +27,7 @@ from gpulease.domain.states import USAGE, UsageStatus
 from gpulease.lifecycle.history import by
 from gpulease.lifecycle.writer import Move, initial, transition
 from gpulease.platform import Platform
+from gpulease.ports.records import Priced, Records
 from gpulease.schemas import Page
 from gpulease.schemas.money import UsageIn, UsageView
 from gpulease.services.money import spending
@@ -56,7 +57,7 @@ def _gpu_hour_price(s: Session, inst: Instance) -> Decimal:
     raise InvalidInput("instance_id", "{instance} holds no GPU-hour price.", instance=inst.id)
 
 
-def unit_price(s: Session, p: Platform, inst: Instance | None, kind: str) -> Decimal:
+def unit_price(s: Session, p: Priced, inst: Instance | None, kind: str) -> Decimal:
     """The price of one unit of `kind`: a container's GPU-hour as its order held it (VAT
     included, as paid), an add-on's unit from the price book (as written there)."""
     unit = USAGE_KINDS[kind]
@@ -101,7 +102,7 @@ def _view(row: UsageRecord, duplicate: bool = False) -> UsageView:
                      recorded_at=row.recorded_at, source=row.source, duplicate=duplicate)
 
 
-def record(s: Session, p: Platform, inst: Instance, usage: Usage, now: datetime
+def record(s: Session, p: Priced, inst: Instance, usage: Usage, now: datetime
            ) -> tuple[UsageRecord, bool]:
     """Rate and charge one usage record of an instance; (row, duplicate). The same key
     with the same content is a duplicate and changes nothing; with other content it is a
@@ -109,7 +110,7 @@ def record(s: Session, p: Platform, inst: Instance, usage: Usage, now: datetime
     return record_for(s, p, inst.tenant_id, inst, usage, now)
 
 
-def record_for(s: Session, p: Platform, tenant_id: str, inst: Instance | None, usage: Usage,
+def record_for(s: Session, p: Priced, tenant_id: str, inst: Instance | None, usage: Usage,
                now: datetime) -> tuple[UsageRecord, bool]:
     """record(), also for the tenant's own usage that belongs to no instance (object
     storage)."""
@@ -160,7 +161,7 @@ class Carry:
     start: datetime
 
 
-def _carried(s: Session, p: Platform, c: Carry, quantity: Decimal, vat_on_top: bool
+def _carried(s: Session, p: Priced, c: Carry, quantity: Decimal, vat_on_top: bool
              ) -> Decimal:
     """What one record is charged so that a month's records of one instance, kind and
     price sum to the fen-rounded price of their summed quantity (the rounding carried from
@@ -199,7 +200,7 @@ def _charge(s: Session, wallet: Wallet, inst: Instance | None, row: UsageRecord,
             service_at=a, service=(a, b)), now)
 
 
-def report_usage(p: Platform, actor: Principal, records: Sequence[UsageIn]
+def report_usage(p: Priced, actor: Principal, records: Sequence[UsageIn]
                  ) -> list[UsageView]:
     """The API's batch: all records or none (a bad one names itself; nothing is written).
     A record beyond what its instance could physically use is kept, held for an operator's
@@ -241,7 +242,7 @@ def report_usage(p: Platform, actor: Principal, records: Sequence[UsageIn]
     return out
 
 
-def held_usage(p: Platform, actor: Principal, limit: int = 100, offset: int = 0
+def held_usage(p: Records, actor: Principal, limit: int = 100, offset: int = 0
                ) -> Page[UsageView]:
     """Operator: every tenant's records waiting for review, oldest first."""
     actor.require_operator()
@@ -280,7 +281,7 @@ def decide_usage(p: Platform, actor: Principal, record_id: int, charge: bool) ->
         return _view(row)
 
 
-def list_usage(p: Platform, actor: Principal, instance_id: str | None = None,
+def list_usage(p: Records, actor: Principal, instance_id: str | None = None,
                tenant_id: str | None = None, limit: int = 100, offset: int = 0
                ) -> Page[UsageView]:
     tenant = tenant_of(actor, tenant_id)

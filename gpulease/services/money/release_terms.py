@@ -17,7 +17,7 @@ from gpulease.domain.billing.leases import (
 )
 from gpulease.domain.errors import Conflict
 from gpulease.domain.states import InstanceStatus, LeaseStatus
-from gpulease.platform import Platform
+from gpulease.ports.records import Priced
 from gpulease.schemas.money import ReleaseTermsView
 from gpulease.services.money import lease_periods
 from gpulease.services.money.leases import find_lease
@@ -27,7 +27,7 @@ ZERO = Decimal("0.00")
 ENDING = (InstanceStatus.RELEASING.value, InstanceStatus.RELEASED.value)
 
 
-def release_terms(p: Platform, actor: Principal, instance_id: str) -> ReleaseTermsView:
+def release_terms(p: Priced, actor: Principal, instance_id: str) -> ReleaseTermsView:
     now = p.clock.now()
     fee = p.catalog.pricing.early_termination_fee_percent
     with p.db.read() as s:

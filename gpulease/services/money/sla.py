@@ -43,7 +43,7 @@ from gpulease.domain.fleet.telemetry import AlertKind
 from gpulease.domain.phrases import Phrase, phrase, stored
 from gpulease.domain.states import InstanceStatus
 from gpulease.lifecycle.history import by
-from gpulease.platform import Platform
+from gpulease.ports.records import Records
 from gpulease.schemas import Page
 from gpulease.schemas.money import SlaClaimView
 from gpulease.services.money import lease_periods
@@ -317,7 +317,7 @@ def _view(c: SlaClaim) -> SlaClaimView:
                         decided_by=c.decided_by, note=c.note, credited=c.credited)
 
 
-def list_claims(p: Platform, actor: Principal, status: str | None = None, limit: int = 50,
+def list_claims(p: Records, actor: Principal, status: str | None = None, limit: int = 50,
                 offset: int = 0) -> Page[SlaClaimView]:
     """A tenant's own claims; an operator's all (`status`: open, confirmed, rejected)."""
     q = select(SlaClaim)
@@ -334,7 +334,7 @@ def list_claims(p: Platform, actor: Principal, status: str | None = None, limit:
         return Page(items=[_view(c) for c in rows], total=total, limit=limit, offset=offset)
 
 
-def decide(p: Platform, actor: Principal, claim_id: str, confirm: bool,
+def decide(p: Records, actor: Principal, claim_id: str, confirm: bool,
            note: str | None = None) -> SlaClaimView:
     """An operator confirms a claim (its credit is posted, capped per period) or rejects it,
     after checking the evidence on the platform's side (the BMC, a run from the ramdisk)."""

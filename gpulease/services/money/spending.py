@@ -30,6 +30,7 @@ from gpulease.domain.states import INSTANCE, InstanceStatus
 from gpulease.lifecycle.history import SWEEP_SPENDING, note
 from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
+from gpulease.ports.records import Records
 from gpulease.schemas.money import DunningView
 from gpulease.services.platform.outbox import Notice, post_notice
 
@@ -67,7 +68,7 @@ def hourly_cost(s: Session, tenant_id: str) -> Decimal:
     return to_fen(Decimal(str(cost or 0)))
 
 
-def _low_on_money(s: Session, p: Platform, now: datetime) -> set[str]:
+def _low_on_money(s: Session, p: Records, now: datetime) -> set[str]:
     """Tenants whose balance pays fewer than GPULEASE_LOW_BALANCE_HOURS of their running
     containers and who were not warned in the last day: one query, not one per tenant."""
     hours = p.settings.low_balance_hours
@@ -83,7 +84,7 @@ def _low_on_money(s: Session, p: Platform, now: datetime) -> set[str]:
                                 | (Wallet.low_balance_notice_at <= now - timedelta(days=1)))))
 
 
-def check_overdraft(s: Session, p: Platform, wallet: Wallet, now: datetime) -> None:
+def check_overdraft(s: Session, p: Records, wallet: Wallet, now: datetime) -> None:
     """Tell a tenant the moment its spending passes balance + credit limit (once per
     overdraft), and clear the state when a top-up restored it."""
     zone = p.settings.zone
@@ -137,7 +138,7 @@ def _suspend_for_overdraft(s: Session, p: Platform, wallet: Wallet, now: datetim
         p.wake()
 
 
-def _low_balance(s: Session, p: Platform, wallet: Wallet, now: datetime) -> None:
+def _low_balance(s: Session, p: Records, wallet: Wallet, now: datetime) -> None:
     hours = p.settings.low_balance_hours
     if hours <= 0 or _available(wallet) < 0:
         return
@@ -154,7 +155,7 @@ def _low_balance(s: Session, p: Platform, wallet: Wallet, now: datetime) -> None
             "running.", available=_available(wallet), hours=f"{left:.0f}", cost=cost), now)
 
 
-def _dun(s: Session, p: Platform, wallet: Wallet, now: datetime) -> None:
+def _dun(s: Session, p: Records, wallet: Wallet, now: datetime) -> None:
     """Remind each unpaid invoice on its days; suspend orders past the last limit."""
     unpaid = list(s.scalars(select(Invoice).where(
         Invoice.tenant_id == wallet.tenant_id, Invoice.kind == "invoice",
@@ -220,7 +221,7 @@ def sweep_spending(p: Platform) -> int:
     return changed
 
 
-def dunning(p: Platform, actor: Principal) -> list[DunningView]:
+def dunning(p: Records, actor: Principal) -> list[DunningView]:
     """Operator: tenants overdrawn, suspended or with unpaid invoices, and what is at stake."""
     actor.require_operator()
     now = p.clock.now()

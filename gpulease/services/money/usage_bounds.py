@@ -22,13 +22,13 @@ from gpulease.db.money_tables import UsageRecord
 from gpulease.db.tables import Instance
 from gpulease.domain.billing.invoicing import USAGE_KINDS
 from gpulease.domain.states import UsageStatus
-from gpulease.platform import Platform
+from gpulease.ports.records import Priced
 
 HOUR = timedelta(hours=1)
 RELEASE_GRACE = HOUR  # a collector's last window may close a little after the release
 
 
-def hourly_capacity(p: Platform, inst: Instance, kind: str) -> tuple[Decimal, str] | None:
+def hourly_capacity(p: Priced, inst: Instance, kind: str) -> tuple[Decimal, str] | None:
     """The most of `kind` the instance could use in one hour, and how that was reckoned;
     None when the catalog no longer describes its servers."""
     if kind == "gpu_hours":
@@ -67,7 +67,7 @@ class Usage:
     held: str | None = None
 
 
-def beyond_bounds(s: Session, p: Platform, inst: Instance, usage: Usage) -> str | None:
+def beyond_bounds(s: Session, p: Priced, inst: Instance, usage: Usage) -> str | None:
     """Why this record is more than the instance could have used (None: it could)."""
     kind, quantity, start, end = usage.kind, usage.quantity, usage.start, usage.end
     unit = USAGE_KINDS[kind].unit

@@ -23,7 +23,7 @@ from gpulease.domain.billing.pricing import unit_price
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound, PaymentRequired
 from gpulease.domain.phrases import Phrase, phrase, stored
 from gpulease.lifecycle.history import WORKER, note
-from gpulease.platform import Platform
+from gpulease.ports.records import Priced, Records
 from gpulease.schemas import Page
 from gpulease.schemas.money import LedgerEntryView, WalletView
 from gpulease.services.money import payments, spending
@@ -117,21 +117,21 @@ def first_hold(s: Session, instance_id: str) -> Decimal | None:
     return to_fen(-Decimal(str(held))) if held is not None else None
 
 
-def payable(p: Platform, amount: Decimal) -> Decimal:
+def payable(p: Priced, amount: Decimal) -> Decimal:
     """What the tenant pays for `amount` at the price book's prices: with VAT on top when
     prices exclude it (domain/billing/invoicing.py: one way for quotes, holds, charges, usage)."""
     rules = p.catalog.pricing
     return invoicing.payable(amount, rules.vat_rate, rules.prices_include_vat)
 
 
-def container_hour(p: Platform, offer_id: str, gpus: int) -> Decimal:
+def container_hour(p: Priced, offer_id: str, gpus: int) -> Decimal:
     """One hour of `gpus` GPUs of a container offer at today's prices, VAT included: what a
     container order holds."""
     offer = p.price_book().container_offer_by_id[offer_id]
     return payable(p, to_fen(offer.price_per_gpu_hour * gpus))
 
 
-def first_period_amount(p: Platform, inst: Instance, term: str | None = None) -> Decimal:
+def first_period_amount(p: Priced, inst: Instance, term: str | None = None) -> Decimal:
     """What one period of `term` (default: the instance's) costs the tenant for every
     server at today's prices (bare metal), or one hour of its GPUs (containers), VAT
     included: what an order holds, the same as its quote's total."""
@@ -171,7 +171,7 @@ _TAKE_IF_COVERED = (
 )
 
 
-def hold_first_period(s: Session, p: Platform, inst: Instance, now: datetime,
+def hold_first_period(s: Session, p: Priced, inst: Instance, now: datetime,
                       extra: Decimal = Decimal(0)) -> Decimal:
     """Hold the order's first period (and `extra`: its add-ons'), or refuse with 402 and
     the amount missing. Called in the order's own transaction: a refusal writes nothing."""
@@ -327,7 +327,7 @@ def return_hold(s: Session, inst: Instance, now: datetime) -> None:
             inst.id), now)
 
 
-def top_up(p: Platform, actor: Principal, tenant_id: str, amount: Decimal, reference: str
+def top_up(p: Records, actor: Principal, tenant_id: str, amount: Decimal, reference: str
            ) -> WalletView:
     """An operator records money received (bank transfer, invoice payment) with its
     reference; the same reference twice is refused, so a retried request cannot double it.
@@ -359,7 +359,7 @@ def top_up(p: Platform, actor: Principal, tenant_id: str, amount: Decimal, refer
         return _view(s, wallet)
 
 
-def payout(p: Platform, actor: Principal, tenant_id: str, amount: Decimal, reference: str
+def payout(p: Records, actor: Principal, tenant_id: str, amount: Decimal, reference: str
            ) -> WalletView:
     """An operator records wallet balance paid back to the tenant's original payment (a
     bank refund); at most the balance (never the credit limit), one reference once."""
@@ -390,7 +390,7 @@ def payout(p: Platform, actor: Principal, tenant_id: str, amount: Decimal, refer
         return _view(s, wallet)
 
 
-def set_credit_limit(p: Platform, actor: Principal, tenant_id: str, limit: Decimal
+def set_credit_limit(p: Records, actor: Principal, tenant_id: str, limit: Decimal
                      ) -> WalletView:
     actor.require_operator()
     if limit < 0 or limit != to_fen(limit):
@@ -425,13 +425,13 @@ def tenant_of(actor: Principal, tenant_id: str | None) -> str:
     return own
 
 
-def show_wallet(p: Platform, actor: Principal, tenant_id: str | None = None) -> WalletView:
+def show_wallet(p: Records, actor: Principal, tenant_id: str | None = None) -> WalletView:
     tenant = tenant_of(actor, tenant_id)
     with p.db.write() as s:  # creates the empty wallet on first look
         return _view(s, wallet_for_update(s, tenant, p.clock.now()))
 
 
-def ledger(p: Platform, actor: Principal, tenant_id: str | None = None, limit: int = 50,
+def ledger(p: Records, actor: Principal, tenant_id: str | None = None, limit: int = 50,
            offset: int = 0) -> Page[LedgerEntryView]:
     tenant = tenant_of(actor, tenant_id)
     with p.db.read() as s:

@@ -25,6 +25,7 @@ from gpulease.lifecycle.binding import Raced, hold_gpus
 from gpulease.lifecycle.history import by
 from gpulease.lifecycle.writer import initial
 from gpulease.platform import Platform
+from gpulease.ports.records import Priced, Records, Sealed
 from gpulease.schemas import InstanceView, OrderRequest
 from gpulease.security import new_id, new_root_password
 from gpulease.services.accounts.quotas import check_order
@@ -77,7 +78,7 @@ class Plan:
         return Offered(self.sku, self.region)
 
 
-def plan_order(p: Platform, req: OrderRequest) -> Plan:
+def plan_order(p: Priced, req: OrderRequest) -> Plan:
     """Check an order against the catalog; every error names the field and what is accepted."""
     c = p.catalog
     if not req.ssh_keys:
@@ -169,7 +170,7 @@ def plan_order(p: Platform, req: OrderRequest) -> Plan:
                 encrypted_data=req.encrypted_data)
 
 
-def _image(p: Platform, image_id: str, vendor: str) -> str:
+def _image(p: Priced, image_id: str, vendor: str) -> str:
     image = p.catalog.image_by_id.get(image_id)  # the common case needs no query
     if image is None or image.gpu_vendor not in ("any", vendor):
         with p.db.read() as s:
@@ -183,7 +184,7 @@ def _image(p: Platform, image_id: str, vendor: str) -> str:
     return image.id
 
 
-def last_ssh_keys(p: Platform, actor: Principal) -> str:
+def last_ssh_keys(p: Records, actor: Principal) -> str:
     """The SSH keys of the user's latest order, to start the next one with (empty: none)."""
     with p.db.read() as s:
         keys = s.scalar(select(Instance.ssh_keys).where(
@@ -293,7 +294,7 @@ def _place(s: Session, p: Platform, actor: Principal, tenant: str, plan: Plan) -
                          [Event(**e) for e in events])
 
 
-def _instance_row(p: Platform, actor: Principal, tenant: str, plan: Plan, now: datetime,
+def _instance_row(p: Sealed, actor: Principal, tenant: str, plan: Plan, now: datetime,
                   fabric: str | None) -> dict[str, object]:
     return {
         "id": new_id("i"), "tenant_id": tenant, "created_by": actor.user_id, "kind": plan.kind,
@@ -307,7 +308,7 @@ def _instance_row(p: Platform, actor: Principal, tenant: str, plan: Plan, now: d
     }
 
 
-def _claim_nodes(s: Session, p: Platform, plan: Plan, instance_id: str, fabric: str | None,
+def _claim_nodes(s: Session, p: Priced, plan: Plan, instance_id: str, fabric: str | None,
                  now: datetime) -> list[Claimed]:
     conn = s.connection()
     if plan.kind == "bare_metal":
@@ -319,7 +320,7 @@ def _claim_nodes(s: Session, p: Platform, plan: Plan, instance_id: str, fabric: 
     return claim_cluster(conn, plan.offered, fabric, plan.nodes, instance_id, now)
 
 
-def _bare_metal_shortage(s: Session, p: Platform, plan: Plan) -> Phrase:
+def _bare_metal_shortage(s: Session, p: Priced, plan: Plan) -> Phrase:
     stock = bare_metal_stock(s)
     gpu = p.catalog.sku_by_id[plan.sku].gpu
     elsewhere = [

@@ -8,7 +8,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from gpulease.domain.accounts import Principal
-from gpulease.platform import Platform
+from gpulease.ports.records import Priced
 from gpulease.schemas import OrderRequest
 from gpulease.schemas.money import OrderReviewView, QuoteRequest, QuoteView
 from gpulease.services.catalog import quotes
@@ -16,7 +16,7 @@ from gpulease.services.money import wallet
 from gpulease.services.orders.ordering import plan_order
 
 
-def order_hold(p: Platform, req: OrderRequest) -> tuple[Decimal, QuoteView | None]:
+def order_hold(p: Priced, req: OrderRequest) -> tuple[Decimal, QuoteView | None]:
     """What the order would hold, and the quote it comes from (None for a container)."""
     plan_order(p, req)  # every refusal the order would give, before the review
     if req.kind == "container":
@@ -27,7 +27,7 @@ def order_hold(p: Platform, req: OrderRequest) -> tuple[Decimal, QuoteView | Non
     return quote.total, quote
 
 
-def review_order(p: Platform, actor: Principal, req: OrderRequest) -> OrderReviewView:
+def review_order(p: Priced, actor: Principal, req: OrderRequest) -> OrderReviewView:
     actor.require_order_rights()
     hold, _quote = order_hold(p, req)
     money = wallet.show_wallet(p, actor)

@@ -33,6 +33,7 @@ from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import InvalidInput
 from gpulease.domain.text import clipped
 from gpulease.platform import Key, Platform
+from gpulease.ports.records import Sealed
 from gpulease.schemas import AuditEntryView, AuditVerdict, Page
 
 HEAD = 1
@@ -129,7 +130,7 @@ def _fact(s: Session, name: str) -> str | None:
     return s.scalar(select(PlatformFact.value).where(PlatformFact.name == name))
 
 
-def _check_head(s: Session, p: Platform, key: bytes, head: _Head) -> list[Happening]:
+def _check_head(s: Session, p: Sealed, key: bytes, head: _Head) -> list[Happening]:
     """The rows to chain before this writer's own: none when the head's seal holds (or it
     was never sealed: an older release's head, sealed now); one saying the head was altered
     when the seal is wrong under the installation's key. KeyNotInstallations when this
@@ -176,7 +177,7 @@ def _extend(s: Session, key: bytes, head: _Head, happenings: list[Happening]) ->
         pruned_mac=head.pruned_mac, seal=head.seal))
 
 
-def append(p: Platform, happenings: list[Happening]) -> None:
+def append(p: Sealed, happenings: list[Happening]) -> None:
     """Append rows at the chain's end in one transaction (the head is locked: one writer
     at a time, across processes too)."""
     key = p.box.derive("audit")
@@ -185,7 +186,7 @@ def append(p: Platform, happenings: list[Happening]) -> None:
         _extend(s, key, head, _check_head(s, p, key, head) + happenings)
 
 
-def seal(p: Platform) -> None:
+def seal(p: Sealed) -> None:
     """Seal the head at a process's start (an older release's head has no seal yet); a
     broken seal is reported in the chain, as a writer would."""
     key = p.box.derive("audit")
@@ -208,7 +209,7 @@ def drain(p: Platform) -> None:
         log.warning("audit rows still queued after 30 s; this read may lack them")
 
 
-def record(p: Platform, happening: Happening) -> None:
+def record(p: Sealed, happening: Happening) -> None:
     """Append one row; the request's answer leaves once it is committed."""
     append(p, [happening])
 

@@ -28,6 +28,7 @@ from sqlalchemy.exc import DataError, IntegrityError, NotSupportedError, Program
 
 from gpulease import process_metrics
 from gpulease.platform import Platform
+from gpulease.ports.records import Sealed
 from gpulease.services.platform import audit
 
 log = logging.getLogger("gpulease.audit")
@@ -119,7 +120,7 @@ class AuditWriter:
             delay = min(delay * 2, 5.0)
 
 
-def _written(p: Platform, batch: list[audit.Happening]) -> None:
+def _written(p: Sealed, batch: list[audit.Happening]) -> None:
     """Append `batch`; when the database refuses what it holds, each row alone, and a row
     still refused in its reduced form. Raises only for an outage or a foreign key."""
     try:

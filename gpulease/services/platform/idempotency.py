@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from gpulease.db.tables import IdempotencyKey
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import InvalidInput
-from gpulease.platform import Platform
+from gpulease.ports.records import Sealed
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -41,7 +41,7 @@ def idem_for(key: str | None, scope: str, body: BaseModel) -> Idem | None:
     return Idem(key, hashlib.sha256(canonical.encode()).hexdigest())
 
 
-def replay(p: Platform, actor: Principal, idem: Idem, model: type[M]) -> M | None:
+def replay(p: Sealed, actor: Principal, idem: Idem, model: type[M]) -> M | None:
     with p.db.read() as s:
         row = s.scalar(select(IdempotencyKey).where(
             IdempotencyKey.user_id == actor.user_id, IdempotencyKey.key == idem.key))
@@ -56,7 +56,7 @@ def replay(p: Platform, actor: Principal, idem: Idem, model: type[M]) -> M | Non
         return model.model_validate_json(p.box.open(row.response_json))
 
 
-def remember(s: Session, p: Platform, actor: Principal, idem: Idem, response: BaseModel) -> None:
+def remember(s: Session, p: Sealed, actor: Principal, idem: Idem, response: BaseModel) -> None:
     strip: Callable[[], BaseModel] | None = getattr(response, "without_secrets", None)
     kept = strip() if strip is not None else response
     s.add(IdempotencyKey(
@@ -66,7 +66,7 @@ def remember(s: Session, p: Platform, actor: Principal, idem: Idem, response: Ba
 
 
 def run_once(
-    p: Platform, actor: Principal | None, idem: Idem | None, model: type[M],
+    p: Sealed, actor: Principal | None, idem: Idem | None, model: type[M],
     create: Callable[[Session], M],
 ) -> tuple[M, bool]:
     """Create in one transaction, or replay the stored answer. Returns (answer, created)."""

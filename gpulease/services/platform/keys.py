@@ -24,6 +24,7 @@ from gpulease.db.upsert import insert_unless_present
 from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.errors import Conflict
 from gpulease.platform import Platform
+from gpulease.ports.records import Sealed
 from gpulease.security import SecretBox
 from gpulease.services.platform import audit, workers
 
@@ -55,7 +56,7 @@ def require_shared_key(url: str, key: str) -> None:
             "Fernet; print(Fernet.generate_key().decode())'`, back it up with the database)")
 
 
-def check_key(p: Platform) -> None:
+def check_key(p: Sealed) -> None:
     """Record the key's fingerprint on first use; refuse a different one after. A database
     from before fingerprints is checked by opening one sealed secret first."""
     mine = p.box.fingerprint()
@@ -81,7 +82,7 @@ def check_key(p: Platform) -> None:
                 "every process the same GPULEASE_SECRET_KEY (or the same key file)")
 
 
-def key_is_installations(p: Platform) -> bool:
+def key_is_installations(p: Sealed) -> bool:
     """Whether this process's key is the one the installation records (a process started
     before `rotate` is not, and must stop writing: /readyz takes it out)."""
     with p.db.read() as s:

@@ -24,7 +24,7 @@ from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.errors import InvalidInput, NotFound
 from gpulease.domain.locales import DEFAULT
 from gpulease.domain.phrases import said_stored
-from gpulease.platform import Platform
+from gpulease.ports.records import Records, Sealed
 from gpulease.services.platform import egress
 from gpulease.translations import N_, gettext, translations
 
@@ -117,7 +117,7 @@ def verify_signature(secret: str, header: str, body: bytes, tolerance_s: float =
 
 # --- a tenant's webhook ---------------------------------------------------------------------
 
-def set_webhook(p: Platform, actor: Principal, url: str) -> dict[str, str]:
+def set_webhook(p: Sealed, actor: Principal, url: str) -> dict[str, str]:
     """Register (or replace) the tenant's webhook; the signing secret is shown once."""
     tenant = actor.require_tenant_admin()
     if not url.startswith(("https://", "http://")) or len(url) > 500:
@@ -134,7 +134,7 @@ def set_webhook(p: Platform, actor: Principal, url: str) -> dict[str, str]:
     return {"url": url, "secret": secret}
 
 
-def remove_webhook(p: Platform, actor: Principal) -> None:
+def remove_webhook(p: Records, actor: Principal) -> None:
     tenant = actor.require_tenant_admin()
     with p.db.write() as s:
         hook = s.get(TenantWebhook, tenant)
@@ -145,7 +145,7 @@ def remove_webhook(p: Platform, actor: Principal) -> None:
 
 # --- delivery -------------------------------------------------------------------------------
 
-def send_email(p: Platform, to: list[str], subject: str, text: str) -> None:
+def send_email(p: Records, to: list[str], subject: str, text: str) -> None:
     st = p.settings
     msg = EmailMessage()
     msg["From"], msg["To"], msg["Subject"] = st.smtp_from, ", ".join(to), subject
@@ -158,7 +158,7 @@ def send_email(p: Platform, to: list[str], subject: str, text: str) -> None:
         smtp.send_message(msg)
 
 
-def _webhook(p: Platform, url: str, secret: str, payload: dict[str, Any]) -> None:
+def _webhook(p: Records, url: str, secret: str, payload: dict[str, Any]) -> None:
     """Checked again now (the name may answer otherwise than at registration) and sent to
     the address just checked; a redirect is an answer, not followed."""
     try:
@@ -178,7 +178,7 @@ def _webhook(p: Platform, url: str, secret: str, payload: dict[str, Any]) -> Non
         raise RuntimeError(f"webhook answered {resp.status_code}")
 
 
-def deliver_notices(p: Platform, limit: int = 50) -> int:
+def deliver_notices(p: Sealed, limit: int = 50) -> int:
     """Send what the outbox holds; returns how many notices were completed."""
     with p.db.read() as s:
         pending = s.scalars(select(LeaseNotice).where(
@@ -239,7 +239,7 @@ def deliver_notices(p: Platform, limit: int = 50) -> int:
     return done
 
 
-def webhook_of(p: Platform, actor: Principal) -> str | None:
+def webhook_of(p: Records, actor: Principal) -> str | None:
     """The tenant's webhook URL, if one is registered (its secret is never shown again)."""
     tenant = actor.require_tenant_admin()
     with p.db.read() as s:

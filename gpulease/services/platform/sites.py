@@ -25,6 +25,7 @@ from gpulease.domain.accounts import Principal
 from gpulease.domain.catalog import CatalogError
 from gpulease.domain.phrases import Phrase, phrase
 from gpulease.platform import Key, Platform
+from gpulease.ports.records import Priced, Records
 from gpulease.schemas import SiteView
 from gpulease.services.platform.workers import live_after
 
@@ -63,7 +64,7 @@ class SiteWorkers:
         return self.live.get(site, 0) if site in self.staffed else self.live.get(None, 0)
 
 
-def site_workers(s: Session, now: datetime, p: Platform) -> SiteWorkers:
+def site_workers(s: Session, now: datetime, p: Records) -> SiteWorkers:
     staffed = frozenset(site for site in s.scalars(select(WorkerProcess.site).distinct())
                         if site is not None)
     live: dict[str | None, int] = {site: count for site, count in s.execute(
@@ -73,7 +74,7 @@ def site_workers(s: Session, now: datetime, p: Platform) -> SiteWorkers:
     return SiteWorkers(staffed, live)
 
 
-def check_site(p: Platform, site: str | None) -> None:
+def check_site(p: Priced, site: str | None) -> None:
     """A worker's `--site` must name a site of the catalog."""
     if site is not None and site not in p.catalog.regions_by_site:
         known = ", ".join(sorted(p.catalog.regions_by_site)) or "none"
@@ -81,7 +82,7 @@ def check_site(p: Platform, site: str | None) -> None:
                          "([[sites]] and each region's `site`)")
 
 
-def scope_of(p: Platform, site: str | None) -> Scope:
+def scope_of(p: Priced, site: str | None) -> Scope:
     """What a worker of `site` (None: without one) serves now."""
     regions = p.catalog.regions_by_site
     if site is not None:
@@ -128,7 +129,7 @@ def unserved(p: Platform, region: str) -> Phrase | None:
                   "another region.", site=site, region=region)
 
 
-def live_by_site(p: Platform) -> dict[str, int]:
+def live_by_site(p: Priced) -> dict[str, int]:
     """Each site's live workers (its own, or for a site without any, those without a
     site): the `gpulease_site_live_workers` gauge and `gpulease workers`."""
     with p.db.read() as s:
@@ -136,7 +137,7 @@ def live_by_site(p: Platform) -> dict[str, int]:
     return {site: workers.serving(site) for site in p.catalog.regions_by_site}
 
 
-def list_sites(p: Platform, actor: Principal) -> list[SiteView]:
+def list_sites(p: Priced, actor: Principal) -> list[SiteView]:
     """Operator: each site, its regions and the live workers that serve it."""
     actor.require_operator()
     with p.db.read() as s:
@@ -155,7 +156,7 @@ def list_sites(p: Platform, actor: Principal) -> list[SiteView]:
     return views
 
 
-def media_base(p: Platform, region: str) -> str:
+def media_base(p: Priced, region: str) -> str:
     """Where a server of `region` fetches its images and ramdisk: its site's media server
     (catalog `[[sites]] media_base_url`), else GPULEASE_MEDIA_BASE_URL."""
     return (p.catalog.media_base_url_of(region) or p.settings.media_base_url).rstrip("/")

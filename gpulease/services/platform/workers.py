@@ -16,21 +16,21 @@ from sqlalchemy import func, select
 from gpulease import __version__
 from gpulease.db.tables import WorkerProcess
 from gpulease.domain.accounts import Principal
-from gpulease.platform import Platform
 from gpulease.ports.clock import SteadyClock
+from gpulease.ports.records import Records
 from gpulease.schemas import WorkerView
 
 
-def heartbeat_s(p: Platform) -> float:
+def heartbeat_s(p: Records) -> float:
     return p.settings.lock_ttl_s / 3
 
 
-def live_after(p: Platform, now: datetime) -> datetime:
+def live_after(p: Records, now: datetime) -> datetime:
     """A worker seen after this is alive."""
     return now - timedelta(seconds=3 * heartbeat_s(p))
 
 
-def register(p: Platform, owner: str, threads: int, site: str | None = None) -> float:
+def register(p: Records, owner: str, threads: int, site: str | None = None) -> float:
     """Record this worker as started; the seconds no worker was alive before it (0 when
     another is alive, or none ever ran): the outage the stage timeouts must not count."""
     now = p.clock.now()
@@ -56,7 +56,7 @@ def register(p: Platform, owner: str, threads: int, site: str | None = None) -> 
     return outage
 
 
-def seen(p: Platform, owner: str, new_claims: int) -> None:
+def seen(p: Records, owner: str, new_claims: int) -> None:
     with p.db.write() as s:
         row = s.get(WorkerProcess, owner)
         if row is not None:
@@ -64,18 +64,18 @@ def seen(p: Platform, owner: str, new_claims: int) -> None:
             row.claims += new_claims
 
 
-def stopped(p: Platform, owner: str) -> None:
+def stopped(p: Records, owner: str) -> None:
     with p.db.write() as s:
         row = s.get(WorkerProcess, owner)
         if row is not None:
             row.stopped_at = row.seen_at = p.clock.now()
 
 
-def live_count(p: Platform) -> int:
+def live_count(p: Records) -> int:
     return len(live_workers(p))
 
 
-def live_workers(p: Platform) -> list[str]:
+def live_workers(p: Records) -> list[str]:
     """The live workers, as `owner (host, pid)`."""
     now = p.clock.now()
     with p.db.read() as s:
@@ -85,7 +85,7 @@ def live_workers(p: Platform) -> list[str]:
                 WorkerProcess.seen_at > live_after(p, now)).order_by(WorkerProcess.owner))]
 
 
-def list_workers(p: Platform, actor: Principal, include_stopped: bool = False
+def list_workers(p: Records, actor: Principal, include_stopped: bool = False
                  ) -> list[WorkerView]:
     actor.require_operator()
     now = p.clock.now()
@@ -108,7 +108,7 @@ def wall_clock() -> datetime:
     return datetime.now(UTC)
 
 
-def clock_skew_s(p: Platform) -> float | None:
+def clock_skew_s(p: Records) -> float | None:
     """How far this host's clock is ahead of the database's (seconds; negative: behind),
     or None where there is no other clock (SQLite: one host, one clock). The platform's
     steady clock is anchored to the database's on the way (ports/clock.py)."""

@@ -23,6 +23,7 @@ from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.states import BackupStatus, InstanceStatus
 from gpulease.lifecycle.history import SWEEP_LEASES, by, note
 from gpulease.platform import Platform
+from gpulease.ports.records import Records
 from gpulease.schemas.fleet import BackupPolicyUpdate, BackupPolicyView
 from gpulease.services.storage import backups
 from gpulease.services.storage.meter import over_quota
@@ -71,13 +72,13 @@ def _next_scheduled(s: Session, pol: BackupPolicy) -> datetime | None:
     return pol.updated_at if last is None else last + timedelta(hours=pol.every_hours)
 
 
-def show(p: Platform, actor: Principal, instance_id: str) -> BackupPolicyView:
+def show(p: Records, actor: Principal, instance_id: str) -> BackupPolicyView:
     with p.db.read() as s:
         inst = get_instance(s, actor, instance_id)
         return _view(s, policy_of(s, inst))
 
 
-def update(p: Platform, actor: Principal, instance_id: str, body: BackupPolicyUpdate
+def update(p: Records, actor: Principal, instance_id: str, body: BackupPolicyUpdate
            ) -> BackupPolicyView:
     """Change what was given; a schedule takes its first backup at the next sweep."""
     actor.require_order_rights()

@@ -40,6 +40,7 @@ from gpulease.ports.agent import (
     SendPayload,
     TransferPayload,
 )
+from gpulease.ports.records import Records, Sealed
 from gpulease.schemas import Page
 from gpulease.schemas.fleet import BackupRequest, BackupView, RestoreRequest
 from gpulease.security import new_id
@@ -145,7 +146,7 @@ def find_snapshot(s: Session, tenant: str, ref: str, field: str) -> Backup:
     return found[0]
 
 
-def restore_at_delivery(s: Session, p: Platform, inst: Instance) -> None:
+def restore_at_delivery(s: Session, p: Sealed, inst: Instance) -> None:
     """The snapshot the order named, queued for the delivered server (the caller holds the
     instance); the tenant follows it with `gpulease backups`."""
     if not inst.restore_from:
@@ -211,7 +212,7 @@ class Run:
     payload: SendPayload | None = None
 
 
-def queue_run(s: Session, p: Platform, instance_id: str, tenant: str, node: Node, run: Run
+def queue_run(s: Session, p: Sealed, instance_id: str, tenant: str, node: Node, run: Run
               ) -> Backup:
     """A run queued for the worker (the caller holds the instance)."""
     now = p.clock.now()
@@ -237,7 +238,7 @@ def runs_for(s: Session, instance_id: str, trigger: str) -> list[Backup]:
                           .order_by(Backup.requested_at, Backup.id)))
 
 
-def list_runs(p: Platform, actor: Principal, instance_id: str, limit: int = 50,
+def list_runs(p: Records, actor: Principal, instance_id: str, limit: int = 50,
               offset: int = 0, run_id: str | None = None) -> Page[BackupView]:
     """The instance's runs, newest first, a page at a time (or the one named)."""
     with p.db.read() as s:
@@ -253,7 +254,7 @@ def list_runs(p: Platform, actor: Principal, instance_id: str, limit: int = 50,
                     offset=offset)
 
 
-def show_run(p: Platform, actor: Principal, instance_id: str, run_id: str) -> BackupView:
+def show_run(p: Records, actor: Principal, instance_id: str, run_id: str) -> BackupView:
     found = list_runs(p, actor, instance_id, limit=1, run_id=run_id).items
     if not found:
         raise NotFound("No run {run_id} on instance {instance_id}; `gpulease backups "

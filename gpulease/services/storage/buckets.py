@@ -16,6 +16,7 @@ from gpulease.domain.errors import BadGateway, Conflict, NotFound
 from gpulease.lifecycle.history import by
 from gpulease.platform import Platform
 from gpulease.ports.object_store import AccessKey, ObjectStore, ObjectStoreError
+from gpulease.ports.records import Records
 from gpulease.schemas.fleet import StorageKeyCreated, StorageKeyView, StorageView
 from gpulease.services.storage import quota as storage_quota
 from gpulease.services.storage.meter import (
@@ -39,7 +40,7 @@ def configured(p: Platform) -> None:
     _store(p)
 
 
-def _endpoint(p: Platform) -> str:
+def _endpoint(p: Records) -> str:
     return p.settings.s3_public_endpoint or p.settings.s3_endpoint
 
 
@@ -47,7 +48,7 @@ def bucket_of(tenant_id: str) -> str:
     return f"gl-{tenant_id.lower()}"[:63]
 
 
-def _account(s: Session, p: Platform, store: ObjectStore, tenant: str) -> StorageAccount:
+def _account(s: Session, p: Records, store: ObjectStore, tenant: str) -> StorageAccount:
     account = s.get(StorageAccount, tenant)
     if account is None:
         bucket = bucket_of(tenant)

@@ -19,6 +19,7 @@ from gpulease.db.ops_tables import StorageAccount
 from gpulease.domain.phrases import Phrase, phrase
 from gpulease.platform import Platform
 from gpulease.ports.object_store import ObjectStoreError
+from gpulease.ports.records import Priced, Records
 from gpulease.services.money.metering import QUANTUM, record_for
 from gpulease.services.money.usage_bounds import Usage
 from gpulease.services.platform.outbox import Notice, post_notice
@@ -29,11 +30,11 @@ CATCH_UP_DAYS = 7
 METER = "meter:storage"
 
 
-def quota_bytes(p: Platform, account: StorageAccount) -> int:
+def quota_bytes(p: Records, account: StorageAccount) -> int:
     return int((account.quota_gb or p.settings.storage_quota_gb) * GB)
 
 
-def over_quota(s: Session, p: Platform, tenant: str) -> Phrase | None:
+def over_quota(s: Session, p: Records, tenant: str) -> Phrase | None:
     """Why the platform starts no backup into the tenant's bucket now, or None."""
     account = s.get(StorageAccount, tenant)
     if account is None or account.used_bytes is None:
@@ -54,14 +55,14 @@ def counted(s: Session, tenant: str, added_bytes: int) -> None:
         account.used_bytes += added_bytes
 
 
-def _day_bounds(day: date, p: Platform) -> tuple[datetime, datetime]:
+def _day_bounds(day: date, p: Records) -> tuple[datetime, datetime]:
     start = datetime.combine(day, time(0), tzinfo=p.settings.zone).astimezone(UTC)
     end = datetime.combine(day + timedelta(days=1), time(0),
                            tzinfo=p.settings.zone).astimezone(UTC)
     return start, end
 
 
-def first_day_to_meter(p: Platform, created_at: datetime) -> str:
+def first_day_to_meter(p: Records, created_at: datetime) -> str:
     """A new account is metered from the day it was made (its metered_through: the day
     before)."""
     return (created_at.astimezone(p.settings.zone).date() - timedelta(days=1)).isoformat()
@@ -103,7 +104,7 @@ def meter_buckets(p: Platform, limit: int = 100) -> int:
     return done
 
 
-def _charge_day(s: Session, p: Platform, tenant: str, day: date, used: int,
+def _charge_day(s: Session, p: Priced, tenant: str, day: date, used: int,
                 now: datetime) -> None:
     billable = Decimal(max(used - int(p.settings.storage_free_gb * GB), 0)) / GB
     quantity = billable.quantize(QUANTUM)
@@ -114,7 +115,7 @@ def _charge_day(s: Session, p: Platform, tenant: str, day: date, used: int,
                                          quantity, start, end, METER), now)
 
 
-def measured(s: Session, p: Platform, account: StorageAccount, used: int,
+def measured(s: Session, p: Records, account: StorageAccount, used: int,
               now: datetime) -> None:
     """The new size kept; its admins told once when it crosses 80 % and 100 % of the quota
     (again after it fell below)."""
@@ -136,6 +137,6 @@ def measured(s: Session, p: Platform, account: StorageAccount, used: int,
     account.quota_warned = level
 
 
-def measure_now(s: Session, p: Platform, account: StorageAccount, used: int) -> None:
+def measure_now(s: Session, p: Records, account: StorageAccount, used: int) -> None:
     """A live measurement (the tenant looked): kept, and the quota's notices checked."""
     measured(s, p, account, used, p.clock.now())

@@ -18,6 +18,7 @@ from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import NotFound
 from gpulease.platform import Platform
 from gpulease.ports.object_store import ObjectStore, ObjectStoreError
+from gpulease.ports.records import Records
 from gpulease.services.storage.meter import measured, quota_bytes
 
 log = logging.getLogger("gpulease.storage")
@@ -29,7 +30,7 @@ def platform_user(store_user: str) -> str:
     return f"{store_user}{PLATFORM_USER_SUFFIX}"
 
 
-def enforce(p: Platform, store: ObjectStore, tenant: str, used: int) -> bool | None:
+def enforce(p: Records, store: ObjectStore, tenant: str, used: int) -> bool | None:
     """The bucket's writes opened or closed by `used` against its quota; True when closed,
     False when open, None when the store did not take the change (tried again at the next
     check)."""

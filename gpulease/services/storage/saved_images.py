@@ -23,6 +23,7 @@ from gpulease.domain.states import SAVED_IMAGE, InstanceStatus, SavedImageStatus
 from gpulease.lifecycle.history import by, note
 from gpulease.lifecycle.writer import Move, initial, transition
 from gpulease.platform import Platform
+from gpulease.ports.records import Records
 from gpulease.schemas import Page
 from gpulease.schemas.fleet import SavedImageView
 from gpulease.security import new_id
@@ -43,14 +44,14 @@ def _view(row: SavedImage) -> SavedImageView:
                           saved_at=row.saved_at)
 
 
-def _registry(p: Platform, engine_url: str | None) -> str:
+def _registry(p: Records, engine_url: str | None) -> str:
     if engine_url and not p.settings.registry:
         raise Conflict("This platform has no registry for saved images: the provider sets "
                        "GPULEASE_REGISTRY (docs/operations.md, Saved environments).")
     return p.settings.registry or "simulated.invalid"
 
 
-def save(p: Platform, actor: Principal, instance_id: str, name: str) -> SavedImageView:
+def save(p: Records, actor: Principal, instance_id: str, name: str) -> SavedImageView:
     """Queue the save of a running container instance under `name` (a new version when
     the name was saved before)."""
     tenant = actor.require_order_rights()
@@ -101,7 +102,7 @@ def _base_of(s: Session, inst: Instance) -> str:
     return inst.image_id
 
 
-def list_saved(p: Platform, actor: Principal, limit: int = 100, offset: int = 0
+def list_saved(p: Records, actor: Principal, limit: int = 100, offset: int = 0
                ) -> Page[SavedImageView]:
     """The tenant's saved images, newest first (deleted ones left out), a page at a
     time."""

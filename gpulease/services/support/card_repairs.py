@@ -30,6 +30,7 @@ from gpulease.lifecycle.binding import fence
 from gpulease.lifecycle.history import by, note
 from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
+from gpulease.ports.records import Priced
 from gpulease.schemas.tickets import RepairWindowAnswer, RepairWindowProposal, TicketDetail
 from gpulease.services.platform.notify import OPERATORS
 from gpulease.services.support.repairs import begin
@@ -101,7 +102,7 @@ def propose_window(p: Platform, actor: Principal, ticket_id: str,
     return show_ticket(p, actor, ticket_id)
 
 
-def answer_window(p: Platform, actor: Principal, ticket_id: str, body: RepairWindowAnswer
+def answer_window(p: Priced, actor: Principal, ticket_id: str, body: RepairWindowAnswer
                   ) -> TicketDetail:
     """The tenant accepts the proposed window (the node goes out at its start) or
     declines it (the operators propose another, or swap the server)."""

@@ -23,6 +23,7 @@ from gpulease.lifecycle.binding import fence
 from gpulease.lifecycle.history import WORKER, by
 from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
+from gpulease.ports.records import Records
 from gpulease.schemas import Page
 from gpulease.schemas.fleet import RepairView
 from gpulease.services.fleet.inventory import load_node
@@ -205,7 +206,7 @@ def _view(r: Repair, node_name: str) -> RepairView:
                       instance_id=r.instance_id, burned_in_at=r.burned_in_at)
 
 
-def list_repairs(p: Platform, actor: Principal, open_only: bool = False, limit: int = 100,
+def list_repairs(p: Records, actor: Principal, open_only: bool = False, limit: int = 100,
                  offset: int = 0) -> Page[RepairView]:
     """Repairs, newest first (open ones only with `open_only`), a page at a time."""
     actor.require_operator()

@@ -29,6 +29,7 @@ from gpulease.domain.states import BackupStatus
 from gpulease.lifecycle.history import WORKER, note
 from gpulease.platform import Platform
 from gpulease.ports.agent import ReceivePayload, SendPayload
+from gpulease.ports.records import Sealed
 from gpulease.security import new_id
 from gpulease.services.storage.backups import (
     SWAP_COPY,
@@ -51,7 +52,7 @@ class DiskCopy:
     via: str = "agents"
 
 
-def queue_copy(s: Session, p: Platform, inst: Instance, old: Node, copy: DiskCopy,
+def queue_copy(s: Session, p: Sealed, inst: Instance, old: Node, copy: DiskCopy,
                actor: str) -> None:
     """At the swap: the faulty server starts its side (a send, or a backup)."""
     path = copy.path

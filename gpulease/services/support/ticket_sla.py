@@ -14,14 +14,14 @@ from sqlalchemy import select
 from gpulease.db.ops_tables import Ticket
 from gpulease.domain.phrases import phrase
 from gpulease.domain.tickets import BREACHED
-from gpulease.platform import Platform
+from gpulease.ports.records import Priced
 from gpulease.services.platform.notify import OPERATORS
 from gpulease.services.support.tickets import UNRESOLVED, clocks, notice, plan_warning
 
 log = logging.getLogger("gpulease.tickets")
 
 
-def sweep_ticket_clocks(p: Platform, limit: int = 200) -> int:
+def sweep_ticket_clocks(p: Priced, limit: int = 200) -> int:
     """Warn operators of the clocks at risk and escalate the breached ones; returns how
     many notices were filed."""
     now = p.clock.now()

@@ -33,6 +33,7 @@ from gpulease.domain.tickets import (
 from gpulease.lifecycle.history import Happened, by, record_event
 from gpulease.lifecycle.writer import Move, initial, transition
 from gpulease.platform import Platform
+from gpulease.ports.records import Priced
 from gpulease.schemas import Page
 from gpulease.schemas.tickets import (
     RepairWindow,
@@ -66,7 +67,7 @@ def clocks(t: Ticket) -> list[Clock]:
             Clock("resolution", t.resolution_due, t.resolved_at)]
 
 
-def plan_warning(p: Platform, t: Ticket) -> None:
+def plan_warning(p: Priced, t: Ticket) -> None:
     """When operators are next warned about the ticket's clocks (after it opens, moves, or
     a warning went out)."""
     warned = {w for w in t.warned.split(",") if w}
@@ -90,7 +91,7 @@ class Opening:
     fault_key: str | None = None
 
 
-def _open(s: Session, p: Platform, what: Opening, actor: str, now: datetime) -> Ticket:
+def _open(s: Session, p: Priced, what: Opening, actor: str, now: datetime) -> Ticket:
     """A new ticket, told to its tenant (and every P1 to the operators)."""
     tenant_id, instance_id, node, summary, severity = (
         what.tenant_id, what.instance_id, what.node, what.summary, what.severity)
@@ -181,7 +182,7 @@ def _move(e: Event) -> TimelineEntry:
                          phrase=said)
 
 
-def open_from_alert(s: Session, p: Platform, alert: HardwareAlert, now: datetime,
+def open_from_alert(s: Session, p: Priced, alert: HardwareAlert, now: datetime,
                     actor: str) -> Ticket:
     """The alert's ticket: the open one for its node, GPU and kind (the alert added to its
     evidence), or a new one."""
@@ -220,7 +221,7 @@ class FailedAcceptance:
     actor: str
 
 
-def open_for_failed_acceptance(s: Session, p: Platform, node: Node, failed: FailedAcceptance,
+def open_for_failed_acceptance(s: Session, p: Priced, node: Node, failed: FailedAcceptance,
                                now: datetime) -> Ticket:
     """A rented machine failed its acceptance suite on request: a P1 ticket (one open per
     node at a time) with the report as evidence."""
@@ -250,7 +251,7 @@ def alert_cleared(s: Session, alert: HardwareAlert, now: datetime, actor: str) -
                                           ref=f"alert:{alert.id}"))
 
 
-def open_by_tenant(p: Platform, actor: Principal, body: TicketOpen) -> TicketDetail:
+def open_by_tenant(p: Priced, actor: Principal, body: TicketOpen) -> TicketDetail:
     tenant = actor.require_order_rights()
     now = p.clock.now()
     with p.db.write() as s:
@@ -313,7 +314,7 @@ class TicketFilter:
 OPEN = TicketFilter(open_only=True)
 
 
-def list_tickets(p: Platform, actor: Principal, where: TicketFilter = TicketFilter(),
+def list_tickets(p: Priced, actor: Principal, where: TicketFilter = TicketFilter(),
                  limit: int = 100, offset: int = 0) -> Page[TicketView]:
     """A page of tickets, newest first (the tenant's own; an operator's: all), in three
     statements: the count, the page, its nodes' names."""
@@ -345,7 +346,7 @@ def list_tickets(p: Platform, actor: Principal, where: TicketFilter = TicketFilt
     return Page(items=items, total=total, limit=limit, offset=offset)
 
 
-def show_ticket(p: Platform, actor: Principal, ticket_id: str) -> TicketDetail:
+def show_ticket(p: Priced, actor: Principal, ticket_id: str) -> TicketDetail:
     now = p.clock.now()
     with p.db.read() as s:
         t = _load(s, actor, ticket_id)

@@ -20,7 +20,7 @@ from gpulease.db.tables import IdleNotice, Instance, TelemetrySummary
 from gpulease.domain.accounts import Principal
 from gpulease.domain.phrases import phrase
 from gpulease.domain.states import InstanceStatus
-from gpulease.platform import Platform
+from gpulease.ports.records import Records
 from gpulease.schemas import GpuIdleView, IdleShare, IdleView
 from gpulease.services.platform.outbox import Notice, post_notice
 
@@ -67,7 +67,7 @@ def _view(inst: Instance, sums: Sums, threshold: float) -> IdleView:
                         span: _share(list(sums[span][inst.id].values())) for span in SPANS})
 
 
-def instance_idle(p: Platform, actor: Principal, instance_id: str) -> IdleView:
+def instance_idle(p: Records, actor: Principal, instance_id: str) -> IdleView:
     """One instance's idle shares (its tenant's users, or an operator)."""
     threshold = p.settings.idle_util_pct
     with p.db.read() as s:
@@ -75,7 +75,7 @@ def instance_idle(p: Platform, actor: Principal, instance_id: str) -> IdleView:
         return _view(inst, _sums(s, [inst.id], p.clock.now(), threshold), threshold)
 
 
-def tenant_idle(p: Platform, actor: Principal) -> list[IdleView]:
+def tenant_idle(p: Records, actor: Principal) -> list[IdleView]:
     """The idle shares of every delivered instance of the caller's tenant, most idle over
     the day first."""
     tenant = actor.require_tenant()
@@ -89,7 +89,7 @@ def tenant_idle(p: Platform, actor: Principal) -> list[IdleView]:
     return sorted(views, key=lambda v: -(v.day.idle_pct or 0.0))
 
 
-def notice_idle(p: Platform, limit: int = 500) -> int:
+def notice_idle(p: Records, limit: int = 500) -> int:
     """Tell the tenants whose delivered instances were idle most of the last day (once a
     day each); returns how many were told."""
     now = p.clock.now()

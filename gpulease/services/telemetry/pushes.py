@@ -19,7 +19,7 @@ from gpulease.db.tables import HardwareAlert, Node, NodeAgent, TelemetrySummary
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import InvalidInput, TooManyRequests
 from gpulease.domain.fleet.telemetry import GpuSummary
-from gpulease.platform import Platform
+from gpulease.ports.records import Priced, Records
 from gpulease.services.agents.credentials import authenticate_agent
 from gpulease.services.fleet.alerts import sync_agent_alerts
 from gpulease.services.telemetry.bounds import OutOfBounds, bounded
@@ -31,7 +31,7 @@ def window_s(g: GpuSummary) -> float:
     return min(max(g.end - g.start, 0.0), 3600.0)
 
 
-def _within_the_node(p: Platform, node: Node, summaries: Sequence[GpuSummary]) -> None:
+def _within_the_node(p: Priced, node: Node, summaries: Sequence[GpuSummary]) -> None:
     """A push speaks of this node's GPUs, each once: no more than its SKU has."""
     sku = p.catalog.sku_by_id.get(node.sku)
     count = sku.gpu_count if sku is not None else 16
@@ -42,7 +42,7 @@ def _within_the_node(p: Platform, node: Node, summaries: Sequence[GpuSummary]) -
                            node_name=node.name, count=count, last=count - 1)
 
 
-def ingest(p: Platform, credential: str | None, gpus: Iterable[dict[str, Any]]
+def ingest(p: Priced, credential: str | None, gpus: Iterable[dict[str, Any]]
            ) -> list[dict[str, Any]]:
     """Store one push of GPU summaries for the node's current instance; returns the alerts
     the window raises."""
@@ -82,7 +82,7 @@ def ingest(p: Platform, credential: str | None, gpus: Iterable[dict[str, Any]]
         budget=p.settings.agent_push_bytes_per_day)
 
 
-def _within_the_budget(p: Platform, agent: NodeAgent, size: int, now: datetime) -> bool:
+def _within_the_budget(p: Records, agent: NodeAgent, size: int, now: datetime) -> bool:
     """Whether the agent's push of `size` bytes fits its node's budget for the day (UTC):
     counted if it does, its refusal counted if it does not."""
     day = now.date().isoformat()
@@ -120,7 +120,7 @@ def _newest_summaries(s: Session, instance_id: str, gpus: int
     return found
 
 
-def instance_metrics(p: Platform, actor: Principal, instance_id: str) -> dict[str, Any]:
+def instance_metrics(p: Records, actor: Principal, instance_id: str) -> dict[str, Any]:
     """The latest summary of each GPU the instance holds, and its open alerts."""
     with p.db.read() as s:
         inst = get_instance(s, actor, instance_id)
@@ -151,7 +151,7 @@ def instance_metrics(p: Platform, actor: Principal, instance_id: str) -> dict[st
         return {"instance_id": inst.id, "nodes": nodes}
 
 
-def node_alerts(p: Platform, actor: Principal, node_id: str) -> list[dict[str, Any]]:
+def node_alerts(p: Records, actor: Principal, node_id: str) -> list[dict[str, Any]]:
     """Operator: a node's open hardware alerts, oldest first."""
     actor.require_operator()
     with p.db.read() as s:

@@ -13,7 +13,7 @@ from sqlalchemy import delete, select
 
 from gpulease.db.tables import TelemetryHourly, TelemetrySummary
 from gpulease.domain.fleet.telemetry import GpuSummary, merge
-from gpulease.platform import Platform
+from gpulease.ports.records import Records
 
 BATCH = 5000
 Key = tuple[str, str | None, int, datetime]
@@ -23,7 +23,7 @@ def _hour(at: datetime) -> datetime:
     return at.replace(minute=0, second=0, microsecond=0)
 
 
-def downsample(p: Platform, batch: int = BATCH) -> tuple[int, int]:
+def downsample(p: Records, batch: int = BATCH) -> tuple[int, int]:
     """(per-minute summaries folded into hours, hourly summaries deleted)."""
     now = p.clock.now()
     minute_cutoff = now - timedelta(days=p.settings.telemetry_minute_days)

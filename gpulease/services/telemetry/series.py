@@ -23,7 +23,7 @@ from gpulease.db.repositories import get_instance
 from gpulease.db.tables import Node, TelemetrySummary
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import InvalidInput
-from gpulease.platform import Platform
+from gpulease.ports.records import Records
 
 # Over how many hours, in buckets of how many seconds.
 WINDOWS = {1: 60, 24: 300, 168: 900}
@@ -81,7 +81,7 @@ def _fold_rows(buckets: Buckets, rows: Any, step: int) -> None:
         bucket.xids.update(summary.get("xids") or ())
 
 
-def instance_series(p: Platform, actor: Principal, instance_id: str, hours: int = 24
+def instance_series(p: Records, actor: Principal, instance_id: str, hours: int = 24
                     ) -> dict[str, Any]:
     if hours not in WINDOWS:
         raise InvalidInput("hours", "Charts cover 1, 24 or 168 hours, not {hours}.",

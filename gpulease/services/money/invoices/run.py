@@ -53,6 +53,7 @@ from gpulease.domain.states import INVOICE, InvoiceStatus
 from gpulease.lifecycle.history import INVOICE_RUN, by
 from gpulease.lifecycle.writer import Move, bulk, initial, transition
 from gpulease.platform import Platform
+from gpulease.ports.records import Priced
 from gpulease.schemas.money import InvoiceRunView, InvoiceView
 from gpulease.services.money import billing_profiles
 from gpulease.services.money.invoices import refund_notes
@@ -139,7 +140,7 @@ def _new_id() -> str:
     return "inv_" + uuid.uuid4().hex[:16]
 
 
-def _ensure_drafts(s: Session, p: Platform, tenants: Sequence[str], period: str,
+def _ensure_drafts(s: Session, p: Priced, tenants: Sequence[str], period: str,
                    now: datetime) -> dict[str, str]:
     have: dict[str, str] = {str(t): str(i) for t, i in s.execute(select(
         Invoice.tenant_id, Invoice.id).where(

@@ -20,7 +20,7 @@ from gpulease.domain.billing.money import to_fen
 from gpulease.domain.billing.proration import period_bounds, period_of, prorate_by_month
 from gpulease.domain.errors import InvalidInput, NotFound
 from gpulease.domain.states import InvoiceStatus
-from gpulease.platform import Platform
+from gpulease.ports.records import Records
 from gpulease.schemas import Page
 from gpulease.schemas.money import (
     InvoiceLineView,
@@ -117,7 +117,7 @@ def _visible(s: Session, actor: Principal, invoice_id: str) -> Invoice:
     return inv
 
 
-def show_invoice(p: Platform, actor: Principal, invoice_id: str) -> InvoiceView:
+def show_invoice(p: Records, actor: Principal, invoice_id: str) -> InvoiceView:
     """By id or number; another tenant's answers 404."""
     with p.db.read() as s:
         return invoice_view(s, _visible(s, actor, invoice_id), lines=True,
@@ -133,7 +133,7 @@ class InvoiceFilter:
     status: str | None = None
 
 
-def list_invoices(p: Platform, actor: Principal, which: InvoiceFilter = InvoiceFilter(),
+def list_invoices(p: Records, actor: Principal, which: InvoiceFilter = InvoiceFilter(),
                   limit: int = 50, offset: int = 0) -> Page[InvoiceView]:
     tenant_id, period, status = which.tenant_id, which.period, which.status
     where: list[Any] = []
@@ -174,7 +174,7 @@ def unbilled(s: Session, tenant_id: str) -> Decimal:
 
 # --- for the finance team -------------------------------------------------------------------
 
-def export_period(p: Platform, actor: Principal, period: str) -> list[InvoiceView]:
+def export_period(p: Records, actor: Principal, period: str) -> list[InvoiceView]:
     """Operator: every final invoice and credit note of `period` with its lines and buyer,
     for the provider's fapiao system (services/invoice_documents.render_export_csv)."""
     actor.require_operator()
@@ -189,7 +189,7 @@ def export_period(p: Platform, actor: Principal, period: str) -> list[InvoiceVie
         return [invoice_view(s, r, lines=True, tz=p.settings.zone) for r in rows]
 
 
-def revenue(p: Platform, actor: Principal, start: str, end: str) -> RevenueView:
+def revenue(p: Records, actor: Principal, start: str, end: str) -> RevenueView:
     """Operator: the net of final invoices and credit notes earned in each month from
     `start` to `end` (YYYY-MM, inclusive), each line over its service period; what was
     invoiced for later months is deferred to them."""
