@@ -6,7 +6,10 @@
 - the control plane's share of a deploy and release: wall time, time inside BMC calls, the
   polling load (BMC calls per second for the deploying node, and in its busiest 10 s),
   and the rest of the worker's own time (claims, transactions, decisions). Waiting for
-  power changes to land is waiting on the BMC, not control-plane time.
+  power changes to land is waiting on the BMC, not control-plane time;
+- GETs per read of a 121-entry SEL that links its entries (a Dell-shaped tree served on
+  127.0.0.1, gpulease/testing/redfish_trees/), without and with `$expand`: the first read,
+  a read that finds nothing new, and one after three new entries (the cursor's reads).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -28,17 +32,25 @@ import uvicorn
 
 from bench._common import bench_platform, free_port, fund, ssh_key
 from gpulease.api.app import create_app
+from gpulease.db.claims import Claim
+from gpulease.domain.fleet.bmc_events import cursor, new_entries
 from gpulease.drivers import redfish as redfish_driver
 from gpulease.drivers.redfish_emulator import Rack, start_emulator
+from gpulease.platform import Platform
+from gpulease.ports.bmc import BmcEndpoint
 from gpulease.schemas import EnrollRequest, OrderRequest
 from gpulease.services.accounts import identity as accounts
 from gpulease.services.fleet import enrollment
 from gpulease.services.instances import actions
 from gpulease.services.instances import views as instances
 from gpulease.services.orders import ordering as orders
+from gpulease.testing.redfish_trees.expanding import ExpandingTree, link_the_members
+from gpulease.testing.redfish_trees.vendor_trees import write_dell_like, write_sel
 from gpulease.worker import runner
+from gpulease.worker.pipelines.base import Pipeline
 
 BMCS, PARALLEL = 40, 8
+SEL = "/redfish/v1/Managers/iDRAC.Embedded.1/LogServices/Sel/Entries"
 
 
 def enrollment_throughput(db: str) -> dict[str, object]:
@@ -85,7 +97,7 @@ def deploy_share(db: str) -> dict[str, object]:
     spent = {"bmc": 0.0, "worker": 0.0}
     calls: list[float] = []  # when each BMC call began: the polling load
     original_call = redfish_driver.RedfishBmc._call
-    original = (runner.process_node, runner.process_instance)
+    original = runner.PIPELINES
 
     def timed_call(self, what):  # type: ignore[no-untyped-def]
         t = time.perf_counter()
@@ -95,17 +107,17 @@ def deploy_share(db: str) -> dict[str, object]:
         finally:
             spent["bmc"] += time.perf_counter() - t
 
-    def timed(fn):  # type: ignore[no-untyped-def]
-        def wrapper(*a, **k):  # type: ignore[no-untyped-def]
+    def timed(pipeline: Pipeline) -> Pipeline:
+        def step(p: Platform, claim: Claim) -> None:
             t = time.perf_counter()
             try:
-                return fn(*a, **k)
+                pipeline.step(p, claim)
             finally:
                 spent["worker"] += time.perf_counter() - t
-        return wrapper
+        return replace(pipeline, step=step)
 
     redfish_driver.RedfishBmc._call = timed_call  # type: ignore[method-assign]
-    runner.process_node, runner.process_instance = timed(original[0]), timed(original[1])
+    runner.PIPELINES = tuple(timed(pipeline) for pipeline in original)  # each step timed
     try:
         with bench_platform(db, poll_interval_s=0.25) as p:
             p.settings.media_base_url = f"http://127.0.0.1:{server.server_address[1]}"
@@ -141,7 +153,7 @@ def deploy_share(db: str) -> dict[str, object]:
             api.should_exit = True
     finally:
         redfish_driver.RedfishBmc._call = original_call  # type: ignore[method-assign]
-        runner.process_node, runner.process_instance = original
+        runner.PIPELINES = original
         emu.stop()
         server.shutdown()
     control = spent["worker"] - spent["bmc"]
@@ -158,8 +170,46 @@ def deploy_share(db: str) -> dict[str, object]:
             "note": "the fake BMC lands each power change after a random 1-11 s"}
 
 
+LOG_ENTRIES = 121
+
+
+def log_reads() -> list[dict[str, object]]:
+    entries = [(f"2026-12-05T{i // 60:02d}:{i % 60:02d}:00+00:00", "OK", f"event {i}",
+                "SYS1001") for i in range(LOG_ENTRIES)]
+    more = [("2026-12-05T09:00:00+00:00", "Critical", f"GPU 3 event {i}", "PCI3001")
+            for i in range(3)]
+    out = []
+    for expand in (False, True):
+        root = Path(tempfile.mkdtemp())
+        write_dell_like(root)
+        write_sel(root, entries)
+        link_the_members(root, SEL)
+        tree = ExpandingTree(root, expand=expand)
+        bmc = redfish_driver.RedfishDriver(timeout_s=5).bmc(BmcEndpoint(
+            "xe9680", f"{tree.url}/redfish/v1/Systems/System.Embedded.1", "u", "p"))
+        try:
+            counted = []
+            seen: dict[str, str] = {}
+            for step in ("first", "nothing new", "three new"):
+                if step == "three new":
+                    write_sel(root, entries + more)
+                    link_the_members(root, SEL)
+                before = sum(tree.requests.values())
+                read = bmc.event_log(seen)
+                counted.append((step, sum(tree.requests.values()) - before,
+                                len(new_entries(read.entries, seen)) if seen else None))
+                seen = cursor(read.services, read.entries, seen)
+        finally:
+            tree.stop()
+        out.append({"expand": expand, "entries": LOG_ENTRIES,
+                    "gets": {step: n for step, n, _ in counted},
+                    "new_entries_found": {step: found for step, _, found in counted}})
+    return out
+
+
 if __name__ == "__main__":
     dbs = sys.argv[1:] or ["sqlite", "postgresql"]
     print(json.dumps({"bench": "redfish",
                       "enrollment": [enrollment_throughput(db) for db in dbs],
-                      "deploy": [deploy_share(db) for db in dbs]}, indent=2))
+                      "deploy": [deploy_share(db) for db in dbs],
+                      "log_reads": log_reads()}, indent=2))

@@ -9,7 +9,9 @@ deploy step, and one worker per site claiming its own site's rows the way the ru
 
 And whole deploys: the demo's simulated servers (no delay) in the same five sites, six
 bare-metal orders per offer, one worker per site as threads against the same five workers
-without a site: each site's deploys and node stage steps per second, to its last ready.
+without a site: each site's deploys and node stage steps per second, to its last ready;
+then the same again with the 10,000 nodes in the table beside the demo's (in maintenance:
+neither placed nor due, but in every index the workers' claims and the orders read).
 Prints JSON. `python bench/sites.py [postgresql|sqlite]`."""
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 
 from bench._common import bench_platform, fund, ssh_key
 from gpulease.db.tables import Event, Instance, Node, WorkerProcess
@@ -48,14 +50,18 @@ def one_site_per_region(p: Platform) -> None:
         r.model_copy(update={"site": None}) for r in p.catalog.regions))
 
 
-def build_fleet(p: Platform) -> None:
+def build_fleet(p: Platform, due: bool = True) -> None:
+    """PER_SITE nodes in each site: every one due for a deploy step, or (`due` False) in
+    maintenance, out of every pipeline."""
     now = datetime.now(UTC)
     sealed = p.box.seal("bench")
+    state = ({"status": "deploying", "stage": "power_on",
+              "next_attempt_at": now - timedelta(seconds=1)} if due else
+             {"status": "maintenance", "stage": None, "next_attempt_at": None})
     rows = [{"id": f"node-{site}-{i:04d}", "name": f"bench-{site}-{i:04d}",
              "sku": "h100-80g-x8", "region": site, "pool": "bare_metal", "serial": f"B{i}",
              "bmc_driver": "simulated", "bmc_address": f"simulated://{site}-{i}",
-             "bmc_username": "admin", "bmc_password_enc": sealed, "status": "deploying",
-             "stage": "power_on", "next_attempt_at": now - timedelta(seconds=1),
+             "bmc_username": "admin", "bmc_password_enc": sealed, **state,
              "generation": 0, "attempts": 0, "created_at": now, "updated_at": now}
             for site in SITES for i in range(PER_SITE)]
     with p.db.write() as s:
@@ -114,11 +120,14 @@ def run_workers(p: Platform, site_bound: list[str | None]) -> dict[str, object]:
 ORDERS_PER_OFFER = 6
 
 
-def deploys(db: str, site_bound: bool) -> dict[str, object]:
+def deploys(db: str, site_bound: bool, crowded: bool = False) -> dict[str, object]:
     """Six orders per bare-metal offer, delivered by five workers (one per site, or five
-    without a site): per site, deploys and node stage steps per second to its last ready."""
+    without a site): per site, deploys and node stage steps per second to its last ready;
+    `crowded`: with the 10,000 bench nodes in the table too."""
     with bench_platform(db, poll_interval_s=0.02) as p:
         one_site_per_region(p)
+        if crowded:
+            build_fleet(p, due=False)
         seed_demo_fleet(p, ORDERS_PER_OFFER)
         created = accounts.create_tenant(p, "bench", accounts.Person("b@example.com", "B"))
         fund(p, created.tenant.id)
@@ -151,6 +160,7 @@ def deploys(db: str, site_bound: bool) -> dict[str, object]:
                 Event, Event.resource_id == Node.id).where(
                 Event.resource == "node", Event.kind == "stage", Event.at >= started)
                 .group_by(Node.region))}
+            total_nodes = s.scalar(select(func.count()).select_from(Node))
     by_site = {}
     for region, count, last in ready:
         seconds = max((last - started).total_seconds(), 1e-3) if last else None
@@ -159,6 +169,7 @@ def deploys(db: str, site_bound: bool) -> dict[str, object]:
                            "stage_steps_per_s": round(steps.get(region, 0) / seconds, 1)
                            if seconds else None}
     return {"workers": "one per site" if site_bound else "five without a site",
+            "nodes_in_table": total_nodes,
             "by_site": by_site}
 
 
@@ -168,14 +179,16 @@ def measure(db: str) -> dict[str, object]:
         build_fleet(p)
         baseline = run_workers(p, [None] * len(SITES))  # before sites: any worker, any node
         with p.db.write() as s:  # forget the baseline's workers: no site had its own
-            s.execute(WorkerProcess.__table__.delete())
+            s.execute(delete(WorkerProcess))
         by_count = [run_workers(p, list(SITES[:n])) for n in range(1, len(SITES) + 1)]
     return {"db": db, "nodes": PER_SITE * len(SITES), "sites": len(SITES),
             "claims_per_worker": CLAIMS_PER_WORKER,
             "baseline_unscoped_5_workers": baseline,
             "site_workers": by_count,
             "deploys_baseline": deploys(db, site_bound=False),
-            "deploys_site_bound": deploys(db, site_bound=True)}
+            "deploys_site_bound": deploys(db, site_bound=True),
+            "deploys_baseline_10k_table": deploys(db, site_bound=False, crowded=True),
+            "deploys_site_bound_10k_table": deploys(db, site_bound=True, crowded=True)}
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from gpulease.domain.catalog import load_catalog
 from gpulease.drivers.enabled import Drivers, drivers_for
 from gpulease.lifecycle.effects import Effects
 from gpulease.platform import Platform
+from gpulease.ports.records import Moves
 from gpulease.security import SecretBox, load_or_create_key
 from gpulease.services.agents import effects as agent_effects
 from gpulease.services.instances import effects as instance_effects
@@ -20,7 +21,7 @@ from gpulease.settings import Settings
 
 # Every family's effects, in the order they run for one event (an instance's release: the
 # worker takes it, then the money).
-EFFECTS: Effects[Platform] = Effects.of(
+EFFECTS: Effects[Moves] = Effects.of(
     instance_effects.EFFECTS,
     money_effects.EFFECTS,
     agent_effects.EFFECTS,

@@ -18,6 +18,7 @@ from gpulease.drivers.enabled import Drivers
 from gpulease.lifecycle.effects import Effects
 from gpulease.ports.clock import Clock, SteadyClock
 from gpulease.ports.object_store import ObjectStore
+from gpulease.ports.records import Moves
 from gpulease.security import SecretBox
 from gpulease.settings import Settings
 
@@ -76,7 +77,7 @@ class Platform:
     catalog: Catalog
     box: SecretBox
     drivers: Drivers
-    effects: Effects[Platform]
+    effects: Effects[Moves]
     clock: Clock = field(default_factory=SteadyClock)
     rates: RateStore = field(default_factory=MemoryStore)  # the rate limits' counters
     wake_event: threading.Event = field(default_factory=threading.Event)

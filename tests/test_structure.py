@@ -314,6 +314,7 @@ def test_no_function_takes_more_than_six_values() -> None:
 NEEDS = {"Records": {"settings", "db", "clock", "wake"}}  # gpulease/ports/records.py
 NEEDS["Priced"] = NEEDS["Records"] | {"catalog", "catalog_version", "price_book"}
 NEEDS["Sealed"] = NEEDS["Records"] | {"box"}
+NEEDS["Moves"] = NEEDS["Priced"] | {"effects"}
 
 
 def platform_taken_needlessly(source: str) -> list[tuple[int, str, str]]:
@@ -348,9 +349,9 @@ def test_the_needs_checker_finds_a_platform_taken_for_its_records() -> None:
 
 
 def test_families_receive_what_they_use() -> None:
-    """A family's function takes the Platform only where it needs more than Records, Priced
-    or Sealed offer (ports/records.py): the drivers, the object store, the lifecycle's
-    effects, or a callee that needs them."""
+    """A family's function takes the Platform only where it needs more than Records, Priced,
+    Sealed or Moves offer (ports/records.py): the drivers, the object store, the rate
+    limits, what the process keeps, or a callee that needs them (mypy checks the calls)."""
     offenders = [f"{path.relative_to(PACKAGE)}:{line}: {name} could take {need}"
                  for path in sorted(SERVICES.rglob("*.py"))
                  for line, name, need in platform_taken_needlessly(path.read_text())]

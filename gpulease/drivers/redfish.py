@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -386,7 +386,7 @@ class RedfishBmc:
             target=BOOT_SOURCES[device], enabled=sushy.BootSourceOverrideEnabled.ONCE,
             **extra))
 
-    def event_log(self) -> BmcLog:
+    def event_log(self, seen: Mapping[str, str] | None = None) -> BmcLog:
         def read() -> BmcLog:
             system = self._system()
             status = system.json.get("Status") or {}
@@ -394,7 +394,8 @@ class RedfishBmc:
             expand = hw.expand_query(self._conn().json)
             entries = []
             for service in services:
-                for e in hw.log_entries(system, service, expand=expand):
+                for e in hw.log_entries(system, service, expand=expand,
+                                        after=(seen or {}).get(service) or None):
                     entries.append(LogEntry(
                         service=service, id=str(e.get("Id") or ""),
                         created=e.get("Created"), severity=e.get("Severity"),

@@ -13,6 +13,8 @@ from typing import Any, TypeVar
 from sushy import exceptions as sx
 from sushy.resources.system import constants as sys_cons
 
+from gpulease.domain.fleet.bmc_events import entry_key
+
 T = TypeVar("T")
 
 # PCI-SIG vendor ids of what rental servers carry.
@@ -503,12 +505,14 @@ def expand_query(root: dict[str, Any]) -> str | None:
     return None
 
 
-def log_entries(system: Any, service: str, limit: int = 500, expand: str | None = None
-                ) -> list[dict[str, Any]]:
+def log_entries(system: Any, service: str, limit: int = 500, expand: str | None = None,
+                after: str | None = None) -> list[dict[str, Any]]:
     """The newest `limit` entries of one log service: every page of the collection
     (`Members@odata.nextLink` followed, within MAX_LOG_PAGES), members inline, expanded
     with `expand` where the BMC offers it (one request a page), or read one by one where
-    a page still only links them."""
+    a page still only links them: then, given `after` (the cursor's last entry read,
+    bmc_events.entry_key), newest first by their numeric ids, up to the first one not
+    after it, so a read that finds nothing new costs the pages and one entry."""
     entries = _link(_doc(system, service), "Entries")
     if entries is None:
         return []
@@ -523,10 +527,36 @@ def log_entries(system: Any, service: str, limit: int = 500, expand: str | None 
         members.extend(doc.get("Members") or [])
         following = doc.get("Members@odata.nextLink")
         page = following if isinstance(following, str) else None
+    newest = members[-limit:]
+    if after and newest and all(_linked_by_number(m) for m in newest):
+        return _newer_than(system, newest, after)
     out = []
-    for m in members[-limit:]:
+    for m in newest:
         if isinstance(m, dict) and "Message" not in m and isinstance(m.get("@odata.id"), str):
             m = _doc(system, m["@odata.id"])
         if isinstance(m, dict):
             out.append(m)
     return out
+
+
+def _linked_by_number(member: Any) -> bool:
+    """A member given only as its link, whose last segment (its Id) is a number."""
+    return (isinstance(member, dict) and "Message" not in member
+            and isinstance(member.get("@odata.id"), str)
+            and member["@odata.id"].rstrip("/").rsplit("/", 1)[-1].isdigit())
+
+
+def _newer_than(system: Any, linked: list[dict[str, Any]], after: str) -> list[dict[str, Any]]:
+    """The linked entries after the cursor `after`, oldest first, read newest first until
+    one is not after it (a cleared log numbers from 1 again: its entries are newer by their
+    time, and are read on until an old one or the end)."""
+    newer: list[dict[str, Any]] = []
+    for m in sorted(linked, key=lambda m: int(m["@odata.id"].rstrip("/").rsplit("/", 1)[-1]),
+                    reverse=True):
+        doc = _doc(system, m["@odata.id"])
+        if not isinstance(doc, dict):
+            continue
+        if entry_key(doc.get("Created"), str(doc.get("Id") or "")) <= after:
+            break
+        newer.append(doc)
+    return newer[::-1]

@@ -15,7 +15,7 @@ import json
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -245,7 +245,7 @@ class SimulatedBmc:
             state["boot_override"] = device.value
             state["http_boot_uri"] = http_boot_uri
 
-    def event_log(self) -> BmcLog:
+    def event_log(self, seen: Mapping[str, str] | None = None) -> BmcLog:
         with self._fleet._state(self._node) as state:
             self._fleet._raise_bmc_fault(state, "event_log")
             entries = tuple(LogEntry(**e) for e in state.get("bmc_log", []))

@@ -46,7 +46,7 @@ from gpulease.domain.states import (
 )
 from gpulease.lifecycle.effects import Change
 from gpulease.lifecycle.history import Happened, record_event
-from gpulease.platform import Platform
+from gpulease.ports.records import Moves
 
 log = logging.getLogger("gpulease.lifecycle")
 
@@ -110,8 +110,8 @@ class Move:
     timeout_s: float | None = None
 
 
-def transition(s: Session, p: Platform, row: Any, machine: Machine[Any], event: str,
-               move: Move) -> Change[Platform]:
+def transition(s: Session, p: Moves, row: Any, machine: Machine[Any], event: str,
+               move: Move) -> Change[Moves]:
     """Move `row` along `machine` by `event`; raises InvalidTransition if the table does
     not declare it from the row's state. A stage gets a fresh start, attempt count and
     (with a timeout) deadline. A Phrase reason is kept in the history as a phrase (said

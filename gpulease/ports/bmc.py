@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
@@ -99,8 +100,10 @@ class Bmc(Protocol):
         """Eject the virtual media of every slot (a no-op when empty). Raises BmcError."""
         ...
 
-    def event_log(self) -> BmcLog:
-        """The health rollup and every entry of the BMC's log services (SEL, event log).
+    def event_log(self, seen: Mapping[str, str] | None = None) -> BmcLog:
+        """The health rollup and the entries of the BMC's log services (SEL, event log).
+        `seen`: the last entry already read of each service (domain/fleet/bmc_events.py
+        `cursor`); a BMC that lists its entries by link is asked only for the newer ones.
         Raises BmcError."""
         ...
 

@@ -2,11 +2,11 @@
 clock, and the worker's wake-up (a write that leaves work for it says so). A function that
 needs nothing else takes `Records`, not the whole `Platform` (the composition root's,
 gpulease/platform.py): what it can reach is what it declares, and a test or a tool can hand
-it any object with these. `Priced` adds the catalog, `Sealed` the secret box. Functions that
-need more (the drivers, the object store, what the process keeps between requests, the rate
-limits' counters, the lifecycle's effects, which a transition runs) take the Platform, and
-say so by that; tests/test_structure.py refuses a Platform taken where one of these
-would do."""
+it any object with these. `Priced` adds the catalog, `Sealed` the secret box, `Moves` the
+lifecycle's effects (what a transition runs, and hands on). Functions that need more (the
+drivers, the object store, what the process keeps between requests, the rate limits'
+counters) take the Platform, and say so by that; tests/test_structure.py refuses a
+Platform taken where one of these would do."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Protocol
 
 from gpulease.db.session import Database
 from gpulease.domain.catalog import Catalog
+from gpulease.lifecycle.effects import Effects
 from gpulease.ports.clock import Clock
 from gpulease.security import SecretBox
 from gpulease.settings import Settings
@@ -50,3 +51,11 @@ class Sealed(Records, Protocol):
 
     @property
     def box(self) -> SecretBox: ...
+
+
+class Moves(Priced, Protocol):
+    """Priced, and every family's lifecycle effects: what a transition needs (the writer
+    runs the effects of each move it makes, and hands them this)."""
+
+    @property
+    def effects(self) -> Effects[Moves]: ...

@@ -40,7 +40,7 @@ class SlowLogs:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._bmc, name)
 
-    def event_log(self) -> BmcLog:
+    def event_log(self, seen: object = None) -> BmcLog:
         first = not SlowLogs.started.is_set()
         SlowLogs.started.set()
         time.sleep(BMC_ANSWERS_IN_S)

@@ -68,7 +68,7 @@ def new_entries(entries: tuple[LogEntry, ...], seen: dict[str, str]) -> list[Log
     out = []
     for entry in entries:
         last = seen.get(entry.service)
-        if last is not None and _key(entry) > last:
+        if last is not None and entry_key(entry.created, entry.id) > last:
             out.append(entry)
     return out
 
@@ -81,11 +81,12 @@ def cursor(services: tuple[str, ...], entries: tuple[LogEntry, ...], seen: dict[
     for service in services:
         out.setdefault(service, "")
     for entry in entries:
-        key = _key(entry)
+        key = entry_key(entry.created, entry.id)
         if entry.service not in out or key > out[entry.service]:
             out[entry.service] = key
     return out
 
 
-def _key(entry: LogEntry) -> str:
-    return f"{entry.created or ''}|{entry.id.zfill(12)}"
+def entry_key(created: str | None, entry_id: str) -> str:
+    """Where an entry stands in its log: by creation time, then id (the cursor's unit)."""
+    return f"{created or ''}|{entry_id.zfill(12)}"

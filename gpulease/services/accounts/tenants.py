@@ -20,8 +20,7 @@ from gpulease.domain.phrases import Phrase, listed, phrase
 from gpulease.domain.states import TENANT, InstanceStatus, InvoiceStatus, TenantStatus
 from gpulease.lifecycle.history import by
 from gpulease.lifecycle.writer import Move, transition
-from gpulease.platform import Platform
-from gpulease.ports.records import Records
+from gpulease.ports.records import Moves, Records
 from gpulease.schemas import Page, TenantSummary
 from gpulease.services.money.payments import owed_on_invoices
 
@@ -121,7 +120,7 @@ def show_tenant(p: Records, actor: Principal, tenant_id: str) -> TenantSummary:
         return _summaries(s, [tenant])[0]
 
 
-def suspend(p: Platform, actor: Principal, tenant_id: str, reason: str | None) -> TenantSummary:
+def suspend(p: Moves, actor: Principal, tenant_id: str, reason: str | None) -> TenantSummary:
     actor.require_operator()
     if not (reason or "").strip():
         raise InvalidInput("reason", "Say why the account is suspended (its users see it when "
@@ -137,7 +136,7 @@ def suspend(p: Platform, actor: Principal, tenant_id: str, reason: str | None) -
     return _summary(p, found)
 
 
-def reinstate(p: Platform, actor: Principal, tenant_id: str) -> TenantSummary:
+def reinstate(p: Moves, actor: Principal, tenant_id: str) -> TenantSummary:
     actor.require_operator()
     with p.db.write() as s:
         tenant = _load(s, tenant_id)
@@ -181,7 +180,7 @@ def _why_not_closable(s: Session, tenant_id: str) -> list[Phrase]:
     return why
 
 
-def close(p: Platform, actor: Principal, tenant_id: str, reason: str | None) -> TenantSummary:
+def close(p: Moves, actor: Principal, tenant_id: str, reason: str | None) -> TenantSummary:
     """Close an account nothing is rented, unbilled or owed on: its users are disabled and
     their tokens end; its instances, invoices, ledger and audit stay."""
     actor.require_operator()

@@ -47,7 +47,7 @@ from gpulease.ports.agent import (
     VerifyPayload,
     VerifyResult,
 )
-from gpulease.ports.records import Records, Sealed
+from gpulease.ports.records import Moves, Records, Sealed
 from gpulease.services.agents.credentials import authenticate_agent
 from gpulease.services.agents.evidence import AcceptanceRun, record_acceptance
 
@@ -196,7 +196,7 @@ def _own_open_command(s: Session, credential: str | None, command_id: str, now: 
     return None if AGENT_COMMAND.parse(row.status) in AGENT_COMMAND.finals else row
 
 
-def post_result(p: Platform, credential: str | None, command_id: str,
+def post_result(p: Moves, credential: str | None, command_id: str,
                 outcome: CommandOutcome) -> None:
     now = p.clock.now()
     with p.db.write() as s:

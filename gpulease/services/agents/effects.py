@@ -10,20 +10,20 @@ from sqlalchemy import select
 from gpulease.db.tables import Node
 from gpulease.domain.states import INSTANCE, NODE
 from gpulease.lifecycle.effects import Change, Effect
-from gpulease.platform import Platform
+from gpulease.ports.records import Moves
 from gpulease.services.agents.credentials import revoke_credential
 
 
-def _revoke_agent(c: Change[Platform]) -> None:
+def _revoke_agent(c: Change[Moves]) -> None:
     revoke_credential(c.s, c.row.id, c.now)
 
 
-def _revoke_instance_agents(c: Change[Platform]) -> None:
+def _revoke_instance_agents(c: Change[Moves]) -> None:
     for node_id in c.s.scalars(select(Node.id).where(Node.instance_id == c.row.id)):
         revoke_credential(c.s, node_id, c.now)
 
 
-EFFECTS: tuple[Effect[Platform], ...] = (
+EFFECTS: tuple[Effect[Moves], ...] = (
     Effect(INSTANCE, "release", _revoke_instance_agents,
            "released: its nodes' agent credentials end at once, before the worker cleans "
            "them (the cleaning ramdisk enrolls afresh)"),

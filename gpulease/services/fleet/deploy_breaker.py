@@ -25,8 +25,7 @@ from gpulease.domain.phrases import phrase
 from gpulease.domain.states import BREAKER, BreakerStatus, NodeStatus
 from gpulease.lifecycle.history import WORKER, Happened, by, record_event
 from gpulease.lifecycle.writer import Move, initial, transition
-from gpulease.platform import Platform
-from gpulease.ports.records import Records
+from gpulease.ports.records import Moves, Records
 from gpulease.schemas.fleet import BreakerView
 
 log = logging.getLogger("gpulease.breaker")
@@ -63,7 +62,7 @@ def _latest_outcomes(s: Session, p: Records, breaker: CircuitBreaker,
     return [DeployOutcome(to == NodeStatus.ACTIVE.value, message) for to, message in rows]
 
 
-def hold_failed_deploy(s: Session, p: Platform, node: Node, reason: str,
+def hold_failed_deploy(s: Session, p: Moves, node: Node, reason: str,
                        now: datetime) -> bool:
     """Called before a deploy that failed for good sends its node to maintenance: True
     when the breaker is (or now becomes) open and the deploy was held instead."""
@@ -99,7 +98,7 @@ def _release_held(s: Session, now: datetime) -> int:
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
 
-def deploy_succeeded(s: Session, p: Platform, node: Node, now: datetime) -> None:
+def deploy_succeeded(s: Session, p: Moves, node: Node, now: datetime) -> None:
     """A node's deploy finished: an open breaker closes and the held deploys retry now."""
     breaker = s.get(CircuitBreaker, DEPLOY)
     if breaker is None or breaker.status != BreakerStatus.OPEN.value:
@@ -128,7 +127,7 @@ def view(p: Records, actor: Principal) -> BreakerView:
                            opened_at=breaker.opened_at, held_deploys=held)
 
 
-def reset(p: Platform, actor: Principal) -> BreakerView:
+def reset(p: Moves, actor: Principal) -> BreakerView:
     """An operator closes the breaker (the cause is fixed); held deploys retry at once."""
     actor.require_operator()
     with p.db.write() as s:

@@ -21,7 +21,7 @@ from gpulease.lifecycle.binding import fence, unbound
 from gpulease.lifecycle.history import by
 from gpulease.lifecycle.writer import Move, initial, transition
 from gpulease.platform import Platform
-from gpulease.ports.records import Records
+from gpulease.ports.records import Moves, Records
 from gpulease.schemas import FleetCount, NodeEventView, NodeView, Page
 from gpulease.schemas.fleet import NodeFilter
 from gpulease.security import new_id
@@ -245,7 +245,7 @@ def retire_node(p: Platform, actor: Principal, node_id: str, reason: str | None)
     return get_node(p, actor, node_id)
 
 
-def erase_before_pool(s: Session, p: Platform, node: Node, now: datetime, actor: str) -> None:
+def erase_before_pool(s: Session, p: Moves, node: Node, now: datetime, actor: str) -> None:
     """A node put back that held a tenant's data with no certified erase since: it is
     cleaned (its disks erased from the ramdisk, certified), then it joins the pool."""
     transition(s, p, node, NODE, "erase", Move(now, actor=actor, reason=phrase(

@@ -18,20 +18,20 @@ from gpulease.domain.phrases import phrase
 from gpulease.domain.states import INSTANCE, LEASE, InstanceStatus, LeaseStatus
 from gpulease.lifecycle.effects import Change, Effect
 from gpulease.lifecycle.writer import Move, initial, transition
-from gpulease.platform import Platform
+from gpulease.ports.records import Moves
 from gpulease.services.money import addons, lease_periods, wallet
 
 LEASED_KINDS = ("bare_metal", "cluster")
 
 
-def _charge_first_period(c: Change[Platform]) -> None:
+def _charge_first_period(c: Change[Moves]) -> None:
     inst: Instance = c.row
     term = inst.term if inst.kind in LEASED_KINDS else "hour"
     extras = [x.line() for x in addons.period_lines(c.s, c.p, inst, c.now, inst.term)]
     wallet.charge_hold(c.s, inst, c.now, term_end(c.now, term, 1, c.p.settings.zone), extras)
 
 
-def _start_lease(c: Change[Platform]) -> None:
+def _start_lease(c: Change[Moves]) -> None:
     inst: Instance = c.row
     if inst.kind not in LEASED_KINDS:
         return
@@ -49,23 +49,23 @@ def _start_lease(c: Change[Platform]) -> None:
     lease_periods.start(c.s, lease, c.p.settings.zone, price=held)  # with its add-ons
 
 
-def _credit_late_delivery(c: Change[Platform]) -> None:
+def _credit_late_delivery(c: Change[Moves]) -> None:
     wallet.credit_late_delivery(c.s, c.row, c.now, c.p.settings.delivery_sla_s)
 
 
-def _return_hold(c: Change[Platform]) -> None:
+def _return_hold(c: Change[Moves]) -> None:
     inst: Instance = c.row
     if inst.ready_at is None:
         wallet.return_hold(c.s, inst, c.now)
 
 
-def _open_lease(c: Change[Platform]) -> Lease | None:
+def _open_lease(c: Change[Moves]) -> Lease | None:
     lease = c.s.scalar(select(Lease).where(Lease.instance_id == c.row.id).with_for_update())
     return lease if lease is not None and LeaseStatus(lease.status) is not LeaseStatus.ENDED \
         else None
 
 
-def _end_lease_early(c: Change[Platform]) -> None:
+def _end_lease_early(c: Change[Moves]) -> None:
     lease = _open_lease(c)
     if lease is None:
         return
@@ -82,13 +82,13 @@ def _end_lease_early(c: Change[Platform]) -> None:
     transition(c.s, c.p, lease, LEASE, "end", Move(c.now, actor=c.actor, reason=c.reason))
 
 
-def _end_lease(c: Change[Platform]) -> None:
+def _end_lease(c: Change[Moves]) -> None:
     lease = _open_lease(c)
     if lease is not None:
         transition(c.s, c.p, lease, LEASE, "end", Move(c.now, actor=c.actor, reason=c.reason))
 
 
-def _release_after_grace(c: Change[Platform]) -> None:
+def _release_after_grace(c: Change[Moves]) -> None:
     inst = c.s.get(Instance, c.row.instance_id, with_for_update=True)
     if inst is not None and InstanceStatus(inst.status) is InstanceStatus.READY:
         transition(c.s, c.p, inst, INSTANCE, "release", Move(c.now, actor=c.actor,
@@ -97,7 +97,7 @@ def _release_after_grace(c: Change[Platform]) -> None:
 
 IS, L = InstanceStatus, LeaseStatus
 
-EFFECTS: tuple[Effect[Platform], ...] = (
+EFFECTS: tuple[Effect[Moves], ...] = (
     Effect(INSTANCE, "deliver", _charge_first_period,
            "the order's hold becomes the charge for its first period"),
     Effect(INSTANCE, "deliver", _start_lease,

@@ -31,7 +31,7 @@ from gpulease.domain.states import LEASE, InstanceStatus, LeaseStatus
 from gpulease.lifecycle.history import by, note
 from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
-from gpulease.ports.records import Priced, Records
+from gpulease.ports.records import Moves, Priced, Records
 from gpulease.schemas.money import LeaseView, RenewalLineView, RenewalQuoteView, RenewRequest
 from gpulease.services.money import addons, lease_periods
 from gpulease.services.money.budgets import budget_of, check_spend
@@ -117,7 +117,7 @@ class Renewal:
     actor: str
 
 
-def extend(s: Session, p: Platform, inst: Instance, lease: Lease, renewal: Renewal,
+def extend(s: Session, p: Moves, inst: Instance, lease: Lease, renewal: Renewal,
            now: datetime) -> None:
     """Charge and add `periods` of `term` after the current ones (priced by _renewal).
     The lease's base term and price never change. Raises PaymentRequired with nothing

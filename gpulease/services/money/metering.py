@@ -26,8 +26,7 @@ from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.states import USAGE, UsageStatus
 from gpulease.lifecycle.history import by
 from gpulease.lifecycle.writer import Move, initial, transition
-from gpulease.platform import Platform
-from gpulease.ports.records import Priced, Records
+from gpulease.ports.records import Moves, Priced, Records
 from gpulease.schemas import Page
 from gpulease.schemas.money import UsageIn, UsageView
 from gpulease.services.money import spending
@@ -254,7 +253,7 @@ def held_usage(p: Records, actor: Principal, limit: int = 100, offset: int = 0
         return Page(items=[_view(r) for r in rows], total=total, limit=limit, offset=offset)
 
 
-def decide_usage(p: Platform, actor: Principal, record_id: int, charge: bool) -> UsageView:
+def decide_usage(p: Moves, actor: Principal, record_id: int, charge: bool) -> UsageView:
     """Operator: charge a held record (the evidence was checked) or reject it (never
     charged). A record decided before is a conflict."""
     actor.require_operator()

@@ -29,8 +29,7 @@ from gpulease.domain.phrases import Phrase, listed, phrase
 from gpulease.domain.states import INSTANCE, InstanceStatus
 from gpulease.lifecycle.history import SWEEP_SPENDING, note
 from gpulease.lifecycle.writer import Move, transition
-from gpulease.platform import Platform
-from gpulease.ports.records import Records
+from gpulease.ports.records import Moves, Records
 from gpulease.schemas.money import DunningView
 from gpulease.services.platform.outbox import Notice, post_notice
 
@@ -108,7 +107,7 @@ def check_overdraft(s: Session, p: Records, wallet: Wallet, now: datetime) -> No
                 balance=wallet.balance), now)
 
 
-def _suspend_for_overdraft(s: Session, p: Platform, wallet: Wallet, now: datetime) -> None:
+def _suspend_for_overdraft(s: Session, p: Moves, wallet: Wallet, now: datetime) -> None:
     owed = -_available(wallet)
     reason = (f"overdrawn by ¥{owed:,.2f} since "
               f"{local_text(wallet.overdrawn_since or now, p.settings.zone)} without a top-up")
@@ -191,7 +190,7 @@ def _dun(s: Session, p: Records, wallet: Wallet, now: datetime) -> None:
                 phrase("Your invoices are paid; orders are open again."), now)
 
 
-def sweep_spending(p: Platform) -> int:
+def sweep_spending(p: Moves) -> int:
     """The periodic job: overdraft warnings and suspensions, low-balance warnings, dunning.
     Looks only at wallets that may need it; returns how many it changed."""
     now = p.clock.now()

@@ -40,7 +40,7 @@ from gpulease.ports.agent import (
     SendPayload,
     TransferPayload,
 )
-from gpulease.ports.records import Records, Sealed
+from gpulease.ports.records import Moves, Records, Sealed
 from gpulease.schemas import Page
 from gpulease.schemas.fleet import BackupRequest, BackupView, RestoreRequest
 from gpulease.security import new_id
@@ -262,7 +262,7 @@ def show_run(p: Records, actor: Principal, instance_id: str, run_id: str) -> Bac
     return found[0]
 
 
-def finish_failed(s: Session, p: Platform, run: Backup, reason: str, now: datetime,
+def finish_failed(s: Session, p: Moves, run: Backup, reason: str, now: datetime,
                   tell: bool = True) -> None:
     """The run failed for good: said on the instance's history and (`tell`) to the
     tenant's admins."""

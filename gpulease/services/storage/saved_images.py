@@ -22,8 +22,7 @@ from gpulease.domain.phrases import phrase
 from gpulease.domain.states import SAVED_IMAGE, InstanceStatus, SavedImageStatus
 from gpulease.lifecycle.history import by, note
 from gpulease.lifecycle.writer import Move, initial, transition
-from gpulease.platform import Platform
-from gpulease.ports.records import Records
+from gpulease.ports.records import Moves, Records
 from gpulease.schemas import Page
 from gpulease.schemas.fleet import SavedImageView
 from gpulease.security import new_id
@@ -116,7 +115,7 @@ def list_saved(p: Records, actor: Principal, limit: int = 100, offset: int = 0
         return Page(items=[_view(r) for r in rows], total=total, limit=limit, offset=offset)
 
 
-def delete(p: Platform, actor: Principal, image_id: str) -> SavedImageView:
+def delete(p: Moves, actor: Principal, image_id: str) -> SavedImageView:
     """Delete a saved image: later orders cannot name it (containers running from it go
     on); its manifest is deleted from the registry, whose garbage collection frees the
     layers no other image uses (docs/operations.md)."""

@@ -29,8 +29,7 @@ from gpulease.domain.states import (
 from gpulease.lifecycle.binding import fence
 from gpulease.lifecycle.history import by, note
 from gpulease.lifecycle.writer import Move, transition
-from gpulease.platform import Platform
-from gpulease.ports.records import Priced
+from gpulease.ports.records import Moves, Priced
 from gpulease.schemas.tickets import RepairWindowAnswer, RepairWindowProposal, TicketDetail
 from gpulease.services.platform.notify import OPERATORS
 from gpulease.services.support.repairs import begin
@@ -63,7 +62,7 @@ def _served_node(s: Session, ticket: Ticket) -> tuple[Instance, Node]:
     return inst, node
 
 
-def propose_window(p: Platform, actor: Principal, ticket_id: str,
+def propose_window(p: Moves, actor: Principal, ticket_id: str,
                    body: RepairWindowProposal) -> TicketDetail:
     """An operator proposes when the node goes out; its tenant is asked to accept."""
     actor.require_operator()
@@ -141,7 +140,7 @@ def answer_window(p: Priced, actor: Principal, ticket_id: str, body: RepairWindo
     return show_ticket(p, actor, ticket_id)
 
 
-def begin_due_windows(p: Platform, limit: int = 20) -> int:
+def begin_due_windows(p: Moves, limit: int = 20) -> int:
     """Accepted windows whose start has come: the node goes out for repair (still its
     tenant's, disks kept), its instance shows `in_repair`, the server is powered off
     (worker/jobs/fleet/safe_off.py). A window whose node no longer serves its instance lapses, said

@@ -23,7 +23,7 @@ from gpulease.lifecycle.binding import fence
 from gpulease.lifecycle.history import WORKER, by
 from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
-from gpulease.ports.records import Records
+from gpulease.ports.records import Moves, Records
 from gpulease.schemas import Page
 from gpulease.schemas.fleet import RepairView
 from gpulease.services.fleet.inventory import load_node
@@ -63,7 +63,7 @@ def burn_in_due(s: Session, node_id: str) -> Repair | None:
     return latest
 
 
-def burned_in(s: Session, p: Platform, node: Node, report_id: str | None, now: datetime
+def burned_in(s: Session, p: Moves, node: Node, report_id: str | None, now: datetime
               ) -> None:
     """The burn-in after a repair passed: recorded; after a card repair the ticket is
     mitigated (its tenant has the node back)."""
@@ -126,7 +126,7 @@ def begin(s: Session, node: Node, ticket_id: str | None, reason: str, now: datet
     return repair
 
 
-def send_to_repair(p: Platform, actor: Principal, node_id: str, reason: str | None,
+def send_to_repair(p: Moves, actor: Principal, node_id: str, reason: str | None,
                    ticket_id: str | None) -> RepairView:
     actor.require_operator()
     if not (reason or ticket_id):

@@ -32,8 +32,7 @@ from gpulease.domain.tickets import (
 )
 from gpulease.lifecycle.history import Happened, by, record_event
 from gpulease.lifecycle.writer import Move, initial, transition
-from gpulease.platform import Platform
-from gpulease.ports.records import Priced
+from gpulease.ports.records import Moves, Priced
 from gpulease.schemas import Page
 from gpulease.schemas.tickets import (
     RepairWindow,
@@ -368,7 +367,7 @@ def show_ticket(p: Priced, actor: Principal, ticket_id: str) -> TicketDetail:
     return TicketDetail(**view.model_dump(), timeline=timeline, repair_window=window)
 
 
-def operator_responds(s: Session, p: Platform, t: Ticket, actor: Principal,
+def operator_responds(s: Session, p: Moves, t: Ticket, actor: Principal,
                        now: datetime) -> None:
     """An operator's first response stops the response clock."""
     if t.status == TicketStatus.OPEN.value:
@@ -377,7 +376,7 @@ def operator_responds(s: Session, p: Platform, t: Ticket, actor: Principal,
         plan_warning(p, t)
 
 
-def comment(p: Platform, actor: Principal, ticket_id: str, body: TicketComment
+def comment(p: Moves, actor: Principal, ticket_id: str, body: TicketComment
             ) -> TicketDetail:
     if body.internal and not actor.is_operator:
         raise Forbidden("Only operators write internal notes.")
@@ -397,7 +396,7 @@ def comment(p: Platform, actor: Principal, ticket_id: str, body: TicketComment
     return show_ticket(p, actor, ticket_id)
 
 
-def acknowledge(p: Platform, actor: Principal, ticket_id: str, body: TicketAction
+def acknowledge(p: Moves, actor: Principal, ticket_id: str, body: TicketAction
                 ) -> TicketDetail:
     actor.require_operator()
     now = p.clock.now()
@@ -416,7 +415,7 @@ def acknowledge(p: Platform, actor: Principal, ticket_id: str, body: TicketActio
     return show_ticket(p, actor, ticket_id)
 
 
-def mitigate(p: Platform, actor: Principal, ticket_id: str, body: TicketAction
+def mitigate(p: Moves, actor: Principal, ticket_id: str, body: TicketAction
              ) -> TicketDetail:
     """The tenant is served again (the mitigation clock stops)."""
     actor.require_operator()
@@ -437,7 +436,7 @@ def mitigate(p: Platform, actor: Principal, ticket_id: str, body: TicketAction
     return show_ticket(p, actor, ticket_id)
 
 
-def resolve(p: Platform, actor: Principal, ticket_id: str, body: TicketAction) -> TicketDetail:
+def resolve(p: Moves, actor: Principal, ticket_id: str, body: TicketAction) -> TicketDetail:
     """An operator resolves any ticket; a tenant withdraws one of their own reports."""
     if actor.role is Role.READER:
         raise Forbidden("Role 'reader' may only read; ask a tenant admin for a member token.")
@@ -472,7 +471,7 @@ def _claim_outage(s: Session, t: Ticket, now: datetime) -> None:
             claim_amount=claim.amount), ref=f"claim:{claim.id}"))
 
 
-def mitigate_replaced(s: Session, p: Platform, inst: Instance, spares: list[str],
+def mitigate_replaced(s: Session, p: Moves, inst: Instance, spares: list[str],
                       now: datetime, actor: str) -> None:
     """The instance's spare is delivered: its tickets about a node it no longer has are
     mitigated (the tenant is served again)."""
@@ -499,7 +498,7 @@ class Served:
     for_tenant: Phrase | None = None
 
 
-def served_again(s: Session, p: Platform, t: Ticket, served: Served, now: datetime,
+def served_again(s: Session, p: Moves, t: Ticket, served: Served, now: datetime,
                  actor: str) -> None:
     """The work on a ticket's fault serves its tenant again: mitigated (the clock stops),
     the outage claimed, the tenant told. `t` is locked by the caller."""

@@ -19,10 +19,10 @@ from gpulease.schemas import EnrollRequest
 from gpulease.services.fleet import enrollment
 from gpulease.services.fleet.bmc_health import events_url
 from gpulease.testing.callers import TenantCtx
+from gpulease.testing.redfish_trees.vendor_trees import write_dell_like
 from gpulease.testing.servers import LiveServer
 from gpulease.worker.jobs.fleet.bmc_logs import check_bmc_logs
 from tests.drivers.redfish.events import EventingBmc
-from tests.drivers.redfish.vendor_trees import write_dell_like
 from tests.fixtures.redfish import PASSWORD, USER
 
 SYSTEM = "/redfish/v1/Systems/System.Embedded.1"

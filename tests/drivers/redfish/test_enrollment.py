@@ -23,8 +23,8 @@ from gpulease.schemas import EnrollRequest
 from gpulease.schemas.fleet import NodeUpdate
 from gpulease.services.fleet import enrollment, node_changes
 from gpulease.testing.callers import TenantCtx
+from gpulease.testing.redfish_trees.mockup import serve_mockup
 from gpulease.testing.servers import LiveServer, free_port
-from tests.drivers.redfish.mockup import serve_mockup
 from tests.fixtures.redfish import PASSWORD, USER, start_emulator
 
 pytestmark = pytest.mark.slow

@@ -17,7 +17,7 @@ from gpulease.ports.bmc import BmcEndpoint
 from gpulease.schemas import EnrollRequest
 from gpulease.services.fleet import enrollment, inventory
 from gpulease.testing.callers import TenantCtx
-from tests.drivers.redfish.mockup import StaticBmc, serve_mockup, write_mockup
+from gpulease.testing.redfish_trees.mockup import StaticBmc, serve_mockup, write_mockup
 from tests.fixtures.redfish import PASSWORD, USER
 
 pytestmark = pytest.mark.slow

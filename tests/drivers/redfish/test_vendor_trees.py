@@ -22,8 +22,8 @@ from gpulease.ports.bmc import BmcEndpoint
 from gpulease.schemas import EnrollRequest
 from gpulease.services.fleet import enrollment, inventory
 from gpulease.testing.callers import TenantCtx
-from tests.drivers.redfish.mockup import StaticBmc, serve_mockup
-from tests.drivers.redfish.vendor_trees import (
+from gpulease.testing.redfish_trees.mockup import StaticBmc, serve_mockup
+from gpulease.testing.redfish_trees.vendor_trees import (
     write_dell_like,
     write_huawei_like,
     write_supermicro_like,

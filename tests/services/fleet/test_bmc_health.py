@@ -30,10 +30,10 @@ from gpulease.services.instances import views as instances
 from gpulease.testing.callers import TenantCtx
 from gpulease.testing.clock import MovableClock
 from gpulease.testing.factories import deliver, sim
+from gpulease.testing.redfish_trees.mockup import serve_mockup
+from gpulease.testing.redfish_trees.vendor_trees import write_dell_like, write_sel
 from gpulease.worker.jobs.fleet.bmc_logs import check_bmc_logs
 from gpulease.worker.runner import Worker
-from tests.drivers.redfish.mockup import serve_mockup
-from tests.drivers.redfish.vendor_trees import write_dell_like, write_sel
 from tests.fixtures.redfish import PASSWORD, USER
 
 

@@ -24,7 +24,7 @@ from gpulease.domain.billing.money import to_fen
 from gpulease.domain.phrases import phrase
 from gpulease.domain.states import INVOICE, InvoiceStatus
 from gpulease.lifecycle.writer import Move, initial, transition
-from gpulease.platform import Platform
+from gpulease.ports.records import Moves
 from gpulease.services.money.invoices.numbering import digest, next_numbers
 from gpulease.services.money.invoices.views import credited
 from gpulease.services.money.payments import settle
@@ -52,7 +52,7 @@ class Finalized:
     actor: str
 
 
-def issue(s: Session, p: Platform, tenants: Sequence[str], month: Finalized) -> int:
+def issue(s: Session, p: Moves, tenants: Sequence[str], month: Finalized) -> int:
     """Credit notes for the money back of the month (and before) that its tenants'
     invoices left out; returns how many were issued."""
     if not tenants:
@@ -98,7 +98,7 @@ def _room_for(s: Session, entry: LedgerEntry, period: str, notes: dict[str, _Not
     return None
 
 
-def _make(s: Session, p: Platform, note: _Note, period: str, now: datetime, actor: str
+def _make(s: Session, p: Moves, note: _Note, period: str, now: datetime, actor: str
           ) -> None:
     inv = note.invoice
     number = next_numbers(s, f"CN{now.astimezone(p.settings.zone).year}", 1)[0]

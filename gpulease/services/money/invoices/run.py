@@ -52,8 +52,7 @@ from gpulease.domain.phrases import phrase, stored
 from gpulease.domain.states import INVOICE, InvoiceStatus
 from gpulease.lifecycle.history import INVOICE_RUN, by
 from gpulease.lifecycle.writer import Move, bulk, initial, transition
-from gpulease.platform import Platform
-from gpulease.ports.records import Priced
+from gpulease.ports.records import Moves, Priced
 from gpulease.schemas.money import InvoiceRunView, InvoiceView
 from gpulease.services.money import billing_profiles
 from gpulease.services.money.invoices import refund_notes
@@ -313,7 +312,7 @@ def _finalize(s: Session, content: Content, tenants: dict[str, str], period: str
     return len(ids)
 
 
-def run_period(p: Platform, period: str, finalize: bool = False,
+def run_period(p: Moves, period: str, finalize: bool = False,
                tenants: Sequence[str] | None = None, chunk: int = CHUNK,
                actor: str = INVOICE_RUN) -> InvoiceRunView:
     """Draft (or refresh) every tenant's invoice of `period`; with `finalize`, seal them.
@@ -358,13 +357,13 @@ def _lock_run(s: Session, period: str) -> InvoiceRun:
     return row
 
 
-def run_invoices(p: Platform, actor: Principal, period: str, finalize: bool = False
+def run_invoices(p: Moves, actor: Principal, period: str, finalize: bool = False
                  ) -> InvoiceRunView:
     actor.require_operator()
     return run_period(p, period, finalize, actor=by(actor))
 
 
-def finalize_invoice(p: Platform, actor: Principal, invoice_id: str) -> InvoiceView:
+def finalize_invoice(p: Moves, actor: Principal, invoice_id: str) -> InvoiceView:
     """Refresh one draft from the ledger and seal it."""
     actor.require_operator()
     now = p.clock.now()
@@ -390,7 +389,7 @@ def finalize_invoice(p: Platform, actor: Principal, invoice_id: str) -> InvoiceV
         return invoice_view(s, inv, lines=True, tz=p.settings.zone)
 
 
-def sweep_invoices(p: Platform) -> InvoiceRunView | None:
+def sweep_invoices(p: Moves) -> InvoiceRunView | None:
     """The worker's monthly run: on the 1st, draft the month just ended; on the finalize
     day (default the 3rd), refresh and finalize it. Each step once, recorded."""
     now, tz = p.clock.now(), p.settings.zone
@@ -416,7 +415,7 @@ def sweep_invoices(p: Platform) -> InvoiceRunView | None:
 
 # --- credit notes --------------------------------------------------------------------------
 
-def credit_note(p: Platform, actor: Principal, invoice_id: str, reason: str,
+def credit_note(p: Moves, actor: Principal, invoice_id: str, reason: str,
                 amount: Decimal | None = None) -> InvoiceView:
     """Correct a final invoice: a numbered credit note for `amount` (incl. VAT; default:
     what remains of its total), paid back into the wallet at once."""

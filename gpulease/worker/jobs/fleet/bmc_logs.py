@@ -7,6 +7,7 @@ wait for the next run, and on its own thread this never delays a stage timeout."
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import timedelta
 from typing import Any
@@ -34,7 +35,7 @@ def check_bmc_logs(p: Platform, limit: int = 50, scope: Scope = EVERYWHERE) -> i
     with p.db.read() as s:
         due = s.execute(select(Node.id, Node.name, Node.bmc_driver, Node.bmc_address,
                                Node.bmc_username, Node.bmc_password_enc,
-                               Node.bmc_subscription)
+                               Node.bmc_subscription, Node.bmc_log_seen)
                         .where(Node.status.in_(WATCHED),
                                (Node.bmc_checked_at.is_(None))
                                | (~subscribed & (Node.bmc_checked_at <= polled_before))
@@ -49,12 +50,13 @@ def check_bmc_logs(p: Platform, limit: int = 50, scope: Scope = EVERYWHERE) -> i
 
 
 def _check(p: Platform, row: tuple[Any, ...]) -> int:
-    node_id, name, driver, address, user, sealed, subscription = row
+    node_id, name, driver, address, user, sealed, subscription, seen = row
     bmc = p.drivers.bmc_for(driver, BmcEndpoint(name, address, user, p.box.open(sealed)))
     if p.settings.bmc_events:
         keep_subscribed(p, bmc, node_id, name, subscription)
     try:
-        read: BmcLog | None = bmc.event_log()
+        # the entries read before are not asked for again (the cursor record_log keeps)
+        read: BmcLog | None = bmc.event_log(json.loads(seen or "{}"))
     except BmcError as exc:
         log.warning("node %s: BMC log unreadable: %s", name, exc)
         read = None

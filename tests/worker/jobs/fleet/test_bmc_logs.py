@@ -34,7 +34,7 @@ class CountingBmc:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._bmc, name)
 
-    def event_log(self) -> BmcLog:
+    def event_log(self, seen: object = None) -> BmcLog:
         cls = CountingBmc
         with cls.lock:
             cls.inside += 1

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.drivers.redfish.mockup import R, _collection, _write
+from gpulease.testing.redfish_trees.mockup import R, _collection, _write
 
 
 def _system(root: Path, path: str, **doc: object) -> None:
