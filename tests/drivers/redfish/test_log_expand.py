@@ -82,3 +82,16 @@ def test_the_expand_a_service_root_offers() -> None:
     assert offered(ExpandAll=True) == "$expand=*"  # no levels: the BMC's own depth
     assert offered(ExpandAll=True, Levels=True, MaxLevels=0) == "$expand=*"
     assert offered(Links=True) is None and expand_query({}) is None
+
+
+def test_a_cleared_log_numbered_from_one_again_is_read_as_new(
+        tree: ExpandingTree, tmp_path: Path) -> None:
+    first = read(tree)
+    seen = cursor(first.services, first.entries, {})
+    cleared = [("2026-12-06T01:00:00+00:00", "Critical", f"GPU 5 after the clear {i}",
+                "PCI3001") for i in range(2)]
+    write_sel(tmp_path, cleared)  # the operator cleared the SEL: ids 1 and 2 again
+    link_the_members(tmp_path, SEL)
+    later = read(tree, seen)
+    assert [e.message for e in new_entries(later.entries, seen)] == [
+        m for _, _, m, _ in cleared]
