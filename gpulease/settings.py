@@ -284,7 +284,7 @@ class Settings(BaseSettings):
     # The demo's Redfish emulator: power changes land after a random 1-11 s as slow BMCs
     # do, or after exactly this many seconds.
     demo_bmc_power_delay_s: int | None = Field(default=None, ge=0, le=60)
-    demo_nodes_per_offer: int = Field(default=2, ge=0)
+    demo_nodes_per_offer: int = Field(default=4, ge=0)
 
     @field_validator("catalog_file", mode="before")
     @classmethod

@@ -96,7 +96,7 @@ def test_the_tenant_journey_through_the_cli(up: Up, tmp_path: Path) -> None:
     assert json.loads(released.stdout)["status"] == "released"
 
     nodes = json.loads(cli(up, "nodes", "--json", token="operator.token").stdout)
-    assert len(nodes) == 16 and all(n["simulated"] for n in nodes)
+    assert len(nodes) == 32 and all(n["simulated"] for n in nodes)
     assert cli(up, "nodes", "--json").returncode == 1  # a tenant is not an operator
     name = next(n["name"] for n in nodes if n["status"] == "available")
     drained = cli(up, "node", "drain", name, "--json", token="operator.token")

@@ -58,7 +58,7 @@ def up(
     port: PortOpt = None,
     host: HostOpt = None,
     demo_delay: Annotated[float, typer.Option(help="simulated seconds per stage")] = 2.0,
-    nodes_per_offer: Annotated[int, typer.Option(help="demo nodes per offer")] = 2,
+    nodes_per_offer: Annotated[int, typer.Option(help="demo nodes per offer")] = 4,
     database_url: Annotated[str | None, typer.Option(envvar="GPULEASE_DATABASE_URL")] = None,
     bmc: Annotated[str, typer.Option(help=(
         "demo servers' BMCs: 'redfish' (behind a sushy-tools emulator: the production "
