@@ -126,9 +126,9 @@ def deploys(db: str, site_bound: bool, crowded: bool = False) -> dict[str, objec
     `crowded`: with the 10,000 bench nodes in the table too."""
     with bench_platform(db, poll_interval_s=0.02) as p:
         one_site_per_region(p)
+        seed_demo_fleet(p, ORDERS_PER_OFFER)  # (it seeds only an empty table)
         if crowded:
             build_fleet(p, due=False)
-        seed_demo_fleet(p, ORDERS_PER_OFFER)
         created = accounts.create_tenant(p, "bench", accounts.Person("b@example.com", "B"))
         fund(p, created.tenant.id)
         who = accounts.authenticate(p, created.token.token)
