@@ -315,6 +315,17 @@ NEEDS = {"Records": {"settings", "db", "clock", "wake"}}  # gpulease/ports/recor
 NEEDS["Priced"] = NEEDS["Records"] | {"catalog", "catalog_version", "price_book"}
 NEEDS["Sealed"] = NEEDS["Records"] | {"box"}
 NEEDS["Moves"] = NEEDS["Priced"] | {"effects"}
+NEEDS["Driven"] = NEEDS["Moves"] | NEEDS["Sealed"] | {"drivers"}
+NEEDS["Stored"] = NEEDS["Moves"] | NEEDS["Sealed"] | {"object_store"}
+NEEDS["Keeping"] = NEEDS["Moves"] | NEEDS["Sealed"] | {"kept", "rates"}
+# The services that take the composition's whole Platform, and why.
+WHOLE_PLATFORM = {
+    "catalog/versions.py": "publishing a catalog changes the process's own",
+    "platform/audit_writer.py": "one writer per process, closed with it",
+    "platform/control_metrics.py": "the process's metrics registry, over all of it",
+    "orders/ordering.py": "an order reads stock kept, drivers and storage together",
+    "support/replacement.py": "a swap moves storage, drivers and the lifecycle together",
+}
 
 
 def platform_taken_needlessly(source: str) -> list[tuple[int, str, str]]:
@@ -343,19 +354,26 @@ def test_the_needs_checker_finds_a_platform_taken_for_its_records() -> None:
     source = ("def reads(p: Platform): return p.db, p.clock\n"
               "def prices(p: Platform): return p.catalog, p.db\n"
               "def hands_on(p: Platform): return other(p), p.db\n"
-              "def drives(p: Platform): return p.drivers\n")
+              "def drives(p: Platform): return p.drivers, p.box\n"
+              "def whole(p: Platform): return p.drivers, p.object_store(), p.kept\n")
     assert platform_taken_needlessly(source) == [(1, "reads", "Records"),
-                                                 (2, "prices", "Priced")]
+                                                 (2, "prices", "Priced"),
+                                                 (4, "drives", "Driven")]
 
 
 def test_families_receive_what_they_use() -> None:
-    """A family's function takes the Platform only where it needs more than Records, Priced,
-    Sealed or Moves offer (ports/records.py): the drivers, the object store, the rate
-    limits, what the process keeps, or a callee that needs them (mypy checks the calls)."""
+    """A family's function takes the Platform only where none of the needs in
+    ports/records.py offers what it reads (mypy checks the calls it hands it to), and only
+    the services named in WHOLE_PLATFORM take it at all."""
     offenders = [f"{path.relative_to(PACKAGE)}:{line}: {name} could take {need}"
                  for path in sorted(SERVICES.rglob("*.py"))
                  for line, name, need in platform_taken_needlessly(path.read_text())]
     assert not offenders, "\n".join(offenders)
+    whole = {str(path.relative_to(SERVICES)) for path in sorted(SERVICES.rglob("*.py"))
+             if "from gpulease.platform import" in path.read_text()}
+    assert whole == set(WHOLE_PLATFORM), (
+        "a service takes one of the needs of ports/records.py, not the Platform; "
+        f"new: {sorted(whole - set(WHOLE_PLATFORM))}, gone: {sorted(set(WHOLE_PLATFORM) - whole)}")
 
 
 SERVICES = PACKAGE / "services"

@@ -23,8 +23,7 @@ from gpulease.domain.errors import (
 )
 from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.text import problem
-from gpulease.platform import Platform
-from gpulease.ports.records import Records, Sealed
+from gpulease.ports.records import Keeping, Records, Sealed
 from gpulease.schemas import (
     MeterCreated,
     Page,
@@ -332,7 +331,7 @@ def _no_user_hash() -> str:
 SIGN_IN_WINDOW_S = 15 * 60  # sign-in failures are counted over a sliding 15 minutes
 
 
-def blocked(p: Platform, key: str, limit: int, now: float, why: Phrase) -> None:
+def blocked(p: Keeping, key: str, limit: int, now: float, why: Phrase) -> None:
     """TooManyRequests (with Retry-After) when `key` has `limit` hits in the last 15
     minutes (a sliding window: db/rates.py)."""
     if sliding(p.rates, key, SIGN_IN_WINDOW_S, now) >= limit:
@@ -343,7 +342,7 @@ def blocked(p: Platform, key: str, limit: int, now: float, why: Phrase) -> None:
             why=why, value=datetime.fromtimestamp(now + wait, UTC))
 
 
-def console_login(p: Platform, email: str, password: str,
+def console_login(p: Keeping, email: str, password: str,
                   address: str | None = None) -> TokenCreated:
     """E-mail and password to a console session: a token that expires in 12 hours, kept
     by the browser in an HttpOnly cookie. The same refusal for every wrong combination, and

@@ -25,8 +25,7 @@ from sqlalchemy import func, select, update
 from gpulease.db.tables import PasswordReset, User
 from gpulease.domain.errors import Conflict, InvalidInput
 from gpulease.domain.phrases import phrase
-from gpulease.platform import Platform
-from gpulease.ports.records import Sealed
+from gpulease.ports.records import Keeping, Sealed
 from gpulease.services.accounts.identity import SIGN_IN_WINDOW_S, blocked, normal_email
 from gpulease.services.accounts.users import check_new_password, set_password
 from gpulease.services.platform.notify import send_email
@@ -49,7 +48,7 @@ def reset_link(p: Sealed, row: PasswordReset) -> str:
     return f"{p.settings.public_url.rstrip('/')}/console/reset?token={token}"
 
 
-def request_reset(p: Platform, email: str, address: str | None = None) -> None:
+def request_reset(p: Keeping, email: str, address: str | None = None) -> None:
     """Queue a reset link for the address's user, if there is one that may sign in."""
     if not p.settings.smtp_host:
         raise Conflict("This platform sends no e-mail (GPULEASE_SMTP_HOST is not set), so "

@@ -14,8 +14,7 @@ from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
 from gpulease.domain.locales import LOCALES, known
 from gpulease.domain.phrases import phrase
-from gpulease.platform import Platform
-from gpulease.ports.records import Records
+from gpulease.ports.records import Keeping, Records
 from gpulease.schemas import Page, UserView
 from gpulease.security import hash_password, verify_password
 from gpulease.services.accounts.identity import (
@@ -133,7 +132,7 @@ def set_password(p: Records, user_id: str, password: str, keep_session: str | No
         _end_tokens(s, row.id, p.clock.now(), keep=keep_session, sessions_only=True)
 
 
-def change_password(p: Platform, actor: Principal, password: str,
+def change_password(p: Keeping, actor: Principal, password: str,
                     current: str | None) -> None:
     """A user sets their own console password. Once one is set, the current one is
     needed, and wrong guesses of it are limited per user like sign-ins (a stolen token

@@ -25,7 +25,6 @@ from gpulease.domain.states import AGENT_COMMAND, CommandStatus
 from gpulease.drivers.on_behalf import before_change
 from gpulease.lifecycle.history import agent
 from gpulease.lifecycle.writer import Move, initial, transition
-from gpulease.platform import Platform
 from gpulease.ports.agent import (
     COMMAND_KINDS,
     RESULTS,
@@ -47,7 +46,7 @@ from gpulease.ports.agent import (
     VerifyPayload,
     VerifyResult,
 )
-from gpulease.ports.records import Moves, Records, Sealed
+from gpulease.ports.records import Driven, Moves, Records, Sealed
 from gpulease.services.agents.credentials import authenticate_agent
 from gpulease.services.agents.evidence import AcceptanceRun, record_acceptance
 
@@ -61,7 +60,7 @@ class CommandQueueAgent:
     simulated = False
     enrolls_from_config_drive = True
 
-    def __init__(self, p: Platform) -> None:
+    def __init__(self, p: Sealed) -> None:
         self.p = p
 
     def is_up(self, node: NodeRef) -> bool:
@@ -152,7 +151,7 @@ def submit(s: Session, p: Sealed, to: Recipient, payload: BaseModel, now: dateti
     return command_id
 
 
-def fetch(p: Platform, credential: str | None) -> list[Command]:
+def fetch(p: Driven, credential: str | None) -> list[Command]:
     """The agent's pending commands, marked running; the call also counts as a heartbeat."""
     now = p.clock.now()
     with p.db.write() as s:

@@ -18,20 +18,19 @@ from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import Conflict, TooManyRequests
 from gpulease.domain.states import CommandStatus, InstanceStatus, NodeStatus
 from gpulease.lifecycle.history import by
-from gpulease.platform import Platform
 from gpulease.ports.agent import Agent, NodeRef, Pending
 from gpulease.ports.bmc import BmcEndpoint
-from gpulease.ports.records import Records, Sealed
+from gpulease.ports.records import Driven, Records, Sealed
 from gpulease.services.agents.commands import CommandQueueAgent
 from gpulease.services.agents.evidence import AcceptanceRun, record_acceptance
 
-AGENT_KINDS: dict[str, Callable[[Platform, str], Agent]] = {
+AGENT_KINDS: dict[str, Callable[[Driven, str], Agent]] = {
     "builtin": lambda p, bmc_driver: p.drivers.agent_for(bmc_driver),
     "gpulease": lambda p, _bmc_driver: CommandQueueAgent(p),
 }
 
 
-def agent_for(p: Platform, agent_kind: str, bmc_driver: str) -> Agent:
+def agent_for(p: Driven, agent_kind: str, bmc_driver: str) -> Agent:
     try:
         return AGENT_KINDS[agent_kind](p, bmc_driver)
     except KeyError:
@@ -39,7 +38,7 @@ def agent_for(p: Platform, agent_kind: str, bmc_driver: str) -> Agent:
                           f"{', '.join(sorted(AGENT_KINDS))}") from None
 
 
-def is_simulated(p: Platform, bmc_driver: str, agent_kind: str) -> bool:
+def is_simulated(p: Driven, bmc_driver: str, agent_kind: str) -> bool:
     """Simulated hardware (the simulated BMC driver), or a simulated stand-in agent."""
     if bmc_driver == "simulated":
         return True
@@ -98,7 +97,7 @@ def _one_run_at_a_time(s: Session, p: Records, instance_id: str) -> None:
                               value=p.settings.verify_min_interval_s)
 
 
-def verify_now(p: Platform, actor: Principal, instance_id: str) -> list[VerifyRun]:
+def verify_now(p: Driven, actor: Principal, instance_id: str) -> list[VerifyRun]:
     """Run the acceptance suite on demand on every node the instance holds."""
     actor.require_order_rights()
     with p.db.read() as s:

@@ -10,8 +10,7 @@ from gpulease.domain.accounts import Principal
 from gpulease.domain.catalog import Image
 from gpulease.domain.errors import Conflict, InvalidInput, NotFound
 from gpulease.domain.states import INSTANCE_LIVE
-from gpulease.platform import Platform
-from gpulease.ports.records import Priced
+from gpulease.ports.records import Driven, Priced
 from gpulease.schemas import ImageCreate, ImageView
 from gpulease.services.platform.idempotency import Idem, run_once
 
@@ -45,7 +44,7 @@ def list_images(p: Priced) -> list[ImageView]:
 
 
 def add_image(
-    p: Platform, actor: Principal, body: ImageCreate, idem: Idem | None = None
+    p: Driven, actor: Principal, body: ImageCreate, idem: Idem | None = None
 ) -> ImageView:
     actor.require_operator()
     return run_once(p, actor, idem, ImageView, lambda s: _add(s, p, actor, body))[0]

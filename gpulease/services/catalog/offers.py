@@ -21,8 +21,8 @@ from gpulease.domain.catalog import (
     SupportTerms,
 )
 from gpulease.domain.states import NodeStatus
-from gpulease.platform import Key, Platform
-from gpulease.ports.records import Priced, Records
+from gpulease.kept import Key
+from gpulease.ports.records import Keeping, Priced, Records
 from gpulease.schemas import (
     CatalogView,
     ContainerOfferView,
@@ -166,7 +166,7 @@ class KeptStock:
 KEPT_STOCK: Key[KeptStock] = Key("the catalog's last stock")
 
 
-def catalog_stock(p: Platform, conn: Connection | None = None) -> tuple[Stock, Stock]:
+def catalog_stock(p: Keeping, conn: Connection | None = None) -> tuple[Stock, Stock]:
     """The stock the catalog shows: the last read, until this process commits a change to
     nodes, GPUs or allocations (an order, a release, a delivery step of its worker) or it
     is catalog_stock_max_age_s old (changes made by other processes: the API's others,
@@ -183,7 +183,7 @@ def catalog_stock(p: Platform, conn: Connection | None = None) -> tuple[Stock, S
     return stock
 
 
-def catalog_json(p: Platform, conn: Connection | None = None) -> str:
+def catalog_json(p: Keeping, conn: Connection | None = None) -> str:
     """The catalog as the API sends it. The same catalog, prices, day and stock give the
     same bytes, so the last few answers are kept and a repeated one is not built and
     serialized again."""
@@ -205,7 +205,7 @@ def catalog_json(p: Platform, conn: Connection | None = None) -> str:
 _answers: dict[tuple[object, ...], tuple[Catalog, Catalog, str]] = {}
 
 
-def catalog_view(p: Platform) -> CatalogView:
+def catalog_view(p: Keeping) -> CatalogView:
     return _assemble(p, p.price_book(), p.clock.now().date(), *catalog_stock(p))
 
 

@@ -33,9 +33,8 @@ from gpulease.domain.fleet.enrollment import (
 from gpulease.domain.phrases import phrase
 from gpulease.domain.states import NodeStatus
 from gpulease.drivers.redfish import Inventory, RedfishBmc, split_address
-from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint, BmcError, BmcPermanentError
-from gpulease.ports.records import Priced
+from gpulease.ports.records import Driven, Priced
 from gpulease.schemas import EnrollRequest, NodeView
 from gpulease.services.fleet.fabrics import fabric_named, rack_named
 from gpulease.services.fleet.inventory import NodeSpec, add_node, get_node
@@ -118,7 +117,7 @@ def _refuse_same_server(s: Session, key: str | None, uuid: str | None, serial: s
                        name=name)
 
 
-def enroll(p: Platform, actor: Principal, req: EnrollRequest,
+def enroll(p: Driven, actor: Principal, req: EnrollRequest,
            idem: Idem | None = None) -> NodeView:
     actor.require_operator()
     offer = _offer(p, req.offer)

@@ -20,8 +20,7 @@ from gpulease.domain.states import NODE, NODE_BUSY, NODE_STAGE, NodeStatus
 from gpulease.lifecycle.binding import fence, unbound
 from gpulease.lifecycle.history import by
 from gpulease.lifecycle.writer import Move, initial, transition
-from gpulease.platform import Platform
-from gpulease.ports.records import Moves, Records
+from gpulease.ports.records import Driven, Moves, Records
 from gpulease.schemas import FleetCount, NodeEventView, NodeView, Page
 from gpulease.schemas.fleet import NodeFilter
 from gpulease.security import new_id
@@ -68,7 +67,7 @@ def ensure_rack(s: Session, rack_id: str, region: str, zone: str, fabric_id: str
     return rack
 
 
-def add_node(s: Session, p: Platform, spec: NodeSpec) -> Node:
+def add_node(s: Session, p: Driven, spec: NodeSpec) -> Node:
     sku = p.catalog.sku_by_id.get(spec.sku)
     if sku is None:
         raise InvalidInput("sku", "Unknown SKU {spec_sku!r}.", sorted(p.catalog.sku_by_id),
@@ -131,7 +130,7 @@ def node_view(node: Node, rack: Rack | None, counts: tuple[int, int],
     )
 
 
-def list_nodes(p: Platform, actor: Principal, where: NodeFilter = NodeFilter(),
+def list_nodes(p: Driven, actor: Principal, where: NodeFilter = NodeFilter(),
                limit: int = 100, offset: int = 0) -> Page[NodeView]:
     actor.require_operator()
     status, region, sku, fabric, rack = (where.status, where.region, where.sku, where.fabric,
@@ -171,7 +170,7 @@ def load_node(s: Session, node_id: str, lock: bool = True) -> Node:
     return node
 
 
-def get_node(p: Platform, actor: Principal, node_id: str) -> NodeView:
+def get_node(p: Driven, actor: Principal, node_id: str) -> NodeView:
     actor.require_operator()
     with p.db.read() as s:
         node = load_node(s, node_id)
@@ -188,7 +187,7 @@ def get_node(p: Platform, actor: Principal, node_id: str) -> NodeView:
         return view
 
 
-def drain_node(p: Platform, actor: Principal, node_id: str, reason: str | None) -> NodeView:
+def drain_node(p: Driven, actor: Principal, node_id: str, reason: str | None) -> NodeView:
     """No new allocations; a free node goes to maintenance now, a busy one once freed."""
     actor.require_operator()
     with p.db.write() as s:
@@ -207,7 +206,7 @@ def drain_node(p: Platform, actor: Principal, node_id: str, reason: str | None) 
     return get_node(p, actor, node_id)
 
 
-def maintenance_node(p: Platform, actor: Principal, node_id: str, reason: str | None) -> NodeView:
+def maintenance_node(p: Driven, actor: Principal, node_id: str, reason: str | None) -> NodeView:
     actor.require_operator()
     with p.db.write() as s:
         node = load_node(s, node_id)
@@ -228,7 +227,7 @@ def maintenance_node(p: Platform, actor: Principal, node_id: str, reason: str | 
     return get_node(p, actor, node_id)
 
 
-def retire_node(p: Platform, actor: Principal, node_id: str, reason: str | None) -> NodeView:
+def retire_node(p: Driven, actor: Principal, node_id: str, reason: str | None) -> NodeView:
     """Declare a node in maintenance broken beyond repair: it never returns to the pool on
     its own (an operator may still resume it), and its history stays."""
     actor.require_operator()
@@ -256,7 +255,7 @@ def erase_before_pool(s: Session, p: Moves, node: Node, now: datetime, actor: st
     node.next_attempt_at = now
 
 
-def resume_node(p: Platform, actor: Principal, node_id: str) -> NodeView:
+def resume_node(p: Driven, actor: Principal, node_id: str) -> NodeView:
     actor.require_operator()
     with p.db.write() as s:
         node = load_node(s, node_id)

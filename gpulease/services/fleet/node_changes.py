@@ -16,8 +16,8 @@ from gpulease.domain.states import NODE, NODE_BUSY, NodeStatus
 from gpulease.lifecycle.binding import fence
 from gpulease.lifecycle.history import Happened, by, record_event
 from gpulease.lifecycle.writer import Move, transition
-from gpulease.platform import Platform
 from gpulease.ports.bmc import BmcEndpoint, BmcError, BmcPermanentError
+from gpulease.ports.records import Driven
 from gpulease.schemas import NodeView
 from gpulease.schemas.fleet import NodeUpdate
 from gpulease.services.agents.credentials import revoke_credential
@@ -33,7 +33,7 @@ def holds_tenant(s: Session, node: Node) -> bool:
                                    GpuAllocation.released_at.is_(None))))
 
 
-def _try_credentials(p: Platform, node: Node, username: str, password: str) -> None:
+def _try_credentials(p: Driven, node: Node, username: str, password: str) -> None:
     """Ask the BMC something harmless with the new credentials (a 422 when it refuses them,
     a 502 when it does not answer); nothing is stored before this passes."""
     bmc = p.drivers.bmc_for(node.bmc_driver, BmcEndpoint(node.name, node.bmc_address,
@@ -51,7 +51,7 @@ def _try_credentials(p: Platform, node: Node, username: str, password: str) -> N
             from None
 
 
-def update_node(p: Platform, actor: Principal, node_id: str, body: NodeUpdate) -> NodeView:
+def update_node(p: Driven, actor: Principal, node_id: str, body: NodeUpdate) -> NodeView:
     actor.require_operator()
     if body.bmc_username is not None and body.bmc_password is None:
         raise InvalidInput("bmc_password", "Give the BMC password with the user name "
@@ -101,7 +101,7 @@ def update_node(p: Platform, actor: Principal, node_id: str, body: NodeUpdate) -
     return get_node(p, actor, node_id if body.name is None else body.name)
 
 
-def delete_node(p: Platform, actor: Principal, node_id: str, reason: str | None) -> NodeView:
+def delete_node(p: Driven, actor: Principal, node_id: str, reason: str | None) -> NodeView:
     """Remove a node from the fleet. Its row, history, alerts and erase certificates stay
     (looked up by id); its name, BMC address, system UUID and serial are free to enroll
     again; its rack and fabric let go; its agent's credential ends."""
@@ -130,7 +130,7 @@ def delete_node(p: Platform, actor: Principal, node_id: str, reason: str | None)
     return get_node(p, actor, deleted_id)
 
 
-def replace_simulated_parts(p: Platform, name: str, driver: str, agent_kind: str) -> bool:
+def replace_simulated_parts(p: Driven, name: str, driver: str, agent_kind: str) -> bool:
     """A simulated server's repair replaces its faulty parts: the faults injected into it
     are gone (its burn-in then passes, unless new ones are injected). Real hardware: no-op."""
     if not is_simulated(p, driver, agent_kind):
@@ -143,7 +143,7 @@ def replace_simulated_parts(p: Platform, name: str, driver: str, agent_kind: str
     return True
 
 
-def inject_faults(p: Platform, actor: Principal, node_id: str, faults: list[str]) -> list[str]:
+def inject_faults(p: Driven, actor: Principal, node_id: str, faults: list[str]) -> list[str]:
     """The demo's fault injection: GPU faults (agent/gpu/simulated.py's KIND[:GPU[:ARG]]) a
     simulated server's stand-in agent reports from now on (its telemetry, its acceptance);
     an empty list clears them. Refused for real hardware."""

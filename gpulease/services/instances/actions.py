@@ -10,13 +10,12 @@ from gpulease.domain.phrases import phrase
 from gpulease.domain.states import INSTANCE, InstanceStatus
 from gpulease.lifecycle.history import by
 from gpulease.lifecycle.writer import Move, transition
-from gpulease.platform import Platform
-from gpulease.ports.records import Sealed
+from gpulease.ports.records import Driven, Sealed
 from gpulease.schemas import CredentialsView, InstanceView
 from gpulease.services.instances.views import instance_view, ssh_command
 
 
-def release_instance(p: Platform, actor: Principal, instance_id: str) -> InstanceView:
+def release_instance(p: Driven, actor: Principal, instance_id: str) -> InstanceView:
     """Hand an instance back: its nodes are erased, then free again. Repeating is harmless."""
     actor.require_order_rights()
     with p.db.write() as s:

@@ -24,8 +24,7 @@ from gpulease.domain.errors import InvalidInput
 from gpulease.domain.ssh import ssh_address
 from gpulease.domain.states import DEPLOY_ORDER, InstanceStatus, NodeStage
 from gpulease.lifecycle.history import reason_phrase
-from gpulease.platform import Platform
-from gpulease.ports.records import Records
+from gpulease.ports.records import Driven, Records
 from gpulease.schemas import (
     InstanceNodeView,
     InstanceView,
@@ -69,14 +68,14 @@ def _current_stage(inst: InstanceFacts, node_stages: list[str | None]) -> str | 
     return inst.stage
 
 
-def instance_view(s: Session, p: Platform, inst: Instance) -> InstanceView:
+def instance_view(s: Session, p: Driven, inst: Instance) -> InstanceView:
     # the nodes' columns the view shows, not whole rows (a node row is wide)
     allocations = allocations_of(s, [inst.id])[inst.id]
     return assemble_view(p, inst, allocations, instance_events(s, inst.id))
 
 
 def assemble_view(
-    p: Platform, inst: InstanceFacts,
+    p: Driven, inst: InstanceFacts,
     allocations: Sequence[tuple[Node | Claimed | NodeBrief, list[int], bool]],
     events: Sequence[Event],
 ) -> InstanceView:
@@ -163,7 +162,7 @@ def _page_statements(by_tenant: bool, by_status: bool) -> tuple[Executable, Exec
 
 
 def list_instances(
-    p: Platform, actor: Principal, *, status: str | None = None, limit: int = 50,
+    p: Driven, actor: Principal, *, status: str | None = None, limit: int = 50,
     offset: int = 0, expand: str | None = None,
 ) -> Page[InstanceView]:
     """A page of instances in a constant number of statements (the page with its total,
@@ -174,7 +173,7 @@ def list_instances(
 
 
 def list_instances_json(
-    p: Platform, actor: Principal, *, status: str | None = None, limit: int = 50,
+    p: Driven, actor: Principal, *, status: str | None = None, limit: int = 50,
     offset: int = 0, expand: str | None = None,
 ) -> str:
     """list_instances as the API sends it (the same bytes as its page's JSON). A summary
@@ -197,7 +196,7 @@ class _PageRead(NamedTuple):
     events: dict[str, list[Event]]
 
 
-def _views(p: Platform, found: _PageRead, limit: int, offset: int) -> Page[InstanceView]:
+def _views(p: Driven, found: _PageRead, limit: int, offset: int) -> Page[InstanceView]:
     return Page(items=[assemble_view(p, inst, found.allocations[inst.id],
                                      found.events[inst.id]) for inst in found.rows],
                 total=found.total, limit=limit, offset=offset)
@@ -226,7 +225,7 @@ def _read_page(p: Records, actor: Principal, status: str | None, limit: int, off
     return _PageRead(rows, total, allocations, events)
 
 
-def _summary_json(p: Platform, inst: Row[Any],
+def _summary_json(p: Driven, inst: Row[Any],
                   allocations: list[tuple[NodeBrief, list[int], bool]]) -> str:
     """One summary's JSON, kept by everything it is made of: the row's VIEW_COLUMNS (of the
     encrypted root password only whether there is one), each node held as read, whether
@@ -267,6 +266,6 @@ def change_marker(p: Records, instance_id: str) -> tuple[object, ...]:
     return (tuple(row) if row else None, tuple(counted), nodes)
 
 
-def show_instance(p: Platform, actor: Principal, instance_id: str) -> InstanceView:
+def show_instance(p: Driven, actor: Principal, instance_id: str) -> InstanceView:
     with p.db.read() as s:
         return instance_view(s, p, get_instance(s, actor, instance_id))

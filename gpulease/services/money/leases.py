@@ -30,8 +30,7 @@ from gpulease.domain.phrases import Phrase, phrase, stored
 from gpulease.domain.states import LEASE, InstanceStatus, LeaseStatus
 from gpulease.lifecycle.history import by, note
 from gpulease.lifecycle.writer import Move, transition
-from gpulease.platform import Platform
-from gpulease.ports.records import Moves, Priced, Records
+from gpulease.ports.records import Driven, Moves, Priced, Records
 from gpulease.schemas.money import LeaseView, RenewalLineView, RenewalQuoteView, RenewRequest
 from gpulease.services.money import addons, lease_periods
 from gpulease.services.money.budgets import budget_of, check_spend
@@ -184,7 +183,7 @@ def renewal_quote(p: Priced, actor: Principal, instance_id: str, periods: int = 
             ends_at=added[-1].ends_at, cancels_erase=lease.status == LeaseStatus.GRACE.value)
 
 
-def renew(p: Platform, actor: Principal, instance_id: str, periods: int = 1,
+def renew(p: Driven, actor: Principal, instance_id: str, periods: int = 1,
           term: str | None = None, once: str | None = None) -> LeaseView:
     """Charge `periods` more of the lease. `once`: a key the same renewal is done under at
     most once (a console form resubmitted by the back button or F5 renews once)."""

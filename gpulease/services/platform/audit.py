@@ -32,8 +32,8 @@ from gpulease.db.tables import AuditEntry, AuditHead, PlatformFact
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import InvalidInput
 from gpulease.domain.text import clipped
-from gpulease.platform import Key, Platform
-from gpulease.ports.records import Sealed
+from gpulease.kept import Key
+from gpulease.ports.records import Keeping, Sealed
 from gpulease.schemas import AuditEntryView, AuditVerdict, Page
 
 HEAD = 1
@@ -201,7 +201,7 @@ def reseal(s: Session, key: bytes) -> None:
     s.execute(update(AuditHead).where(AuditHead.id == HEAD).values(seal=_seal(key, head)))
 
 
-def drain(p: Platform) -> None:
+def drain(p: Keeping) -> None:
     """Readers of the trail see every row this process handed its writer before they asked
     (services/platform/audit_writer.py)."""
     queue = p.kept.get(QUEUE)
@@ -226,7 +226,7 @@ def _happening(row: AuditEntry) -> Happening:
                      target=row.target)
 
 
-def verify(p: Platform, actor: Principal, batch: int = 5000) -> AuditVerdict:
+def verify(p: Keeping, actor: Principal, batch: int = 5000) -> AuditVerdict:
     """Walk the chain from its start to the head: the head's seal, every row's MAC, every
     link, no gap, and no row where a writer found the head altered."""
     actor.require_operator()
@@ -279,7 +279,7 @@ def verify(p: Platform, actor: Principal, batch: int = 5000) -> AuditVerdict:
                             last_seq=head.last_seq)
 
 
-def prune(p: Platform) -> int:
+def prune(p: Keeping) -> int:
     """Remove rows older than the retention setting from the chain's start; a row at the
     end says which were removed (the head's seal covers where the chain now begins)."""
     drain(p)
@@ -320,7 +320,7 @@ class AuditFilter:
     since: datetime | None = None
 
 
-def entries(p: Platform, actor: Principal, which: AuditFilter = AuditFilter(), *,
+def entries(p: Keeping, actor: Principal, which: AuditFilter = AuditFilter(), *,
             limit: int = 50, offset: int = 0) -> Page[AuditEntryView]:
     """Operator: every row (or one tenant's); tenant admin: the tenant's own. Newest first."""
     tenant_id, user_id, since = which.tenant_id, which.user_id, which.since

@@ -23,8 +23,7 @@ from gpulease.db.tables import (
 from gpulease.db.upsert import insert_unless_present
 from gpulease.domain.accounts import Principal, Role
 from gpulease.domain.errors import Conflict
-from gpulease.platform import Platform
-from gpulease.ports.records import Sealed
+from gpulease.ports.records import Keeping, Sealed
 from gpulease.security import SecretBox
 from gpulease.services.platform import audit, workers
 
@@ -90,7 +89,7 @@ def key_is_installations(p: Sealed) -> bool:
     return recorded is None or recorded == p.box.fingerprint()
 
 
-def rotate(p: Platform, new_key: str, batch: int = 1000) -> dict[str, int]:
+def rotate(p: Keeping, new_key: str, batch: int = 1000) -> dict[str, int]:
     """Re-seal every secret and re-key the audit chain under `new_key`, in one transaction;
     how many of each were re-sealed. Every process must be stopped first and started with
     the new key after."""

@@ -24,8 +24,8 @@ from gpulease.db.tables import WorkerProcess
 from gpulease.domain.accounts import Principal
 from gpulease.domain.catalog import CatalogError
 from gpulease.domain.phrases import Phrase, phrase
-from gpulease.platform import Key, Platform
-from gpulease.ports.records import Priced, Records
+from gpulease.kept import Key
+from gpulease.ports.records import Keeping, Priced, Records
 from gpulease.schemas import SiteView
 from gpulease.services.platform.workers import live_after
 
@@ -105,7 +105,7 @@ LOOKED = Key[_Looked]("site-workers")
 LOOK_AGAIN_S = 1.0
 
 
-def _workers_now(p: Platform) -> SiteWorkers:
+def _workers_now(p: Keeping) -> SiteWorkers:
     looked = p.kept.made(LOOKED, _Looked)
     now = p.clock.now()
     if looked.at is None or abs((now - looked.at).total_seconds()) >= LOOK_AGAIN_S:
@@ -115,7 +115,7 @@ def _workers_now(p: Platform) -> SiteWorkers:
     return looked.workers
 
 
-def unserved(p: Platform, region: str) -> Phrase | None:
+def unserved(p: Keeping, region: str) -> Phrase | None:
     """Why no worker would take up work in `region` now, or None when one would: a site
     that has workers of its own and none alive (as the registry was at most a second ago).
     A site served by the workers without a site is never refused: with none alive,

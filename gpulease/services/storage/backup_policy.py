@@ -22,8 +22,7 @@ from gpulease.domain.errors import InvalidInput
 from gpulease.domain.phrases import Phrase, phrase
 from gpulease.domain.states import BackupStatus, InstanceStatus
 from gpulease.lifecycle.history import SWEEP_LEASES, by, note
-from gpulease.platform import Platform
-from gpulease.ports.records import Records
+from gpulease.ports.records import Records, Stored
 from gpulease.schemas.fleet import BackupPolicyUpdate, BackupPolicyView
 from gpulease.services.storage import backups
 from gpulease.services.storage.meter import over_quota
@@ -120,7 +119,7 @@ def update(p: Records, actor: Principal, instance_id: str, body: BackupPolicyUpd
 
 # --- a lapsed lease (called by the lease sweep, which holds the instance and the lease) ----
 
-def _queue_for_lease(s: Session, p: Platform, inst: Instance, lease: Lease, trigger: str,
+def _queue_for_lease(s: Session, p: Stored, inst: Instance, lease: Lease, trigger: str,
                      now: datetime) -> bool:
     pol = policy_of(s, inst)
     if not pol.at_lease_end or p.object_store() is None or inst.kind == "container":
@@ -138,12 +137,12 @@ def _queue_for_lease(s: Session, p: Platform, inst: Instance, lease: Lease, trig
     return True
 
 
-def at_grace(s: Session, p: Platform, inst: Instance, lease: Lease, now: datetime) -> None:
+def at_grace(s: Session, p: Stored, inst: Instance, lease: Lease, now: datetime) -> None:
     """The backup taken as the lease enters grace (the tenant may still renew)."""
     _queue_for_lease(s, p, inst, lease, backups.AT_GRACE, now)
 
 
-def final_due(s: Session, p: Platform, inst: Instance, lease: Lease, now: datetime) -> bool:
+def final_due(s: Session, p: Stored, inst: Instance, lease: Lease, now: datetime) -> bool:
     """The last backup before the erase queued, once, when the end of grace draws near;
     True when it was queued now."""
     if lease.grace_until is None:
@@ -173,7 +172,7 @@ def erase_waits(s: Session, inst: Instance, lease: Lease, now: datetime) -> bool
 
 # --- the schedule (a periodic of the worker) ----------------------------------------------
 
-def run_schedules(p: Platform, limit: int = 100) -> int:
+def run_schedules(p: Stored, limit: int = 100) -> int:
     """Scheduled backups that are due queued (one per instance, none while another run of
     it is under way); returns how many were queued."""
     if p.object_store() is None:

@@ -32,7 +32,6 @@ from gpulease.domain.states import (
 )
 from gpulease.lifecycle.history import WORKER, by, note
 from gpulease.lifecycle.writer import Move, initial, transition
-from gpulease.platform import Platform
 from gpulease.ports.agent import (
     BackupPayload,
     ReceivePayload,
@@ -40,7 +39,7 @@ from gpulease.ports.agent import (
     SendPayload,
     TransferPayload,
 )
-from gpulease.ports.records import Moves, Records, Sealed
+from gpulease.ports.records import Moves, Records, Sealed, Stored
 from gpulease.schemas import Page
 from gpulease.schemas.fleet import BackupRequest, BackupView, RestoreRequest
 from gpulease.security import new_id
@@ -82,7 +81,7 @@ def _view(b: Backup, node_name: str) -> BackupView:
                       finished_at=b.finished_at, target=b.target)
 
 
-def request(p: Platform, actor: Principal, instance_id: str,
+def request(p: Stored, actor: Principal, instance_id: str,
             body: BackupRequest | RestoreRequest, trigger: str = ON_DEMAND) -> BackupView:
     """A backup (or, given a snapshot, a restore) of a delivered bare-metal instance's data
     disk, queued for the worker; one run per instance at a time."""

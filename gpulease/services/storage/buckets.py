@@ -14,9 +14,8 @@ from gpulease.db.ops_tables import StorageAccount, StorageKey
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import BadGateway, Conflict, NotFound
 from gpulease.lifecycle.history import by
-from gpulease.platform import Platform
 from gpulease.ports.object_store import AccessKey, ObjectStore, ObjectStoreError
-from gpulease.ports.records import Records
+from gpulease.ports.records import Records, Stored
 from gpulease.schemas.fleet import StorageKeyCreated, StorageKeyView, StorageView
 from gpulease.services.storage import quota as storage_quota
 from gpulease.services.storage.meter import (
@@ -27,7 +26,7 @@ from gpulease.services.storage.meter import (
 )
 
 
-def _store(p: Platform) -> ObjectStore:
+def _store(p: Stored) -> ObjectStore:
     store = p.object_store()
     if store is None:
         raise Conflict("Object storage is not set up on this platform: the provider sets "
@@ -35,7 +34,7 @@ def _store(p: Platform) -> ObjectStore:
     return store
 
 
-def configured(p: Platform) -> None:
+def configured(p: Stored) -> None:
     """A 409 that says how, when the platform has no object storage."""
     _store(p)
 
@@ -65,7 +64,7 @@ def _account(s: Session, p: Records, store: ObjectStore, tenant: str) -> Storage
     return account
 
 
-def show(p: Platform, actor: Principal) -> StorageView:
+def show(p: Stored, actor: Principal) -> StorageView:
     """The tenant's endpoint, bucket (made on first look), what it holds and its keys."""
     tenant = actor.require_tenant()
     store = _store(p)
@@ -94,7 +93,7 @@ def show(p: Platform, actor: Principal) -> StorageView:
                        writes_blocked=bool(blocked))
 
 
-def new_key(p: Platform, actor: Principal) -> StorageKeyCreated:
+def new_key(p: Stored, actor: Principal) -> StorageKeyCreated:
     """A new access key to the tenant's bucket (tenant admins); its secret is shown once."""
     tenant = actor.require_tenant_admin()
     store = _store(p)
@@ -116,7 +115,7 @@ def new_key(p: Platform, actor: Principal) -> StorageKeyCreated:
                              secret_access_key=key.secret_access_key)
 
 
-def revoke_key(p: Platform, actor: Principal, access_key_id: str) -> StorageKeyView:
+def revoke_key(p: Stored, actor: Principal, access_key_id: str) -> StorageKeyView:
     tenant = actor.require_tenant_admin()
     with p.db.write() as s:
         key = s.scalar(select(StorageKey).where(StorageKey.access_key_id == access_key_id,
@@ -142,7 +141,7 @@ def run_user(store_user: str, run_id: str) -> str:
     return f"{storage_quota.platform_user(store_user)}-{run_id}"
 
 
-def run_key(p: Platform, tenant: str, run_id: str, prefix: str) -> tuple[str, str, AccessKey]:
+def run_key(p: Stored, tenant: str, run_id: str, prefix: str) -> tuple[str, str, AccessKey]:
     """(endpoint, bucket, key) for one run the platform carries out in the tenant's bucket
     (a backup or restore by the node's agent; the key reaches the tenant's server): of a
     store user of the run's own, allowed on the objects under the run's `prefix` only (and
@@ -159,7 +158,7 @@ def run_key(p: Platform, tenant: str, run_id: str, prefix: str) -> tuple[str, st
         raise BadGateway("{exc}. Retry shortly.", exc=exc) from None
 
 
-def end_run_key(p: Platform, tenant: str, run_id: str, access_key_id: str) -> bool:
+def end_run_key(p: Stored, tenant: str, run_id: str, access_key_id: str) -> bool:
     """Delete a run's key, and its user with its last key; False when the store did not
     answer (the caller retries)."""
     store = p.object_store()

@@ -17,9 +17,8 @@ from sqlalchemy.orm import Session
 
 from gpulease.db.ops_tables import StorageAccount
 from gpulease.domain.phrases import Phrase, phrase
-from gpulease.platform import Platform
 from gpulease.ports.object_store import ObjectStoreError
-from gpulease.ports.records import Priced, Records
+from gpulease.ports.records import Priced, Records, Stored
 from gpulease.services.money.metering import QUANTUM, record_for
 from gpulease.services.money.usage_bounds import Usage
 from gpulease.services.platform.outbox import Notice, post_notice
@@ -68,7 +67,7 @@ def first_day_to_meter(p: Records, created_at: datetime) -> str:
     return (created_at.astimezone(p.settings.zone).date() - timedelta(days=1)).isoformat()
 
 
-def meter_buckets(p: Platform, limit: int = 100) -> int:
+def meter_buckets(p: Stored, limit: int = 100) -> int:
     """Measure and charge every bucket whose yesterday is not charged yet; returns how many
     buckets were measured."""
     store = p.object_store()

@@ -16,9 +16,8 @@ from sqlalchemy import or_, select
 from gpulease.db.ops_tables import StorageAccount
 from gpulease.domain.accounts import Principal
 from gpulease.domain.errors import NotFound
-from gpulease.platform import Platform
 from gpulease.ports.object_store import ObjectStore, ObjectStoreError
-from gpulease.ports.records import Records
+from gpulease.ports.records import Records, Stored
 from gpulease.services.storage.meter import measured, quota_bytes
 
 log = logging.getLogger("gpulease.storage")
@@ -58,7 +57,7 @@ def enforce(p: Records, store: ObjectStore, tenant: str, used: int) -> bool | No
     return full
 
 
-def check_quotas(p: Platform, limit: int = 100) -> int:
+def check_quotas(p: Stored, limit: int = 100) -> int:
     """The buckets not measured for GPULEASE_STORAGE_QUOTA_CHECK_S measured again (the
     oldest first) and their writes opened or closed; returns how many were measured."""
     store = p.object_store()
@@ -85,7 +84,7 @@ def check_quotas(p: Platform, limit: int = 100) -> int:
     return len(due)
 
 
-def set_quota(p: Platform, actor: Principal, tenant: str, quota_gb: float | None
+def set_quota(p: Stored, actor: Principal, tenant: str, quota_gb: float | None
               ) -> float:
     """Operator: the tenant's bucket quota in GB (None: the platform's default)."""
     actor.require_operator()

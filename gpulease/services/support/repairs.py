@@ -22,8 +22,7 @@ from gpulease.domain.states import NODE, NODE_STAGE, NodeStatus
 from gpulease.lifecycle.binding import fence
 from gpulease.lifecycle.history import WORKER, by
 from gpulease.lifecycle.writer import Move, transition
-from gpulease.platform import Platform
-from gpulease.ports.records import Moves, Records
+from gpulease.ports.records import Driven, Moves, Records
 from gpulease.schemas import Page
 from gpulease.schemas.fleet import RepairView
 from gpulease.services.fleet.inventory import load_node
@@ -151,7 +150,7 @@ def send_to_repair(p: Moves, actor: Principal, node_id: str, reason: str | None,
         return _view(repair, node.name)
 
 
-def finish(p: Platform, actor: Principal, node_id: str, parts: str) -> RepairView:
+def finish(p: Driven, actor: Principal, node_id: str, parts: str) -> RepairView:
     """The parts are replaced: recorded, then the node is erased and returns to the pool."""
     actor.require_operator()
     if not parts.strip():

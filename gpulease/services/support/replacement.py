@@ -39,6 +39,7 @@ from gpulease.lifecycle.binding import fence
 from gpulease.lifecycle.history import by, note
 from gpulease.lifecycle.writer import Move, transition
 from gpulease.platform import Platform
+from gpulease.ports.records import Driven
 from gpulease.schemas.tickets import TicketDetail
 from gpulease.security import new_root_password
 from gpulease.services.orders.placement import claim_replacement
@@ -137,7 +138,7 @@ def swap(p: Platform, actor: Principal, ticket_id: str, how: Swap = Swap()) -> T
     return show_ticket(p, actor, ticket_id)
 
 
-def _swap(s: Session, p: Platform, actor: Principal, sides: Sides, how: Swap) -> None:
+def _swap(s: Session, p: Driven, actor: Principal, sides: Sides, how: Swap) -> None:
     now, who = p.clock.now(), by(actor)
     ticket, inst, old, spare = sides.ticket, sides.inst, sides.old, sides.spare
     copy_path, note_text = (how.path if how.copy_data else None), how.note

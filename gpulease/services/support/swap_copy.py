@@ -27,9 +27,8 @@ from gpulease.db.tables import Instance, Node
 from gpulease.domain.phrases import phrase
 from gpulease.domain.states import BackupStatus
 from gpulease.lifecycle.history import WORKER, note
-from gpulease.platform import Platform
 from gpulease.ports.agent import ReceivePayload, SendPayload
-from gpulease.ports.records import Sealed
+from gpulease.ports.records import Driven, Sealed
 from gpulease.security import new_id
 from gpulease.services.storage.backups import (
     SWAP_COPY,
@@ -82,7 +81,7 @@ def this_swaps_runs(runs: Sequence[Backup], outgoing: Mapping[str, datetime], sp
     return {head.kind: head} | ({second[-1].kind: second[-1]} if second else {})
 
 
-def swap_copy_step(s: Session, p: Platform, inst: Instance, spare: Node,
+def swap_copy_step(s: Session, p: Driven, inst: Instance, spare: Node,
                    outgoing: Mapping[str, datetime], now: datetime) -> bool:
     """Once the spare is accepted: True while the copy runs (its second half queued here);
     False when it is done or was not asked for. `outgoing`: the servers this swap takes
@@ -116,7 +115,7 @@ def _not_copied(s: Session, now: datetime, instance_id: str, reason: str) -> Non
         "starts with an empty data disk", reason=reason), actor=WORKER)
 
 
-def _direct(s: Session, p: Platform, inst: Instance, spare: Node, kinds: dict[str, Backup],
+def _direct(s: Session, p: Driven, inst: Instance, spare: Node, kinds: dict[str, Backup],
             now: datetime) -> bool:
     """A copy between the agents: the spare's receive queued once the faulty server's send
     serves; True while either is under way."""
