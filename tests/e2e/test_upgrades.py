@@ -164,7 +164,7 @@ def test_two_processes_upgrade_the_previous_release_at_once(kind: str, tmp_path:
                 "available", "SN-OLD-01", 8, "ib-ningxia-1-1")
             history = httpx.get(f"{api}/nodes/h100-old-01/history", headers=auth).json()
             assert history["items"][0]["message"] == "erased"
-            fabric = httpx.get(f"{api}/fabrics", headers=auth).json()
+            fabric = httpx.get(f"{api}/fabrics", headers=auth).json()["items"]
             assert fabric[0]["nodes"] == 1 and fabric[0]["rate_gbps"] == 400
             assert httpx.get(f"{api}/catalog", headers=auth).json()["version"] == 1
         finally:
