@@ -1,11 +1,15 @@
-"""Shared bench helpers: a platform on SQLite or a fresh PostgreSQL schema, percentiles."""
+"""Shared bench helpers: a platform on SQLite or a fresh PostgreSQL schema, percentiles, a
+media server and the platform's API on loopback."""
 
 from __future__ import annotations
 
+import functools
+import http.server
 import os
 import socket
 import statistics
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -13,11 +17,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
+import uvicorn
 from cryptography.fernet import Fernet
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from sqlalchemy import text
 
+from gpulease.api.app import create_app
 from gpulease.compose import make_platform
 from gpulease.platform import Platform
 from gpulease.settings import Settings
@@ -108,3 +114,33 @@ def fund(p: Platform, tenant_id: str) -> None:
 
     operator = Principal(user_id="bench", tenant_id=None, role=Role.OPERATOR)
     wallet.set_credit_limit(p, operator, tenant_id, Decimal("100000000000"))
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def media_server() -> tuple[http.server.ThreadingHTTPServer, str]:
+    """A media server on 127.0.0.1 with the catalog's image and the agent ramdisk (1 KiB
+    each): what a BMC's virtual media is pointed at; (server, its URL)."""
+    images = Path(tempfile.mkdtemp())
+    for name in ("ubuntu22.04-cuda12.4-pytorch2.5.iso", "agent-ramdisk.iso"):
+        (images / name).write_bytes(b"x" * 1024)
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(images)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def serve_api(p: Platform) -> uvicorn.Server:
+    """The platform's API on a free loopback port, in a thread, and `p`'s public URL set to
+    it (BMCs fetch config drives from it); `.should_exit = True` stops it."""
+    port = free_port()
+    api = uvicorn.Server(uvicorn.Config(create_app(p), host="127.0.0.1", port=port,
+                                        log_level="warning"))
+    threading.Thread(target=api.run, daemon=True).start()
+    while not api.started:  # bounded by uvicorn's start
+        time.sleep(0.01)
+    p.settings.public_url = f"http://127.0.0.1:{port}"
+    return api

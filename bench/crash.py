@@ -14,8 +14,6 @@ on the database: the deadlock count is the database's). Prints JSON."""
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import os
 import random
@@ -31,11 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import uvicorn
 from sqlalchemy import text
 
-from bench._common import bench_platform, free_port, fund, ssh_key
-from gpulease.api.app import create_app
+from bench._common import bench_platform, free_port, fund, media_server, serve_api, ssh_key
 from gpulease.domain.errors import DomainError
 from gpulease.drivers.redfish_emulator import Rack, start_emulator
 from gpulease.platform import Platform
@@ -52,27 +48,12 @@ SERVERS, WORKERS, TTL_S = 6, 2, 3.0
 OFFER = ("h100-80g-x8", "ningxia-1")
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 def deadlocks(p: Platform) -> int | None:
     if p.db.engine.dialect.name != "postgresql":
         return None
     with p.db.read() as s:
         return int(s.scalar(text("SELECT deadlocks FROM pg_stat_database "
                                  "WHERE datname = current_database()")) or 0)
-
-
-def image_server() -> tuple[http.server.ThreadingHTTPServer, str]:
-    images = Path(tempfile.mkdtemp())
-    for name in ("ubuntu22.04-cuda12.4-pytorch2.5.iso", "agent-ramdisk.iso"):
-        (images / name).write_bytes(b"x" * 1024)
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(images)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
 def start_worker(p: Platform, n: int, logs: Path) -> subprocess.Popen[bytes]:
@@ -152,7 +133,7 @@ def fenced_in_logs(logs: Path) -> Counter[str]:
 
 
 def run(seconds: float, db: str) -> dict[str, object]:
-    images, media = image_server()
+    images, media = media_server()
     emu = start_emulator(Path(tempfile.mkdtemp()), free_port(), Rack(SERVERS, "Off", None, 1))
     logs = Path(tempfile.mkdtemp(prefix="gpulease-crash-"))
     workers: list[subprocess.Popen[bytes]] = []
@@ -160,13 +141,7 @@ def run(seconds: float, db: str) -> dict[str, object]:
         with bench_platform(db, lock_ttl_s=TTL_S) as p:
             witness = RecordingProxy(int(emu.url.rsplit(":", 1)[1]),
                                      judge=claim_still_held(p.db))
-            api_port = free_port()
-            api = uvicorn.Server(uvicorn.Config(create_app(p), host="127.0.0.1",
-                                                port=api_port, log_level="warning"))
-            threading.Thread(target=api.run, daemon=True).start()
-            while not api.started:
-                time.sleep(0.01)
-            p.settings.public_url = f"http://127.0.0.1:{api_port}"
+            api = serve_api(p)
             p.settings.media_base_url = media
             _, tok = accounts.create_operator(p, "op@bench.io", "Op")
             op = accounts.authenticate(p, tok.token)

@@ -14,12 +14,9 @@
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -28,10 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
-import uvicorn
 
-from bench._common import bench_platform, free_port, fund, ssh_key
-from gpulease.api.app import create_app
+from bench._common import bench_platform, free_port, fund, media_server, serve_api, ssh_key
 from gpulease.db.claims import Claim
 from gpulease.domain.fleet.bmc_events import cursor, new_entries
 from gpulease.drivers import redfish as redfish_driver
@@ -81,18 +76,8 @@ def enrollment_throughput(db: str) -> dict[str, object]:
             "gets_per_enrollment_time": round((BMCS * 5 / get_s) / (BMCS / enroll_s), 1)}
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 def deploy_share(db: str) -> dict[str, object]:
-    images = Path(tempfile.mkdtemp())
-    for name in ("ubuntu22.04-cuda12.4-pytorch2.5.iso", "agent-ramdisk.iso"):
-        (images / name).write_bytes(b"x" * 1024)
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(images)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server, media = media_server()
     emu = start_emulator(Path(tempfile.mkdtemp()), free_port(), Rack(count=1))
     spent = {"bmc": 0.0, "worker": 0.0}
     calls: list[float] = []  # when each BMC call began: the polling load
@@ -120,15 +105,8 @@ def deploy_share(db: str) -> dict[str, object]:
     runner.PIPELINES = tuple(timed(pipeline) for pipeline in original)  # each step timed
     try:
         with bench_platform(db, poll_interval_s=0.25) as p:
-            p.settings.media_base_url = f"http://127.0.0.1:{server.server_address[1]}"
-            # the emulator downloads each deploy's config drive from the control plane
-            api_port = free_port()
-            api = uvicorn.Server(uvicorn.Config(create_app(p), host="127.0.0.1",
-                                                port=api_port, log_level="warning"))
-            threading.Thread(target=api.run, daemon=True).start()
-            while not api.started:
-                time.sleep(0.01)
-            p.settings.public_url = f"http://127.0.0.1:{api_port}"
+            p.settings.media_base_url = media
+            api = serve_api(p)  # the emulator downloads each config drive from it
             _, tok = accounts.create_operator(p, "op@bench.io", "Op")
             op = accounts.authenticate(p, tok.token)
             # the emulator's server runs no node agent: the stand-in answers for it
