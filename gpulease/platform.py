@@ -1,7 +1,9 @@
 """What every part of a process shares: settings, the database, the catalog it prices from,
 the secret box, the enabled drivers, the clock, the lifecycle effects, the rate limits'
 counters, the worker's wake-up, and what the process keeps between requests. Built once per
-process by the composition root (`gpulease/compose.py`); families receive it."""
+process by the composition root (`gpulease/compose.py`); the entry points and the worker
+hand it down, and families take only the narrower needs of `ports/records.py` that it
+satisfies."""
 
 from __future__ import annotations
 

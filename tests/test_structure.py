@@ -321,8 +321,6 @@ NEEDS["Keeping"] = NEEDS["Moves"] | NEEDS["Sealed"] | {"kept", "rates"}
 # The services that take the composition's whole Platform, and why.
 WHOLE_PLATFORM = {
     "catalog/versions.py": "publishing a catalog changes the process's own",
-    "platform/audit_writer.py": "one writer per process, closed with it",
-    "platform/control_metrics.py": "the process's metrics registry, over all of it",
     "orders/ordering.py": "an order reads stock kept, drivers and storage together",
     "support/replacement.py": "a swap moves storage, drivers and the lifecycle together",
 }

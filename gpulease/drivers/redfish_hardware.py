@@ -554,8 +554,6 @@ def _newer_than(system: Any, linked: list[dict[str, Any]], after: str) -> list[d
     for m in sorted(linked, key=lambda m: int(m["@odata.id"].rstrip("/").rsplit("/", 1)[-1]),
                     reverse=True):
         doc = _doc(system, m["@odata.id"])
-        if not isinstance(doc, dict):
-            continue
         if entry_key(doc.get("Created"), str(doc.get("Id") or "")) <= after:
             break
         newer.append(doc)

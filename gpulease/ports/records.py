@@ -6,7 +6,7 @@ and `Keeping` add the drivers, the object store, and what the process keeps with
 limits' counters. A function takes the narrowest that offers what it reads, not the whole
 `Platform` (the composition root's, gpulease/platform.py): what it can reach is what it
 declares, mypy checks every call it hands it to, and tests/test_structure.py refuses a
-Platform taken where one of these would do (five services take the Platform, each named
+Platform taken where one of these would do (three services take the Platform, each named
 there with its reason)."""
 
 from __future__ import annotations

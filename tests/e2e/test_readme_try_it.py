@@ -17,6 +17,7 @@ import pty
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -155,8 +156,6 @@ def prepare(reader: Reader, line: str) -> None:
 
 
 def p1_ticket(up: Up, node: str) -> str:
-    import time
-
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         listed = json.loads(cli(up, "tickets", "--open", "--json").stdout)["items"]

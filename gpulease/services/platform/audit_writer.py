@@ -27,8 +27,7 @@ import time
 from sqlalchemy.exc import DataError, IntegrityError, NotSupportedError, ProgrammingError
 
 from gpulease import process_metrics
-from gpulease.platform import Platform
-from gpulease.ports.records import Sealed
+from gpulease.ports.records import Keeping, Sealed
 from gpulease.services.platform import audit
 
 log = logging.getLogger("gpulease.audit")
@@ -38,7 +37,7 @@ REFUSED = (DataError, IntegrityError, ProgrammingError, NotSupportedError, Value
 
 
 class AuditWriter:
-    def __init__(self, p: Platform) -> None:
+    def __init__(self, p: Keeping) -> None:
         self._p = p
         self._cond = threading.Condition()
         self._pending: list[tuple[float, audit.Happening]] = []  # (handed over, row)
@@ -142,6 +141,6 @@ def _written(p: Sealed, batch: list[audit.Happening]) -> None:
         _written(p, [one])
 
 
-def writer(p: Platform) -> audit.Queue:
+def writer(p: Keeping) -> audit.Queue:
     """The platform's writer, made on first use."""
     return p.kept.made(audit.QUEUE, lambda: AuditWriter(p))

@@ -36,7 +36,7 @@ from gpulease.db.tables import (
     WorkerProcess,
 )
 from gpulease.domain.states import InstanceStatus, NodeStatus, TicketStatus
-from gpulease.platform import Platform
+from gpulease.ports.records import Keeping
 from gpulease.process_metrics import REGISTRY as PROCESS
 from gpulease.services.fleet.deploy_breaker import DEPLOY as DEPLOY_BREAKER
 from gpulease.services.fleet.deploy_breaker import HELD
@@ -52,7 +52,7 @@ DEAD_WORKER_SHOWN_S = 15 * 60.0
 
 
 class ControlPlane(Collector):
-    def __init__(self, p: Platform) -> None:
+    def __init__(self, p: Keeping) -> None:
         self.p = p
 
     def collect(self) -> Iterator[Any]:
@@ -222,18 +222,18 @@ class ThisProcess(Collector):
         yield from PROCESS.collect()
 
 
-def registry(p: Platform) -> CollectorRegistry:
+def registry(p: Keeping) -> CollectorRegistry:
     found = CollectorRegistry(auto_describe=False)
     found.register(ControlPlane(p))
     found.register(ThisProcess())
     return found
 
 
-def render(p: Platform) -> bytes:
+def render(p: Keeping) -> bytes:
     return generate_latest(registry(p))
 
 
-def serve_worker_metrics(p: Platform) -> Callable[[], None] | None:
+def serve_worker_metrics(p: Keeping) -> Callable[[], None] | None:
     """The worker's /metrics on GPULEASE_WORKER_METRICS_HOST:PORT (the database's view and
     this worker's own counters), behind GPULEASE_METRICS_TOKEN when one is set. Returns
     what stops it; None when no port is set."""
